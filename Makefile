@@ -1,0 +1,29 @@
+# rag_lab — `make demo` and `make test` each build .venv when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export RAGAS_DO_NOT_TRACK := true
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test test-fast venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev,plots]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m rag_lab.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) .rag_lab .pytest_cache
