@@ -180,6 +180,13 @@ class PipelineContext:
     event_bus: Optional["EventBus"] = None
     message_id: str = ""
     user_message_id: str = ""
+    #: tasks a stage left running (the answer stream); the request waits for them
+    background_tasks: list[Any] = field(default_factory=list)
+    #: set when the user stops the request (checked after every stage, before fallback)
+    cancel_event: Any = None
+
+    def cancelled(self) -> bool:
+        return self.cancel_event is not None and self.cancel_event.is_set()
 
 
 # State fields that clone() copies (spec §1.1); everything else starts empty in the clone.
@@ -226,13 +233,13 @@ class ChatManage:
 
     def snapshot(self) -> "ChatManage":
         """A full deep copy (state included, bus excluded) for the lab's per-event snapshots."""
-        params, bus = self.request.params, self.context.event_bus
+        params, ctx = self.request.params, self.context
         self.request.params = None  # type: ignore[assignment]
-        self.context.event_bus = None
+        self.context = PipelineContext(message_id=ctx.message_id, user_message_id=ctx.user_message_id)
         try:
             snap = copy.deepcopy(self)
         finally:
-            self.request.params, self.context.event_bus = params, bus
+            self.request.params, self.context = params, ctx
         snap.request.params = params
         return snap
 

@@ -1,0 +1,321 @@
+"""Evaluation datasets: the on-disk format, a validating loader and deterministic subsets.
+
+A dataset is a folder with two JSON Lines files (UTF-8, one JSON object per ``\\n``-terminated
+line; see ``datasets/README.md``)::
+
+    corpus.jsonl   {"id": str, "title": str, "text": str, "metadata": {...}}
+    queries.jsonl  {"id": str, "question": str, "answers": [str, ...],
+                    "gold_ids": [corpus id, ...], "metadata": {...}}
+
+``title`` and ``metadata`` are optional (default ``""`` and ``{}``); every other field is
+required. A corpus id is the document (knowledge) id the pipeline reports for a retrieved chunk,
+so ``gold_ids`` are compared with retrieved knowledge ids.
+
+Validation errors raise :class:`DatasetError` naming the file, the 1-based line, the field and the
+offending value (shortened to 80 characters). Blank lines are skipped and listed in
+:attr:`Dataset.skipped_lines`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import rag_lab
+
+__all__ = [
+    "CorpusDoc",
+    "Dataset",
+    "DatasetError",
+    "QueryItem",
+    "datasets_root",
+    "list_datasets",
+    "load_dataset",
+]
+
+CORPUS_FILE = "corpus.jsonl"
+QUERIES_FILE = "queries.jsonl"
+MAX_VALUE_CHARS = 80
+
+_CORPUS_FIELDS = {"id", "title", "text", "metadata"}
+_QUERY_FIELDS = {"id", "question", "answers", "gold_ids", "metadata"}
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing or holds an invalid row."""
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusDoc:
+    """One document of the corpus (becomes one Knowledge in the pipeline)."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryItem:
+    """One evaluation question with its reference answers and gold document ids."""
+
+    id: str
+    question: str
+    answers: list[str]
+    gold_ids: list[str]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def datasets_root() -> Path:
+    """Return the repository's ``datasets/`` folder."""
+    return Path(rag_lab.__file__).resolve().parent.parent / "datasets"
+
+
+def list_datasets() -> list[str]:
+    """Names of the datasets under :func:`datasets_root` (folders holding both files)."""
+    root = datasets_root()
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if (p / CORPUS_FILE).is_file() and (p / QUERIES_FILE).is_file()
+    )
+
+
+@dataclass(slots=True)
+class Dataset:
+    """A loaded, validated dataset."""
+
+    name: str
+    path: Path
+    corpus: list[CorpusDoc]
+    queries: list[QueryItem]
+    skipped_lines: list[str] = field(default_factory=list)
+
+    def doc(self, doc_id: str) -> CorpusDoc:
+        """Return the corpus document ``doc_id`` (KeyError naming it if absent)."""
+        for d in self.corpus:
+            if d.id == doc_id:
+                return d
+        raise KeyError(f"{self.name}: no corpus document with id {_short(doc_id)}")
+
+    def qrels(self) -> dict[str, set[str]]:
+        """Gold ids per query id, the ``qrels`` argument of ``evaluate_retrieval``."""
+        return {q.id: set(q.gold_ids) for q in self.queries}
+
+    def head(self, n: int) -> Dataset:
+        """The first ``n`` queries with the full corpus."""
+        _check_count("n", n)
+        return replace(self, queries=list(self.queries[:n]), skipped_lines=list(self.skipped_lines))
+
+    def subset(self, n_queries: int, max_docs: int | None = None, seed: int = 0) -> Dataset:
+        """The first ``n_queries`` queries, all their gold docs, and other docs up to ``max_docs``.
+
+        Distractors are drawn with ``random.Random(seed)``; the kept documents stay in corpus
+        order. ``max_docs=None`` keeps the whole corpus. Raises ValueError when the gold documents
+        alone exceed ``max_docs``.
+        """
+        _check_count("n_queries", n_queries)
+        queries = list(self.queries[:n_queries])
+        if max_docs is None:
+            return replace(self, queries=queries, skipped_lines=list(self.skipped_lines))
+        _check_count("max_docs", max_docs)
+        gold = {g for q in queries for g in q.gold_ids}
+        if len(gold) > max_docs:
+            raise ValueError(
+                f"{self.name}: the first {len(queries)} queries have {len(gold)} gold documents, "
+                f"more than max_docs={max_docs}"
+            )
+        others = [d.id for d in self.corpus if d.id not in gold]
+        n_extra = min(max_docs - len(gold), len(others))
+        keep = gold | set(random.Random(seed).sample(others, n_extra))
+        corpus = [d for d in self.corpus if d.id in keep]
+        return replace(self, queries=queries, corpus=corpus, skipped_lines=list(self.skipped_lines))
+
+
+def _check_count(name: str, value: int) -> None:
+    """Raise ValueError unless ``value`` is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _short(value: Any) -> str:
+    """repr-like rendering of ``value`` cut to MAX_VALUE_CHARS characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > MAX_VALUE_CHARS:
+        text = text[: MAX_VALUE_CHARS - 3] + "..."
+    return text
+
+
+def _error(path: Path, line: int, fieldname: str, value: Any, problem: str) -> DatasetError:
+    """Build the standard error: ``file:line: field 'x' = value: problem``."""
+    return DatasetError(f"{path}:{line}: field {fieldname!r} = {_short(value)}: {problem}")
+
+
+def _iter_rows(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, JSON object) for each non-blank line of ``path``."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: file not found")
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        if lineno == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if not text.strip():
+            skipped.append(f"{path}:{lineno}: blank line skipped")
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}): {_short(text)}"
+            ) from None
+        if not isinstance(obj, dict):
+            raise DatasetError(
+                f"{path}:{lineno}: row must be a JSON object, got {type(obj).__name__}: {_short(obj)}"
+            )
+        yield lineno, obj
+
+
+def _check_fields(path: Path, line: int, obj: dict[str, Any], allowed: set[str], required: tuple[str, ...]) -> None:
+    """Reject missing required fields and unknown fields."""
+    for name in required:
+        if name not in obj:
+            raise DatasetError(f"{path}:{line}: field {name!r} is missing (row keys: {_short(sorted(obj))})")
+    for name in obj:
+        if name not in allowed:
+            raise _error(path, line, name, obj[name], f"unknown field (allowed: {', '.join(sorted(allowed))}; put extras in 'metadata')")
+
+
+def _id_field(path: Path, line: int, name: str, value: Any) -> str:
+    """Validate a non-empty, whitespace-trimmed string id."""
+    if not isinstance(value, str):
+        raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise _error(path, line, name, value, "must be a non-empty string")
+    if value != value.strip():
+        raise _error(path, line, name, value, "must not start or end with whitespace")
+    return value
+
+
+def _text_field(path: Path, line: int, name: str, value: Any, *, non_blank: bool) -> str:
+    """Validate a string field (optionally not blank)."""
+    if not isinstance(value, str):
+        raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
+    if non_blank and not value.strip():
+        raise _error(path, line, name, value, "must not be empty or blank")
+    return value
+
+
+def _metadata_field(path: Path, line: int, value: Any) -> dict[str, Any]:
+    """Validate the optional metadata object."""
+    if not isinstance(value, dict):
+        raise _error(path, line, "metadata", value, f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _str_list(path: Path, line: int, name: str, value: Any, *, ids: bool) -> list[str]:
+    """Validate a list of strings (non-empty unique ids when ``ids``)."""
+    if not isinstance(value, list):
+        raise _error(path, line, name, value, f"must be a list of strings, got {type(value).__name__}")
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, str):
+            raise _error(path, line, where, item, f"must be a string, got {type(item).__name__}")
+        if ids:
+            _id_field(path, line, where, item)
+            if item in seen:
+                raise _error(path, line, where, item, "duplicate id in the list")
+            seen.add(item)
+    return list(value)
+
+
+def _load_corpus(path: Path, skipped: list[str]) -> list[CorpusDoc]:
+    """Parse and validate ``corpus.jsonl``."""
+    docs: list[CorpusDoc] = []
+    first_line: dict[str, int] = {}
+    for line, obj in _iter_rows(path, skipped):
+        _check_fields(path, line, obj, _CORPUS_FIELDS, ("id", "text"))
+        doc_id = _id_field(path, line, "id", obj["id"])
+        if doc_id in first_line:
+            raise _error(path, line, "id", doc_id, f"duplicate id (first seen on line {first_line[doc_id]})")
+        first_line[doc_id] = line
+        docs.append(
+            CorpusDoc(
+                id=doc_id,
+                text=_text_field(path, line, "text", obj["text"], non_blank=True),
+                title=_text_field(path, line, "title", obj.get("title", ""), non_blank=False),
+                metadata=_metadata_field(path, line, obj.get("metadata", {})),
+            )
+        )
+    if not docs:
+        raise DatasetError(f"{path}: the corpus holds no documents")
+    return docs
+
+
+def _load_queries(path: Path, corpus_ids: set[str], skipped: list[str]) -> list[QueryItem]:
+    """Parse and validate ``queries.jsonl`` against the corpus ids."""
+    queries: list[QueryItem] = []
+    first_line: dict[str, int] = {}
+    for line, obj in _iter_rows(path, skipped):
+        _check_fields(path, line, obj, _QUERY_FIELDS, ("id", "question", "answers", "gold_ids"))
+        qid = _id_field(path, line, "id", obj["id"])
+        if qid in first_line:
+            raise _error(path, line, "id", qid, f"duplicate id (first seen on line {first_line[qid]})")
+        first_line[qid] = line
+        gold = _str_list(path, line, "gold_ids", obj["gold_ids"], ids=True)
+        for i, g in enumerate(gold):
+            if g not in corpus_ids:
+                raise _error(path, line, f"gold_ids[{i}]", g, f"unknown corpus id (not in {CORPUS_FILE})")
+        queries.append(
+            QueryItem(
+                id=qid,
+                question=_text_field(path, line, "question", obj["question"], non_blank=True),
+                answers=_str_list(path, line, "answers", obj["answers"], ids=False),
+                gold_ids=gold,
+                metadata=_metadata_field(path, line, obj.get("metadata", {})),
+            )
+        )
+    if not queries:
+        raise DatasetError(f"{path}: the file holds no queries")
+    return queries
+
+
+def _resolve(path_or_name: str | Path) -> Path:
+    """A bare name (no path separator) that exists under datasets_root() wins; else a path."""
+    if isinstance(path_or_name, str) and path_or_name and "/" not in path_or_name and "\\" not in path_or_name:
+        candidate = datasets_root() / path_or_name
+        if candidate.is_dir():
+            return candidate
+    path = Path(path_or_name)
+    if path.is_dir():
+        return path
+    raise DatasetError(
+        f"dataset {str(path_or_name)!r} not found: neither a folder nor a name under {datasets_root()} "
+        f"(available: {', '.join(list_datasets()) or 'none'})"
+    )
+
+
+def load_dataset(path_or_name: str | Path) -> Dataset:
+    """Load and validate a dataset folder, or a dataset of the repo's ``datasets/`` by name."""
+    folder = _resolve(path_or_name)
+    skipped: list[str] = []
+    corpus = _load_corpus(folder / CORPUS_FILE, skipped)
+    queries = _load_queries(folder / QUERIES_FILE, {d.id for d in corpus}, skipped)
+    return Dataset(name=folder.resolve().name, path=folder.resolve(), corpus=corpus, queries=queries, skipped_lines=skipped)

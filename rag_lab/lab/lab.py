@@ -1,0 +1,280 @@
+"""The Lab: the facade a notebook or the CLI starts from (config, knowledge bases, models, params).
+
+``lab.ask(question)`` runs the whole pipeline and returns a :class:`Run` with the answer, the
+references, every stream event, per-stage timings and a ChatManage snapshot after every stage.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from rag_lab.pipeline.container import Services, build_event_manager
+from rag_lab.pipeline.orchestrator import StageTiming
+from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
+from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
+from rag_lab.session.store import MemoryMessageStore
+from rag_lab.stream.bus import BusEvent
+from rag_lab.stream.manager import MemoryStreamManager
+from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
+from rag_lab.types.events import EventType
+from rag_lab.types.params import ParamsError, PipelineParams
+from rag_lab.types.search_result import SearchResult
+from rag_lab.types.stream import StreamEvent
+
+DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
+CHAT_MODEL_ID = "chat"
+RERANK_MODEL_ID = "rerank"
+_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params"}
+
+
+class LabConfigError(ValueError):
+    pass
+
+
+@dataclass
+class Run:
+    """Everything one question produced."""
+
+    question: str
+    answer: str
+    references: list[SearchResult]
+    events: list[StreamEvent]
+    timings: list[StageTiming]
+    snapshots: dict[str, ChatManage]
+    stages: list[str]
+    error: str = ""
+    is_fallback: bool = False
+    session_id: str = ""
+    message_id: str = ""
+    total_ms: float = 0.0
+    params: PipelineParams = field(default_factory=PipelineParams)
+
+    def state(self, event: EventType | str) -> ChatManage:
+        """The ChatManage snapshot taken right after ``event`` (or ``"final"``)."""
+        key = str(event)
+        if key not in self.snapshots:
+            raise KeyError(f"no snapshot for '{key}'; this run has: {', '.join(self.snapshots)}")
+        return self.snapshots[key]
+
+    @property
+    def cited_chunk_ids(self) -> list[str]:
+        from rag_lab.modelcontext import cited_chunk_ids
+
+        return cited_chunk_ids(self.answer)
+
+    @property
+    def retrieved_doc_ids(self) -> list[str]:
+        """Document ids of the final contexts, in rank order, each once (for retrieval metrics)."""
+        out: list[str] = []
+        for r in self.references:
+            if r.knowledge_id and r.knowledge_id not in out:
+                out.append(r.knowledge_id)
+        return out
+
+    def timings_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([t.__dict__ for t in self.timings])
+
+
+def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+    """Run a coroutine from sync code, also inside Jupyter where a loop is already running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_factory())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro_factory())
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name="rag_lab-run")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class Lab:
+    def __init__(self, config: Mapping[str, Any] | None = None, source: str = "<dict>", workspace: str | Path | None = None) -> None:
+        cfg = dict(config or {})
+        unknown = sorted(set(cfg) - _TOP_KEYS)
+        if unknown:
+            raise LabConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_TOP_KEYS))}")
+        self.config = cfg
+        self.params = PipelineParams.from_mapping(cfg.get("params") or {}, source=f"{source}: params")
+        self.language = str(cfg.get("language") or "English")
+        root = Path(workspace if workspace is not None else cfg.get("workspace") or ".rag_lab")
+        from rag_lab.knowledge.workspace import Workspace
+        from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
+        from rag_lab.retrieval.hybrid_search import HybridSearcher
+
+        models = dict(cfg.get("models") or {})
+        try:
+            self.embedder = build_embedder(models.get("embedder") or {"type": "onnx-minilm"})
+            self.reranker = build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=self.embedder) if models.get("reranker", True) is not None else None
+            self.chat_model = build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=self.embedder)
+        except ValueError as exc:
+            raise LabConfigError(f"{source}: models: {exc}") from None
+        self.prompts = PromptTemplates()
+        pcfg = dict(cfg.get("prompts") or {})
+        self.prompt_ids = {
+            "system_prompt": pcfg.get("system_prompt", "default_kb"),
+            "context_template": pcfg.get("context_template", "default_context"),
+            "rewrite": pcfg.get("rewrite", "default_rewrite"),
+            "fallback_prompt": pcfg.get("fallback_prompt", "default_fallback_prompt"),
+        }
+        for key, tid in self.prompt_ids.items():
+            try:
+                self.prompts.get(tid)
+            except ValueError as exc:
+                raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
+        self.workspace = Workspace(root)
+        self.services = Services(
+            workspace=self.workspace,
+            searcher=HybridSearcher(self.workspace, self._embedder_for, self.params),
+            embedder_for=self._embedder_for,
+            chat_models={CHAT_MODEL_ID: self.chat_model},
+            rerank_models={RERANK_MODEL_ID: self.reranker} if self.reranker is not None else {},
+            prompts=self.prompts,
+            messages=MemoryMessageStore(),
+        )
+        self.stream_manager = MemoryStreamManager()
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, path: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> "Lab":
+        """From a YAML file (default ``config/lab.yaml``) or a dict; ``overrides`` replace top keys
+        (``workspace=...``, ``params={...}``)."""
+        if isinstance(path, Mapping):
+            cfg, source = dict(path), "<dict>"
+        else:
+            p = Path(path) if path is not None else DEFAULT_CONFIG
+            try:
+                cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            except FileNotFoundError:
+                raise LabConfigError(f"{p}: config file not found") from None
+            except yaml.YAMLError as exc:
+                raise LabConfigError(f"{p}: invalid YAML: {exc}") from None
+            if not isinstance(cfg, dict):
+                raise LabConfigError(f"{p}: expected a mapping at the top level")
+            source = str(p)
+        workspace = overrides.pop("workspace", None)
+        cfg.update(overrides)
+        return cls(cfg, source=source, workspace=workspace)
+
+    def _embedder_for(self, kb: Any):
+        key = getattr(kb, "embedding_model_key", "")
+        if key and key != self.embedder.model_key:
+            raise LabConfigError(
+                f"knowledge base '{kb.name}' was built with embeddings '{key}', but this lab uses "
+                f"'{self.embedder.model_key}'"
+            )
+        return self.embedder
+
+    # -- knowledge --------------------------------------------------------------------------
+    def kb(self, name: str, create: bool = True, **kwargs: Any):
+        try:
+            return self.workspace.get_kb(name)
+        except Exception:
+            if not create:
+                raise
+            return self.workspace.create_kb(name, self.embedder, **kwargs)
+
+    def ingest(self, path: str | Path, kb: str, progress: bool = True):
+        return self.workspace.ingest_folder(self.kb(kb), Path(path), self.embedder, progress=progress)
+
+    def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
+        return self.workspace.ingest_documents(self.kb(kb), docs, self.embedder, progress=progress)
+
+    # -- asking -----------------------------------------------------------------------------
+    def new_chat(self, question: str, kbs: list[str], params: PipelineParams | None = None, session_id: str = "") -> ChatManage:
+        """ChatManage initialised as spec §3.2.4 does for the lab's agent-less requests."""
+        p = params or self.params
+        kb_objs = [self.workspace.get_kb(k) for k in kbs]
+        req = PipelineRequest.from_params(
+            p,
+            query=question,
+            session_id=session_id or str(uuid.uuid4()),
+            user_id="lab",
+            knowledge_base_ids=[kb.id for kb in kb_objs],
+            search_targets=[SearchTarget(type="knowledge_base", knowledge_base_id=kb.id, tenant_id=kb.tenant_id) for kb in kb_objs],
+            rerank_model_id=RERANK_MODEL_ID if self.reranker is not None else "",
+            chat_model_id=CHAT_MODEL_ID,
+            fallback_prompt=self.prompts.text(self.prompt_ids["fallback_prompt"]),
+            language=self.language,
+            chat_model_supports_vision=bool(getattr(self.chat_model, "supports_vision", False)),
+        )
+        req.summary_config.prompt = self.prompts.text(self.prompt_ids["system_prompt"])
+        req.summary_config.context_template = self.prompts.text(self.prompt_ids["context_template"])
+        rewrite = self.prompts.get(self.prompt_ids["rewrite"])
+        req.rewrite_prompt_system, req.rewrite_prompt_user = rewrite.content, rewrite.user
+        chat = ChatManage(request=req)
+        chat.state.rewrite_query = question
+        return chat
+
+    async def aask(
+        self,
+        question: str,
+        kb: str | list[str] | None = None,
+        params: PipelineParams | Mapping[str, Any] | None = None,
+        session_id: str = "",
+        on_event: Callable[[BusEvent], None] | None = None,
+        snapshots: bool = True,
+    ) -> Run:
+        if isinstance(params, Mapping):
+            p = self.params.with_changes(**params)
+        else:
+            p = params or self.params
+        kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.workspace.list_kbs()])
+        chat = self.new_chat(question, kbs, p, session_id)
+        snaps: dict[str, ChatManage] = {}
+
+        async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
+            if snapshots:
+                snaps[str(event)] = c.snapshot()
+
+        manager = build_event_manager(self.services)
+        outcome: QAOutcome = await run_knowledge_qa(chat, self.services, manager, self.stream_manager, on_stage, on_event)
+        if snapshots:
+            snaps["final"] = chat.snapshot()
+        events, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
+        refs = [r.copy() for r in chat.state.merge_result]
+        self._remember_turn(chat, outcome)
+        return Run(
+            question=question,
+            answer=outcome.answer,
+            references=refs,
+            events=events,
+            timings=outcome.timings,
+            snapshots=snaps,
+            stages=[str(e) for e in outcome.events],
+            error=str(outcome.error) if outcome.error else "",
+            is_fallback=outcome.is_fallback,
+            session_id=chat.request.session_id,
+            message_id=chat.context.message_id,
+            total_ms=outcome.total_ms,
+            params=p,
+        )
+
+    def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:
+        """Synchronous :meth:`aask` (works in plain scripts and inside Jupyter)."""
+        return _run_sync(lambda: self.aask(question, kb, **kwargs))
+
+    def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
+        store = self.services.messages
+        if store is None or not outcome.answer:
+            return
+        rid = chat.context.message_id
+        store.add_message(chat.request.session_id, "user", chat.request.query, rid)
+        store.add_message(chat.request.session_id, "assistant", outcome.answer, rid, knowledge_references=chat.state.merge_result)

@@ -1,0 +1,89 @@
+"""Services the stages use, and the default plugin registration (the seed's container order).
+
+Registration order is chain order for plugins sharing an event (spec §2.1): Rerank before
+WikiBoost before MemoryAffinity on ``chunk_rerank``; QueryUnderstand before ExtractEntity.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rag_lab.models.base import ChatModel, Embedder, Reranker
+from rag_lab.pipeline.plugin import EventManager, Plugin
+from rag_lab.prompts.templates import PromptTemplates
+
+
+class ModelNotFound(LookupError):
+    pass
+
+
+@dataclass
+class Services:
+    """Everything outside ChatManage that stages need. Optional parts may be None."""
+
+    workspace: Any = None  # rag_lab.knowledge.workspace.Workspace
+    searcher: Any = None  # rag_lab.retrieval.hybrid_search.HybridSearcher
+    embedder_for: Callable[[Any], Embedder | None] | None = None
+    chat_models: dict[str, ChatModel] = field(default_factory=dict)
+    rerank_models: dict[str, Reranker] = field(default_factory=dict)
+    prompts: PromptTemplates | None = None
+    messages: Any = None  # rag_lab.session.store.MessageStore
+    memory: Any = None  # long-term memory service (MEMORY_RECALL / MemoryAffinity)
+    web_search: Any = None  # web search provider
+    #: lab diagnostics (MMR traces, score components, merge decisions) are recorded when True
+    diagnostics: bool = True
+
+    def get_chat_model(self, model_id: str) -> ChatModel:
+        try:
+            return self.chat_models[model_id]
+        except KeyError:
+            raise ModelNotFound(f"unknown chat model '{model_id}' (known: {', '.join(self.chat_models) or 'none'})") from None
+
+    def get_rerank_model(self, model_id: str) -> Reranker:
+        try:
+            return self.rerank_models[model_id]
+        except KeyError:
+            raise ModelNotFound(f"unknown rerank model '{model_id}' (known: {', '.join(self.rerank_models) or 'none'})") from None
+
+
+def default_plugins(services: Services) -> list[Plugin]:
+    """The registered plugins, in the container's order. Stages that a later issue brings (web
+    fetch, data analysis, entity extraction/search, memory recall) are simply not registered yet:
+    triggering an event without plugins is a no-op, exactly as for an unconfigured service."""
+    from rag_lab.pipeline.plugins.chat_completion import PluginChatCompletion
+    from rag_lab.pipeline.plugins.chat_completion_stream import PluginChatCompletionStream
+    from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK
+    from rag_lab.pipeline.plugins.into_chat_message import PluginIntoChatMessage
+    from rag_lab.pipeline.plugins.load_history import PluginLoadHistory
+    from rag_lab.pipeline.plugins.memory_affinity import PluginMemoryAffinity
+    from rag_lab.pipeline.plugins.merge import PluginMerge
+    from rag_lab.pipeline.plugins.query_understand import PluginQueryUnderstand
+    from rag_lab.pipeline.plugins.rerank import PluginRerank
+    from rag_lab.pipeline.plugins.search import PluginSearch
+    from rag_lab.pipeline.plugins.search_parallel import PluginSearchParallel
+    from rag_lab.pipeline.plugins.wiki_boost import PluginWikiBoost
+
+    search = PluginSearch(services)
+    return [
+        search,  # 1 Search
+        PluginRerank(services),  # 2 Rerank
+        # 3 WebFetch — retrieval issue
+        PluginMerge(services),  # 4 Merge
+        # 5 DataAnalysis — opt-in, later issue
+        PluginIntoChatMessage(services),  # 6
+        PluginChatCompletion(services),  # 7
+        PluginChatCompletionStream(services),  # 8
+        PluginFilterTopK(services),  # 9
+        PluginQueryUnderstand(services),  # 10
+        PluginLoadHistory(services),  # 11
+        # 12 MemoryRecall, 13 ExtractEntity, 14 SearchEntity — later issues
+        PluginSearchParallel(services, search=search, entity=None),  # 15
+        PluginWikiBoost(services),  # 16
+        PluginMemoryAffinity(services),  # 17
+    ]
+
+
+def build_event_manager(services: Services, plugins: list[Plugin] | None = None) -> EventManager:
+    manager = EventManager()
+    manager.register_all(plugins if plugins is not None else default_plugins(services))
+    return manager

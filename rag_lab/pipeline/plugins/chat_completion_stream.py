@@ -1,0 +1,119 @@
+"""CHAT_COMPLETION_STREAM: start the model stream, consume it in the background, decode citations
+across chunk boundaries and emit thinking / answer events (spec §4.12.3).
+
+The stage returns as soon as the stream has started (so its timing excludes generation); the
+request waits for ``chat.context.background_tasks``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
+from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.pipeline.plugins.common import chat_options, prepare_messages_with_history, prepare_messages_with_model_context
+from rag_lab.stream.bus import BusEventType, EventBus, short_id
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.events import EventType
+
+log = logging.getLogger(__name__)
+
+TRUNCATION_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
+TRUNCATED_EMPTY_MESSAGE = (
+    "The model reached its output limit before writing an answer. Ask a shorter question or raise "
+    "max_completion_tokens."
+)
+
+
+class PluginChatCompletionStream(StagePlugin):
+    events = (EventType.CHAT_COMPLETION_STREAM,)
+
+    async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
+        from rag_lab.modelcontext import StreamDecoder
+
+        bus = chat.context.event_bus
+        if bus is None:
+            return ErrModelCall.with_error(RuntimeError("EventBus is required for streaming"))
+        try:
+            model = self.services.get_chat_model(chat.request.chat_model_id)
+        except Exception as exc:
+            return ErrGetChatModel.with_error(exc)
+        messages, registry = prepare_messages_with_model_context(chat, prepare_messages_with_history(chat))
+        chat.state.diagnostics["chat_messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        try:
+            stream = model.chat_stream(messages, chat_options(chat))
+        except Exception as exc:
+            return ErrModelCall.with_error(exc)
+        if stream is None:
+            return ErrModelCall.with_error(RuntimeError("model returned no stream"))
+        task = asyncio.ensure_future(
+            consume_stream(chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry))
+        )
+        chat.context.background_tasks.append(task)
+        return await next()
+
+
+async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec) -> None:
+    sid = short_id()
+    thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
+    thinking_open = False
+    answer_completed = False
+    answer_text = ""
+
+    def close_thinking() -> None:
+        nonlocal thinking_open
+        if thinking_open:
+            bus.emit(BusEventType.THOUGHT, {"content": "", "done": True}, event_id=thinking_id)
+            thinking_open = False
+
+    def flush_decoders() -> None:
+        nonlocal answer_text
+        t = thinking_dec.flush()
+        if t:
+            bus.emit(BusEventType.THOUGHT, {"content": t, "done": False}, event_id=thinking_id)
+        a = answer_dec.flush()
+        if a:
+            answer_text += a
+            bus.emit(BusEventType.FINAL_ANSWER, {"content": a, "done": False}, event_id=answer_id)
+
+    try:
+        async for chunk in stream:
+            if chat.context.cancelled():
+                break
+            if chunk.response_type == "error":
+                bus.emit(BusEventType.ERROR, {"error": chunk.content, "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
+            elif chunk.response_type == "thinking":
+                content = thinking_dec.feed(chunk.content)
+                if chunk.done:
+                    content += thinking_dec.flush()
+                if content:
+                    thinking_open = True
+                    bus.emit(BusEventType.THOUGHT, {"content": content, "done": False}, event_id=thinking_id)
+                if chunk.done:
+                    close_thinking()
+            elif chunk.response_type == "answer":
+                if answer_completed:
+                    continue
+                content = answer_dec.feed(chunk.content)
+                data: dict = {}
+                if chunk.done:
+                    content += answer_dec.flush()
+                    answer_completed = True
+                    if chunk.finish_reason in TRUNCATION_REASONS:
+                        data["truncated"] = True
+                        if not (answer_text + content).strip():
+                            content = TRUNCATED_EMPTY_MESSAGE
+                    if chunk.finish_reason:
+                        data["finish_reason"] = chunk.finish_reason
+                    if chunk.usage:
+                        data["usage"] = dict(chunk.usage)
+                        chat.state.diagnostics["usage"] = dict(chunk.usage)
+                answer_text += content
+                close_thinking()
+                bus.emit(BusEventType.FINAL_ANSWER, {"content": content, "done": chunk.done, **data}, event_id=answer_id)
+    except Exception as exc:  # a transport failure mid-stream: report it like an error chunk
+        log.warning("answer stream failed: %s", exc)
+        bus.emit(BusEventType.ERROR, {"error": str(exc), "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
+    flush_decoders()
+    close_thinking()
+    chat.state.chat_response = answer_text

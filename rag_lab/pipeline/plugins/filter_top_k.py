@@ -1,0 +1,50 @@
+"""FILTER_TOP_K: deterministic sort and truncation to rerank_top_k (spec §4.9, seed)."""
+from __future__ import annotations
+
+import logging
+
+from rag_lab.pipeline.plugin import NextFn, PluginError
+from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.events import EventType
+from rag_lab.types.intent import needs_retrieval
+from rag_lab.types.search_result import SearchResult
+
+log = logging.getLogger(__name__)
+
+
+def _bytes(s: str) -> bytes:
+    return s.encode("utf-8")
+
+
+def sort_search_results_deterministically(results: list[SearchResult | None]) -> list[SearchResult | None]:
+    """Score desc, then knowledge_id, chunk_type, chunk_index, id ascending (bytes); None last."""
+    present = [r for r in results if r is not None]
+    present.sort(key=lambda r: (-r.score, _bytes(r.knowledge_id), _bytes(r.chunk_type), r.chunk_index, _bytes(r.id)))
+    return present + [None] * (len(results) - len(present))  # type: ignore[list-item]
+
+
+class PluginFilterTopK(StagePlugin):
+    events = (EventType.FILTER_TOP_K,)
+
+    async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
+        if not needs_retrieval(chat):
+            return await next()
+        state = chat.state
+        for name in ("merge_result", "rerank_result", "search_result"):
+            results = getattr(state, name)
+            if results:
+                break
+        else:
+            log.info("filter_top_k: nothing to filter")
+            return await next()
+        ordered = sort_search_results_deterministically(results)
+        # seed: results kept by the rerank outside the top-K (kept_by, images) do not take a place
+        extra = [r for r in ordered if r is not None and r.metadata.get("kept_by")]
+        main = [r for r in ordered if r is None or not r.metadata.get("kept_by")]
+        k = chat.request.rerank_top_k
+        if k > 0 and len(main) > k:
+            state.diagnostics["filter_top_k"] = {"field": name, "before": len(main), "after": k}
+            main = main[:k]
+        setattr(state, name, main + extra)
+        return await next()

@@ -1,0 +1,360 @@
+"""CHUNK_MERGE in eight steps (spec §4.8, seed "Fusion en huit étapes").
+
+1 input (rerank result, else search result by score) · 2 dedup · 3 history references ·
+4 parent chunks · 5 sequential merge per (document, chunk type) · 6 FAQ answers ·
+7 neighbour expansion of short text chunks · 8 merge again, dedup, partial-overlap removal.
+Every decision is appended to ``state.diagnostics["merge"]`` for the merge view.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from rag_lab.pipeline.plugin import NextFn, PluginError
+from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
+from rag_lab.searchutil.chunkmerge import append_with_exact_overlap, append_with_overlap, contains_chunk_content, join_chunk_content
+from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
+from rag_lab.searchutil.imageinfo import filter_image_info_by_content_urls, merge_image_info, prune_markdown_images_by_image_info
+from rag_lab.searchutil.text import content_overlap_ratio, jaccard, tokenize_simple
+from rag_lab.types.chat_manage import ChatManage, History
+from rag_lab.types.events import EventType
+from rag_lab.types.intent import needs_retrieval
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import MatchType, SearchResult
+
+log = logging.getLogger(__name__)
+SEP = "\n\n"
+
+
+def _fmt_sim(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".")
+
+
+def inject_history_references(
+    current: list[SearchResult], history: list[History], query: str, params: PipelineParams, log_: list[dict]
+) -> list[SearchResult]:
+    """References of the newest turn that had any, kept when they overlap the query (seed:
+    |q∩c| / min(|q|,|c|) >= threshold), score × factor, at most N."""
+    raw: list[SearchResult] = []
+    for h in reversed(history):
+        if h.knowledge_references:
+            raw = h.knowledge_references
+            break
+    if not raw:
+        return []
+    for r in raw:
+        r.match_type = MatchType.HISTORY
+    q_tokens = tokenize_simple(query)
+    present = {r.id for r in current}
+    kept: list[SearchResult] = []
+    for ref in raw:
+        if len(kept) >= params.history_max_refs:
+            break
+        if ref.id in present:
+            continue
+        overlap = content_overlap_ratio(query, ref.content)
+        if overlap < params.history_overlap_threshold:
+            log_.append({"step": "history", "id": ref.id, "action": "dropped", "overlap": overlap})
+            continue
+        r = ref.copy()
+        r.match_type = MatchType.HISTORY
+        r.score *= params.history_score_factor
+        r.metadata["history_similarity"] = _fmt_sim(jaccard(q_tokens, tokenize_simple(r.content)))
+        r.metadata["history_overlap"] = _fmt_sim(overlap)
+        kept.append(r)
+        log_.append({"step": "history", "id": r.id, "action": "injected", "overlap": overlap})
+    return kept
+
+
+def _trusted(r: SearchResult) -> bool:
+    return (
+        r.content_revision == 0
+        and not r.content_rewritten
+        and r.end_at > r.start_at
+        and len(r.content) == r.end_at - r.start_at
+    )
+
+
+def _record(last: SearchResult, cur: SearchResult) -> None:
+    if cur.id not in last.sub_chunk_id:
+        last.sub_chunk_id.append(cur.id)
+    try:
+        last.image_info = merge_image_info(last.image_info, cur.image_info)
+    except ValueError as exc:
+        log.warning("merge image info of %s into %s: %s", cur.id, last.id, exc)
+
+
+def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, log_: list[dict]) -> list[SearchResult]:
+    """One (knowledge_id, chunk_type) group, sorted by chunk_index then id (§4.8.3)."""
+    if not group:
+        return []
+    group = sorted(group, key=lambda r: (r.chunk_index, r.id))
+    out = [group[0]]
+    last_index = group[0].chunk_index
+    for cur in group[1:]:
+        last = out[-1]
+        if _trusted(last) and _trusted(cur) and cur.start_at >= last.start_at:
+            if cur.start_at > last.end_at:
+                action = "separate"
+            elif cur.end_at > last.end_at:
+                action = "extend"
+            elif contains_chunk_content(last.content, cur.content):
+                action = "subsume"
+            else:
+                action = "join_distinct"
+        elif (
+            contains_chunk_content(last.content, cur.content)
+            or contains_chunk_content(cur.content, last.content)
+            or cur.chunk_index == last_index + 1
+        ):
+            action = "join_text"
+        else:
+            action = "separate"
+
+        if action == "separate":
+            out.append(cur)
+            last_index = cur.chunk_index
+            continue
+        if action == "extend":
+            overlap = last.end_at - cur.start_at
+            text, ok = append_with_exact_overlap(last.content, cur.content, overlap)
+            last.content = text if ok else append_with_overlap(last.content, cur.content, overlap)
+            last.end_at = cur.end_at
+        elif action in ("join_distinct", "join_text"):
+            last.content = join_chunk_content(last.content, cur.content, SEP, params.join_min_overlap, params.join_span)
+            last.content_rewritten = True
+        _record(last, cur)
+        last_index = max(last_index, cur.chunk_index)
+        last.score = max(last.score, cur.score)
+        log_.append({"step": "merge", "into": last.id, "id": cur.id, "action": action})
+    out.sort(key=lambda r: -r.score)
+    return out
+
+
+def group_and_merge(results: list[SearchResult], params: PipelineParams, log_: list[dict]) -> list[SearchResult]:
+    groups: dict[tuple[str, str], list[SearchResult]] = {}
+    for r in results:
+        groups.setdefault((r.knowledge_id, r.chunk_type), []).append(r)
+    merged: list[SearchResult] = []
+    for key in groups:
+        merged.extend(merge_sequential_chunks(groups[key], params, log_))
+    return sort_search_results_deterministically(merged)  # type: ignore[return-value]
+
+
+def merge_ordered(prev: str, base: str, nxt: str, params: PipelineParams) -> str:
+    c = base
+    if prev:
+        c = join_chunk_content(prev, c, SEP, params.join_min_overlap, params.join_span)
+    if nxt:
+        c = join_chunk_content(c, nxt, SEP, params.join_min_overlap, params.join_span)
+    return c[: params.expansion_max_len]
+
+
+class PluginMerge(StagePlugin):
+    events = (EventType.CHUNK_MERGE,)
+
+    async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
+        if not needs_retrieval(chat):
+            return await next()
+        state, p = chat.state, chat.request.params
+        mlog: list[dict[str, Any]] = []
+        state.diagnostics["merge"] = mlog
+        if state.rerank_result:
+            results = [r for r in state.rerank_result]
+        else:
+            state.search_result.sort(key=lambda r: -r.score)
+            results = list(state.search_result)
+        mlog.append({"step": "input", "source": "rerank_result" if state.rerank_result else "search_result", "ids": [r.id for r in results]})
+        results = remove_duplicate_results(results)
+        injected = inject_history_references(results, state.history, state.rewrite_query or chat.request.query, p, mlog)
+        if injected:
+            results = remove_duplicate_results(results + injected)
+        if not results:
+            log.info("chunk_merge: nothing to merge")
+            state.merge_result = []
+            return await next()
+
+        store = self.services.workspace.store if self.services.workspace is not None else None
+        if store is not None:
+            results = self.resolve_parent_chunks(results, store, mlog)
+        results = group_and_merge(results, p, mlog)
+        if store is not None:
+            self.populate_faq_answers(results, store)
+            self.expand_short_contexts(results, store, p, mlog)
+        results = group_and_merge(results, p, mlog)
+        before = [r.id for r in results]
+        results = remove_partial_overlaps(remove_duplicate_results(results), p.overlap_threshold)
+        after = {r.id for r in results}
+        for rid in before:
+            if rid not in after:
+                mlog.append({"step": "overlap", "id": rid, "action": "dropped"})
+        state.merge_result = results
+        return await next()
+
+    # -- step 4 ---------------------------------------------------------------------------
+    def resolve_parent_chunks(self, results: list[SearchResult], store: Any, mlog: list[dict]) -> list[SearchResult]:
+        parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
+        if not parent_ids:
+            return results
+        try:
+            parents = store.get_chunks(parent_ids)
+        except Exception as exc:
+            log.warning("parent chunks: load failed: %s", exc)
+            return results
+        grand_ids = sorted(
+            {
+                par.parent_chunk_id
+                for r in results
+                if r.chunk_type in ("image_ocr", "image_caption")
+                for par in [parents.get(r.parent_chunk_id)]
+                if par is not None and par.chunk_type == "text" and par.parent_chunk_id and par.parent_chunk_id not in parents
+            }
+        )
+        if grand_ids:
+            try:
+                parents.update(store.get_chunks(grand_ids))
+            except Exception as exc:
+                log.warning("grandparent chunks: load failed: %s", exc)
+        for r in results:
+            par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
+            if par is None or not par.content:
+                continue
+            if r.chunk_type == "text" and par.chunk_type == "parent_text":
+                r.image_info = filter_image_info_by_content_urls(r.content, r.image_info) if r.image_info else ""
+                pruned = prune_markdown_images_by_image_info(par.content, r.image_info)
+                r.content = join_chunk_content(pruned, r.content, SEP)
+                r.content_rewritten = True
+                if r.id not in r.sub_chunk_id:
+                    r.sub_chunk_id.append(r.id)
+                mlog.append({"step": "parent", "id": r.id, "parent": par.id})
+            elif r.chunk_type in ("image_ocr", "image_caption") and par.chunk_type == "text":
+                hit_info = r.image_info
+                grand = parents.get(par.parent_chunk_id) if par.parent_chunk_id else None
+                source = grand if grand is not None and grand.chunk_type == "parent_text" and grand.content else par
+                r.chunk_index = par.chunk_index
+                info = filter_image_info_by_content_urls(par.content, hit_info) if hit_info else ""
+                r.image_info = info
+                r.content = join_chunk_content(
+                    prune_markdown_images_by_image_info(source.content, info),
+                    prune_markdown_images_by_image_info(par.content, info),
+                    SEP,
+                )
+                r.content_rewritten = True
+                if r.id not in r.sub_chunk_id:
+                    r.sub_chunk_id.append(r.id)
+                mlog.append({"step": "parent", "id": r.id, "parent": par.id})
+        return results
+
+    # -- step 6 ---------------------------------------------------------------------------
+    def populate_faq_answers(self, results: list[SearchResult], store: Any) -> None:
+        faq_ids = sorted({r.id for r in results if r.chunk_type == "faq"})
+        if not faq_ids:
+            return
+        try:
+            chunks = store.get_chunks(faq_ids)
+        except Exception as exc:
+            log.warning("faq answers: load failed: %s", exc)
+            return
+        for cid, chunk in chunks.items():
+            meta = chunk.metadata if isinstance(chunk.metadata, dict) else {}
+            if isinstance(meta, str):
+                try:
+                    meta = json.loads(meta)
+                except ValueError:
+                    continue
+            question = str(meta.get("standard_question") or "").strip()
+            answers = [str(a).strip() for a in meta.get("answers") or [] if str(a).strip()]
+            text = ""
+            if question:
+                text += f"Q: {question}\n"
+            if answers:
+                text += "Answer:\n" + "".join(f"- {a}\n" for a in answers)
+            text = text.strip()
+            if text:
+                for r in results:
+                    if r.id == cid:
+                        r.content = text
+
+    # -- step 7 ---------------------------------------------------------------------------
+    def expand_short_contexts(self, results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]) -> None:
+        targets = [r for r in results if r is not None and r.id and r.content and r.chunk_type == "text" and len(r.content) < p.expansion_min_len]
+        if not targets:
+            return
+        try:
+            cache: dict[str, Any] = dict(store.get_chunks([r.id for r in targets]))
+        except Exception as exc:
+            log.warning("neighbour expansion: load failed: %s", exc)
+            return
+        neighbour_ids = sorted(
+            {x for c in cache.values() for x in (c.pre_chunk_id, c.next_chunk_id) if x and x not in cache}
+        )
+        if neighbour_ids:
+            try:
+                cache.update(store.get_chunks(neighbour_ids))
+            except Exception:
+                pass
+
+        def load(cid: str) -> Any:
+            if cid not in cache:
+                try:
+                    cache[cid] = store.get_chunks([cid]).get(cid)
+                except Exception:
+                    cache[cid] = None
+            return cache[cid]
+
+        for r in targets:
+            base = load(r.id)
+            if base is None or not base.content or base.chunk_type != "text":
+                continue
+            prev = nxt = ""
+            prev_ids: list[str] = []
+            next_ids: list[str] = []
+            pc = load(base.pre_chunk_id) if base.pre_chunk_id else None
+            if pc is not None and pc.knowledge_id == base.knowledge_id:
+                prev, prev_ids, prev_cursor = pc.content, [pc.id], pc.pre_chunk_id
+            else:
+                prev_cursor = ""
+            nc = load(base.next_chunk_id) if base.next_chunk_id else None
+            if nc is not None and nc.knowledge_id == base.knowledge_id:
+                nxt, next_ids, next_cursor = nc.content, [nc.id], nc.next_chunk_id
+            else:
+                next_cursor = ""
+            while True:
+                merged = merge_ordered(prev, base.content, nxt, p)
+                if not merged or len(merged) >= p.expansion_min_len or (not prev_cursor and not next_cursor):
+                    break
+                progress = False
+                if prev_cursor:
+                    c = load(prev_cursor)
+                    if c is not None and c.knowledge_id == base.knowledge_id:
+                        prev = join_chunk_content(c.content, prev, SEP, p.join_min_overlap, p.join_span)
+                        prev_ids.insert(0, c.id)
+                        prev_cursor = c.pre_chunk_id
+                        progress = True
+                    else:
+                        prev_cursor = ""
+                merged = merge_ordered(prev, base.content, nxt, p)
+                if len(merged) >= p.expansion_min_len:
+                    break
+                if next_cursor:
+                    c = load(next_cursor)
+                    if c is not None and c.knowledge_id == base.knowledge_id:
+                        nxt = join_chunk_content(nxt, c.content, SEP, p.join_min_overlap, p.join_span)
+                        next_ids.append(c.id)
+                        next_cursor = c.next_chunk_id
+                        progress = True
+                    else:
+                        next_cursor = ""
+                if not progress:
+                    break
+            merged = merge_ordered(prev, base.content, nxt, p)
+            if merged:
+                r.content = merged
+                r.content_rewritten = True
+                for cid in prev_ids + next_ids:
+                    if cid not in r.sub_chunk_id:
+                        r.sub_chunk_id.append(cid)
+                if prev_ids or next_ids:
+                    mlog.append({"step": "expand", "id": r.id, "prev": prev_ids, "next": next_ids, "length": len(merged)})

@@ -1,0 +1,161 @@
+"""CHUNK_RERANK body: model scores → threshold ladder → composite score → FAQ boost → MMR.
+
+Spec §4.6.1 with the seed's refinements (model passage = title + heading + body, at most
+``rerank_max_candidates`` candidates by search score, 60 s model timeout, graph hits use the model
+score as base, FAQ boost not capped). Every decision is written to ``state.diagnostics["rerank"]``
+for the workbench's composite-score and MMR views.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from rag_lab.models.base import RerankScore
+from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
+from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.reranking.composite import composite_score, format_score
+from rag_lab.reranking.mmr import mmr_trace
+from rag_lab.reranking.passage import enriched_passage, model_passage
+from rag_lab.searchutil.text import tokenize_simple
+from rag_lab.types.chat_manage import ChatManage, has_recall_threshold_override
+from rag_lab.types.events import EventType
+from rag_lab.types.intent import needs_retrieval
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import MatchType, SearchResult
+
+log = logging.getLogger(__name__)
+
+
+def filter_by_threshold(
+    scores: list[RerankScore], n: int, threshold: float, fallback_min: float
+) -> tuple[list[RerankScore], str]:
+    """Items with a valid index and score >= threshold, in the model's order; when none pass,
+    the best item alone if it reaches ``fallback_min`` (outcome ``fallback_top1``)."""
+    passing = [s for s in scores if 0 <= s.index < n and s.relevance_score >= threshold]
+    if passing:
+        return passing, "ok"
+    valid = [s for s in scores if 0 <= s.index < n]
+    if valid:
+        best = max(valid, key=lambda s: s.relevance_score)  # first max wins ties
+        if best.relevance_score >= fallback_min:
+            return [best], "fallback_top1"
+    return [], "all_below_threshold"
+
+
+def select_candidates(results: list[SearchResult], limit: int) -> list[SearchResult]:
+    """Results with a non-blank model passage; the ``limit`` best by search score, order kept."""
+    cands = [r for r in results if model_passage(r).strip()]
+    if len(cands) <= limit:
+        return cands
+    keep = {id(r) for r in sorted(cands, key=lambda r: -r.score)[:limit]}
+    return [r for r in cands if id(r) in keep]
+
+
+def score_reranked(
+    candidates: list[SearchResult], kept: list[RerankScore], params: PipelineParams,
+    faq_priority: bool, faq_boost: float,
+) -> list[SearchResult]:
+    """Composite score (and FAQ boost) for each kept item, in place; returns them in kept order."""
+    out: list[SearchResult] = []
+    for s in kept:
+        if not 0 <= s.index < len(candidates):
+            continue
+        r = candidates[s.index]
+        base = s.relevance_score if r.match_type == MatchType.GRAPH else r.score
+        r.metadata = r.metadata or {}
+        r.metadata["base_score"] = format_score(base)
+        r.metadata["model_score"] = format_score(s.relevance_score)
+        r.score = composite_score(r, s.relevance_score, base, params)
+        r.metadata["composite_score"] = format_score(r.score)
+        if faq_priority and faq_boost > 1.0 and r.chunk_type == "faq":
+            r.metadata["faq_original_score"] = format_score(r.score)
+            r.score = r.score * faq_boost
+            r.metadata["faq_boosted"] = "true"
+        out.append(r)
+    return out
+
+
+class PluginRerank(StagePlugin):
+    events = (EventType.CHUNK_RERANK,)
+
+    async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
+        req, state, p = chat.request, chat.state, chat.request.params
+        if not needs_retrieval(chat) or not state.search_result or not req.rerank_model_id:
+            return await next()
+        try:
+            model = self.services.get_rerank_model(req.rerank_model_id)
+        except Exception as exc:
+            return ErrGetRerankModel.with_error(exc)
+
+        candidates = select_candidates(state.search_result, p.rerank_max_candidates)
+        diag: dict[str, Any] = {"model_id": req.rerank_model_id, "candidates": len(candidates)}
+        state.diagnostics["rerank"] = diag
+        if not candidates:
+            return await next()
+        base_scores = [r.score for r in candidates]
+        passages = [model_passage(r) for r in candidates]
+        query = state.rewrite_query or req.query
+        fallback_min = 0.0 if has_recall_threshold_override(req.search_targets) else p.rerank_fallback_min_score
+
+        async def rerank_once(threshold: float) -> tuple[list[RerankScore], list[RerankScore], str]:
+            scores = await asyncio.wait_for(model.rerank(query, passages), p.rerank_timeout_s)
+            kept, outcome = filter_by_threshold(list(scores), len(candidates), threshold, fallback_min)
+            return list(scores), kept, outcome
+
+        threshold = req.rerank_threshold
+        try:
+            scores, kept, outcome = await rerank_once(threshold)
+            if not kept and threshold > p.rerank_degrade_floor:
+                threshold = max(threshold * p.rerank_degrade_factor, p.rerank_degrade_floor)
+                scores, kept, outcome = await rerank_once(threshold)
+                if kept:
+                    outcome = "threshold_degraded"
+        except Exception as exc:  # model error or timeout: raw search results go on (§4.6.1 6.2)
+            log.warning("rerank failed, keeping search order: %s", exc)
+            diag.update(outcome="model_error", error=f"{type(exc).__name__}: {exc}")
+            state.search_result = candidates
+            return await next()
+
+        model_scores = {s.index: s.relevance_score for s in scores if 0 <= s.index < len(candidates)}
+        reranked = score_reranked(candidates, kept, p, req.faq_priority_enabled, req.faq_score_boost)
+        reranked.sort(key=lambda r: -r.score)  # stable
+        k = min(len(reranked), max(1, req.rerank_top_k))
+        tokens = [tokenize_simple(enriched_passage(r)) for r in reranked] if k > 1 else None
+        trace = mmr_trace([r.score for r in reranked], k, p.mmr_lambda, tokens)
+        state.rerank_result = [reranked[step.index] for step in trace]
+
+        kept_ids = {id(r) for r in reranked}
+        selected_ids = {id(r) for r in state.rerank_result}
+        diag.update(
+            outcome=outcome,
+            threshold=req.rerank_threshold,
+            threshold_used=threshold,
+            fallback_min=fallback_min,
+            mmr_lambda=p.mmr_lambda,
+            mmr_k=k,
+            weights={
+                "model": p.composite_model_weight, "base": p.composite_base_weight,
+                "source": p.composite_source_weight, "web_source_weight": p.web_source_weight,
+            },
+            rows=[
+                {
+                    "id": r.id,
+                    "knowledge_id": r.knowledge_id,
+                    "chunk_type": r.chunk_type,
+                    "knowledge_source": r.knowledge_source,
+                    "base_score": base_scores[i],
+                    "model_score": model_scores.get(i),
+                    "composite_score": float(r.metadata["composite_score"]) if id(r) in kept_ids else None,
+                    "final_score": r.score if id(r) in kept_ids else None,
+                    "faq_boosted": r.metadata.get("faq_boosted") == "true",
+                    "passed_threshold": id(r) in kept_ids,
+                    "selected": id(r) in selected_ids,
+                }
+                for i, r in enumerate(candidates)
+            ],
+            mmr=[step.to_dict() if hasattr(step, "to_dict") else step.__dict__ for step in trace],
+        )
+        if not state.rerank_result:
+            return ErrSearchNothing
+        return await next()

@@ -1,0 +1,185 @@
+"""CHUNK_SEARCH: hybrid search over the turn's search targets (spec §4.4.1).
+
+Targets are grouped by embedding-model identity; the query is embedded once per group; whole-KB
+targets share one HybridSearch call, constrained targets get one call each.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError
+from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.retrieval.base import SearchParams
+from rag_lab.types.chat_manage import ChatManage, SearchTarget, has_knowledge_retrieval_scope
+from rag_lab.types.events import EventType
+from rag_lab.types.search_result import SearchResult
+
+log = logging.getLogger(__name__)
+
+
+class PluginSearch(StagePlugin):
+    events = (EventType.CHUNK_SEARCH,)
+
+    async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
+        req = chat.request
+        if not has_knowledge_retrieval_scope(req.search_targets, req.knowledge_base_ids, req.knowledge_ids) and not req.web_search_enabled:
+            log.error("chunk_search: no knowledge scope and web search disabled")
+            return None  # spec App. B.17: success without next()
+        kb_task = asyncio.ensure_future(self.search_by_targets(chat))
+        web_task = asyncio.ensure_future(self.search_web_if_enabled(chat))
+        results: list[SearchResult] = []
+        kb_err: BaseException | None = None
+        for fut in asyncio.as_completed([kb_task, web_task]):
+            try:
+                got, err = await fut
+            except Exception as exc:  # a crashed task counts as that branch's error
+                got, err = [], exc
+            results.extend(got)
+            if err is not None and kb_err is None:
+                kb_err = err
+        if kb_err is not None and not results:
+            return ErrSearch.with_error(kb_err)
+        if kb_err is not None:
+            log.warning("chunk_search: partial failure: %s", kb_err)
+        chat.state.search_result = results
+
+        if req.enable_query_expansion and len(results) < max(1, req.embedding_top_k):
+            from rag_lab.pipeline.plugins.query_expansion import expand_search
+
+            extra = await expand_search(chat, self.services)
+            chat.state.search_result = results + extra
+            chat.state.diagnostics["query_expansion"] = {"triggered": True, "added": len(extra)}
+
+        if chat.state.search_result:
+            return await next()
+        return ErrSearchNothing
+
+    # -- KB search --------------------------------------------------------------------------
+    async def search_by_targets(self, chat: ChatManage) -> tuple[list[SearchResult], BaseException | None]:
+        req = chat.request
+        targets = [t for t in req.search_targets if t is not None]
+        if not targets:
+            return [], None
+        ws, searcher = self.services.workspace, self.services.searcher
+        if ws is None or searcher is None:
+            return [], RuntimeError("no knowledge workspace is configured")
+        query_text = chat.state.rewrite_query.strip()
+
+        kbs: dict[str, Any] = {}
+        for t in targets:
+            if t.knowledge_base_id not in kbs:
+                try:
+                    kbs[t.knowledge_base_id] = ws.get_kb(t.knowledge_base_id)
+                except Exception:
+                    kbs[t.knowledge_base_id] = None
+        groups: dict[str, list[SearchTarget]] = {}
+        for t in targets:
+            kb = kbs.get(t.knowledge_base_id)
+            key = kb.embedding_model_key if kb is not None else ""
+            groups.setdefault(key, []).append(t)
+
+        outcomes = await asyncio.gather(
+            *(self._search_group(chat, key, group, kbs, query_text) for key, group in groups.items())
+        )
+        results: list[SearchResult] = []
+        first_err: BaseException | None = None
+        for got, err in outcomes:
+            results.extend(got)
+            if err is not None and first_err is None:
+                first_err = err
+        return results, first_err
+
+    async def _search_group(
+        self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
+    ) -> tuple[list[SearchResult], BaseException | None]:
+        req = chat.request
+        searcher = self.services.searcher
+        errors: list[BaseException] = []
+        embedding = None
+        disable_vector = False
+        first_kb = kbs.get(group[0].knowledge_base_id)
+        if key and first_kb is not None and self.services.embedder_for is not None:
+            try:
+                embedder = self.services.embedder_for(first_kb)
+                if embedder is None:
+                    raise RuntimeError(f"no embedder for knowledge base '{first_kb.name}'")
+                embedding = (await asyncio.to_thread(embedder.embed, [query_text]))[0]
+            except Exception as exc:
+                # keep only targets that can degrade to keyword search (§4.4.1 5.1)
+                kept = []
+                for t in group:
+                    kb = kbs.get(t.knowledge_base_id)
+                    if kb is not None and (kb.type == "faq" or (not kb.keyword_enabled and kb.vector_enabled)):
+                        errors.append(exc)
+                    else:
+                        kept.append(t)
+                group = kept
+                disable_vector = True
+
+        full = [t for t in group if t.type == "knowledge_base" and not t.tag_ids]
+        individual = [t for t in group if not (t.type == "knowledge_base" and not t.tag_ids)]
+        results: list[SearchResult] = []
+
+        async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
+            try:
+                return await searcher.search(primary, sp)
+            except Exception as exc:
+                errors.append(exc)
+                return []
+
+        calls = []
+        if full:
+            calls.append(
+                call(
+                    full[0].knowledge_base_id,
+                    SearchParams(
+                        query_text=query_text,
+                        query_embedding=embedding,
+                        knowledge_base_ids=[t.knowledge_base_id for t in full],
+                        vector_threshold=req.vector_threshold,
+                        keyword_threshold=req.keyword_threshold,
+                        match_count=req.embedding_top_k,
+                        disable_vector_match=disable_vector,
+                    ),
+                )
+            )
+        for t in individual:
+            if t.type == "knowledge" and not t.knowledge_ids:
+                continue
+            vt, kt = t.recall_thresholds(req.vector_threshold, req.keyword_threshold)
+            calls.append(
+                call(
+                    t.knowledge_base_id,
+                    SearchParams(
+                        query_text=query_text,
+                        query_embedding=embedding,
+                        vector_threshold=vt,
+                        keyword_threshold=kt,
+                        match_count=req.embedding_top_k,
+                        tag_ids=list(t.tag_ids),
+                        scope_tag_ids=list(t.scope_tag_ids),
+                        knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
+                        disable_vector_match=disable_vector,
+                    ),
+                )
+            )
+        for got in await asyncio.gather(*calls):
+            results.extend(got)
+        return results, (errors[0] if errors else None)
+
+    # -- web search -------------------------------------------------------------------------
+    async def search_web_if_enabled(self, chat: ChatManage) -> tuple[list[SearchResult], BaseException | None]:
+        req = chat.request
+        provider = self.services.web_search
+        if not req.web_search_enabled or provider is None:
+            return [], None
+        try:
+            pages = await provider.search(chat.state.rewrite_query, max_results=req.web_search_max_results)
+        except Exception as exc:  # web errors are not failures (§4.4.2)
+            log.warning("web search failed: %s", exc)
+            return [], None
+        from rag_lab.searchutil.conversion import convert_web_search_results
+
+        return convert_web_search_results(pages, req.params), None

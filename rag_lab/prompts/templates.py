@@ -1,0 +1,107 @@
+"""Prompt templates (``config/prompt_templates/*.yaml``) and placeholder rendering (spec §10)."""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_DIR = REPO_ROOT / "config" / "prompt_templates"
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def render_prompt_placeholders(template: str, values: Mapping[str, Any], now: _dt.datetime | None = None) -> str:
+    """Replace ``{{key}}`` in one pass (so a value holding ``{{x}}`` is never substituted again).
+
+    ``current_time``, ``current_week`` and ``yesterday`` are filled automatically when the
+    template uses them and the caller gave none. Unknown placeholders stay as they are.
+    """
+    if not template:
+        return ""
+    vals = {k: str(v) for k, v in values.items()}
+    used = set(_PLACEHOLDER.findall(template))
+    now = now or _dt.datetime.now()
+    if "current_time" in used and "current_time" not in vals:
+        vals["current_time"] = now.strftime("%Y-%m-%d %H:%M:%S")
+    if "current_week" in used and "current_week" not in vals:
+        vals["current_week"] = _WEEKDAYS[now.weekday()]
+    if "yesterday" in used and "yesterday" not in vals:
+        vals["yesterday"] = (now - _dt.timedelta(days=1)).strftime("%Y-%m-%d")
+    return _PLACEHOLDER.sub(lambda m: vals.get(m.group(1), m.group(0)), template)
+
+
+class TemplateError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class PromptTemplate:
+    id: str
+    content: str = ""
+    user: str = ""
+    name: str = ""
+    description: str = ""
+    default: bool = False
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PromptTemplates:
+    """All templates of a folder, looked up by id across files."""
+
+    def __init__(self, directory: str | Path = TEMPLATE_DIR) -> None:
+        self.directory = Path(directory)
+        self.by_id: dict[str, PromptTemplate] = {}
+        self.by_file: dict[str, list[PromptTemplate]] = {}
+        if not self.directory.is_dir():
+            raise TemplateError(f"{self.directory}: prompt template folder not found")
+        for path in sorted(self.directory.glob("*.yaml")):
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            items = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except yaml.YAMLError as exc:
+            raise TemplateError(f"{path}: invalid YAML: {exc}") from None
+        if not isinstance(items, list):
+            raise TemplateError(f"{path}: expected a list of templates, got {type(items).__name__}")
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
+                raise TemplateError(f"{path}: template #{i + 1} has no string 'id'")
+            known = {"id", "content", "user", "name", "description", "default"}
+            t = PromptTemplate(
+                id=item["id"],
+                content=str(item.get("content") or ""),
+                user=str(item.get("user") or ""),
+                name=str(item.get("name") or ""),
+                description=str(item.get("description") or ""),
+                default=bool(item.get("default", False)),
+                source=path.name,
+                extra={k: v for k, v in item.items() if k not in known},
+            )
+            if t.id in self.by_id:
+                raise TemplateError(f"{path}: duplicate template id '{t.id}' (also in {self.by_id[t.id].source})")
+            self.by_id[t.id] = t
+            out.append(t)
+        self.by_file[path.stem] = out
+
+    def get(self, template_id: str) -> PromptTemplate:
+        try:
+            return self.by_id[template_id]
+        except KeyError:
+            raise TemplateError(
+                f"unknown prompt template id '{template_id}' (known: {', '.join(sorted(self.by_id))})"
+            ) from None
+
+    def text(self, template_id: str) -> str:
+        return self.get(template_id).content
+
+    def intent_prompts(self) -> dict[str, str]:
+        return {t.id: t.content for t in self.by_file.get("intent_prompts", [])}
