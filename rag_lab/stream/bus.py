@@ -42,17 +42,18 @@ def short_id() -> str:
 
 class EventBus:
     def __init__(self) -> None:
-        self._handlers: dict[str, list[Handler]] = {}
-        self._any: list[Handler] = []
+        # (event type or None for "every event", handler), in registration order
+        self._handlers: list[tuple[str | None, Handler]] = []
 
     def on(self, event_type: str, handler: Handler) -> None:
-        self._handlers.setdefault(event_type, []).append(handler)
+        self._handlers.append((event_type, handler))
 
     def on_any(self, handler: Handler) -> None:
-        self._any.append(handler)
+        self._handlers.append((None, handler))
 
     def emit(self, event_type: str, data: dict[str, Any] | None = None, event_id: str = "") -> BusEvent:
         ev = BusEvent(type=event_type, data=dict(data or {}), id=event_id or str(uuid.uuid4()), timestamp=time.time())
-        for h in self._handlers.get(event_type, []) + self._any:
-            h(ev)
+        for wanted, h in list(self._handlers):
+            if wanted is None or wanted == event_type:
+                h(ev)
         return ev

@@ -1,0 +1,26 @@
+"""HTML escaping helpers used by the model-context renderers (spec §0).
+
+Go's ``html.EscapeString`` escapes exactly five characters and spells the quotes
+``&#39;`` / ``&#34;``; Python's :func:`html.escape` differs, so it is not used.
+"""
+from __future__ import annotations
+
+import html
+
+_ATTR_TABLE = str.maketrans({"&": "&amp;", "'": "&#39;", "<": "&lt;", ">": "&gt;", '"': "&#34;"})
+_TEXT_TABLE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def escape_attr(value: str) -> str:
+    """The 5-character HTML escape (``& ' < > "``), used for attribute values."""
+    return value.translate(_ATTR_TABLE)
+
+
+def escape_text(value: str) -> str:
+    """The narrower text escape (``& < >`` only), used for element text."""
+    return value.translate(_TEXT_TABLE)
+
+
+def unescape(value: str) -> str:
+    """Unescape every standard HTML entity."""
+    return html.unescape(value)

@@ -1,0 +1,130 @@
+"""Passages built from a search result (spec §4.6.3 and Appendix A.1).
+
+* ``enriched_passage``: the cleaned body plus image captions/OCR and generated questions. It is
+  the MMR token source and the base of the rerank input.
+* ``model_passage``: what the rerank model scores: title, heading breadcrumb, enriched body.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from rag_lab.reranking.clean import clean_passage
+from rag_lab.searchutil.imageinfo import parse_image_info
+from rag_lab.searchutil.text import go_trim
+
+__all__ = ["CONTEXT_HEADER_KEY", "generated_questions", "enriched_passage", "model_passage"]
+
+log = logging.getLogger(__name__)
+
+#: ``metadata`` key of the chunk's heading breadcrumb (e.g. ``"Refunds > Conditions"``).
+CONTEXT_HEADER_KEY = "context_header"
+
+
+def generated_questions(chunk_metadata: Any) -> list[str] | None:
+    """The question strings of ``{"generated_questions": [{"question": ...}, ...]}``.
+
+    ``chunk_metadata`` may be a dict or its JSON text (str/bytes). Returns ``None`` when it
+    does not parse as document chunk metadata, ``[]`` when it has no questions or marks them
+    inactive (``"generated_questions_inactive": true``, A.1). Every question is kept, in order.
+    """
+    meta = chunk_metadata
+    if isinstance(meta, (str, bytes, bytearray)):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        return None
+    items = meta.get("generated_questions")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return None
+    out: list[str] = []
+    for item in items:
+        if item is None:
+            out.append("")
+            continue
+        if not isinstance(item, dict):
+            return None
+        q = item.get("question")
+        if q is not None and not isinstance(q, str):
+            return None
+        out.append(q or "")
+    if meta.get("generated_questions_inactive") is True:
+        return []
+    return out
+
+
+def _has_chunk_metadata(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, (str, bytes, bytearray, dict, list)):
+        return len(value) > 0
+    return True
+
+
+def enriched_passage(result: Any) -> str:
+    """``clean_passage(content)`` plus enrichments (§4.6.3, A.1).
+
+    Enrichments, in order: each image's caption then OCR text (non-empty, and not equal to the
+    trimmed chunk content, so an image chunk is not doubled), then the generated questions
+    joined with ``"; "``. They follow the text after ``"\\n\\n"`` (when the text is non-empty),
+    one per line. Invalid image info or chunk metadata is logged and ignored.
+    """
+    content = result.content or ""
+    text = clean_passage(content)
+    body = go_trim(content)
+    enrichments: list[str] = []
+
+    info = getattr(result, "image_info", "") or ""
+    if info:
+        entries = parse_image_info(info)
+        if entries is None:
+            log.warning("enriched_passage: invalid image_info of chunk %s ignored", getattr(result, "id", "?"))
+        else:
+            for entry in entries:
+                for key in ("caption", "ocr_text"):
+                    value = entry.get(key) or ""
+                    if value and go_trim(value) != body:
+                        enrichments.append(value)
+
+    chunk_meta = getattr(result, "chunk_metadata", None)
+    if _has_chunk_metadata(chunk_meta):
+        questions = generated_questions(chunk_meta)
+        if questions is None:
+            log.warning("enriched_passage: invalid chunk_metadata of chunk %s ignored", getattr(result, "id", "?"))
+        elif questions:
+            enrichments.append("; ".join(questions))
+
+    if not enrichments:
+        return text
+    if text:
+        text += "\n\n"
+    return text + "\n".join(enrichments)
+
+
+def model_passage(result: Any) -> str:
+    """The rerank model's input (A.1 + seed): title, heading breadcrumb and enriched body.
+
+    FAQ chunks and blank enriched passages are returned as is. Otherwise each of the trimmed
+    ``knowledge_title``, the trimmed ``metadata["context_header"]`` and the enriched passage
+    is included when non-blank, joined with ``"\\n\\n"``.
+    """
+    passage = enriched_passage(result)
+    if not go_trim(passage) or (result.chunk_type or "") == "faq":
+        return passage
+    parts: list[str] = []
+    title = go_trim(result.knowledge_title or "")
+    if title:
+        parts.append(title)
+    metadata = getattr(result, "metadata", None) or {}
+    header = go_trim(str(metadata.get(CONTEXT_HEADER_KEY) or ""))
+    if header:
+        parts.append(header)
+    parts.append(passage)
+    return "\n\n".join(parts)

@@ -1,0 +1,131 @@
+"""Joining chunk texts with overlap detection (spec §6.12–§6.14).
+
+All lengths are in runes (Python code points). The merge stage uses ``join_chunk_content`` and
+``append_with_exact_overlap``/``append_with_overlap``; document reconstruction uses
+``merge_text_chunks``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "MIN_OVERLAP",
+    "SPAN",
+    "HEAD_SLACK",
+    "contains_chunk_content",
+    "join_chunk_content",
+    "append_with_exact_overlap",
+    "append_with_overlap",
+    "merge_text_chunks",
+]
+
+#: Shortest overlap (runes) joined without a separator; shorter suffixes match by accident.
+MIN_OVERLAP = 12
+#: Longest overlap (runes) searched, and the floor of ``append_with_overlap``'s search cap.
+SPAN = 400
+#: Floor of the synthetic prefix ``append_with_overlap`` may skip in ``next``.
+HEAD_SLACK = 320
+
+
+def contains_chunk_content(container: str, contained: str, min_overlap: int = MIN_OVERLAP) -> bool:
+    """Equal strings, or ``contained`` (at least ``min_overlap`` runes) inside ``container``."""
+    if not container or not contained:
+        return False
+    if container == contained:
+        return True
+    return len(contained) >= min_overlap and contained in container
+
+
+def join_chunk_content(
+    acc: str, next: str, sep: str, min_overlap: int = MIN_OVERLAP, span: int = SPAN
+) -> str:
+    """Join two chunk texts: containment wins, then the longest suffix/prefix overlap of
+    ``min_overlap``..``span`` runes is merged, otherwise ``sep`` goes between (§6.12)."""
+    if not acc:
+        return next
+    if not next:
+        return acc
+    if contains_chunk_content(acc, next, min_overlap):
+        return acc
+    if contains_chunk_content(next, acc, min_overlap):
+        return next
+    max_ov = min(len(acc), len(next), span)
+    for ov in range(max_ov, min_overlap - 1, -1):
+        if ov > 0 and acc.endswith(next[:ov]):
+            return acc + next[ov:]
+    return acc + sep + next
+
+
+def append_with_exact_overlap(acc: str, next: str, overlap: int) -> tuple[str, bool]:
+    """Append ``next`` when exactly ``overlap`` runes overlap; ``("", False)`` otherwise (§6.13)."""
+    if not acc:
+        return next, True
+    if not next:
+        return acc, True
+    if overlap < 0:
+        return "", False
+    if overlap == 0:
+        return acc + next, True
+    if overlap > len(acc) or overlap > len(next):
+        return "", False
+    if acc[len(acc) - overlap :] != next[:overlap]:
+        return "", False
+    return acc + next[overlap:], True
+
+
+def append_with_overlap(
+    acc: str, next: str, position_overlap: int, min_overlap: int = MIN_OVERLAP, span: int = SPAN
+) -> str:
+    """Append ``next`` after removing the overlap found by text (§6.14).
+
+    ``position_overlap`` (from offsets) only sizes the search: suffixes of ``acc`` from
+    ``min(runes, max(3*po, span))`` down to ``min_overlap`` runes are looked up in ``next``
+    at a start position ``<= max(2*po, 320)``, which skips synthetic prefixes such as a
+    repeated table header.
+    """
+    if not acc:
+        return next
+    if not next:
+        return acc
+    if position_overlap <= 0:
+        return acc + next
+    max_k = min(len(acc), len(next), max(3 * position_overlap, span))
+    head_slack = max(2 * position_overlap, HEAD_SLACK)
+    for k in range(max_k, min_overlap - 1, -1):
+        if k <= 0:
+            break
+        needle = acc[len(acc) - k :]
+        pos = next.find(needle, 0, min(len(next), head_slack + k))
+        if pos >= 0:
+            return acc + next[pos + k :]
+    return acc + next
+
+
+def merge_text_chunks(chunks: Iterable[Any], gap_sep: str) -> str:
+    """Rebuild a document text from chunks with ``content``, ``start_at``, ``end_at`` and
+    ``chunk_index`` (§6.14): sort by (start_at, chunk_index), join gaps with ``gap_sep``,
+    merge overlaps with ``append_with_overlap`` and skip covered chunks."""
+    ordered = sorted(
+        (c for c in chunks if c is not None), key=lambda c: (c.start_at, c.chunk_index)
+    )
+    merged = ""
+    merged_end = -1
+    for c in ordered:
+        content = c.content or ""
+        if not content:
+            continue
+        if not merged:
+            merged = content
+            if c.end_at > 0:
+                merged_end = c.end_at
+            continue
+        if c.start_at > merged_end or c.end_at == 0:
+            merged += gap_sep + content
+            if c.end_at > 0:
+                merged_end = c.end_at
+            continue
+        if c.end_at > merged_end:
+            merged = append_with_overlap(merged, content, merged_end - c.start_at)
+            merged_end = c.end_at
+    return merged

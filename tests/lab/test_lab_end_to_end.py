@@ -1,0 +1,106 @@
+"""A question through the whole pipeline on a small KB, with the offline models."""
+from __future__ import annotations
+
+import pytest
+
+from rag_lab.lab import Lab, LabConfigError
+from rag_lab.types import EventType
+
+E = EventType
+
+
+def test_gold_passage_is_retrieved_cited_and_answered(lab):
+    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+    assert run.error == "" and not run.is_fallback
+    assert run.references, "no references"
+    top = run.references[0]
+    assert top.knowledge_title == "The Brightwater Lighthouse" or "lighthouse" in top.knowledge_filename
+    assert "Mara Quill" in run.answer
+    # the citation was expanded to a <kb …/> tag naming the gold chunk
+    assert top.id in run.cited_chunk_ids
+    assert f'chunk_id="{top.id}"' in run.answer and "<ref" not in run.answer
+    # composite score parts are recorded on the reference
+    assert {"base_score", "model_score", "composite_score"} <= set(top.metadata)
+
+
+def test_stream_events_arrive_in_the_spec_order(lab):
+    run = lab.ask("How long is the cold proof of sourdough?", kb="demo")
+    types = [e.type for e in run.events]
+    assert types[0] == "agent_query" and types[-1] == "complete"
+    assert types.index("references") < types.index("answer")
+    tools = [(e.type, e.data.get("tool_name")) for e in run.events if e.type in ("tool_call", "tool_result")]
+    assert tools == [("tool_call", "query_understand"), ("tool_result", "query_understand"),
+                     ("tool_call", "knowledge_search"), ("tool_result", "knowledge_search")]
+    answers = [e for e in run.events if e.type == "answer"]
+    assert answers[-1].done and all(not a.done for a in answers[:-1])
+    assert "".join(a.content for a in answers) == run.answer
+    offsets = [e.timestamp for e in run.events]
+    assert offsets == sorted(offsets)
+
+
+def test_a_snapshot_after_every_stage_and_timings(lab):
+    run = lab.ask("What colour is the crater lake of Mount Ember?", kb="demo")
+    assert run.stages == [str(e) for e in (E.LOAD_HISTORY, E.MEMORY_RECALL, E.QUERY_UNDERSTAND, E.CHUNK_SEARCH_PARALLEL,
+                                           E.CHUNK_RERANK, E.CHUNK_MERGE, E.FILTER_TOP_K, E.INTO_CHAT_MESSAGE,
+                                           E.CHAT_COMPLETION_STREAM)]
+    for stage in run.stages:
+        run.state(stage)
+    assert run.state("chunk_search_parallel").state.search_result
+    assert run.state("chunk_search_parallel").state.rerank_result == []
+    rr = run.state("chunk_rerank").state
+    assert rr.rerank_result and rr.diagnostics["rerank"]["outcome"] in ("ok", "fallback_top1")
+    assert '<context id="1">' in run.state("into_chat_message").state.rendered_contexts
+    assert run.state("final").state.chat_response == run.answer
+    assert [t.event for t in run.timings] == run.stages
+    with pytest.raises(KeyError, match="chunk_rerank"):
+        run.state("web_fetch")
+
+
+def test_fixed_fallback_when_rerank_keeps_nothing(lab):
+    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
+                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99,
+                          "rerank_degrade_floor": 0.99, "fallback_strategy": "fixed"})
+    assert run.is_fallback and run.answer == lab.params.fallback_response
+    assert run.references == []
+    done = [e for e in run.events if e.type == "tool_result" and e.data["tool_name"] == "knowledge_search"][0]
+    assert done.data["candidate_count"] > 0 and done.data["count"] == 0
+    assert done.data["output"].startswith("命中")
+
+
+def test_degraded_threshold_retry_admits_what_the_first_call_rejected(lab):
+    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
+                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99})
+    diag = run.state("chunk_rerank").state.diagnostics["rerank"]
+    assert diag["outcome"] == "threshold_degraded"
+    assert diag["threshold_used"] == pytest.approx(0.99 * 0.7) and diag["threshold"] == 0.99
+    assert run.state("chunk_rerank").request.rerank_threshold == 0.99  # restored
+    assert all(r["model_score"] >= 0.693 for r in diag["rows"] if r["passed_threshold"])
+
+
+def test_model_fallback_streams_the_model_reply(lab):
+    from rag_lab.models.extractive import NO_ANSWER
+
+    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
+                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99,
+                          "rerank_degrade_floor": 0.99, "fallback_strategy": "model"})
+    assert run.is_fallback and run.answer == NO_ANSWER
+    assert all(e.data.get("is_fallback") for e in run.events if e.type == "answer")
+
+
+def test_history_is_loaded_for_the_next_turn(lab):
+    first = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+    second = lab.ask("How far can its lamp be seen?", kb="demo", session_id=first.session_id)
+    hist = second.state("load_history").state.history
+    assert len(hist) == 1 and hist[0].query == "Who built the Brightwater lighthouse?"
+    assert hist[0].answer == first.answer
+
+
+def test_bad_config_is_named(tmp_path):
+    with pytest.raises(LabConfigError, match="unknown key"):
+        Lab({"workspace": str(tmp_path), "colour": "red"})
+    with pytest.raises(LabConfigError, match="prompts.system_prompt"):
+        Lab({"workspace": str(tmp_path), "prompts": {"system_prompt": "nope"}})
+    from rag_lab.types import ParamsError
+
+    with pytest.raises(ParamsError, match="mmr_lambda"):
+        Lab({"workspace": str(tmp_path), "params": {"mmr_lambda": 3}})

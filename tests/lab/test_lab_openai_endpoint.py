@@ -1,0 +1,62 @@
+"""The same pipeline against a loopback OpenAI-compatible server: query understanding JSON,
+streamed answer with a citation split across chunks, thinking, usage."""
+from __future__ import annotations
+
+import json
+
+from tests.models.fake_openai import FakeOpenAIServer, Reply
+
+from rag_lab.lab import Lab
+
+CHAT = "/v1/chat/completions"
+
+
+def _lab(tmp_path, srv, docs_dir, **params):
+    lab = Lab.from_config(
+        {"models": {"embedder": {"type": "onnx-minilm"}, "reranker": {"type": "embedding-rescorer"},
+                    "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}},
+         "params": params},
+        workspace=tmp_path,
+    )
+    lab.ingest(docs_dir, kb="demo", progress=False)
+    return lab
+
+
+def test_rewrite_intent_and_streamed_citation(tmp_path, docs_dir):
+    with FakeOpenAIServer() as srv:
+        lab = _lab(tmp_path, srv, docs_dir)
+        srv.script(CHAT,
+                   Reply.chat(json.dumps({"rewrite_query": "Brightwater lighthouse builder", "intent": "KB-Search"})),
+                   Reply.chat(["It was built by Mara Quill", " <re", 'f id="c1"/', ">."], reasoning=["look", "ing"]))
+        run = lab.ask("who made it?", kb="demo")
+        qu = run.state("query_understand").state
+        assert qu.rewrite_query == "Brightwater lighthouse builder" and qu.intent == "kb_search"
+        first = run.references[0]
+        assert run.answer.startswith("It was built by Mara Quill <kb ")
+        assert f'chunk_id="{first.id}"' in run.answer and run.answer.endswith(" />.")
+        thinking = [e for e in run.events if e.type == "thinking"]
+        assert "".join(e.content for e in thinking) == "looking" and thinking[-1].done
+        # the model saw aliases only: no internal chunk id in any message
+        sent = srv.requests_to(CHAT)[-1].json["messages"]
+        assert all(first.id not in m["content"] for m in sent if isinstance(m["content"], str))
+        assert any('<chunk id="c1"' in m["content"] for m in sent if isinstance(m["content"], str))
+
+
+def test_greeting_intent_skips_retrieval(tmp_path, docs_dir):
+    with FakeOpenAIServer() as srv:
+        lab = _lab(tmp_path, srv, docs_dir)
+        srv.script(CHAT, Reply.chat('```json\n{"rewrite_query": "hello", "intent": "greeting"}\n```'), Reply.chat("Hi!"))
+        run = lab.ask("hello there", kb="demo")
+        assert run.answer == "Hi!" and run.references == []
+        assert run.state("chunk_search_parallel").state.search_result == []
+        system = srv.requests_to(CHAT)[-1].json["messages"][0]["content"]
+        assert "greeting" in system.lower() or "warm" in system.lower()
+
+
+def test_model_error_mid_stream_becomes_an_error_event(tmp_path, docs_dir):
+    with FakeOpenAIServer() as srv:
+        lab = _lab(tmp_path, srv, docs_dir, enable_rewrite=False)
+        srv.script(CHAT, Reply.chat(["partial ", "answer ", "more"], drop_after=2))
+        run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+        assert [e.type for e in run.events if e.type == "error"] == ["error"]
+        assert "complete" not in [e.type for e in run.events]  # never completed (App. B.15)

@@ -1,0 +1,76 @@
+"""searchutil.dedup: ID/signature dedup and partial-overlap removal (§6.5, §6.6)."""
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
+from rag_lab.types import SearchResult
+
+
+def _r(id: str, content: str, score: float = 0.5) -> SearchResult:
+    return SearchResult(id=id, content=content, score=score)
+
+
+def test_remove_duplicate_results() -> None:
+    rows = [
+        _r("a", "Hello  World"),
+        _r("a", "other text"),  # repeated ID
+        _r("b", " hello\nworld "),  # same signature as "a": skipped, and its ID is not remembered
+        _r("c", "   "),  # blank content is never deduplicated by signature
+        _r("d", ""),
+        _r("b", "a new text"),  # "b" was never kept, so this one is
+    ]
+    assert [(r.id, r.content) for r in remove_duplicate_results(rows)] == [
+        ("a", "Hello  World"),
+        ("c", "   "),
+        ("d", ""),
+        ("b", "a new text"),
+    ]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(["x y", "X  y", "z", "", " "])), max_size=12))
+def test_remove_duplicate_results_properties(pairs: list[tuple[str, str]]) -> None:
+    rows = [_r(i, c) for i, c in pairs]
+    out = remove_duplicate_results(rows)
+    ids = [r.id for r in out]
+    assert len(ids) == len(set(ids))
+    assert all(any(o is r for r in rows) for o in out)
+    assert remove_duplicate_results(out) == out
+
+
+def test_remove_partial_overlaps_containment_and_scores() -> None:
+    short = _r("s", "the quick brown fox", 0.5)
+    long_ = _r("l", "The quick brown fox jumps over the lazy dog", 0.4)
+    # The short one is contained; its score is strictly higher, so the long one goes.
+    assert [r.id for r in remove_partial_overlaps([short, long_])] == ["s"]
+    short.score = 0.4  # equal scores: the short one goes
+    assert [r.id for r in remove_partial_overlaps([short, long_])] == ["l"]
+    assert remove_partial_overlaps([short]) == [short]
+    assert remove_partial_overlaps([]) == []
+
+
+def test_remove_partial_overlaps_token_ratio_threshold() -> None:
+    a = _r("a", "w1 w2 w3 w4 w5 w6 w7", 0.5)
+    b = _r("b", "w7 w6 w5 w4 w3 w2 x1 extra", 0.5)  # 6/7 = 0.857 of a's tokens
+    assert [r.id for r in remove_partial_overlaps([a, b])] == ["b"]
+    assert [r.id for r in remove_partial_overlaps([a, b], threshold=0.9)] == ["a", "b"]
+    c = _r("c", "w7 w6 w5 w4 w3 x1 x2 extra", 0.5)  # 5/7 = 0.714
+    assert [r.id for r in remove_partial_overlaps([a, c])] == ["a", "c"]
+
+
+def test_remove_partial_overlaps_keeps_upstream_quirk() -> None:
+    # x is contained in y and loses to it, yet x still knocks out z afterwards (§6.6 quirk):
+    # z overlaps x fully (7/7 of x's tokens) and x has the higher score, so the long z goes.
+    x = _r("x", "a1 b1 c1 d1 e1 f1 g1", 0.8)
+    y = _r("y", "a1 b1 c1 d1 e1 f1 g1 y1 y2 y3 y4", 0.9)
+    z = _r("z", "g1 f1 e1 d1 c1 b1 a1 z1 z2 z3 z4 z5", 0.1)
+    assert [r.id for r in remove_partial_overlaps([x, y, z])] == ["y"]
+    # Without x, z survives next to y (7/11 < 0.85, not contained).
+    assert [r.id for r in remove_partial_overlaps([y, z])] == ["y", "z"]
+
+
+def test_remove_partial_overlaps_tie_on_bytes_makes_i_short() -> None:
+    i = _r("i", "abc def", 0.5)
+    j = _r("j", "ABC DEF", 0.5)  # same normalised text and byte length: i is short, i goes
+    assert [r.id for r in remove_partial_overlaps([i, j])] == ["j"]
