@@ -1,0 +1,376 @@
+"""SQLite store for knowledge bases, documents (Knowledge) and chunks.
+
+One file, WAL journal, one connection per thread (so worker threads such as ``asyncio.to_thread``
+can read while another thread writes; writes are serialised by a lock). Dataclass fields map to
+columns one to one; dict/list fields are JSON text, booleans are 0/1.
+
+Keys: a KB id and a KB name are unique; a document is keyed by ``(knowledge_base_id, id)`` so the
+same dataset can be ingested into several KBs (e.g. two chunk sizes) with its own ids; chunk ids
+are unique in the whole store (ingestion prefixes them with the KB id). Batch getters return
+dicts; missing ids are simply absent.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TypeVar
+
+from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
+
+T = TypeVar("T")
+
+#: index statuses that exclude a chunk from retrieval (spec §1.6)
+UNSEARCHABLE_STATUSES = ("processing", "failed")
+# literal SQL (not bound parameters) so that SQLite can use the partial index below
+_UNSEARCHABLE_SQL = "(is_enabled = 0 OR index_status IN ({}))".format(
+    ", ".join(f"'{s}'" for s in UNSEARCHABLE_STATUSES)
+)
+
+_SQLITE_MAX_VARS = 900  # stay below SQLITE_MAX_VARIABLE_NUMBER on old builds
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or a write violates a constraint."""
+
+
+def _columns(cls: type) -> list[tuple[str, str]]:
+    """(name, sqlite type) per dataclass field; dicts/lists are JSON text."""
+    out = []
+    for f in fields(cls):
+        t = str(f.type)
+        if t.startswith(("dict", "list")) or t == "Any":
+            out.append((f.name, "TEXT"))  # JSON
+        elif t in ("int", "bool"):
+            out.append((f.name, "INTEGER"))
+        elif t == "float":
+            out.append((f.name, "REAL"))
+        else:
+            out.append((f.name, "TEXT"))
+    return out
+
+
+def _json_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls) if str(f.type).startswith(("dict", "list")))
+
+
+def _bool_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls) if str(f.type) == "bool")
+
+
+_SPECS: dict[type, tuple[list[str], frozenset[str], frozenset[str]]] = {
+    cls: ([c for c, _ in _columns(cls)], _json_fields(cls), _bool_fields(cls))
+    for cls in (KnowledgeBase, Knowledge, Chunk)
+}
+
+
+def _to_row(obj: Any) -> tuple:
+    names, js, _ = _SPECS[type(obj)]
+    row = []
+    for name in names:
+        v = getattr(obj, name)
+        if name in js:
+            v = json.dumps(v, ensure_ascii=False, sort_keys=True)
+        elif isinstance(v, bool):
+            v = int(v)
+        row.append(v)
+    return tuple(row)
+
+
+def _from_row(cls: type[T], row: sqlite3.Row) -> T:
+    names, js, bools = _SPECS[cls]
+    kwargs: dict[str, Any] = {}
+    for name in names:
+        v = row[name]
+        if name in js:
+            v = json.loads(v) if v else ({} if name in ("metadata", "custom_metadata") else [])
+        elif name in bools:
+            v = bool(v)
+        kwargs[name] = v
+    return cls(**kwargs)  # type: ignore[call-arg]
+
+
+def _batches(items: Sequence[str], size: int = _SQLITE_MAX_VARS) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _unique(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(i for i in ids if i))
+
+
+class KnowledgeStore:
+    """CRUD over KBs, documents and chunks in one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
+        self._create_schema()
+
+    # -- connections ------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"{self.path}: store is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: cannot open SQLite store: {exc}") from None
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        return conn
+
+    def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
+        with self._write_lock:
+            conn = self._conn()
+            try:
+                with conn:
+                    if isinstance(rows, tuple):
+                        conn.execute(sql, rows)
+                    else:
+                        conn.executemany(sql, rows)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
+
+    def close(self) -> None:
+        """Close every connection opened by any thread."""
+        with self._conns_lock:
+            for c in self._all_conns:
+                try:
+                    c.close()
+                except sqlite3.Error:
+                    pass
+            self._all_conns.clear()
+        self._closed = True
+
+    def __enter__(self) -> "KnowledgeStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _create_schema(self) -> None:
+        def cols(cls: type, pk: str) -> str:
+            parts = [f"{n} {t}" for n, t in _columns(cls)]
+            return ", ".join(parts) + f", PRIMARY KEY ({pk})"
+
+        with self._write_lock:
+            conn = self._conn()
+            try:
+                with conn:
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'id')})")
+                    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS kb_name ON knowledge_bases(name)")
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge_base_id, id')})"
+                    )
+                    conn.execute("CREATE INDEX IF NOT EXISTS knowledge_id ON knowledge(id)")
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS chunks ({cols(Chunk, 'id')})")
+                    conn.execute("CREATE INDEX IF NOT EXISTS chunk_doc ON chunks(knowledge_base_id, knowledge_id)")
+                    conn.execute(
+                        "CREATE INDEX IF NOT EXISTS chunk_unsearchable ON chunks(knowledge_base_id) "
+                        f"WHERE {_UNSEARCHABLE_SQL}"
+                    )
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: not a usable SQLite store: {exc}") from None
+
+    def _insert_sql(self, table: str, cls: type, mode: str = "INSERT OR REPLACE") -> str:
+        names = _SPECS[cls][0]
+        return f"{mode} INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+    # -- knowledge bases --------------------------------------------------------------------
+    def create_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        """Insert a KB; a duplicate id or name raises :class:`StoreError`."""
+        if not kb.created_at:
+            kb.created_at = time.time()
+        self._write(self._insert_sql("knowledge_bases", KnowledgeBase, "INSERT"), _to_row(kb))
+        return kb
+
+    def update_kb(self, kb: KnowledgeBase) -> None:
+        self._write(self._insert_sql("knowledge_bases", KnowledgeBase), _to_row(kb))
+
+    def get_kb(self, kb_id: str) -> KnowledgeBase | None:
+        row = self._conn().execute("SELECT * FROM knowledge_bases WHERE id = ?", (kb_id,)).fetchone()
+        return _from_row(KnowledgeBase, row) if row else None
+
+    def get_kb_by_name(self, name: str) -> KnowledgeBase | None:
+        row = self._conn().execute("SELECT * FROM knowledge_bases WHERE name = ?", (name,)).fetchone()
+        return _from_row(KnowledgeBase, row) if row else None
+
+    def get_kbs(self, ids: Iterable[str]) -> dict[str, KnowledgeBase]:
+        out: dict[str, KnowledgeBase] = {}
+        for batch in _batches(_unique(ids)):
+            q = f"SELECT * FROM knowledge_bases WHERE id IN ({', '.join('?' * len(batch))})"
+            for row in self._conn().execute(q, tuple(batch)):
+                out[row["id"]] = _from_row(KnowledgeBase, row)
+        return out
+
+    def list_kbs(self) -> list[KnowledgeBase]:
+        rows = self._conn().execute("SELECT * FROM knowledge_bases ORDER BY created_at, id").fetchall()
+        return [_from_row(KnowledgeBase, r) for r in rows]
+
+    def delete_kb(self, kb_id: str) -> None:
+        """Delete a KB with its documents and chunks."""
+        with self._write_lock:
+            conn = self._conn()
+            with conn:
+                conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
+                conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ?", (kb_id,))
+                conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
+
+    # -- documents --------------------------------------------------------------------------
+    def add_knowledge(self, docs: Knowledge | Iterable[Knowledge]) -> None:
+        """Insert or replace documents (keyed by ``(knowledge_base_id, id)``)."""
+        items = [docs] if isinstance(docs, Knowledge) else list(docs)
+        now = time.time()
+        for d in items:
+            if not d.created_at:
+                d.created_at = now
+        self._write(self._insert_sql("knowledge", Knowledge), [_to_row(d) for d in items])
+
+    def get_document(self, kb_id: str, knowledge_id: str) -> Knowledge | None:
+        row = (
+            self._conn()
+            .execute("SELECT * FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
+            .fetchone()
+        )
+        return _from_row(Knowledge, row) if row else None
+
+    def get_knowledge(self, ids: Iterable[str], kb_ids: Iterable[str] | None = None) -> dict[str, Knowledge]:
+        """Documents by id, optionally restricted to some KBs. When an id exists in several of the
+        KBs searched, the KB created first wins (pass ``kb_ids`` to choose)."""
+        kb_list = _unique(kb_ids) if kb_ids is not None else None
+        if kb_list is not None and not kb_list:
+            return {}
+        out: dict[str, Knowledge] = {}
+        for batch in _batches(_unique(ids), _SQLITE_MAX_VARS - len(kb_list or ())):
+            q = (
+                "SELECT k.* FROM knowledge k JOIN knowledge_bases b ON b.id = k.knowledge_base_id "
+                f"WHERE k.id IN ({', '.join('?' * len(batch))})"
+            )
+            args: tuple = tuple(batch)
+            if kb_list is not None:
+                q += f" AND k.knowledge_base_id IN ({', '.join('?' * len(kb_list))})"
+                args += tuple(kb_list)
+            q += " ORDER BY b.created_at DESC, b.id DESC"  # earliest KB written last, so it wins
+            for row in self._conn().execute(q, args):
+                out[row["id"]] = _from_row(Knowledge, row)
+        return out
+
+    def list_knowledge(self, kb_id: str) -> list[Knowledge]:
+        rows = self._conn().execute(
+            "SELECT * FROM knowledge WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
+        )
+        return [_from_row(Knowledge, r) for r in rows]
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> list[str]:
+        """Delete a document and its chunks; returns the deleted chunk ids."""
+        with self._write_lock:
+            conn = self._conn()
+            with conn:
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT id FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ? ORDER BY id",
+                        (kb_id, knowledge_id),
+                    )
+                ]
+                conn.execute(
+                    "DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
+                )
+                conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
+        return ids
+
+    # -- chunks -----------------------------------------------------------------------------
+    def add_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Insert or replace chunks (chunk ids are unique store-wide)."""
+        self._write(self._insert_sql("chunks", Chunk), [_to_row(c) for c in chunks])
+
+    def get_chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
+        out: dict[str, Chunk] = {}
+        for batch in _batches(_unique(ids)):
+            q = f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
+            for row in self._conn().execute(q, tuple(batch)):
+                out[row["id"]] = _from_row(Chunk, row)
+        return out
+
+    def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:
+        """Chunks of a KB (or one document), ordered by document, type and chunk_index."""
+        q = "SELECT * FROM chunks WHERE knowledge_base_id = ?"
+        args: tuple = (kb_id,)
+        if knowledge_id is not None:
+            q += " AND knowledge_id = ?"
+            args += (knowledge_id,)
+        q += " ORDER BY knowledge_id, chunk_type, chunk_index, id"
+        return [_from_row(Chunk, r) for r in self._conn().execute(q, args)]
+
+    def set_chunks_enabled(self, ids: Iterable[str], enabled: bool) -> None:
+        for batch in _batches(_unique(ids)):
+            self._write(
+                f"UPDATE chunks SET is_enabled = ? WHERE id IN ({', '.join('?' * len(batch))})",
+                (int(enabled), *batch),
+            )
+
+    def searchable_chunk_ids(
+        self, kb_id: str, knowledge_ids: Sequence[str] = (), tag_ids: Sequence[str] = ()
+    ) -> set[str]:
+        """Ids of the KB's chunks retrieval may return: enabled, searchable type, status not
+        processing/failed, and (when given) in ``knowledge_ids`` AND with a tag in ``tag_ids``."""
+        types = sorted(SEARCHABLE_CHUNK_TYPES)
+        q = (
+            "SELECT id FROM chunks WHERE knowledge_base_id = ? AND is_enabled = 1 "
+            f"AND chunk_type IN ({', '.join('?' * len(types))}) "
+            f"AND index_status NOT IN ({', '.join('?' * len(UNSEARCHABLE_STATUSES))})"
+        )
+        args: tuple = (kb_id, *types, *UNSEARCHABLE_STATUSES)
+        kids = _unique(knowledge_ids)
+        tags = _unique(tag_ids)
+        if len(kids) + len(tags) > _SQLITE_MAX_VARS - len(args):
+            # large filters: filter in Python
+            base = self.searchable_chunk_ids(kb_id)
+            chunks = self.get_chunks(base)
+            ks, ts = set(kids), set(tags)
+            return {
+                cid
+                for cid, c in chunks.items()
+                if (not ks or c.knowledge_id in ks) and (not ts or c.tag_id in ts)
+            }
+        if kids:
+            q += f" AND knowledge_id IN ({', '.join('?' * len(kids))})"
+            args += tuple(kids)
+        if tags:
+            q += f" AND tag_id IN ({', '.join('?' * len(tags))})"
+            args += tuple(tags)
+        return {r[0] for r in self._conn().execute(q, args)}
+
+    def has_unsearchable_indexed_chunks(self, kb_id: str) -> bool:
+        """True when some chunk of a searchable type is disabled or not indexed yet (so an index
+        search must be restricted to :meth:`searchable_chunk_ids`)."""
+        types = sorted(SEARCHABLE_CHUNK_TYPES)
+        q = (
+            f"SELECT 1 FROM chunks WHERE knowledge_base_id = ? AND {_UNSEARCHABLE_SQL} "
+            f"AND chunk_type IN ({', '.join('?' * len(types))}) LIMIT 1"
+        )
+        return self._conn().execute(q, (kb_id, *types)).fetchone() is not None
+
+    def count_chunks(self, kb_id: str) -> int:
+        return int(
+            self._conn().execute("SELECT COUNT(*) FROM chunks WHERE knowledge_base_id = ?", (kb_id,)).fetchone()[0]
+        )

@@ -1,0 +1,284 @@
+"""Workspace: one folder holding the knowledge store and the per-KB indexes.
+
+Layout::
+
+    <root>/store.sqlite                    KBs, documents, chunks (KnowledgeStore)
+    <root>/indexes/<kb_id>/vectors.faiss   faiss vectors  (VectorIndex)
+    <root>/indexes/<kb_id>/ids.json        faiss id → entry / chunk id
+    <root>/indexes/<kb_id>/bm25/           bm25s index + tokens (KeywordIndex)
+
+A KB records the ``model_key`` and ``dimension`` of the embedder it was created with; ingesting
+or searching with another embedder raises :class:`MixedEmbeddingSpaces`. KB ids are derived from
+the name (``kb_`` + 12 hex digits of its SHA-1), so a KB recreated under the same name keeps its id.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from rag_lab.knowledge.chunking import ChunkingConfig
+from rag_lab.knowledge.models import KnowledgeBase
+from rag_lab.knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.ingestion import IngestReport
+    from rag_lab.models.base import Embedder
+    from rag_lab.retrieval.engine import LocalEngine
+    from rag_lab.retrieval.keyword_index import KeywordIndex
+    from rag_lab.retrieval.vector_index import VectorIndex
+
+KB_TYPES = ("document", "faq", "wiki")
+
+
+class KnowledgeBaseNotFound(LookupError):
+    """An unknown KB id or name; the message lists the known names."""
+
+
+class KnowledgeBaseExists(ValueError):
+    """``create_kb`` with a name that exists (and ``exist_ok`` not set, or other settings)."""
+
+
+class MixedEmbeddingSpaces(ValueError):
+    """Two different embedding model keys met (KB vs embedder, or KBs searched together)."""
+
+
+class IngestError(ValueError):
+    """Bad ingestion input; the message names the path / document, field and value."""
+
+
+def kb_id_for_name(name: str) -> str:
+    return "kb_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
+
+
+def check_embedder(kb: KnowledgeBase, embedder: "Embedder | None") -> None:
+    """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
+    if not kb.embedding_model_key:
+        if embedder is not None:
+            raise MixedEmbeddingSpaces(
+                f"knowledge base {kb.name!r} ({kb.id}) has no embedding model (keyword-only), but an embedder "
+                f"with model_key {embedder.model_key!r} was given; pass embedder=None"
+            )
+        return
+    if embedder is None:
+        raise MixedEmbeddingSpaces(
+            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r}; an embedder "
+            "for it is required"
+        )
+    if embedder.model_key != kb.embedding_model_key or int(embedder.dimension) != kb.embedding_dim:
+        raise MixedEmbeddingSpaces(
+            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r} "
+            f"(dimension {kb.embedding_dim}) but the embedder is {embedder.model_key!r} "
+            f"(dimension {embedder.dimension})"
+        )
+
+
+class Workspace:
+    """Store + indexes under ``root``; caches one index object per KB (thread-safe)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise NotADirectoryError(f"{self.root}: workspace root exists and is not a directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.store = KnowledgeStore(self.root / "store.sqlite")
+        self._vec: dict[str, VectorIndex] = {}
+        self._kw: dict[str, KeywordIndex] = {}
+        self._lock = threading.RLock()
+        #: serialises ingestion per workspace (index rebuilds are not concurrent-safe across writers)
+        self.write_lock = threading.RLock()
+        self._engine: LocalEngine | None = None
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- knowledge bases --------------------------------------------------------------------
+    def create_kb(
+        self,
+        name: str,
+        embedder: "Embedder | None",
+        chunk_size: int = 512,
+        chunk_overlap: int = 64,
+        parent_chunk_size: int = 0,
+        kb_type: str = "document",
+        *,
+        exist_ok: bool = False,
+        description: str = "",
+        keyword_enabled: bool = True,
+        bm25: dict[str, Any] | None = None,
+    ) -> KnowledgeBase:
+        """Create a KB bound to ``embedder``'s space (``None``: keyword-only). ``bm25`` may set
+        ``k1``, ``b`` and ``method`` for its keyword index."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"knowledge base name={name!r} must be a non-empty string")
+        if kb_type not in KB_TYPES:
+            raise ValueError(f"kb_type={kb_type!r} is not one of {KB_TYPES}")
+        ChunkingConfig(chunk_size, chunk_overlap, parent_chunk_size).validate()
+        bm25_cfg = dict(bm25 or {})
+        unknown = set(bm25_cfg) - {"k1", "b", "method"}
+        if unknown:
+            raise ValueError(f"bm25 settings {sorted(unknown)} are unknown (allowed: k1, b, method)")
+        kb = KnowledgeBase(
+            id=kb_id_for_name(name),
+            name=name,
+            description=description,
+            type=kb_type,
+            embedding_model_key=embedder.model_key if embedder is not None else "",
+            embedding_dim=int(embedder.dimension) if embedder is not None else 0,
+            vector_enabled=embedder is not None,
+            keyword_enabled=keyword_enabled,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            metadata={"parent_chunk_size": parent_chunk_size, "bm25": bm25_cfg},
+        )
+        if embedder is not None and not embedder.model_key:
+            raise ValueError("the embedder's model_key is empty; it must name the embedding space")
+        with self._lock:
+            existing = self.store.get_kb_by_name(name)
+            if existing is not None:
+                if not exist_ok:
+                    raise KnowledgeBaseExists(f"knowledge base {name!r} already exists (id {existing.id})")
+                diffs = [
+                    f"{f}: existing {getattr(existing, f)!r}, requested {getattr(kb, f)!r}"
+                    for f in ("type", "embedding_model_key", "embedding_dim", "chunk_size", "chunk_overlap")
+                    if getattr(existing, f) != getattr(kb, f)
+                ]
+                if existing.metadata.get("parent_chunk_size", 0) != parent_chunk_size:
+                    diffs.append(
+                        f"parent_chunk_size: existing {existing.metadata.get('parent_chunk_size', 0)!r}, "
+                        f"requested {parent_chunk_size!r}"
+                    )
+                if diffs:
+                    raise KnowledgeBaseExists(
+                        f"knowledge base {name!r} exists with other settings ({'; '.join(diffs)})"
+                    )
+                return existing
+            # a fresh KB never inherits index files left by a deleted namesake
+            shutil.rmtree(self.index_dir(kb.id), ignore_errors=True)
+            self._vec.pop(kb.id, None)
+            self._kw.pop(kb.id, None)
+            return self.store.create_kb(kb)
+
+    def get_kb(self, id_or_name: str | KnowledgeBase) -> KnowledgeBase:
+        """A KB by id or name; unknown → :class:`KnowledgeBaseNotFound` listing the known names."""
+        if isinstance(id_or_name, KnowledgeBase):
+            id_or_name = id_or_name.id
+        kb = self.store.get_kb(id_or_name) or self.store.get_kb_by_name(id_or_name)
+        if kb is None:
+            raise KnowledgeBaseNotFound(self._not_found_message([id_or_name]))
+        return kb
+
+    def _not_found_message(self, wanted: Sequence[str]) -> str:
+        names = [f"{k.name!r} ({k.id})" for k in self.store.list_kbs()]
+        known = ", ".join(names) if names else "none"
+        what = ", ".join(repr(w) for w in wanted)
+        return f"unknown knowledge base {what} in workspace {str(self.root)!r}; known: {known}"
+
+    def list_kbs(self) -> list[KnowledgeBase]:
+        return self.store.list_kbs()
+
+    def delete_kb(self, id_or_name: str | KnowledgeBase) -> None:
+        kb = self.get_kb(id_or_name)
+        with self.write_lock, self._lock:
+            self.store.delete_kb(kb.id)
+            self._vec.pop(kb.id, None)
+            self._kw.pop(kb.id, None)
+            shutil.rmtree(self.index_dir(kb.id), ignore_errors=True)
+
+    def chunking_config(self, kb: KnowledgeBase) -> ChunkingConfig:
+        return ChunkingConfig(kb.chunk_size, kb.chunk_overlap, int(kb.metadata.get("parent_chunk_size", 0) or 0))
+
+    # -- indexes ----------------------------------------------------------------------------
+    def index_dir(self, kb_id: str) -> Path:
+        return self.root / "indexes" / kb_id
+
+    def vector_index(self, kb: KnowledgeBase | str) -> "VectorIndex | None":
+        """The KB's vector index (loaded once), or ``None`` for a KB without embeddings."""
+        kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
+        if not kb.embedding_model_key or kb.embedding_dim <= 0:
+            return None
+        with self._lock:
+            idx = self._vec.get(kb.id)
+            if idx is None:
+                from rag_lab.retrieval.vector_index import VectorIndex
+
+                idx = VectorIndex.load(self.index_dir(kb.id), kb.embedding_dim)
+                self._vec[kb.id] = idx
+            return idx
+
+    def keyword_index(self, kb: KnowledgeBase | str) -> "KeywordIndex":
+        """The KB's keyword index (loaded once; rebuilt from the stored chunks if it was built
+        with another tokenizer)."""
+        kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
+        with self._lock:
+            idx = self._kw.get(kb.id)
+            if idx is None:
+                from rag_lab.retrieval.keyword_index import KeywordIndex, StaleKeywordIndex
+
+                path = self.index_dir(kb.id) / "bm25"
+                settings = dict(kb.metadata.get("bm25") or {})
+                try:
+                    idx = KeywordIndex.load(path, **settings)
+                except StaleKeywordIndex:
+                    idx = KeywordIndex(path, **settings)
+                    chunks = [c for c in self.store.list_chunks(kb.id) if _indexable(c.chunk_type)]
+                    idx.add([c.id for c in chunks], [c.content for c in chunks])
+                    idx.save()
+                self._kw[kb.id] = idx
+            return idx
+
+    def engine(self) -> "LocalEngine":
+        """The in-process retrieval engine over this workspace."""
+        with self._lock:
+            if self._engine is None:
+                from rag_lab.retrieval.engine import LocalEngine
+
+                self._engine = LocalEngine(self)
+            return self._engine
+
+    # -- ingestion (see rag_lab.knowledge.ingestion) ----------------------------------------
+    def ingest_folder(
+        self, kb: KnowledgeBase | str, path: str | Path, embedder: "Embedder | None", progress: bool = True, **kw: Any
+    ) -> "IngestReport":
+        from rag_lab.knowledge.ingestion import ingest_folder
+
+        return ingest_folder(self, self.get_kb(kb), path, embedder, progress=progress, **kw)
+
+    def ingest_documents(
+        self, kb: KnowledgeBase | str, docs: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
+        **kw: Any,
+    ) -> "IngestReport":
+        from rag_lab.knowledge.ingestion import ingest_documents
+
+        return ingest_documents(self, self.get_kb(kb), docs, embedder, progress=progress, **kw)
+
+    def ingest_faq(
+        self, kb: KnowledgeBase | str, entries: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
+        **kw: Any,
+    ) -> "IngestReport":
+        from rag_lab.knowledge.ingestion import ingest_faq
+
+        return ingest_faq(self, self.get_kb(kb), entries, embedder, progress=progress, **kw)
+
+    def delete_knowledge(self, kb: KnowledgeBase | str, knowledge_id: str) -> int:
+        """Delete one document with its chunks and index entries; returns the chunks removed."""
+        from rag_lab.knowledge.ingestion import delete_document
+
+        return delete_document(self, self.get_kb(kb), knowledge_id)
+
+
+def _indexable(chunk_type: str) -> bool:
+    from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
+
+    return chunk_type in SEARCHABLE_CHUNK_TYPES

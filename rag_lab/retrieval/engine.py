@@ -1,0 +1,152 @@
+"""LocalEngine: the in-process RetrieveEngine over a Workspace (faiss vectors + bm25s keywords).
+
+Semantics (the reference engine's, spec §5 "Reference engine semantics"):
+
+* only chunks that are enabled, of a searchable type (§1.6) and not ``processing``/``failed``
+  are returned; ``knowledge_ids`` and ``tag_ids`` filters are ANDed when given;
+* vector: cosine similarity ``>= threshold``, best ``top_k``;
+* keywords: BM25 score as bm25s computes it, best ``top_k`` with score > 0. **The keyword
+  threshold is ignored**, as the reference Postgres/ParadeDB engine ignores it (App. B.19);
+* several KBs: per-KB results merged by score descending, ties by hit id (the chunk id, or the
+  FAQ question entry id), then cut to ``top_k``.
+
+Hits carry ``match_type`` 0 (vector) or 1 (keywords) and ``content`` = the indexed text that
+matched (the chunk content, or the FAQ question).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from rag_lab.knowledge.models import Chunk, KnowledgeBase
+from rag_lab.knowledge.store import UNSEARCHABLE_STATUSES
+from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+from rag_lab.retrieval.base import IndexWithScore
+from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, MatchType
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.workspace import Workspace
+
+ENGINE_TYPE = "faiss+bm25s"
+
+
+def is_searchable(chunk: Chunk) -> bool:
+    """Retrieval may return this chunk (spec §1.6)."""
+    return (
+        chunk.is_enabled
+        and chunk.chunk_type in SEARCHABLE_CHUNK_TYPES
+        and chunk.index_status not in UNSEARCHABLE_STATUSES
+    )
+
+
+class LocalEngine:
+    """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`."""
+
+    engine_type = ENGINE_TYPE
+
+    def __init__(self, workspace: "Workspace") -> None:
+        self.workspace = workspace
+
+    def supports_vector(self) -> bool:
+        return True
+
+    def supports_keywords(self) -> bool:
+        return True
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
+        ids = list(dict.fromkeys(kb_ids))
+        found = self.workspace.store.get_kbs(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise KnowledgeBaseNotFound(self.workspace._not_found_message(missing))
+        return [found[i] for i in ids]
+
+    def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
+        """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
+        store = self.workspace.store
+        if knowledge_ids or tag_ids or store.has_unsearchable_indexed_chunks(kb.id):
+            return store.searchable_chunk_ids(kb.id, knowledge_ids, tag_ids)
+        return None
+
+    def _finish(
+        self, raw: list[tuple[str, str, str | None, str, float]], top_k: int, match_type: int,
+    ) -> list[IndexWithScore]:
+        """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
+        raw.sort(key=lambda r: (-r[4], r[0]))
+        chunks = self.workspace.store.get_chunks(r[1] for r in raw)
+        out: list[IndexWithScore] = []
+        for entry_id, chunk_id, own_text, kb_id, score in raw:
+            c = chunks.get(chunk_id)
+            if c is None or not is_searchable(c):
+                continue  # index entry of a chunk deleted or disabled since
+            out.append(
+                IndexWithScore(
+                    id=entry_id,
+                    content=own_text if own_text is not None else c.content,
+                    chunk_id=chunk_id,
+                    knowledge_id=c.knowledge_id,
+                    knowledge_base_id=kb_id,
+                    score=score,
+                    match_type=match_type,
+                    source_id=entry_id,
+                    source_type="faq" if c.chunk_type == "faq" else "chunk",
+                    tag_id=c.tag_id,
+                    is_enabled=c.is_enabled,
+                )
+            )
+            if len(out) >= top_k:
+                break
+        return out
+
+    # -- RetrieveEngine ---------------------------------------------------------------------
+    def vector_search(
+        self,
+        kb_ids: Sequence[str],
+        embedding: np.ndarray,
+        top_k: int,
+        threshold: float,
+        knowledge_ids: Sequence[str] = (),
+        tag_ids: Sequence[str] = (),
+    ) -> list[IndexWithScore]:
+        """Cosine search over the KBs' vector indexes (KBs without embeddings contribute nothing)."""
+        if top_k <= 0:
+            return []
+        raw: list[tuple[str, str, str | None, str, float]] = []
+        for kb in self._kbs(kb_ids):
+            index = self.workspace.vector_index(kb)
+            if index is None or not kb.vector_enabled or len(index) == 0:
+                continue
+            allowed = self._allowed(kb, knowledge_ids, tag_ids)
+            if allowed is not None and not allowed:
+                continue
+            for entry, score in index.search_entries(embedding, top_k, threshold, allowed):
+                raw.append((entry.entry_id, entry.chunk_id, entry.text, kb.id, score))
+        return self._finish(raw, top_k, int(MatchType.EMBEDDING))
+
+    def keyword_search(
+        self,
+        kb_ids: Sequence[str],
+        query: str,
+        top_k: int,
+        threshold: float,
+        knowledge_ids: Sequence[str] = (),
+        tag_ids: Sequence[str] = (),
+    ) -> list[IndexWithScore]:
+        """BM25 search over the KBs' keyword indexes. ``threshold`` is accepted for the protocol
+        and deliberately not applied (reference engine behaviour, App. B.19)."""
+        del threshold  # not applied, see the docstring
+        if top_k <= 0 or not query or not query.strip():
+            return []
+        raw: list[tuple[str, str, str | None, str, float]] = []
+        for kb in self._kbs(kb_ids):
+            if not kb.keyword_enabled:
+                continue
+            index = self.workspace.keyword_index(kb)
+            allowed = self._allowed(kb, knowledge_ids, tag_ids)
+            if allowed is not None and not allowed:
+                continue
+            for chunk_id, score in index.search(query, top_k, allowed):
+                raw.append((chunk_id, chunk_id, None, kb.id, score))
+        return self._finish(raw, top_k, int(MatchType.KEYWORDS))

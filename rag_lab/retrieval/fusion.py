@@ -1,0 +1,168 @@
+"""Score fusion for hybrid search (spec §5.9, §5.12, §1.10) as pure functions.
+
+* :func:`dedup_by_score` — one retriever only: keep the best hit per chunk.
+* :func:`weighted_rrf` — both retrievers: weighted reciprocal-rank fusion,
+  ``score(c) = wv/(k + rank_v(c)) + wk/(k + rank_k(c))`` (a term only when ``c`` is in that list;
+  ranks are 1-based first occurrences).
+* :func:`normalize_rrf_scores` — divides fused scores by the best attainable fused score,
+  ``wv/(k+1) + wk/(k+1)`` (rank 1 in both lists), so they lie in [0, 1] and a chunk ranked first by
+  both retrievers scores exactly 1. The seed asks for "weighted RRF normalised to [0, 1]"; unlike a
+  min-max over the current list this keeps scores comparable across queries (a lone weak hit does
+  not become 1.0) and preserves the ranking.
+* :func:`fuse_hits` — the §5.12 dispatcher used by the hybrid search.
+
+Determinism: the reference sorts unstably; here equal scores are ordered by chunk id (then the
+entry id), so results never depend on hash or thread order. Inputs are never mutated: hits whose
+score changes are copies.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Iterable, Sequence
+
+from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
+
+DEFAULT_RRF_K = 60
+DEFAULT_VECTOR_WEIGHT = 0.7
+DEFAULT_KEYWORD_WEIGHT = 0.3
+
+
+def _order_key(h: IndexWithScore) -> tuple[float, str, str]:
+    return (-h.score, h.chunk_id, h.id)
+
+
+def resolve_rrf_k(k: int | float) -> float:
+    """§1.10: the configured k if > 0, else 60."""
+    return k if k and k > 0 else DEFAULT_RRF_K
+
+
+def resolve_rrf_weights(vector_weight: float | None, keyword_weight: float | None) -> tuple[float, float]:
+    """§1.10: both 0 / unset → (0.7, 0.3); otherwise each weight <= 0 falls back on its own."""
+    wv = vector_weight or 0.0
+    wk = keyword_weight or 0.0
+    if wv == 0 and wk == 0:
+        return DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT
+    return (wv if wv > 0 else DEFAULT_VECTOR_WEIGHT, wk if wk > 0 else DEFAULT_KEYWORD_WEIGHT)
+
+
+def dedup_by_score(hits: Iterable[IndexWithScore]) -> list[IndexWithScore]:
+    """Best-scoring hit per ``chunk_id`` (the first one on equal scores), sorted by score
+    descending then chunk id. Raw scores are kept."""
+    best: dict[str, IndexWithScore] = {}
+    for h in hits:
+        cur = best.get(h.chunk_id)
+        if cur is None or h.score > cur.score:
+            best[h.chunk_id] = h
+    return sorted(best.values(), key=_order_key)
+
+
+def first_ranks(hits: Sequence[IndexWithScore]) -> dict[str, int]:
+    """1-based rank of each chunk's first occurrence in ``hits``."""
+    ranks: dict[str, int] = {}
+    for i, h in enumerate(hits, 1):
+        ranks.setdefault(h.chunk_id, i)
+    return ranks
+
+
+def weighted_rrf(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+) -> list[IndexWithScore]:
+    """Raw weighted RRF (spec §5.12). The representative hit of a chunk is its best-scoring vector
+    hit if it has one, else its first keyword hit; its score is replaced by the fused score."""
+    if k <= 0:
+        raise ValueError(f"rrf k={k!r} must be > 0")
+    rank_v = first_ranks(vector_hits)
+    rank_k = first_ranks(keyword_hits)
+    rep: dict[str, IndexWithScore] = {}
+    for h in vector_hits:
+        cur = rep.get(h.chunk_id)
+        if cur is None or h.score > cur.score:
+            rep[h.chunk_id] = h
+    for h in keyword_hits:
+        rep.setdefault(h.chunk_id, h)
+    out = []
+    for cid, h in rep.items():
+        s = 0.0
+        if cid in rank_v:
+            s += vector_weight / (k + rank_v[cid])
+        if cid in rank_k:
+            s += keyword_weight / (k + rank_k[cid])
+        out.append(replace(h, score=s))
+    out.sort(key=_order_key)
+    return out
+
+
+def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
+    """Best attainable weighted RRF score: rank 1 in both lists."""
+    return vector_weight / (k + 1) + keyword_weight / (k + 1)
+
+
+def normalize_rrf_scores(
+    hits: Sequence[IndexWithScore], k: float, vector_weight: float, keyword_weight: float
+) -> list[IndexWithScore]:
+    """Fused scores divided by :func:`rrf_max_score` (so in [0, 1]); order is unchanged."""
+    top = rrf_max_score(k, vector_weight, keyword_weight)
+    if not top > 0:
+        raise ValueError(
+            f"cannot normalise RRF scores: weights vector={vector_weight!r} keyword={keyword_weight!r} give a "
+            "maximum score of 0"
+        )
+    return [replace(h, score=min(1.0, h.score / top)) for h in hits]
+
+
+def fuse_hits(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = True,
+) -> list[IndexWithScore]:
+    """§5.12: one list empty → :func:`dedup_by_score` of the other (raw scores); both non-empty →
+    weighted RRF, normalised to [0, 1] unless ``normalize`` is False."""
+    if not keyword_hits:
+        return dedup_by_score(vector_hits)
+    if not vector_hits:
+        return dedup_by_score(keyword_hits)
+    fused = weighted_rrf(vector_hits, keyword_hits, k, vector_weight, keyword_weight)
+    return normalize_rrf_scores(fused, k, vector_weight, keyword_weight) if normalize else fused
+
+
+# -- engine-aware vector score normalisation (§5.9) ------------------------------------------
+
+#: engines whose vector score is a similarity in [-1, 1] mapped with (s+1)/2
+_SHIFTED_ENGINES = frozenset({"milvus"})
+
+
+def clamp01(x: float) -> float:
+    """NaN → 0, <= 0 → 0, >= 1 → 1."""
+    if math.isnan(x) or x <= 0:
+        return 0.0
+    return 1.0 if x >= 1 else float(x)
+
+
+def normalize_vector_score(engine_type: str, score: float) -> float:
+    """§5.9: Milvus ``clamp01((s+1)/2)``; every other engine (ours included) ``clamp01(s)``."""
+    if engine_type.lower() in _SHIFTED_ENGINES:
+        return clamp01((score + 1) / 2)
+    return clamp01(score)
+
+
+def normalize_engine_scores(results: Sequence[RetrieveResult]) -> list[RetrieveResult]:
+    """When the results come from more than one engine type, map their vector scores to [0, 1]
+    (keyword scores are never changed). With one engine type the results are returned as is."""
+    if len({r.engine_type for r in results}) <= 1:
+        return list(results)
+    out = []
+    for r in results:
+        if r.retriever_type != "vector":
+            out.append(r)
+            continue
+        hits = [replace(h, score=normalize_vector_score(r.engine_type, h.score)) for h in r.hits]
+        out.append(replace(r, hits=hits))
+    return out

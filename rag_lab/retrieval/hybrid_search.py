@@ -1,0 +1,508 @@
+"""HybridSearch (spec §5) on a single tenant.
+
+``HybridSearcher.search(primary_kb_id, params)`` runs, in order: match-count normalisation,
+KB scope, KB loading, embedding-space check, over-recall pool, embed once, store groups and
+their retrieval requests, fan-out, classification, fusion (dedup or weighted RRF normalised to
+[0, 1], see :mod:`rag_lab.retrieval.fusion`), FAQ post-processing (negative-question filter and
+the iterative top-k growth), truncation and hydration into :class:`SearchResult`.
+
+Differences from the reference, all deliberate:
+
+* single tenant: no permission checks; KBs are looked up by id (or, for notebooks, by name);
+* equal scores are ordered by chunk id, and several store groups are concatenated in group
+  order (the reference uses completion order and unstable sorts);
+* image recall (seed step 5) and image-info enrichment (§6.9) are not implemented: no KB here
+  has image vectors.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+
+import numpy as np
+
+from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.knowledge.workspace import KnowledgeBaseNotFound, MixedEmbeddingSpaces
+from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
+from rag_lab.retrieval.engine import is_searchable
+from rag_lab.retrieval.fusion import (
+    dedup_by_score,
+    fuse_hits,
+    normalize_engine_scores,
+    resolve_rrf_k,
+    resolve_rrf_weights,
+)
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import SearchResult
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.workspace import Workspace
+    from rag_lab.models.base import Embedder
+
+log = logging.getLogger(__name__)
+
+#: FAQ iterative retrieval: at most this many rounds (§5.13)
+FAQ_MAX_ITERATIONS = 5
+#: FAQ iterative retrieval starts at match_count × this (§5.13, §11.4)
+FAQ_START_FACTOR = 3
+
+__all__ = [
+    "HybridSearcher", "HybridTrace", "RetrievalRequest", "StoreGroup", "SearchError", "KnowledgeBaseNotFound",
+    "MixedEmbeddingSpaces", "EmbeddingUnavailable", "VectorStoreUnavailable", "normalize_match_count",
+    "pool_size", "fan_out", "retrieve_group", "classify_results", "negative_question_matches",
+    "filter_negative_questions",
+]
+
+
+class SearchError(RuntimeError):
+    """Base of the typed errors the hybrid search raises itself (abort FAQ iteration)."""
+
+
+class EmbeddingUnavailable(SearchError):
+    """The query must be embedded but no embedder is available, or it failed."""
+
+
+class VectorStoreUnavailable(SearchError):
+    """A multi-store retrieval failed or timed out (detail hidden, chained as __cause__)."""
+
+
+# -- pure helpers ----------------------------------------------------------------------------
+def normalize_match_count(match_count: int, params: PipelineParams) -> int:
+    """§5.1: ``match_count <= 0`` → ``params.default_retrieval_top_k`` (50)."""
+    return match_count if match_count > 0 else params.default_retrieval_top_k
+
+
+def pool_size(match_count: int, n_kbs: int, params: PipelineParams) -> int:
+    """§5.6: ``min(max(match_count * factor, min) * n_kbs, cap)`` with the normalised match count
+    (defaults: factor 5, min 50, cap 500)."""
+    mc = normalize_match_count(match_count, params)
+    per_kb = max(mc * params.over_recall_factor, params.over_recall_min)
+    return min(per_kb * max(1, n_kbs), params.retrieval_pool_max)
+
+
+def _norm_question(q: Any) -> str:
+    return q.strip().lower() if isinstance(q, str) else ""
+
+
+def negative_question_matches(chunk: Chunk, query: str) -> bool:
+    """True when ``chunk`` is an FAQ chunk with a negative question equal (lower-cased, trimmed,
+    non-empty) to the query (§5.13)."""
+    nq = _norm_question(query)
+    if not nq or chunk.chunk_type != "faq":
+        return False
+    meta = chunk.metadata
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return False
+    if not isinstance(meta, dict):
+        return False
+    negatives = meta.get("negative_questions") or []
+    if not isinstance(negatives, list):
+        return False
+    return any(_norm_question(n) == nq for n in negatives if _norm_question(n))
+
+
+def filter_negative_questions(
+    hits: Sequence[IndexWithScore], chunks: dict[str, Chunk], query: str
+) -> list[IndexWithScore]:
+    """Drop hits whose FAQ chunk rejects the query (§5.13); missing chunks are kept."""
+    if not _norm_question(query):
+        return list(hits)
+    return [h for h in hits if not (h.chunk_id in chunks and negative_question_matches(chunks[h.chunk_id], query))]
+
+
+def classify_results(results: Sequence[RetrieveResult]) -> tuple[list[IndexWithScore], list[IndexWithScore]]:
+    """§5.10: (vector hits, keyword hits), each the concatenation in result order."""
+    vec: list[IndexWithScore] = []
+    kw: list[IndexWithScore] = []
+    for r in results:
+        (vec if r.retriever_type == "vector" else kw).extend(r.hits)
+    return vec, kw
+
+
+# -- store groups and fan-out ----------------------------------------------------------------
+@dataclass(slots=True)
+class RetrievalRequest:
+    retriever_type: str  # "vector" | "keywords"
+    kb_ids: list[str]
+    top_k: int
+    threshold: float
+    query: str = ""
+    embedding: np.ndarray | None = None
+    knowledge_ids: list[str] = field(default_factory=list)
+    tag_ids: list[str] = field(default_factory=list)
+    index: str = "default"  # "default" | "faq" (informational: the engine picks by KB type)
+
+
+@dataclass(slots=True)
+class StoreGroup:
+    """KBs served by one engine (§5.8) and the requests built for them."""
+
+    key: str
+    engine: RetrieveEngine
+    kbs: list[KnowledgeBase]
+    requests: list[RetrievalRequest] = field(default_factory=list)
+
+    def with_top_k(self, top_k: int) -> "StoreGroup":
+        return replace(self, requests=[replace(r, top_k=top_k) for r in self.requests])
+
+
+def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResult:
+    if req.retriever_type == "vector":
+        assert req.embedding is not None
+        hits = engine.vector_search(req.kb_ids, req.embedding, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+    else:
+        hits = engine.keyword_search(req.kb_ids, req.query, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+    return RetrieveResult(hits=list(hits), engine_type=engine.engine_type, retriever_type=req.retriever_type)
+
+
+async def retrieve_group(group: StoreGroup) -> list[RetrieveResult]:
+    """Run a group's requests concurrently (engine calls in worker threads); results in request
+    order. An engine error propagates."""
+    return list(await asyncio.gather(*(asyncio.to_thread(_run_request, group.engine, r) for r in group.requests)))
+
+
+async def fan_out(
+    groups: Sequence[StoreGroup],
+    concurrency: int,
+    timeout_s: float,
+    retrieve: Callable[[StoreGroup], Awaitable[list[RetrieveResult]]] = retrieve_group,
+) -> list[RetrieveResult]:
+    """§5.9: one group is called directly; several run at most ``concurrency`` at a time, each
+    under ``timeout_s``, all-or-nothing: any failure cancels the rest and raises
+    :class:`VectorStoreUnavailable` (the cause chained, not in the message). Caller cancellation
+    propagates as ``CancelledError``. Results are concatenated in group order."""
+    active = [g for g in groups if g.requests]
+    if not active:
+        return []
+    if len(active) == 1:
+        return await retrieve(active[0])
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(g: StoreGroup) -> list[RetrieveResult]:
+        async with sem:
+            return await asyncio.wait_for(retrieve(g), timeout_s)
+
+    tasks = [asyncio.ensure_future(one(g)) for g in active]
+    try:
+        per_group = await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for t in tasks:
+            t.cancel()
+        raise
+    except Exception as exc:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise VectorStoreUnavailable(
+            f"retrieval failed in one of {len(active)} vector stores; no partial results are returned"
+        ) from exc
+    return [r for results in per_group for r in results]
+
+
+# -- trace -----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class HybridTrace:
+    """What one search did, for the lab and for tests."""
+
+    match_count: int = 0
+    pool_size: int = 0
+    kb_ids: list[str] = field(default_factory=list)
+    embedded: bool = False
+    requests: list[tuple[str, str, tuple[str, ...], int]] = field(default_factory=list)  # (group, type, kbs, top_k)
+    vector_hits: list[IndexWithScore] = field(default_factory=list)
+    keyword_hits: list[IndexWithScore] = field(default_factory=list)
+    fused: list[IndexWithScore] = field(default_factory=list)
+    fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
+    faq_iterations: int = 0
+    negative_filtered: list[str] = field(default_factory=list)
+    skipped_in_hydration: list[tuple[str, str]] = field(default_factory=list)  # (chunk_id, reason)
+
+
+EngineFor = Callable[[KnowledgeBase], tuple[str, RetrieveEngine]]
+
+
+class HybridSearcher:
+    """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
+    (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
+    workspace's single :class:`~rag_lab.retrieval.engine.LocalEngine`."""
+
+    def __init__(
+        self,
+        workspace: "Workspace",
+        embedder_for: Callable[[KnowledgeBase], "Embedder | None"],
+        params: PipelineParams | None = None,
+        engine_for: EngineFor | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.embedder_for = embedder_for
+        self.params = params or PipelineParams()
+        if engine_for is None:
+            engine = workspace.engine()
+
+            def engine_for(kb: KnowledgeBase) -> tuple[str, RetrieveEngine]:
+                return "", engine
+
+        self.engine_for: EngineFor = engine_for
+
+    async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
+        results, _ = await self.search_with_trace(primary_kb_id, sp)
+        return results
+
+    # -- steps ------------------------------------------------------------------------------
+    def _load_kbs(self, primary_kb_id: str, sp: SearchParams) -> tuple[KnowledgeBase, list[KnowledgeBase]]:
+        store = self.workspace.store
+        wanted = list(dict.fromkeys(i for i in (sp.knowledge_base_ids or [primary_kb_id]) if i))
+        kbs: list[KnowledgeBase] = []
+        missing: list[str] = []
+        for ref in wanted:
+            kb = store.get_kb(ref) or store.get_kb_by_name(ref)
+            if kb is None:
+                missing.append(ref)
+            elif all(k.id != kb.id for k in kbs):
+                kbs.append(kb)
+        if not kbs:
+            raise KnowledgeBaseNotFound(self.workspace._not_found_message(wanted or [primary_kb_id]))
+        if missing:
+            log.warning("hybrid search: unknown knowledge bases ignored: %s", ", ".join(missing))
+        primary = next((k for k in kbs if primary_kb_id in (k.id, k.name)), None)
+        if primary is None:
+            raise KnowledgeBaseNotFound(
+                f"primary knowledge base {primary_kb_id!r} is not among the searched knowledge bases "
+                f"{[k.id for k in kbs]}; " + self.workspace._not_found_message([primary_kb_id])
+            )
+        return primary, kbs
+
+    @staticmethod
+    def _check_embedding_spaces(kbs: Sequence[KnowledgeBase]) -> None:
+        by_key: dict[str, list[str]] = {}
+        for kb in kbs:
+            if kb.embedding_model_key:
+                by_key.setdefault(kb.embedding_model_key, []).append(kb.name)
+        if len(by_key) > 1:
+            parts = "; ".join(f"{key!r} ({', '.join(names)})" for key, names in sorted(by_key.items()))
+            raise MixedEmbeddingSpaces(f"selected knowledge bases use different embedding models: {parts}")
+
+    async def _embed(self, kb: KnowledgeBase, query: str) -> np.ndarray:
+        embedder = self.embedder_for(kb)
+        if embedder is None:
+            raise EmbeddingUnavailable(
+                f"no embedder for knowledge base {kb.name!r} (embedding model {kb.embedding_model_key!r})"
+            )
+        if embedder.model_key != kb.embedding_model_key:
+            raise MixedEmbeddingSpaces(
+                f"knowledge base {kb.name!r} uses embedding model {kb.embedding_model_key!r} but the embedder "
+                f"supplied for it is {embedder.model_key!r}"
+            )
+        try:
+            vecs = await asyncio.to_thread(embedder.embed, [query])
+        except Exception as exc:
+            raise EmbeddingUnavailable(f"embedding the query with {embedder.model_key!r} failed: {exc}") from exc
+        arr = np.asarray(vecs, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] != 1:
+            raise EmbeddingUnavailable(f"embedder {embedder.model_key!r} returned shape {arr.shape} for one query")
+        return arr[0]
+
+    def _groups(self, kbs: Sequence[KnowledgeBase]) -> list[StoreGroup]:
+        groups: dict[str, StoreGroup] = {}
+        for kb in kbs:
+            key, engine = self.engine_for(kb)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = StoreGroup(key, engine, [kb])
+            else:
+                g.kbs.append(kb)
+        return list(groups.values())
+
+    async def search_with_trace(self, primary_kb_id: str, sp: SearchParams) -> tuple[list[SearchResult], HybridTrace]:
+        """Run the search and return the results with a :class:`HybridTrace`."""
+        p = self.params
+        trace = HybridTrace()
+        match_count = normalize_match_count(sp.match_count, p)
+        primary, kbs = await asyncio.to_thread(self._load_kbs, primary_kb_id, sp)
+        self._check_embedding_spaces(kbs)
+        pool = pool_size(match_count, len(kbs), p)
+        trace.match_count, trace.pool_size, trace.kb_ids = match_count, pool, [k.id for k in kbs]
+        query = (sp.query_text or "").strip()
+
+        embedding = sp.query_embedding
+        if embedding is not None:
+            embedding = np.asarray(embedding, dtype=np.float32).reshape(-1)
+        elif primary.vector_enabled and primary.embedding_model_key and not sp.disable_vector_match:
+            embedding = await self._embed(primary, query)
+            trace.embedded = True
+
+        groups = self._groups(kbs)
+        for g in groups:
+            faq_vec = [k.id for k in g.kbs if k.vector_enabled and k.embedding_model_key and k.type == "faq"]
+            doc_vec = [k.id for k in g.kbs if k.vector_enabled and k.embedding_model_key and k.type != "faq"]
+            doc_kw = [k.id for k in g.kbs if k.keyword_enabled and k.type != "faq"]
+            common = dict(top_k=pool, knowledge_ids=list(sp.knowledge_ids), tag_ids=list(sp.tag_ids))
+            if g.engine.supports_vector() and not sp.disable_vector_match and (doc_vec or faq_vec):
+                if embedding is None:  # primary without vectors: embed with this group's first vector KB
+                    first = next(k for k in g.kbs if k.id in (doc_vec + faq_vec))
+                    embedding = await self._embed(first, query)
+                    trace.embedded = True
+                for ids, index in ((doc_vec, "default"), (faq_vec, "faq")):
+                    if ids:
+                        g.requests.append(RetrievalRequest(
+                            "vector", ids, threshold=sp.vector_threshold, query=query, embedding=embedding,
+                            index=index, **common,
+                        ))
+            if g.engine.supports_keywords() and not sp.disable_keywords_match and doc_kw and query:
+                g.requests.append(RetrievalRequest("keywords", doc_kw, threshold=sp.keyword_threshold, query=query,
+                                                   **common))
+            trace.requests.extend((g.key, r.retriever_type, tuple(r.kb_ids), r.top_k) for r in g.requests)
+        if not any(g.requests for g in groups):
+            return [], trace
+
+        results = await self._retrieve(groups)
+        vec, kw = classify_results(results)
+        trace.vector_hits, trace.keyword_hits = vec, kw
+        if not vec and not kw:
+            return [], trace
+
+        k = resolve_rrf_k(p.rrf_k)
+        wv, wk = resolve_rrf_weights(p.rrf_vector_weight, p.rrf_keyword_weight)
+        fused = fuse_hits(vec, kw, k, wv, wk, normalize=True)
+        trace.fusion = "rrf" if vec and kw else ("dedup_vector" if vec else "dedup_keywords")
+
+        if primary.type == "faq":
+            if len(fused) < match_count and len(vec) == pool:
+                fused = await self._faq_iterate(groups, query, match_count, trace)
+            else:
+                fused = await self._negative_filter(fused, query, trace)
+        trace.fused = fused
+        hits = fused[:match_count]
+        results_out = await asyncio.to_thread(self._hydrate, hits, trace)
+        return results_out, trace
+
+    async def _retrieve(self, groups: Sequence[StoreGroup]) -> list[RetrieveResult]:
+        results = await fan_out(groups, self.params.store_fanout_concurrency, self.params.store_fanout_timeout_s)
+        return normalize_engine_scores(results)
+
+    async def _negative_filter(self, hits: list[IndexWithScore], query: str, trace: HybridTrace) -> list[IndexWithScore]:
+        if not _norm_question(query) or not hits:
+            return hits
+        try:
+            chunks = await asyncio.to_thread(self.workspace.store.get_chunks, [h.chunk_id for h in hits])
+        except Exception as exc:  # §5.13: on a load error keep everything
+            log.warning("FAQ negative-question filter skipped: %s", exc)
+            return hits
+        kept = filter_negative_questions(hits, chunks, query)
+        kept_ids = {h.chunk_id for h in kept}
+        trace.negative_filtered.extend(h.chunk_id for h in hits if h.chunk_id not in kept_ids)
+        return kept
+
+    async def _faq_iterate(
+        self, groups: Sequence[StoreGroup], query: str, match_count: int, trace: HybridTrace
+    ) -> list[IndexWithScore]:
+        """§5.13 iterative retrieval: grow top_k (×3 start, ×2 per round, cap = pool max, 5 rounds),
+        drop FAQ chunks whose negative questions match, keep the max raw score per chunk."""
+        cap = self.params.retrieval_pool_max
+        top_k = min(match_count * FAQ_START_FACTOR, cap)
+        cache: dict[str, Chunk | None] = {}
+        filtered: set[str] = set()
+        kept: dict[str, IndexWithScore] = {}
+        store = self.workspace.store
+        for _ in range(FAQ_MAX_ITERATIONS):
+            trace.faq_iterations += 1
+            try:
+                results = await self._retrieve([g.with_top_k(top_k) for g in groups])
+            except SearchError:
+                raise
+            except Exception as exc:  # untyped failure: stop, keep what was gathered
+                log.warning("FAQ iterative retrieval stopped: %s", exc)
+                break
+            hits = [h for r in results for h in r.hits]
+            if not hits:
+                break
+            todo = [h.chunk_id for h in hits if h.chunk_id not in cache and h.chunk_id not in filtered]
+            if todo:
+                loaded = await asyncio.to_thread(store.get_chunks, todo)
+                for cid in todo:
+                    cache[cid] = loaded.get(cid)
+            for h in hits:
+                if h.chunk_id in filtered:
+                    continue
+                c = cache.get(h.chunk_id)
+                if c is not None and negative_question_matches(c, query):
+                    filtered.add(h.chunk_id)
+                    kept.pop(h.chunk_id, None)
+                    trace.negative_filtered.append(h.chunk_id)
+                    continue
+                cur = kept.get(h.chunk_id)
+                if cur is None or h.score > cur.score:
+                    kept[h.chunk_id] = h
+            if len(kept) >= match_count or len(hits) < top_k or top_k >= cap:
+                break
+            top_k = min(2 * top_k, cap)
+        return dedup_by_score(kept.values())
+
+    def _hydrate(self, hits: Sequence[IndexWithScore], trace: HybridTrace) -> list[SearchResult]:
+        """§5.15 ``process_search_results`` with context enrichment skipped."""
+        store = self.workspace.store
+        chunks = store.get_chunks([h.chunk_id for h in hits])
+        by_kb: dict[str, list[str]] = {}
+        for c in chunks.values():
+            by_kb.setdefault(c.knowledge_base_id, []).append(c.knowledge_id)
+        docs: dict[tuple[str, str], Knowledge] = {}
+        for kb_id, kids in by_kb.items():
+            for kid, d in store.get_knowledge(kids, kb_ids=[kb_id]).items():
+                docs[(kb_id, kid)] = d
+        out: list[SearchResult] = []
+        seen: set[str] = set()
+        for h in hits:
+            c = chunks.get(h.chunk_id)
+            reason = ""
+            if c is None:
+                reason = "chunk not found"
+            elif not is_searchable(c):
+                reason = "chunk not searchable"
+            elif c.id in seen:
+                reason = "duplicate chunk"
+            elif (c.knowledge_base_id, c.knowledge_id) not in docs:
+                reason = "document not found"
+                log.warning("hybrid search: document %r of chunk %r not found", c.knowledge_id, c.id)
+            if reason:
+                trace.skipped_in_hydration.append((h.chunk_id, reason))
+                continue
+            assert c is not None
+            seen.add(c.id)
+            d = docs[(c.knowledge_base_id, c.knowledge_id)]
+            out.append(
+                SearchResult(
+                    id=c.id,
+                    content=c.content,
+                    content_revision=c.content_revision,
+                    knowledge_id=c.knowledge_id,
+                    chunk_index=c.chunk_index,
+                    seq=c.chunk_index,
+                    knowledge_title=d.title,
+                    start_at=c.start_at,
+                    end_at=c.end_at,
+                    score=h.score,
+                    match_type=h.match_type,
+                    metadata={str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                              for k, v in (d.metadata or {}).items()},
+                    chunk_type=c.chunk_type,
+                    parent_chunk_id=c.parent_chunk_id,
+                    image_info=c.image_info,
+                    knowledge_filename=d.file_name,
+                    knowledge_source=d.source,
+                    knowledge_channel=d.channel,
+                    knowledge_description=d.description,
+                    knowledge_custom_metadata=(
+                        json.dumps(d.custom_metadata, ensure_ascii=False, sort_keys=True) if d.custom_metadata else ""
+                    ),
+                    chunk_metadata=dict(c.metadata) if c.metadata else None,
+                    matched_content=h.content,
+                    knowledge_base_id=d.knowledge_base_id,
+                )
+            )
+        return out

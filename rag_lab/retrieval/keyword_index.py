@@ -1,0 +1,241 @@
+"""BM25 keyword index per KB, on bm25s (numpy backend).
+
+Scores are exactly what bm25s returns for the chosen ``method`` (default ``"robertson"``, the
+original BM25: ``idf = log((N - df + 0.5) / (df + 0.5))`` clamped at 0, times
+``tf / (tf + k1 * (1 - b + b * dl / avgdl))``). That is ``rank_bm25.BM25Okapi(epsilon=0)``'s score
+divided by ``k1 + 1``. Documents scoring 0 (no query token, or only tokens present in half the
+corpus or more) are not returned.
+
+The keyword threshold is **not** applied here, as in the reference engine (spec §5 "Reference
+engine semantics", App. B.19): BM25 scores are unbounded, so a threshold meant for [0, 1] scores
+would be meaningless.
+
+The index is rebuilt from the per-chunk token lists whenever chunks are added or removed (cheap at
+workbench scale; tokens are kept so only new text is tokenised). Documents are ordered by chunk
+id inside bm25s, which makes "ties broken by chunk id" a stable sort. Persisted in ``<dir>/``:
+the bm25s files, ``meta.json`` (params, tokenizer identity, chunk ids) and ``tokens.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Collection, Sequence
+
+import numpy as np
+
+from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER, Tokenizer
+
+BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+
+
+class KeywordIndexError(ValueError):
+    """Bad index settings or an unreadable / stale index directory."""
+
+
+class StaleKeywordIndex(KeywordIndexError):
+    """The persisted index was built with another tokenizer; rebuild it from the chunk texts."""
+
+
+class KeywordIndex:
+    """``add`` / ``remove_chunks`` / ``search`` over one KB's chunk texts (thread-safe)."""
+
+    META_FILE = "meta.json"
+    TOKENS_FILE = "tokens.json"
+    BM25_DIR = "bm25s"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "robertson",
+        tokenizer: Tokenizer = DEFAULT_TOKENIZER,
+        dtype: str = "float64",
+    ) -> None:
+        if method not in BM25_METHODS:
+            raise KeywordIndexError(f"method={method!r} is not one of {BM25_METHODS}")
+        if not k1 >= 0:
+            raise KeywordIndexError(f"k1={k1!r} must be >= 0")
+        if not 0 <= b <= 1:
+            raise KeywordIndexError(f"b={b!r} must be in [0, 1]")
+        self.path = Path(path) if path is not None else None
+        self.k1, self.b, self.method, self.dtype = float(k1), float(b), method, dtype
+        self.tokenizer = tokenizer
+        self._tokens: dict[str, list[str]] | None = {}
+        self._chunk_ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._bm25: Any = None
+        self._dirty = False
+        self._lock = threading.RLock()
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"k1": self.k1, "b": self.b, "method": self.method, "dtype": self.dtype,
+                "tokenizer": self.tokenizer.identity}
+
+    # -- updates ----------------------------------------------------------------------------
+    def _token_map(self) -> dict[str, list[str]]:
+        if self._tokens is None:  # loaded index: read tokens lazily, only when updating
+            assert self.path is not None
+            try:
+                self._tokens = json.loads((self.path / self.TOKENS_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise KeywordIndexError(f"{self.path / self.TOKENS_FILE}: cannot read tokens: {exc}") from None
+        return self._tokens
+
+    def add(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Index (or re-index) these chunks."""
+        if len(chunk_ids) != len(texts):
+            raise KeywordIndexError(f"{len(chunk_ids)} chunk ids for {len(texts)} texts")
+        toks = [self.tokenizer.tokenize(t) for t in texts]
+        with self._lock:
+            tm = self._token_map()
+            for cid, t in zip(chunk_ids, toks):
+                tm[cid] = t
+            self._dirty = True
+
+    def remove_chunks(self, chunk_ids: Collection[str]) -> int:
+        with self._lock:
+            tm = self._token_map()
+            n = sum(1 for cid in chunk_ids if tm.pop(cid, None) is not None)
+            self._dirty = self._dirty or n > 0
+            return n
+
+    def _build(self) -> None:
+        """Re-index bm25s from the token lists (documents in chunk-id order)."""
+        tm = self._token_map()
+        ids = sorted(tm)
+        self._chunk_ids = ids
+        self._pos = {cid: i for i, cid in enumerate(ids)}
+        self._bm25 = None
+        if ids:
+            import bm25s  # lazy: heavy import
+
+            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method, backend="numpy", dtype=self.dtype)
+            model.index([tm[c] for c in ids], show_progress=False)
+            self._bm25 = model
+        self._dirty = False
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, path: str | Path | None = None) -> None:
+        p = Path(path) if path is not None else self.path
+        if p is None:
+            raise KeywordIndexError("KeywordIndex.save: no path given and the index has none")
+        with self._lock:
+            if self._dirty:
+                self._build()
+            tokens = self._token_map()
+            p.mkdir(parents=True, exist_ok=True)
+            bm_dir = p / self.BM25_DIR
+            tmp_dir = p / (self.BM25_DIR + ".tmp")
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            if self._bm25 is not None:
+                self._bm25.save(str(tmp_dir), show_progress=False)
+            else:
+                tmp_dir.mkdir()
+            shutil.rmtree(bm_dir, ignore_errors=True)
+            os.replace(tmp_dir, bm_dir)
+            _atomic_write(p / self.TOKENS_FILE, json.dumps(tokens, ensure_ascii=False))
+            meta = dict(self.params, chunk_ids=self._chunk_ids)
+            _atomic_write(p / self.META_FILE, json.dumps(meta, ensure_ascii=False))
+            self.path = p
+
+    @classmethod
+    def load(cls, path: str | Path, **settings: Any) -> "KeywordIndex":
+        """Open the index in ``path`` (an absent one is new and empty). Raises
+        :class:`StaleKeywordIndex` if it was built with another tokenizer; other changed settings
+        (k1, b, method, dtype) just rebuild it from the stored tokens."""
+        idx = cls(path, **settings)
+        p = Path(path)
+        meta_file = p / cls.META_FILE
+        if not meta_file.exists():
+            return idx
+        try:
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise KeywordIndexError(f"{meta_file}: cannot read keyword index metadata: {exc}") from None
+        if meta.get("tokenizer") != idx.tokenizer.identity:
+            raise StaleKeywordIndex(
+                f"{p}: built with tokenizer {meta.get('tokenizer')!r}, current is {idx.tokenizer.identity!r}"
+            )
+        idx._tokens = None
+        if any(meta.get(k) != v for k, v in idx.params.items()):
+            with idx._lock:
+                idx._build()
+            return idx
+        idx._chunk_ids = list(meta["chunk_ids"])
+        idx._pos = {cid: i for i, cid in enumerate(idx._chunk_ids)}
+        if idx._chunk_ids:
+            import bm25s
+
+            try:
+                idx._bm25 = bm25s.BM25.load(str(p / cls.BM25_DIR), show_progress=False)
+            except Exception as exc:
+                raise KeywordIndexError(f"{p / cls.BM25_DIR}: cannot load the bm25s index: {exc}") from None
+            if idx._bm25.scores["num_docs"] != len(idx._chunk_ids):
+                raise KeywordIndexError(
+                    f"{p}: bm25s holds {idx._bm25.scores['num_docs']} documents but meta.json lists "
+                    f"{len(idx._chunk_ids)} chunk ids"
+                )
+        return idx
+
+    # -- queries ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            if self._dirty:
+                self._build()
+            return len(self._chunk_ids)
+
+    def chunk_ids(self) -> list[str]:
+        with self._lock:
+            if self._dirty:
+                self._build()
+            return list(self._chunk_ids)
+
+    def scores(self, query: str | Sequence[str]) -> dict[str, float]:
+        """Score of every indexed chunk (0 included) for a query text or token list."""
+        ids, _, arr = self._score_array(query)
+        return {cid: float(s) for cid, s in zip(ids, arr)}
+
+    def _score_array(self, query: str | Sequence[str]) -> tuple[list[str], dict[str, int], np.ndarray]:
+        """(chunk ids, chunk id → position, scores) from one consistent snapshot of the index."""
+        tokens = self.tokenizer.tokenize(query) if isinstance(query, str) else list(query)
+        with self._lock:
+            if self._dirty:
+                self._build()
+            model, ids, pos = self._bm25, self._chunk_ids, self._pos
+        if model is None:
+            return ids, pos, np.zeros(0)
+        tids = model.get_tokens_ids(tokens)
+        if not tids:
+            return ids, pos, np.zeros(len(ids))
+        return ids, pos, np.asarray(model.get_scores_from_ids(tids), dtype=np.float64)
+
+    def search(
+        self, query: str | Sequence[str], top_k: int, allowed_ids: Collection[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """``[(chunk_id, score)]``: the ``top_k`` best chunks with score > 0, score descending,
+        ties by chunk id. ``allowed_ids`` restricts the candidates when given."""
+        if top_k <= 0:
+            return []
+        ids, pos, arr = self._score_array(query)
+        if arr.size == 0:
+            return []
+        if allowed_ids is not None:
+            mask = np.zeros(arr.size, dtype=bool)
+            sel = [pos[c] for c in allowed_ids if c in pos]
+            mask[sel] = True
+            arr = np.where(mask, arr, 0.0)
+        cand = np.flatnonzero(arr > 0)
+        order = cand[np.argsort(-arr[cand], kind="stable")][:top_k]
+        return [(ids[i], float(arr[i])) for i in order]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

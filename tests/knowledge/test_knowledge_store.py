@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.knowledge.store import KnowledgeStore, StoreError
+
+
+def _kb(i: str, name: str | None = None) -> KnowledgeBase:
+    return KnowledgeBase(id=i, name=name or f"name-{i}", embedding_model_key="m|u", embedding_dim=8,
+                         metadata={"parent_chunk_size": 0, "nested": {"a": [1, 2]}})
+
+
+def _chunk(cid: str, kid: str, kb: str, idx: int = 0, **kw) -> Chunk:
+    return Chunk(id=cid, knowledge_id=kid, knowledge_base_id=kb, content=f"content of {cid}", chunk_index=idx, **kw)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = KnowledgeStore(tmp_path / "s.sqlite")
+    yield s
+    s.close()
+
+
+def test_kb_crud_and_round_trip(store):
+    kb = store.create_kb(_kb("kb1", "Alpha"))
+    assert kb.created_at > 0
+    got = store.get_kb("kb1")
+    assert got == kb  # every field, JSON metadata and bools included
+    assert store.get_kb_by_name("Alpha") == kb
+    assert store.get_kb("nope") is None and store.get_kb_by_name("nope") is None
+    store.create_kb(_kb("kb2", "Beta"))
+    assert [k.id for k in store.list_kbs()] == ["kb1", "kb2"]
+    assert set(store.get_kbs(["kb2", "missing", "kb1"])) == {"kb1", "kb2"}
+    with pytest.raises(StoreError, match="UNIQUE"):
+        store.create_kb(_kb("kb3", "Alpha"))  # duplicate name
+    kb.description = "changed"
+    store.update_kb(kb)
+    assert store.get_kb("kb1").description == "changed"
+
+
+def test_documents_and_chunks(store):
+    store.create_kb(_kb("kb1"))
+    doc = Knowledge(id="d1", knowledge_base_id="kb1", title="T", metadata={"lang": "en"},
+                    custom_metadata={"x": [1]}, content_hash="h")
+    store.add_knowledge(doc)
+    chunks = [_chunk("kb1:d1#c0", "d1", "kb1", 0, metadata={"generated_questions": [{"id": "q", "question": "?"}]}),
+              _chunk("kb1:d1#c1", "d1", "kb1", 1, is_enabled=False)]
+    store.add_chunks(chunks)
+    assert store.get_document("kb1", "d1") == doc
+    assert store.get_knowledge(["d1", "zz"]) == {"d1": doc}
+    got = store.get_chunks(["kb1:d1#c1", "missing", "kb1:d1#c0"])
+    assert set(got) == {"kb1:d1#c0", "kb1:d1#c1"}
+    assert got["kb1:d1#c0"] == chunks[0] and got["kb1:d1#c1"].is_enabled is False
+    assert [c.id for c in store.list_chunks("kb1")] == ["kb1:d1#c0", "kb1:d1#c1"]
+    assert store.searchable_chunk_ids("kb1") == {"kb1:d1#c0"}
+    assert store.has_unsearchable_indexed_chunks("kb1") is True
+    store.set_chunks_enabled(["kb1:d1#c1"], True)
+    assert store.has_unsearchable_indexed_chunks("kb1") is False
+    assert store.delete_knowledge("kb1", "d1") == ["kb1:d1#c0", "kb1:d1#c1"]
+    assert store.get_chunks(["kb1:d1#c0"]) == {} and store.get_document("kb1", "d1") is None
+
+
+def test_same_document_id_in_two_kbs(store):
+    store.create_kb(_kb("kbA"))
+    store.create_kb(_kb("kbB"))
+    store.add_knowledge([Knowledge(id="doc", knowledge_base_id="kbA", title="in A"),
+                         Knowledge(id="doc", knowledge_base_id="kbB", title="in B")])
+    assert store.get_knowledge(["doc"], kb_ids=["kbB"])["doc"].title == "in B"
+    assert store.get_knowledge(["doc"], kb_ids=["kbA"])["doc"].title == "in A"
+    assert store.get_knowledge(["doc"])["doc"].title == "in A"  # earliest KB wins when ambiguous
+    assert store.get_knowledge(["doc"], kb_ids=[]) == {}
+
+
+def test_searchable_filters(store):
+    store.create_kb(_kb("kb"))
+    store.add_chunks([
+        _chunk("c1", "d1", "kb", tag_id="t1"),
+        _chunk("c2", "d1", "kb", tag_id="t2"),
+        _chunk("c3", "d2", "kb", tag_id="t1"),
+        _chunk("p1", "d2", "kb", chunk_type="parent_text"),
+        _chunk("c4", "d2", "kb", index_status="processing"),
+        _chunk("c5", "d2", "kb", chunk_type="faq"),
+    ])
+    assert store.searchable_chunk_ids("kb") == {"c1", "c2", "c3", "c5"}
+    assert store.searchable_chunk_ids("kb", knowledge_ids=["d1"]) == {"c1", "c2"}
+    assert store.searchable_chunk_ids("kb", tag_ids=["t1"]) == {"c1", "c3"}
+    assert store.searchable_chunk_ids("kb", knowledge_ids=["d1"], tag_ids=["t1"]) == {"c1"}  # AND
+    # large filters take the Python path and agree with SQL
+    many = ["d1"] + [f"x{i}" for i in range(1000)]
+    assert store.searchable_chunk_ids("kb", knowledge_ids=many, tag_ids=["t2"]) == {"c2"}
+
+
+def test_batches_over_sqlite_variable_limit(store):
+    store.create_kb(_kb("kb"))
+    store.add_chunks([_chunk(f"c{i:05d}", "d", "kb", i) for i in range(2500)])
+    ids = [f"c{i:05d}" for i in range(0, 2500, 1)]
+    assert len(store.get_chunks(ids)) == 2500
+    assert store.count_chunks("kb") == 2500
+
+
+def test_threads_and_reopen(tmp_path):
+    path = tmp_path / "t.sqlite"
+    s = KnowledgeStore(path)
+    s.create_kb(_kb("kb"))
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            s.add_chunks([_chunk(f"w{n}-{i}", f"d{n}", "kb", i) for i in range(50)])
+            assert len(s.get_chunks([f"w{n}-{i}" for i in range(50)])) == 50
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    s.close()
+    with KnowledgeStore(path) as s2:
+        assert s2.count_chunks("kb") == 300
+        assert s2.get_kb("kb").metadata == {"parent_chunk_size": 0, "nested": {"a": [1, 2]}}
+    with pytest.raises(StoreError, match="closed"):
+        s.get_kb("kb")
+
+
+def test_not_a_database_names_path(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="bad.sqlite"):
+        KnowledgeStore(bad)

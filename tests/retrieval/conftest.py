@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def load_hash_embedder():
+    """Import tests/knowledge/hash_embedder.py under a unique name (works in any import mode)."""
+    name = "rag_lab_tests_hash_embedder"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.parent / "knowledge" / "hash_embedder.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].HashEmbedder
+
+
+HashEmbedder = load_hash_embedder()
+
+
+@pytest.fixture
+def embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    from rag_lab.knowledge.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    yield ws
+    ws.close()
+
+
+@pytest.fixture
+def embedder_cls():
+    return HashEmbedder
+
+
+DOCS = [
+    {"id": "photo", "title": "Photosynthesis",
+     "text": "Photosynthesis in plants: chloroplasts capture sunlight and turn carbon dioxide and water into sugar.",
+     "metadata": {"topic": "biology"}, "tag_id": "science"},
+    {"id": "volcano", "title": "Volcanoes",
+     "text": "Volcanoes erupt when molten magma rises through cracks in the crust; lava then flows downhill.",
+     "metadata": {"topic": "geology"}, "tag_id": "science"},
+    {"id": "db", "title": "SQLite",
+     "text": "SQLite is an embedded relational database; its write-ahead log lets readers work during writes.",
+     "metadata": {"topic": "computing"}, "tag_id": "tech"},
+    {"id": "wall", "title": "长城",
+     "text": "长城是中国古代修建的军事防御工程，全长两万多公里。", "metadata": {"topic": "history"}, "tag_id": "culture"},
+    {"id": "tides", "title": "Tides",
+     "text": "Ocean tides are caused by the gravitational pull of the moon and the sun on the oceans.",
+     "metadata": {"topic": "physics"}, "tag_id": "science"},
+    {"id": "chess", "title": "Chess",
+     "text": "Chess openings such as the Sicilian defence shape the strategy of the middle game.",
+     "metadata": {"topic": "games"}, "tag_id": "culture"},
+]
+
+
+@pytest.fixture
+def small_kb(tmp_path):
+    """(workspace, kb, embedder) with the six DOCS ingested (one chunk each)."""
+    from rag_lab.knowledge.workspace import Workspace
+
+    emb = HashEmbedder()
+    ws = Workspace(tmp_path / "ws")
+    kb = ws.create_kb("small", emb, chunk_size=200, chunk_overlap=20)
+    ws.ingest_documents(kb, DOCS, emb, progress=False)
+    yield ws, kb, emb
+    ws.close()
+
+
+@pytest.fixture
+def docs():
+    return [dict(d) for d in DOCS]

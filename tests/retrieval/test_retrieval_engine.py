@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+
+from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+from rag_lab.retrieval.engine import ENGINE_TYPE, LocalEngine
+
+
+def test_vector_and_keyword_hits(small_kb):
+    ws, kb, emb = small_kb
+    eng = ws.engine()
+    assert isinstance(eng, LocalEngine) and eng.engine_type == ENGINE_TYPE == "faiss+bm25s"
+    v = eng.vector_search([kb.id], emb.embed(["molten magma lava"])[0], 3, 0.0)
+    assert v[0].knowledge_id == "volcano" and v[0].match_type == 0 and len(v) == 3
+    assert v[0].chunk_id == f"{kb.id}:volcano#c0" and v[0].content.startswith("Volcanoes erupt")
+    assert [h.score for h in v] == sorted((h.score for h in v), reverse=True)
+    k = eng.keyword_search([kb.id], "magma crust", 5, 0.0)
+    assert [h.knowledge_id for h in k] == ["volcano"] and k[0].match_type == 1 and k[0].tag_id == "science"
+
+
+def test_keyword_threshold_is_not_applied(small_kb):
+    ws, kb, _ = small_kb
+    hits = ws.engine().keyword_search([kb.id], "magma", 5, threshold=1e9)
+    assert [h.knowledge_id for h in hits] == ["volcano"]
+
+
+def test_vector_threshold_is_applied(small_kb):
+    ws, kb, emb = small_kb
+    q = emb.embed(["molten magma lava"])[0]
+    all_hits = ws.engine().vector_search([kb.id], q, 10, 0.0)
+    cut = all_hits[1].score
+    above = ws.engine().vector_search([kb.id], q, 10, cut)
+    assert [h.chunk_id for h in above] == [h.chunk_id for h in all_hits if h.score >= cut]
+
+
+def test_filters_and_disabled_chunks(small_kb):
+    ws, kb, emb = small_kb
+    eng = ws.engine()
+    q = emb.embed(["plants sunlight tides moon"])[0]
+    only = eng.vector_search([kb.id], q, 10, 0.0, knowledge_ids=["tides", "chess"])
+    assert {h.knowledge_id for h in only} == {"tides", "chess"}
+    tagged = eng.vector_search([kb.id], q, 10, 0.0, tag_ids=["science"])
+    assert {h.knowledge_id for h in tagged} == {"photo", "volcano", "tides"}
+    both = eng.vector_search([kb.id], q, 10, 0.0, knowledge_ids=["tides", "chess"], tag_ids=["science"])
+    assert [h.knowledge_id for h in both] == ["tides"]  # AND
+    assert eng.keyword_search([kb.id], "moon chess", 10, 0, knowledge_ids=["chess"])[0].knowledge_id == "chess"
+
+    ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
+    assert "volcano" not in {h.knowledge_id for h in eng.vector_search([kb.id], q, 10, 0.0)}
+    assert eng.keyword_search([kb.id], "magma", 10, 0) == []
+
+
+def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
+    ws, kb, emb = small_kb
+    kb2 = ws.create_kb("second", emb, chunk_size=40, chunk_overlap=0, parent_chunk_size=120)
+    ws.ingest_documents(kb2, [
+        {"id": "lava", "title": "Lava", "text": "Lava flows from the volcano. Molten magma cools into basalt rock."},
+        {"id": "misc", "title": "Misc", "text": "Unrelated words about gardening and tomatoes in summer."},
+        {"id": "misc2", "title": "Misc 2", "text": "Recipes for bread need flour, water and salt."},
+    ], emb, progress=False)
+    eng = ws.engine()
+    q = emb.embed(["molten magma lava volcano"])[0]
+    hits = eng.vector_search([kb.id, kb2.id], q, 4, 0.0)
+    assert len(hits) == 4 and {h.knowledge_base_id for h in hits} == {kb.id, kb2.id}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    kw = eng.keyword_search([kb.id, kb2.id], "magma basalt", 10, 0)
+    assert kw[0].knowledge_id == "lava"
+    for h in hits + kw:
+        assert "#p" not in h.chunk_id  # parent_text chunks are never indexed
+    with pytest.raises(KnowledgeBaseNotFound, match="'missing'"):
+        eng.vector_search([kb.id, "missing"], q, 3, 0.0)

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
+from rag_lab.retrieval.fusion import (
+    clamp01,
+    dedup_by_score,
+    fuse_hits,
+    normalize_engine_scores,
+    normalize_rrf_scores,
+    normalize_vector_score,
+    resolve_rrf_weights,
+    rrf_max_score,
+    weighted_rrf,
+)
+
+
+def hit(chunk: str, score: float, mt: int = 0, entry: str | None = None, content: str = "") -> IndexWithScore:
+    return IndexWithScore(id=entry or chunk, content=content or f"text {chunk}", chunk_id=chunk, knowledge_id="k",
+                          knowledge_base_id="kb", score=score, match_type=mt)
+
+
+def test_rrf_spec_example_and_normalisation():
+    vec = [hit("A", 0.9), hit("B", 0.8)]
+    kw = [hit("B", 7.0, 1), hit("A", 5.0, 1)]
+    raw = {h.chunk_id: h.score for h in weighted_rrf(vec, kw, 60, 0.7, 0.3)}
+    assert raw["A"] == pytest.approx(0.7 / 61 + 0.3 / 62, abs=1e-15)  # vector rank 1, keyword rank 2
+    assert raw["B"] == pytest.approx(0.7 / 62 + 0.3 / 61, abs=1e-15)
+    fused = fuse_hits(vec, kw, 60, 0.7, 0.3)
+    assert [h.chunk_id for h in fused] == ["A", "B"]
+    assert fused[0].score == pytest.approx((0.7 / 61 + 0.3 / 62) / (1.0 / 61), abs=1e-12)
+    assert fused[0].score == pytest.approx(0.995161290322580, abs=1e-12)
+    assert fused[1].score == pytest.approx((0.7 / 62 + 0.3 / 61) * 61, abs=1e-12)
+    # the representative hit is the vector hit (content and match type kept)
+    assert fused[0].match_type == 0 and fused[0].content == "text A"
+
+
+def test_rrf_single_list_members_and_representatives():
+    vec = [hit("A", 0.5), hit("A", 0.9, entry="A#q1", content="best q"), hit("C", 0.4)]
+    kw = [hit("B", 3.0, 1), hit("C", 2.0, 1), hit("B", 1.0, 1)]
+    fused = {h.chunk_id: h for h in weighted_rrf(vec, kw)}
+    # rank = first occurrence: A is rank 1 even though its best hit is at position 2
+    assert fused["A"].score == pytest.approx(0.7 / 61)
+    assert fused["A"].id == "A#q1" and fused["A"].content == "best q"  # best vector hit represents
+    assert fused["B"].score == pytest.approx(0.3 / 61) and fused["B"].match_type == 1
+    assert fused["C"].score == pytest.approx(0.7 / 63 + 0.3 / 62) and fused["C"].match_type == 0
+    assert vec[0].score == 0.5  # inputs untouched
+
+
+def test_fuse_hits_falls_back_to_dedup():
+    vec = [hit("x", 0.2), hit("y", 0.6), hit("x", 0.7)]
+    assert [(h.chunk_id, h.score) for h in fuse_hits(vec, [])] == [("x", 0.7), ("y", 0.6)]
+    kw = [hit("k", 3.5, 1)]
+    assert [(h.chunk_id, h.score) for h in fuse_hits([], kw)] == [("k", 3.5)]
+    assert fuse_hits([], []) == []
+
+
+def test_dedup_by_score_examples():
+    hits = [hit("b", 0.5), hit("a", 0.5), hit("c", 0.9), hit("b", 0.8, entry="b#2"), hit("a", 0.1)]
+    out = dedup_by_score(hits)
+    assert [(h.chunk_id, h.id, h.score) for h in out] == [("c", "c", 0.9), ("b", "b#2", 0.8), ("a", "a", 0.5)]
+    tie = dedup_by_score([hit("z", 0.3), hit("m", 0.3), hit("m", 0.3, entry="m#second")])
+    assert [(h.chunk_id, h.id) for h in tie] == [("m", "m"), ("z", "z")]  # first max kept, ties by id
+
+
+def test_weights_resolution_rule():
+    assert resolve_rrf_weights(0, 0) == (0.7, 0.3)
+    assert resolve_rrf_weights(None, None) == (0.7, 0.3)
+    assert resolve_rrf_weights(0.5, 0) == (0.5, 0.3)
+    assert resolve_rrf_weights(-1, 0.9) == (0.7, 0.9)
+    assert resolve_rrf_weights(0.2, 0.8) == (0.2, 0.8)
+
+
+def test_engine_score_normalisation():
+    assert clamp01(math.nan) == 0.0 and clamp01(-0.2) == 0.0 and clamp01(1.7) == 1.0 and clamp01(0.25) == 0.25
+    assert normalize_vector_score("milvus", 0.0) == 0.5
+    assert normalize_vector_score("Milvus", -1.0) == 0.0
+    assert normalize_vector_score("faiss+bm25s", 0.4) == 0.4
+    assert normalize_vector_score("something-new", 1.3) == 1.0
+    one = [RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector")]
+    assert normalize_engine_scores(one)[0].hits[0].score == -0.5  # one engine type: untouched
+    two = [RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector"),
+           RetrieveResult([hit("b", 0.2)], "milvus", "vector"),
+           RetrieveResult([hit("c", 9.0, 1)], "milvus", "keywords")]
+    out = normalize_engine_scores(two)
+    assert [r.hits[0].score for r in out] == [0.0, 0.6, 9.0]  # keyword scores never normalised
+
+
+def test_normalize_rrf_requires_positive_weights():
+    with pytest.raises(ValueError, match="maximum score of 0"):
+        normalize_rrf_scores([hit("a", 0.1)], 60, 0, 0)
+    assert rrf_max_score(60, 0.7, 0.3) == pytest.approx(1 / 61)
+
+
+# -- properties ------------------------------------------------------------------------------
+chunk_ids = st.sampled_from([f"c{i}" for i in range(12)])
+hit_lists = st.lists(st.tuples(chunk_ids, st.floats(-1, 10, allow_nan=False)), max_size=25).map(
+    lambda xs: [hit(c, s) for c, s in xs]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hits=hit_lists)
+def test_dedup_by_score_properties(hits):
+    out = dedup_by_score(hits)
+    ids = [h.chunk_id for h in out]
+    assert len(ids) == len(set(ids)) and set(ids) == {h.chunk_id for h in hits}
+    for h in out:
+        assert h.score == max(x.score for x in hits if x.chunk_id == h.chunk_id)
+    assert [(-h.score, h.chunk_id) for h in out] == sorted((-h.score, h.chunk_id) for h in out)
+    # the input order never changes which chunks / scores come out, nor their order
+    again = dedup_by_score(list(reversed(hits)))
+    assert [(h.chunk_id, h.score) for h in again] == [(h.chunk_id, h.score) for h in out]
+
+
+@settings(max_examples=300, deadline=None)
+@given(vec=hit_lists, kw=hit_lists, k=st.integers(1, 200),
+       wv=st.floats(0.01, 1), wk=st.floats(0.01, 1))
+def test_weighted_rrf_properties(vec, kw, k, wv, wk):
+    raw = weighted_rrf(vec, kw, k, wv, wk)
+    norm = normalize_rrf_scores(raw, k, wv, wk)
+    assert {h.chunk_id for h in raw} == {h.chunk_id for h in vec} | {h.chunk_id for h in kw}
+    assert [h.chunk_id for h in norm] == [h.chunk_id for h in raw]  # normalising keeps the order
+    for h in norm:
+        assert 0.0 < h.score <= 1.0
+    rv = {}
+    for i, h in enumerate(vec, 1):
+        rv.setdefault(h.chunk_id, i)
+    rk = {}
+    for i, h in enumerate(kw, 1):
+        rk.setdefault(h.chunk_id, i)
+    for h in raw:
+        expected = (wv / (k + rv[h.chunk_id]) if h.chunk_id in rv else 0) + (
+            wk / (k + rk[h.chunk_id]) if h.chunk_id in rk else 0)
+        assert h.score == pytest.approx(expected, rel=1e-12)
+    # first in both lists ⇒ normalised score exactly 1
+    if vec and kw and vec[0].chunk_id == kw[0].chunk_id:
+        top = next(h for h in norm if h.chunk_id == vec[0].chunk_id)
+        assert top.score == pytest.approx(1.0, abs=1e-12)
