@@ -119,11 +119,19 @@ class Lab:
         from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
         from rag_lab.retrieval.hybrid_search import HybridSearcher
 
+        from rag_lab.models.embedding import CachedEmbedder
+
         models = dict(cfg.get("models") or {})
         try:
             self.embedder = build_embedder(models.get("embedder") or {"type": "onnx-minilm"})
-            self.reranker = build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=self.embedder) if models.get("reranker", True) is not None else None
-            self.chat_model = build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=self.embedder)
+            # rerank and the extractive answerer embed the same passages question after question
+            cached = CachedEmbedder(self.embedder)
+            self.reranker = (
+                build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached)
+                if models.get("reranker", True) is not None
+                else None
+            )
+            self.chat_model = build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=cached)
         except ValueError as exc:
             raise LabConfigError(f"{source}: models: {exc}") from None
         self.prompts = PromptTemplates()

@@ -292,3 +292,58 @@ def short_text(text: str, limit: int = 300) -> str:
     """Whitespace-collapsed text cut to ``limit`` characters (for error messages)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+class CachedEmbedder:
+    """Wraps an embedder with a bounded LRU cache of vectors by text (thread-safe).
+
+    Rerank and the extractive answerer embed the same passages and sentences again and again
+    across the questions of an evaluation; the cache makes that free after the first time. The
+    vectors are exactly the wrapped embedder's (a batch equals single calls for MiniLM).
+    """
+
+    def __init__(self, embedder: Any, max_entries: int = 50_000) -> None:
+        from collections import OrderedDict
+
+        self.embedder = embedder
+        self.model_key = embedder.model_key
+        self.max_entries = max_entries
+        self._cache: "OrderedDict[str, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def dimension(self) -> int:
+        return self.embedder.dimension
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.embedder!r}, entries={len(self._cache)})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        out: list[np.ndarray | None] = [None] * len(texts)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, t in enumerate(texts):
+                v = self._cache.get(t)
+                if v is None:
+                    missing.setdefault(t, []).append(i)
+                else:
+                    self._cache.move_to_end(t)
+                    out[i] = v
+            # a text repeated within one call is computed once: it counts as one miss
+            self.misses += len(missing)
+            self.hits += len(texts) - len(missing)
+        if missing:
+            new = np.asarray(self.embedder.embed(list(missing)), dtype=np.float32)
+            with self._lock:
+                for (t, idxs), v in zip(missing.items(), new):
+                    self._cache[t] = v
+                    for i in idxs:
+                        out[i] = v
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack(out).astype(np.float32, copy=False)  # type: ignore[arg-type]

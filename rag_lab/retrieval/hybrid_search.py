@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import copy
 import logging
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
@@ -43,11 +44,6 @@ if TYPE_CHECKING:
     from rag_lab.models.base import Embedder
 
 log = logging.getLogger(__name__)
-
-#: FAQ iterative retrieval: at most this many rounds (§5.13)
-FAQ_MAX_ITERATIONS = 5
-#: FAQ iterative retrieval starts at match_count × this (§5.13, §11.4)
-FAQ_START_FACTOR = 3
 
 __all__ = [
     "HybridSearcher", "HybridTrace", "RetrievalRequest", "StoreGroup", "SearchError", "KnowledgeBaseNotFound",
@@ -250,6 +246,14 @@ class HybridSearcher:
 
         self.engine_for: EngineFor = engine_for
 
+    def with_params(self, params: PipelineParams) -> "HybridSearcher":
+        """The same searcher reading another request's params (shares workspace and engines)."""
+        if params is self.params:
+            return self
+        other = copy.copy(self)
+        other.params = params
+        return other
+
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
         results, _ = await self.search_with_trace(primary_kb_id, sp)
         return results
@@ -405,12 +409,12 @@ class HybridSearcher:
         """§5.13 iterative retrieval: grow top_k (×3 start, ×2 per round, cap = pool max, 5 rounds),
         drop FAQ chunks whose negative questions match, keep the max raw score per chunk."""
         cap = self.params.retrieval_pool_max
-        top_k = min(match_count * FAQ_START_FACTOR, cap)
+        top_k = min(match_count * self.params.faq_iteration_start_factor, cap)
         cache: dict[str, Chunk | None] = {}
         filtered: set[str] = set()
         kept: dict[str, IndexWithScore] = {}
         store = self.workspace.store
-        for _ in range(FAQ_MAX_ITERATIONS):
+        for _ in range(self.params.faq_iteration_max_rounds):
             trace.faq_iterations += 1
             try:
                 results = await self._retrieve([g.with_top_k(top_k) for g in groups])

@@ -62,6 +62,8 @@ class PipelineParams(BaseModel):
     rrf_k: int = _f(60, 1, 100_000, "Reciprocal-rank-fusion k", "§5.12")
     rrf_vector_weight: float = _f(0.7, 0.0, 1.0, "RRF weight of the vector list", "§1.10")
     rrf_keyword_weight: float = _f(0.3, 0.0, 1.0, "RRF weight of the keyword list", "§1.10")
+    faq_iteration_start_factor: int = _f(3, 1, 100, "FAQ iterative retrieval starts at match_count × this", "§5.13")
+    faq_iteration_max_rounds: int = _f(5, 1, 100, "FAQ iterative retrieval rounds at most", "§5.13")
     store_fanout_concurrency: int = _f(4, 1, 64, "Concurrent store groups", "§5.9")
     store_fanout_timeout_s: float = _f(30.0, 0.1, 3600.0, "Per-group retrieval timeout", "§5.9")
 

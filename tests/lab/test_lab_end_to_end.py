@@ -104,3 +104,13 @@ def test_bad_config_is_named(tmp_path):
 
     with pytest.raises(ParamsError, match="mmr_lambda"):
         Lab({"workspace": str(tmp_path), "params": {"mmr_lambda": 3}})
+
+
+def test_per_request_params_reach_hybrid_search(lab):
+    q = "Who built the Brightwater lighthouse?"
+    a = lab.ask(q, kb="demo", params={"rrf_k": 60}).state("chunk_search_parallel").state.search_result
+    b = lab.ask(q, kb="demo", params={"rrf_k": 1}).state("chunk_search_parallel").state.search_result
+    fused_a = {r.id: r.score for r in a}
+    fused_b = {r.id: r.score for r in b}
+    assert set(fused_a) == set(fused_b)
+    assert fused_a != fused_b  # the fused, normalised RRF scores depend on k

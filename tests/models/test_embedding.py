@@ -204,3 +204,16 @@ def test_openai_embedder_unreachable() -> None:
     emb = OpenAIEmbedder("m", url, max_retries=0, timeout=2)
     with pytest.raises(ModelError, match=f"{url}/embeddings failed: cannot connect"):
         emb.embed(["x"])
+
+
+def test_cached_embedder_returns_the_same_vectors_and_counts_hits(minilm):
+    from rag_lab.models.embedding import CachedEmbedder
+
+    c = CachedEmbedder(minilm, max_entries=3)
+    texts = ["alpha beta", "gamma", "alpha beta"]
+    v = c.embed(texts)
+    assert np.allclose(v, minilm.embed(texts), atol=1e-6)
+    assert (c.hits, c.misses) == (1, 2)  # the duplicate inside one call is computed once
+    c.embed(["gamma", "delta", "epsilon"])
+    assert c.hits == 2 and len(c._cache) == 3  # bounded: the oldest entry was evicted
+    assert c.embed([]).shape == (0, 384)

@@ -116,9 +116,9 @@ def generate_expansion_variants(rewrite_query: str, query: str = "", max_variant
 async def expand_search(chat: ChatManage, services: "Services") -> list[SearchResult]:
     """Keyword-side searches for each (variant × target); errors are logged and ignored."""
     req, p = chat.request, chat.request.params
-    searcher = services.searcher
-    if searcher is None:
+    if services.searcher is None:
         return []
+    searcher = services.searcher.with_params(p)
     variants = generate_expansion_variants(chat.state.rewrite_query, req.query, p.query_expansion_max_variants)
     chat.state.diagnostics["query_expansion_variants"] = list(variants)
     exp_top_k = max(req.embedding_top_k * p.query_expansion_top_k_factor, req.rerank_top_k * p.query_expansion_top_k_factor)

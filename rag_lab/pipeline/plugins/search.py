@@ -95,7 +95,7 @@ class PluginSearch(StagePlugin):
         self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
     ) -> tuple[list[SearchResult], BaseException | None]:
         req = chat.request
-        searcher = self.services.searcher
+        searcher = self.services.searcher.with_params(req.params)
         errors: list[BaseException] = []
         embedding = None
         disable_vector = False
