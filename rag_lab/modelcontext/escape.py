@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import html
 
-_ATTR_TABLE = str.maketrans({"&": "&amp;", "'": "&#39;", "<": "&lt;", ">": "&gt;", '"': "&#34;"})
+from rag_lab.searchutil.text import html_escape5
+
 _TEXT_TABLE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 def escape_attr(value: str) -> str:
     """The 5-character HTML escape (``& ' < > "``), used for attribute values."""
-    return value.translate(_ATTR_TABLE)
+    return html_escape5(value)
 
 
 def escape_text(value: str) -> str:

@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from rag_lab.models.base import ChatMessage, ChatOptions
-from rag_lab.prompts.templates import render_prompt_placeholders
+from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL, render_prompt_placeholders
 from rag_lab.stream.bus import BusEventType, short_id
 from rag_lab.types.chat_manage import ChatManage
 
@@ -15,7 +15,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-IMAGE_CONTENT_LABEL = "\n\n[用户上传图片内容]\n"
 
 
 def emit_fixed_fallback(chat: ChatManage) -> None:

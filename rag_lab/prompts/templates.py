@@ -12,6 +12,9 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_DIR = REPO_ROOT / "config" / "prompt_templates"
 
+#: the label before an image description appended to a user turn (spec §3.3, §4.1, §4.11)
+IMAGE_CONTENT_LABEL = "\n\n[用户上传图片内容]\n"
+
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 

@@ -5,12 +5,12 @@ import re
 
 from rag_lab.pipeline.plugin import ErrTemplateExecute, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
-from rag_lab.prompts.templates import render_prompt_placeholders
+from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL, render_prompt_placeholders
+from rag_lab.searchutil.text import html_escape5 as _escape5
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 
-IMAGE_CONTENT_LABEL = "\n\n[用户上传图片内容]\n"
 
 _INJECTION = [
     re.compile(p, re.IGNORECASE)
@@ -41,12 +41,6 @@ def validate_input(text: str) -> tuple[bool, str]:
     if any(p.search(text) for p in _INJECTION):
         return False, ""
     return True, text.strip()
-
-
-def _escape5(s: str) -> str:
-    from rag_lab.searchutil.text import html_escape5
-
-    return html_escape5(s)
 
 
 def build_document_header(results) -> str:

@@ -7,12 +7,12 @@ from typing import Any
 
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL
 from rag_lab.types.chat_manage import ChatManage, History
 from rag_lab.types.events import EventType
 
 log = logging.getLogger(__name__)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-IMAGE_CONTENT_LABEL = "\n\n[用户上传图片内容]\n"
 
 
 def load_and_process_history(messages_store: Any, session_id: str, max_rounds: int, fetch_count: int) -> list[History]:
