@@ -1,0 +1,135 @@
+"""Pure pieces of the stages, with the spec's concrete rules."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from rag_lab.models.base import RerankScore
+from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
+from rag_lab.pipeline.plugins.memory_affinity import affinity_factor
+from rag_lab.pipeline.plugins.merge import inject_history_references, merge_ordered, merge_sequential_chunks
+from rag_lab.pipeline.plugins.query_expansion import expansion_tokens, generate_expansion_variants
+from rag_lab.pipeline.plugins.query_understand import parse_query_understanding
+from rag_lab.pipeline.plugins.rerank import filter_by_threshold, score_reranked
+from rag_lab.types import History, MatchType, PipelineParams, SearchResult
+
+P = PipelineParams()
+
+
+def test_deterministic_sort_keys_and_nulls_last():
+    rs = [SearchResult(id="b", knowledge_id="k1", score=0.5), None, SearchResult(id="a", knowledge_id="k1", score=0.5),
+          SearchResult(id="z", knowledge_id="k0", score=0.5, chunk_index=3), SearchResult(id="y", knowledge_id="k0", score=0.9)]
+    out = sort_search_results_deterministically(rs)
+    assert [r.id if r else None for r in out] == ["y", "z", "a", "b", None]
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.sampled_from("ab"), st.integers(0, 3), st.sampled_from("xyz")), max_size=12))
+def test_deterministic_sort_is_order_independent(rows):
+    rs = [SearchResult(id=i, knowledge_id=k, score=s, chunk_index=c) for s, k, c, i in rows]
+    a = sort_search_results_deterministically(list(rs))
+    b = sort_search_results_deterministically(list(reversed(rs)))
+    key = lambda r: (r.score, r.knowledge_id, r.chunk_index, r.id)  # noqa: E731
+    assert [key(r) for r in a] == [key(r) for r in b]
+
+
+def _chunk(i, text, start, score=0.5, kid="d"):
+    return SearchResult(id=f"c{i}", knowledge_id=kid, chunk_index=i, content=text, start_at=start, end_at=start + len(text), score=score)
+
+
+def test_sequential_merge_extend_subsume_separate():
+    doc = "0123456789abcdefghij" * 3
+    a = _chunk(0, doc[0:20], 0, 0.4)
+    b = _chunk(1, doc[15:35], 15, 0.9)  # overlaps a by 5 runes → extend
+    c = _chunk(5, doc[50:60], 50, 0.1)  # position gap → separate
+    log: list = []
+    out = merge_sequential_chunks([c, b, a], P, log)
+    assert [r.id for r in out] == ["c0", "c5"]
+    assert out[0].content == doc[0:35] and out[0].end_at == 35 and out[0].score == 0.9
+    assert out[0].sub_chunk_id == ["c1"]
+    assert [x["action"] for x in log] == ["extend"]
+
+
+def test_untrusted_neighbours_are_joined_as_text():
+    a = SearchResult(id="a", knowledge_id="d", chunk_index=0, content="First part of the story.", content_rewritten=True)
+    b = SearchResult(id="b", knowledge_id="d", chunk_index=1, content="Second part follows here.")
+    far = SearchResult(id="f", knowledge_id="d", chunk_index=9, content="Unrelated far chunk.")
+    log: list = []
+    out = merge_sequential_chunks([a, b, far], P, log)
+    assert out[0].content == "First part of the story.\n\nSecond part follows here."
+    assert [x["action"] for x in log] == ["join_text"] and {r.id for r in out} == {"a", "f"}
+
+
+def test_merge_ordered_caps_at_expansion_max_len():
+    p = P.with_changes(expansion_max_len=10)
+    assert merge_ordered("prev", "base", "next", p) == "prev\n\nbase"[:10]
+
+
+def test_history_references_seed_overlap_rule():
+    old = [SearchResult(id="h1", content="lighthouse built by Mara Quill in 1874", score=0.8),
+           SearchResult(id="h2", content="sourdough starter feeding schedule", score=0.9),
+           SearchResult(id="cur", content="already present", score=0.5)]
+    hist = [History(query="q0", answer="a0", knowledge_references=[SearchResult(id="old")]),
+            History(query="q1", answer="a1", knowledge_references=old)]
+    log: list = []
+    got = inject_history_references([SearchResult(id="cur")], hist, "who built the lighthouse", P, log)
+    assert [r.id for r in got] == ["h1"]
+    assert got[0].match_type == MatchType.HISTORY and got[0].score == pytest.approx(0.8 * 0.6)
+    assert old[0].score == 0.8  # the history entry itself is not rescored
+    # query tokens {who, built, the, lighthouse} are the smaller set; 2 of 4 are in the content
+    assert got[0].metadata["history_overlap"] == "0.5"
+
+
+def test_affinity_factor():
+    assert affinity_factor(1, P) == 1.0
+    assert affinity_factor(2, P) == pytest.approx(1 + 0.15 * math.log(3) / math.log(9))
+    assert affinity_factor(8, P) == pytest.approx(1.15) and affinity_factor(100, P) == pytest.approx(1.15)
+
+
+def test_threshold_ladder():
+    s = [RerankScore(0, 0.1), RerankScore(1, 0.5), RerankScore(2, 0.35), RerankScore(7, 0.99)]
+    kept, outcome = filter_by_threshold(s, 3, 0.3, 0.15)
+    assert [x.index for x in kept] == [1, 2] and outcome == "ok"
+    kept, outcome = filter_by_threshold(s, 3, 0.6, 0.15)
+    assert [x.index for x in kept] == [1] and outcome == "fallback_top1"  # best valid, not index 7
+    kept, outcome = filter_by_threshold(s, 3, 0.6, 0.55)
+    assert kept == [] and outcome == "all_below_threshold"
+    assert filter_by_threshold([], 3, 0.3, 0.0) == ([], "all_below_threshold")
+
+
+def test_composite_scores_and_uncapped_faq_boost():
+    cands = [SearchResult(id="a", score=0.5), SearchResult(id="f", score=1.0, chunk_type="faq"),
+             SearchResult(id="w", score=0.6, knowledge_source="web_search"), SearchResult(id="g", score=0.0, match_type=MatchType.GRAPH)]
+    kept = [RerankScore(0, 0.8), RerankScore(1, 1.0), RerankScore(2, 0.5), RerankScore(3, 0.7)]
+    out = score_reranked(cands, kept, P, faq_priority=True, faq_boost=1.2)
+    a, f, w, g = out
+    assert a.score == pytest.approx(0.6 * 0.8 + 0.3 * 0.5 + 0.1) and a.metadata["base_score"] == "0.5000"
+    assert f.metadata["faq_original_score"] == "1.0000" and f.score == pytest.approx(0.9999999999999999 * 1.2)
+    assert f.metadata["faq_boosted"] == "true" and f.score > 1.0
+    assert w.score == pytest.approx(0.6 * 0.5 + 0.3 * 0.6 + 0.1 * 0.95)
+    assert g.metadata["base_score"] == "0.7000"  # graph hits use the model score as base
+
+
+def test_expansion_variants():
+    v = generate_expansion_variants('What is the "Queen\'s Gambit" opening, and who played it?', "", 5)
+    # spec stop words and 1-rune tokens ("s") dropped; "and"/"it" are not in the list
+    assert v[0] == "Queen Gambit opening and played it"
+    # the phrase pattern treats ' as a quote too, so the quoted phrase stops at the apostrophe
+    assert v[1] == "Queen"
+    assert v[2:] == ['"Queen\'s', 'Gambit"', "opening"]  # whitespace segments longer than 5 bytes
+    assert len(v) <= 5 and len({x.lower() for x in v}) == len(v)
+    zh = generate_expansion_variants("什么是长城的历史", "", 5)
+    assert "长城的历史" in zh
+    assert generate_expansion_variants("   ", "", 5) == []
+    assert expansion_tokens("长城abc12 x") [-2:] == ["abc12", "x"]
+
+
+def test_parse_query_understanding_is_tolerant():
+    assert parse_query_understanding("") is None and parse_query_understanding("no json here") is None
+    got = parse_query_understanding('Sure!\n```json\n{"rewritten_query": " Who built it? ", "intent": "KB-Search"}\n```')
+    assert got == {"rewrite_query": "Who built it?", "intent": "KB-Search", "image_description": ""}
+    got = parse_query_understanding('{"query": 3, "question": "q", "intent": 5, "image_desc": "a cat", "ocr": "MEOW"}')
+    assert got == {"rewrite_query": "q", "intent": "", "image_description": "a cat\n\n[OCR]\nMEOW"}
+    got = parse_query_understanding('{"image_description": "sign says STOP here", "ocr_text": "STOP"}')
+    assert got["image_description"] == "sign says STOP here"
