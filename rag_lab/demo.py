@@ -19,8 +19,14 @@ DATASET = "hotpotqa_hipporag100"
 KB = "hotpotqa"
 
 
+_answering = {"started": False}
+
+
 def _printer(ev: BusEvent) -> None:
     if ev.type == BusEventType.FINAL_ANSWER:
+        if not _answering["started"]:
+            _answering["started"] = True
+            sys.stdout.write("A: ")
         sys.stdout.write(str(ev.data.get("content", "")))
         sys.stdout.flush()
     elif ev.type == BusEventType.TOOL_RESULT and ev.data.get("output"):
@@ -40,7 +46,7 @@ async def main() -> int:
 
     for q in ds.queries[:3]:
         print(f"Q: {q.question}")
-        print("A: ", end="")
+        _answering["started"] = False
         run = await lab.aask(q.question, kb=KB, on_event=_printer, snapshots=False)
         print()
         cited = set(run.cited_chunk_ids)

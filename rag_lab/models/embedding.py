@@ -22,15 +22,20 @@ MINILM_MODEL_KEY = "all-MiniLM-L6-v2-int8|local"
 MINILM_DIMENSION = 384
 
 
-def check_texts(texts: Sequence[str], who: str) -> list[str]:
-    """Validate an ``embed()`` argument: a sequence of str (a bare str is refused, not split)."""
-    if isinstance(texts, (str, bytes)):
-        raise ModelError(f"{who}.embed() takes a sequence of strings, got a single {type(texts).__name__}")
-    out = list(texts)
+def check_str_sequence(values: Sequence[str], where: str, name: str) -> list[str]:
+    """A list of str from a sequence argument (a bare str is refused, not split into characters)."""
+    if isinstance(values, (str, bytes)):
+        raise ModelError(f"{where} takes a sequence of strings as {name}, got a single {type(values).__name__}")
+    out = list(values)
     for i, t in enumerate(out):
         if not isinstance(t, str):
-            raise ModelError(f"{who}.embed(): texts[{i}] is {type(t).__name__}, expected str")
+            raise ModelError(f"{where}: {name}[{i}] is {type(t).__name__}, expected str")
     return out
+
+
+def check_texts(texts: Sequence[str], who: str) -> list[str]:
+    """Validate an ``embed()`` argument."""
+    return check_str_sequence(texts, f"{who}.embed()", "texts")
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

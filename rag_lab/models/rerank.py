@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rag_lab.models.base import Embedder, ModelError, RerankScore
-from rag_lab.models.embedding import short_text
+from rag_lab.models.embedding import check_str_sequence, short_text
 
 
 def sort_scores(scores: list[RerankScore]) -> list[RerankScore]:
@@ -23,13 +23,7 @@ def sort_scores(scores: list[RerankScore]) -> list[RerankScore]:
 def _check_passages(query: str, passages: Sequence[str], who: str) -> list[str]:
     if not isinstance(query, str):
         raise ModelError(f"{who}.rerank(): query is {type(query).__name__}, expected str")
-    if isinstance(passages, (str, bytes)):
-        raise ModelError(f"{who}.rerank(): passages must be a sequence of strings, got a single str")
-    items = list(passages)
-    for i, p in enumerate(items):
-        if not isinstance(p, str):
-            raise ModelError(f"{who}.rerank(): passages[{i}] is {type(p).__name__}, expected str")
-    return items
+    return check_str_sequence(passages, f"{who}.rerank()", "passages")
 
 
 class EmbeddingReranker:

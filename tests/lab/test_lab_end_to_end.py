@@ -114,3 +114,24 @@ def test_per_request_params_reach_hybrid_search(lab):
     fused_b = {r.id: r.score for r in b}
     assert set(fused_a) == set(fused_b)
     assert fused_a != fused_b  # the fused, normalised RRF scores depend on k
+
+
+def test_faq_knowledge_base_answers_with_the_faq_entry(tmp_path):
+    from rag_lab.knowledge.models import FAQEntry
+
+    lab = Lab.from_config(workspace=tmp_path, params={"faq_priority_enabled": True})
+    kb = lab.workspace.create_kb("faq", lab.embedder, kb_type="faq")
+    lab.workspace.ingest_faq(kb, [
+        FAQEntry("How do I reset my password?", answers=["Open Settings, choose Security, then Reset password."]),
+        FAQEntry("Which payment methods are accepted?", answers=["Visa, Mastercard and bank transfer."],
+                 negative_questions=["which payment methods are refused?"]),
+    ], lab.embedder)
+    run = lab.ask("How can I reset my password?", kb="faq")
+    top = run.references[0]
+    assert top.chunk_type == "faq"
+    assert top.content.startswith("Q: How do I reset my password?\nAnswer:\n- Open Settings")
+    assert top.metadata.get("faq_boosted") == "true"
+    ctx = run.state("into_chat_message").state.rendered_contexts
+    assert '<source type="faq" priority="high">' in ctx
+    neg = lab.ask("Which payment methods are refused?", kb="faq")
+    assert all("payment methods are accepted" not in r.content for r in neg.references)

@@ -11,6 +11,8 @@ import json
 import logging
 from typing import Any
 
+from rag_lab.knowledge.ingestion import faq_content
+from rag_lab.knowledge.models import FAQEntry
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
@@ -258,20 +260,19 @@ class PluginMerge(StagePlugin):
             log.warning("faq answers: load failed: %s", exc)
             return
         for cid, chunk in chunks.items():
-            meta = chunk.metadata if isinstance(chunk.metadata, dict) else {}
+            meta = chunk.metadata
             if isinstance(meta, str):
                 try:
                     meta = json.loads(meta)
                 except ValueError:
                     continue
-            question = str(meta.get("standard_question") or "").strip()
-            answers = [str(a).strip() for a in meta.get("answers") or [] if str(a).strip()]
-            text = ""
-            if question:
-                text += f"Q: {question}\n"
-            if answers:
-                text += "Answer:\n" + "".join(f"- {a}\n" for a in answers)
-            text = text.strip()
+            if not isinstance(meta, dict) or not meta:
+                continue
+            entry = FAQEntry(
+                standard_question=str(meta.get("standard_question") or ""),
+                answers=[str(a) for a in meta.get("answers") or []],
+            )
+            text = faq_content(entry)
             if text:
                 for r in results:
                     if r.id == cid:
