@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from rag_lab.reranking.passage import enriched_passage
 from rag_lab.searchutil.text import tokenize_simple
+from rag_lab.types.params import PipelineParams
 
 __all__ = [
     "DEFAULT_MMR_LAMBDA",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: λ of the rerank stage (``PipelineParams.mmr_lambda``).
-DEFAULT_MMR_LAMBDA = 0.7
+DEFAULT_MMR_LAMBDA: float = PipelineParams.model_fields["mmr_lambda"].default
 
 R = TypeVar("R")
 

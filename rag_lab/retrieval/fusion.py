@@ -22,10 +22,12 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
+from rag_lab.types.params import PipelineParams
 
-DEFAULT_RRF_K = 60
-DEFAULT_VECTOR_WEIGHT = 0.7
-DEFAULT_KEYWORD_WEIGHT = 0.3
+_DEFAULTS = PipelineParams.model_fields
+DEFAULT_RRF_K: int = _DEFAULTS["rrf_k"].default
+DEFAULT_VECTOR_WEIGHT: float = _DEFAULTS["rrf_vector_weight"].default
+DEFAULT_KEYWORD_WEIGHT: float = _DEFAULTS["rrf_keyword_weight"].default
 
 
 def _order_key(h: IndexWithScore) -> tuple[float, str, str]:

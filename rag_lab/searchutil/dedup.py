@@ -11,6 +11,7 @@ from rag_lab.searchutil.text import (
     tokenize_simple,
     utf8_len,
 )
+from rag_lab.types.params import PipelineParams
 
 __all__ = ["remove_duplicate_results", "remove_partial_overlaps"]
 
@@ -39,7 +40,9 @@ def remove_duplicate_results(results: Sequence[T]) -> list[T]:
     return out
 
 
-def remove_partial_overlaps(results: Sequence[T], threshold: float = 0.85) -> list[T]:
+def remove_partial_overlaps(
+    results: Sequence[T], threshold: float = PipelineParams.model_fields["overlap_threshold"].default
+) -> list[T]:
     """Drop results contained in, or mostly overlapping, another result (§6.6).
 
     For each pair (i, j>i) the shorter normalised text (by UTF-8 bytes; ``i`` on a tie) is
