@@ -239,13 +239,19 @@ class Lab:
         session_id: str = "",
         on_event: Callable[[BusEvent], None] | None = None,
         snapshots: bool = True,
+        message_id: str = "",
+        cancel_event: Any = None,
     ) -> Run:
+        """Run the pipeline for one question. ``cancel_event`` (an ``asyncio.Event``) stops it
+        after the current stage / stream chunk, like the user's stop button."""
         if isinstance(params, Mapping):
             p = self.params.with_changes(**params)
         else:
             p = params or self.params
         kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.workspace.list_kbs()])
         chat = self.new_chat(question, kbs, p, session_id)
+        chat.context.message_id = message_id
+        chat.context.cancel_event = cancel_event
         snaps: dict[str, ChatManage] = {}
 
         async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:

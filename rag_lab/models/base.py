@@ -55,6 +55,8 @@ class ChatOptions:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     thinking: bool | None = None
+    #: OpenAI ``response_format`` (e.g. a JSON schema), passed through when set
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -80,6 +82,9 @@ class ChatResponse:
 class ChatModel(Protocol):
     model_id: str
     supports_vision: bool
+    #: False for models that cannot follow a prompt (the offline extractive answerer): stages that
+    #: need instructions followed (rewrite, SQL, entity extraction) skip them with a diagnostic
+    follows_instructions: bool
 
     async def chat(self, messages: Sequence[ChatMessage], options: ChatOptions) -> ChatResponse: ...
 

@@ -21,8 +21,7 @@ _OPTION_FIELDS = (
     "max_tokens",
     "max_completion_tokens",
     "frequency_penalty",
-    "presence_penalty",
-)
+    "presence_penalty", "response_format")
 
 
 def options_to_kwargs(options: ChatOptions | None) -> dict[str, Any]:
@@ -132,6 +131,7 @@ class OpenAIChatModel:
         self.url = self.base_url + "/chat/completions"
         self.api_key = api_key
         self.supports_vision = supports_vision
+        self.follows_instructions = True
         self.timeout = timeout
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})

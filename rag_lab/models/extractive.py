@@ -214,6 +214,8 @@ class ExtractiveChatModel:
     """
 
     supports_vision = False
+    #: it selects sentences; it cannot follow prompts (rewrite, SQL, entity extraction)
+    follows_instructions = False
 
     def __init__(
         self,

@@ -29,7 +29,9 @@ class Services:
     prompts: PromptTemplates | None = None
     messages: Any = None  # rag_lab.session.store.MessageStore
     memory: Any = None  # long-term memory service (MEMORY_RECALL / MemoryAffinity)
-    web_search: Any = None  # web search provider
+    web_search: Any = None  # web search provider: ``await search(query, max_results=n)``
+    web_fetcher: Any = None  # page fetcher for WEB_FETCH: ``await fetch(url) -> str``
+    graph: Any = None  # knowledge graph store (ExtractEntity / SearchEntity)
     #: lab diagnostics (MMR traces, score components, merge decisions) are recorded when True
     diagnostics: bool = True
 

@@ -1,7 +1,7 @@
 """QUERY_UNDERSTAND (outer plugin): rewrite + intent (+ image description) in one model call,
 with tolerant JSON parsing (spec §4.3, seed). The intent is normalised (seed
 ``NormalizeQueryIntent``). A model that cannot follow the rewrite prompt (the offline extractive
-answerer declares ``understands_queries = False``) takes the spec's failure path: the original
+answerer declares ``follows_instructions = False``) takes the spec's failure path: the original
 query and an empty intent, i.e. retrieval."""
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ class PluginQueryUnderstand(StagePlugin):
         if model is None:
             log.error("query_understand: no model, skipping")
             return await next()
-        if not getattr(model, "understands_queries", True):
-            state.diagnostics["query_understand"] = {"skipped": f"{model.model_id} does not rewrite queries"}
+        if not getattr(model, "follows_instructions", True):
+            state.diagnostics["query_understand"] = {"skipped": f"{model.model_id} does not follow instructions"}
             return await next()
 
         prompts = self.services.prompts
