@@ -21,7 +21,9 @@ _OPTION_FIELDS = (
     "max_tokens",
     "max_completion_tokens",
     "frequency_penalty",
-    "presence_penalty", "response_format")
+    "presence_penalty",
+    "response_format",
+)
 
 
 def options_to_kwargs(options: ChatOptions | None) -> dict[str, Any]:
