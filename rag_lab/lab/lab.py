@@ -250,8 +250,12 @@ class Lab:
             p = params or self.params
         kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.workspace.list_kbs()])
         chat = self.new_chat(question, kbs, p, session_id)
-        chat.context.message_id = message_id
+        chat.context.message_id = message_id or str(uuid.uuid4())
         chat.context.cancel_event = cancel_event
+        store = self.services.messages
+        if store is not None:  # the user message exists before the run (§3.1 step 1)
+            user_msg = store.add_message(chat.request.session_id, "user", question, chat.context.message_id)
+            chat.context.user_message_id = user_msg.id
         snaps: dict[str, ChatManage] = {}
 
         async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
@@ -286,9 +290,11 @@ class Lab:
         return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
     def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
+        """The assistant message, with the answer so far (partial when the run was stopped)."""
         store = self.services.messages
-        if store is None or not outcome.answer:
+        if store is None:
             return
-        rid = chat.context.message_id
-        store.add_message(chat.request.session_id, "user", chat.request.query, rid)
-        store.add_message(chat.request.session_id, "assistant", outcome.answer, rid, knowledge_references=chat.state.merge_result)
+        store.add_message(
+            chat.request.session_id, "assistant", outcome.answer, chat.context.message_id,
+            knowledge_references=chat.state.merge_result, is_completed=outcome.completed,
+        )

@@ -171,6 +171,8 @@ class PipelineState:
     system_prompt_override: str = ""
     memory_prompt: str = ""
     used_memories: list[Any] = field(default_factory=list)
+    #: retrieved images (data URIs) sent after the user's own images to a vision chat model
+    context_images: list[str] = field(default_factory=list)
     #: lab-only diagnostics written by stages (MMR steps, score components, merge decisions)
     diagnostics: dict[str, Any] = field(default_factory=dict)
 

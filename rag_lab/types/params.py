@@ -93,6 +93,10 @@ class PipelineParams(BaseModel):
     memory_affinity_saturation_hits: int = _f(8, 1, 1000, "Citations at which the boost saturates", "§4.6.5")
     memory_affinity_max_ids: int = _f(200, 1, 100_000, "Documents looked up at most", "§4.6.5")
 
+    # --- context assembly (§4.11, seed) ---------------------------------------------------------
+    context_images_max: int = _f(3, 0, 100, "Retrieved images attached for a vision chat model", "seed")
+    context_image_max_bytes: int = _f(5 * 1024 * 1024, 1, 1 << 30, "Largest retrieved image attached (bytes)", "seed")
+
     # --- merge (§4.8, §6) --------------------------------------------------------------------
     history_overlap_threshold: float = _f(0.3, 0.0, 1.0, "History ref kept when |q∩c|/min(|q|,|c|) >= this (seed)", "§4.8.1")
     history_score_factor: float = _f(0.6, 0.0, 1.0, "History reference score multiplier", "§4.8.1")

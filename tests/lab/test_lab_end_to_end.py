@@ -135,3 +135,14 @@ def test_faq_knowledge_base_answers_with_the_faq_entry(tmp_path):
     assert '<source type="faq" priority="high">' in ctx
     neg = lab.ask("Which payment methods are refused?", kb="faq")
     assert all("payment methods are accepted" not in r.content for r in neg.references)
+
+
+def test_user_message_keeps_the_rendered_content(lab):
+    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+    msgs = lab.services.messages.get_recent_messages(run.session_id, 10)
+    user = next(m for m in msgs if m.role == "user")
+    assistant = next(m for m in msgs if m.role == "assistant")
+    assert user.content == "Who built the Brightwater lighthouse?"
+    assert user.rendered_content == run.state("into_chat_message").state.user_content != user.content
+    assert assistant.content == run.answer and assistant.is_completed
+    assert [r.id for r in assistant.knowledge_references] == [r.id for r in run.references]

@@ -48,7 +48,7 @@ def prepare_messages_with_history(chat: ChatManage) -> list[ChatMessage]:
     for h in state.history:
         messages.append(ChatMessage("user", h.query))
         messages.append(ChatMessage("assistant", h.answer))
-    images = list(req.images) if (req.chat_model_supports_vision and req.images) else []
+    images = list(req.images) + list(state.context_images) if req.chat_model_supports_vision else []
     messages.append(ChatMessage("user", state.user_content or req.query, images=images))
     return messages
 

@@ -1,16 +1,20 @@
 """INTO_CHAT_MESSAGE: validate the query and assemble the user turn with its contexts (§4.11)."""
 from __future__ import annotations
 
+import logging
 import re
 
 from rag_lab.pipeline.plugin import ErrTemplateExecute, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.pipeline.plugins.context_images import collect_context_images
 from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL, render_prompt_placeholders
 from rag_lab.searchutil.text import html_escape5 as _escape5
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 
+
+log = logging.getLogger(__name__)
 
 _INJECTION = [
     re.compile(p, re.IGNORECASE)
@@ -123,4 +127,19 @@ class PluginIntoChatMessage(StagePlugin):
         state.rendered_contexts = out
         user = render_prompt_placeholders(template, {"query": safe_query, "contexts": out, "language": req.language}) if template else ""
         state.user_content = _append_extras(chat, user)
+        if req.chat_model_supports_vision:
+            ws = self.services.workspace
+            state.context_images = collect_context_images(results, req.params, getattr(ws, "root", None))
+        self._persist_rendered_content(chat)
         return await next()
+
+    def _persist_rendered_content(self, chat: ChatManage) -> None:
+        """The user message keeps what the model saw (§4.11), never blocking the answer."""
+        store, ctx = self.services.messages, chat.context
+        content = chat.state.user_content
+        if store is None or not ctx.user_message_id or not content or content == chat.request.query:
+            return
+        try:
+            store.update_message(chat.request.session_id, ctx.user_message_id, rendered_content=content)
+        except Exception as exc:
+            log.warning("rendered content not persisted: %s", exc)

@@ -19,7 +19,8 @@ from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_determinis
 from rag_lab.searchutil.chunkmerge import append_with_exact_overlap, append_with_overlap, contains_chunk_content, join_chunk_content
 from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
 from rag_lab.searchutil.imageinfo import filter_image_info_by_content_urls, merge_image_info, prune_markdown_images_by_image_info
-from rag_lab.searchutil.text import content_overlap_ratio, jaccard, tokenize_simple
+from rag_lab.reranking.image import is_image_hit
+from rag_lab.searchutil.text import content_overlap_ratio, jaccard, normalize_content, tokenize_simple
 from rag_lab.types.chat_manage import ChatManage, History
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
@@ -154,6 +155,29 @@ def merge_ordered(prev: str, base: str, nxt: str, params: PipelineParams) -> str
     return c[: params.expansion_max_len]
 
 
+def mark_image_vector_matches(dropped: list[SearchResult], kept: list[SearchResult], log_: list[dict]) -> None:
+    """An image hit deduplicated against its description: the kept result carries
+    ``image_vector_match = "true"`` and the image info, so the image still reaches the model."""
+    for hit in dropped:
+        if not is_image_hit(hit):
+            continue
+        norm_hit = normalize_content(hit.content)
+        for r in kept:
+            same = hit.id in r.sub_chunk_id or (
+                r.knowledge_id == hit.knowledge_id
+                and norm_hit
+                and (norm_hit in normalize_content(r.content) or normalize_content(r.content) in norm_hit)
+            )
+            if same:
+                r.metadata["image_vector_match"] = "true"
+                try:
+                    r.image_info = merge_image_info(r.image_info, hit.image_info)
+                except ValueError:
+                    pass
+                log_.append({"step": "image_vector_match", "id": r.id, "image_hit": hit.id})
+                break
+
+
 class PluginMerge(StagePlugin):
     events = (EventType.CHUNK_MERGE,)
 
@@ -186,12 +210,13 @@ class PluginMerge(StagePlugin):
             self.populate_faq_answers(results, store)
             self.expand_short_contexts(results, store, p, mlog)
         results = group_and_merge(results, p, mlog)
-        before = [r.id for r in results]
+        before = list(results)
         results = remove_partial_overlaps(remove_duplicate_results(results), p.overlap_threshold)
         after = {r.id for r in results}
-        for rid in before:
-            if rid not in after:
-                mlog.append({"step": "overlap", "id": rid, "action": "dropped"})
+        for r in before:
+            if r.id not in after:
+                mlog.append({"step": "overlap", "id": r.id, "action": "dropped"})
+        mark_image_vector_matches([r for r in before if r.id not in after], results, mlog)
         state.merge_result = results
         return await next()
 

@@ -15,6 +15,7 @@ from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.reranking.composite import composite_score, format_score
+from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images, pictorial_indices, score_images_with_vision
 from rag_lab.reranking.mmr import mmr_trace
 from rag_lab.reranking.passage import enriched_passage, model_passage
 from rag_lab.searchutil.text import tokenize_simple
@@ -97,11 +98,15 @@ class PluginRerank(StagePlugin):
         passages = [model_passage(r) for r in candidates]
         query = state.rewrite_query or req.query
         fallback_min = 0.0 if has_recall_threshold_override(req.search_targets) else p.rerank_fallback_min_score
+        pictorial = pictorial_indices(candidates, p)
+        images_scored = 0
 
         async def rerank_once(threshold: float) -> tuple[list[RerankScore], list[RerankScore], str]:
-            scores = await asyncio.wait_for(model.rerank(query, passages), p.rerank_timeout_s)
-            kept, outcome = filter_by_threshold(list(scores), len(candidates), threshold, fallback_min)
-            return list(scores), kept, outcome
+            nonlocal images_scored
+            scores = list(await asyncio.wait_for(model.rerank(query, passages), p.rerank_timeout_s))
+            scores, images_scored = await score_images_with_vision(model, query, candidates, pictorial, scores)
+            kept, outcome = filter_by_threshold(scores, len(candidates), threshold, fallback_min)
+            return scores, kept, outcome
 
         threshold = req.rerank_threshold
         try:
@@ -118,14 +123,21 @@ class PluginRerank(StagePlugin):
             return await next()
 
         model_scores = {s.index: s.relevance_score for s in scores if 0 <= s.index < len(candidates)}
+        # pictorial image hits the text model rejected but whose vector score is high (seed)
+        passed = {s.index for s in kept}
+        image_keep = keep_rejected_images(candidates, pictorial, passed, req.vector_threshold, p)
+        image_scores = [RerankScore(i, model_scores.get(i, 0.0)) for i in image_keep]
         reranked = score_reranked(candidates, kept, p, req.faq_priority_enabled, req.faq_score_boost)
         reranked.sort(key=lambda r: -r.score)  # stable
+        kept_images = score_reranked(candidates, image_scores, p, req.faq_priority_enabled, req.faq_score_boost)
+        for r in kept_images:
+            r.metadata["kept_by"] = IMAGE_VECTOR
         k = min(len(reranked), max(1, req.rerank_top_k))
         tokens = [tokenize_simple(enriched_passage(r)) for r in reranked] if k > 1 else None
-        trace = mmr_trace([r.score for r in reranked], k, p.mmr_lambda, tokens)
-        state.rerank_result = [reranked[step.index] for step in trace]
+        trace = mmr_trace([r.score for r in reranked], k, p.mmr_lambda, tokens) if reranked else []
+        state.rerank_result = [reranked[step.index] for step in trace] + kept_images
 
-        kept_ids = {id(r) for r in reranked}
+        kept_ids = {id(r) for r in reranked} | {id(r) for r in kept_images}
         selected_ids = {id(r) for r in state.rerank_result}
         diag.update(
             outcome=outcome,
@@ -134,6 +146,8 @@ class PluginRerank(StagePlugin):
             fallback_min=fallback_min,
             mmr_lambda=p.mmr_lambda,
             mmr_k=k,
+            images_scored=images_scored,
+            images_kept=len(kept_images),
             weights={
                 "model": p.composite_model_weight, "base": p.composite_base_weight,
                 "source": p.composite_source_weight, "web_source_weight": p.web_source_weight,
@@ -149,7 +163,8 @@ class PluginRerank(StagePlugin):
                     "composite_score": float(r.metadata["composite_score"]) if id(r) in kept_ids else None,
                     "final_score": r.score if id(r) in kept_ids else None,
                     "faq_boosted": r.metadata.get("faq_boosted") == "true",
-                    "passed_threshold": id(r) in kept_ids,
+                    "passed_threshold": id(r) in kept_ids and r.metadata.get("kept_by") != IMAGE_VECTOR,
+                    "kept_by": r.metadata.get("kept_by", ""),
                     "selected": id(r) in selected_ids,
                 }
                 for i, r in enumerate(candidates)
