@@ -140,3 +140,13 @@ def test_lambda_one_sorts_by_score(case: tuple[list[float], list[set[str]], int,
     scores, tokens, k, _ = case
     expected = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: max(k, 0)]
     assert select_mmr(scores, k, 1.0, tokens) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(_case)
+def test_first_pick_is_the_most_relevant(case: tuple[list[float], list[set[str]], int, float]) -> None:
+    scores, tokens, k, lam = case
+    got = select_mmr(scores, k, lam, tokens)
+    if got and lam > 0:
+        assert scores[got[0]] == max(scores)
+        assert got[0] == scores.index(max(scores))  # earliest index wins ties
