@@ -10,7 +10,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 import yaml
 
@@ -27,6 +27,9 @@ from rag_lab.types.params import ParamsError, PipelineParams
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.stepper import Stepper
+
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
@@ -35,6 +38,10 @@ _TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "pa
 
 class LabConfigError(ValueError):
     pass
+
+
+#: awaited after every stage with (event, snapshot); the step-through pauses there
+StagePause = Callable[[EventType, ChatManage], Awaitable[None]]
 
 
 @dataclass
@@ -231,6 +238,12 @@ class Lab:
         chat.state.rewrite_query = question
         return chat
 
+    def _params(self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None) -> PipelineParams:
+        base = base or self.params
+        if isinstance(params, Mapping):
+            return base.with_changes(**params)
+        return params or base
+
     async def aask(
         self,
         question: str,
@@ -241,13 +254,12 @@ class Lab:
         snapshots: bool = True,
         message_id: str = "",
         cancel_event: Any = None,
+        pause: StagePause | None = None,
     ) -> Run:
         """Run the pipeline for one question. ``cancel_event`` (an ``asyncio.Event``) stops it
-        after the current stage / stream chunk, like the user's stop button."""
-        if isinstance(params, Mapping):
-            p = self.params.with_changes(**params)
-        else:
-            p = params or self.params
+        after the current stage / stream chunk, like the user's stop button; ``pause`` is awaited
+        after every stage with (event, snapshot) — the step-through uses it."""
+        p = self._params(params)
         kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.workspace.list_kbs()])
         chat = self.new_chat(question, kbs, p, session_id)
         chat.context.message_id = message_id or str(uuid.uuid4())
@@ -256,24 +268,75 @@ class Lab:
         if store is not None:  # the user message exists before the run (§3.1 step 1)
             user_msg = store.add_message(chat.request.session_id, "user", question, chat.context.message_id)
             chat.context.user_message_id = user_msg.id
-        snaps: dict[str, ChatManage] = {}
+        return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=True)
 
+    async def arerun(
+        self,
+        run: Run,
+        from_stage: EventType | str,
+        params: PipelineParams | Mapping[str, Any] | None = None,
+        on_event: Callable[[BusEvent], None] | None = None,
+    ) -> Run:
+        """Run ``run`` again from ``from_stage`` with changed params, reusing the state every
+        earlier stage produced (their snapshots). Unchanged params reproduce the run."""
+        stage = str(from_stage)
+        if stage not in run.stages:
+            raise ValueError(f"stage '{stage}' is not in this run's stages: {', '.join(run.stages)}")
+        i = run.stages.index(stage)
+        if i == 0:
+            raise ValueError(f"'{stage}' is the first stage: use ask() to run the whole pipeline again")
+        before = run.stages[i - 1]
+        if before not in run.snapshots:
+            raise ValueError(f"run has no snapshot after '{before}' (it was asked with snapshots=False)")
+        chat = run.snapshots[before].snapshot()
+        chat.request.apply_params(self._params(params, run.params))
+        chat.context.message_id = str(uuid.uuid4())
+        upstream = {k: v for k, v in run.snapshots.items() if k in run.stages[:i]}
+        events = [EventType(e) for e in run.stages[i:]]
+        return await self._execute(chat, events, upstream, True, on_event, None, remember=False)
+
+    def rerun(self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None) -> Run:
+        """Synchronous :meth:`arerun`."""
+        return _run_sync(lambda: self.arerun(run, from_stage, params))
+
+    def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> "Stepper":
+        """Step through a question stage by stage (``st.next()``, ``await st.anext()``)."""
+        from rag_lab.lab.stepper import Stepper
+
+        return Stepper(self, question, kb, **kwargs)
+
+    async def _execute(
+        self,
+        chat: ChatManage,
+        events: list[EventType] | None,
+        snaps: dict[str, ChatManage],
+        snapshots: bool,
+        on_event: Callable[[BusEvent], None] | None,
+        pause: StagePause | None,
+        remember: bool,
+    ) -> Run:
         async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
-            if snapshots:
-                snaps[str(event)] = c.snapshot()
+            if snapshots or pause is not None:
+                snap = c.snapshot()
+                if snapshots:
+                    snaps[str(event)] = snap
+                if pause is not None:
+                    await pause(event, snap)
 
         manager = build_event_manager(self.services)
-        outcome: QAOutcome = await run_knowledge_qa(chat, self.services, manager, self.stream_manager, on_stage, on_event)
+        outcome: QAOutcome = await run_knowledge_qa(
+            chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events
+        )
         if snapshots:
             snaps["final"] = chat.snapshot()
-        events, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
-        refs = [r.copy() for r in chat.state.merge_result]
-        self._remember_turn(chat, outcome)
+        stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
+        if remember:
+            self._remember_turn(chat, outcome)
         return Run(
-            question=question,
+            question=chat.request.query,
             answer=outcome.answer,
-            references=refs,
-            events=events,
+            references=[r.copy() for r in chat.state.merge_result],
+            events=stored,
             timings=outcome.timings,
             snapshots=snaps,
             stages=[str(e) for e in outcome.events],
@@ -282,7 +345,7 @@ class Lab:
             session_id=chat.request.session_id,
             message_id=chat.context.message_id,
             total_ms=outcome.total_ms,
-            params=p,
+            params=chat.request.params,
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:

@@ -43,8 +43,10 @@ async def run_knowledge_qa(
     stream_manager: StreamManager,
     on_stage: StageHook | None = None,
     on_bus_event: Callable[[BusEvent], None] | None = None,
+    events: list[EventType] | None = None,
 ) -> QAOutcome:
-    """Run the pipeline for ``chat`` and wait until the answer stream has finished."""
+    """Run the pipeline for ``chat`` and wait until the answer stream has finished. ``events``
+    overrides the stage list (a re-run from a stage passes the tail of the original list)."""
     t0 = time.perf_counter()
     session_id = chat.request.session_id or str(uuid.uuid4())
     chat.request.session_id = session_id
@@ -63,7 +65,7 @@ async def run_knowledge_qa(
     if on_bus_event is not None:
         bus.on_any(on_bus_event)
 
-    outcome = QAOutcome(events=build_event_list(chat), error=None, cancelled=False)
+    outcome = QAOutcome(events=list(events) if events is not None else build_event_list(chat), error=None, cancelled=False)
 
     def on_final_answer(ev: BusEvent) -> None:
         outcome.answer += str(ev.data.get("content", ""))

@@ -120,33 +120,42 @@ class PipelineRequest:
     @classmethod
     def from_params(cls, params: PipelineParams, **kwargs: Any) -> "PipelineRequest":
         """Request fields defaulted from ``params`` (explicit kwargs win)."""
-        base: dict[str, Any] = {
-            "max_rounds": params.max_rounds,
-            "vector_threshold": params.vector_threshold,
-            "keyword_threshold": params.keyword_threshold,
-            "embedding_top_k": params.embedding_top_k,
-            "rerank_top_k": params.rerank_top_k,
-            "rerank_threshold": params.rerank_threshold,
-            "fallback_strategy": params.fallback_strategy,
-            "fallback_response": params.fallback_response,
-            "citation_enabled": params.citation_enabled,
-            "enable_rewrite": params.enable_rewrite,
-            "enable_query_expansion": params.enable_query_expansion,
-            "faq_priority_enabled": params.faq_priority_enabled,
-            "faq_direct_answer_threshold": params.faq_direct_answer_threshold,
-            "faq_score_boost": params.faq_score_boost,
-            "data_analysis_enabled": params.data_analysis_enabled,
-            "web_search_enabled": params.web_search_enabled,
-            "web_search_max_results": params.web_search_max_results,
-            "web_fetch_enabled": params.web_fetch_enabled,
-            "web_fetch_top_n": params.web_fetch_top_n,
-            "params": params,
-        }
-        base.update(kwargs)
-        req = cls(**base)
-        req.summary_config.temperature = params.temperature
-        req.summary_config.max_completion_tokens = params.max_completion_tokens
+        req = cls(**kwargs)
+        req.apply_params(params, keep=tuple(kwargs))
         return req
+
+    def apply_params(self, params: PipelineParams, keep: tuple[str, ...] = ()) -> None:
+        """Set ``params`` and every request field that defaults from it (except those in ``keep``)."""
+        for name, value in _request_defaults(params).items():
+            if name not in keep:
+                setattr(self, name, value)
+        self.params = params
+        self.summary_config.temperature = params.temperature
+        self.summary_config.max_completion_tokens = params.max_completion_tokens
+
+
+def _request_defaults(params: PipelineParams) -> dict[str, Any]:
+    return {
+        "max_rounds": params.max_rounds,
+        "vector_threshold": params.vector_threshold,
+        "keyword_threshold": params.keyword_threshold,
+        "embedding_top_k": params.embedding_top_k,
+        "rerank_top_k": params.rerank_top_k,
+        "rerank_threshold": params.rerank_threshold,
+        "fallback_strategy": params.fallback_strategy,
+        "fallback_response": params.fallback_response,
+        "citation_enabled": params.citation_enabled,
+        "enable_rewrite": params.enable_rewrite,
+        "enable_query_expansion": params.enable_query_expansion,
+        "faq_priority_enabled": params.faq_priority_enabled,
+        "faq_direct_answer_threshold": params.faq_direct_answer_threshold,
+        "faq_score_boost": params.faq_score_boost,
+        "data_analysis_enabled": params.data_analysis_enabled,
+        "web_search_enabled": params.web_search_enabled,
+        "web_search_max_results": params.web_search_max_results,
+        "web_fetch_enabled": params.web_fetch_enabled,
+        "web_fetch_top_n": params.web_fetch_top_n,
+    }
 
 
 @dataclass(slots=True)

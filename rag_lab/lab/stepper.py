@@ -1,0 +1,98 @@
+"""Step through one question stage by stage.
+
+The pipeline runs on its own thread and event loop and pauses after every stage; ``next()``
+(plain code) or ``await anext()`` (Jupyter, asyncio) lets it run one more stage and returns what
+that stage left in ChatManage. Works the same in scripts and notebooks.
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.events import EventType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab, Run
+
+
+@dataclass
+class StageView:
+    event: str
+    state: ChatManage
+
+    def __repr__(self) -> str:
+        s = self.state.state
+        return (f"StageView({self.event}: search={len(s.search_result)} rerank={len(s.rerank_result)} "
+                f"merge={len(s.merge_result)})")
+
+
+class Stepper:
+    def __init__(self, lab: "Lab", question: str, kb: Any = None, **kwargs: Any) -> None:
+        self._go = threading.Semaphore(0)
+        self._out: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self.stages: list[StageView] = []
+        self.run: "Run | None" = None
+        self._done = False
+
+        async def pause(event: EventType, snap: ChatManage) -> None:
+            self._out.put(("stage", StageView(str(event), snap)))
+            await asyncio.to_thread(self._go.acquire)
+
+        def target() -> None:
+            try:
+                run = asyncio.run(lab.aask(question, kb, pause=pause, **kwargs))
+                self._out.put(("done", run))
+            except BaseException as exc:  # surfaced by next()
+                self._out.put(("error", exc))
+
+        self._thread = threading.Thread(target=target, name="rag_lab-step", daemon=True)
+        self._thread.start()
+        self._started = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def state(self) -> ChatManage | None:
+        """ChatManage after the last stage that ran."""
+        return self.stages[-1].state if self.stages else None
+
+    def next(self) -> StageView | "Run":
+        """Run one more stage; returns its view, or the finished Run after the last stage."""
+        if self._done:
+            raise StopIteration("the run is finished: see .run")
+        if self._started:
+            self._go.release()
+        self._started = True
+        kind, value = self._out.get()
+        if kind == "stage":
+            self.stages.append(value)
+            return value
+        self._done = True
+        if kind == "error":
+            raise value
+        self.run = value
+        return value
+
+    async def anext(self) -> StageView | "Run":
+        return await asyncio.to_thread(self.next)
+
+    def run_to(self, stage: EventType | str) -> StageView:
+        """Run until ``stage`` has finished."""
+        while True:
+            got = self.next()
+            if isinstance(got, StageView) and got.event == str(stage):
+                return got
+            if self._done:
+                raise ValueError(f"stage '{stage}' did not run; stages: {[s.event for s in self.stages]}")
+
+    def finish(self) -> "Run":
+        while not self._done:
+            self.next()
+        assert self.run is not None
+        return self.run
