@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
-_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params"}
+_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices"}
 
 
 class LabConfigError(ValueError):
@@ -61,6 +61,7 @@ class Run:
     message_id: str = ""
     total_ms: float = 0.0
     params: PipelineParams = field(default_factory=PipelineParams)
+    ledger: Any = None  # rag_lab.observability.ledger.Ledger: time, model calls, tokens, cost
 
     def state(self, event: EventType | str) -> ChatManage:
         """The ChatManage snapshot taken right after ``event`` (or ``"final"``)."""
@@ -127,20 +128,28 @@ class Lab:
         from rag_lab.retrieval.hybrid_search import HybridSearcher
 
         from rag_lab.models.embedding import CachedEmbedder
+        from rag_lab.observability.ledger import LedgerChatModel, LedgerEmbedder, LedgerReranker, PriceTable
+        from rag_lab.observability.tracing import build_tracer
 
         models = dict(cfg.get("models") or {})
         try:
-            self.embedder = build_embedder(models.get("embedder") or {"type": "onnx-minilm"})
+            # every model is wrapped so each run's ledger counts its calls, tokens and cost
+            self.embedder = LedgerEmbedder(build_embedder(models.get("embedder") or {"type": "onnx-minilm"}))
             # rerank and the extractive answerer embed the same passages question after question
-            cached = CachedEmbedder(self.embedder)
+            cached = CachedEmbedder(self.embedder.inner)
             self.reranker = (
-                build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached)
+                LedgerReranker(build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached))
                 if models.get("reranker", True) is not None
                 else None
             )
-            self.chat_model = build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=cached)
+            self.chat_model = LedgerChatModel(build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=cached))
         except ValueError as exc:
             raise LabConfigError(f"{source}: models: {exc}") from None
+        try:
+            self.prices = PriceTable(cfg.get("prices") or {})
+            self.tracer = build_tracer(cfg.get("tracing"))
+        except ValueError as exc:
+            raise LabConfigError(f"{source}: {exc}") from None
         self.prompts = PromptTemplates()
         pcfg = dict(cfg.get("prompts") or {})
         self.prompt_ids = {
@@ -163,6 +172,7 @@ class Lab:
             rerank_models={RERANK_MODEL_ID: self.reranker} if self.reranker is not None else {},
             prompts=self.prompts,
             messages=MemoryMessageStore(),
+            tracer=self.tracer,
         )
         self.stream_manager = MemoryStreamManager()
 
@@ -323,10 +333,16 @@ class Lab:
                 if pause is not None:
                     await pause(event, snap)
 
+        from rag_lab.observability.ledger import Ledger, use_ledger
+
         manager = build_event_manager(self.services)
-        outcome: QAOutcome = await run_knowledge_qa(
-            chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events
-        )
+        ledger = Ledger(self.prices)
+        with use_ledger(ledger):
+            outcome: QAOutcome = await run_knowledge_qa(
+                chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events
+            )
+        for t in outcome.timings:
+            ledger.stage_ms[t.event] = ledger.stage_ms.get(t.event, 0.0) + t.duration_ms
         if snapshots:
             snaps["final"] = chat.snapshot()
         stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
@@ -346,6 +362,7 @@ class Lab:
             message_id=chat.context.message_id,
             total_ms=outcome.total_ms,
             params=chat.request.params,
+            ledger=ledger,
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:

@@ -32,6 +32,8 @@ class Services:
     web_search: Any = None  # web search provider: ``await search(query, max_results=n)``
     web_fetcher: Any = None  # page fetcher for WEB_FETCH: ``await fetch(url) -> str``
     graph: Any = None  # knowledge graph store (ExtractEntity / SearchEntity)
+    #: OpenTelemetry spans (rag_lab.observability.tracing); NullTracer = off
+    tracer: Any = field(default_factory=lambda: __import__("rag_lab.observability.tracing", fromlist=["NullTracer"]).NullTracer())
     #: lab diagnostics (MMR traces, score components, merge decisions) are recorded when True
     diagnostics: bool = True
 

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from rag_lab.observability.ledger import reset_stage, set_stage
+from rag_lab.observability.tracing import stage_attributes_after, stage_attributes_before
 from rag_lab.pipeline.plugin import ErrSearchNothing, EventManager, PluginError
 from rag_lab.pipeline.progress import ProgressTracker, is_consolidated_retrieval_stage, should_close_retrieval
 from rag_lab.stream.bus import BusEventType, short_id
@@ -87,7 +89,18 @@ async def knowledge_qa_by_event(
 
         started = time.time()
         t0 = time.perf_counter()
-        err = await manager.trigger(event, chat)
+        stage_token = set_stage(str(event))
+        try:
+            with services.tracer.span(f"pipeline.{event}") as span:
+                if services.tracer.enabled:
+                    span.set_attributes(stage_attributes_before(chat, str(event)))
+                err = await manager.trigger(event, chat)
+                if services.tracer.enabled:
+                    span.set_attributes(stage_attributes_after(chat, str(event)))
+                    if err is not None:
+                        span.record_error(err.error_type, str(err))
+        finally:
+            reset_stage(stage_token)
         timings.append(
             StageTiming(
                 str(event), started, (time.perf_counter() - t0) * 1000,

@@ -84,12 +84,15 @@ async def run_knowledge_qa(
             )
 
     bus.on(BusEventType.FINAL_ANSWER, on_final_answer)
-    try:
-        outcome.error = await knowledge_qa_by_event(chat, outcome.events, manager, services, outcome.timings, on_stage)
-        if outcome.error is not None:
-            bus.emit(BusEventType.ERROR, {"error": str(outcome.error), "error_code": outcome.error.error_type, "stage": "knowledge_qa_execution"})
-        await wait_background(chat)
-    except RequestCancelled:
-        outcome.cancelled = True
+    with services.tracer.span("pipeline.request", {"session.id": session_id, "message.id": message_id}) as span:
+        try:
+            outcome.error = await knowledge_qa_by_event(chat, outcome.events, manager, services, outcome.timings, on_stage)
+            if outcome.error is not None:
+                span.record_error(outcome.error.error_type, str(outcome.error))
+                bus.emit(BusEventType.ERROR, {"error": str(outcome.error), "error_code": outcome.error.error_type, "stage": "knowledge_qa_execution"})
+            await wait_background(chat)
+        except RequestCancelled:
+            outcome.cancelled = True
+            span.set_attribute("request.cancelled", True)
     outcome.total_ms = (time.perf_counter() - t0) * 1000
     return outcome

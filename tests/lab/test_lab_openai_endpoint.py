@@ -60,3 +60,13 @@ def test_model_error_mid_stream_becomes_an_error_event(tmp_path, docs_dir):
         run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
         assert [e.type for e in run.events if e.type == "error"] == ["error"]
         assert "complete" not in [e.type for e in run.events]  # never completed (App. B.15)
+
+
+def test_a_stalled_stream_times_out_into_an_error_event(tmp_path, docs_dir):
+    with FakeOpenAIServer() as srv:
+        lab = _lab(tmp_path, srv, docs_dir, enable_rewrite=False, chat_stream_idle_timeout_s=0.3)
+        srv.script(CHAT, Reply.chat(["never"], delay=2.0))
+        run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+        errors = [e for e in run.events if e.type == "error"]
+        assert len(errors) == 1 and "no answer chunk for 0.3 s" in errors[0].content
+        assert run.answer == ""

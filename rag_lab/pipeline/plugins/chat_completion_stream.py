@@ -46,18 +46,22 @@ class PluginChatCompletionStream(StagePlugin):
             return ErrModelCall.with_error(exc)
         if stream is None:
             return ErrModelCall.with_error(RuntimeError("model returned no stream"))
+        lifetime = self.services.tracer.start_span(
+            "pipeline.chat_completion_stream.lifetime", {"chat.model_id": chat.request.chat_model_id}
+        )
         task = asyncio.ensure_future(
-            consume_stream(chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry))
+            consume_stream(chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry), self.services.tracer, lifetime)
         )
         chat.context.background_tasks.append(task)
         return await next()
 
 
-async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec) -> None:
+async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec, tracer=None, span=None) -> None:
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
     thinking_open = False
     answer_completed = False
+    stream_error = ""
     answer_text = ""
 
     def close_thinking() -> None:
@@ -76,11 +80,20 @@ async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, th
             answer_text += a
             bus.emit(BusEventType.FINAL_ANSWER, {"content": a, "done": False}, event_id=answer_id)
 
+    idle = chat.request.params.chat_stream_idle_timeout_s
+    iterator = stream.__aiter__()
     try:
-        async for chunk in stream:
+        while True:
+            try:
+                chunk = await asyncio.wait_for(iterator.__anext__(), idle)
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"no answer chunk for {idle} s") from None
             if chat.context.cancelled():
                 break
             if chunk.response_type == "error":
+                stream_error = chunk.content
                 bus.emit(BusEventType.ERROR, {"error": chunk.content, "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
             elif chunk.response_type == "thinking":
                 content = thinking_dec.feed(chunk.content)
@@ -113,7 +126,16 @@ async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, th
                 bus.emit(BusEventType.FINAL_ANSWER, {"content": content, "done": chunk.done, **data}, event_id=answer_id)
     except Exception as exc:  # a transport failure mid-stream: report it like an error chunk
         log.warning("answer stream failed: %s", exc)
+        stream_error = str(exc)
         bus.emit(BusEventType.ERROR, {"error": str(exc), "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
     flush_decoders()
     close_thinking()
     chat.state.chat_response = answer_text
+    if tracer is not None:
+        usage = chat.state.diagnostics.get("usage") or {}
+        tracer.end_span(span, {
+            "answer.completed": answer_completed,
+            "answer.chars": len(answer_text),
+            "usage.prompt_tokens": usage.get("prompt_tokens"),
+            "usage.completion_tokens": usage.get("completion_tokens"),
+        }, error=stream_error)

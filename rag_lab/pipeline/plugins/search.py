@@ -124,7 +124,10 @@ class PluginSearch(StagePlugin):
 
         async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
             try:
-                return await searcher.search(primary, sp)
+                return await asyncio.wait_for(searcher.search(primary, sp), req.params.search_timeout_s)
+            except asyncio.TimeoutError:
+                errors.append(TimeoutError(f"hybrid search on {primary} took longer than {req.params.search_timeout_s} s"))
+                return []
             except Exception as exc:
                 errors.append(exc)
                 return []

@@ -1,0 +1,83 @@
+"""How many model calls and tokens a batch of questions will cost, before running it.
+
+Call counts follow the pipeline's rules (one query embedding per embedding space, one rerank
+call, one answer call, plus the query-understanding call when rewriting is on and the chat model
+follows instructions). Token counts are upper bounds from the prompts, the KB's chunk sizes and
+the token caps; the cost uses the lab's price table.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rag_lab.models.extractive import estimate_tokens
+from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
+
+
+class BudgetExceeded(RuntimeError):
+    pass
+
+
+@dataclass
+class Projection:
+    questions: int
+    calls: dict[str, int] = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        calls = ", ".join(f"{n} {k}" for k, n in sorted(self.calls.items())) or "no model calls"
+        return (f"{self.questions} questions → {calls}; ≤ {self.tokens_in} tokens in, ≤ {self.tokens_out} tokens out; "
+                f"≤ ${self.cost_usd:.4f}")
+
+    def check_budget(self, budget_usd: float | None) -> None:
+        if budget_usd is not None and self.cost_usd > budget_usd:
+            raise BudgetExceeded(
+                f"projected cost ${self.cost_usd:.4f} is over the budget ${budget_usd:.4f} ({self.describe()}); "
+                f"lower the number of questions or raise --budget"
+            )
+
+
+def _mean_chunk_tokens(lab: "Lab", kb_ids: Sequence[str]) -> float:
+    sizes = [estimate_tokens(c.content) for kb in kb_ids for c in lab.workspace.store.list_chunks(kb)[:500]]
+    return statistics.mean(sizes) if sizes else 0.0
+
+
+def project_run(lab: "Lab", questions: Sequence[str], kbs: Sequence[str] | None = None,
+                params: PipelineParams | None = None) -> Projection:
+    p = params or lab.params
+    kb_objs = [lab.workspace.get_kb(k) for k in kbs] if kbs else list(lab.workspace.list_kbs())
+    n = len(questions)
+    proj = Projection(questions=n)
+    q_tokens = sum(estimate_tokens(q) for q in questions)
+    chunk_tokens = _mean_chunk_tokens(lab, [kb.id for kb in kb_objs])
+    chat_id = lab.chat_model.model_id
+
+    def add(kind: str, model_id: str, count: int, tin: float, tout: float) -> None:
+        if count <= 0:
+            return
+        proj.calls[kind] = proj.calls.get(kind, 0) + count
+        proj.tokens_in += int(tin)
+        proj.tokens_out += int(tout)
+        proj.cost_usd += lab.prices.cost(model_id, int(tin), int(tout))
+
+    spaces = {kb.embedding_model_key for kb in kb_objs if kb.embedding_model_key and kb.vector_enabled}
+    add("embedding", lab.embedder.model_key, n * len(spaces), q_tokens * len(spaces), 0)
+    if lab.reranker is not None and kb_objs:
+        cands = min(p.embedding_top_k * max(1, len(kb_objs)), p.rerank_max_candidates)
+        add("rerank", lab.reranker.model_id, n, q_tokens * cands + n * cands * chunk_tokens, 0)
+        proj.notes.append("a rerank call that keeps nothing above a threshold > 0.3 is retried once (not counted)")
+    follows = getattr(lab.chat_model, "follows_instructions", True)
+    if p.enable_rewrite and follows:
+        rewrite = lab.prompts.get(lab.prompt_ids["rewrite"])
+        prompt = estimate_tokens(rewrite.content + rewrite.user)
+        add("chat", chat_id, n, n * prompt + q_tokens, n * p.query_understand_max_tokens)
+    system = estimate_tokens(lab.prompts.text(lab.prompt_ids["system_prompt"]))
+    add("chat", chat_id, n, n * (system + p.rerank_top_k * chunk_tokens) + q_tokens, n * p.max_completion_tokens)
+    return proj
