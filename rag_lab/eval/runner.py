@@ -1,62 +1,208 @@
-"""Run a dataset's questions through the lab and score what was retrieved (first cut; the
-evaluation issue adds ragas, the stage cache, sweeps and the gate)."""
+"""Run a dataset's questions through the lab and keep, per query, what retrieval metrics, ragas
+metrics and reports need (:class:`QueryRecord`).
+
+A question whose pipeline run raises is not dropped: its record carries the error, it retrieved
+nothing, so it scores 0 on every retrieval metric (the metrics' "no results" policy) and counts in
+``EvalResult.errors``.
+"""
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import math
 import platform
-from dataclasses import dataclass, field
+import re
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab, Run
+    from rag_lab.types.params import PipelineParams
 
 DEFAULT_KS = (1, 3, 5, 10)
+
+__all__ = [
+    "DEFAULT_KS",
+    "EvalResult",
+    "QueryRecord",
+    "answer_text",
+    "dataset_documents",
+    "evaluate_lab",
+    "ingest_dataset",
+    "params_overrides",
+    "write_retrieval_report",
+]
+
+_PUBLIC_TAG_RE = re.compile(r"<(?:kb|web)(?![0-9A-Za-z_])[^>]*>", re.IGNORECASE | re.DOTALL)
+_SPACE_BEFORE_PUNCT_RE = re.compile(r"[ \t]+([.,;:!?。，；：！？])")
+
+
+def answer_text(answer: str) -> str:
+    """The answer without citation tags (``<kb …/>``, ``<web …/>``), spaces tidied: what string
+    metrics compare with the reference answer."""
+    text = _PUBLIC_TAG_RE.sub("", answer or "")
+    text = _SPACE_BEFORE_PUNCT_RE.sub(r"\1", text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+@dataclass
+class QueryRecord:
+    """One question's outcome, JSON-serialisable (``to_dict`` / ``from_dict``)."""
+
+    qid: str
+    question: str
+    gold_ids: list[str]
+    answers: list[str]
+    retrieved_doc_ids: list[str] = field(default_factory=list)
+    context_ids: list[str] = field(default_factory=list)  # chunk ids of the final contexts, in order
+    context_doc_ids: list[str] = field(default_factory=list)  # their document ids (aligned)
+    contexts: list[str] = field(default_factory=list)  # their texts (aligned)
+    answer: str = ""
+    latency_ms: float = 0.0
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    is_fallback: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryRecord:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def record_from_run(q: Any, run: Run) -> QueryRecord:
+    """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run`."""
+    stage_ms: dict[str, float] = {}
+    for t in run.timings:
+        stage_ms[t.event] = stage_ms.get(t.event, 0.0) + float(t.duration_ms)
+    return QueryRecord(
+        qid=q.id,
+        question=q.question,
+        gold_ids=list(q.gold_ids),
+        answers=list(q.answers),
+        retrieved_doc_ids=list(run.retrieved_doc_ids),
+        context_ids=[r.id for r in run.references],
+        context_doc_ids=[r.knowledge_id for r in run.references],
+        contexts=[r.content for r in run.references],
+        answer=run.answer,
+        latency_ms=float(run.total_ms),
+        stage_ms=stage_ms,
+        error=run.error,
+        is_fallback=bool(run.is_fallback),
+    )
 
 
 @dataclass
 class EvalResult:
+    """Records and retrieval metrics of one dataset evaluated with one set of params."""
+
     dataset: str
     kb: str
     report: RetrievalReport
-    runs: dict[str, "Run"] = field(default_factory=dict)
-    mean_latency_ms: float = 0.0
-    fallbacks: int = 0
-    errors: int = 0
+    records: list[QueryRecord] = field(default_factory=list)
+    runs: dict[str, Run] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # overrides of the lab's params
+    seconds: float = 0.0
+
+    @property
+    def mean_latency_ms(self) -> float:
+        lat = [r.latency_ms for r in self.records if not r.error]
+        return sum(lat) / len(lat) if lat else math.nan
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(1 for r in self.records if r.is_fallback)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.records if r.error)
 
     def summary(self) -> dict[str, float]:
         return self.report.summary()
 
 
-async def evaluate_lab(
-    lab: "Lab", dataset: Dataset, kb: str, n_queries: int | None = None, ks=DEFAULT_KS, progress: bool = True
-) -> EvalResult:
-    """Ask each question (sequentially, no snapshots) and score the final contexts' documents."""
-    from tqdm.auto import tqdm
+def params_overrides(params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams) -> dict[str, Any]:
+    """The fields of ``params`` that differ from ``base`` (a mapping is returned as a dict)."""
+    if params is None:
+        return {}
+    if isinstance(params, Mapping):
+        return dict(params)
+    b = base.model_dump()
+    return {k: v for k, v in params.model_dump().items() if b.get(k) != v}
 
+
+def dataset_documents(ds: Dataset) -> list[dict[str, Any]]:
+    """The corpus as the documents ``Lab.ingest_documents`` takes."""
+    return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
+
+
+def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> Any:
+    """Ingest ``ds``'s corpus into knowledge base ``kb`` (idempotent by content hash)."""
+    return lab.ingest_documents(dataset_documents(ds), kb=kb, progress=progress)
+
+
+async def evaluate_lab(
+    lab: Lab,
+    dataset: Dataset,
+    kb: str,
+    n_queries: int | None = None,
+    ks: Iterable[int] = DEFAULT_KS,
+    progress: bool = True,
+    params: PipelineParams | Mapping[str, Any] | None = None,
+    keep_runs: bool = True,
+    pbar: Any = None,
+) -> EvalResult:
+    """Ask each question (sequentially, no snapshots) and score the final contexts' documents.
+
+    ``params`` (a PipelineParams or overrides of the lab's) apply to every question. ``pbar``: an
+    open tqdm bar to advance instead of opening one (sweeps share one bar).
+    """
     queries = dataset.queries[:n_queries] if n_queries else dataset.queries
-    runs: dict[str, Any] = {}
-    for q in tqdm(queries, desc=f"eval {dataset.name}", unit="q", disable=not progress):
-        runs[q.id] = await lab.aask(q.question, kb=kb, snapshots=False)
+    p: Any = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
+    own_bar = None
+    if pbar is None and progress:
+        from tqdm.auto import tqdm
+
+        own_bar = pbar = tqdm(total=len(queries), desc=f"eval {dataset.name}", unit="q")
+    t0 = time.perf_counter()
+    runs: dict[str, Run] = {}
+    records: list[QueryRecord] = []
+    try:
+        for q in queries:
+            try:
+                run = await lab.aask(q.question, kb=kb, params=p, snapshots=False)
+            except Exception as exc:  # the record keeps the failure; the query scores 0
+                records.append(QueryRecord(q.id, q.question, list(q.gold_ids), list(q.answers),
+                                           error=f"{type(exc).__name__}: {exc}"))
+            else:
+                records.append(record_from_run(q, run))
+                if keep_runs:
+                    runs[q.id] = run
+            if pbar is not None:
+                pbar.update(1)
+    finally:
+        if own_bar is not None:
+            own_bar.close()
     report = evaluate_retrieval(
-        {qid: r.retrieved_doc_ids for qid, r in runs.items()},
+        {r.qid: r.retrieved_doc_ids for r in records},
         {q.id: set(q.gold_ids) for q in queries},
         ks=ks,
     )
-    lat = [r.total_ms for r in runs.values()]
     return EvalResult(
         dataset=dataset.name,
         kb=kb,
         report=report,
+        records=records,
         runs=runs,
-        mean_latency_ms=sum(lat) / len(lat) if lat else math.nan,
-        fallbacks=sum(1 for r in runs.values() if r.is_fallback),
-        errors=sum(1 for r in runs.values() if r.error),
+        params=params_overrides(p, lab.params),
+        seconds=time.perf_counter() - t0,
     )
 
 

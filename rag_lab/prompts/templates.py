@@ -108,3 +108,50 @@ class PromptTemplates:
 
     def intent_prompts(self) -> dict[str, str]:
         return {t.id: t.content for t in self.by_file.get("intent_prompts", [])}
+
+    def resolve(self, template_id: str, overrides: Mapping[str, Any] | None = None, part: str = "content") -> str:
+        """The text of ``template_id`` with agent-level overrides applied (spec §3.2.4, §10).
+
+        ``overrides`` maps a template id to either a string (replacing ``content``) or a mapping
+        with ``content`` and/or ``user``. A non-blank override wins, as the agent's prompts do
+        when non-empty; a blank one falls back to the file. An id that only the overrides know is
+        fine (an agent's own prompt); an id known nowhere raises :class:`TemplateError`.
+        """
+        if part not in ("content", "user"):
+            raise TemplateError(f"template part must be 'content' or 'user', got {part!r}")
+        override = (overrides or {}).get(template_id)
+        if isinstance(override, Mapping):
+            override = override.get(part)
+        elif part != "content":
+            override = None
+        if override is not None and not isinstance(override, str):
+            raise TemplateError(
+                f"override for template '{template_id}' ({part}) must be a string, got {type(override).__name__}"
+            )
+        if override and override.strip():
+            return override
+        if template_id not in self.by_id and overrides and template_id in overrides:
+            return ""  # the agent defines this prompt itself, and left this part blank
+        t = self.get(template_id)
+        return t.content if part == "content" else t.user
+
+    def placeholders(self, template_id: str) -> set[str]:
+        """The ``{{names}}`` used by a template's content and user text."""
+        t = self.get(template_id)
+        return set(_PLACEHOLDER.findall(t.content)) | set(_PLACEHOLDER.findall(t.user))
+
+
+_DEFAULT: PromptTemplates | None = None
+
+
+def default_templates() -> PromptTemplates:
+    """The repository's ``config/prompt_templates`` (loaded once)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = PromptTemplates()
+    return _DEFAULT
+
+
+def resolve(template_id: str, overrides: Mapping[str, Any] | None = None, part: str = "content") -> str:
+    """:meth:`PromptTemplates.resolve` on the default templates."""
+    return default_templates().resolve(template_id, overrides, part)

@@ -1,25 +1,47 @@
-"""Exact cosine vector index per KB: faiss ``IndexFlatIP`` inside ``IndexIDMap2``.
+"""Cosine vector index per KB: an exact faiss ``IndexFlatIP`` (inside ``IndexIDMap2``), plus an
+HNSW graph that answers unrestricted queries once the KB is large.
 
 Vectors are L2-normalised, so the inner product is the cosine similarity. Each index *entry* has
 an int64 faiss id, an entry id (the chunk id, or ``<chunk id>#q<i>`` for the i-th question of an
 FAQ chunk), the chunk id it belongs to and, optionally, its own text (the FAQ question; ``None``
-means "the chunk's content"). Persisted as ``vectors.faiss`` + ``ids.json`` in the KB's index dir,
-written atomically.
+means "the chunk's content").
+
+**Which structure answers a query** (:class:`IndexPolicy`): below ``ann_min_vectors`` vectors
+(default 50,000) every query scans the flat index (exact). At or above it, queries without an
+``allowed_ids`` restriction go to an HNSW graph (``IndexHNSWFlat``, inner product, ``M`` and
+``efSearch`` configurable), which returns the same exact cosine scores for the vectors it finds
+but may miss a few of the true best ones (``benchmarks/search.py`` measures recall@10 against the
+flat scan). Restricted queries (document / tag scope) always scan the flat index: a graph walk
+under a selective filter loses recall, and the allowed set is small anyway. The score
+``>= threshold`` filter and the tie order (score descending, then entry id) are the same on both
+paths.
+
+The flat index stays the source of truth (it supports removal and exact search); the graph is
+derived from it and costs a second copy of the vectors. Removed vectors are tombstoned in the
+graph (skipped by an id selector) and the graph is rebuilt once tombstones exceed
+``max_tombstone_fraction`` of it, or when the HNSW settings change.
+
+Persisted as ``vectors.faiss`` + ``ids.json`` (the flat index) and, when a graph exists,
+``vectors.hnsw`` + ``ann.json`` (graph position → faiss id, tombstones, settings), all written
+atomically. A missing, stale or unreadable graph is rebuilt from the flat index on first use.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Collection, Sequence
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 
 class VectorIndexError(ValueError):
-    """Bad vectors (wrong dimension, not 2-D, NaN) or an unreadable index file."""
+    """Bad vectors (wrong dimension, not 2-D, NaN), bad settings or an unreadable index file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +49,56 @@ class VectorEntry:
     entry_id: str
     chunk_id: str
     text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPolicy:
+    """When to use an approximate (HNSW) structure, and its settings.
+
+    * ``ann_min_vectors`` — HNSW answers unrestricted queries from this many vectors on; below,
+      the flat scan does (``0`` = always flat). Flat search costs ~65 ns per 384-d vector on one
+      core (6.5 ms at 100k), so the default keeps KBs up to 50k exact and under ~3 ms.
+    * ``hnsw_m`` — graph degree (memory ≈ ``2 * M * 4`` bytes per vector on top of the vectors).
+    * ``hnsw_ef_construction`` — build-time beam width (quality vs build time).
+    * ``hnsw_ef_search`` — query-time beam width; a query asking for ``k`` results uses
+      ``max(hnsw_ef_search, k)``.
+    * ``max_tombstone_fraction`` — rebuild the graph when removed vectors exceed this share of it.
+    """
+
+    ann_min_vectors: int = 50_000
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 64
+    hnsw_ef_search: int = 64
+    max_tombstone_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        checks = {
+            "ann_min_vectors": self.ann_min_vectors >= 0,
+            "hnsw_m": 2 <= self.hnsw_m <= 512,
+            "hnsw_ef_construction": 1 <= self.hnsw_ef_construction <= 100_000,
+            "hnsw_ef_search": 1 <= self.hnsw_ef_search <= 100_000,
+            "max_tombstone_fraction": 0.0 < self.max_tombstone_fraction <= 1.0,
+        }
+        ranges = {
+            "ann_min_vectors": ">= 0", "hnsw_m": "in [2, 512]", "hnsw_ef_construction": "in [1, 100000]",
+            "hnsw_ef_search": "in [1, 100000]", "max_tombstone_fraction": "in (0, 1]",
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise VectorIndexError(f"IndexPolicy.{name}={getattr(self, name)!r} must be {ranges[name]}")
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], source: str = "index policy") -> "IndexPolicy":
+        """From a config mapping; unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise VectorIndexError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def kind_for(self, n_vectors: int) -> str:
+        """``"hnsw"`` or ``"flat"``: what answers unrestricted queries over ``n_vectors``."""
+        return "hnsw" if self.ann_min_vectors > 0 and n_vectors >= self.ann_min_vectors else "flat"
 
 
 _tls = threading.local()
@@ -48,33 +120,112 @@ def _single_query_threads(faiss: Any, n: int) -> None:
         _tls.omp_threads = n
 
 
+class _Graph:
+    """The HNSW graph and its bookkeeping (graph position → faiss id, tombstones)."""
+
+    __slots__ = ("index", "fids", "pos", "dead", "m", "ef_construction", "_sel", "_sel_keep")
+
+    def __init__(self, index: Any, fids: list[int], m: int, ef_construction: int, dead: Collection[int] = ()) -> None:
+        self.index = index
+        self.fids = fids  # graph position → faiss id
+        self.dead: set[int] = set(dead)  # tombstoned graph positions
+        self.pos = {fid: i for i, fid in enumerate(fids) if i not in self.dead}
+        self.m, self.ef_construction = m, ef_construction
+        self._sel: Any = None
+        self._sel_keep: Any = None
+
+    @property
+    def live(self) -> int:
+        return len(self.fids) - len(self.dead)
+
+    def tombstone(self, fid: int) -> None:
+        i = self.pos.pop(fid, None)
+        if i is not None:
+            self.dead.add(i)
+            self._sel = None
+
+    def append(self, vectors: np.ndarray, fids: Sequence[int]) -> None:
+        start = len(self.fids)
+        self.index.add(vectors)
+        self.fids.extend(int(f) for f in fids)
+        for j, fid in enumerate(fids):
+            self.pos[int(fid)] = start + j
+
+    def selector(self, faiss: Any) -> Any:
+        """An id selector excluding the tombstones (None when there are none)."""
+        if not self.dead:
+            return None
+        if self._sel is None:
+            batch = faiss.IDSelectorBatch(np.fromiter(sorted(self.dead), dtype=np.int64))
+            self._sel_keep = batch  # the NOT selector does not own the batch: keep it alive
+            self._sel = faiss.IDSelectorNot(batch)
+        return self._sel
+
+
 class VectorIndex:
     """``add`` / ``remove_chunks`` / ``search`` over one KB's vectors (thread-safe)."""
 
     VECTORS_FILE = "vectors.faiss"
     IDS_FILE = "ids.json"
+    ANN_FILE = "vectors.hnsw"
+    ANN_META_FILE = "ann.json"
     #: OpenMP threads for one query (see ``_single_query_threads``); 0 leaves faiss' default
     search_threads = 1
+    #: the policy of indexes created without one (the workspace creates them without one)
+    default_policy = IndexPolicy()
 
-    def __init__(self, dimension: int, path: str | Path | None = None) -> None:
+    def __init__(self, dimension: int, path: str | Path | None = None, policy: IndexPolicy | None = None) -> None:
         if dimension <= 0:
             raise VectorIndexError(f"dimension={dimension} must be positive")
         faiss = _faiss()
         self.dimension = int(dimension)
         self.path = Path(path) if path is not None else None
+        self._policy = policy if policy is not None else type(self).default_policy
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
         self._entries: dict[int, VectorEntry] = {}
         self._by_chunk: dict[str, list[int]] = {}
         self._by_entry: dict[str, int] = {}
         self._next_id = 0
+        self._graph: _Graph | None = None
         self._lock = threading.RLock()
+
+    # -- policy -----------------------------------------------------------------------------
+    @property
+    def policy(self) -> IndexPolicy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: IndexPolicy) -> None:
+        """Change the policy; a graph built with other HNSW settings is rebuilt on next use."""
+        if not isinstance(policy, IndexPolicy):
+            raise VectorIndexError(f"policy must be an IndexPolicy, got {type(policy).__name__}")
+        with self._lock:
+            self._policy = policy
+
+    @property
+    def kind(self) -> str:
+        """``"flat"`` or ``"hnsw"``: what answers unrestricted queries at the current size."""
+        return self._policy.kind_for(len(self))
+
+    def ann_info(self) -> dict[str, Any]:
+        """The graph's state, for the lab and tests: ``{kind, graph_vectors, tombstones, m, ef_*}``."""
+        with self._lock:
+            g = self._graph
+            return {
+                "kind": self.kind,
+                "graph_vectors": len(g.fids) if g else 0,
+                "tombstones": len(g.dead) if g else 0,
+                "m": g.m if g else None,
+                "ef_construction": g.ef_construction if g else None,
+                "ef_search": self._policy.hnsw_ef_search,
+            }
 
     # -- persistence ------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path, dimension: int) -> "VectorIndex":
+    def load(cls, path: str | Path, dimension: int, policy: IndexPolicy | None = None) -> "VectorIndex":
         """Open the index in ``path``; an absent index is a new empty one."""
         p = Path(path)
-        idx = cls(dimension, p)
+        idx = cls(dimension, p, policy)
         vec_file, ids_file = p / cls.VECTORS_FILE, p / cls.IDS_FILE
         if not vec_file.exists() and not ids_file.exists():
             return idx
@@ -96,14 +247,36 @@ class VectorIndex:
             idx._by_entry[entry_id] = int(fid)
         if raw.ntotal != len(idx._entries):
             raise VectorIndexError(f"{p}: {raw.ntotal} vectors but {len(idx._entries)} ids in {cls.IDS_FILE}")
+        idx._graph = idx._load_graph(p)
         return idx
 
+    def _load_graph(self, p: Path) -> _Graph | None:
+        """The persisted graph if it matches the flat index, else None (rebuilt on first use)."""
+        ann_file, meta_file = p / self.ANN_FILE, p / self.ANN_META_FILE
+        if not ann_file.exists() or not meta_file.exists():
+            return None
+        try:
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            raw = _faiss().read_index(str(ann_file))
+            fids = [int(f) for f in meta["fids"]]
+            g = _Graph(raw, fids, int(meta["m"]), int(meta["ef_construction"]), [int(d) for d in meta["dead"]])
+        except Exception as exc:
+            log.warning("%s: unreadable HNSW graph, it will be rebuilt: %s", p, exc)
+            return None
+        if raw.d != self.dimension or raw.ntotal != len(fids) or set(g.pos) != set(self._entries):
+            log.warning("%s: the HNSW graph does not match the flat index, it will be rebuilt", p)
+            return None
+        return g
+
     def save(self, path: str | Path | None = None) -> None:
+        """Write the flat index (and the graph, built first when the policy asks for one)."""
         p = Path(path) if path is not None else self.path
         if p is None:
             raise VectorIndexError("VectorIndex.save: no path given and the index has none")
         p.mkdir(parents=True, exist_ok=True)
+        faiss = _faiss()
         with self._lock:
+            graph = self._ready_graph()
             meta = {
                 "dimension": self.dimension,
                 "next_id": self._next_id,
@@ -111,10 +284,21 @@ class VectorIndex:
             }
             tmp_vec = p / (self.VECTORS_FILE + ".tmp")
             tmp_ids = p / (self.IDS_FILE + ".tmp")
-            _faiss().write_index(self._index, str(tmp_vec))
+            faiss.write_index(self._index, str(tmp_vec))
             tmp_ids.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
             os.replace(tmp_vec, p / self.VECTORS_FILE)
             os.replace(tmp_ids, p / self.IDS_FILE)
+            if graph is None:
+                for name in (self.ANN_META_FILE, self.ANN_FILE):
+                    (p / name).unlink(missing_ok=True)
+                return
+            gmeta = {"m": graph.m, "ef_construction": graph.ef_construction, "fids": graph.fids,
+                     "dead": sorted(graph.dead)}
+            tmp_ann, tmp_gmeta = p / (self.ANN_FILE + ".tmp"), p / (self.ANN_META_FILE + ".tmp")
+            faiss.write_index(graph.index, str(tmp_ann))
+            tmp_gmeta.write_text(json.dumps(gmeta), encoding="utf-8")
+            os.replace(tmp_ann, p / self.ANN_FILE)
+            os.replace(tmp_gmeta, p / self.ANN_META_FILE)
 
     # -- updates ----------------------------------------------------------------------------
     def _check(self, vectors: np.ndarray, n: int | None = None) -> np.ndarray:
@@ -150,6 +334,9 @@ class VectorIndex:
             self._next_id += len(eids)
             if len(eids):
                 self._index.add_with_ids(arr, fids)
+                if self._graph is not None:
+                    with _all_threads(_faiss()):
+                        self._graph.append(arr, fids.tolist())
             for fid, eid, cid, txt in zip(fids.tolist(), eids, chunk_ids, txts):
                 self._entries[fid] = VectorEntry(eid, cid, txt)
                 self._by_chunk.setdefault(cid, []).append(fid)
@@ -167,6 +354,8 @@ class VectorIndex:
                 lst.remove(fid)
             if not lst:
                 self._by_chunk.pop(e.chunk_id, None)
+            if self._graph is not None:
+                self._graph.tombstone(fid)
 
     def remove_chunks(self, chunk_ids: Collection[str]) -> int:
         """Remove every entry of these chunks; returns the number of vectors removed."""
@@ -174,6 +363,50 @@ class VectorIndex:
             fids = [fid for cid in chunk_ids for fid in self._by_chunk.get(cid, [])]
             self._remove_fids(fids)
             return len(fids)
+
+    # -- the graph --------------------------------------------------------------------------
+    def export_vectors(self) -> tuple[list[VectorEntry], np.ndarray]:
+        """Every entry and its vector (rows in the same order), e.g. to compare with another
+        index or to rebuild elsewhere."""
+        fids, vecs = self._flat_arrays()
+        return [self._entries[int(f)] for f in fids], vecs
+
+    def _flat_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        faiss = _faiss()
+        with self._lock:
+            n = int(self._index.ntotal)
+            if n == 0:
+                return np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
+            fids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+            vecs = faiss.downcast_index(self._index.index).reconstruct_n(0, n)
+            return fids, np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def _build_graph(self) -> _Graph:
+        faiss = _faiss()
+        pol = self._policy
+        fids, vecs = self._flat_arrays()
+        index = faiss.IndexHNSWFlat(self.dimension, pol.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = pol.hnsw_ef_construction
+        with _all_threads(faiss):
+            index.add(vecs)
+        return _Graph(index, fids.tolist(), pol.hnsw_m, pol.hnsw_ef_construction)
+
+    def _ready_graph(self) -> _Graph | None:
+        """The graph when the policy wants one now (built or rebuilt as needed), else None (and
+        an unneeded graph is dropped). Call under the lock."""
+        pol = self._policy
+        if pol.kind_for(len(self)) != "hnsw":
+            self._graph = None
+            return None
+        g = self._graph
+        if (
+            g is None
+            or g.m != pol.hnsw_m
+            or g.ef_construction != pol.hnsw_ef_construction
+            or len(g.dead) > pol.max_tombstone_fraction * max(1, len(g.fids))
+        ):
+            g = self._graph = self._build_graph()
+        return g
 
     # -- queries ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -188,45 +421,95 @@ class VectorIndex:
             return sorted(self._entries.values(), key=lambda e: e.entry_id)
 
     def search(
-        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None
+        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None,
+        *, exact: bool = False,
     ) -> list[tuple[str, float]]:
         """``[(chunk_id, score)]`` (see :meth:`search_entries`)."""
-        return [(e.chunk_id, s) for e, s in self.search_entries(vector, top_k, threshold, allowed_ids)]
+        return [(e.chunk_id, s) for e, s in self.search_entries(vector, top_k, threshold, allowed_ids, exact=exact)]
 
     def search_entries(
-        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None
+        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None,
+        *, exact: bool = False,
     ) -> list[tuple[VectorEntry, float]]:
         """Best ``top_k`` entries with cosine ``score >= threshold``, score descending, ties by
-        entry id. ``allowed_ids`` (chunk ids) restricts the search when given."""
+        entry id. ``allowed_ids`` (chunk ids) restricts the search when given (always exact).
+        ``exact=True`` scans the flat index even when the policy would use the graph."""
         q = self._check(vector)
         if q.shape[0] != 1:
             raise VectorIndexError(f"search takes one query vector, got {q.shape[0]}")
         if top_k <= 0:
             return []
         faiss = _faiss()
-        if self.search_threads > 0:
-            _single_query_threads(faiss, self.search_threads)
         with self._lock:
-            params = None
+            graph = None if exact or allowed_ids is not None else self._ready_graph()
+            if self.search_threads > 0:
+                _single_query_threads(faiss, self.search_threads)
             n = len(self)
-            if allowed_ids is not None:
-                fids = [fid for cid in allowed_ids for fid in self._by_chunk.get(cid, [])]
-                if not fids:
-                    return []
-                params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(fids, dtype=np.int64)))
-                n = len(fids)
-            if n == 0:
-                return []
-            # widen the search while the score at the cut is tied with what lies beyond, so that
-            # ties are broken by id over the whole tied group, not by faiss' internal order
-            k = min(n, top_k + max(8, top_k // 4))
-            while True:
-                scores, ids = self._index.search(q, k, params=params)
-                got = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
-                if k >= n or len(got) < k or got[-1][1] < got[min(top_k, len(got)) - 1][1]:
-                    break
-                k = min(n, k * 2)
+            if graph is not None:
+                got = self._search_graph(faiss, graph, q, top_k, n)
+            else:
+                got = self._search_flat(faiss, q, top_k, n, allowed_ids)
             entries = self._entries
-        hits = [(entries[fid], s) for fid, s in got if s >= threshold]
+            hits = [(entries[fid], s) for fid, s in got if s >= threshold]
         hits.sort(key=lambda h: (-h[1], h[0].entry_id))
         return hits[:top_k]
+
+    @staticmethod
+    def _widen(search: Any, top_k: int, n: int) -> list[tuple[int, float]]:
+        """Run ``search(k)`` with k growing while the score at the cut is tied with what lies
+        beyond, so that ties are broken by id over the whole tied group, not by faiss' order."""
+        k = min(n, top_k + max(8, top_k // 4))
+        while True:
+            got = search(k)
+            if k >= n or len(got) < k or got[-1][1] < got[min(top_k, len(got)) - 1][1]:
+                return got
+            k = min(n, k * 2)
+
+    def _search_flat(
+        self, faiss: Any, q: np.ndarray, top_k: int, n: int, allowed_ids: Collection[str] | None
+    ) -> list[tuple[int, float]]:
+        params = None
+        if allowed_ids is not None:
+            fids = [fid for cid in allowed_ids for fid in self._by_chunk.get(cid, [])]
+            if not fids:
+                return []
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(fids, dtype=np.int64)))
+            n = len(fids)
+        if n == 0:
+            return []
+
+        def run(k: int) -> list[tuple[int, float]]:
+            scores, ids = self._index.search(q, k, params=params)
+            return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+        return self._widen(run, top_k, n)
+
+    def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
+        if n == 0:
+            return []
+        sel = g.selector(faiss)
+        ef = self._policy.hnsw_ef_search
+
+        def run(k: int) -> list[tuple[int, float]]:
+            params = faiss.SearchParametersHNSW(efSearch=max(ef, k))
+            if sel is not None:
+                params.sel = sel
+            scores, pos = g.index.search(q, k, params=params)
+            return [(g.fids[int(i)], float(s)) for i, s in zip(pos[0], scores[0]) if i >= 0]
+
+        return self._widen(run, top_k, n)
+
+
+class _all_threads:
+    """Context manager: let faiss use every core in the calling thread (graph builds), then
+    make the next query re-apply its single-query thread setting."""
+
+    def __init__(self, faiss: Any) -> None:
+        self.faiss = faiss
+
+    def __enter__(self) -> None:
+        self.faiss.omp_set_num_threads(os.cpu_count() or 1)
+        _tls.omp_threads = None
+
+    def __exit__(self, *exc: object) -> None:
+        _tls.omp_threads = None

@@ -1,10 +1,23 @@
-"""Messages of a session, paired by request id (spec §4.1, §9)."""
+"""Messages of a session, paired by request id (spec §4.1, §9), and the in-process store.
+
+Both stores (:class:`MemoryMessageStore` here, ``SQLiteSessionStore`` in ``sqlite_store``) offer
+the same message methods, which is all the pipeline uses:
+
+* ``add_message(session_id, role, content, request_id, knowledge_references=None,
+  created_at=None, **fields)``;
+* ``update_message(session_id, message_id, **fields)`` (``KeyError`` when unknown);
+* ``get_message(session_id, message_id)``;
+* ``get_recent_messages(session_id, limit)``: the newest first (LOAD_HISTORY re-sorts them);
+* ``update_rendered_content`` and ``set_first_image_caption`` (written asynchronously by
+  INTO_CHAT_MESSAGE and QUERY_UNDERSTAND);
+* ``complete_message`` (spec §9.1 step 1).
+"""
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rag_lab.types.search_result import SearchResult
@@ -19,11 +32,38 @@ class Message:
     content: str
     created_at: float
     knowledge_references: list[SearchResult] = field(default_factory=list)
+    #: one caption per stored image (same order as ``image_urls``; "" when not described yet)
     image_captions: list[str] = field(default_factory=list)
+    image_urls: list[str] = field(default_factory=list)
     attachment_prompt: str = ""
     rendered_content: str = ""
     is_completed: bool = True
+    is_fallback: bool = False
+    used_memories: list[Any] = field(default_factory=list)
+    agent_steps: list[Any] = field(default_factory=list)
+    updated_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: fields a caller may set through ``add_message(**fields)`` / ``update_message(**fields)``
+MESSAGE_FIELDS = frozenset(f.name for f in fields(Message)) - {"id", "session_id"}
+
+
+def check_message_fields(given: dict[str, Any], where: str) -> None:
+    unknown = sorted(set(given) - MESSAGE_FIELDS)
+    if unknown:
+        raise TypeError(f"{where}: unknown message field(s) {', '.join(unknown)}; known: {', '.join(sorted(MESSAGE_FIELDS))}")
+
+
+def first_caption_update(image_urls: list[str], captions: list[str], caption: str) -> list[str] | None:
+    """The captions after writing ``caption`` into the first image's caption, or None when the
+    message stores no image (there is nothing to caption)."""
+    count = max(len(image_urls), len(captions))
+    if count == 0:
+        return None
+    out = list(captions) + [""] * (count - len(captions))
+    out[0] = caption
+    return out
 
 
 class MemoryMessageStore:
@@ -43,13 +83,16 @@ class MemoryMessageStore:
         created_at: float | None = None,
         **extra: Any,
     ) -> Message:
+        check_message_fields(extra, "add_message")
+        now = time.time() if created_at is None else created_at
+        extra.setdefault("updated_at", now)
         msg = Message(
             id=str(uuid.uuid4()),
             session_id=session_id,
             request_id=request_id,
             role=role,
             content=content,
-            created_at=time.time() if created_at is None else created_at,
+            created_at=now,
             knowledge_references=[r.copy() for r in knowledge_references or []],
             **extra,
         )
@@ -57,14 +100,40 @@ class MemoryMessageStore:
             self._messages.setdefault(session_id, []).append(msg)
         return msg
 
-    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None:
-        with self._lock:
-            for m in self._messages.get(session_id, []):
-                if m.id == message_id:
-                    for k, v in fields.items():
-                        setattr(m, k, v)
-                    return
+    def _find(self, session_id: str, message_id: str) -> Message:
+        for m in self._messages.get(session_id, []):
+            if m.id == message_id:
+                return m
         raise KeyError(f"message '{message_id}' not found in session '{session_id}'")
+
+    def get_message(self, session_id: str, message_id: str) -> Message:
+        with self._lock:
+            return self._find(session_id, message_id)
+
+    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+        check_message_fields(fields, "update_message")
+        with self._lock:
+            m = self._find(session_id, message_id)
+            for k, v in fields.items():
+                setattr(m, k, v)
+
+    def update_rendered_content(self, session_id: str, message_id: str, rendered_content: str) -> None:
+        self.update_message(session_id, message_id, rendered_content=rendered_content, updated_at=time.time())
+
+    def set_first_image_caption(self, session_id: str, message_id: str, caption: str) -> bool:
+        """Write ``caption`` into the first stored image of the message; False when it has none."""
+        with self._lock:
+            m = self._find(session_id, message_id)
+            captions = first_caption_update(m.image_urls, m.image_captions, caption)
+            if captions is None:
+                return False
+            m.image_captions, m.updated_at = captions, time.time()
+            return True
+
+    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+        """Spec §9.1 step 1: save the given fields with ``is_completed`` and ``updated_at = now``."""
+        self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
+        return self.get_message(session_id, message_id)
 
     def get_recent_messages(self, session_id: str, limit: int) -> list[Message]:
         """The ``limit`` newest messages, newest first."""

@@ -1,6 +1,7 @@
 """Bus events → stored StreamEvents (spec §8.2), one handler per request."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -8,6 +9,9 @@ from rag_lab.stream.bus import BusEvent, BusEventType, EventBus
 from rag_lab.stream.manager import StreamManager
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import ResponseType, StreamEvent
+
+
+log = logging.getLogger(__name__)
 
 
 def _ref_dict(r: Any) -> dict[str, Any]:
@@ -25,12 +29,20 @@ class AgentStreamHandler:
         self.answer_text = ""
         self._first_chunk_at: dict[str, float] = {}
         self._tool_started: dict[str, float] = {}
+        #: appends the StreamManager refused (e.g. Redis down past its retry window)
+        self.append_failures = 0
 
     def subscribe(self, bus: EventBus) -> None:
         bus.on_any(self.handle)
 
     def _append(self, ev: StreamEvent) -> None:
-        self.manager.append_event(self.session_id, self.message_id, ev)
+        """Store one event. A store failure is logged and counted, never raised: the answer must
+        not die because a reader-side store is briefly unavailable (the event is lost)."""
+        try:
+            self.manager.append_event(self.session_id, self.message_id, ev)
+        except Exception as exc:
+            self.append_failures += 1
+            log.warning("stream %s/%s: could not store a %s event: %s", self.session_id, self.message_id, ev.type, exc)
 
     def _timed(self, ev: BusEvent, done: bool, data: dict[str, Any]) -> dict[str, Any]:
         now = time.time()

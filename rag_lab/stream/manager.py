@@ -1,8 +1,13 @@
 """StreamManager: an append-only event log per (session, message), read by offset (spec §8.1).
 
 Producers append; consumers (SSE, continue-stream, the lab, replay widgets) read from an offset,
-so a reader can reconnect and resume at any time. The Redis backend comes with the streams issue;
-it implements the same two methods.
+so a reader can reconnect and resume at any time. The Redis backend
+(:mod:`rag_lab.stream.redis_manager`) implements the same two methods; :mod:`rag_lab.stream.factory`
+chooses one from the config.
+
+A :class:`StreamDirectory` sits next to each backend: who owns a session and the request id of
+each message's stream. The HTTP layer needs it to refuse other users and to label replayed frames;
+it lives in the same backend as the events so that several server replicas share it.
 """
 from __future__ import annotations
 
@@ -37,3 +42,42 @@ class MemoryStreamManager:
                 return [], from_offset
             start = max(0, from_offset)
             return [StreamEvent.from_dict(e.to_dict()) for e in events[start:]], len(events)
+
+
+class StreamDirectory(Protocol):
+    """Session ownership and per-message request ids, shared like the event logs."""
+
+    def claim_session(self, session_id: str, user_id: str) -> str:
+        """Make ``user_id`` the owner unless the session already has one; return the owner."""
+        ...
+
+    def session_owner(self, session_id: str) -> str | None: ...
+
+    def record_message(self, session_id: str, message_id: str, request_id: str) -> None: ...
+
+    def message_request_id(self, session_id: str, message_id: str) -> str | None: ...
+
+
+class MemoryStreamDirectory:
+    """Single-process directory: two dicts behind a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[str, str] = {}
+        self._requests: dict[tuple[str, str], str] = {}
+
+    def claim_session(self, session_id: str, user_id: str) -> str:
+        with self._lock:
+            return self._owners.setdefault(session_id, user_id)
+
+    def session_owner(self, session_id: str) -> str | None:
+        with self._lock:
+            return self._owners.get(session_id)
+
+    def record_message(self, session_id: str, message_id: str, request_id: str) -> None:
+        with self._lock:
+            self._requests[(session_id, message_id)] = request_id
+
+    def message_request_id(self, session_id: str, message_id: str) -> str | None:
+        with self._lock:
+            return self._requests.get((session_id, message_id))

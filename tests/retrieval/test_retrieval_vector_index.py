@@ -84,3 +84,168 @@ def test_bad_vectors():
     with pytest.raises(VectorIndexError, match="2 vectors for 1 ids"):
         idx.add(["a"], np.zeros((2, 3), dtype=np.float32))
     assert idx.search(_unit(1, 0, 0), 3) == []
+
+
+# -- index choice by size (flat below the threshold, HNSW above) -------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rag_lab.retrieval.vector_index import IndexPolicy  # noqa: E402
+
+
+def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
+    """Unit vectors around 8 centres: a low intrinsic dimension, like sentence embeddings."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(8, d))
+    x = centres[rng.integers(0, 8, n)] + 0.35 * rng.normal(size=(n, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x.astype(np.float32)
+
+
+def test_policy_picks_flat_below_and_hnsw_from_the_threshold():
+    pol = IndexPolicy(ann_min_vectors=100)
+    assert pol.kind_for(99) == "flat" and pol.kind_for(100) == "hnsw"
+    assert IndexPolicy(ann_min_vectors=0).kind_for(10**9) == "flat"  # 0 = never approximate
+    idx = VectorIndex(16, policy=pol)
+    x = _clustered(150)
+    idx.add([f"c{i:03d}" for i in range(99)], x[:99])
+    assert idx.kind == "flat"
+    idx.search(x[0], 5)
+    assert idx.ann_info()["graph_vectors"] == 0  # no graph below the threshold
+    idx.add([f"c{i:03d}" for i in range(99, 150)], x[99:])
+    assert idx.kind == "hnsw"
+    idx.search(x[0], 5)
+    info = idx.ann_info()
+    assert info["graph_vectors"] == 150 and info["m"] == 16 and info["tombstones"] == 0
+
+
+def test_hnsw_scores_are_exact_cosines_and_recall_matches_the_flat_scan():
+    x = _clustered(2000, seed=3)
+    ids = [f"c{i:04d}" for i in range(2000)]
+    idx = VectorIndex(16, policy=IndexPolicy(ann_min_vectors=1000, hnsw_ef_search=64))
+    idx.add(ids, x)
+    rng = np.random.default_rng(7)
+    overlap = []
+    for qi in rng.integers(0, 2000, 30):
+        q = x[qi]
+        approx = idx.search(q, 10)
+        exact = idx.search(q, 10, exact=True)
+        for cid, s in approx:  # every returned score is the true cosine
+            assert s == pytest.approx(float(x[ids.index(cid)] @ q), abs=1e-5)
+        assert [s for _, s in approx] == sorted((s for _, s in approx), reverse=True)
+        overlap.append(len({c for c, _ in approx} & {c for c, _ in exact}) / 10)
+    assert idx.ann_info()["graph_vectors"] == 2000
+    assert np.mean(overlap) >= 0.98
+
+
+def test_hnsw_threshold_is_inclusive_and_allowed_ids_scan_exactly():
+    x = _clustered(300, seed=5)
+    ids = [f"c{i:03d}" for i in range(300)]
+    idx = VectorIndex(16, policy=IndexPolicy(ann_min_vectors=10))
+    idx.add(ids, x)
+    q = x[0]
+    top = idx.search(q, 5)
+    cut = top[2][1]
+    assert [c for c, _ in idx.search(q, 5, threshold=cut)] == [c for c, _ in top[:3]]
+    assert idx.search(q, 5, threshold=1.01) == []
+    allowed = {"c150", "c151", "c299"}
+    want = sorted(((c, float(x[ids.index(c)] @ q)) for c in allowed), key=lambda h: (-h[1], h[0]))
+    got = idx.search(q, 5, allowed_ids=allowed)
+    assert [c for c, _ in got] == [c for c, _ in want]
+
+
+def test_hnsw_removals_are_tombstoned_then_the_graph_is_rebuilt():
+    x = _clustered(200, seed=9)
+    ids = [f"c{i:03d}" for i in range(200)]
+    idx = VectorIndex(16, policy=IndexPolicy(ann_min_vectors=50, max_tombstone_fraction=0.1))
+    idx.add(ids, x)
+    assert idx.search(x[0], 1)[0][0] == "c000"
+    assert idx.remove_chunks(["c000"]) == 1
+    assert "c000" not in [c for c, _ in idx.search(x[0], 20)]
+    assert idx.ann_info()["tombstones"] == 1 and idx.ann_info()["graph_vectors"] == 200
+    # replacing an entry tombstones the old vector and appends the new one
+    idx.add(["c001"], x[0].reshape(1, -1))
+    assert idx.search(x[0], 1)[0] == ("c001", pytest.approx(1.0, abs=1e-5))
+    assert idx.ann_info()["tombstones"] == 2 and idx.ann_info()["graph_vectors"] == 201
+    idx.remove_chunks([f"c{i:03d}" for i in range(2, 30)])  # 30 dead > 10% of 201 → rebuild
+    hits = idx.search(x[5], 10)
+    assert all(int(c[1:]) >= 30 or c == "c001" for c, _ in hits)
+    assert idx.ann_info()["tombstones"] == 0
+    assert idx.ann_info()["graph_vectors"] == len(idx) == 171
+
+
+def test_hnsw_graph_is_persisted_and_reloaded_without_a_rebuild(tmp_path, monkeypatch):
+    x = _clustered(120, seed=11)
+    ids = [f"c{i:03d}" for i in range(120)]
+    pol = IndexPolicy(ann_min_vectors=100)
+    idx = VectorIndex(16, tmp_path / "v", policy=pol)
+    idx.add(ids, x)
+    idx.search(x[0], 1)  # builds the graph
+    idx.remove_chunks(["c007"])  # tombstoned in it
+    idx.save()
+    assert (tmp_path / "v" / "vectors.hnsw").exists() and (tmp_path / "v" / "ann.json").exists()
+    before = [idx.search(x[i], 5) for i in range(0, 120, 17)]
+
+    def no_rebuild(self):
+        raise AssertionError("the persisted graph should have been reused")
+
+    monkeypatch.setattr(VectorIndex, "_build_graph", no_rebuild)
+    again = VectorIndex.load(tmp_path / "v", 16, policy=pol)
+    assert [again.search(x[i], 5) for i in range(0, 120, 17)] == before
+    assert again.ann_info()["tombstones"] == 1
+    monkeypatch.undo()
+    # a damaged graph file is derived data: rebuilt from the flat index, same answers
+    (tmp_path / "v" / "ann.json").write_text("{not json", encoding="utf-8")
+    rebuilt = VectorIndex.load(tmp_path / "v", 16, policy=pol)
+    assert [c for c, _ in rebuilt.search(x[0], 5)] == [c for c, _ in idx.search(x[0], 5)]
+    # a KB that shrinks below the threshold drops its graph files at the next save
+    rebuilt.remove_chunks(ids[:60])
+    rebuilt.save()
+    assert rebuilt.kind == "flat" and not (tmp_path / "v" / "vectors.hnsw").exists()
+
+
+def test_policy_change_rebuilds_with_new_settings_and_bad_settings_are_named():
+    x = _clustered(100, seed=2)
+    idx = VectorIndex(16, policy=IndexPolicy(ann_min_vectors=10, hnsw_m=8))
+    idx.add([f"c{i}" for i in range(100)], x)
+    idx.search(x[0], 3)
+    assert idx.ann_info()["m"] == 8
+    idx.policy = IndexPolicy(ann_min_vectors=10, hnsw_m=24)
+    idx.search(x[0], 3)
+    assert idx.ann_info()["m"] == 24
+    with pytest.raises(VectorIndexError, match=r"IndexPolicy.hnsw_m=1 must be in \[2, 512\]"):
+        IndexPolicy(hnsw_m=1)
+    with pytest.raises(VectorIndexError, match=r"max_tombstone_fraction=0.0 must be in \(0, 1\]"):
+        IndexPolicy(max_tombstone_fraction=0.0)
+    with pytest.raises(VectorIndexError, match="web.yaml: unknown key.*ef_serch"):
+        IndexPolicy.from_mapping({"ef_serch": 3}, source="web.yaml")
+    assert IndexPolicy.from_mapping({"hnsw_ef_search": 200}).hnsw_ef_search == 200
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    top_k=st.integers(1, 12),
+    threshold=st.floats(-1.0, 1.0),
+    seed=st.integers(0, 10_000),
+)
+def test_graph_and_flat_paths_obey_the_same_contract(n, top_k, threshold, seed):
+    """Both paths: at most top_k hits, all >= threshold, sorted by (-score, entry id), each
+    score the true cosine; on these tiny sets the graph finds exactly what the scan finds."""
+    x = _clustered(n, d=8, seed=seed)
+    ids = [f"e{i:02d}" for i in range(n)]
+    q = x[seed % n]
+    flat = VectorIndex(8, policy=IndexPolicy(ann_min_vectors=0))
+    graph = VectorIndex(8, policy=IndexPolicy(ann_min_vectors=1, hnsw_ef_search=64))
+    for idx in (flat, graph):
+        idx.add(ids, x)
+    results = []
+    for idx in (flat, graph):
+        hits = idx.search(q, top_k, threshold)
+        assert len(hits) <= top_k and all(s >= threshold for _, s in hits)
+        assert hits == sorted(hits, key=lambda h: (-h[1], h[0]))
+        for c, s in hits:
+            assert s == pytest.approx(float(x[ids.index(c)] @ q), abs=1e-5)
+        results.append([c for c, _ in hits])
+    assert graph.kind == "hnsw" and flat.kind == "flat"
+    assert results[0] == results[1]
