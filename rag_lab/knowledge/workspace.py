@@ -90,12 +90,25 @@ class Workspace:
         #: serialises ingestion per workspace (index rebuilds are not concurrent-safe across writers)
         self.write_lock = threading.RLock()
         self._engine: LocalEngine | None = None
+        self._graph: Any = None
+
+    @property
+    def graph(self) -> Any:
+        """The knowledge graph of every KB (``root/graph.sqlite``), opened on first use."""
+        with self._lock:
+            if self._graph is None:
+                from rag_lab.knowledge.graph import GraphStore
+
+                self._graph = GraphStore(self.root / "graph.sqlite")
+            return self._graph
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
 
     def close(self) -> None:
         self.store.close()
+        if self._graph is not None:
+            self._graph.close()
 
     def __enter__(self) -> "Workspace":
         return self
@@ -117,6 +130,7 @@ class Workspace:
         description: str = "",
         keyword_enabled: bool = True,
         bm25: dict[str, Any] | None = None,
+        graph_enabled: bool = False,
     ) -> KnowledgeBase:
         """Create a KB bound to ``embedder``'s space (``None``: keyword-only). ``bm25`` may set
         ``k1``, ``b`` and ``method`` for its keyword index."""
@@ -140,7 +154,7 @@ class Workspace:
             keyword_enabled=keyword_enabled,
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
-            metadata={"parent_chunk_size": parent_chunk_size, "bm25": bm25_cfg},
+            metadata={"parent_chunk_size": parent_chunk_size, "bm25": bm25_cfg, "graph_enabled": bool(graph_enabled)},
         )
         if embedder is not None and not embedder.model_key:
             raise ValueError("the embedder's model_key is empty; it must name the embedding space")
@@ -195,6 +209,10 @@ class Workspace:
             self._vec.pop(kb.id, None)
             self._kw.pop(kb.id, None)
             shutil.rmtree(self.index_dir(kb.id), ignore_errors=True)
+        if kb.metadata.get("graph_enabled"):
+            from rag_lab.knowledge.graph import NameSpace
+
+            self.graph.delete_namespace(NameSpace(kb.id))
 
     def chunking_config(self, kb: KnowledgeBase) -> ChunkingConfig:
         return ChunkingConfig(kb.chunk_size, kb.chunk_overlap, int(kb.metadata.get("parent_chunk_size", 0) or 0))
@@ -248,34 +266,54 @@ class Workspace:
             return self._engine
 
     # -- ingestion (see rag_lab.knowledge.ingestion) ----------------------------------------
+    # ``extractor`` builds the KB's knowledge graph from what changed when the KB has
+    # ``graph_enabled`` (default: the offline extractor).
     def ingest_folder(
-        self, kb: KnowledgeBase | str, path: str | Path, embedder: "Embedder | None", progress: bool = True, **kw: Any
+        self, kb: KnowledgeBase | str, path: str | Path, embedder: "Embedder | None", progress: bool = True,
+        extractor: Any = None, **kw: Any,
     ) -> "IngestReport":
         from rag_lab.knowledge.ingestion import ingest_folder
 
-        return ingest_folder(self, self.get_kb(kb), path, embedder, progress=progress, **kw)
+        kb = self.get_kb(kb)
+        return self._after_ingest(kb, ingest_folder(self, kb, path, embedder, progress=progress, **kw), extractor, progress)
 
     def ingest_documents(
         self, kb: KnowledgeBase | str, docs: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-        **kw: Any,
+        extractor: Any = None, **kw: Any,
     ) -> "IngestReport":
         from rag_lab.knowledge.ingestion import ingest_documents
 
-        return ingest_documents(self, self.get_kb(kb), docs, embedder, progress=progress, **kw)
+        kb = self.get_kb(kb)
+        return self._after_ingest(kb, ingest_documents(self, kb, docs, embedder, progress=progress, **kw), extractor, progress)
 
     def ingest_faq(
         self, kb: KnowledgeBase | str, entries: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-        **kw: Any,
+        extractor: Any = None, **kw: Any,
     ) -> "IngestReport":
         from rag_lab.knowledge.ingestion import ingest_faq
 
-        return ingest_faq(self, self.get_kb(kb), entries, embedder, progress=progress, **kw)
+        kb = self.get_kb(kb)
+        return self._after_ingest(kb, ingest_faq(self, kb, entries, embedder, progress=progress, **kw), extractor, progress)
+
+    def _after_ingest(self, kb: KnowledgeBase, report: "IngestReport", extractor: Any, progress: bool) -> "IngestReport":
+        if kb.metadata.get("graph_enabled") and report.changed:
+            from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
+
+            build_graph(self, kb, extractor or OfflineEntityExtractor(), knowledge_ids=report.added + report.updated,
+                        progress=progress)
+        return report
 
     def delete_knowledge(self, kb: KnowledgeBase | str, knowledge_id: str) -> int:
-        """Delete one document with its chunks and index entries; returns the chunks removed."""
+        """Delete one document with its chunks, index entries and graph namespace."""
         from rag_lab.knowledge.ingestion import delete_document
 
-        return delete_document(self, self.get_kb(kb), knowledge_id)
+        kb = self.get_kb(kb)
+        removed = delete_document(self, kb, knowledge_id)
+        if kb.metadata.get("graph_enabled"):
+            from rag_lab.knowledge.graph import NameSpace
+
+            self.graph.delete_namespace(NameSpace(kb.id, knowledge_id))
+        return removed
 
 
 def _indexable(chunk_type: str) -> bool:

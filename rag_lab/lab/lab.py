@@ -173,6 +173,7 @@ class Lab:
             prompts=self.prompts,
             messages=MemoryMessageStore(),
             tracer=self.tracer,
+            graph=self.workspace.graph,
         )
         self.stream_manager = MemoryStreamManager()
 
@@ -216,11 +217,22 @@ class Lab:
                 raise
             return self.workspace.create_kb(name, self.embedder, **kwargs)
 
+    def graph_extractor(self) -> Any:
+        """Entities and relations for a KB's graph: the chat model when it follows instructions,
+        otherwise the offline extractor (jieba POS for Chinese, proper-noun spans for English)."""
+        from rag_lab.knowledge.entities import LLMGraphExtractor, OfflineEntityExtractor
+
+        if getattr(self.chat_model, "follows_instructions", False):
+            return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
+        return OfflineEntityExtractor()
+
     def ingest(self, path: str | Path, kb: str, progress: bool = True):
-        return self.workspace.ingest_folder(self.kb(kb), Path(path), self.embedder, progress=progress)
+        return self.workspace.ingest_folder(self.kb(kb), Path(path), self.embedder, progress=progress,
+                                            extractor=self.graph_extractor())
 
     def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
-        return self.workspace.ingest_documents(self.kb(kb), docs, self.embedder, progress=progress)
+        return self.workspace.ingest_documents(self.kb(kb), docs, self.embedder, progress=progress,
+                                               extractor=self.graph_extractor())
 
     # -- asking -----------------------------------------------------------------------------
     def new_chat(self, question: str, kbs: list[str], params: PipelineParams | None = None, session_id: str = "") -> ChatManage:

@@ -55,6 +55,8 @@ def default_plugins(services: Services) -> list[Plugin]:
     fetch, data analysis, entity extraction/search, memory recall) are simply not registered yet:
     triggering an event without plugins is a no-op, exactly as for an unconfigured service."""
     from rag_lab.pipeline.plugins.chat_completion import PluginChatCompletion
+    from rag_lab.pipeline.plugins.extract_entity import PluginExtractEntity
+    from rag_lab.pipeline.plugins.search_entity import PluginSearchEntity
     from rag_lab.pipeline.plugins.chat_completion_stream import PluginChatCompletionStream
     from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK
     from rag_lab.pipeline.plugins.into_chat_message import PluginIntoChatMessage
@@ -68,6 +70,7 @@ def default_plugins(services: Services) -> list[Plugin]:
     from rag_lab.pipeline.plugins.wiki_boost import PluginWikiBoost
 
     search = PluginSearch(services)
+    search_entity = PluginSearchEntity(services)
     return [
         search,  # 1 Search
         PluginRerank(services),  # 2 Rerank
@@ -80,8 +83,10 @@ def default_plugins(services: Services) -> list[Plugin]:
         PluginFilterTopK(services),  # 9
         PluginQueryUnderstand(services),  # 10
         PluginLoadHistory(services),  # 11
-        # 12 MemoryRecall, 13 ExtractEntity, 14 SearchEntity — later issues
-        PluginSearchParallel(services, search=search, entity=None),  # 15
+        # 12 MemoryRecall — generation issue
+        PluginExtractEntity(services),  # 13 (inner layer of query_understand)
+        search_entity,  # 14
+        PluginSearchParallel(services, search=search, entity=search_entity),  # 15
         PluginWikiBoost(services),  # 16
         PluginMemoryAffinity(services),  # 17
     ]

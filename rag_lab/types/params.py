@@ -115,8 +115,10 @@ class PipelineParams(BaseModel):
     web_fetch_max_bytes: int = _f(8000, 1, 10_000_000, "Fetched page text cap (UTF-8 bytes)", "§4.7")
     web_snippet_max_runes: int = _f(500, 1, 1_000_000, "Web text the model sees (runes)", "§7.2")
 
-    # --- entities (§4.4.3) --------------------------------------------------------------------
+    # --- entities (§4.3.7, §4.4.3) -------------------------------------------------------------
     entity_search_max_chunks: int = _f(30, 0, 10_000, "Graph chunks loaded at most", "seed")
+    entity_extract_temperature: float = _f(0.3, 0.0, 2.0, "Entity extraction temperature", "§4.3.7")
+    entity_extract_max_tokens: int = _f(4096, 1, 100_000, "Entity extraction token cap", "§4.3.7")
 
     # --- query understanding (§4.3) ----------------------------------------------------------
     query_understand_temperature: float = _f(0.3, 0.0, 2.0, "Rewrite call temperature", "§4.3.4")

@@ -146,3 +146,16 @@ def test_user_message_keeps_the_rendered_content(lab):
     assert user.rendered_content == run.state("into_chat_message").state.user_content != user.content
     assert assistant.content == run.answer and assistant.is_completed
     assert [r.id for r in assistant.knowledge_references] == [r.id for r in run.references]
+
+
+def test_graph_enabled_kb_extracts_entities_and_searches_them(tmp_path, docs_dir):
+    from rag_lab.knowledge.graph import NameSpace
+
+    lab = Lab.from_config(workspace=tmp_path)
+    kb = lab.kb("g", graph_enabled=True)
+    lab.ingest(docs_dir, kb="g", progress=False)
+    names = [n.name for n in lab.workspace.graph.search_nodes(NameSpace(kb.id), ["Mara Quill"]).nodes]
+    assert "Mara Quill" in names
+    run = lab.ask("What did Mara Quill build?", kb="g")
+    assert "Mara Quill" in run.state("query_understand").state.entity
+    assert "Mara Quill" in run.answer

@@ -49,6 +49,7 @@ class PluginSearchParallel(StagePlugin):
             chunk_chat.state.search_result + entity_chat.state.search_result
         )
         chat.state.diagnostics.update(chunk_chat.state.diagnostics)
+        chat.state.diagnostics.update(entity_chat.state.diagnostics)
         if chunk_chat.state.graph_result is not None or entity_chat.state.graph_result is not None:
             chat.state.graph_result = entity_chat.state.graph_result
         if not chat.state.search_result:
