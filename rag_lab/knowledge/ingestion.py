@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from rag_lab.models.base import Embedder
 
 SUPPORTED_SUFFIXES = {".txt": "txt", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
+#: CSV / Excel files: ingested as tables by rag_lab.knowledge.tables.ingest_table
+TABLE_FILE_SUFFIXES = (".csv", ".xlsx", ".xls")
 DEFAULT_BATCH_SIZE = 64
 _WS = re.compile(r"\s+")
 
@@ -341,12 +343,16 @@ def ingest_folder(
     files = sorted(p for p in (root.rglob("*") if recursive else root.glob("*")) if p.is_file())
     report = IngestReport(kb_id=kb.id)
     docs: list[_Doc] = []
+    tables: list[tuple[Path, str]] = []
     for f in files:
         rel = f.relative_to(root).as_posix()
         if any(part.startswith(".") for part in f.relative_to(root).parts):
             report.skipped.append((rel, "hidden file"))
             continue
         suffix = f.suffix.lower()
+        if suffix in TABLE_FILE_SUFFIXES:
+            tables.append((f, rel))
+            continue
         if suffix not in SUPPORTED_SUFFIXES:
             report.skipped.append((rel, f"unsupported file type {suffix or '(none)'!r}"))
             continue
@@ -360,10 +366,16 @@ def ingest_folder(
             source="file", metadata=meta, content_hash=_content_hash(title, text, meta),
         )
         docs.append(_Doc(k, text))
-    if not docs:
+    if not docs and not tables:
         detail = f"; skipped: {', '.join(f'{p} ({r})' for p, r in report.skipped[:10])}" if report.skipped else ""
-        raise IngestError(f"{root}: no ingestible .txt/.md/.html files found{detail}")
-    _ingest(ws, kb, docs, embedder, progress, batch_size, report, f"ingest {kb.name}")
+        raise IngestError(f"{root}: no ingestible .txt/.md/.html/.csv/.xlsx/.xls files found{detail}")
+    if docs:
+        _ingest(ws, kb, docs, embedder, progress, batch_size, report, f"ingest {kb.name}")
+    if tables:
+        from rag_lab.knowledge.tables import ingest_table
+
+        for f, rel in tables:
+            ingest_table(ws, kb, f, embedder, knowledge_id=rel, report=report, batch_size=batch_size)
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -58,6 +58,7 @@ def default_plugins(services: Services) -> list[Plugin]:
     from rag_lab.pipeline.plugins.extract_entity import PluginExtractEntity
     from rag_lab.pipeline.plugins.search_entity import PluginSearchEntity
     from rag_lab.pipeline.plugins.chat_completion_stream import PluginChatCompletionStream
+    from rag_lab.pipeline.plugins.data_analysis import PluginDataAnalysis
     from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK
     from rag_lab.pipeline.plugins.into_chat_message import PluginIntoChatMessage
     from rag_lab.pipeline.plugins.load_history import PluginLoadHistory
@@ -76,7 +77,7 @@ def default_plugins(services: Services) -> list[Plugin]:
         PluginRerank(services),  # 2 Rerank
         # 3 WebFetch — retrieval issue
         PluginMerge(services),  # 4 Merge
-        # 5 DataAnalysis — opt-in, later issue
+        PluginDataAnalysis(services),  # 5 (the stage is in the pipeline only when enabled)
         PluginIntoChatMessage(services),  # 6
         PluginChatCompletion(services),  # 7
         PluginChatCompletionStream(services),  # 8

@@ -96,6 +96,11 @@ class PipelineParams(BaseModel):
     memory_affinity_saturation_hits: int = _f(8, 1, 1000, "Citations at which the boost saturates", "§4.6.5")
     memory_affinity_max_ids: int = _f(200, 1, 100_000, "Documents looked up at most", "§4.6.5")
 
+    # --- data analysis (§4.10) ---------------------------------------------------------------
+    data_analysis_temperature: float = _f(0.1, 0.0, 2.0, "SQL-writing call temperature", "§4.10")
+    data_analysis_max_rows: int = _f(50, 1, 10_000, "SQL result rows shown to the model", "§4.10")
+    data_analysis_timeout_s: float = _f(30.0, 0.1, 3600.0, "DuckDB load/query timeout", "§4.10")
+
     # --- context assembly (§4.11, seed) ---------------------------------------------------------
     context_images_max: int = _f(3, 0, 100, "Retrieved images attached for a vision chat model", "seed")
     context_image_max_bytes: int = _f(5 * 1024 * 1024, 1, 1 << 30, "Largest retrieved image attached (bytes)", "seed")
