@@ -18,7 +18,6 @@ from rag_lab.pipeline.container import Services, build_event_manager
 from rag_lab.pipeline.orchestrator import StageTiming
 from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
 from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
-from rag_lab.session.store import MemoryMessageStore
 from rag_lab.stream.bus import BusEvent
 from rag_lab.stream.manager import MemoryStreamManager
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
-_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices"}
+_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices", "memory"}
 
 
 class LabConfigError(ValueError):
@@ -164,6 +163,14 @@ class Lab:
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
         self.workspace = Workspace(root)
+        from rag_lab.memory import MemoryStore
+        from rag_lab.session.sqlite_store import SQLiteSessionStore
+
+        # sessions and messages persist next to the knowledge bases; long-term memory is opt-in
+        # (its affinity boost makes results depend on earlier questions)
+        self.sessions = SQLiteSessionStore(self.workspace.root / "sessions.sqlite")
+        mem_cfg = dict(cfg.get("memory") or {})
+        self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(
             workspace=self.workspace,
             searcher=HybridSearcher(self.workspace, self._embedder_for, self.params),
@@ -171,7 +178,8 @@ class Lab:
             chat_models={CHAT_MODEL_ID: self.chat_model},
             rerank_models={RERANK_MODEL_ID: self.reranker} if self.reranker is not None else {},
             prompts=self.prompts,
-            messages=MemoryMessageStore(),
+            messages=self.sessions,
+            memory=self.memory,
             tracer=self.tracer,
             graph=self.workspace.graph,
         )
@@ -288,7 +296,9 @@ class Lab:
         chat.context.cancel_event = cancel_event
         store = self.services.messages
         if store is not None:  # the user message exists before the run (§3.1 step 1)
-            user_msg = store.add_message(chat.request.session_id, "user", question, chat.context.message_id)
+            store.ensure_session(chat.request.session_id, chat.request.user_id)
+            user_msg = store.add_message(chat.request.session_id, "user", question, chat.context.message_id,
+                                         image_urls=list(chat.request.images))
             chat.context.user_message_id = user_msg.id
         return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=True)
 
@@ -359,7 +369,7 @@ class Lab:
             snaps["final"] = chat.snapshot()
         stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
         if remember:
-            self._remember_turn(chat, outcome)
+            await self._remember_turn(chat, outcome)
         return Run(
             question=chat.request.query,
             answer=outcome.answer,
@@ -381,12 +391,22 @@ class Lab:
         """Synchronous :meth:`aask` (works in plain scripts and inside Jupyter)."""
         return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
-    def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
-        """The assistant message, with the answer so far (partial when the run was stopped)."""
+    async def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
+        """The assistant message with the answer so far (partial when the run was stopped),
+        completed as §9.1 says: references, memories, cited documents, explicit facts."""
+        from rag_lab.session.completion import complete_assistant_message
+
         store = self.services.messages
         if store is None:
             return
-        store.add_message(
-            chat.request.session_id, "assistant", outcome.answer, chat.context.message_id,
-            knowledge_references=chat.state.merge_result, is_completed=outcome.completed,
-        )
+        sid = chat.request.session_id
+        msg = store.add_message(sid, "assistant", outcome.answer, chat.context.message_id,
+                                is_completed=False, used_memories=list(chat.state.used_memories))
+        if outcome.completed or outcome.cancelled:
+            task = await complete_assistant_message(
+                store, sid, msg.id, content=outcome.answer, knowledge_references=chat.state.merge_result,
+                is_fallback=outcome.is_fallback, used_memories=chat.state.used_memories,
+                query="" if outcome.cancelled else chat.request.query, user_id=chat.request.user_id,
+                memory=self.services.memory,
+            )
+            await task

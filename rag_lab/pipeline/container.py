@@ -62,6 +62,7 @@ def default_plugins(services: Services) -> list[Plugin]:
     from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK
     from rag_lab.pipeline.plugins.into_chat_message import PluginIntoChatMessage
     from rag_lab.pipeline.plugins.load_history import PluginLoadHistory
+    from rag_lab.pipeline.plugins.memory_recall import PluginMemoryRecall
     from rag_lab.pipeline.plugins.memory_affinity import PluginMemoryAffinity
     from rag_lab.pipeline.plugins.merge import PluginMerge
     from rag_lab.pipeline.plugins.query_understand import PluginQueryUnderstand
@@ -84,7 +85,7 @@ def default_plugins(services: Services) -> list[Plugin]:
         PluginFilterTopK(services),  # 9
         PluginQueryUnderstand(services),  # 10
         PluginLoadHistory(services),  # 11
-        # 12 MemoryRecall — generation issue
+        PluginMemoryRecall(services),  # 12
         PluginExtractEntity(services),  # 13 (inner layer of query_understand)
         search_entity,  # 14
         PluginSearchParallel(services, search=search, entity=search_entity),  # 15

@@ -130,6 +130,12 @@ class PipelineParams(BaseModel):
     query_understand_max_tokens: int = _f(150, 1, 100_000, "Rewrite call token cap (text)", "§4.3.4")
     query_understand_max_tokens_images: int = _f(2048, 1, 100_000, "Rewrite call token cap with images (seed)", "§4.3.4")
     history_fetch_extra: int = _f(10, 0, 1000, "History fetch = max_rounds*2 + this", "§4.1")
+    query_understand_history_fetch: int = _f(20, 0, 1000, "Messages read when rewriting without loaded history", "§4.3.2")
+
+    # --- sessions and memory (§9) ---------------------------------------------------------------
+    session_title_max_runes: int = _f(100, 1, 10_000, "Generated session title cap", "§9.2")
+    session_title_temperature: float = _f(0.3, 0.0, 2.0, "Session title call temperature", "§9.2")
+    memory_explicit_importance: int = _f(4, 1, 5, "Importance of a 'remember …' fact", "§9.1")
 
     # --- fallback (§3.6) ---------------------------------------------------------------------
     fallback_listing_max_docs: int = _f(50, 0, 100_000, "Documents listed in the model fallback prompt", "§3.6")

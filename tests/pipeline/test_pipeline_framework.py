@@ -69,7 +69,7 @@ def test_default_registration_order_follows_the_container():
     names = [type(p).__name__ for p in default_plugins(Services())]
     order = ["PluginSearch", "PluginRerank", "PluginMerge", "PluginDataAnalysis", "PluginIntoChatMessage", "PluginChatCompletion",
              "PluginChatCompletionStream", "PluginFilterTopK", "PluginQueryUnderstand", "PluginLoadHistory",
-             "PluginExtractEntity", "PluginSearchEntity", "PluginSearchParallel", "PluginWikiBoost", "PluginMemoryAffinity"]
+             "PluginMemoryRecall", "PluginExtractEntity", "PluginSearchEntity", "PluginSearchParallel", "PluginWikiBoost", "PluginMemoryAffinity"]
     assert names == order
     m = EventManager()
     m.register_all(default_plugins(Services()))

@@ -45,7 +45,6 @@ DESC_KEYS = ("image_description", "image_desc", "image_text", "image_ocr_text", 
 OCR_KEYS = ("ocr_text", "ocr", "full_ocr", "image_ocr", "ocr_content")
 OCR_LABEL = "\n\n[OCR]\n"
 #: history fetched by this stage when LOAD_HISTORY left none (spec §4.3.2)
-HISTORY_FALLBACK_FETCH = 20  # TODO(params): query_understand_history_fetch
 #: finish reasons that mean "cut by the token limit" (spec §4.12.3)
 TRUNCATION_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
 ASKER_BACKGROUND_NOTE = (
@@ -473,7 +472,7 @@ class PluginQueryUnderstand(StagePlugin):
             return []
         try:
             history = await asyncio.to_thread(
-                load_and_process_history, store, req.session_id, req.max_rounds, HISTORY_FALLBACK_FETCH
+                load_and_process_history, store, req.session_id, req.max_rounds, req.params.query_understand_history_fetch
             )
         except Exception as exc:
             log.warning("query_understand: history unavailable, continuing without: %s", exc)

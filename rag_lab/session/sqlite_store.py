@@ -1,0 +1,483 @@
+"""Sessions and messages in SQLite (spec §9, seed "Gestion des sessions et messages").
+
+One file holds two tables. ``sessions``: owner, title, pinned flag, the last request state the UI
+restores (agent / model / KBs / web / thinking), and the fork lineage (``parent_session_id``,
+``forked_from_message_id``). ``messages``: user and assistant messages paired by ``request_id``,
+with references, image URLs and captions, attachment prompt, rendered content, completion flag.
+
+The message methods are those of :class:`~rag_lab.session.store.MemoryMessageStore`, so the
+pipeline (LOAD_HISTORY, QUERY_UNDERSTAND, INTO_CHAT_MESSAGE) works with either store. Deleting a
+session deletes its messages. All methods are thread-safe (one connection behind a lock; the
+pipeline calls the slow ones through ``asyncio.to_thread``).
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from rag_lab.session.store import Message, check_message_fields, first_caption_update
+from rag_lab.types.search_result import SearchResult
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL DEFAULT '',
+    tenant_id INTEGER NOT NULL DEFAULT 0,
+    agent_id TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    is_pinned INTEGER NOT NULL DEFAULT 0,
+    parent_session_id TEXT NOT NULL DEFAULT '',
+    forked_from_message_id TEXT NOT NULL DEFAULT '',
+    last_request_state TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions(user_id, is_pinned, updated_at);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    request_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    rendered_content TEXT NOT NULL DEFAULT '',
+    knowledge_references TEXT NOT NULL DEFAULT '[]',
+    image_urls TEXT NOT NULL DEFAULT '[]',
+    image_captions TEXT NOT NULL DEFAULT '[]',
+    attachment_prompt TEXT NOT NULL DEFAULT '',
+    is_completed INTEGER NOT NULL DEFAULT 1,
+    is_fallback INTEGER NOT NULL DEFAULT 0,
+    used_memories TEXT NOT NULL DEFAULT '[]',
+    agent_steps TEXT NOT NULL DEFAULT '[]',
+    extra TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, created_at);
+"""
+
+# chronological order; at equal timestamps the user message comes first (spec §4.1), then insertion
+_CHRONO = "created_at ASC, CASE role WHEN 'user' THEN 0 ELSE 1 END ASC, rowid ASC"
+_NEWEST = "created_at DESC, CASE role WHEN 'user' THEN 0 ELSE 1 END DESC, rowid DESC"
+
+_JSON_FIELDS = ("image_urls", "image_captions", "used_memories", "agent_steps", "extra")
+_SESSION_UPDATABLE = frozenset({"title", "description", "agent_id", "tenant_id", "user_id"})
+MAX_PAGE_SIZE = 1000
+
+
+class SessionNotFound(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0]) if self.args else ""
+
+
+class SessionAccessDenied(PermissionError):
+    pass
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    user_id: str = ""
+    tenant_id: int = 0
+    agent_id: str = ""
+    title: str = ""
+    description: str = ""
+    is_pinned: bool = False
+    parent_session_id: str = ""
+    forked_from_message_id: str = ""
+    last_request_state: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class SessionPage:
+    items: list[Session]
+    total: int
+    page: int
+    page_size: int
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def _refs_json(refs: Iterable[SearchResult] | None) -> str:
+    out = []
+    for i, r in enumerate(refs or []):
+        if isinstance(r, SearchResult):
+            out.append(r.to_dict())
+        elif isinstance(r, dict):
+            out.append(SearchResult.from_dict(r).to_dict())
+        else:
+            raise TypeError(f"knowledge_references[{i}] is {type(r).__name__}, expected SearchResult")
+    return _dumps(out, "knowledge_references")
+
+
+class SQLiteSessionStore:
+    """Sessions and messages in one SQLite file (``":memory:"`` for a private in-memory one)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            if not parent.is_dir():
+                raise FileNotFoundError(f"{self.path}: folder {parent} does not exist")
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode = WAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise ValueError(f"{self.path}: session schema version {version}, this code reads {SCHEMA_VERSION}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"{self.path}: not a usable session database: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "SQLiteSessionStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions ---------------------------------------------------------------------------
+    @staticmethod
+    def _session(row: sqlite3.Row) -> Session:
+        return Session(
+            id=row["id"], user_id=row["user_id"], tenant_id=row["tenant_id"], agent_id=row["agent_id"],
+            title=row["title"], description=row["description"], is_pinned=bool(row["is_pinned"]),
+            parent_session_id=row["parent_session_id"], forked_from_message_id=row["forked_from_message_id"],
+            last_request_state=json.loads(row["last_request_state"]),
+            created_at=row["created_at"], updated_at=row["updated_at"],
+        )
+
+    def create_session(
+        self,
+        user_id: str = "",
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        description: str = "",
+        agent_id: str = "",
+        tenant_id: int = 0,
+        parent_session_id: str = "",
+        forked_from_message_id: str = "",
+        created_at: float | None = None,
+    ) -> Session:
+        now = time.time() if created_at is None else created_at
+        sid = session_id or str(uuid.uuid4())
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO sessions (id, user_id, tenant_id, agent_id, title, description, parent_session_id,"
+                    " forked_from_message_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (sid, user_id, tenant_id, agent_id, title, description, parent_session_id,
+                     forked_from_message_id, now, now),
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"session '{sid}' already exists") from None
+        return self.get_session(sid)
+
+    def ensure_session(self, session_id: str, user_id: str = "", **fields: Any) -> Session:
+        """The session ``session_id``, created (owned by ``user_id``) when it does not exist."""
+        with self._lock:
+            try:
+                return self.get_session(session_id)
+            except SessionNotFound:
+                return self.create_session(user_id, session_id=session_id, **fields)
+
+    def get_session(self, session_id: str) -> Session:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"session '{session_id}' not found")
+        return self._session(row)
+
+    def get_owned_session(self, session_id: str, user_id: str) -> Session:
+        """The session when ``user_id`` owns it (stop, resume, delete); else SessionAccessDenied."""
+        s = self.get_session(session_id)
+        if s.user_id != user_id:
+            raise SessionAccessDenied(f"session '{session_id}' does not belong to user '{user_id}'")
+        return s
+
+    def list_sessions(self, user_id: str, page: int = 1, page_size: int = 20) -> SessionPage:
+        """The user's sessions, pinned first, then the most recently updated; ``page`` from 1."""
+        if not isinstance(page, int) or page < 1:
+            raise ValueError(f"page must be an integer >= 1, got {page!r}")
+        if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page_size must be an integer in [1, {MAX_PAGE_SIZE}], got {page_size!r}")
+        with self._lock:
+            total = self._db.execute("SELECT COUNT(*) FROM sessions WHERE user_id = ?", (user_id,)).fetchone()[0]
+            rows = self._db.execute(
+                "SELECT * FROM sessions WHERE user_id = ? ORDER BY is_pinned DESC, updated_at DESC, rowid DESC"
+                " LIMIT ? OFFSET ?",
+                (user_id, page_size, (page - 1) * page_size),
+            ).fetchall()
+        return SessionPage([self._session(r) for r in rows], total, page, page_size)
+
+    def _touch_session(self, session_id: str, sets: str, args: Sequence[Any]) -> None:
+        with self._lock:
+            cur = self._db.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?", (*args, time.time(), session_id))
+        if cur.rowcount == 0:
+            raise SessionNotFound(f"session '{session_id}' not found")
+
+    def update_session(self, session_id: str, **fields: Any) -> Session:
+        unknown = sorted(set(fields) - _SESSION_UPDATABLE)
+        if unknown:
+            raise TypeError(f"update_session: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_SESSION_UPDATABLE))}")
+        if fields:
+            self._touch_session(session_id, ", ".join(f"{k} = ?" for k in fields), list(fields.values()))
+        return self.get_session(session_id)
+
+    def set_pinned(self, session_id: str, pinned: bool) -> Session:
+        self._touch_session(session_id, "is_pinned = ?", [1 if pinned else 0])
+        return self.get_session(session_id)
+
+    def update_last_request_state(self, session_id: str, state: dict[str, Any]) -> Session:
+        """What the input bar restores (agent, model, KBs, web search, thinking...)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"last request state must be a dict, got {type(state).__name__}")
+        self._touch_session(session_id, "last_request_state = ?", [_dumps(state, "last request state")])
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete the session and its messages; False when it did not exist."""
+        with self._lock:
+            return self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    def batch_delete_sessions(self, session_ids: Sequence[str], user_id: str | None = None) -> int:
+        """Delete several sessions (only the user's own when ``user_id`` is given); the count."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        sql = f"DELETE FROM sessions WHERE id IN ({marks})"
+        args: list[Any] = list(ids)
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            args.append(user_id)
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                n = self._db.execute(sql, args).rowcount
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return n
+
+    def purge_sessions(self, user_id: str) -> int:
+        """Delete every session of a user; the count."""
+        with self._lock:
+            return self._db.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,)).rowcount
+
+    # -- fork and rewind ----------------------------------------------------------------------
+    def _chronological_rows(self, session_id: str) -> list[sqlite3.Row]:
+        return self._db.execute(f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_CHRONO}", (session_id,)).fetchall()
+
+    @staticmethod
+    def _cut_index(rows: list[sqlite3.Row], message_id: str, session_id: str) -> int:
+        for i, r in enumerate(rows):
+            if r["id"] == message_id:
+                return i
+        raise KeyError(f"message '{message_id}' not found in session '{session_id}'")
+
+    def fork_session(
+        self, session_id: str, message_id: str | None = None, *, user_id: str | None = None, title: str | None = None
+    ) -> Session:
+        """A new session holding a copy of the history up to and including ``message_id`` (the
+        whole history when None). Copies get new ids and keep request ids and timestamps, so
+        pairing and order are unchanged; the new session records its parent and fork point."""
+        with self._lock:
+            src = self.get_session(session_id)
+            rows = self._chronological_rows(session_id)
+            if message_id is not None:
+                rows = rows[: self._cut_index(rows, message_id, session_id) + 1]
+            fork_point = message_id if message_id is not None else (rows[-1]["id"] if rows else "")
+            self._db.execute("BEGIN")
+            try:
+                new_id = str(uuid.uuid4())
+                now = time.time()
+                self._db.execute(
+                    "INSERT INTO sessions (id, user_id, tenant_id, agent_id, title, description, parent_session_id,"
+                    " forked_from_message_id, last_request_state, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (new_id, src.user_id if user_id is None else user_id, src.tenant_id, src.agent_id,
+                     src.title if title is None else title, src.description, session_id, fork_point,
+                     _dumps(src.last_request_state, "last request state"), now, now),
+                )
+                cols = [k for k in rows[0].keys() if k != "id"] if rows else []
+                for r in rows:
+                    values = [new_id if k == "session_id" else r[k] for k in cols]
+                    self._db.execute(
+                        f"INSERT INTO messages (id, {', '.join(cols)}) VALUES ({','.join('?' * (len(cols) + 1))})",
+                        [str(uuid.uuid4()), *values],
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return self.get_session(new_id)
+
+    def rewind_session(self, session_id: str, message_id: str, *, keep_message: bool = True) -> int:
+        """Delete every message after ``message_id`` (and the message itself when
+        ``keep_message`` is False); the number deleted."""
+        with self._lock:
+            self.get_session(session_id)
+            rows = self._chronological_rows(session_id)
+            i = self._cut_index(rows, message_id, session_id)
+            doomed = [r["id"] for r in rows[i + 1 if keep_message else i :]]
+            if doomed:
+                self._db.execute("BEGIN")
+                try:
+                    for k in range(0, len(doomed), 500):
+                        part = doomed[k : k + 500]
+                        self._db.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(part))})", part)
+                    self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+        return len(doomed)
+
+    # -- messages -----------------------------------------------------------------------------
+    @staticmethod
+    def _message(row: sqlite3.Row) -> Message:
+        return Message(
+            id=row["id"], session_id=row["session_id"], request_id=row["request_id"], role=row["role"],
+            content=row["content"], created_at=row["created_at"],
+            knowledge_references=[SearchResult.from_dict(d) for d in json.loads(row["knowledge_references"])],
+            image_captions=json.loads(row["image_captions"]), image_urls=json.loads(row["image_urls"]),
+            attachment_prompt=row["attachment_prompt"], rendered_content=row["rendered_content"],
+            is_completed=bool(row["is_completed"]), is_fallback=bool(row["is_fallback"]),
+            used_memories=json.loads(row["used_memories"]), agent_steps=json.loads(row["agent_steps"]),
+            updated_at=row["updated_at"], extra=json.loads(row["extra"]),
+        )
+
+    @staticmethod
+    def _column_values(fields: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in fields.items():
+            if k == "knowledge_references":
+                out[k] = _refs_json(v)
+            elif k in _JSON_FIELDS:
+                out[k] = _dumps(list(v) if k != "extra" else dict(v), k)
+            elif k in ("is_completed", "is_fallback"):
+                out[k] = 1 if v else 0
+            else:
+                out[k] = v
+        return out
+
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        request_id: str,
+        knowledge_references: list[SearchResult] | None = None,
+        created_at: float | None = None,
+        **extra: Any,
+    ) -> Message:
+        """Store a message; the session must exist (see :meth:`ensure_session`)."""
+        check_message_fields(extra, "add_message")
+        now = time.time() if created_at is None else created_at
+        values = self._column_values(
+            {"role": role, "content": content, "request_id": request_id, "created_at": now, "updated_at": now,
+             "knowledge_references": knowledge_references or [], **extra}
+        )
+        mid = str(uuid.uuid4())
+        cols = ["id", "session_id", *values]
+        with self._lock:
+            try:
+                self._db.execute(
+                    f"INSERT INTO messages ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                    [mid, session_id, *values.values()],
+                )
+            except sqlite3.IntegrityError:
+                raise SessionNotFound(f"session '{session_id}' not found (create it before adding messages)") from None
+            self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+        return self.get_message(session_id, mid)
+
+    def get_message(self, session_id: str, message_id: str) -> Message:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM messages WHERE id = ? AND session_id = ?", (message_id, session_id)
+            ).fetchone()
+        if row is None:
+            raise KeyError(f"message '{message_id}' not found in session '{session_id}'")
+        return self._message(row)
+
+    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+        check_message_fields(fields, "update_message")
+        if not fields:
+            self.get_message(session_id, message_id)
+            return
+        values = self._column_values(fields)
+        with self._lock:
+            cur = self._db.execute(
+                f"UPDATE messages SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ? AND session_id = ?",
+                [*values.values(), message_id, session_id],
+            )
+        if cur.rowcount == 0:
+            raise KeyError(f"message '{message_id}' not found in session '{session_id}'")
+
+    def update_rendered_content(self, session_id: str, message_id: str, rendered_content: str) -> None:
+        self.update_message(session_id, message_id, rendered_content=rendered_content, updated_at=time.time())
+
+    def update_message_images(self, session_id: str, message_id: str, image_urls: list[str], image_captions: list[str]) -> None:
+        if len(image_captions) > len(image_urls):
+            raise ValueError(f"{len(image_captions)} captions for {len(image_urls)} images")
+        self.update_message(session_id, message_id, image_urls=image_urls, image_captions=image_captions, updated_at=time.time())
+
+    def set_first_image_caption(self, session_id: str, message_id: str, caption: str) -> bool:
+        """Write ``caption`` into the first stored image of the message; False when it has none."""
+        with self._lock:
+            m = self.get_message(session_id, message_id)
+            captions = first_caption_update(m.image_urls, m.image_captions, caption)
+            if captions is None:
+                return False
+            self.update_message(session_id, message_id, image_captions=captions, updated_at=time.time())
+            return True
+
+    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+        """Spec §9.1 step 1: save content, references, fallback flag, agent steps and used
+        memories given in ``fields``, with ``is_completed = True`` and ``updated_at = now``."""
+        self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
+        return self.get_message(session_id, message_id)
+
+    def get_recent_messages(self, session_id: str, limit: int) -> list[Message]:
+        """The ``limit`` newest messages, newest first."""
+        if limit <= 0:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_NEWEST} LIMIT ?", (session_id, limit)
+            ).fetchall()
+        return [self._message(r) for r in rows]
+
+    def list_messages(self, session_id: str) -> list[Message]:
+        """Every message of the session in chronological order."""
+        with self._lock:
+            return [self._message(r) for r in self._chronological_rows(session_id)]
+
+    def message_count(self, session_id: str) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
