@@ -33,6 +33,9 @@ _EXPORTS: dict[str, str] = {
     "composite_score": "rag_lab.reranking.composite", "tokenize_simple": "rag_lab.searchutil.text",
     "jaccard": "rag_lab.searchutil.text", "build_content_signature": "rag_lab.searchutil.text",
     "join_chunk_content": "rag_lab.searchutil.chunkmerge",
+    # workbench
+    "diff": "rag_lab.lab.diff", "save_capture": "rag_lab.lab.capture", "load_capture": "rag_lab.lab.capture",
+    "Capture": "rag_lab.lab.capture", "CaptureError": "rag_lab.lab.capture",
     # evaluation
     "load_dataset": "rag_lab.eval.datasets", "evaluate_retrieval": "rag_lab.eval.metrics",
 }

@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ask)
 
+    from rag_lab.lab.replay import add_replay_command
+
+    add_replay_command(sub)
+
     p = sub.add_parser("eval", help="ingest a dataset and score retrieval on its questions")
     p.add_argument("--dataset", required=True, help="a name under datasets/ or a folder path")
     p.add_argument("--kb", default=None)

@@ -84,6 +84,18 @@ class Run:
                 out.append(r.knowledge_id)
         return out
 
+    def frame(self, which: str = "search", **kw: Any):
+        """Search / fusion / rerank / merge / final results with every score component (pandas)."""
+        from rag_lab.lab.frames import frame
+
+        return frame(self, which, **kw)
+
+    def save(self, path: str | Path, **kw: Any) -> Path:
+        """Save as a versioned JSONL capture (replayable without any model)."""
+        from rag_lab.lab.capture import save_capture
+
+        return save_capture(self, path, **kw)
+
     def timings_frame(self):
         import pandas as pd
 

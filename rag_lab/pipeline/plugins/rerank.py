@@ -146,6 +146,7 @@ class PluginRerank(StagePlugin):
             fallback_min=fallback_min,
             mmr_lambda=p.mmr_lambda,
             mmr_k=k,
+            ranked_ids=[r.id for r in reranked],
             images_scored=images_scored,
             images_kept=len(kept_images),
             weights={

@@ -1,0 +1,395 @@
+"""Diff two ChatManage snapshots: two stages of one run, or one stage of two runs.
+
+``diff(a, b)`` compares each result list (search / rerank / merge) chunk by chunk and every other
+field of the request and state:
+
+* a chunk is ``added`` (only in b), ``dropped`` (only in a), ``moved`` (in both, but its place
+  among the chunks the two lists share changed) or ``same``; absolute ranks, score deltas and
+  whether its text changed are reported for every chunk. Measuring moves among shared chunks
+  means one chunk inserted at the top does not mark every chunk below it as moved.
+* a field (``state.rewrite_query``, ``state.rendered_contexts``, ``request.params.mmr_lambda``,
+  ``state.diagnostics.rerank``, …) is reported when its JSON value differs.
+
+Chunks are matched by id; a list holding one id twice matches the n-th occurrence in a with the
+n-th in b. ``SnapshotDiff.frame()`` is a pandas view; ``to_html()`` / ``_repr_html_()`` render a
+table for notebooks.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.search_result import SearchResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["RESULT_LISTS", "ChunkChange", "FieldChange", "SnapshotDiff", "diff", "diff_lists"]
+
+RESULT_LISTS = ("search_result", "rerank_result", "merge_result")
+#: state fields compared chunk by chunk, not as values
+_SKIP_STATE = set(RESULT_LISTS)
+#: scores closer than this count as equal (formatting noise)
+SCORE_EPS = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkChange:
+    """One chunk of one result list, compared between the two snapshots."""
+
+    list: str  # the list's name in a ("search_result" …); "a→b" names when two lists are compared
+    id: str
+    occurrence: int  # 0 for the first time the id appears in its list
+    status: str  # added | dropped | moved | same
+    rank_a: int | None  # 1-based
+    rank_b: int | None
+    score_a: float | None
+    score_b: float | None
+    content_changed: bool = False
+    title: str = ""
+
+    @property
+    def rank_delta(self) -> int | None:
+        """Places gained (positive: moved up) between a and b."""
+        if self.rank_a is None or self.rank_b is None:
+            return None
+        return self.rank_a - self.rank_b
+
+    @property
+    def score_delta(self) -> float | None:
+        if self.score_a is None or self.score_b is None:
+            return None
+        return self.score_b - self.score_a
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """A request/state field whose value differs (``before`` / ``after`` as JSON values)."""
+
+    path: str
+    before: Any
+    after: Any
+
+
+@dataclass
+class SnapshotDiff:
+    """The result of :func:`diff`."""
+
+    chunks: list[ChunkChange] = field(default_factory=list)
+    fields: list[FieldChange] = field(default_factory=list)
+    lists: list[str] = field(default_factory=list)
+    label_a: str = "a"
+    label_b: str = "b"
+
+    # -- queries ----------------------------------------------------------------------------
+    def _ids(self, status: str, list_name: str | None) -> list[str]:
+        return [c.id for c in self.chunks if c.status == status and (list_name is None or c.list == list_name)]
+
+    def added(self, list_name: str | None = None) -> list[str]:
+        return self._ids("added", list_name)
+
+    def dropped(self, list_name: str | None = None) -> list[str]:
+        return self._ids("dropped", list_name)
+
+    def moved(self, list_name: str | None = None) -> list[str]:
+        return self._ids("moved", list_name)
+
+    def field_change(self, path: str) -> FieldChange | None:
+        return next((f for f in self.fields if f.path == path), None)
+
+    @property
+    def changed_fields(self) -> list[str]:
+        return [f.path for f in self.fields]
+
+    @property
+    def is_empty(self) -> bool:
+        """No chunk added, dropped, moved or rescored, no text or field changed."""
+        return not self.fields and all(
+            c.status == "same" and not c.content_changed and (c.score_delta is None or abs(c.score_delta) <= SCORE_EPS)
+            for c in self.chunks
+        )
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """Per list: how many chunks were added, dropped, moved, kept in place, rescored."""
+        out: dict[str, dict[str, int]] = {}
+        for name in self.lists:
+            cs = [c for c in self.chunks if c.list == name]
+            out[name] = {
+                "added": sum(c.status == "added" for c in cs),
+                "dropped": sum(c.status == "dropped" for c in cs),
+                "moved": sum(c.status == "moved" for c in cs),
+                "same": sum(c.status == "same" for c in cs),
+                "rescored": sum(c.score_delta is not None and abs(c.score_delta) > SCORE_EPS for c in cs),
+                "text_changed": sum(c.content_changed for c in cs),
+            }
+        return out
+
+    # -- views ------------------------------------------------------------------------------
+    def frame(self) -> "pd.DataFrame":
+        """One row per chunk: list, id, status, ranks, rank delta, scores, score delta, text changed."""
+        import pandas as pd
+
+        cols = ["list", "id", "status", "rank_a", "rank_b", "rank_delta", "score_a", "score_b", "score_delta",
+                "content_changed", "title"]
+        rows = [
+            {
+                "list": c.list, "id": c.id, "status": c.status, "rank_a": c.rank_a, "rank_b": c.rank_b,
+                "rank_delta": c.rank_delta, "score_a": c.score_a, "score_b": c.score_b,
+                "score_delta": c.score_delta, "content_changed": c.content_changed, "title": c.title,
+            }
+            for c in self.chunks
+        ]
+        return pd.DataFrame(rows, columns=cols)
+
+    def fields_frame(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        return pd.DataFrame(
+            [{"field": f.path, "before": _short(f.before), "after": _short(f.after)} for f in self.fields],
+            columns=["field", "before", "after"],
+        )
+
+    def __str__(self) -> str:
+        lines = [f"diff {self.label_a} → {self.label_b}"]
+        for name, s in self.summary().items():
+            lines.append(
+                f"  {name}: +{s['added']} -{s['dropped']} moved {s['moved']} same {s['same']} rescored {s['rescored']}"
+            )
+            for c in self.chunks:
+                if c.list != name or (c.status == "same" and not _rescored(c) and not c.content_changed):
+                    continue
+                text = " text changed" if c.content_changed else ""
+                lines.append(f"    {_SIGN[c.status]} {c.id} {_rank_text(c)} {_score_text(c)}{text}".rstrip())
+        for f in self.fields:
+            lines.append(f"  ~ {f.path}: {_short(f.before, 60)!s} → {_short(f.after, 60)!s}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        parts = ", ".join(f"{k}: +{v['added']}/-{v['dropped']}/~{v['moved']}" for k, v in s.items())
+        return f"<SnapshotDiff {self.label_a}→{self.label_b} {parts}; {len(self.fields)} field(s) changed>"
+
+    def to_html(self, max_text: int = 2000) -> str:
+        """A readable HTML report: per list a table of chunks (colour by status), then the changed
+        fields with a line diff for long text."""
+        esc = html.escape
+        out = [
+            "<div class='rag-lab-diff' style='font-family:sans-serif;font-size:13px'>",
+            f"<h4 style='margin:4px 0'>Snapshot diff: {esc(self.label_a)} → {esc(self.label_b)}</h4>",
+        ]
+        for name, s in self.summary().items():
+            out.append(
+                f"<h5 style='margin:8px 0 2px'>{esc(name)}: <span style='color:#1a7f37'>+{s['added']}</span> "
+                f"<span style='color:#cf222e'>−{s['dropped']}</span> moved {s['moved']} · same {s['same']} · "
+                f"rescored {s['rescored']}</h5>"
+            )
+            out.append(
+                "<table style='border-collapse:collapse'><thead><tr>"
+                + "".join(f"<th style='text-align:left;padding:2px 8px;border-bottom:1px solid #999'>{h}</th>"
+                          for h in ("", "chunk", "rank", "score", "Δ score", "text"))
+                + "</tr></thead><tbody>"
+            )
+            for c in self.chunks:
+                if c.list != name:
+                    continue
+                bg = _BG[c.status]
+                delta = c.score_delta
+                d_txt = "" if delta is None or abs(delta) <= SCORE_EPS else f"{delta:+.4f}"
+                out.append(
+                    f"<tr style='background:{bg}'><td style='padding:2px 8px'>{esc(_SIGN[c.status])}</td>"
+                    f"<td style='padding:2px 8px' title='{esc(c.title)}'>{esc(c.id)}</td>"
+                    f"<td style='padding:2px 8px'>{esc(_rank_text(c))}</td>"
+                    f"<td style='padding:2px 8px'>{esc(_score_pair(c))}</td>"
+                    f"<td style='padding:2px 8px'>{esc(d_txt)}</td>"
+                    f"<td style='padding:2px 8px'>{'changed' if c.content_changed else ''}</td></tr>"
+                )
+            out.append("</tbody></table>")
+        if self.fields:
+            out.append("<h5 style='margin:8px 0 2px'>Changed fields</h5><table style='border-collapse:collapse'>")
+            for f in self.fields:
+                out.append(
+                    f"<tr><td style='padding:2px 8px;vertical-align:top'><code>{esc(f.path)}</code></td>"
+                    f"<td style='padding:2px 8px'>{_value_html(f.before, f.after, max_text)}</td></tr>"
+                )
+            out.append("</table>")
+        elif not self.chunks:
+            out.append("<p>No differences.</p>")
+        out.append("</div>")
+        return "".join(out)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
+_SIGN = {"added": "+", "dropped": "−", "moved": "↕", "same": "="}
+_BG = {"added": "#e6ffec", "dropped": "#ffebe9", "moved": "#fff8c5", "same": "transparent"}
+
+
+def _rescored(c: ChunkChange) -> bool:
+    return c.score_delta is not None and abs(c.score_delta) > SCORE_EPS
+
+
+def _rank_text(c: ChunkChange) -> str:
+    if c.rank_a is None:
+        return f"→ #{c.rank_b}"
+    if c.rank_b is None:
+        return f"#{c.rank_a} →"
+    return f"#{c.rank_a}" if c.rank_a == c.rank_b else f"#{c.rank_a} → #{c.rank_b}"
+
+
+def _score_pair(c: ChunkChange) -> str:
+    fa = "" if c.score_a is None else f"{c.score_a:.4f}"
+    fb = "" if c.score_b is None else f"{c.score_b:.4f}"
+    if c.score_a is None or c.score_b is None:
+        return fa or fb
+    return fa if not _rescored(c) else f"{fa} → {fb}"
+
+
+def _score_text(c: ChunkChange) -> str:
+    return f"score {_score_pair(c)}" if (c.score_a is not None or c.score_b is not None) else ""
+
+
+def _short(value: Any, n: int = 200) -> Any:
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, str) and len(value) > n:
+        return value[: n - 1] + "…"
+    return value
+
+
+def _value_html(before: Any, after: Any, max_text: int) -> str:
+    esc = html.escape
+    if isinstance(before, str) and isinstance(after, str) and ("\n" in before or "\n" in after or len(before) + len(after) > 160):
+        lines = difflib.unified_diff(before.splitlines(), after.splitlines(), "a", "b", lineterm="", n=1)
+        body = []
+        for ln in list(lines)[2:]:
+            color = "#1a7f37" if ln.startswith("+") else "#cf222e" if ln.startswith("-") else "#57606a"
+            body.append(f"<span style='color:{color}'>{esc(ln[:max_text])}</span>")
+        return "<pre style='margin:0;white-space:pre-wrap'>" + "\n".join(body) + "</pre>"
+    return (
+        f"<span style='color:#cf222e'>{esc(str(_short(before, max_text)))}</span> → "
+        f"<span style='color:#1a7f37'>{esc(str(_short(after, max_text)))}</span>"
+    )
+
+
+# -- computing --------------------------------------------------------------------------------
+def _keyed(results: Sequence[SearchResult]) -> list[tuple[tuple[str, int], SearchResult]]:
+    seen: dict[str, int] = {}
+    out = []
+    for r in results:
+        n = seen.get(r.id, 0)
+        seen[r.id] = n + 1
+        out.append(((r.id, n), r))
+    return out
+
+
+def _lis_keep(seq: list[int]) -> set[int]:
+    """Positions of one longest increasing subsequence of ``seq`` (distinct values)."""
+    import bisect
+
+    tails: list[int] = []  # values
+    tail_pos: list[int] = []
+    prev = [-1] * len(seq)
+    for i, v in enumerate(seq):
+        j = bisect.bisect_left(tails, v)
+        if j == len(tails):
+            tails.append(v)
+            tail_pos.append(i)
+        else:
+            tails[j] = v
+            tail_pos[j] = i
+        prev[i] = tail_pos[j - 1] if j > 0 else -1
+    keep: set[int] = set()
+    i = tail_pos[-1] if tail_pos else -1
+    while i >= 0:
+        keep.add(i)
+        i = prev[i]
+    return keep
+
+
+def diff_lists(a: Sequence[SearchResult], b: Sequence[SearchResult], name: str = "results") -> list[ChunkChange]:
+    """Chunk changes between two result lists, in b's order then the dropped ones in a's order.
+
+    A shared chunk is ``moved`` when it is not on one longest common subsequence of the shared
+    chunks' order (the fewest chunks that explain the reordering); otherwise ``same``.
+    """
+    ka, kb = _keyed(a), _keyed(b)
+    pos_a = {k: i for i, (k, _) in enumerate(ka)}
+    pos_b = {k: i for i, (k, _) in enumerate(kb)}
+    shared_in_b = [k for k, _ in kb if k in pos_a]
+    keep = _lis_keep([pos_a[k] for k in shared_in_b])
+    stays = {k for i, k in enumerate(shared_in_b) if i in keep}
+    ra = dict(ka)
+    out: list[ChunkChange] = []
+    for k, rb in kb:
+        if k in pos_a:
+            r0 = ra[k]
+            out.append(ChunkChange(
+                name, k[0], k[1], "same" if k in stays else "moved", pos_a[k] + 1, pos_b[k] + 1,
+                r0.score, rb.score, r0.content != rb.content, rb.knowledge_title,
+            ))
+        else:
+            out.append(ChunkChange(name, k[0], k[1], "added", None, pos_b[k] + 1, None, rb.score, False, rb.knowledge_title))
+    for k, r0 in ka:
+        if k not in pos_b:
+            out.append(ChunkChange(name, k[0], k[1], "dropped", pos_a[k] + 1, None, r0.score, None, False, r0.knowledge_title))
+    return out
+
+
+def _compare(va: Any, vb: Any, path: str, depth: int, out: list[FieldChange]) -> None:
+    """Record differing values; dicts present on both sides are descended ``depth`` levels, so a
+    sub-tree present on one side only is one change."""
+    if isinstance(va, dict) and isinstance(vb, dict) and depth > 0:
+        for k in dict.fromkeys(list(va) + list(vb)):
+            _compare(va.get(k), vb.get(k), f"{path}.{k}", depth - 1, out)
+    elif va != vb:
+        out.append(FieldChange(path, va, vb))
+
+
+def _as_chat(x: Any) -> ChatManage:
+    if isinstance(x, ChatManage):
+        return x
+    if isinstance(x, dict) and "state" in x:
+        from rag_lab.lab.capture import chat_manage_from_dict
+
+        return chat_manage_from_dict(x)
+    raise TypeError(f"diff: expected a ChatManage snapshot (run.state(stage)), got {type(x).__name__}")
+
+
+def diff(
+    a: ChatManage | dict[str, Any],
+    b: ChatManage | dict[str, Any],
+    lists: Iterable[str | tuple[str, str]] | None = None,
+    fields: bool = True,
+    labels: tuple[str, str] = ("a", "b"),
+) -> SnapshotDiff:
+    """Compare two snapshots (ChatManage, or its ``to_dict()`` view).
+
+    ``lists`` names the result lists to compare (default: search, rerank and merge results); a
+    pair ``("search_result", "rerank_result")`` compares a's search list with b's rerank list.
+    ``fields=False`` skips the request/state field comparison.
+    """
+    ca, cb = _as_chat(a), _as_chat(b)
+    out = SnapshotDiff(label_a=labels[0], label_b=labels[1])
+    for item in (lists if lists is not None else RESULT_LISTS):
+        la, lb = (item, item) if isinstance(item, str) else item
+        for nm in (la, lb):
+            if nm not in RESULT_LISTS:
+                raise ValueError(f"diff: unknown result list {nm!r}; choose from {', '.join(RESULT_LISTS)}")
+        name = la if la == lb else f"{la}→{lb}"
+        out.lists.append(name)
+        out.chunks.extend(diff_lists(getattr(ca.state, la), getattr(cb.state, lb), name))
+    if fields:
+        da, db = ca.to_dict(), cb.to_dict()
+        for part in ("request", "state"):
+            pa, pb = da[part], db[part]
+            for k in dict.fromkeys(list(pa) + list(pb)):
+                if part == "state" and k in _SKIP_STATE:
+                    continue
+                depth = 2 if k in ("params", "diagnostics", "summary_config") else 0
+                _compare(pa.get(k), pb.get(k), f"{part}.{k}", depth, out.fields)
+    return out

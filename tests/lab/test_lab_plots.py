@@ -1,0 +1,181 @@
+"""Each plot function on the stored capture: the drawn geometry is the data, and it renders."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from matplotlib.figure import Figure
+
+from rag_lab.lab.capture import Capture, load_capture
+from rag_lab.lab.frames import fusion_rows, merge_rows, mmr_inputs, mmr_selection, rerank_rows
+from rag_lab.lab.plots import (
+    figure_png,
+    plot_composite_scores,
+    plot_fusion,
+    plot_merge,
+    plot_mmr,
+    plot_stage_timings,
+)
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import SearchResult
+from tests.lab.data.make_capture import CAPTURE
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def cap() -> Capture:
+    return load_capture(CAPTURE)
+
+
+def _bars(ax):
+    from matplotlib.patches import Rectangle
+
+    return [p for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def _texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_composite_scores(cap):
+    rows = rerank_rows(cap)
+    fig = plot_composite_scores(cap)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    ax_m, ax_c = fig.axes
+    assert [b.get_width() for b in _bars(ax_m)] == pytest.approx([r["model_score"] for r in rows])
+    assert ax_m.lines[0].get_xdata()[0] == pytest.approx(0.1)  # the run's threshold
+    assert ax_m.get_title() == "threshold 0.10: 4 of 4 survive (ok)"
+    # three stacked parts per candidate: w·model, w·base, w·source, left to right
+    widths = [b.get_width() for b in _bars(ax_c)]
+    expect = [x for r in rows for x in (r["model_part"], r["base_part"], r["source_part"])]
+    assert widths == pytest.approx(expect)
+    lefts = [b.get_x() for b in _bars(ax_c)][:3]
+    assert lefts == pytest.approx([0.0, rows[0]["model_part"], rows[0]["model_part"] + rows[0]["base_part"]])
+    assert any("MMR #1" in t for t in _texts(ax_c))
+    assert figure_png(fig).startswith(PNG)
+
+
+def test_composite_scores_with_a_slider_threshold(cap):
+    fig = plot_composite_scores(cap, threshold=0.7)
+    ax_m, ax_c = fig.axes
+    assert ax_m.get_title() == "threshold 0.70: 1 of 4 survive (ok)"
+    assert ax_m.lines[0].get_xdata()[0] == pytest.approx(0.7)
+    filtered = [t for t in _texts(ax_c) if t.endswith("filtered")]
+    assert len(filtered) == 3
+    # greyed (alpha 0.3) stacks for the three filtered candidates
+    alphas = [b.get_alpha() for b in _bars(ax_c)]
+    assert alphas == [1.0] * 3 + [0.3] * 9
+
+
+def test_composite_boosts_are_drawn():
+    """FAQ and wiki boosts add a hatched segment from the composite score to the boosted score."""
+    diag = {
+        "threshold": 0.3, "fallback_min": 0.15, "outcome": "ok", "mmr_k": 2, "mmr_lambda": 0.7,
+        "weights": {"model": 0.6, "base": 0.3, "source": 0.1, "web_source_weight": 0.95},
+        "rows": [
+            {"id": "kb:faq#1", "chunk_type": "faq", "knowledge_source": "", "base_score": 0.5, "model_score": 0.8,
+             "composite_score": 0.73, "final_score": 0.876, "faq_boosted": True, "passed_threshold": True,
+             "kept_by": "", "selected": True},
+            {"id": "kb:web#1", "chunk_type": "web_search", "knowledge_source": "web_search", "base_score": 0.6,
+             "model_score": 0.5, "composite_score": 0.575, "final_score": 0.575, "faq_boosted": False,
+             "passed_threshold": True, "kept_by": "", "selected": True},
+        ],
+        "mmr": [],
+    }
+    chat = ChatManage()
+    chat.state.diagnostics["rerank"] = diag
+    wiki = SearchResult(id="kb:web#1", score=0.575 * 1.3, metadata={"wiki_boosted": "true"})
+    chat.state.rerank_result = [SearchResult(id="kb:faq#1", score=0.876), wiki]
+    fig = plot_composite_scores(Capture(snapshots={"chunk_rerank": chat}, params=PipelineParams()))
+    ax_c = fig.axes[1]
+    bars = _bars(ax_c)
+    assert len(bars) == 8  # 3 parts + boost per row
+    faq_boost, web_source, web_boost = bars[3], bars[6], bars[7]
+    assert faq_boost.get_x() == pytest.approx(0.73) and faq_boost.get_width() == pytest.approx(0.876 - 0.73)
+    assert web_source.get_width() == pytest.approx(0.1 * 0.95)  # web results weigh 0.95
+    assert web_boost.get_width() == pytest.approx(0.575 * 0.3) and faq_boost.get_hatch() == "//"
+    texts = _texts(ax_c)
+    assert any("FAQ ×1.20" in t for t in texts) and any("wiki" in t for t in texts)
+
+
+def test_mmr(cap):
+    inputs = mmr_inputs(cap)
+    fig = plot_mmr(cap)
+    ax_s, ax_l = fig.axes[:2]
+    bars = _bars(ax_s)
+    trace = inputs["trace"]
+    assert [b.get_height() for b in bars[: len(trace)]] == pytest.approx([s["relevance"] for s in trace])
+    assert [b.get_height() for b in bars[len(trace):]] == pytest.approx([s["redundancy"] for s in trace])
+    assert list(ax_s.lines[0].get_ydata()) == pytest.approx([s["mmr"] for s in trace])
+    assert ax_s.get_title() == "MMR steps at λ = 0.7 (k = 4, 4 candidates)"
+    labels = [t.get_text() for t in ax_l.get_yticklabels()]
+    assert labels == ["λ=0", "λ=0.3", "λ=0.5", "λ=0.7 (run)", "λ=0.9", "λ=1"]
+    # the λ=0 row shows the re-selected picks in order
+    cells = _texts(ax_l)
+    k = inputs["k"]
+    assert cells[:k] == [s["id"].split(":")[1] for s in mmr_selection(inputs, 0.0)]
+    other = plot_mmr(cap, lambdas=(0.2,), lam=0.2)
+    assert other.axes[0].get_title().startswith("MMR steps at λ = 0.2")
+    assert [t.get_text() for t in other.axes[1].get_yticklabels()] == ["λ=0.2", "λ=0.7 (run)"]
+
+
+def test_fusion(cap):
+    rows = fusion_rows(cap)
+    fig = plot_fusion(cap)
+    ax_b, ax_s = fig.axes[:2]
+    top = 0.7 / 61 + 0.3 / 61
+    widths = [b.get_width() for b in _bars(ax_b)]
+    expect = [x for r in rows for x in ((r["vector_rrf"] or 0) / top, (r["keyword_rrf"] or 0) / top)]
+    assert widths == pytest.approx(expect)
+    assert widths[0] + widths[1] == pytest.approx(1.0)  # first in both lists: the best attainable score
+    assert any("(v#1, k#1)" in t for t in _texts(ax_b))
+    assert len(ax_s.collections) == len(rows)
+    with pytest.raises(ValueError, match="no fusion trace"):
+        plot_fusion(Capture(snapshots=cap.snapshots))
+
+
+def test_merge(cap):
+    rows = merge_rows(cap)
+    fig = plot_merge(cap)
+    ax = fig.axes[0]
+    notes = _texts(ax)
+    assert notes[0] == "  kept; fused ← lighthouse.md#c1, lighthouse.md#c2; +0 before / +2 after"
+    assert "  merged into lighthouse.md#c0 (extend)" in notes
+    out_bars = [b.get_width() for b in _bars(ax) if b.get_alpha() is None]
+    assert out_bars == [r["length_out"] for r in rows if r["length_out"] is not None]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r["id"].split(":")[1] for r in rows]
+
+
+def test_stage_timings(cap):
+    fig = plot_stage_timings(cap)
+    ax = fig.axes[0]
+    bars = _bars(ax)
+    assert len(bars) == len(cap.timings) == 9
+    assert [b.get_width() for b in bars] == pytest.approx([max(t.duration_ms, 0.01) for t in cap.timings])
+    t0 = cap.timings[0].started_at
+    assert [b.get_x() for b in bars] == pytest.approx([(t.started_at - t0) * 1000 for t in cap.timings])
+    assert [t.get_text() for t in ax.get_yticklabels()] == cap.stages
+    with pytest.raises(ValueError, match="no stage timings"):
+        plot_stage_timings(Capture())
+
+
+def test_plots_never_touch_pyplot(tmp_path):
+    """Agg-safe: no pyplot import, no GUI backend, no global figures, PNGs written."""
+    code = (
+        "import sys, matplotlib\n"
+        "from rag_lab.lab.capture import load_capture\n"
+        "from rag_lab.lab import plots\n"
+        f"cap = load_capture({str(CAPTURE)!r})\n"
+        "for name in ('plot_composite_scores', 'plot_mmr', 'plot_fusion', 'plot_merge', 'plot_stage_timings'):\n"
+        f"    getattr(plots, name)(cap).savefig({str(tmp_path)!r} + '/' + name + '.png')\n"
+        "print('matplotlib.pyplot' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "False"
+    for name in ("plot_composite_scores", "plot_mmr", "plot_fusion", "plot_merge", "plot_stage_timings"):
+        assert (tmp_path / f"{name}.png").read_bytes().startswith(PNG)
