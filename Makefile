@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export RAGAS_DO_NOT_TRACK := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-fast venv clean
+.PHONY: demo test test-fast notebooks venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +20,13 @@ demo: $(STAMP)
 	$(PY) -m rag_lab.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --nbval-lax tests notebooks
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" tests
+
+notebooks: $(STAMP)
+	$(PY) notebooks/build_notebooks.py
 
 clean:
 	rm -rf $(VENV) .rag_lab .pytest_cache
