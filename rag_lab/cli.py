@@ -97,8 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ask)
 
     from rag_lab.lab.replay import add_replay_command
+    from rag_lab.stream.serve_cli import add_serve_command
 
     add_replay_command(sub)
+    add_serve_command(sub)
 
     p = sub.add_parser("eval", help="ingest a dataset and score retrieval on its questions")
     p.add_argument("--dataset", required=True, help="a name under datasets/ or a folder path")

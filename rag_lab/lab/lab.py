@@ -19,7 +19,6 @@ from rag_lab.pipeline.orchestrator import StageTiming
 from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
 from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
 from rag_lab.stream.bus import BusEvent
-from rag_lab.stream.manager import MemoryStreamManager
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.events import EventType
 from rag_lab.types.params import ParamsError, PipelineParams
@@ -195,7 +194,12 @@ class Lab:
             tracer=self.tracer,
             graph=self.workspace.graph,
         )
-        self.stream_manager = MemoryStreamManager()
+        from rag_lab.stream.factory import build_stream_manager
+
+        try:
+            self.stream_manager = build_stream_manager(cfg.get("stream_manager"))
+        except ValueError as exc:
+            raise LabConfigError(f"{source}: stream_manager: {exc}") from None
 
     # -- construction -----------------------------------------------------------------------
     @classmethod

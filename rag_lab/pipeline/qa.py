@@ -92,7 +92,8 @@ async def run_knowledge_qa(
                 bus.emit(BusEventType.ERROR, {"error": str(outcome.error), "error_code": outcome.error.error_type, "stage": "knowledge_qa_execution"})
             await wait_background(chat)
         except RequestCancelled:
-            outcome.cancelled = True
+            await wait_background(chat)  # the stream flushes its decoders before the turn is saved
             span.set_attribute("request.cancelled", True)
+    outcome.cancelled = chat.context.cancelled()
     outcome.total_ms = (time.perf_counter() - t0) * 1000
     return outcome

@@ -132,6 +132,12 @@ class PipelineParams(BaseModel):
     history_fetch_extra: int = _f(10, 0, 1000, "History fetch = max_rounds*2 + this", "§4.1")
     query_understand_history_fetch: int = _f(20, 0, 1000, "Messages read when rewriting without loaded history", "§4.3.2")
 
+    # --- streams and SSE (§8, §11.4) --------------------------------------------------------------
+    sse_poll_interval_ms: int = _f(100, 10, 10_000, "SSE loop polls the stream store this often", "§8.3")
+    stop_watch_interval_ms: int = _f(300, 10, 60_000, "Stop watcher poll interval", "§8.5")
+    stop_watch_max_s: float = _f(7200.0, 1.0, 86_400.0, "Stop watcher gives up after this long", "§8.5")
+    stream_ttl_s: int = _f(3600, 1, 30 * 86_400, "Redis stream key TTL", "§8.1")
+
     # --- sessions and memory (§9) ---------------------------------------------------------------
     session_title_max_runes: int = _f(100, 1, 10_000, "Generated session title cap", "§9.2")
     session_title_temperature: float = _f(0.3, 0.0, 2.0, "Session title call temperature", "§9.2")

@@ -1,0 +1,93 @@
+"""`rag-lab serve`: the chat server (ask with SSE, continue-stream, stop) on uvicorn.
+
+``add_serve_command(subparsers)`` adds the subcommand to the ``rag-lab`` parser; ``main`` runs it
+standalone (``python -m rag_lab.stream.serve_cli serve --port 8000``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve --host --port --config --workspace --stream-manager`` to ``subparsers``.
+
+    ``--config`` and ``--workspace`` may also be given before the subcommand (the top-level
+    options of ``rag-lab``); given after it, they win.
+    """
+    p = subparsers.add_parser(
+        "serve",
+        help="serve the chat API: POST /knowledge-chat/{session} (SSE), continue-stream, stop",
+        description=(
+            "Serve the lab over HTTP. Endpoints: POST /knowledge-chat/{session_id} {query, "
+            "knowledge_base_ids?} streams the answer as SSE; GET /sessions/continue-stream/"
+            "{session_id}?message_id=... replays and follows it; POST /sessions/{session_id}/stop "
+            "{message_id} stops it. The caller is the X-User-ID header (default 'anonymous')."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--config", default=argparse.SUPPRESS, help="lab YAML (default: config/lab.yaml)")
+    p.add_argument("--workspace", default=argparse.SUPPRESS, help="override the workspace folder")
+    p.add_argument(
+        "--stream-manager",
+        default=None,
+        metavar="memory|redis|URL",
+        help="event log backend: 'memory', 'redis' (address from REDIS_ADDR etc.) or a redis:// URL; "
+        "default: the config's stream_manager key, else STREAM_MANAGER_TYPE, else memory",
+    )
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=cmd_serve)
+    return p
+
+
+def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(app, lab, manager) for the parsed ``serve`` arguments; a bad config raises ValueError."""
+    from rag_lab.lab.lab import Lab
+    from rag_lab.stream.factory import build_stream_manager, resolve_settings
+    from rag_lab.stream.server import create_app
+
+    if args.stream_manager:
+        resolve_settings(args.stream_manager)  # a bad value fails before the models load
+    overrides: dict[str, Any] = {}
+    if getattr(args, "workspace", None):
+        overrides["workspace"] = args.workspace
+    lab = Lab.from_config(getattr(args, "config", None), **overrides)
+    spec = args.stream_manager if args.stream_manager else lab.config.get("stream_manager")
+    manager = build_stream_manager(spec, check=True)
+    return create_app(lab, manager=manager), lab, manager
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port: expected 1-65535, got {args.port}")
+    app, lab, manager = build_app(args)
+    kbs = ", ".join(kb.name for kb in lab.workspace.list_kbs()) or "none (run `rag-lab ingest` first)"
+    backend = "memory" if type(manager).__name__ == "MemoryStreamManager" else repr(manager)
+    print(
+        f"rag-lab serve: http://{args.host}:{args.port}  stream manager: {backend}  knowledge bases: {kbs}",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rag_lab.stream.serve_cli")
+    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
+    ap.add_argument("--workspace", default=None, help="override the workspace folder")
+    sub = ap.add_subparsers(dest="command", required=True)
+    add_serve_command(sub)
+    args = ap.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, LookupError) as exc:
+        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,533 @@
+"""The HTTP chat server: ask with a live SSE answer, resume, stop (spec §3.1, §8.3–§8.5, A.2).
+
+``create_app(lab)`` returns a FastAPI app with
+
+* ``POST /knowledge-chat/{session_id}`` ``{query, knowledge_base_ids? | kb?}``: starts the
+  pipeline as a background task that belongs to the server, not to the connection, and streams
+  the message's event log as SSE, polling the StreamManager every 100 ms from offset 0;
+* ``GET /sessions/continue-stream/{session_id}?message_id=…``: replays the log from offset 0 with
+  consecutive deltas coalesced (Appendix A.2), then follows it until ``complete`` / ``stop``;
+* ``POST /sessions/{session_id}/stop`` ``{message_id}``: owner only; cancels the generation and
+  keeps the partial answer.
+
+Nothing writes to a socket but the readers of the log, so a client may drop and come back (to
+any replica, with the Redis backend) and the answer keeps being generated. The caller is the
+``X-User-ID`` header (default ``anonymous``); a session belongs to the user whose request created
+it, and any other user gets 404 for it, as if it did not exist.
+
+Why a plain ``StreamingResponse`` and not sse-starlette: the spec fixes the frame bytes
+(``event:message\\ndata:<json>\\n\\n``, no space after the colons, Go's ``\\u003c`` escapes), which
+is a two-line function here, and Starlette already cancels the generator when the client
+disconnects. sse-starlette's extras (pings, ``retry:``) are not in the protocol.
+
+When a follower stops without ``complete`` (our choice; the spec only ends on complete / stop /
+disconnect, Appendix B.15): a follower of a generation running in this process ends once that
+task has finished and a read after its end found nothing new (so an ``error`` without
+``complete`` ends the stream as soon as the task is over, never hangs). A follower of a
+generation it cannot see (another replica, or a server restarted since) ends ``error_grace_s``
+after an ``error`` event with nothing newer, or after ``idle_timeout_s`` without any event.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, Request  # this module is the HTTP layer: import it only to serve
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from rag_lab.stream.bus import short_id
+from rag_lab.stream.coalesce import coalesce_events
+from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
+from rag_lab.stream.redis_manager import json_default
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent, StreamResponse
+
+log = logging.getLogger(__name__)
+
+#: spec §11.4 defaults, from PipelineParams
+_P = PipelineParams.model_fields
+SSE_POLL_INTERVAL_S: float = _P["sse_poll_interval_ms"].default / 1000
+STOP_WATCH_INTERVAL_S: float = _P["stop_watch_interval_ms"].default / 1000
+STOP_WATCH_MAX_S: float = _P["stop_watch_max_s"].default
+
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
+STOPPED_CONTENT = "Generation stopped by user"
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+DEFAULT_USER = "anonymous"
+_TERMINAL = {ResponseType.COMPLETE.value, STOP_RESPONSE_TYPE}
+
+
+@dataclass
+class StreamServerSettings:
+    """Timings of the SSE layer. The first three are the spec's; the rest are ours."""
+
+    poll_interval_s: float = SSE_POLL_INTERVAL_S
+    stop_watch_interval_s: float = STOP_WATCH_INTERVAL_S
+    stop_watch_max_s: float = STOP_WATCH_MAX_S
+    #: a follower without a local generation ends this long after an error with nothing newer
+    error_grace_s: float = 5.0
+    #: a follower without a local generation ends after this long without any new event
+    idle_timeout_s: float = 600.0
+    #: POST /stop waits this long for a local generation to wind down before answering
+    stop_wait_s: float = 10.0
+    #: finished generations are forgotten this long after they end (the log keeps their events)
+    keep_finished_s: float = 600.0
+
+    @classmethod
+    def from_params(cls, params: Any) -> "StreamServerSettings":
+        """The spec's timings from the lab's PipelineParams."""
+        return cls(
+            poll_interval_s=params.sse_poll_interval_ms / 1000,
+            stop_watch_interval_s=params.stop_watch_interval_ms / 1000,
+            stop_watch_max_s=params.stop_watch_max_s,
+        )
+
+
+# -- frames ----------------------------------------------------------------------------------
+
+
+def build_stream_response(event: StreamEvent, request_id: str) -> StreamResponse:
+    """A stored event as the SSE payload (§8.3): the request id as ``id``, data copied,
+    ``agent_query`` ids and ``references`` lifted; a stored ``stop`` becomes the stop notice."""
+    kind = str(event.type)
+    if kind == STOP_RESPONSE_TYPE:
+        return StreamResponse(id=request_id, response_type=STOP_RESPONSE_TYPE, content=STOPPED_CONTENT, done=True)
+    data = dict(event.data or {})
+    resp = StreamResponse(id=request_id, response_type=kind, content=event.content, done=event.done, data=data)
+    if kind == ResponseType.AGENT_QUERY.value:
+        resp.session_id = str(data.get("session_id") or "")
+        resp.assistant_message_id = str(data.get("assistant_message_id") or "")
+    elif kind == ResponseType.REFERENCES.value:
+        resp.knowledge_references = list(data.get("references") or [])
+    return resp
+
+
+def encode_json(obj: Any) -> str:
+    """Compact JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go's encoder does."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
+    return (
+        text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )
+
+
+def sse_frame(resp: StreamResponse) -> bytes:
+    """``event:message\\ndata:<json>\\n\\n`` (no space after the colons, §8.3)."""
+    return f"event:message\ndata:{encode_json(resp.to_dict())}\n\n".encode("utf-8")
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """A 4xx/5xx answer ``{"success": false, "error": ..., "field": ...}``."""
+
+    def __init__(self, status: int, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"success": False, "error": self.message}
+        if self.field:
+            out["field"] = self.field
+        return out
+
+
+def _check_id(value: str, name: str) -> str:
+    if not ID_PATTERN.match(value or ""):
+        raise ApiError(400, f"{name}: expected 1-128 characters from A-Z a-z 0-9 _ . -, got {value!r}", name)
+    return value
+
+
+def _check_resource_urls(request: Request) -> None:
+    """§8.6: ``handle`` (default) passes references through; ``public`` needs a URL signer,
+    which this server does not have, so it is refused rather than silently ignored."""
+    mode = request.query_params.get("resource_urls", "handle") or "handle"
+    if mode == "public":
+        raise ApiError(400, "resource_urls: 'public' is not supported by this server; use 'handle'", "resource_urls")
+    if mode != "handle":
+        raise ApiError(400, f"resource_urls: expected 'handle' or 'public', got {mode!r}", "resource_urls")
+
+
+def _caller(request: Request) -> str:
+    user = (request.headers.get("x-user-id") or "").strip()
+    return user or DEFAULT_USER
+
+
+async def _json_object(request: Request, example: str) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, f"request body is empty; expected a JSON object such as {example}", "body")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"request body is not valid JSON ({exc}); expected an object such as {example}", "body")
+    if not isinstance(body, dict):
+        raise ApiError(400, f"request body must be a JSON object such as {example}, got {type(body).__name__}", "body")
+    return body
+
+
+def _string_list(body: dict[str, Any], name: str) -> list[str]:
+    value = body.get(name)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ApiError(400, f"{name}: expected a list of non-empty strings, got {value!r}", name)
+    return [v.strip() for v in value]
+
+
+# -- generations -----------------------------------------------------------------------------
+
+
+@dataclass
+class Generation:
+    """One answer being generated in this process."""
+
+    session_id: str
+    message_id: str
+    request_id: str
+    user_id: str
+    query: str
+    kbs: list[str]
+    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+    stop_requested: bool = False
+    stop_written: bool = False
+    run: Any = None
+    error: str = ""
+    finished_at: float = 0.0  # time.monotonic() when the task ended
+
+    def finished(self) -> bool:
+        return self.task is not None and self.task.done()
+
+
+class StreamService:
+    """The state behind the endpoints: the lab, the log, the directory, running generations."""
+
+    def __init__(
+        self,
+        lab: Any,
+        manager: StreamManager,
+        directory: StreamDirectory,
+        settings: StreamServerSettings,
+    ) -> None:
+        self.lab = lab
+        self.manager = manager
+        self.directory = directory
+        self.settings = settings
+        self.generations: dict[tuple[str, str], Generation] = {}
+        self.active_followers = 0
+        # the in-memory backends never block; Redis calls go to a worker thread
+        self._inline = isinstance(manager, MemoryStreamManager) and isinstance(directory, MemoryStreamDirectory)
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._inline:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+    # -- generation ----------------------------------------------------------------------
+    def start(self, gen: Generation) -> None:
+        self._forget_finished()
+        self.generations[(gen.session_id, gen.message_id)] = gen
+        gen.task = asyncio.get_running_loop().create_task(self._generate(gen), name=f"generate-{gen.message_id}")
+
+    async def _generate(self, gen: Generation) -> None:
+        watcher = asyncio.get_running_loop().create_task(self._stop_watcher(gen))
+        try:
+            gen.run = await self.lab.aask(
+                gen.query,
+                kb=gen.kbs or None,
+                session_id=gen.session_id,
+                message_id=gen.message_id,
+                cancel_event=gen.cancel_event,
+                snapshots=False,
+            )
+        except Exception as exc:  # §3.1 step 9.4: reported unless the request was cancelled
+            gen.error = str(exc) or type(exc).__name__
+            log.exception("generation %s/%s failed", gen.session_id, gen.message_id)
+            if not gen.cancel_event.is_set():
+                await self._append_quietly(
+                    gen,
+                    StreamEvent(f"{short_id()}-error", ResponseType.ERROR.value, gen.error, True,
+                                data={"stage": "knowledge_qa_execution", "error": gen.error}),
+                )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if gen.stop_requested and not gen.stop_written:
+                gen.stop_written = True
+                await self._append_quietly(gen, self.stop_event(gen.session_id, gen.message_id))
+            gen.finished_at = time.monotonic()
+
+    def _forget_finished(self) -> None:
+        """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory)."""
+        cutoff = time.monotonic() - self.settings.keep_finished_s
+        for key in [k for k, g in self.generations.items() if g.finished() and 0 < g.finished_at < cutoff]:
+            del self.generations[key]
+
+    async def _append_quietly(self, gen: Generation, event: StreamEvent) -> None:
+        try:
+            await self.call(self.manager.append_event, gen.session_id, gen.message_id, event)
+        except Exception as exc:
+            log.warning("stream %s/%s: could not store a %s event: %s", gen.session_id, gen.message_id, event.type, exc)
+
+    @staticmethod
+    def stop_event(session_id: str, message_id: str) -> StreamEvent:
+        return StreamEvent(
+            f"stop-{time.time_ns()}", STOP_RESPONSE_TYPE, "", True,
+            data={"session_id": session_id, "message_id": message_id, "reason": "user_requested"},
+        )
+
+    async def _stop_watcher(self, gen: Generation) -> None:
+        """§8.5: a stop written by another replica reaches this generation through the log."""
+        offset = 0
+        deadline = time.monotonic() + self.settings.stop_watch_max_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(self.settings.stop_watch_interval_s)
+            try:
+                events, offset = await self.call(self.manager.get_events, gen.session_id, gen.message_id, offset)
+            except Exception as exc:
+                log.debug("stop watcher read failed (retrying): %s", exc)
+                continue
+            for ev in events:
+                if ev.type == STOP_RESPONSE_TYPE:
+                    gen.stop_requested = gen.stop_written = True
+                    gen.cancel_event.set()
+                    return
+                if ev.type == ResponseType.COMPLETE.value or (ev.type == ResponseType.ERROR.value and ev.done):
+                    return
+
+    async def shutdown(self, timeout: float = 5.0) -> None:
+        """Cancel what is still running (server exit) and wait a little for it to wind down."""
+        running = [g for g in self.generations.values() if g.task is not None and not g.task.done()]
+        for g in running:
+            g.cancel_event.set()
+        if running:
+            await asyncio.wait([g.task for g in running if g.task is not None], timeout=timeout)
+
+    # -- reading -------------------------------------------------------------------------
+    async def follow(
+        self,
+        session_id: str,
+        message_id: str,
+        request_id: str,
+        offset: int = 0,
+        replay: list[StreamEvent] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """SSE frames: ``replay`` first, then the log from ``offset`` until a terminal event."""
+        self.active_followers += 1
+        try:
+            s = self.settings
+            last_event = time.monotonic()
+            error_at: float | None = None
+            if replay is not None:  # §8.4: every stored event, then stop if the stream was done
+                for ev in replay:
+                    yield sse_frame(build_stream_response(ev, request_id))
+                    if ev.type == ResponseType.ERROR.value:
+                        error_at = time.monotonic()
+                if any(ev.type in _TERMINAL for ev in replay):
+                    return
+            while True:
+                gen = self.generations.get((session_id, message_id))
+                finished_before = gen is not None and gen.finished()
+                try:
+                    events, next_offset = await self.call(self.manager.get_events, session_id, message_id, offset)
+                except Exception as exc:  # §8.3: log, retry on the next tick
+                    log.warning("stream %s/%s: read failed (retrying): %s", session_id, message_id, exc)
+                    await asyncio.sleep(s.poll_interval_s)
+                    continue
+                for ev in events:
+                    if ev.type == STOP_RESPONSE_TYPE and gen is not None and not gen.cancel_event.is_set():
+                        gen.stop_requested = gen.stop_written = True
+                        gen.cancel_event.set()
+                    yield sse_frame(build_stream_response(ev, request_id))
+                    if ev.type in _TERMINAL:
+                        return
+                    if ev.type == ResponseType.ERROR.value:
+                        error_at = time.monotonic()
+                offset = next_offset
+                now = time.monotonic()
+                if events:
+                    last_event = now
+                elif finished_before:
+                    return  # the generation is over and its log is drained
+                elif gen is None and error_at is not None and now - last_event >= s.error_grace_s:
+                    return
+                elif gen is None and now - last_event >= s.idle_timeout_s:
+                    return
+                await asyncio.sleep(s.poll_interval_s)
+        finally:
+            self.active_followers -= 1
+
+    # -- endpoints' logic ----------------------------------------------------------------
+    async def owned_session(self, session_id: str, user: str) -> None:
+        owner = await self.call(self.directory.session_owner, session_id)
+        if owner is None:  # the directory lost it (Redis restarted without persistence):
+            local = next((g for g in self.generations.values() if g.session_id == session_id), None)
+            if local is not None:  # this process still knows who started the session
+                owner = await self.call(self.directory.claim_session, session_id, local.user_id)
+        if owner is None or owner != user:
+            raise ApiError(404, "Session not found", "session_id")
+
+    async def request_id_of(self, session_id: str, message_id: str) -> str:
+        gen = self.generations.get((session_id, message_id))
+        if gen is not None:
+            return gen.request_id
+        rid = await self.call(self.directory.message_request_id, session_id, message_id)
+        return rid or message_id
+
+    def resolve_kbs(self, names: list[str]) -> list[str]:
+        from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+
+        out: list[str] = []
+        for name in names:
+            try:
+                kb = self.lab.workspace.get_kb(name)
+            except KnowledgeBaseNotFound as exc:
+                raise ApiError(400, f"knowledge_base_ids: {exc}", "knowledge_base_ids") from None
+            if kb.id not in out:
+                out.append(kb.id)
+        return out
+
+    async def stop(self, session_id: str, message_id: str) -> dict[str, Any]:
+        gen = self.generations.get((session_id, message_id))
+        events, _ = await self.call(self.manager.get_events, session_id, message_id, 0)
+        if gen is None and not events:
+            raise ApiError(404, "Message not found", "message_id")
+        kinds = {e.type for e in events}
+        if STOP_RESPONSE_TYPE in kinds:
+            return {"success": True, "message": "Generation already stopped"}
+        if ResponseType.COMPLETE.value in kinds or (gen is not None and gen.finished()):
+            return {"success": True, "message": "Message already completed"}
+        if gen is None:  # running elsewhere (another replica): its stop watcher reads this
+            try:
+                await self.call(self.manager.append_event, session_id, message_id, self.stop_event(session_id, message_id))
+            except Exception as exc:
+                log.warning("could not write a stop event: %s", exc)
+                raise ApiError(500, "Failed to write stop event") from None
+            return {"success": True, "message": "Generation stopped"}
+        gen.stop_requested = True
+        gen.cancel_event.set()
+        assert gen.task is not None
+        try:  # let the answer stream flush so the stop event is the log's last word
+            await asyncio.wait_for(asyncio.shield(gen.task), self.settings.stop_wait_s)
+        except asyncio.TimeoutError:
+            if not gen.stop_written:
+                gen.stop_written = True
+                await self._append_quietly(gen, self.stop_event(session_id, message_id))
+        except Exception:
+            pass  # the generation's own failure is already in the log
+        return {"success": True, "message": "Generation stopped"}
+
+
+def create_app(
+    lab: Any,
+    *,
+    manager: StreamManager | None = None,
+    directory: StreamDirectory | None = None,
+    settings: StreamServerSettings | None = None,
+) -> FastAPI:
+    """The FastAPI app serving ``lab``. ``manager`` replaces ``lab.stream_manager`` when given;
+    the directory defaults to the one that lives beside the manager (Redis next to Redis)."""
+    from rag_lab.stream.factory import build_stream_directory
+
+    if manager is not None:
+        lab.stream_manager = manager
+    manager = lab.stream_manager
+    service = StreamService(
+        lab, manager, directory or build_stream_directory(manager),
+        settings or StreamServerSettings.from_params(lab.params),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await service.shutdown()
+
+    app = FastAPI(title="rag-lab", lifespan=lifespan)
+    app.state.service = service
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    def stream(frames: AsyncIterator[bytes], session_id: str, message_id: str) -> StreamingResponse:
+        headers = dict(SSE_HEADERS, **{"X-Session-ID": session_id, "X-Message-ID": message_id})
+        return StreamingResponse(frames, headers=headers)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "stream_manager": type(manager).__name__, "running": sum(
+            1 for g in service.generations.values() if not g.finished())}
+
+    @app.post("/knowledge-chat/{session_id}")
+    async def knowledge_chat(session_id: str, request: Request):
+        _check_id(session_id, "session_id")
+        _check_resource_urls(request)
+        body = await _json_object(request, '{"query": "When was the lighthouse built?"}')
+        if "query" not in body:
+            raise ApiError(400, "query: required (the question to answer)", "query")
+        query = body["query"]
+        if not isinstance(query, str):
+            raise ApiError(400, f"query: expected a string, got {type(query).__name__}", "query")
+        if not query.strip():
+            raise ApiError(400, "query: must not be empty", "query")
+        names = _string_list(body, "knowledge_base_ids") + _string_list(body, "kb")
+        kbs = service.resolve_kbs(list(dict.fromkeys(names)))
+        user = _caller(request)
+        owner = await service.call(service.directory.claim_session, session_id, user)
+        if owner != user:
+            raise ApiError(404, "Session not found", "session_id")
+        message_id = str(uuid.uuid4())
+        rid = (request.headers.get("x-request-id") or "").strip()
+        request_id = rid if ID_PATTERN.match(rid) else str(uuid.uuid4())
+        await service.call(service.directory.record_message, session_id, message_id, request_id)
+        gen = Generation(session_id, message_id, request_id, user, query, kbs)
+        service.start(gen)
+        return stream(service.follow(session_id, message_id, request_id, 0), session_id, message_id)
+
+    @app.get("/sessions/continue-stream/{session_id}")
+    async def continue_stream(session_id: str, request: Request):
+        _check_id(session_id, "session_id")
+        message_id = request.query_params.get("message_id", "")
+        if not message_id:
+            raise ApiError(400, "message_id: required query parameter", "message_id")
+        _check_id(message_id, "message_id")
+        _check_resource_urls(request)
+        await service.owned_session(session_id, _caller(request))
+        events, next_offset = await service.call(manager.get_events, session_id, message_id, 0)
+        if not events:
+            raise ApiError(404, "No stream events found", "message_id")
+        request_id = await service.request_id_of(session_id, message_id)
+        frames = service.follow(session_id, message_id, request_id, next_offset, coalesce_events(events))
+        return stream(frames, session_id, message_id)
+
+    @app.post("/sessions/{session_id}/stop")
+    async def stop(session_id: str, request: Request) -> dict[str, Any]:
+        _check_id(session_id, "session_id")
+        body = await _json_object(request, '{"message_id": "..."}')
+        message_id = body.get("message_id")
+        if not isinstance(message_id, str) or not message_id:
+            raise ApiError(400, f"message_id: required string, got {message_id!r}", "message_id")
+        _check_id(message_id, "message_id")
+        await service.owned_session(session_id, _caller(request))
+        return await service.stop(session_id, message_id)
+
+    return app
