@@ -247,8 +247,28 @@ class StreamService:
         self.generations[(gen.session_id, gen.message_id)] = gen
         gen.task = asyncio.get_running_loop().create_task(self._generate(gen), name=f"generate-{gen.message_id}")
 
+    async def _start_title(self, gen: Generation) -> None:
+        """§9.2: a first turn gets a title in the background; its ``session_title`` event goes to
+        the same stream (models that cannot follow instructions are skipped)."""
+        sessions = getattr(self.lab, "sessions", None)
+        if sessions is None:
+            return
+        from rag_lab.session.title import generate_title_async
+        from rag_lab.stream.bus import EventBus
+        from rag_lab.stream.handler import AgentStreamHandler
+
+        try:
+            await self.call(sessions.ensure_session, gen.session_id, gen.user_id)
+            bus = EventBus()
+            AgentStreamHandler(self.manager, gen.session_id, gen.message_id).subscribe(bus)
+            generate_title_async(sessions, gen.session_id, gen.query, self.lab.chat_model,
+                                 language=self.lab.language, bus=bus, prompts=self.lab.prompts)
+        except Exception as exc:  # a title never blocks an answer
+            log.warning("title generation for %s not started: %s", gen.session_id, exc)
+
     async def _generate(self, gen: Generation) -> None:
         watcher = asyncio.get_running_loop().create_task(self._stop_watcher(gen))
+        await self._start_title(gen)
         try:
             gen.run = await self.lab.aask(
                 gen.query,
