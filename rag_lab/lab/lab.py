@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
-_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices", "memory"}
+_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices", "memory", "web"}
 
 
 class LabConfigError(ValueError):
@@ -194,6 +194,12 @@ class Lab:
             tracer=self.tracer,
             graph=self.workspace.graph,
         )
+        from rag_lab.web import WebConfigError, web_services_from_config
+
+        try:
+            self.services.web_search, self.services.web_fetcher = web_services_from_config(cfg.get("web"), source=f"{source}: web")
+        except WebConfigError as exc:
+            raise LabConfigError(str(exc)) from None
         from rag_lab.stream.factory import build_stream_manager
 
         try:

@@ -69,6 +69,7 @@ def default_plugins(services: Services) -> list[Plugin]:
     from rag_lab.pipeline.plugins.rerank import PluginRerank
     from rag_lab.pipeline.plugins.search import PluginSearch
     from rag_lab.pipeline.plugins.search_parallel import PluginSearchParallel
+    from rag_lab.pipeline.plugins.web_fetch import PluginWebFetch
     from rag_lab.pipeline.plugins.wiki_boost import PluginWikiBoost
 
     search = PluginSearch(services)
@@ -76,7 +77,7 @@ def default_plugins(services: Services) -> list[Plugin]:
     return [
         search,  # 1 Search
         PluginRerank(services),  # 2 Rerank
-        # 3 WebFetch — retrieval issue
+        PluginWebFetch(services),  # 3 (the stage is in the pipeline only with web search on)
         PluginMerge(services),  # 4 Merge
         PluginDataAnalysis(services),  # 5 (the stage is in the pipeline only when enabled)
         PluginIntoChatMessage(services),  # 6

@@ -67,7 +67,7 @@ def test_with_error_makes_a_new_error_and_keeps_identity_of_singletons():
 
 def test_default_registration_order_follows_the_container():
     names = [type(p).__name__ for p in default_plugins(Services())]
-    order = ["PluginSearch", "PluginRerank", "PluginMerge", "PluginDataAnalysis", "PluginIntoChatMessage", "PluginChatCompletion",
+    order = ["PluginSearch", "PluginRerank", "PluginWebFetch", "PluginMerge", "PluginDataAnalysis", "PluginIntoChatMessage", "PluginChatCompletion",
              "PluginChatCompletionStream", "PluginFilterTopK", "PluginQueryUnderstand", "PluginLoadHistory",
              "PluginMemoryRecall", "PluginExtractEntity", "PluginSearchEntity", "PluginSearchParallel", "PluginWikiBoost", "PluginMemoryAffinity"]
     assert names == order

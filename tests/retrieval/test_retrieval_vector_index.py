@@ -116,7 +116,7 @@ def test_policy_picks_flat_below_and_hnsw_from_the_threshold():
     assert idx.kind == "hnsw"
     idx.search(x[0], 5)
     info = idx.ann_info()
-    assert info["graph_vectors"] == 150 and info["m"] == 16 and info["tombstones"] == 0
+    assert info["graph_vectors"] == 150 and info["m"] == 32 and info["tombstones"] == 0
 
 
 def test_hnsw_scores_are_exact_cosines_and_recall_matches_the_flat_scan():

@@ -1,0 +1,454 @@
+"""Hybrid search latency and recall@10: rag_lab vs the rank-bm25 + FAISS stack vs exact search.
+
+Usage:
+    .venv/bin/python benchmarks/search.py            # bundled corpora + synthetic 10k and 100k
+    .venv/bin/python benchmarks/search.py --quick    # hotpotqa + synthetic 10k, 50 queries
+    .venv/bin/python benchmarks/search.py --sizes 10000 --datasets none --queries 100
+
+For every corpus, in one process and on the same chunks, vectors and queries:
+
+* **rag_lab** — ``HybridSearcher.search`` over a Workspace (the path CHUNK_SEARCH takes): faiss
+  (flat below ``IndexPolicy.ann_min_vectors`` vectors, HNSW from there on) + bm25s, over-recall
+  pool 50, weighted RRF (k 60, 0.7 / 0.3) normalised to [0, 1], hydration from SQLite, top 10.
+  Where the policy picks HNSW, a second row forces the flat scan (``rag_lab (flat)``).
+* **rank-bm25 + FAISS flat** — the common LangChain-style stack: ``rank_bm25.BM25Okapi``
+  (k1 1.5, b 0.75, epsilon 0 so that its ranking is BM25's, the same as bm25s') over the same
+  tokens, a ``faiss.IndexFlatIP``, the same pool of 50 per retriever and the same weighted RRF
+  (:func:`rag_lab.retrieval.fusion.fuse_hits`), documents from an in-memory list.
+* **exact** — the reference for recall: every cosine with numpy, every BM25 score (bm25s), full
+  sorts by (score, chunk id), the same fusion.
+
+recall@10 = |top-10 ∩ exact top-10| / |exact top-10|, averaged over the queries. Latencies are per
+query with the query embedding given (embedding time is the same for every stack and excluded).
+``speed-up`` = the rank-bm25 + FAISS stack's p50 / this row's p50, measured in the same run.
+
+Bundled corpora (``datasets/*``) are embedded with the offline MiniLM model and queried with their
+own questions. Synthetic corpora are topic-clustered word documents (one chunk each) embedded by a
+bag-of-words topic model (384-d, low intrinsic dimension like sentence embeddings), queried with
+words drawn from a random document; they measure scale, not retrieval quality.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rag_lab.retrieval.base import IndexWithScore, SearchParams  # noqa: E402
+from rag_lab.retrieval.fusion import fuse_hits, resolve_rrf_k, resolve_rrf_weights  # noqa: E402
+from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER  # noqa: E402
+from rag_lab.types.params import PipelineParams  # noqa: E402
+
+TOP_K = 10
+BUNDLED = ("hotpotqa_hipporag100", "pubmedqa_pqal", "cmrc2018")
+
+
+# -- synthetic corpus --------------------------------------------------------------------------
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "du", "ga", "li", "mo", "na", "ri", "te",
+              "zu", "ba", "fe", "ho"]
+
+
+def _word(i: int) -> str:
+    """Distinct pronounceable words: 3 syllables, then 4 (base-20 digits)."""
+    n = 3 if i < 20**3 else 4
+    i = i if n == 3 else i - 20**3
+    return "".join(_SYLLABLES[(i // 20**k) % 20] for k in range(n))
+
+
+class TopicEmbedder:
+    """Bag-of-words embeddings with topic structure: a word's vector is its topic's centre plus
+    a component in a 16-d topic subspace; a text's vector is the normalised mean of its known
+    words' vectors. Deterministic for a seed; ``model_key`` names it."""
+
+    def __init__(self, n_topics: int, words_per_topic: int, n_common: int, dim: int = 384, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.dimension = dim
+        self.model_key = f"synthetic-topic-bow-{n_topics}x{words_per_topic}-{dim}|benchmark"
+        n_words = n_topics * words_per_topic + n_common
+        self.words = [_word(i) for i in range(n_words)]
+        self.ids = {w: i for i, w in enumerate(self.words)}
+        centres = rng.normal(size=(n_topics, dim)).astype(np.float32)
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        k = 16
+        vecs = np.empty((n_words, dim), dtype=np.float32)
+        for t in range(n_topics):
+            basis = rng.normal(size=(dim, k)).astype(np.float32) / np.sqrt(dim)
+            z = rng.normal(size=(words_per_topic, k)).astype(np.float32)
+            vecs[t * words_per_topic : (t + 1) * words_per_topic] = centres[t] + 2.5 * z @ basis.T
+        common_basis = rng.normal(size=(dim, k)).astype(np.float32) / np.sqrt(dim)
+        vecs[n_topics * words_per_topic :] = 0.8 * rng.normal(size=(n_common, k)).astype(np.float32) @ common_basis.T
+        self.vectors = vecs
+        self.n_topics, self.words_per_topic, self.n_common = n_topics, words_per_topic, n_common
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            ids = [self.ids[w] for w in text.lower().split() if w in self.ids]
+            if ids:
+                v = self.vectors[ids].mean(axis=0)
+                out[i] = v / (np.linalg.norm(v) or 1.0)
+        return out
+
+
+def synthetic_corpus(n_docs: int, n_queries: int, seed: int = 1) -> tuple[TopicEmbedder, list[dict], list[str]]:
+    """``n_docs`` one-chunk documents over ``n_docs // 200`` topics and ``n_queries`` questions."""
+    n_topics = max(20, n_docs // 200)
+    emb = TopicEmbedder(n_topics=n_topics, words_per_topic=80, n_common=300, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    topic_p = 1.0 / np.arange(1, n_topics + 1) ** 0.6
+    topic_p /= topic_p.sum()
+    word_p = 1.0 / np.arange(1, emb.words_per_topic + 1)
+    word_p /= word_p.sum()
+    common_p = 1.0 / np.arange(1, emb.n_common + 1)
+    common_p /= common_p.sum()
+    base_common = n_topics * emb.words_per_topic
+    topics = rng.choice(n_topics, size=n_docs, p=topic_p)
+    lengths = rng.integers(30, 55, size=n_docs)
+    docs, words_of = [], []
+    for i in range(n_docs):
+        n_topic = int(lengths[i] * 0.75)
+        tw = topics[i] * emb.words_per_topic + rng.choice(emb.words_per_topic, size=n_topic, p=word_p)
+        cw = base_common + rng.choice(emb.n_common, size=int(lengths[i]) - n_topic, p=common_p)
+        ids = np.concatenate([tw, cw])
+        rng.shuffle(ids)
+        words_of.append(tw)
+        docs.append({"id": f"s{i:06d}", "title": "", "text": " ".join(emb.words[j] for j in ids)})
+    queries = []
+    for d in rng.choice(n_docs, size=n_queries, replace=False):
+        picked = rng.choice(np.unique(words_of[d]), size=min(3, len(np.unique(words_of[d]))), replace=False)
+        queries.append(" ".join(emb.words[j] for j in picked))
+    return emb, docs, queries
+
+
+class DiskCachedEmbedder:
+    """Wraps an embedder with an on-disk cache (text sha256 → vector, one ``.npz`` per model),
+    so that re-running the benchmark does not re-embed the bundled corpora."""
+
+    def __init__(self, inner: Any, cache_dir: Path) -> None:
+        import hashlib
+
+        self.inner, self.model_key, self.dimension = inner, inner.model_key, inner.dimension
+        self._sha = lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()
+        safe = hashlib.sha256(self.model_key.encode()).hexdigest()[:16]
+        self.path = cache_dir / f"embeddings-{safe}.npz"
+        self.cache: dict[str, np.ndarray] = {}
+        if self.path.exists():
+            with np.load(self.path) as z:
+                self.cache = dict(zip(z["keys"].tolist(), z["vectors"]))
+        self.misses = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self._sha(t) for t in texts]
+        todo = [i for i, k in enumerate(keys) if k not in self.cache]
+        if todo:
+            self.misses += len(todo)
+            vecs = np.asarray(self.inner.embed([texts[i] for i in todo]), dtype=np.float32)
+            for i, v in zip(todo, vecs):
+                self.cache[keys[i]] = v
+        return np.stack([self.cache[k] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32)
+
+    def save(self) -> None:
+        if not self.misses:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp.npz")
+        np.savez(tmp, keys=np.asarray(list(self.cache)), vectors=np.stack(list(self.cache.values())))
+        tmp.replace(self.path)
+
+
+# -- corpora in a workspace --------------------------------------------------------------------
+@dataclass
+class Corpus:
+    name: str
+    ws: Any
+    kb: Any
+    embedder: Any
+    chunk_ids: list[str]
+    texts: list[str]
+    vectors: np.ndarray
+    queries: list[str]
+    query_vectors: np.ndarray
+    ingest_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def build_corpus(name: str, root: Path, embedder: Any, docs: list[dict], queries: list[str]) -> Corpus:
+    from rag_lab.knowledge.workspace import Workspace
+
+    ws = Workspace(root / name)
+    kb = ws.create_kb(name, embedder)
+    t0 = time.perf_counter()
+    ws.ingest_documents(kb, docs, embedder, progress=False)
+    ingest_s = time.perf_counter() - t0
+    entries, vectors = ws.vector_index(kb).export_vectors()
+    order = np.argsort([e.chunk_id for e in entries], kind="stable")
+    chunk_ids = [entries[i].chunk_id for i in order]
+    vectors = np.ascontiguousarray(vectors[order])
+    chunks = ws.store.get_chunks(chunk_ids)
+    texts = [chunks[c].content for c in chunk_ids]
+    qv = np.asarray(embedder.embed(queries), dtype=np.float32)
+    return Corpus(name, ws, kb, embedder, chunk_ids, texts, vectors, queries, qv, ingest_s)
+
+
+# -- the three stacks ----------------------------------------------------------------------------
+def _hits(ids: Sequence[str], scores: Sequence[float], match_type: int) -> list[IndexWithScore]:
+    return [IndexWithScore(id=c, content="", chunk_id=c, knowledge_id="", knowledge_base_id="", score=float(s),
+                           match_type=match_type) for c, s in zip(ids, scores)]
+
+
+class Fusion:
+    def __init__(self, params: PipelineParams) -> None:
+        self.k = resolve_rrf_k(params.rrf_k)
+        self.wv, self.wk = resolve_rrf_weights(params.rrf_vector_weight, params.rrf_keyword_weight)
+
+    def __call__(self, vec: list[IndexWithScore], kw: list[IndexWithScore]) -> list[str]:
+        return [h.chunk_id for h in fuse_hits(vec, kw, self.k, self.wv, self.wk)[:TOP_K]]
+
+
+class RankBm25FaissStack:
+    """rank_bm25.BM25Okapi + faiss.IndexFlatIP, fused with the same weighted RRF."""
+
+    def __init__(self, c: Corpus, pool: int, fusion: Fusion, threshold: float) -> None:
+        import faiss
+        from rank_bm25 import BM25Okapi
+
+        t0 = time.perf_counter()
+        self.bm25 = BM25Okapi([DEFAULT_TOKENIZER.tokenize(t) for t in c.texts], k1=1.5, b=0.75, epsilon=0.0)
+        self.index = faiss.IndexFlatIP(c.vectors.shape[1])
+        self.index.add(c.vectors)
+        self.build_s = time.perf_counter() - t0
+        self.ids = c.chunk_ids
+        self.docs = dict(zip(c.chunk_ids, c.texts))  # the docstore
+        self.pool, self.fusion, self.threshold = pool, fusion, threshold
+
+    def search(self, query: str, qvec: np.ndarray) -> list[str]:
+        scores = self.bm25.get_scores(DEFAULT_TOKENIZER.tokenize(query))
+        top = np.argsort(-scores, kind="stable")[: self.pool]
+        top = top[scores[top] > 0]
+        kw = _hits([self.ids[i] for i in top], scores[top], 1)
+        d, idx = self.index.search(qvec.reshape(1, -1), self.pool)
+        keep = [(i, s) for i, s in zip(idx[0], d[0]) if i >= 0 and s >= self.threshold]
+        vec = _hits([self.ids[i] for i, _ in keep], [s for _, s in keep], 0)
+        out = self.fusion(vec, kw)
+        self.last_docs = [self.docs[cid] for cid in out]  # what the retriever hands on
+        return out
+
+
+class ExactStack:
+    """Every cosine (numpy) and every BM25 score (bm25s scores the whole corpus), exact top-50s
+    with ties by chunk id, the same fusion."""
+
+    def __init__(self, c: Corpus, pool: int, fusion: Fusion, threshold: float) -> None:
+        self.kindex = c.ws.keyword_index(c.kb)
+        self.vectors, self.ids = c.vectors, c.chunk_ids
+        self.pool, self.fusion, self.threshold = pool, fusion, threshold
+
+    def search(self, query: str, qvec: np.ndarray) -> list[str]:
+        cos = self.vectors @ qvec
+        k = min(len(cos), self.pool + 16)
+        cand = np.argpartition(-cos, k - 1)[:k]
+        cand = cand[np.lexsort((cand, -cos[cand]))][: self.pool]  # ids are sorted: ties by chunk id
+        cand = cand[cos[cand] >= self.threshold]
+        vec = _hits([self.ids[i] for i in cand], cos[cand], 0)
+        kw_pairs = self.kindex.search(query, self.pool)  # full BM25 scoring, exact order
+        kw = _hits([c for c, _ in kw_pairs], [s for _, s in kw_pairs], 1)
+        return self.fusion(vec, kw)
+
+
+class RagLabStack:
+    """``HybridSearcher.search`` on the corpus' workspace."""
+
+    def __init__(self, c: Corpus, params: PipelineParams, threshold: float) -> None:
+        from rag_lab.retrieval.hybrid_search import HybridSearcher
+
+        self.searcher = HybridSearcher(c.ws, lambda kb: c.embedder, params)
+        self.kb_id, self.threshold = c.kb.id, threshold
+
+    async def search(self, query: str, qvec: np.ndarray) -> list[str]:
+        sp = SearchParams(query_text=query, query_embedding=qvec, match_count=TOP_K, vector_threshold=self.threshold,
+                          knowledge_base_ids=[self.kb_id])
+        return [r.id for r in await self.searcher.search(self.kb_id, sp)]
+
+
+# -- measuring -----------------------------------------------------------------------------------
+@dataclass
+class Row:
+    corpus: str
+    chunks: int
+    index: str
+    stack: str
+    p50: float
+    p95: float
+    recall: float
+    results: list[list[str]] = field(repr=False, default_factory=list)
+
+
+def _measure(fn: Callable[[str, np.ndarray], list[str]], c: Corpus, warm: int = 5) -> tuple[list[float], list[list[str]]]:
+    for q, v in list(zip(c.queries, c.query_vectors))[:warm]:
+        fn(q, v)
+    times, out = [], []
+    for q, v in zip(c.queries, c.query_vectors):
+        t0 = time.perf_counter()
+        out.append(fn(q, v))
+        times.append((time.perf_counter() - t0) * 1000)
+    return times, out
+
+
+async def _measure_async(stack: RagLabStack, c: Corpus, warm: int = 5) -> tuple[list[float], list[list[str]]]:
+    for q, v in list(zip(c.queries, c.query_vectors))[:warm]:
+        await stack.search(q, v)
+    times, out = [], []
+    for q, v in zip(c.queries, c.query_vectors):
+        t0 = time.perf_counter()
+        out.append(await stack.search(q, v))
+        times.append((time.perf_counter() - t0) * 1000)
+    return times, out
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q))
+
+
+def recall_at_k(got: list[list[str]], ref: list[list[str]]) -> float:
+    vals = [len(set(g[:TOP_K]) & set(r[:TOP_K])) / len(r[:TOP_K]) for g, r in zip(got, ref) if r]
+    return statistics.fmean(vals) if vals else float("nan")
+
+
+def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = ()) -> list[Row]:
+    from rag_lab.retrieval.hybrid_search import pool_size
+    from rag_lab.retrieval.vector_index import IndexPolicy
+
+    threshold = 0.0
+    pool = pool_size(TOP_K, 1, params)
+    fusion = Fusion(params)
+    n = len(c.chunk_ids)
+    vindex = c.ws.vector_index(c.kb)
+    kind = vindex.kind
+    rows: list[Row] = []
+
+    exact = ExactStack(c, pool, fusion, threshold)
+    t, ref = _measure(exact.search, c)
+    rows.append(Row(c.name, n, "numpy", "exact", _pct(t, 50), _pct(t, 95), 1.0, ref))
+
+    lc = RankBm25FaissStack(c, pool, fusion, threshold)
+    c.notes.append(f"rank-bm25 + FAISS index build {lc.build_s:.1f} s")
+    t, got = _measure(lc.search, c)
+    rows.append(Row(c.name, n, "flat", "rank-bm25 + FAISS flat", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+    del lc
+    gc.collect()
+
+    ours = RagLabStack(c, params, threshold)
+    t, got = asyncio.run(_measure_async(ours, c))
+    rows.append(Row(c.name, n, kind, "rag_lab", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+    if kind != "flat":
+        saved = vindex.policy
+        rows[-1].stack = f"rag_lab (efSearch {saved.hnsw_ef_search})"
+        for ef in ef_search:
+            if ef == saved.hnsw_ef_search:
+                continue
+            vindex.policy = dataclasses.replace(saved, hnsw_ef_search=ef)
+            t, got = asyncio.run(_measure_async(ours, c))
+            rows.append(Row(c.name, n, kind, f"rag_lab (efSearch {ef})", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+        hnsw_rows = sorted(rows[2:], key=lambda r: int(r.stack.split()[-1].rstrip(")")))
+        rows[2:] = hnsw_rows
+        vindex.policy = IndexPolicy(ann_min_vectors=0)
+        t, got = asyncio.run(_measure_async(ours, c))
+        vindex.policy = saved
+        rows.append(Row(c.name, n, "flat", "rag_lab (flat)", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    base = {r.corpus: r.p50 for r in rows if r.stack.startswith("rank-bm25")}
+    head = f"| {'corpus':<22}| {'chunks':>8} | {'index':<6}| {'stack':<24}| {'p50 ms':>8} | {'p95 ms':>8} | {'recall@10':>9} | {'speed-up':>8} |"
+    print(head)
+    print("|" + "|".join("-" * (len(p)) for p in head.split("|")[1:-1]) + "|")
+    for r in rows:
+        sp = base[r.corpus] / r.p50 if r.p50 > 0 else float("nan")
+        print(f"| {r.corpus:<22}| {r.chunks:>8,} | {r.index:<6}| {r.stack:<24}| {r.p50:>8.2f} | {r.p95:>8.2f} | "
+              f"{r.recall:>9.3f} | {sp:>7.2f}× |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="hotpotqa + synthetic 10k, 50 queries (~1-2 min)")
+    ap.add_argument("--sizes", default=None, help="synthetic corpus sizes, comma-separated (default 10000,100000)")
+    ap.add_argument("--datasets", default=None, help=f"bundled corpora, comma-separated or 'none' (default {','.join(BUNDLED)})")
+    ap.add_argument("--queries", type=int, default=None, help="queries per corpus (default 200, quick 50)")
+    ap.add_argument("--ef-search", default="64,1024",
+                    help="extra HNSW efSearch values measured where the index is HNSW (default 64,1024)")
+    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "rag_lab" / "benchmarks"),
+                    help="where MiniLM embeddings of the bundled corpora are kept between runs ('' = nowhere)")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "10000,100000")).split(",") if s]
+    names = args.datasets or ("hotpotqa_hipporag100" if args.quick else ",".join(BUNDLED))
+    datasets = [] if names == "none" else [n for n in names.split(",") if n]
+    n_queries = args.queries or (50 if args.quick else 200)
+    ef_search = [int(x) for x in args.ef_search.split(",") if x]
+    params = PipelineParams()
+
+    import faiss
+
+    from rag_lab.retrieval.vector_index import VectorIndex
+
+    print(f"python {sys.version.split()[0]}, faiss {faiss.__version__}, cores {__import__('os').cpu_count()}, "
+          f"{n_queries} queries per corpus, top {TOP_K}, pool {params.over_recall_min}, "
+          f"HNSW from {VectorIndex.default_policy.ann_min_vectors:,} vectors "
+          f"(M {VectorIndex.default_policy.hnsw_m}, efSearch {VectorIndex.default_policy.hnsw_ef_search})")
+    rows: list[Row] = []
+    notes: list[str] = []
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if datasets:
+            from rag_lab.eval.datasets import load_dataset
+            from rag_lab.models.embedding import OnnxMiniLMEmbedder
+
+            emb = OnnxMiniLMEmbedder()
+            if args.cache:
+                emb = DiskCachedEmbedder(emb, Path(args.cache))
+            for name in datasets:
+                ds = load_dataset(name)
+                docs = [{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus]
+                qs = [q.question for q in ds.queries[:n_queries]]
+                c = build_corpus(name, root, emb, docs, qs)
+                cached = "" if not isinstance(emb, DiskCachedEmbedder) else f", {emb.misses} texts embedded, rest cached"
+                c.notes.append(f"ingested {len(docs)} docs → {len(c.chunk_ids)} chunks in {c.ingest_s:.1f} s "
+                               f"(MiniLM embedding included{cached})")
+                if isinstance(emb, DiskCachedEmbedder):
+                    emb.save()
+                    emb.misses = 0
+                rows += bench_corpus(c, params, ef_search)
+                notes += [f"{name}: {n}" for n in c.notes]
+                c.ws.close()
+        for size in sizes:
+            emb, docs, qs = synthetic_corpus(size, n_queries)
+            name = f"synthetic-{size // 1000}k"
+            c = build_corpus(name, root, emb, docs, qs)
+            c.notes.append(f"ingested {size:,} docs in {c.ingest_s:.1f} s (index kind {c.ws.vector_index(c.kb).kind})")
+            rows += bench_corpus(c, params, ef_search)
+            notes += [f"{name}: {n}" for n in c.notes]
+            c.ws.close()
+            del c
+            gc.collect()
+    print()
+    print_table(rows)
+    print()
+    for n in notes:
+        print(f"- {n}")
+    print(f"- total {time.perf_counter() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""Fetch a web page and extract its main text (used by WEB_FETCH, spec §4.7).
+
+:class:`PageFetcher` downloads with an ``httpx.AsyncClient`` under one overall deadline, reads
+at most ``max_download_bytes`` of the body, accepts only HTML, XHTML and plain text (checked on
+the response headers, before the body is read), decodes with the declared charset (header, then
+``<meta charset>``, then UTF-8 with replacement characters), and extracts the main text with
+trafilatura. When trafilatura is not installed or finds nothing, a stdlib ``html.parser`` text
+extraction is used instead; :attr:`FetchedPage.extractor` says which one produced the text.
+
+Only ``http`` and ``https`` URLs are fetched; ``file://`` URLs only when ``allow_file=True``
+(offline labs over a folder of saved pages). Every failure raises :class:`FetchError` naming the
+URL and what went wrong; the WEB_FETCH stage logs it and keeps the search snippet.
+"""
+from __future__ import annotations
+
+import asyncio
+import codecs
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+log = logging.getLogger(__name__)
+
+#: media type → how its body is turned into text
+SUPPORTED_MEDIA_TYPES: Mapping[str, str] = {
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/plain": "text",
+    "text/markdown": "text",
+    "text/x-markdown": "text",
+}
+#: ``file://`` suffix → media type
+FILE_MEDIA_TYPES: Mapping[str, str] = {
+    ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
+    ".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
+}
+EXTRACTORS = ("trafilatura", "html.parser")
+DEFAULT_USER_AGENT = "rag_lab-web-fetch/0.1"
+TRUNCATION_MARKER = "\n...(truncated)"
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+
+
+class FetchError(RuntimeError):
+    """A page could not be fetched or read; the message names the URL."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"fetch {url!r}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class FetchedPage:
+    """A fetched page and how its text was obtained."""
+
+    url: str
+    text: str
+    extractor: str  # "trafilatura" | "html.parser" | "plain"
+    status: int = 200
+    final_url: str = ""
+    content_type: str = ""
+    bytes_read: int = 0
+    #: the body was longer than ``max_download_bytes`` and only its start was read
+    download_truncated: bool = False
+    elapsed_ms: float = 0.0
+
+
+# -- pure helpers ----------------------------------------------------------------------------
+def truncate_utf8(text: str, max_bytes: int, marker: str = TRUNCATION_MARKER) -> tuple[str, bool]:
+    """``(text, False)`` when its UTF-8 encoding fits in ``max_bytes``; otherwise its first
+    ``max_bytes`` bytes decoded with replacement characters (a character cut in half becomes
+    U+FFFD) followed by ``marker``, and True (spec §4.7 step 5)."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes={max_bytes} must be >= 0")
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text, False
+    return raw[:max_bytes].decode("utf-8", errors="replace") + marker, True
+
+
+def media_type(content_type: str | None) -> str:
+    """``"text/html; charset=utf-8"`` → ``"text/html"`` (lower case; ``""`` when absent)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _valid_codec(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        return codecs.lookup(name.strip().strip("\"'")).name
+    except LookupError:
+        return None
+
+
+def declared_charset(content_type: str | None, body: bytes) -> str:
+    """The body's encoding: the header's ``charset``, else a UTF-8/16 BOM, else an HTML
+    ``<meta charset>`` in the first 4 KiB, else UTF-8. Unknown names are ignored."""
+    for part in (content_type or "").split(";")[1:]:
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            found = _valid_codec(value)
+            if found:
+                return found
+    if body.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if body.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    m = _META_CHARSET.search(body[:4096])
+    if m:
+        found = _valid_codec(m.group(1).decode("ascii", "replace"))
+        if found:
+            return found
+    return "utf-8"
+
+
+def stdlib_html_text(html: str) -> str:
+    """Visible text of an HTML page with the stdlib parser (``script``/``style`` dropped, block
+    elements as line breaks); the page title when the body has no text."""
+    from rag_lab.knowledge.ingestion import html_to_text
+
+    title, text = html_to_text(html)
+    return text or title
+
+
+_trafilatura: Any = None
+_trafilatura_missing = False
+
+
+def _load_trafilatura() -> Any:
+    global _trafilatura, _trafilatura_missing
+    if _trafilatura is None and not _trafilatura_missing:
+        try:
+            import trafilatura  # lazy: heavy import (lxml, dateparser)
+
+            _trafilatura = trafilatura
+        except ImportError:
+            _trafilatura_missing = True
+            log.warning("trafilatura is not installed: web pages are extracted with html.parser")
+    return _trafilatura
+
+
+def extract_main_text(html: str, url: str = "", extractor: str = "trafilatura") -> tuple[str, str]:
+    """``(text, extractor used)``: trafilatura's main text (boilerplate removed), or the stdlib
+    extraction when trafilatura is unavailable, not asked for, or returns nothing."""
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"extractor={extractor!r} is not one of {EXTRACTORS}")
+    if extractor == "trafilatura":
+        traf = _load_trafilatura()
+        if traf is not None:
+            try:
+                text = traf.extract(html, url=url or None, include_comments=False, include_tables=True)
+            except Exception as exc:  # a parser crash on odd markup: use the fallback
+                log.warning("trafilatura failed on %s: %s", url or "a page", exc)
+                text = None
+            if text and text.strip():
+                return text.strip(), "trafilatura"
+    return stdlib_html_text(html), "html.parser"
+
+
+# -- the fetcher -----------------------------------------------------------------------------
+class PageFetcher:
+    """``await fetch(url) -> str``: the main text of a web page (see the module docstring).
+
+    ``timeout_s`` bounds the whole download (connect, headers and body); ``max_download_bytes``
+    caps the body read; ``extractor`` is ``"trafilatura"`` (falls back to ``"html.parser"``) or
+    ``"html.parser"``. A new ``httpx.AsyncClient`` is made per call unless ``client`` is given
+    (clients are bound to one event loop, and the lab may run each question on its own loop)."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 10.0,
+        max_download_bytes: int = 2_000_000,
+        allow_file: bool = False,
+        extractor: str = "trafilatura",
+        user_agent: str = DEFAULT_USER_AGENT,
+        max_redirects: int = 5,
+        trust_env: bool = True,
+        client: Any = None,
+    ) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"PageFetcher timeout_s={timeout_s!r} must be > 0")
+        if max_download_bytes <= 0:
+            raise ValueError(f"PageFetcher max_download_bytes={max_download_bytes!r} must be > 0")
+        if extractor not in EXTRACTORS:
+            raise ValueError(f"PageFetcher extractor={extractor!r} is not one of {EXTRACTORS}")
+        if max_redirects < 0:
+            raise ValueError(f"PageFetcher max_redirects={max_redirects!r} must be >= 0")
+        self.timeout_s = float(timeout_s)
+        self.max_download_bytes = int(max_download_bytes)
+        self.allow_file = bool(allow_file)
+        self.extractor = extractor
+        self.user_agent = user_agent
+        self.max_redirects = int(max_redirects)
+        self.trust_env = bool(trust_env)
+        self._client = client
+
+    def __repr__(self) -> str:
+        return (f"PageFetcher(timeout_s={self.timeout_s:g}, max_download_bytes={self.max_download_bytes}, "
+                f"allow_file={self.allow_file}, extractor={self.extractor!r})")
+
+    async def fetch(self, url: str) -> str:
+        """The page's main text (may be empty)."""
+        return (await self.fetch_page(url)).text
+
+    async def fetch_page(self, url: str) -> FetchedPage:
+        """The page's text with the status, media type, byte count and extractor used."""
+        t0 = time.perf_counter()
+        scheme = urlsplit(url).scheme.lower() if url else ""
+        if not url or not url.strip():
+            raise FetchError(url, "empty URL")
+        if scheme == "file":
+            if not self.allow_file:
+                raise FetchError(url, "file:// URLs are not allowed (PageFetcher(allow_file=True) enables them)")
+            page = await asyncio.to_thread(self._read_file, url)
+        elif scheme in ("http", "https"):
+            try:
+                page = await asyncio.wait_for(self._download(url), self.timeout_s)
+            except (asyncio.TimeoutError, TimeoutError):
+                raise FetchError(url, f"timed out after {self.timeout_s:g}s") from None
+        else:
+            allowed = "http, https" + (", file" if self.allow_file else "")
+            raise FetchError(url, f"scheme {scheme or '(none)'!r} is not allowed (allowed: {allowed})")
+        raw, ctype, status, final_url, truncated = page
+        kind = SUPPORTED_MEDIA_TYPES.get(media_type(ctype))
+        if kind is None:  # no Content-Type header: sniff markup
+            kind = "html" if raw.lstrip()[:1] == b"<" else "text"
+        text_in = raw.decode(declared_charset(ctype, raw), errors="replace")
+        if kind == "html":
+            text, used = await asyncio.to_thread(extract_main_text, text_in, final_url or url, self.extractor)
+        else:
+            text, used = text_in.strip(), "plain"
+        return FetchedPage(
+            url=url, text=text, extractor=used, status=status, final_url=final_url, content_type=media_type(ctype),
+            bytes_read=len(raw), download_truncated=truncated, elapsed_ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    # -- transports -------------------------------------------------------------------------
+    async def _download(self, url: str) -> tuple[bytes, str, int, str, bool]:
+        import httpx
+
+        headers = {
+            "User-Agent": self.user_agent,
+            "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1",
+        }
+        own = self._client is None
+        client = self._client or httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s), follow_redirects=True, max_redirects=self.max_redirects,
+            trust_env=self.trust_env,
+        )
+        try:
+            async with client.stream("GET", url, headers=headers) as resp:
+                final_url = str(resp.url)
+                if final_url != url and urlsplit(final_url).scheme.lower() not in ("http", "https"):
+                    raise FetchError(url, f"redirected to a non-http URL {final_url!r}")
+                if resp.status_code >= 300:
+                    reason = resp.reason_phrase or ""
+                    raise FetchError(url, f"HTTP {resp.status_code}{' ' + reason if reason else ''}")
+                ctype = resp.headers.get("content-type", "")
+                mt = media_type(ctype)
+                if mt and mt not in SUPPORTED_MEDIA_TYPES:
+                    raise FetchError(
+                        url, f"unsupported content type {mt!r} (expected one of {', '.join(SUPPORTED_MEDIA_TYPES)})"
+                    )
+                buf = bytearray()
+                truncated = False
+                async for chunk in resp.aiter_bytes():
+                    buf += chunk
+                    if len(buf) > self.max_download_bytes:
+                        truncated = True
+                        del buf[self.max_download_bytes:]
+                        break
+                return bytes(buf), ctype, resp.status_code, final_url, truncated
+        except FetchError:
+            raise
+        except httpx.TooManyRedirects:
+            raise FetchError(url, f"more than {self.max_redirects} redirects") from None
+        except httpx.TimeoutException:
+            raise FetchError(url, f"timed out after {self.timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            raise FetchError(url, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            if own:
+                await client.aclose()
+
+    def _read_file(self, url: str) -> tuple[bytes, str, int, str, bool]:
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise FetchError(url, f"file:// URL with a remote host {parts.netloc!r}")
+        path = Path(url2pathname(parts.path))
+        ctype = FILE_MEDIA_TYPES.get(path.suffix.lower())
+        if ctype is None:
+            raise FetchError(url, f"unsupported file type {path.suffix!r} (supported: {', '.join(FILE_MEDIA_TYPES)})")
+        try:
+            with path.open("rb") as fh:
+                raw = fh.read(self.max_download_bytes + 1)
+        except OSError as exc:
+            raise FetchError(url, f"cannot read {path}: {exc.strerror or exc}") from None
+        truncated = len(raw) > self.max_download_bytes
+        return raw[: self.max_download_bytes], ctype, 200, url, truncated
