@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q --nbval-lax tests notebooks
+	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --quiet --out reports
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests

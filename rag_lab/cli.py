@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
@@ -61,22 +60,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from rag_lab.eval.datasets import load_dataset
-    from rag_lab.eval.runner import evaluate_lab, write_retrieval_report
-
-    lab = _lab(args)
-    ds = load_dataset(args.dataset)
-    kb = args.kb or ds.name
-    lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus], kb=kb)
-    result = asyncio.run(evaluate_lab(lab, ds, kb, n_queries=args.limit))
-    for k, v in result.summary().items():
-        print(f"{k:>14}: {v:.4f}")
-    paths = write_retrieval_report(result, args.out, f"{ds.name}_retrieval")
-    print("wrote " + ", ".join(map(str, paths)))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rag-lab", description=__doc__)
     ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
@@ -96,18 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ask)
 
+    from rag_lab.eval.cli import add_eval_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
+    add_eval_commands(sub)
     add_replay_command(sub)
     add_serve_command(sub)
 
-    p = sub.add_parser("eval", help="ingest a dataset and score retrieval on its questions")
-    p.add_argument("--dataset", required=True, help="a name under datasets/ or a folder path")
-    p.add_argument("--kb", default=None)
-    p.add_argument("--limit", type=int, default=None, help="first N questions")
-    p.add_argument("--out", default="reports")
-    p.set_defaults(func=cmd_eval)
     return ap
 
 

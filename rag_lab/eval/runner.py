@@ -241,3 +241,103 @@ def write_retrieval_report(result: EvalResult, out_dir: str | Path, name: str, e
     mpath = out / f"{name}.md"
     mpath.write_text("\n".join(lines), encoding="utf-8")
     return [jpath, mpath]
+
+
+# --------------------------------------------------------------------------- suites
+
+
+@dataclass
+class SuiteSpec:
+    """Which slice of a dataset to evaluate: ``Dataset.subset(n_queries, max_docs, seed)``."""
+
+    dataset: str
+    n_queries: int | None = None
+    max_docs: int | None = None
+    seed: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for fname in ("n_queries", "max_docs"):
+            v = getattr(self, fname)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"suite {self.dataset!r}: {fname} must be an integer >= 1, got {v!r}")
+        if not self.name:
+            self.name = Path(self.dataset).name if ("/" in self.dataset or "\\" in self.dataset) else self.dataset
+
+    def load(self) -> Dataset:
+        from rag_lab.eval.datasets import load_dataset
+
+        ds = load_dataset(self.dataset)
+        if self.n_queries is None and self.max_docs is None:
+            return ds
+        return ds.subset(self.n_queries if self.n_queries is not None else len(ds.queries), self.max_docs, self.seed)
+
+    @property
+    def kb_name(self) -> str:
+        """The knowledge base the suite is ingested into (the corpus slice is part of the name)."""
+        base = f"eval-{self.name}"
+        return base if self.max_docs is None else f"{base}-d{self.max_docs}-s{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "n_queries": self.n_queries, "max_docs": self.max_docs,
+                "seed": self.seed, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SuiteSpec:
+        return cls(str(d["dataset"]), d.get("n_queries"), d.get("max_docs"), int(d.get("seed") or 0),
+                   str(d.get("name") or ""))
+
+
+def parse_suite_spec(text: str) -> SuiteSpec:
+    """``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]``; empty fields keep the default (all)."""
+    parts = text.split(":")
+    i = len(parts)
+    while i > 1 and len(parts) - i < 3 and (parts[i - 1] == "" or parts[i - 1].isdigit()):
+        i -= 1
+    name, nums = ":".join(parts[:i]), parts[i:]
+    if not name:
+        raise ValueError(f"dataset spec {text!r}: the dataset name or path is empty")
+    vals = [int(x) if x else None for x in nums] + [None] * (3 - len(nums))
+    return SuiteSpec(name, vals[0], vals[1], vals[2] if vals[2] is not None else 0)
+
+
+async def evaluate_suites(
+    lab: Lab,
+    specs: Iterable[SuiteSpec],
+    params: PipelineParams | Mapping[str, Any] | None = None,
+    ragas_metrics: Iterable[str] = (),
+    judge: Any = None,
+    ks: Iterable[int] = DEFAULT_KS,
+    progress: bool = True,
+    meta: Mapping[str, Any] | None = None,
+) -> Any:
+    """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
+    whose ``meta["spec"]`` can reproduce the run (the gate re-runs it)."""
+    from rag_lab.eval.report import EvalReport, SuiteResult
+
+    spec_list = list(specs)
+    names = [s.name for s in spec_list]
+    if len(set(names)) != len(names):
+        raise ValueError(f"suite names must be unique, got {names}")
+    metrics = list(ragas_metrics)
+    ks_t = tuple(ks)
+    suites: list[SuiteResult] = []
+    for spec in spec_list:
+        ds = spec.load()
+        ingest_dataset(lab, ds, spec.kb_name, progress=False)
+        res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
+        ragas = None
+        if metrics:
+            from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
+
+            ragas = await ascore_samples(samples_from_records(res.records, ds), metrics, judge=judge,
+                                         embedder=getattr(lab, "embedder", None))
+        suites.append(SuiteResult(spec.name, ds.name, spec.kb_name, spec.to_dict(), res.params, res.report,
+                                  res.records, ragas, res.seconds))
+    run_spec = {
+        "suites": [s.to_dict() for s in spec_list],
+        "ks": list(ks_t),
+        "ragas_metrics": metrics,
+        "params": params_overrides(params, lab.params) if params is not None else {},
+    }
+    return EvalReport(suites, {"spec": run_spec, **dict(meta or {})})

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
 
 
-class BudgetExceeded(RuntimeError):
+class BudgetExceeded(ValueError):
     pass
 
 
@@ -44,19 +44,44 @@ class Projection:
             )
 
 
+def project_suites(lab: "Lab", suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1) -> Projection:
+    """The projection of an evaluation (or sweep) over dataset slices, before anything is ingested:
+    chunk sizes are estimated from the corpus texts and the KB chunk size."""
+    total = Projection(questions=0)
+    for suite in suites:
+        ds = suite.load()
+        docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]
+        per_chunk = min(statistics.mean(docs) if docs else 0.0, 512 / 4)  # ~4 characters per token
+        part = project_run(lab, [q.question for q in ds.queries], params=params, chunk_tokens=per_chunk,
+                           n_kbs=1, repeat=repeat)
+        total.questions += part.questions
+        for k, v in part.calls.items():
+            total.calls[k] = total.calls.get(k, 0) + v
+        total.tokens_in += part.tokens_in
+        total.tokens_out += part.tokens_out
+        total.cost_usd += part.cost_usd
+        total.notes = part.notes
+    return total
+
+
 def _mean_chunk_tokens(lab: "Lab", kb_ids: Sequence[str]) -> float:
     sizes = [estimate_tokens(c.content) for kb in kb_ids for c in lab.workspace.store.list_chunks(kb)[:500]]
     return statistics.mean(sizes) if sizes else 0.0
 
 
 def project_run(lab: "Lab", questions: Sequence[str], kbs: Sequence[str] | None = None,
-                params: PipelineParams | None = None) -> Projection:
+                params: PipelineParams | None = None, chunk_tokens: float | None = None,
+                n_kbs: int | None = None, repeat: int = 1) -> Projection:
+    """Calls and tokens for ``questions`` on ``kbs`` (or every KB). For KBs not ingested yet pass
+    ``chunk_tokens`` (mean tokens per chunk) and ``n_kbs``; ``repeat`` multiplies everything
+    (the configurations of a sweep, before any stage cache)."""
     p = params or lab.params
     kb_objs = [lab.workspace.get_kb(k) for k in kbs] if kbs else list(lab.workspace.list_kbs())
-    n = len(questions)
+    n = len(questions) * max(1, repeat)
     proj = Projection(questions=n)
-    q_tokens = sum(estimate_tokens(q) for q in questions)
-    chunk_tokens = _mean_chunk_tokens(lab, [kb.id for kb in kb_objs])
+    q_tokens = sum(estimate_tokens(q) for q in questions) * max(1, repeat)
+    if chunk_tokens is None:
+        chunk_tokens = _mean_chunk_tokens(lab, [kb.id for kb in kb_objs])
     chat_id = lab.chat_model.model_id
 
     def add(kind: str, model_id: str, count: int, tin: float, tout: float) -> None:
@@ -67,10 +92,14 @@ def project_run(lab: "Lab", questions: Sequence[str], kbs: Sequence[str] | None 
         proj.tokens_out += int(tout)
         proj.cost_usd += lab.prices.cost(model_id, int(tin), int(tout))
 
-    spaces = {kb.embedding_model_key for kb in kb_objs if kb.embedding_model_key and kb.vector_enabled}
-    add("embedding", lab.embedder.model_key, n * len(spaces), q_tokens * len(spaces), 0)
-    if lab.reranker is not None and kb_objs:
-        cands = min(p.embedding_top_k * max(1, len(kb_objs)), p.rerank_max_candidates)
+    if n_kbs is None:
+        spaces = {kb.embedding_model_key for kb in kb_objs if kb.embedding_model_key and kb.vector_enabled}
+        n_spaces, n_kbs = len(spaces), len(kb_objs)
+    else:  # KBs still to be created with the lab's embedder: one embedding space
+        n_spaces = 1 if n_kbs else 0
+    add("embedding", lab.embedder.model_key, n * n_spaces, q_tokens * n_spaces, 0)
+    if lab.reranker is not None and n_kbs:
+        cands = min(p.embedding_top_k * max(1, n_kbs), p.rerank_max_candidates)
         add("rerank", lab.reranker.model_id, n, q_tokens * cands + n * cands * chunk_tokens, 0)
         proj.notes.append("a rerank call that keeps nothing above a threshold > 0.3 is retried once (not counted)")
     follows = getattr(lab.chat_model, "follows_instructions", True)

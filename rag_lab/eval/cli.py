@@ -1,0 +1,357 @@
+"""The evaluation commands of ``rag-lab``: eval, sweep, report, gate, convert.
+
+``add_eval_commands(subparsers)`` registers them on the main parser (whose ``--config`` and
+``--workspace`` they read); ``python -m rag_lab.eval.cli …`` runs them standalone with the same
+two options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
+``ValueError`` / ``LookupError`` message printed as ``rag-lab <command>: …``).
+
+Datasets are given as ``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]`` (``--dataset`` repeatable):
+``hotpotqa_hipporag100:30:150`` evaluates the first 30 questions against their gold documents
+plus distractors up to 150 documents.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["add_eval_commands", "build_parser", "main"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _lab(args: argparse.Namespace, workspace: str | Path | None = None) -> Any:
+    from rag_lab.lab.lab import Lab
+
+    overrides: dict[str, Any] = {}
+    ws = workspace if workspace is not None else getattr(args, "workspace", None)
+    if ws:
+        overrides["workspace"] = ws
+    return Lab.from_config(getattr(args, "config", None), **overrides)
+
+
+def _overrides(items: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in items or []:
+        if "=" not in kv:
+            raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
+        key, value = kv.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    if out:
+        from rag_lab.types.params import PipelineParams
+
+        PipelineParams.from_mapping(out, source="--param")  # names the bad field / value
+    return out
+
+
+def _suites(args: argparse.Namespace) -> list[Any]:
+    from rag_lab.eval.runner import SuiteSpec, parse_suite_spec
+
+    specs = [parse_suite_spec(s) for s in args.dataset]
+    if getattr(args, "limit", None) or getattr(args, "max_docs", None):
+        specs = [SuiteSpec(s.dataset, args.limit or s.n_queries, args.max_docs or s.max_docs, s.seed, s.name)
+                 for s in specs]
+    return specs
+
+
+def _ragas_metrics(args: argparse.Namespace) -> list[str]:
+    from rag_lab.eval.ragas_adapter import LLM_METRICS, OFFLINE_METRICS
+
+    metrics: list[str] = list(args.ragas_metric or [])
+    if args.ragas and not metrics:
+        metrics = list(OFFLINE_METRICS)
+    if args.ragas_llm:
+        metrics += [m for m in LLM_METRICS if m not in metrics]
+    return metrics
+
+
+def _judge(args: argparse.Namespace, lab: Any) -> Any:
+    from rag_lab.eval.ragas_adapter import JudgeConfig, judge_from_lab_config
+
+    if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
+        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
+        if args.judge_api_key_env:
+            cfg["api_key_env"] = args.judge_api_key_env
+        return JudgeConfig.from_mapping(cfg, source="--judge-*")
+    return judge_from_lab_config(lab.config)
+
+
+def _add_ragas_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("ragas")
+    g.add_argument("--ragas", action="store_true", help="add the offline ragas metrics")
+    g.add_argument("--ragas-metric", action="append", metavar="NAME", help="a ragas metric (repeatable)")
+    g.add_argument("--ragas-llm", action="store_true",
+                   help="add faithfulness, answer_relevancy, llm_context_precision (judge: models.judge or --judge-*)")
+    g.add_argument("--judge-model", default=None)
+    g.add_argument("--judge-base-url", default=None)
+    g.add_argument("--judge-api-key-env", default=None)
+
+
+def _grid_size(spaces: Any) -> int:
+    size = 1
+    for s in spaces:
+        size *= max(1, len(getattr(s, "values", None) or []))
+    return size
+
+
+def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--dataset", action="append", required=required, metavar="NAME[:N[:MAX_DOCS[:SEED]]]",
+                   help="a name under datasets/ or a folder in the dataset format (repeatable)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
+    p.add_argument("--max-docs", type=int, default=None, help="gold documents plus distractors up to this many")
+    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override (repeatable)")
+    p.add_argument("--budget", type=float, default=None, metavar="USD",
+                   help="refuse to start when the projected model cost is over this many dollars")
+
+
+def _run(coro_factory: Any) -> Any:
+    from rag_lab.lab.lab import _run_sync
+
+    return _run_sync(coro_factory)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _project(args: argparse.Namespace, lab: Any, suites: Any, params: Any = None, repeat: int = 1) -> None:
+    """Print the projected model calls / tokens / cost; refuse to start over --budget."""
+    from rag_lab.observability.projection import project_suites
+
+    p = lab.params.with_changes(**params) if params else lab.params
+    projection = project_suites(lab, suites, p, repeat=repeat)
+    if not getattr(args, "quiet", False):
+        print("projected: " + projection.describe(), file=sys.stderr)
+    projection.check_budget(getattr(args, "budget", None))
+
+
+def _evaluate(args: argparse.Namespace) -> Any:
+    from rag_lab.eval.runner import evaluate_suites
+
+    params = _overrides(args.param)
+    lab = _lab(args)
+    _project(args, lab, _suites(args), params)
+    metrics = _ragas_metrics(args)
+    judge = _judge(args, lab) if args.ragas_llm else None
+    config = getattr(args, "config", None)
+    return _run(lambda: evaluate_suites(lab, _suites(args), params=params or None, ragas_metrics=metrics,
+                                        judge=judge, progress=not args.quiet,
+                                        meta={"config": config}))
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Ingest the datasets, evaluate them, print the means and write <name>.json / .md."""
+    from rag_lab.eval.report import suites_table, write_report
+
+    report = _evaluate(args)
+    print(suites_table(report.suites))
+    name = args.name or "eval_" + "_".join(s.name for s in report.suites)
+    formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
+    paths = write_report(report, args.out, name, formats=formats)
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write Markdown, HTML, JSON and JUnit XML: from a report JSON (--from) or a fresh evaluation."""
+    from rag_lab.eval.report import load_report, suites_table, write_report
+
+    if args.from_json:
+        report = load_report(args.from_json)
+        name = args.name or Path(args.from_json).name.removesuffix(".json")
+    else:
+        if not args.dataset:
+            raise ValueError("give --dataset (to evaluate) or --from REPORT.json (to re-render)")
+        report = _evaluate(args)
+        name = args.name or "report"
+    paths = write_report(report, args.out, name, include_texts=args.include_texts)
+    print(suites_table(report.suites))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Grid (or optuna) sweep; CSV, plots, best-config YAML and a summary under --out."""
+    from rag_lab.eval.sweep import parse_param, run_grid, run_optuna, write_sweep_outputs
+
+    spaces = [parse_param(s) for s in args.param]
+    base = _overrides(args.set)
+    lab = _lab(args)
+    cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
+    suites = _suites(args)
+    n_configs = args.optuna_trials or _grid_size(spaces)
+    _project(args, lab, suites, base, repeat=n_configs)
+    metrics = list(args.ragas_metric or [])
+    if args.optuna_trials:
+        result = _run(lambda: run_optuna(lab, suites, spaces, args.optuna_trials, args.objective, seed=args.seed,
+                                         ragas_metrics=metrics, base_params=base, cache_dir=cache_dir,
+                                         progress=not args.quiet))
+    else:
+        result = _run(lambda: run_grid(lab, suites, spaces, args.objective, ragas_metrics=metrics,
+                                       base_params=base, cache_dir=cache_dir, progress=not args.quiet))
+    paths = write_sweep_outputs(result, args.out, args.name)
+    with_errors = [r for r in result.rows if r["errors"]]
+    if with_errors:
+        print(f"warning: {len(with_errors)} of {len(result.rows)} configs had pipeline errors (scored 0), e.g. "
+              f"{with_errors[0]['first_error']}", file=sys.stderr)
+    best = result.best()
+    print(result.markdown(top=args.top))
+    print(f"best {args.objective} = {best[args.objective]:.4f} with "
+          + ", ".join(f"{k}={best[k]}" for k in result.param_names))
+    if result.cache_stats:
+        print("stage cache: " + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses"
+                                          for k, v in result.cache_stats.items()))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Compare with the baseline (re-running its spec unless --current); non-zero on regression."""
+    from rag_lab.eval.gate import GatePolicy, evaluate_spec, parse_metric_tolerances, run_gate
+    from rag_lab.eval.report import load_report, write_report
+
+    params = _overrides(args.param)
+    if args.update:
+        if args.dataset:
+            from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
+
+            spec = {"suites": [s.to_dict() for s in _suites(args)], "ks": [1, 3, 5, 10],
+                    "ragas_metrics": list(args.ragas_metric or OFFLINE_METRICS), "params": params}
+        else:
+            spec = dict(load_report(args.baseline).meta.get("spec") or {})
+            if not spec:
+                raise ValueError(f"{args.baseline}: has no spec; give --dataset to create a baseline")
+            spec["params"] = {**dict(spec.get("params") or {}), **params}
+        report = evaluate_spec(spec, config=args.config, workspace=args.workspace, progress=not args.quiet)
+        out = Path(args.baseline)
+        paths = write_report(report, out.parent, out.name.removesuffix(".json"), formats=["json"])
+        print(f"baseline written: {paths['json']}")
+        return 0
+    if args.current and params:
+        raise ValueError("--param applies to a re-run of the baseline's spec, not to --current")
+    metrics, tols = parse_metric_tolerances(args.metric or [])
+    policy = GatePolicy(metrics=metrics or None, tolerance=args.tolerance, tolerances=tols, alpha=args.alpha,
+                        test=args.test, n_resamples=args.resamples, seed=args.seed)
+    result = run_gate(args.baseline, args.current, policy, params=params, config=args.config,
+                      workspace=args.workspace, progress=not args.quiet)
+    print(result.table())
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gate.junit.xml").write_text(result.junit(), encoding="utf-8")
+        (out / "gate.md").write_text(result.markdown(), encoding="utf-8")
+        if result.current is not None and args.current is None:
+            write_report(result.current, out, "gate_current", formats=["json", "md"])
+    return result.exit_code
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """SQuAD-style JSON or a BEIR folder → corpus.jsonl + queries.jsonl."""
+    from rag_lab.eval.datasets import convert_beir, convert_squad
+
+    if args.layout == "squad":
+        ds = convert_squad(args.source, args.out, skip_impossible=args.skip_impossible, overwrite=args.overwrite)
+    else:
+        ds = convert_beir(args.source, args.out, split=args.split, min_score=args.min_score, overwrite=args.overwrite)
+    print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} queries")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def add_eval_commands(subparsers: Any) -> None:
+    """Register eval, sweep, report, gate and convert on ``subparsers`` (of the rag-lab parser)."""
+    p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
+    _add_dataset_options(p)
+    _add_ragas_options(p)
+    p.add_argument("--out", default="reports")
+    p.add_argument("--name", default=None, help="report file name (default eval_<datasets>)")
+    p.add_argument("--all-formats", action="store_true", help="also HTML and JUnit XML")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+    p = subparsers.add_parser("report", help="write Markdown, HTML, JSON and JUnit XML reports")
+    p.add_argument("--from", dest="from_json", default=None, metavar="REPORT.json", help="re-render a report JSON")
+    _add_dataset_options(p, required=False)
+    _add_ragas_options(p)
+    p.add_argument("--out", default="reports")
+    p.add_argument("--name", default=None)
+    p.add_argument("--include-texts", action="store_true", help="keep context texts in the JSON")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = subparsers.add_parser("sweep", help="grid / optuna sweep over PipelineParams fields")
+    p.add_argument("--dataset", action="append", required=True, metavar="NAME[:N[:MAX_DOCS[:SEED]]]")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
+    p.add_argument("--max-docs", type=int, default=None)
+    p.add_argument("--param", action="append", required=True, metavar="NAME=LO:HI:STEP|LO:HI|A,B,C",
+                   help="a swept parameter (repeatable)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="fixed override for every config")
+    p.add_argument("--objective", default="ndcg@10")
+    p.add_argument("--ragas-metric", action="append", metavar="NAME", help="offline ragas metric to compute too")
+    p.add_argument("--optuna-trials", type=int, default=0, help="use optuna (TPE) with N trials instead of the grid")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
+    p.add_argument("--no-cache", action="store_true", help="re-run every stage for every config")
+    p.add_argument("--budget", type=float, default=None, metavar="USD",
+                   help="refuse to start when the projected model cost (all configs, no cache) is over this")
+    p.add_argument("--out", default="reports")
+    p.add_argument("--name", default="sweep")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("gate", help="compare with a baseline report; exit 1 on regression or NaN")
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--current", default=None, help="a report JSON (default: re-run the baseline's spec)")
+    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="override for the re-run")
+    p.add_argument("--metric", action="append", metavar="NAME[:TOL]", help="gated metric (default: the usual set)")
+    p.add_argument("--tolerance", type=float, default=0.02)
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--test", choices=("permutation", "bootstrap"), default="permutation")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="write gate.md, gate.junit.xml and the current report here")
+    p.add_argument("--update", action="store_true", help="re-run and write the baseline instead of gating")
+    p.add_argument("--dataset", action="append", default=None, help="with --update: the suites of a new baseline")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--max-docs", type=int, default=None)
+    p.add_argument("--ragas-metric", action="append", metavar="NAME", help="with --update: ragas metrics")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_gate)
+
+    p = subparsers.add_parser("convert", help="convert SQuAD-style JSON or a BEIR folder to the dataset format")
+    p.add_argument("layout", choices=("squad", "beir"))
+    p.add_argument("source", help="the SQuAD JSON file, or the BEIR folder")
+    p.add_argument("--out", required=True, help="output dataset folder")
+    p.add_argument("--split", default="test", help="BEIR qrels split")
+    p.add_argument("--min-score", type=int, default=1, help="BEIR: minimum relevance score of a gold document")
+    p.add_argument("--skip-impossible", action="store_true", help="SQuAD 2.0: drop unanswerable questions")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_convert)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rag-lab", description="rag_lab evaluation commands")
+    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
+    ap.add_argument("--workspace", default=None, help="override the workspace folder")
+    sub = ap.add_subparsers(dest="command", required=True)
+    add_eval_commands(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, LookupError) as exc:
+        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,250 @@
+"""Stage cache: content-addressed store, keys, invalidation, reuse across post-retrieval params,
+identical pipeline output, and the BM25 index cache."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rag_lab
+from rag_lab.eval.cache import (
+    SEARCH_PARAM_FIELDS,
+    SEARCH_PARAMS_WITHOUT_EFFECT,
+    Bm25IndexCache,
+    CachingEmbedder,
+    CachingReranker,
+    StageCache,
+    canonical_json,
+    code_version,
+    enable_stage_cache,
+    key_digest,
+)
+from rag_lab.eval.runner import evaluate_lab
+from rag_lab.types.params import PipelineParams
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_put_get_hit_miss_and_fresh_objects(tmp_path: Path) -> None:
+    c = StageCache(tmp_path / "c")
+    key = {"b": 1, "a": [1.5, "x"]}
+    assert c.get("search", key) is None
+    path = c.put("search", key, {"rows": [1, 2]})
+    assert path == tmp_path / "c" / "search" / key_digest(key)[:2] / f"{key_digest(key)}.json"
+    assert key_digest(key) == key_digest({"a": [1.5, "x"], "b": 1})  # key order does not matter
+    got = c.get("search", key)
+    assert got == {"rows": [1, 2]}
+    got["rows"].append(3)  # callers may mutate what they get
+    assert c.get("search", key) == {"rows": [1, 2]}
+    assert c.get("rerank", key) is None  # stages are separate namespaces
+    st = c.stats()
+    assert (st["search"].hits, st["search"].misses, st["search"].writes) == (2, 1, 1)
+    assert st["rerank"].misses == 1 and st["search"].hit_rate == pytest.approx(2 / 3)
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    assert entry == {"format": 1, "stage": "search", "key": key, "payload": {"rows": [1, 2]}}
+    # a second process reading the same folder (no memory layer) sees the entry
+    assert StageCache(tmp_path / "c", memory_entries=0).get("search", key) == {"rows": [1, 2]}
+
+
+def test_corrupt_or_foreign_entries_are_misses_and_get_rewritten(tmp_path: Path) -> None:
+    c = StageCache(tmp_path, memory_entries=0)
+    key = {"q": "x"}
+    path = c.put("embed", key, [1.0])
+    path.write_text("{not json", encoding="utf-8")
+    assert c.get("embed", key) is None
+    path.write_text(json.dumps({"format": 1, "stage": "embed", "key": {"q": "other"}, "payload": [9]}), encoding="utf-8")
+    assert c.get("embed", key) is None  # the stored key must equal the asked one
+    assert c.stats()["embed"].errors == 2
+    c.put("embed", key, [2.0])
+    assert c.get("embed", key) == [2.0]
+
+
+def test_numpy_values_in_keys_and_non_json_rejected(tmp_path: Path) -> None:
+    assert canonical_json({"x": np.float32(0.5), "v": np.arange(2)}) == '{"v":[0,1],"x":0.5}'
+    with pytest.raises(TypeError, match="cannot put a object"):
+        canonical_json({"x": object()})
+
+
+def _writer(root: str, n: int, barrier: Any) -> None:
+    c = StageCache(root, memory_entries=0)
+    barrier.wait()
+    for i in range(n):
+        c.put("s", {"i": i % 5}, {"v": i % 5, "pad": "x" * 20_000})
+        assert c.get("s", {"i": (i + 1) % 5}) in (None, {"v": (i + 1) % 5, "pad": "x" * 20_000})
+
+
+def test_concurrent_writers_never_expose_partial_entries(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), 60, barrier)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    c = StageCache(tmp_path, memory_entries=0)
+    assert [c.get("s", {"i": i})["v"] for i in range(5)] == list(range(5))
+    assert not list(tmp_path.rglob(".tmp-*"))  # no temporary file left behind
+    # threads of one process share counters safely
+    c2 = StageCache(tmp_path / "t")
+    ts = [threading.Thread(target=lambda: [c2.get("s", {"i": 1}) for _ in range(200)]) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert c2.stats()["s"].misses == 800
+
+
+def test_code_version_hashes_the_stage_sources() -> None:
+    v = code_version("search")
+    assert re.fullmatch(rf"{re.escape(rag_lab.__version__)}\+[0-9a-f]{{12}}", v)
+    assert code_version("search") != code_version("rerank")
+    with pytest.raises(ValueError, match="unknown stage 'merge'"):
+        code_version("merge")
+
+
+def test_search_param_fields_cover_what_hybrid_search_reads() -> None:
+    """Guard: every PipelineParams field that hybrid_search.py reads is either in the search key or
+    declared without effect on results (a new field read there must be added to the key)."""
+    src = (Path(rag_lab.__file__).parent / "retrieval" / "hybrid_search.py").read_text(encoding="utf-8")
+    read = set(re.findall(r"\b(?:p|params|self\.params)\.([a-z_]+)\b", src)) & set(PipelineParams.model_fields)
+    assert read <= set(SEARCH_PARAM_FIELDS) | set(SEARCH_PARAMS_WITHOUT_EFFECT), read - set(SEARCH_PARAM_FIELDS)
+    assert set(SEARCH_PARAM_FIELDS) <= set(PipelineParams.model_fields)
+    assert {"rrf_k", "rrf_vector_weight", "over_recall_factor", "retrieval_pool_max"} <= read
+
+
+# --------------------------------------------------------------------------- wrappers
+
+
+class CountingReranker:
+    model_id = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def rerank(self, query: str, passages: list[str]) -> list[Any]:
+        from rag_lab.models.base import RerankScore
+
+        self.calls += 1
+        return [RerankScore(i, 1.0 / (i + 1)) for i in range(len(passages))]
+
+
+async def test_caching_reranker_key_is_model_query_and_passages(tmp_path: Path) -> None:
+    inner = CountingReranker()
+    r = CachingReranker(inner, StageCache(tmp_path))
+    a = await r.rerank("q", ["p1", "p2"])
+    b = await r.rerank("q", ["p1", "p2"])
+    assert [(s.index, s.relevance_score) for s in a] == [(s.index, s.relevance_score) for s in b] == [(0, 1.0), (1, 0.5)]
+    await r.rerank("q", ["p2", "p1"])  # order is part of the key
+    await r.rerank("q2", ["p1", "p2"])
+    inner.model_id = "other"
+    await CachingReranker(inner, r.cache).rerank("q", ["p1", "p2"])
+    assert inner.calls == 4 and r.model_id == "counting"
+
+
+def test_caching_embedder_is_bit_exact(tmp_path: Path, embedder: Any) -> None:
+    ce = CachingEmbedder(embedder, StageCache(tmp_path))
+    first = ce.embed(["alpha beta", "gamma"])
+    calls = embedder.calls
+    again = ce.embed(["gamma", "alpha beta"])
+    assert embedder.calls == calls  # both served from the cache
+    assert again.dtype == np.float32 and np.array_equal(again, first[::-1])
+    from_disk = CachingEmbedder(embedder, StageCache(tmp_path, memory_entries=0))
+    assert np.array_equal(from_disk.embed(["gamma"])[0], first[1]) and embedder.calls == calls
+    assert ce.model_key == embedder.model_key and ce.dimension == embedder.dimension
+
+
+# --------------------------------------------------------------------------- on the lab
+
+
+def _outputs(result: Any) -> list[tuple[Any, ...]]:
+    return [(r.answer, r.context_ids, r.retrieved_doc_ids) for r in result.records]
+
+
+@pytest.mark.slow
+async def test_cached_runs_equal_uncached_and_post_retrieval_sweeps_reuse_search_and_rerank(
+    eval_lab: Any, small_ds: Any, small_spec: Any, tmp_path: Path
+) -> None:
+    kb = small_spec.kb_name
+    configs = [{"rerank_threshold": t, "mmr_lambda": lam} for t in (0.2, 0.5) for lam in (0.5, 0.9)]
+    plain = [await evaluate_lab(eval_lab, small_ds, kb, progress=False, params=c) for c in configs]
+    handle = enable_stage_cache(eval_lab, tmp_path / "cache")
+    try:
+        assert enable_stage_cache(eval_lab, tmp_path / "elsewhere") is handle  # idempotent
+        cached = [await evaluate_lab(eval_lab, small_ds, kb, progress=False, params=c) for c in configs]
+        st = handle.stats()
+        n_q = len(small_ds.queries)
+        # the first config fills the cache; the three others only read it
+        assert st["rerank"].misses == n_q and st["rerank"].hits >= 3 * n_q
+        assert st["embed"].misses == n_q and st["embed"].hits == 3 * n_q
+        assert st["search"].hits == 3 * st["search"].misses
+        for a, b in zip(plain, cached):
+            assert _outputs(a) == _outputs(b)
+            assert a.summary() == b.summary()
+        # a param HybridSearch reads is part of the key: a new search, then reused
+        before = handle.stats()["search"].misses
+        await evaluate_lab(eval_lab, small_ds, kb, progress=False, params={"rrf_k": 10})
+        assert handle.stats()["search"].misses > before
+    finally:
+        handle.disable()
+    assert type(eval_lab.services.searcher).__name__ == "HybridSearcher"
+    assert getattr(eval_lab, "_stage_cache_handle", None) is None
+
+
+@pytest.mark.slow
+def test_kb_content_change_invalidates_cached_searches(tmp_path: Path) -> None:
+    from rag_lab.eval.cache import KbVersioner
+    from rag_lab.lab.lab import Lab
+
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    lab.ingest_documents([{"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."}], kb="k", progress=False)
+    kb_id = lab.workspace.get_kb("k").id
+    handle = enable_stage_cache(lab, tmp_path / "cache")
+    try:
+        run1 = lab.ask("Who built the lighthouse?", kb="k", snapshots=False)
+        v1 = handle.versioner.version(kb_id)
+        lab.ask("Who built the lighthouse?", kb="k", snapshots=False)
+        hits = handle.stats()["search"].hits
+        assert hits >= 1
+        lab.ingest_documents([{"id": "b", "text": "Mara Quill also designed the Ember bridge."}], kb="k", progress=False)
+        v2 = handle.versioner.version(kb_id)
+        assert v2 != v1
+        misses = handle.stats()["search"].misses
+        run3 = lab.ask("Who built the lighthouse?", kb="k", snapshots=False)
+        assert handle.stats()["search"].misses > misses  # new content: searched again
+        assert {r.knowledge_id for r in run3.references} >= {r.knowledge_id for r in run1.references}
+        # the version is content-addressed: another workspace with the same data has the same one
+        other = Lab.from_config(workspace=tmp_path / "ws2")
+        other.ingest_documents([{"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."},
+                                {"id": "b", "text": "Mara Quill also designed the Ember bridge."}], kb="k", progress=False)
+        assert KbVersioner(other.workspace.store.path).version(kb_id) == v2
+    finally:
+        handle.disable()
+
+
+def test_bm25_index_cache_is_keyed_by_settings(tmp_path: Path) -> None:
+    cache = StageCache(tmp_path)
+    bm = Bm25IndexCache(cache)
+    texts = ["the lighthouse keeper", "lighthouse lighthouse lamp", "sourdough bread", "volcano crater lake",
+             "chess opening theory", "granite headland walk"]
+    ids = [f"c{i}" for i in range(1, len(texts) + 1)]
+    a = bm.get(ids, texts, k1=1.5, b=0.75)
+    b = bm.get(ids, texts, k1=1.5, b=0.75)
+    st = cache.stats()["bm25"]
+    assert (st.misses, st.hits, st.writes) == (1, 1, 1)
+    assert a.scores("lighthouse") == b.scores("lighthouse")
+    c = bm.get(ids, texts, k1=0.5, b=0.75)
+    d = bm.get(ids, texts, k1=1.5, b=0.75, method="lucene")
+    assert cache.stats()["bm25"].misses == 3
+    assert c.scores("lighthouse")["c2"] != a.scores("lighthouse")["c2"]  # k1 changes tf saturation
+    assert d.params["method"] == "lucene" and a.params["k1"] == 1.5
+    key = bm.index_key(ids, texts, k1=1.5, b=0.75, method="robertson")
+    assert set(key) >= {"tokenizer", "k1", "b", "method", "corpus"}
+    assert bm.index_key(ids, [*texts[:5], "rye bread"], k1=1.5, b=0.75, method="robertson")["corpus"] != key["corpus"]
