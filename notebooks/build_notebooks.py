@@ -209,6 +209,68 @@ replay_to_terminal(load_capture(path), speed=0, out=buf)
 print(buf.getvalue()[:800])'''),
 ]
 
+NOTEBOOKS["06_tuning"] = [
+    ("md", """# 06 · Tuning thresholds and weights
+
+Every constant of the pipeline is a `PipelineParams` field with a valid range. A sweep evaluates
+configurations on a dataset slice and ranks them by an LLM-free retrieval metric; the stage cache
+reuses search results and rerank-model scores when only downstream parameters change, so a sweep
+over rerank / MMR / merge parameters costs little more than one pass."""),
+    ("code", SETUP),
+    ("code", '''from rag_lab.types import PipelineParams
+ranges = PipelineParams.field_ranges()
+pd.DataFrame([{"field": k, "default": getattr(PipelineParams(), k), "min": lo, "max": hi}
+              for k, (lo, hi) in ranges.items() if k.startswith(("rerank", "mmr", "composite", "rrf"))])'''),
+    ("code", '''from rag_lab.eval.runner import SuiteSpec
+from rag_lab.eval.sweep import parse_param, run_grid
+lab = Lab.from_config(workspace=workspace)
+suite = SuiteSpec("hotpotqa_hipporag100", n_queries=20, max_docs=120)
+spaces = [parse_param("rerank_threshold=0.2,0.5,0.7"), parse_param("rerank_top_k=3,10")]
+result = await run_grid(lab, [suite], spaces, objective="ndcg@10", cache_dir=os.path.join(workspace, "cache"), progress=False)
+result.frame()[["rerank_threshold", "rerank_top_k", "ndcg@10", "recall@10", "mrr", "latency_ms"]]'''),
+    ("code", '''print("best:", result.best_config())
+print({k: f"{v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items()})'''),
+    ("md", "The sweep writes a metric-vs-parameter plot, a quality-vs-latency Pareto plot, a CSV and the best configuration as a YAML file that `PipelineParams.from_yaml` loads."),
+    ("code", '''from IPython.display import Image
+from rag_lab.eval.sweep import write_sweep_outputs
+paths = write_sweep_outputs(result, workspace, "tuning")
+Image(filename=str(paths["metric_vs_param"]))'''),
+    ("code", '''Image(filename=str(paths["pareto"]))'''),
+    ("code", '''best = PipelineParams.from_yaml(paths["best_yaml"])
+best.rerank_threshold, best.rerank_top_k'''),
+]
+
+NOTEBOOKS["07_ragas_regression_report"] = [
+    ("md", """# 07 · A ragas regression report
+
+`evaluate_suites` runs dataset slices through the pipeline and scores retrieval (equal to
+trec_eval) and ragas metrics — here the offline ones (ID-based and non-LLM context recall /
+precision, string similarity, BLEU, ROUGE, chrF; Chinese text is tokenised with jieba). The report
+is written as Markdown, HTML, JSON and JUnit XML; the gate compares it with a baseline per metric
+with a tolerance and a paired permutation test."""),
+    ("code", SETUP),
+    ("code", '''from rag_lab.eval.runner import SuiteSpec, evaluate_suites
+from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
+lab = Lab.from_config(workspace=workspace)
+suites = [SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80), SuiteSpec("cmrc2018", n_queries=10, max_docs=40)]
+baseline = await evaluate_suites(lab, suites, ragas_metrics=OFFLINE_METRICS, progress=False)
+from rag_lab.eval.report import suites_table
+print(suites_table(baseline.suites))'''),
+    ("md", "Now a planted regression: a rerank threshold so high that most chunks are filtered. (ragas warns about the questions that kept no context at all — that is the regression showing.) The gate compares the two reports question by question."),
+    ("code", '''from rag_lab.eval.gate import compare_reports
+regressed = await evaluate_suites(lab, suites, params={"rerank_threshold": 0.95, "rerank_fallback_min_score": 0.9},
+                                  ragas_metrics=OFFLINE_METRICS, progress=False)
+gate = compare_reports(baseline, regressed)
+print("gate passed:", gate.passed)
+print(gate.markdown()[:1500])'''),
+    ("code", '''from rag_lab.eval.report import write_report
+paths = write_report(regressed, workspace, "regressed")
+{k: os.path.basename(str(v)) for k, v in paths.items()}'''),
+    ("code", '''from IPython.display import Image
+from rag_lab.eval.report import plot_png
+Image(data=plot_png(regressed.suites[0]))'''),
+]
+
 
 def build(name: str) -> float:
     nb = nbformat.v4.new_notebook()
