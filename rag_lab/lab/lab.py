@@ -281,6 +281,7 @@ class Lab:
             fallback_prompt=self.prompts.text(self.prompt_ids["fallback_prompt"]),
             language=self.language,
             chat_model_supports_vision=bool(getattr(self.chat_model, "supports_vision", False)),
+            web_search_provider_id=type(self.services.web_search).__name__ if self.services.web_search else "",
         )
         req.summary_config.prompt = self.prompts.text(self.prompt_ids["system_prompt"])
         req.summary_config.context_template = self.prompts.text(self.prompt_ids["context_template"])

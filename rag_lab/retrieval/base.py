@@ -22,6 +22,8 @@ class SearchParams:
     only_recommended: bool = False
     knowledge_base_ids: list[str] = field(default_factory=list)
     skip_context_enrichment: bool = True
+    #: the caller's tenant; 0 skips the access check (a single-tenant lab)
+    tenant_id: int = 0
 
 
 @dataclass(slots=True)

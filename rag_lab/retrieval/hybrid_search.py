@@ -223,6 +223,15 @@ class HybridTrace:
 EngineFor = Callable[[KnowledgeBase], tuple[str, RetrieveEngine]]
 
 
+def can_view(kb: KnowledgeBase, tenant_id: int) -> bool:
+    """§5.3: a tenant sees its own KBs and KBs shared with it (``metadata["shared_with"]``, a list
+    of tenant ids); ``tenant_id`` 0 means no check."""
+    if not tenant_id or kb.tenant_id == tenant_id:
+        return True
+    shared = kb.metadata.get("shared_with") or []
+    return tenant_id in {int(t) for t in shared if str(t).lstrip("-").isdigit()}
+
+
 class HybridSearcher:
     """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
     (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
@@ -266,6 +275,8 @@ class HybridSearcher:
         missing: list[str] = []
         for ref in wanted:
             kb = store.get_kb(ref) or store.get_kb_by_name(ref)
+            if kb is not None and not can_view(kb, sp.tenant_id):
+                kb = None  # denied looks like unknown (§5.3): a KB's existence is not revealed
             if kb is None:
                 missing.append(ref)
             elif all(k.id != kb.id for k in kbs):

@@ -374,3 +374,19 @@ async def test_empty_kb_returns_nothing(tmp_path, embedder):
         kb = ws.create_kb("nothing yet", embedder)
         res, tr = await HybridSearcher(ws, lambda k: embedder).search_with_trace(kb.id, sp("anything"))
         assert res == [] and [r[1] for r in tr.requests] == ["vector", "keywords"]
+
+
+async def test_tenant_access_denied_looks_like_not_found_and_sharing_opens_it(small_kb):
+    from rag_lab.retrieval.hybrid_search import can_view
+
+    ws, kb, emb = small_kb
+    hs = HybridSearcher(ws, lambda k: emb)
+    assert kb.tenant_id == 1
+    assert await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=1))
+    assert await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=0))  # no check
+    with pytest.raises(KnowledgeBaseNotFound):
+        await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=2))
+    kb.metadata["shared_with"] = [2]
+    ws.store.update_kb(kb)
+    assert can_view(ws.get_kb(kb.id), 2) and not can_view(ws.get_kb(kb.id), 3)
+    assert await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=2))

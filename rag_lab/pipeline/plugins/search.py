@@ -145,6 +145,7 @@ class PluginSearch(StagePlugin):
                         keyword_threshold=req.keyword_threshold,
                         match_count=req.embedding_top_k,
                         disable_vector_match=disable_vector,
+                        tenant_id=req.tenant_id,
                     ),
                 )
             )
@@ -165,6 +166,7 @@ class PluginSearch(StagePlugin):
                         scope_tag_ids=list(t.scope_tag_ids),
                         knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
                         disable_vector_match=disable_vector,
+                        tenant_id=req.tenant_id,
                     ),
                 )
             )
@@ -176,7 +178,8 @@ class PluginSearch(StagePlugin):
     async def search_web_if_enabled(self, chat: ChatManage) -> tuple[list[SearchResult], BaseException | None]:
         req = chat.request
         provider = self.services.web_search
-        if not req.web_search_enabled or provider is None:
+        # §4.4.2: enabled, a provider configured, and a provider id on the request
+        if not req.web_search_enabled or provider is None or not req.web_search_provider_id:
             return [], None
         try:
             pages = await provider.search(chat.state.rewrite_query, max_results=req.web_search_max_results)
