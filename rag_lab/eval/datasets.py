@@ -29,6 +29,8 @@ import rag_lab
 
 __all__ = [
     "CorpusDoc",
+    "FAQItem",
+    "HistoryTurn",
     "Dataset",
     "DatasetError",
     "QueryItem",
@@ -41,11 +43,15 @@ __all__ = [
 ]
 
 CORPUS_FILE = "corpus.jsonl"
+FAQ_FILE = "faq.jsonl"
+HISTORY_FILE = "history.jsonl"
 QUERIES_FILE = "queries.jsonl"
 MAX_VALUE_CHARS = 80
 
 _CORPUS_FIELDS = {"id", "title", "text", "metadata"}
 _QUERY_FIELDS = {"id", "question", "answers", "gold_ids", "metadata"}
+_FAQ_FIELDS = {"id", "question", "answers", "similar_questions", "negative_questions"}
+_HISTORY_FIELDS = {"query_id", "turns"}
 
 
 class DatasetError(ValueError):
@@ -60,6 +66,25 @@ class CorpusDoc:
     text: str
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FAQItem:
+    """One FAQ entry (optional ``faq.jsonl``); ingested into an FAQ knowledge base."""
+
+    id: str
+    question: str
+    answers: list[str]
+    similar_questions: list[str] = field(default_factory=list)
+    negative_questions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTurn:
+    """One earlier turn of the conversation a query belongs to (optional ``history.jsonl``)."""
+
+    question: str
+    answer: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +122,10 @@ class Dataset:
     corpus: list[CorpusDoc]
     queries: list[QueryItem]
     skipped_lines: list[str] = field(default_factory=list)
+    #: optional ``faq.jsonl``: FAQ entries searched beside the corpus
+    faq: list[FAQItem] = field(default_factory=list)
+    #: optional ``history.jsonl``: earlier turns per query id, replayed before the question
+    history: dict[str, list[HistoryTurn]] = field(default_factory=dict)
 
     def doc(self, doc_id: str) -> CorpusDoc:
         """Return the corpus document ``doc_id`` (KeyError naming it if absent)."""
@@ -112,7 +141,9 @@ class Dataset:
     def head(self, n: int) -> Dataset:
         """The first ``n`` queries with the full corpus."""
         _check_count("n", n)
-        return replace(self, queries=list(self.queries[:n]), skipped_lines=list(self.skipped_lines))
+        queries = list(self.queries[:n])
+        return replace(self, queries=queries, skipped_lines=list(self.skipped_lines),
+                       history={q.id: self.history[q.id] for q in queries if q.id in self.history})
 
     def subset(self, n_queries: int, max_docs: int | None = None, seed: int = 0) -> Dataset:
         """The first ``n_queries`` queries, all their gold docs, and other docs up to ``max_docs``.
@@ -123,8 +154,9 @@ class Dataset:
         """
         _check_count("n_queries", n_queries)
         queries = list(self.queries[:n_queries])
+        history = {q.id: self.history[q.id] for q in queries if q.id in self.history}
         if max_docs is None:
-            return replace(self, queries=queries, skipped_lines=list(self.skipped_lines))
+            return replace(self, queries=queries, skipped_lines=list(self.skipped_lines), history=history)
         _check_count("max_docs", max_docs)
         gold = {g for q in queries for g in q.gold_ids}
         if len(gold) > max_docs:
@@ -136,7 +168,7 @@ class Dataset:
         n_extra = min(max_docs - len(gold), len(others))
         keep = gold | set(random.Random(seed).sample(others, n_extra))
         corpus = [d for d in self.corpus if d.id in keep]
-        return replace(self, queries=queries, corpus=corpus, skipped_lines=list(self.skipped_lines))
+        return replace(self, queries=queries, corpus=corpus, skipped_lines=list(self.skipped_lines), history=history)
 
 
 def _check_count(name: str, value: int) -> None:
@@ -321,7 +353,57 @@ def load_dataset(path_or_name: str | Path) -> Dataset:
     skipped: list[str] = []
     corpus = _load_corpus(folder / CORPUS_FILE, skipped)
     queries = _load_queries(folder / QUERIES_FILE, {d.id for d in corpus}, skipped)
-    return Dataset(name=folder.resolve().name, path=folder.resolve(), corpus=corpus, queries=queries, skipped_lines=skipped)
+    faq = _load_faq(folder / FAQ_FILE, skipped) if (folder / FAQ_FILE).is_file() else []
+    history = (_load_history(folder / HISTORY_FILE, {q.id for q in queries}, skipped)
+               if (folder / HISTORY_FILE).is_file() else {})
+    return Dataset(name=folder.resolve().name, path=folder.resolve(), corpus=corpus, queries=queries,
+                   skipped_lines=skipped, faq=faq, history=history)
+
+
+def _load_faq(path: Path, skipped: list[str]) -> list[FAQItem]:
+    """``faq.jsonl`` rows ``{"id", "question", "answers": [...], "similar_questions"?, "negative_questions"?}``."""
+    items: list[FAQItem] = []
+    seen: dict[str, int] = {}
+    for line, obj in _iter_rows(path, skipped):
+        _check_fields(path, line, obj, _FAQ_FIELDS, ("id", "question", "answers"))
+        fid = _id_field(path, line, "id", obj["id"])
+        if fid in seen:
+            raise _error(path, line, "id", fid, f"duplicate id (first seen on line {seen[fid]})")
+        seen[fid] = line
+        answers = _str_list(path, line, "answers", obj["answers"], ids=False)
+        if not any(a.strip() for a in answers):
+            raise _error(path, line, "answers", answers, "an FAQ entry needs at least one non-blank answer")
+        items.append(FAQItem(
+            id=fid,
+            question=_text_field(path, line, "question", obj["question"], non_blank=True),
+            answers=answers,
+            similar_questions=_str_list(path, line, "similar_questions", obj.get("similar_questions", []), ids=False),
+            negative_questions=_str_list(path, line, "negative_questions", obj.get("negative_questions", []), ids=False),
+        ))
+    return items
+
+
+def _load_history(path: Path, query_ids: set[str], skipped: list[str]) -> dict[str, list[HistoryTurn]]:
+    """``history.jsonl`` rows ``{"query_id", "turns": [{"question", "answer"}, ...]}``."""
+    out: dict[str, list[HistoryTurn]] = {}
+    for line, obj in _iter_rows(path, skipped):
+        _check_fields(path, line, obj, _HISTORY_FIELDS, ("query_id", "turns"))
+        qid = _id_field(path, line, "query_id", obj["query_id"])
+        if qid not in query_ids:
+            raise _error(path, line, "query_id", qid, f"unknown query id (not in {QUERIES_FILE})")
+        if qid in out:
+            raise _error(path, line, "query_id", qid, "a second history for the same query")
+        turns = obj["turns"]
+        if not isinstance(turns, list):
+            raise _error(path, line, "turns", turns, "must be a list of {question, answer} objects")
+        parsed = []
+        for i, t in enumerate(turns):
+            if not isinstance(t, dict) or set(t) != {"question", "answer"}:
+                raise _error(path, line, f"turns[{i}]", t, "must be an object with exactly 'question' and 'answer'")
+            parsed.append(HistoryTurn(_text_field(path, line, f"turns[{i}].question", t["question"], non_blank=True),
+                                      _text_field(path, line, f"turns[{i}].answer", t["answer"], non_blank=True)))
+        out[qid] = parsed
+    return out
 
 
 # --------------------------------------------------------------------------- writing and converting

@@ -143,9 +143,39 @@ def dataset_documents(ds: Dataset) -> list[dict[str, Any]]:
     return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
 
 
+def faq_kb_name(kb: str) -> str:
+    return f"{kb}-faq"
+
+
 def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> Any:
-    """Ingest ``ds``'s corpus into knowledge base ``kb`` (idempotent by content hash)."""
-    return lab.ingest_documents(dataset_documents(ds), kb=kb, progress=progress)
+    """Ingest ``ds``'s corpus into knowledge base ``kb`` (idempotent by content hash), and its
+    optional FAQ entries into the FAQ knowledge base ``<kb>-faq``."""
+    report = lab.ingest_documents(dataset_documents(ds), kb=kb, progress=progress)
+    if ds.faq:
+        from rag_lab.knowledge.models import FAQEntry
+
+        faq_kb = lab.kb(faq_kb_name(kb), kb_type="faq")
+        entries = [
+            {"id": f.id, **FAQEntry(f.question, answers=list(f.answers), similar_questions=list(f.similar_questions),
+                                    negative_questions=list(f.negative_questions)).to_metadata()}
+            for f in ds.faq
+        ]
+        lab.workspace.ingest_faq(faq_kb, entries, lab.embedder, progress=progress)
+    return report
+
+
+def _replay_history(lab: Lab, turns: Any) -> str:
+    """A fresh session holding the query's earlier turns; its id."""
+    import uuid
+
+    sid = f"eval-{uuid.uuid4()}"
+    store = lab.services.messages
+    store.ensure_session(sid, "lab")
+    for t in turns:
+        rid = str(uuid.uuid4())
+        store.add_message(sid, "user", t.question, rid)
+        store.add_message(sid, "assistant", t.answer, rid)
+    return sid
 
 
 async def evaluate_lab(
@@ -174,10 +204,12 @@ async def evaluate_lab(
     t0 = time.perf_counter()
     runs: dict[str, Run] = {}
     records: list[QueryRecord] = []
+    kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
     try:
         for q in queries:
             try:
-                run = await lab.aask(q.question, kb=kb, params=p, snapshots=False)
+                session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
+                run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
             except Exception as exc:  # the record keeps the failure; the query scores 0
                 records.append(QueryRecord(q.id, q.question, list(q.gold_ids), list(q.answers),
                                            error=f"{type(exc).__name__}: {exc}"))
