@@ -114,6 +114,16 @@ class SuiteResult:
         lat = [r.latency_ms for r in self.records if not r.error]
         return sum(lat) / len(lat) if lat else math.nan
 
+    def ledger_totals(self) -> dict[str, Any]:
+        """Model calls per kind, tokens and cost summed over the questions."""
+        calls: dict[str, int] = {}
+        for r in self.records:
+            for k, v in (r.model_calls or {}).items():
+                calls[k] = calls.get(k, 0) + int(v)
+        return {"model_calls": calls, "tokens_in": sum(r.tokens_in for r in self.records),
+                "tokens_out": sum(r.tokens_out for r in self.records),
+                "cost_usd": sum(r.cost_usd for r in self.records)}
+
     @property
     def errors(self) -> int:
         return sum(1 for r in self.records if r.error)
@@ -340,6 +350,10 @@ def render_markdown(report: EvalReport, max_rows: int = 200) -> str:
             f"params: {params}. Mean latency {_fmt(suite.mean_latency_ms)} ms; {suite.fallbacks} fallback answers; "
             f"{suite.errors} pipeline errors; {len(suite.retrieval.excluded_queries)} queries excluded (no gold)."
         )
+        led = suite.ledger_totals()
+        calls = ", ".join(f"{n} {k}" for k, n in sorted(led["model_calls"].items())) or "none"
+        out += ["", f"Ledger: model calls {calls}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
+                    f"cost ${led['cost_usd']:.4f}."]
         out += ["", "| metric | mean | n | valid | NaN | failed |", "|---|---|---|---|---|---|"]
         out += [f"| {m} | {v} | {n} | {ok} | {nn} | {nf} |" for m, v, n, ok, nn, nf in _summary_rows(suite)]
         main = _main_metrics(suite)

@@ -67,6 +67,11 @@ class QueryRecord:
     stage_ms: dict[str, float] = field(default_factory=dict)
     error: str = ""
     is_fallback: bool = False
+    #: the run's ledger: model calls per kind, tokens in/out, cost from the price table
+    model_calls: dict[str, int] = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +101,10 @@ def record_from_run(q: Any, run: Run) -> QueryRecord:
         stage_ms=stage_ms,
         error=run.error,
         is_fallback=bool(run.is_fallback),
+        model_calls=run.ledger.calls_by_kind() if run.ledger is not None else {},
+        tokens_in=run.ledger.tokens_in if run.ledger is not None else 0,
+        tokens_out=run.ledger.tokens_out if run.ledger is not None else 0,
+        cost_usd=run.ledger.cost if run.ledger is not None else 0.0,
     )
 
 

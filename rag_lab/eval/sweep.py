@@ -453,6 +453,8 @@ class _Evaluator:
         row: dict[str, Any] = {"config_index": len(self.rows), **dict(config)}
         per_metric: dict[str, list[float]] = {}
         latencies: list[float] = []
+        costs: list[float] = []
+        tokens: list[float] = []
         errors = fallbacks = nan_samples = 0
         first_error = ""
         for suite in self.suites:
@@ -470,6 +472,8 @@ class _Evaluator:
                 if len(self.suites) > 1:
                     row[f"{suite.name}:{k}"] = v
             latencies += [r.latency_ms for r in res.records if not r.error]
+            costs += [r.cost_usd for r in res.records]
+            tokens += [r.tokens_in + r.tokens_out for r in res.records]
             errors += res.errors
             first_error = first_error or next((f"{r.qid}: {r.error}" for r in res.records if r.error), "")
             fallbacks += res.fallbacks
@@ -478,6 +482,9 @@ class _Evaluator:
         lat = sorted(latencies)
         row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
         row["p95_latency_ms"] = lat[min(len(lat) - 1, int(math.ceil(0.95 * len(lat))) - 1)] if lat else math.nan
+        # the trial's ledger, per question (the quality-vs-cost Pareto plot reads cost_usd)
+        row["cost_usd"] = sum(costs) / len(costs) if costs else math.nan
+        row["tokens"] = sum(tokens) / len(tokens) if tokens else math.nan
         row["errors"] = errors
         row["fallbacks"] = fallbacks
         row["nan_samples"] = nan_samples

@@ -70,3 +70,14 @@ def test_a_stalled_stream_times_out_into_an_error_event(tmp_path, docs_dir):
         errors = [e for e in run.events if e.type == "error"]
         assert len(errors) == 1 and "no answer chunk for 0.3 s" in errors[0].content
         assert run.answer == ""
+
+
+def test_a_slow_rewrite_call_times_out_and_keeps_the_original_query(tmp_path, docs_dir):
+    with FakeOpenAIServer() as srv:
+        lab = _lab(tmp_path, srv, docs_dir, query_understand_timeout_s=0.3)
+        srv.script(CHAT, Reply.chat('{"rewrite_query": "too late", "intent": "greeting"}', delay=2.0), Reply.chat("Mara Quill."))
+        run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+        qu = run.state("query_understand").state
+        assert qu.rewrite_query == "Who built the Brightwater lighthouse?" and qu.intent == ""
+        assert "timed out after 0.3 s" in qu.diagnostics["query_understand"]["error"]
+        assert run.references  # retrieval ran

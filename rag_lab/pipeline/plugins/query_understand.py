@@ -436,7 +436,11 @@ class PluginQueryUnderstand(StagePlugin):
             thinking=False,
         )
         try:
-            resp = await model.chat(messages, options)
+            resp = await asyncio.wait_for(model.chat(messages, options), p.query_understand_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("query_understand call timed out after %s s, keeping the original query", p.query_understand_timeout_s)
+            diag["error"] = f"timed out after {p.query_understand_timeout_s} s"
+            return await next()
         except Exception as exc:
             log.warning("query_understand call failed, keeping the original query: %s", exc)
             diag["error"] = str(exc)
