@@ -335,22 +335,11 @@ def add_eval_commands(subparsers: Any) -> None:
     p.set_defaults(func=cmd_convert)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rag-lab", description="rag_lab evaluation commands")
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
-    sub = ap.add_subparsers(dest="command", required=True)
-    add_eval_commands(sub)
-    return ap
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, LookupError) as exc:
-        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
-        return 2
+    """``python -m rag_lab.eval.cli …`` is the ``rag-lab`` command itself (same parser, same errors)."""
+    from rag_lab.cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rag_lab.knowledge.sqlite_conn import ThreadConnections
+
 __all__ = [
     "GraphData",
     "GraphError",
@@ -267,11 +269,8 @@ class GraphStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise GraphError(f"{self.path}: cannot create the graph directory: {exc}") from None
-        self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._conns: list[sqlite3.Connection] = []
-        self._conns_lock = threading.Lock()
-        self._closed = False
+        self._conns = ThreadConnections(self.path, GraphError, "graph store")
         with self._write_lock:
             conn = self._conn()
             try:
@@ -286,31 +285,10 @@ class GraphStore:
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        if self._closed:
-            raise GraphError(f"{self.path}: graph store is closed")
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.DatabaseError as exc:
-                raise GraphError(f"{self.path}: cannot open SQLite graph store: {exc}") from None
-            self._local.conn = conn
-            with self._conns_lock:
-                self._conns.append(conn)
-        return conn
+        return self._conns.get()
 
     def close(self) -> None:
-        with self._conns_lock:
-            for c in self._conns:
-                try:
-                    c.close()
-                except sqlite3.Error:
-                    pass
-            self._conns.clear()
-        self._closed = True
+        self._conns.close()
 
     def __enter__(self) -> "GraphStore":
         return self

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
 T = TypeVar("T")
@@ -112,31 +113,13 @@ class KnowledgeStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
-        self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._all_conns: list[sqlite3.Connection] = []
-        self._conns_lock = threading.Lock()
-        self._closed = False
+        self._conns = ThreadConnections(self.path, StoreError, "store", foreign_keys=True)
         self._create_schema()
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"{self.path}: store is closed")
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("PRAGMA foreign_keys=ON")
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: cannot open SQLite store: {exc}") from None
-            self._local.conn = conn
-            with self._conns_lock:
-                self._all_conns.append(conn)
-        return conn
+        return self._conns.get()
 
     def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
         with self._write_lock:
@@ -152,14 +135,7 @@ class KnowledgeStore:
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
-        with self._conns_lock:
-            for c in self._all_conns:
-                try:
-                    c.close()
-                except sqlite3.Error:
-                    pass
-            self._all_conns.clear()
-        self._closed = True
+        self._conns.close()
 
     def __enter__(self) -> "KnowledgeStore":
         return self

@@ -76,17 +76,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rag_lab.stream.serve_cli")
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
-    sub = ap.add_subparsers(dest="command", required=True)
-    add_serve_command(sub)
-    args = ap.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, LookupError) as exc:
-        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
-        return 2
+    """``python -m rag_lab.stream.serve_cli serve …`` is ``rag-lab serve …``."""
+    from rag_lab.cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""One SQLite connection per thread for the embedded stores (knowledge, graph): WAL journal,
+30 s busy timeout, rows by name; an open failure raises the store's own error naming the file."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+
+class ThreadConnections:
+    def __init__(self, path: Path, error: type[Exception], what: str, foreign_keys: bool = False) -> None:
+        self.path, self.error, self.what, self.foreign_keys = path, error, what, foreign_keys
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.all: list[sqlite3.Connection] = []
+        self.closed = False
+
+    def get(self) -> sqlite3.Connection:
+        if self.closed:
+            raise self.error(f"{self.path}: {self.what} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                if self.foreign_keys:
+                    conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.DatabaseError as exc:
+                raise self.error(f"{self.path}: cannot open SQLite {self.what}: {exc}") from None
+            self._local.conn = conn
+            with self._lock:
+                self.all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            conns, self.all = self.all, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
