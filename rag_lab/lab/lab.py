@@ -174,6 +174,9 @@ class Lab:
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
         self.workspace = Workspace(root)
+        #: optional image-text embedder (an ``ImageEmbedder``: text and image towers in one space)
+        #: for image recall; none ships offline, so it is set by the user (``lab.image_embedder = …``)
+        self.image_embedder: Any = None
         from rag_lab.memory import MemoryStore
         from rag_lab.session.sqlite_store import SQLiteSessionStore
 
@@ -184,7 +187,8 @@ class Lab:
         self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(
             workspace=self.workspace,
-            searcher=HybridSearcher(self.workspace, self._embedder_for, self.params),
+            searcher=HybridSearcher(self.workspace, self._embedder_for, self.params,
+                                    image_embedder_for=lambda kb: self.image_embedder),
             embedder_for=self._embedder_for,
             chat_models={CHAT_MODEL_ID: self.chat_model},
             rerank_models={RERANK_MODEL_ID: self.reranker} if self.reranker is not None else {},
@@ -259,6 +263,14 @@ class Lab:
     def ingest(self, path: str | Path, kb: str, progress: bool = True):
         return self.workspace.ingest_folder(self.kb(kb), Path(path), self.embedder, progress=progress,
                                             extractor=self.graph_extractor())
+
+    def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
+        """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
+        from rag_lab.knowledge.images import ingest_images
+
+        if self.image_embedder is None:
+            raise LabConfigError("ingest_images needs an image embedder: set lab.image_embedder to an ImageEmbedder")
+        return ingest_images(self.workspace, self.kb(kb), items, self.image_embedder, captions)
 
     def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
         return self.workspace.ingest_documents(self.kb(kb), docs, self.embedder, progress=progress,

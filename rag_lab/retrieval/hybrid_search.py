@@ -11,8 +11,10 @@ Differences from the reference, all deliberate:
 * single tenant: no permission checks; KBs are looked up by id (or, for notebooks, by name);
 * equal scores are ordered by chunk id, and several store groups are concatenated in group
   order (the reference uses completion order and unstable sorts);
-* image recall (seed step 5) and image-info enrichment (§6.9) are not implemented: no KB here
-  has image vectors.
+* image recall (seed step 5, :mod:`rag_lab.retrieval.image_recall`) runs only when the searcher
+  has ``image_embedder_for`` and a KB in scope has image vectors; its hits are appended to the
+  vector list (after the text vector hits) before fusion and hydrated with
+  ``metadata["retrieved_by"] = "image_vector"``. Image-info enrichment (§6.9) is not done here.
 """
 from __future__ import annotations
 
@@ -29,6 +31,15 @@ from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.workspace import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
 from rag_lab.retrieval.engine import is_searchable
+from rag_lab.retrieval.image_recall import (
+    IMAGE_SOURCE,
+    IMAGE_VECTOR,
+    ImageEmbedder,
+    has_image_vectors,
+    image_kb_ids,
+    recall_images,
+    search_image_indexes,
+)
 from rag_lab.retrieval.fusion import (
     dedup_by_score,
     fuse_hits,
@@ -218,6 +229,11 @@ class HybridTrace:
     faq_iterations: int = 0
     negative_filtered: list[str] = field(default_factory=list)
     skipped_in_hydration: list[tuple[str, str]] = field(default_factory=list)  # (chunk_id, reason)
+    image_kb_ids: list[str] = field(default_factory=list)
+    image_requests: list[int] = field(default_factory=list)  # top-k of each image request
+    image_hits: list[IndexWithScore] = field(default_factory=list)
+    image_dropped: int = 0
+    image_errors: list[str] = field(default_factory=list)
 
 
 EngineFor = Callable[[KnowledgeBase], tuple[str, RetrieveEngine]]
@@ -232,10 +248,16 @@ def can_view(kb: KnowledgeBase, tenant_id: int) -> bool:
     return tenant_id in {int(t) for t in shared if str(t).lstrip("-").isdigit()}
 
 
+async def _no_results() -> list[RetrieveResult]:
+    return []
+
+
 class HybridSearcher:
     """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
     (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
-    workspace's single :class:`~rag_lab.retrieval.engine.LocalEngine`."""
+    workspace's single :class:`~rag_lab.retrieval.engine.LocalEngine`. ``image_embedder_for(kb)``
+    returns the joint text/image embedder of a KB with image vectors (``None``, the default,
+    disables image recall)."""
 
     def __init__(
         self,
@@ -243,8 +265,10 @@ class HybridSearcher:
         embedder_for: Callable[[KnowledgeBase], "Embedder | None"],
         params: PipelineParams | None = None,
         engine_for: EngineFor | None = None,
+        image_embedder_for: Callable[[KnowledgeBase], ImageEmbedder | None] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.image_embedder_for = image_embedder_for
         self.embedder_for = embedder_for
         self.params = params or PipelineParams()
         if engine_for is None:
@@ -373,11 +397,18 @@ class HybridSearcher:
                 g.requests.append(RetrievalRequest("keywords", doc_kw, threshold=sp.keyword_threshold, query=query,
                                                    **common))
             trace.requests.extend((g.key, r.retriever_type, tuple(r.kb_ids), r.top_k) for r in g.requests)
-        if not any(g.requests for g in groups):
+        image_kbs = [k for k in kbs if has_image_vectors(k)] if (
+            self.image_embedder_for is not None and query and not sp.disable_vector_match) else []
+        has_requests = any(g.requests for g in groups)
+        if not has_requests and not image_kbs:
             return [], trace
 
-        results = await self._retrieve(groups)
+        results, image_hits = await asyncio.gather(
+            self._retrieve(groups) if has_requests else _no_results(),
+            self._image_recall(image_kbs, query, pool, sp, trace),
+        )
         vec, kw = classify_results(results)
+        vec = vec + image_hits
         trace.vector_hits, trace.keyword_hits = vec, kw
         if not vec and not kw:
             return [], trace
@@ -396,6 +427,47 @@ class HybridSearcher:
         hits = fused[:match_count]
         results_out = await asyncio.to_thread(self._hydrate, hits, trace)
         return results_out, trace
+
+    async def _image_recall(
+        self, image_kbs: Sequence[KnowledgeBase], query: str, pool: int, sp: SearchParams, trace: HybridTrace
+    ) -> list[IndexWithScore]:
+        """Seed step 5, best effort: any failure is logged and traced, and yields no image hits."""
+        if not image_kbs:
+            return []
+        assert self.image_embedder_for is not None
+        try:
+            embedder = self.image_embedder_for(image_kbs[0])
+            if embedder is None:
+                trace.image_errors.append(f"no image embedder for knowledge base {image_kbs[0].name!r}")
+                return []
+            ids = image_kb_ids(image_kbs, embedder.model_key)
+            skipped = [k.name for k in image_kbs if k.id not in ids]
+            if skipped:
+                trace.image_errors.append(
+                    f"knowledge bases {skipped} use another image embedding model than {embedder.model_key!r}")
+            trace.image_kb_ids = ids
+            if not ids:
+                return []
+            vecs = np.asarray(await asyncio.to_thread(embedder.embed, [query]), dtype=np.float32)
+            if vecs.ndim != 2 or vecs.shape[0] != 1:
+                raise ValueError(f"image embedder {embedder.model_key!r} returned shape {vecs.shape} for one query")
+            qvec = vecs[0]
+            errors: list[str] = []
+
+            async def search(kb_ids: list[str], emb: np.ndarray, top_k: int, thr: float) -> list[IndexWithScore]:
+                return await asyncio.to_thread(search_image_indexes, self.workspace, kb_ids, emb, top_k, thr,
+                                               list(sp.knowledge_ids), list(sp.tag_ids), errors)
+
+            outcome = await recall_images(search, ids, qvec, pool, sp.vector_threshold, self.params)
+        except Exception as exc:
+            log.warning("image recall failed, text results only: %s", exc)
+            trace.image_errors.append(f"{type(exc).__name__}: {exc}")
+            return []
+        trace.image_errors.extend(dict.fromkeys(errors))
+        if outcome.error:
+            trace.image_errors.append(outcome.error)
+        trace.image_requests, trace.image_hits, trace.image_dropped = outcome.requests, outcome.hits, outcome.dropped_images
+        return outcome.hits
 
     async def _retrieve(self, groups: Sequence[StoreGroup]) -> list[RetrieveResult]:
         results = await fan_out(groups, self.params.store_fanout_concurrency, self.params.store_fanout_timeout_s)
@@ -490,6 +562,10 @@ class HybridSearcher:
             assert c is not None
             seen.add(c.id)
             d = docs[(c.knowledge_base_id, c.knowledge_id)]
+            metadata = {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                        for k, v in (d.metadata or {}).items()}
+            if h.source_type == IMAGE_SOURCE:
+                metadata["retrieved_by"] = IMAGE_VECTOR
             out.append(
                 SearchResult(
                     id=c.id,
@@ -503,8 +579,7 @@ class HybridSearcher:
                     end_at=c.end_at,
                     score=h.score,
                     match_type=h.match_type,
-                    metadata={str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                              for k, v in (d.metadata or {}).items()},
+                    metadata=metadata,
                     chunk_type=c.chunk_type,
                     parent_chunk_id=c.parent_chunk_id,
                     image_info=c.image_info,

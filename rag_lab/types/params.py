@@ -66,6 +66,9 @@ class PipelineParams(BaseModel):
     faq_iteration_max_rounds: int = _f(5, 1, 100, "FAQ iterative retrieval rounds at most", "§5.13")
     store_fanout_concurrency: int = _f(4, 1, 64, "Concurrent store groups", "§5.9")
     store_fanout_timeout_s: float = _f(30.0, 0.1, 3600.0, "Per-group retrieval timeout", "§5.9")
+    image_recall_top_k_factor: float = _f(1.5, 1.0, 10.0, "Image recall top-k = ceil(pool × this), capped at the pool max", "seed §5 step 5")
+    image_vector_threshold: float = _f(0.1, 0.0, 1.0, "Image hits keep score >= min(vector threshold, this)", "seed §5 step 5")
+    image_recall_max_requests: int = _f(4, 1, 20, "Image recall requests at most (first + refills doubling top-k)", "seed §5 step 5")
 
     # --- query expansion (§4.5) --------------------------------------------------------------
     query_expansion_max_variants: int = _f(5, 0, 50, "Variants generated without an LLM", "§4.5")

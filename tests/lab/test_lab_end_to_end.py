@@ -159,3 +159,8 @@ def test_graph_enabled_kb_extracts_entities_and_searches_them(tmp_path, docs_dir
     run = lab.ask("What did Mara Quill build?", kb="g")
     assert "Mara Quill" in run.state("query_understand").state.entity
     assert "Mara Quill" in run.answer
+
+
+def test_ingest_images_needs_an_image_embedder(lab):
+    with pytest.raises(LabConfigError, match="image embedder"):
+        lab.ingest_images(["x.png"], kb="demo")
