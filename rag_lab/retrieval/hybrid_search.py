@@ -252,6 +252,38 @@ async def _no_results() -> list[RetrieveResult]:
     return []
 
 
+def chunk_to_search_result(chunk: Any, doc: Any, score: float, match_type: int, matched_content: str = "") -> SearchResult:
+    """A stored chunk and its document as a SearchResult (§5.15 hydration; also graph hits)."""
+    return SearchResult(
+        id=chunk.id,
+        content=chunk.content,
+        content_revision=chunk.content_revision,
+        knowledge_id=chunk.knowledge_id,
+        chunk_index=chunk.chunk_index,
+        seq=chunk.chunk_index,
+        knowledge_title=doc.title,
+        start_at=chunk.start_at,
+        end_at=chunk.end_at,
+        score=score,
+        match_type=match_type,
+        metadata={str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                  for k, v in (doc.metadata or {}).items()},
+        chunk_type=chunk.chunk_type,
+        parent_chunk_id=chunk.parent_chunk_id,
+        image_info=chunk.image_info,
+        knowledge_filename=doc.file_name,
+        knowledge_source=doc.source,
+        knowledge_channel=doc.channel,
+        knowledge_description=doc.description,
+        knowledge_custom_metadata=(
+            json.dumps(doc.custom_metadata, ensure_ascii=False, sort_keys=True) if doc.custom_metadata else ""
+        ),
+        chunk_metadata=dict(chunk.metadata) if chunk.metadata else None,
+        matched_content=matched_content,
+        knowledge_base_id=doc.knowledge_base_id,
+    )
+
+
 class HybridSearcher:
     """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
     (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
@@ -562,37 +594,8 @@ class HybridSearcher:
             assert c is not None
             seen.add(c.id)
             d = docs[(c.knowledge_base_id, c.knowledge_id)]
-            metadata = {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                        for k, v in (d.metadata or {}).items()}
+            r = chunk_to_search_result(c, d, h.score, h.match_type, matched_content=h.content)
             if h.source_type == IMAGE_SOURCE:
-                metadata["retrieved_by"] = IMAGE_VECTOR
-            out.append(
-                SearchResult(
-                    id=c.id,
-                    content=c.content,
-                    content_revision=c.content_revision,
-                    knowledge_id=c.knowledge_id,
-                    chunk_index=c.chunk_index,
-                    seq=c.chunk_index,
-                    knowledge_title=d.title,
-                    start_at=c.start_at,
-                    end_at=c.end_at,
-                    score=h.score,
-                    match_type=h.match_type,
-                    metadata=metadata,
-                    chunk_type=c.chunk_type,
-                    parent_chunk_id=c.parent_chunk_id,
-                    image_info=c.image_info,
-                    knowledge_filename=d.file_name,
-                    knowledge_source=d.source,
-                    knowledge_channel=d.channel,
-                    knowledge_description=d.description,
-                    knowledge_custom_metadata=(
-                        json.dumps(d.custom_metadata, ensure_ascii=False, sort_keys=True) if d.custom_metadata else ""
-                    ),
-                    chunk_metadata=dict(c.metadata) if c.metadata else None,
-                    matched_content=h.content,
-                    knowledge_base_id=d.knowledge_base_id,
-                )
-            )
+                r.metadata["retrieved_by"] = IMAGE_VECTOR
+            out.append(r)
         return out

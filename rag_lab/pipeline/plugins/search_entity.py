@@ -19,13 +19,13 @@ seed entity_search). Run by CHUNK_SEARCH_PARALLEL on its own clone of the chat.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from rag_lab.knowledge.graph import GraphData, NameSpace
 from rag_lab.pipeline.plugin import ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.retrieval.hybrid_search import chunk_to_search_result
 from rag_lab.searchutil.dedup import remove_duplicate_results
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
@@ -43,37 +43,6 @@ def entity_namespaces(entity_kb_ids: list[str], entity_knowledge: dict[str, str]
     doc_kbs = set(entity_knowledge.values())
     out.extend(NameSpace(kb) for kb in dict.fromkeys(entity_kb_ids) if kb and kb not in doc_kbs)
     return out
-
-
-def chunk_to_search_result(chunk: Any, doc: Any, score: float, match_type: int) -> SearchResult:
-    """A stored chunk and its document as a SearchResult (fields as hybrid search hydrates them)."""
-    return SearchResult(
-        id=chunk.id,
-        content=chunk.content,
-        content_revision=chunk.content_revision,
-        knowledge_id=chunk.knowledge_id,
-        chunk_index=chunk.chunk_index,
-        seq=chunk.chunk_index,
-        knowledge_title=doc.title,
-        start_at=chunk.start_at,
-        end_at=chunk.end_at,
-        score=score,
-        match_type=match_type,
-        metadata={str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                  for k, v in (doc.metadata or {}).items()},
-        chunk_type=chunk.chunk_type,
-        parent_chunk_id=chunk.parent_chunk_id,
-        image_info=chunk.image_info,
-        knowledge_filename=doc.file_name,
-        knowledge_source=doc.source,
-        knowledge_channel=doc.channel,
-        knowledge_description=doc.description,
-        knowledge_custom_metadata=(
-            json.dumps(doc.custom_metadata, ensure_ascii=False, sort_keys=True) if doc.custom_metadata else ""
-        ),
-        chunk_metadata=dict(chunk.metadata) if chunk.metadata else None,
-        knowledge_base_id=doc.knowledge_base_id,
-    )
 
 
 def turn_kb_ids(chat: ChatManage) -> set[str]:
