@@ -649,21 +649,6 @@ def build_graph(
     def coro():
         return abuild_graph(workspace, kb, extractor, knowledge_ids, progress, graph=graph, concurrency=concurrency)
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro())
-    box: dict[str, Any] = {}
+    from rag_lab.asyncutil import run_sync
 
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name="rag_lab-build-graph")
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return run_sync(coro, thread_name="rag_lab-build-graph")

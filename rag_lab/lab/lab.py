@@ -6,7 +6,6 @@ references, every stream event, per-stage timings and a ChatManage snapshot afte
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -102,25 +101,9 @@ class Run:
 
 
 def _run_sync(coro_factory: Callable[[], Any]) -> Any:
-    """Run a coroutine from sync code, also inside Jupyter where a loop is already running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro_factory())
-    box: dict[str, Any] = {}
+    from rag_lab.asyncutil import run_sync
 
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro_factory())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name="rag_lab-run")
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return run_sync(coro_factory)
 
 
 class Lab:
