@@ -187,6 +187,7 @@ class Lab:
             self.services.web_search, self.services.web_fetcher = web_services_from_config(cfg.get("web"), source=f"{source}: web")
         except WebConfigError as exc:
             raise LabConfigError(str(exc)) from None
+        self._manager: Any = None
         from rag_lab.stream.factory import build_stream_manager
 
         try:
@@ -375,7 +376,9 @@ class Lab:
 
         from rag_lab.observability.ledger import Ledger, use_ledger
 
-        manager = build_event_manager(self.services)
+        if self._manager is None:  # plugins read the services at call time: build the chain once
+            self._manager = build_event_manager(self.services)
+        manager = self._manager
         ledger = Ledger(self.prices)
         with use_ledger(ledger):
             outcome: QAOutcome = await run_knowledge_qa(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rag_lab.types.params import PipelineParams
+
 __all__ = [
     "MIN_OVERLAP",
     "SPAN",
@@ -20,12 +22,13 @@ __all__ = [
     "merge_text_chunks",
 ]
 
+_P = PipelineParams.model_fields
 #: Shortest overlap (runes) joined without a separator; shorter suffixes match by accident.
-MIN_OVERLAP = 12
+MIN_OVERLAP: int = _P["join_min_overlap"].default
 #: Longest overlap (runes) searched, and the floor of ``append_with_overlap``'s search cap.
-SPAN = 400
+SPAN: int = _P["join_span"].default
 #: Floor of the synthetic prefix ``append_with_overlap`` may skip in ``next``.
-HEAD_SLACK = 320
+HEAD_SLACK: int = _P["append_head_slack"].default
 
 
 def contains_chunk_content(container: str, contained: str, min_overlap: int = MIN_OVERLAP) -> bool:
@@ -75,7 +78,8 @@ def append_with_exact_overlap(acc: str, next: str, overlap: int) -> tuple[str, b
 
 
 def append_with_overlap(
-    acc: str, next: str, position_overlap: int, min_overlap: int = MIN_OVERLAP, span: int = SPAN
+    acc: str, next: str, position_overlap: int, min_overlap: int = MIN_OVERLAP, span: int = SPAN,
+    head_slack: int = HEAD_SLACK,
 ) -> str:
     """Append ``next`` after removing the overlap found by text (§6.14).
 
@@ -91,7 +95,7 @@ def append_with_overlap(
     if position_overlap <= 0:
         return acc + next
     max_k = min(len(acc), len(next), max(3 * position_overlap, span))
-    head_slack = max(2 * position_overlap, HEAD_SLACK)
+    head_slack = max(2 * position_overlap, head_slack)
     for k in range(max_k, min_overlap - 1, -1):
         if k <= 0:
             break

@@ -117,6 +117,7 @@ class PipelineParams(BaseModel):
     overlap_threshold: float = _f(0.85, 0.0, 1.0, "Token-overlap ratio that removes a partial overlap", "§6.6")
     join_min_overlap: int = _f(12, 1, 10_000, "Minimum rune overlap joined without separator", "§6.12")
     join_span: int = _f(400, 1, 100_000, "Maximum rune overlap searched when joining", "§6.12")
+    append_head_slack: int = _f(320, 0, 100_000, "Synthetic prefix (runes) skipped when appending by overlap", "§6.14")
 
     # --- web (§4.4.2, §4.7, §7.2) ------------------------------------------------------------
     web_result_score: float = _f(0.6, 0.0, 1.0, "Search score given to web results", "§4.4.2")
@@ -125,6 +126,7 @@ class PipelineParams(BaseModel):
 
     # --- entities (§4.3.7, §4.4.3) -------------------------------------------------------------
     entity_search_max_chunks: int = _f(30, 0, 10_000, "Graph chunks loaded at most", "seed")
+    entity_hit_score: float = _f(0.0, 0.0, 1.0, "Search score of graph hits (the reranker scores them)", "seed")
     entity_extract_temperature: float = _f(0.3, 0.0, 2.0, "Entity extraction temperature", "§4.3.7")
     entity_extract_max_tokens: int = _f(4096, 1, 100_000, "Entity extraction token cap", "§4.3.7")
 

@@ -35,13 +35,14 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 from urllib.parse import urlsplit
 
 from rag_lab.searchutil.conversion import WebSearchResult
+from rag_lab.types.params import PipelineParams
 
 __all__ = [
     "WebSearchProvider", "WebSearchResult", "WebSearchError", "LocalFolderProvider", "LocalPage",
     "HttpJsonSearchProvider", "best_snippet", "parse_front_matter",
 ]
 
-DEFAULT_MAX_RESULTS = 10  # the tenant default of §4.4.2 step 1
+DEFAULT_MAX_RESULTS: int = PipelineParams.model_fields["web_search_max_results"].default  # §4.4.2 step 1
 
 
 class WebSearchError(RuntimeError):

@@ -103,13 +103,13 @@ def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, l
                 action = "separate"
             elif cur.end_at > last.end_at:
                 action = "extend"
-            elif contains_chunk_content(last.content, cur.content):
+            elif contains_chunk_content(last.content, cur.content, params.join_min_overlap):
                 action = "subsume"
             else:
                 action = "join_distinct"
         elif (
-            contains_chunk_content(last.content, cur.content)
-            or contains_chunk_content(cur.content, last.content)
+            contains_chunk_content(last.content, cur.content, params.join_min_overlap)
+            or contains_chunk_content(cur.content, last.content, params.join_min_overlap)
             or cur.chunk_index == last_index + 1
         ):
             action = "join_text"
@@ -123,7 +123,9 @@ def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, l
         if action == "extend":
             overlap = last.end_at - cur.start_at
             text, ok = append_with_exact_overlap(last.content, cur.content, overlap)
-            last.content = text if ok else append_with_overlap(last.content, cur.content, overlap)
+            last.content = text if ok else append_with_overlap(
+                last.content, cur.content, overlap, params.join_min_overlap, params.join_span, params.append_head_slack
+            )
             last.end_at = cur.end_at
         elif action in ("join_distinct", "join_text"):
             last.content = join_chunk_content(last.content, cur.content, SEP, params.join_min_overlap, params.join_span)

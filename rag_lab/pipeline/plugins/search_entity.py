@@ -34,7 +34,6 @@ from rag_lab.types.search_result import MatchType, SearchResult
 log = logging.getLogger(__name__)
 
 #: search score of a graph hit before rerank (seed: "Score=0")
-GRAPH_HIT_SCORE = 0.0
 
 
 def entity_namespaces(entity_kb_ids: list[str], entity_knowledge: dict[str, str]) -> list[NameSpace]:
@@ -151,5 +150,6 @@ class PluginSearchEntity(StagePlugin):
             if reason:
                 dropped.append((cid, reason))
                 continue
-            out.append(chunk_to_search_result(c, docs[(c.knowledge_base_id, c.knowledge_id)], GRAPH_HIT_SCORE, MatchType.GRAPH))
+            doc = docs[(c.knowledge_base_id, c.knowledge_id)]
+            out.append(chunk_to_search_result(c, doc, chat.request.params.entity_hit_score, MatchType.GRAPH))
         return out
