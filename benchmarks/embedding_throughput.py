@@ -5,6 +5,7 @@ Usage: .venv/bin/python benchmarks/embedding_throughput.py [N_TEXTS]
 Embeds the same HotpotQA passages and sentences with each setting, in one process, and prints
 texts per second and the ratio to batch 1 / 1 thread.
 """
+
 from __future__ import annotations
 
 import sys

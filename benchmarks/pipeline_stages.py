@@ -7,6 +7,7 @@ the rerank re-scorer and the extractive answerer, the second reuses it. Prints m
 per stage for both passes and the warm/cold ratio (ratios, not absolute times, are what to
 compare: this machine is shared and noisy).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -35,7 +36,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as ws:
         lab = Lab.from_config(workspace=ws)
         t0 = time.perf_counter()
-        lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpotqa", progress=False)
+        lab.ingest_documents(
+            [{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpotqa", progress=False
+        )
         ingest_s = time.perf_counter() - t0
         qs = [q.question for q in ds.queries[:n]]
         cold = run_pass(lab, qs)

@@ -6,6 +6,7 @@ Usage: .venv/bin/python benchmarks/post_retrieval.py [QUERIES] [K]
 Candidates are real HotpotQA passages (200 per query, drawn deterministically) with synthetic
 search and rerank scores, so the timing covers the pipeline's own code, not a model.
 """
+
 from __future__ import annotations
 
 import random
@@ -45,10 +46,20 @@ def main() -> None:
     corpus = load_dataset("hotpotqa_hipporag100").corpus
     rng = random.Random(7)
     t_post = t_naive = t_index = 0.0
-    for q in range(n_queries):
+    for _ in range(n_queries):
         docs = rng.sample(corpus, 200)
-        cands = [SearchResult(id=f"{d.id}#c0", knowledge_id=d.id, content=d.text, knowledge_title=d.title,
-                              start_at=0, end_at=len(d.text), score=rng.random()) for d in docs]
+        cands = [
+            SearchResult(
+                id=f"{d.id}#c0",
+                knowledge_id=d.id,
+                content=d.text,
+                knowledge_title=d.title,
+                start_at=0,
+                end_at=len(d.text),
+                score=rng.random(),
+            )
+            for d in docs
+        ]
         model = [RerankScore(i, rng.random()) for i in range(len(cands))]
         model.sort(key=lambda s: -s.relevance_score)
 
@@ -77,9 +88,13 @@ def main() -> None:
         t_naive += t5 - t4
         del t1
     print(f"{n_queries} queries × 200 candidates, k={k}")
-    print(f"post-retrieval (threshold + composite + tokens + MMR + merge + top-K): {1000 * t_post / n_queries:.1f} ms/query")
-    print(f"MMR inverted index: {1000 * t_index / n_queries:.2f} ms/query | naive: {1000 * t_naive / n_queries:.2f} ms/query "
-          f"| naive/indexed = {t_naive / t_index:.1f}×")
+    print(
+        f"post-retrieval (threshold + composite + tokens + MMR + merge + top-K): {1000 * t_post / n_queries:.1f} ms/query"
+    )
+    print(
+        f"MMR inverted index: {1000 * t_index / n_queries:.2f} ms/query | naive: {1000 * t_naive / n_queries:.2f} ms/query "
+        f"| naive/indexed = {t_naive / t_index:.1f}×"
+    )
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ own questions. Synthetic corpora are topic-clustered word documents (one chunk e
 bag-of-words topic model (384-d, low intrinsic dimension like sentence embeddings), queried with
 words drawn from a random document; they measure scale, not retrieval quality.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,8 +57,28 @@ BUNDLED = ("hotpotqa_hipporag100", "pubmedqa_pqal", "cmrc2018")
 
 
 # -- synthetic corpus --------------------------------------------------------------------------
-_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "du", "ga", "li", "mo", "na", "ri", "te",
-              "zu", "ba", "fe", "ho"]
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "vi",
+    "so",
+    "pe",
+    "du",
+    "ga",
+    "li",
+    "mo",
+    "na",
+    "ri",
+    "te",
+    "zu",
+    "ba",
+    "fe",
+    "ho",
+]
 
 
 def _word(i: int) -> str:
@@ -203,8 +225,12 @@ def build_corpus(name: str, root: Path, embedder: Any, docs: list[dict], queries
 
 # -- the three stacks ----------------------------------------------------------------------------
 def _hits(ids: Sequence[str], scores: Sequence[float], match_type: int) -> list[IndexWithScore]:
-    return [IndexWithScore(id=c, content="", chunk_id=c, knowledge_id="", knowledge_base_id="", score=float(s),
-                           match_type=match_type) for c, s in zip(ids, scores)]
+    return [
+        IndexWithScore(
+            id=c, content="", chunk_id=c, knowledge_id="", knowledge_base_id="", score=float(s), match_type=match_type
+        )
+        for c, s in zip(ids, scores)
+    ]
 
 
 class Fusion:
@@ -276,8 +302,13 @@ class RagLabStack:
         self.kb_id, self.threshold = c.kb.id, threshold
 
     async def search(self, query: str, qvec: np.ndarray) -> list[str]:
-        sp = SearchParams(query_text=query, query_embedding=qvec, match_count=TOP_K, vector_threshold=self.threshold,
-                          knowledge_base_ids=[self.kb_id])
+        sp = SearchParams(
+            query_text=query,
+            query_embedding=qvec,
+            match_count=TOP_K,
+            vector_threshold=self.threshold,
+            knowledge_base_ids=[self.kb_id],
+        )
         return [r.id for r in await self.searcher.search(self.kb_id, sp)]
 
 
@@ -294,7 +325,9 @@ class Row:
     results: list[list[str]] = field(repr=False, default_factory=list)
 
 
-def _measure(fn: Callable[[str, np.ndarray], list[str]], c: Corpus, warm: int = 5) -> tuple[list[float], list[list[str]]]:
+def _measure(
+    fn: Callable[[str, np.ndarray], list[str]], c: Corpus, warm: int = 5
+) -> tuple[list[float], list[list[str]]]:
     for q, v in list(zip(c.queries, c.query_vectors))[:warm]:
         fn(q, v)
     times, out = [], []
@@ -359,7 +392,9 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
                 continue
             vindex.policy = dataclasses.replace(saved, hnsw_ef_search=ef)
             t, got = asyncio.run(_measure_async(ours, c))
-            rows.append(Row(c.name, n, kind, f"rag_lab (efSearch {ef})", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+            rows.append(
+                Row(c.name, n, kind, f"rag_lab (efSearch {ef})", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref))
+            )
         hnsw_rows = sorted(rows[2:], key=lambda r: int(r.stack.split()[-1].rstrip(")")))
         rows[2:] = hnsw_rows
         vindex.policy = IndexPolicy(ann_min_vectors=0)
@@ -376,20 +411,30 @@ def print_table(rows: list[Row]) -> None:
     print("|" + "|".join("-" * (len(p)) for p in head.split("|")[1:-1]) + "|")
     for r in rows:
         sp = base[r.corpus] / r.p50 if r.p50 > 0 else float("nan")
-        print(f"| {r.corpus:<22}| {r.chunks:>8,} | {r.index:<6}| {r.stack:<24}| {r.p50:>8.2f} | {r.p95:>8.2f} | "
-              f"{r.recall:>9.3f} | {sp:>7.2f}× |")
+        print(
+            f"| {r.corpus:<22}| {r.chunks:>8,} | {r.index:<6}| {r.stack:<24}| {r.p50:>8.2f} | {r.p95:>8.2f} | "
+            f"{r.recall:>9.3f} | {sp:>7.2f}× |"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="hotpotqa + synthetic 10k, 50 queries (~1-2 min)")
     ap.add_argument("--sizes", default=None, help="synthetic corpus sizes, comma-separated (default 10000,100000)")
-    ap.add_argument("--datasets", default=None, help=f"bundled corpora, comma-separated or 'none' (default {','.join(BUNDLED)})")
+    ap.add_argument(
+        "--datasets", default=None, help=f"bundled corpora, comma-separated or 'none' (default {','.join(BUNDLED)})"
+    )
     ap.add_argument("--queries", type=int, default=None, help="queries per corpus (default 200, quick 50)")
-    ap.add_argument("--ef-search", default="64,1024",
-                    help="extra HNSW efSearch values measured where the index is HNSW (default 64,1024)")
-    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "rag_lab" / "benchmarks"),
-                    help="where MiniLM embeddings of the bundled corpora are kept between runs ('' = nowhere)")
+    ap.add_argument(
+        "--ef-search",
+        default="64,1024",
+        help="extra HNSW efSearch values measured where the index is HNSW (default 64,1024)",
+    )
+    ap.add_argument(
+        "--cache",
+        default=str(Path.home() / ".cache" / "rag_lab" / "benchmarks"),
+        help="where MiniLM embeddings of the bundled corpora are kept between runs ('' = nowhere)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "10000,100000")).split(",") if s]
     names = args.datasets or ("hotpotqa_hipporag100" if args.quick else ",".join(BUNDLED))
@@ -402,10 +447,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from rag_lab.retrieval.vector_index import VectorIndex
 
-    print(f"python {sys.version.split()[0]}, faiss {faiss.__version__}, cores {__import__('os').cpu_count()}, "
-          f"{n_queries} queries per corpus, top {TOP_K}, pool {params.over_recall_min}, "
-          f"HNSW from {VectorIndex.default_policy.ann_min_vectors:,} vectors "
-          f"(M {VectorIndex.default_policy.hnsw_m}, efSearch {VectorIndex.default_policy.hnsw_ef_search})")
+    print(
+        f"python {sys.version.split()[0]}, faiss {faiss.__version__}, cores {__import__('os').cpu_count()}, "
+        f"{n_queries} queries per corpus, top {TOP_K}, pool {params.over_recall_min}, "
+        f"HNSW from {VectorIndex.default_policy.ann_min_vectors:,} vectors "
+        f"(M {VectorIndex.default_policy.hnsw_m}, efSearch {VectorIndex.default_policy.hnsw_ef_search})"
+    )
     rows: list[Row] = []
     notes: list[str] = []
     t_start = time.perf_counter()
@@ -423,9 +470,13 @@ def main(argv: list[str] | None = None) -> None:
                 docs = [{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus]
                 qs = [q.question for q in ds.queries[:n_queries]]
                 c = build_corpus(name, root, emb, docs, qs)
-                cached = "" if not isinstance(emb, DiskCachedEmbedder) else f", {emb.misses} texts embedded, rest cached"
-                c.notes.append(f"ingested {len(docs)} docs → {len(c.chunk_ids)} chunks in {c.ingest_s:.1f} s "
-                               f"(MiniLM embedding included{cached})")
+                cached = (
+                    "" if not isinstance(emb, DiskCachedEmbedder) else f", {emb.misses} texts embedded, rest cached"
+                )
+                c.notes.append(
+                    f"ingested {len(docs)} docs → {len(c.chunk_ids)} chunks in {c.ingest_s:.1f} s "
+                    f"(MiniLM embedding included{cached})"
+                )
                 if isinstance(emb, DiskCachedEmbedder):
                     emb.save()
                     emb.misses = 0

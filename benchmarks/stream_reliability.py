@@ -20,6 +20,7 @@ what survives. The chat model is the offline extractive answerer paced at 20 ms 
 chunk, so streams last long enough to be cut. The test suite runs a reduced version
 (tests/stream/test_stream_server.py) with the same harness.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,9 +33,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
 
 from rag_lab.stream.coalesce import DELTA_TYPES
 from rag_lab.types.stream import StreamEvent
@@ -63,14 +65,30 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         if REDIS_BIN is None:
             raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir), "--daemonize", "no", "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                REDIS_BIN,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -127,7 +145,7 @@ class ServerThread:
     def service(self) -> Any:
         return self.app.state.service
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -188,9 +206,9 @@ class _FrameParser:
 
     def feed(self, line: str) -> Frame | None:
         if line.startswith("event:"):
-            self.event = line[len("event:"):]
+            self.event = line[len("event:") :]
         elif line.startswith("data:"):
-            self.data = line[len("data:"):]
+            self.data = line[len("data:") :]
         elif line == "" and self.data is not None:
             frame = Frame(self.event, json.loads(self.data), self.data)
             self.event, self.data = "", None
@@ -243,16 +261,24 @@ def frame_units(payloads: Sequence[dict[str, Any]]) -> list[tuple]:
             if p.get("done"):
                 out.append((kind, "<done>", _canon(p.get("data") or {})))
         else:
-            out.append((kind, p.get("content"), p.get("done"), _canon(p.get("data") or {}),
-                        _canon(p.get("knowledge_references") or [])))
+            out.append(
+                (
+                    kind,
+                    p.get("content"),
+                    p.get("done"),
+                    _canon(p.get("data") or {}),
+                    _canon(p.get("knowledge_references") or []),
+                )
+            )
     return out
 
 
 def log_units(events: Sequence[StreamEvent], request_id: str = "") -> list[tuple]:
     from rag_lab.stream.server import build_stream_response
 
-    return frame_units([json.loads(json.dumps(build_stream_response(e, request_id).to_dict(), default=str))
-                        for e in events])
+    return frame_units(
+        [json.loads(json.dumps(build_stream_response(e, request_id).to_dict(), default=str)) for e in events]
+    )
 
 
 def _event_unit_ends(events: Sequence[StreamEvent]) -> list[int]:
@@ -293,26 +319,40 @@ class Report:
     wall_s: float = 0.0
 
     def line(self) -> str:
-        return (f"{self.backend:<8}{self.streams:>8}{self.disconnects:>12}{self.resumes:>9}{self.events_stored:>9}"
-                f"{self.frames_read:>9}{self.events_lost:>8}{self.order_violations:>8}{self.incomplete:>12}"
-                f"{self.wall_s:>8.1f}")
+        return (
+            f"{self.backend:<8}{self.streams:>8}{self.disconnects:>12}{self.resumes:>9}{self.events_stored:>9}"
+            f"{self.frames_read:>9}{self.events_lost:>8}{self.order_violations:>8}{self.incomplete:>12}"
+            f"{self.wall_s:>8.1f}"
+        )
 
     @staticmethod
     def header() -> str:
-        return (f"{'backend':<8}{'streams':>8}{'disconnects':>12}{'resumes':>9}{'stored':>9}{'frames':>9}"
-                f"{'lost':>8}{'order':>8}{'incomplete':>12}{'wall s':>8}")
+        return (
+            f"{'backend':<8}{'streams':>8}{'disconnects':>12}{'resumes':>9}{'stored':>9}{'frames':>9}"
+            f"{'lost':>8}{'order':>8}{'incomplete':>12}{'wall s':>8}"
+        )
 
 
 async def exercise_stream(
-    client: Any, urls: Sequence[str], session_id: str, question: str, kb: str, rng: random.Random,
-    max_cycles: int, user: str = "bench",
+    client: Any,
+    urls: Sequence[str],
+    session_id: str,
+    question: str,
+    kb: str,
+    rng: random.Random,
+    max_cycles: int,
+    user: str = "bench",
 ) -> StreamOutcome:
     """Ask, cut, resume (partially) up to ``max_cycles - 1`` times, then resume to the end."""
     out = StreamOutcome(session_id)
     headers = {"X-User-ID": user}
     try:
-        async with client.stream("POST", f"{urls[0]}/knowledge-chat/{session_id}", headers=headers,
-                                 json={"query": question, "knowledge_base_ids": [kb]}) as r:
+        async with client.stream(
+            "POST",
+            f"{urls[0]}/knowledge-chat/{session_id}",
+            headers=headers,
+            json={"query": question, "knowledge_base_ids": [kb]},
+        ) as r:
             if r.status_code != 200:
                 out.error = f"ask: HTTP {r.status_code}: {(await r.aread())[:200]!r}"
                 return out
@@ -324,8 +364,12 @@ async def exercise_stream(
             out.disconnects += 1
         for _ in range(rng.randint(1, max_cycles) - 1):
             await asyncio.sleep(rng.uniform(0, 0.05))
-            async with client.stream("GET", f"{rng.choice(urls)}/sessions/continue-stream/{session_id}",
-                                     params={"message_id": out.message_id}, headers=headers) as r:
+            async with client.stream(
+                "GET",
+                f"{rng.choice(urls)}/sessions/continue-stream/{session_id}",
+                params={"message_id": out.message_id},
+                headers=headers,
+            ) as r:
                 out.resumes += 1
                 if r.status_code != 200:
                     out.error = f"resume: HTTP {r.status_code}"
@@ -335,8 +379,12 @@ async def exercise_stream(
             out.partial_reads.append(part)
             if len(part) == limit and part[-1].type not in ("complete", "stop"):
                 out.disconnects += 1
-        async with client.stream("GET", f"{rng.choice(urls)}/sessions/continue-stream/{session_id}",
-                                 params={"message_id": out.message_id}, headers=headers) as r:
+        async with client.stream(
+            "GET",
+            f"{rng.choice(urls)}/sessions/continue-stream/{session_id}",
+            params={"message_id": out.message_id},
+            headers=headers,
+        ) as r:
             out.resumes += 1
             if r.status_code != 200:
                 out.error = f"final resume: HTTP {r.status_code}"
@@ -392,11 +440,20 @@ async def run_reliability(
     t0 = time.perf_counter()
     limits = httpx.Limits(max_connections=4 * n_streams + 10, max_keepalive_connections=n_streams)
     async with httpx.AsyncClient(timeout=httpx.Timeout(60.0), limits=limits) as client:
-        outcomes = await asyncio.gather(*[
-            exercise_stream(client, urls, f"{prefix}-{i}", questions[i % len(questions)], kb,
-                            random.Random(rng.random()), max_cycles)
-            for i in range(n_streams)
-        ])
+        outcomes = await asyncio.gather(
+            *[
+                exercise_stream(
+                    client,
+                    urls,
+                    f"{prefix}-{i}",
+                    questions[i % len(questions)],
+                    kb,
+                    random.Random(rng.random()),
+                    max_cycles,
+                )
+                for i in range(n_streams)
+            ]
+        )
     report.wall_s = time.perf_counter() - t0
     for o in outcomes:
         check(report, o, read_log(o.session_id, o.message_id) if o.message_id else [])
@@ -431,13 +488,18 @@ class CountingManager:
 
 
 async def _live_read(client: Any, url: str, session_id: str, question: str, kb: str) -> list[Frame]:
-    async with client.stream("POST", f"{url}/knowledge-chat/{session_id}", headers={"X-User-ID": "bench"},
-                             json={"query": question, "knowledge_base_ids": [kb]}) as r:
+    async with client.stream(
+        "POST",
+        f"{url}/knowledge-chat/{session_id}",
+        headers={"X-User-ID": "bench"},
+        json={"query": question, "knowledge_base_ids": [kb]},
+    ) as r:
         return await aparse_frames(r.aiter_lines())
 
 
-def redis_restart_scenario(lab: Any, redis: RedisServer, questions: Sequence[str], kb: str, n: int = 10,
-                           after_s: float = 0.3) -> dict[str, Any]:
+def redis_restart_scenario(
+    lab: Any, redis: RedisServer, questions: Sequence[str], kb: str, n: int = 10, after_s: float = 0.3
+) -> dict[str, Any]:
     """``n`` live streams; Redis restarts ``after_s`` seconds in. Returns what survived."""
     import httpx
 
@@ -453,8 +515,10 @@ def redis_restart_scenario(lab: Any, redis: RedisServer, questions: Sequence[str
 
         async def go() -> list[list[Frame]]:
             async with httpx.AsyncClient(timeout=60) as client:
-                tasks = [asyncio.create_task(_live_read(client, srv.url, f"rs-{i}", questions[i % len(questions)], kb))
-                         for i in range(n)]
+                tasks = [
+                    asyncio.create_task(_live_read(client, srv.url, f"rs-{i}", questions[i % len(questions)], kb))
+                    for i in range(n)
+                ]
                 await asyncio.sleep(after_s)
                 await asyncio.to_thread(redis.restart)
                 return await asyncio.gather(*tasks)
@@ -517,14 +581,25 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         lab, questions = _lab(str(Path(tmp) / "ws"), 25)
-        print(f"{n_streams} concurrent streams, up to {max_cycles} connections each (ask + resumes), "
-              f"seed {seed}, model paced at 20 ms/chunk, {len(questions)} distinct questions")
+        print(
+            f"{n_streams} concurrent streams, up to {max_cycles} connections each (ask + resumes), "
+            f"seed {seed}, model paced at 20 ms/chunk, {len(questions)} distinct questions"
+        )
         print(Report.header())
         memory = MemoryStreamManager()
         with ServerThread(create_app(lab, manager=memory)) as srv:
-            rep = asyncio.run(run_reliability(
-                [srv.url], lambda s, m: memory.get_events(s, m, 0)[0], questions, "bench",
-                n_streams, max_cycles, seed, "memory"))
+            rep = asyncio.run(
+                run_reliability(
+                    [srv.url],
+                    lambda s, m: memory.get_events(s, m, 0)[0],
+                    questions,
+                    "bench",
+                    n_streams,
+                    max_cycles,
+                    seed,
+                    "memory",
+                )
+            )
         print(rep.line())
         for e in rep.errors[:5]:
             print("  error:", e)
@@ -540,9 +615,18 @@ def main() -> None:
                 app_b = create_app(lab, manager=b, directory=build_stream_directory(b))
                 lab.stream_manager = a  # asks go to replica A; resumes to A or B at random
                 with ServerThread(app_b) as srv_b:
-                    rep = asyncio.run(run_reliability(
-                        [srv_a.url, srv_b.url], lambda s, m: a.get_events(s, m, 0)[0], questions, "bench",
-                        n_streams, max_cycles, seed, "redis"))
+                    rep = asyncio.run(
+                        run_reliability(
+                            [srv_a.url, srv_b.url],
+                            lambda s, m: a.get_events(s, m, 0)[0],
+                            questions,
+                            "bench",
+                            n_streams,
+                            max_cycles,
+                            seed,
+                            "redis",
+                        )
+                    )
             print(rep.line())
             for e in rep.errors[:5]:
                 print("  error:", e)

@@ -19,6 +19,7 @@ are printed side by side:
 It also checks that both modes produce the same metrics for every config. Ratios, not absolute
 times, are what to compare (the development machine is a shared 2-core VM).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -87,16 +88,26 @@ async def main() -> None:
         cold_s, cold_plain = await sweep(cold, ds, spec.kb_name, GRID)
 
     same = plain == cached == fresh_cached == cold_plain
-    print(f"HotpotQA slice: {len(ds.queries)} questions, {len(ds.corpus)} documents (ingested in {ingest_s:.1f} s); "
-          f"{len(GRID)} configs over rerank_threshold × mmr_lambda × rerank_top_k = {evals} evaluations per mode")
+    print(
+        f"HotpotQA slice: {len(ds.queries)} questions, {len(ds.corpus)} documents (ingested in {ingest_s:.1f} s); "
+        f"{len(GRID)} configs over rerank_threshold × mmr_lambda × rerank_top_k = {evals} evaluations per mode"
+    )
     print(f"{'mode':<28}{'seconds':>9}{'evals/s':>10}{'vs pipeline':>13}")
-    for name, secs in (("pipeline (warm lab)", plain_s), ("stage cache (warm lab)", cached_s),
-                       ("pipeline (new lab)", cold_s), ("stage cache (new lab)", fresh_cached_s)):
+    for name, secs in (
+        ("pipeline (warm lab)", plain_s),
+        ("stage cache (warm lab)", cached_s),
+        ("pipeline (new lab)", cold_s),
+        ("stage cache (new lab)", fresh_cached_s),
+    ):
         print(f"{name:<28}{secs:>9.1f}{evals / secs:>10.1f}{plain_s / secs:>12.2f}x")
-    print(f"stage cache speed-up, warm lab: {plain_s / cached_s:.2f}x; new lab: {cold_s / fresh_cached_s:.2f}x; "
-          f"filling the cache (one config): {fill_s:.1f} s")
-    print("stage cache counters (warm sweep incl. fill): "
-          + ", ".join(f"{k} {v.hits} hits / {v.misses} misses" for k, v in stats.items()))
+    print(
+        f"stage cache speed-up, warm lab: {plain_s / cached_s:.2f}x; new lab: {cold_s / fresh_cached_s:.2f}x; "
+        f"filling the cache (one config): {fill_s:.1f} s"
+    )
+    print(
+        "stage cache counters (warm sweep incl. fill): "
+        + ", ".join(f"{k} {v.hits} hits / {v.misses} misses" for k, v in stats.items())
+    )
     print(f"mean ms per question, warm lab: {'stage':<28}{'pipeline':>10}{'cached':>10}")
     for stage in STAGES["pipeline"]:
         a = sum(STAGES["pipeline"][stage]) / len(STAGES["pipeline"][stage])

@@ -3,6 +3,7 @@ interleaved in one process so machine noise hits both alike.
 
 Usage: .venv/bin/python benchmarks/tracing_overhead.py [ROUNDS]
 """
+
 from __future__ import annotations
 
 import statistics
@@ -43,8 +44,10 @@ def main() -> None:
                     lab.ask(q, kb="k", snapshots=False)
                 times[name].append((time.perf_counter() - t0) * 1000 / len(QUESTIONS))
     off_ms, on_ms = statistics.median(times["off"]), statistics.median(times["on"])
-    print(f"median ms/question over {rounds} rounds: tracing off {off_ms:.2f}, on (in-memory exporter) {on_ms:.2f}, "
-          f"on/off = {on_ms / off_ms:.3f}")
+    print(
+        f"median ms/question over {rounds} rounds: tracing off {off_ms:.2f}, on (in-memory exporter) {on_ms:.2f}, "
+        f"on/off = {on_ms / off_ms:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ their outputs and figures). Run: .venv/bin/python notebooks/build_notebooks.py [
 
 Keeping the source here makes reviews readable (a diff of Python, not of JSON) and lets CI check
 that the committed notebooks still execute (`pytest --nbval-lax notebooks`)."""
+
 from __future__ import annotations
 
 import sys
@@ -14,7 +15,7 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 
-SETUP = '''import os, tempfile, warnings
+SETUP = """import os, tempfile, warnings
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import logging; logging.getLogger("jieba").setLevel(logging.WARNING)
@@ -22,17 +23,19 @@ import pandas as pd
 pd.set_option("display.max_colwidth", 60)
 from rag_lab.lab import Lab
 from rag_lab.eval.datasets import load_dataset
-workspace = tempfile.mkdtemp(prefix="rag_lab_nb_")   # a fresh workspace: the notebook runs anywhere'''
+workspace = tempfile.mkdtemp(prefix="rag_lab_nb_")   # a fresh workspace: the notebook runs anywhere"""
 
-INGEST_HOTPOT = '''ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
+INGEST_HOTPOT = """ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
 lab = Lab.from_config(workspace=workspace)
 report = lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpot", progress=False)
-print(report)'''
+print(report)"""
 
 NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
 
 NOTEBOOKS["00_quickstart"] = [
-    ("md", """# 00 · Quickstart
+    (
+        "md",
+        """# 00 · Quickstart
 
 rag_lab runs a whole RAG chat pipeline on your machine — query understanding, hybrid FAISS + BM25
 search, rerank with composite score and MMR, chunk merge, context assembly and a streamed answer
@@ -41,234 +44,388 @@ with citations — and keeps everything each stage did so you can look at it.
 This notebook ingests a slice of the bundled HotpotQA corpus, asks one question and shows what came
 back. Every model here runs offline on the CPU: MiniLM-L6 embeddings (ONNX int8), an embedding
 re-scorer as reranker, and an *extractive* answerer that picks and cites the best sentences of the
-retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM)."""),
+retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM).""",
+    ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
-    ("md", "Ask a question. `lab.ask` returns a `Run`: the answer (citations expanded to `<kb …/>` tags), the references, every stream event, the timing of every stage and a snapshot of the pipeline state after every stage."),
-    ("code", '''q = ds.queries[0]
+    (
+        "md",
+        "Ask a question. `lab.ask` returns a `Run`: the answer (citations expanded to `<kb …/>` tags), the references, every stream event, the timing of every stage and a snapshot of the pipeline state after every stage.",
+    ),
+    (
+        "code",
+        """q = ds.queries[0]
 run = lab.ask(q.question, kb="hotpot")
 print("Q:", q.question)
 print("A:", run.answer[:600])
-print("expected:", q.answers)'''),
-    ("code", '''pd.DataFrame([{"rank": i + 1, "title": r.knowledge_title, "score": round(r.score, 3),
+print("expected:", q.answers)""",
+    ),
+    (
+        "code",
+        """pd.DataFrame([{"rank": i + 1, "title": r.knowledge_title, "score": round(r.score, 3),
                "gold": r.knowledge_id in q.gold_ids, "cited": r.id in run.cited_chunk_ids}
-              for i, r in enumerate(run.references[:8])])'''),
-    ("md", "Where did the time go? The answer stage returns as soon as the stream has started, so its own span is short; the stream itself is measured by the ledger."),
-    ("code", '''from rag_lab.lab.plots import plot_stage_timings
-plot_stage_timings(run)'''),
-    ("code", '''run.ledger.summary()'''),
+              for i, r in enumerate(run.references[:8])])""",
+    ),
+    (
+        "md",
+        "Where did the time go? The answer stage returns as soon as the stream has started, so its own span is short; the stream itself is measured by the ledger.",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_stage_timings
+plot_stage_timings(run)""",
+    ),
+    ("code", """run.ledger.summary()"""),
 ]
 
 NOTEBOOKS["01_pipeline_event_by_event"] = [
-    ("md", """# 01 · The pipeline, event by event
+    (
+        "md",
+        """# 01 · The pipeline, event by event
 
 The orchestrator triggers one event after another; each event runs a chain of plugins that read
 and write one object, `ChatManage` (request · state · context). `lab.step()` pauses after every
-stage so you can look at that object, exactly as the next stage will see it."""),
+stage so you can look at that object, exactly as the next stage will see it.""",
+    ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
-    ("code", '''st = lab.step(ds.queries[1].question, kb="hotpot")
+    (
+        "code",
+        """st = lab.step(ds.queries[1].question, kb="hotpot")
 view = st.next()
-view'''),
-    ("md", "Keep stepping. After `chunk_search_parallel` the state holds the hybrid search results; the rerank and merge lists are still empty."),
-    ("code", '''view = st.run_to("chunk_search_parallel")
+view""",
+    ),
+    (
+        "md",
+        "Keep stepping. After `chunk_search_parallel` the state holds the hybrid search results; the rerank and merge lists are still empty.",
+    ),
+    (
+        "code",
+        """view = st.run_to("chunk_search_parallel")
 s = view.state.state
 print(len(s.search_result), "search results;", len(s.rerank_result), "reranked;", len(s.merge_result), "merged")
 pd.DataFrame([{"id": r.id[-22:], "title": r.knowledge_title, "score": round(r.score, 3), "match_type": r.match_type}
-              for r in s.search_result[:8]])'''),
-    ("code", '''after_rerank = st.run_to("chunk_rerank").state
-after_rerank.state.diagnostics["rerank"]["outcome"], len(after_rerank.state.rerank_result)'''),
-    ("md", "`diff` compares two snapshots: here the same run before and after the rerank stage — which chunks were kept, dropped or moved, and how their scores changed (the rerank replaces the search score by the composite score)."),
-    ("code", '''from rag_lab.lab.diff import diff
+              for r in s.search_result[:8]])""",
+    ),
+    (
+        "code",
+        """after_rerank = st.run_to("chunk_rerank").state
+after_rerank.state.diagnostics["rerank"]["outcome"], len(after_rerank.state.rerank_result)""",
+    ),
+    (
+        "md",
+        "`diff` compares two snapshots: here the same run before and after the rerank stage — which chunks were kept, dropped or moved, and how their scores changed (the rerank replaces the search score by the composite score).",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.diff import diff
 d = diff(view.state, after_rerank, lists=("search_result", "rerank_result"))
-d.frame().head(10)'''),
-    ("code", '''run = st.finish()
+d.frame().head(10)""",
+    ),
+    (
+        "code",
+        """run = st.finish()
 print(run.stages)
-print(run.answer[:400])'''),
-    ("md", "Every stage of a finished run is still there: `run.state(stage)` is the snapshot after it, and `lab.rerun(run, stage, params=...)` runs again from a stage with other parameters, reusing everything upstream."),
-    ("code", '''tight = lab.rerun(run, "chunk_rerank", params={"rerank_top_k": 1})
-[r.knowledge_title for r in run.references][:5], [r.knowledge_title for r in tight.references]'''),
+print(run.answer[:400])""",
+    ),
+    (
+        "md",
+        "Every stage of a finished run is still there: `run.state(stage)` is the snapshot after it, and `lab.rerun(run, stage, params=...)` runs again from a stage with other parameters, reusing everything upstream.",
+    ),
+    (
+        "code",
+        """tight = lab.rerun(run, "chunk_rerank", params={"rerank_top_k": 1})
+[r.knowledge_title for r in run.references][:5], [r.knowledge_title for r in tight.references]""",
+    ),
 ]
 
 NOTEBOOKS["02_hybrid_search_and_expansion"] = [
-    ("md", """# 02 · Hybrid search and query expansion
+    (
+        "md",
+        """# 02 · Hybrid search and query expansion
 
 `HybridSearch` asks the vector index (FAISS, cosine) and the keyword index (BM25, bm25s) for an
 over-recalled pool (`max(match_count*5, 50)` per KB, capped at 500), then fuses the two ranked lists
 with weighted reciprocal-rank fusion: `0.7/(60+rank_v) + 0.3/(60+rank_k)`, divided by its maximum so
 scores stay in [0, 1]. When the first recall is short of `embedding_top_k`, a local, LLM-free query
-expansion adds keyword-only searches for a few variants of the question."""),
+expansion adds keyword-only searches for a few variants of the question.""",
+    ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
-    ("code", '''from rag_lab.lab.frames import fusion_trace
+    (
+        "code",
+        """from rag_lab.lab.frames import fusion_trace
 from rag_lab.lab.plots import plot_fusion
 run = lab.ask(ds.queries[2].question, kb="hotpot")
 fusion = fusion_trace(lab, run)
-run.frame("fusion", fusion=fusion).head(10)'''),
-    ("code", '''plot_fusion(run, fusion=fusion)'''),
+run.frame("fusion", fusion=fusion).head(10)""",
+    ),
+    ("code", """plot_fusion(run, fusion=fusion)"""),
     ("md", "Weights and k are parameters. Tilting the fusion towards keywords changes the order:"),
-    ("code", '''kw = lab.ask(ds.queries[2].question, kb="hotpot", params={"rrf_vector_weight": 0.2, "rrf_keyword_weight": 0.8})
+    (
+        "code",
+        """kw = lab.ask(ds.queries[2].question, kb="hotpot", params={"rrf_vector_weight": 0.2, "rrf_keyword_weight": 0.8})
 pd.DataFrame({"default (0.7/0.3)": [r.knowledge_title for r in run.state("chunk_search_parallel").state.search_result[:6]],
-              "keyword-heavy (0.2/0.8)": [r.knowledge_title for r in kw.state("chunk_search_parallel").state.search_result[:6]]})'''),
-    ("md", "## Query expansion\n\nVariants are built without a model: the keywords without stop words, quoted phrases, clause segments and the question without its question word. Chinese runs are segmented with jieba in search mode."),
-    ("code", '''from rag_lab.pipeline.plugins.query_expansion import generate_expansion_variants
+              "keyword-heavy (0.2/0.8)": [r.knowledge_title for r in kw.state("chunk_search_parallel").state.search_result[:6]]})""",
+    ),
+    (
+        "md",
+        "## Query expansion\n\nVariants are built without a model: the keywords without stop words, quoted phrases, clause segments and the question without its question word. Chinese runs are segmented with jieba in search mode.",
+    ),
+    (
+        "code",
+        """from rag_lab.pipeline.plugins.query_expansion import generate_expansion_variants
 for q in ["What is the \\"Queen's Gambit\\" opening, and who played it?", "什么是长城的历史，它有多长？"]:
-    print(q, "→", generate_expansion_variants(q, "", 5))'''),
-    ("md", "## Chinese\n\nThe same pipeline on CMRC 2018 (Chinese reading comprehension). BM25 tokenises Han text with jieba; MiniLM is an English model, so here the keyword side carries most of the weight."),
-    ("code", '''zh = load_dataset("cmrc2018").subset(10, max_docs=60)
+    print(q, "→", generate_expansion_variants(q, "", 5))""",
+    ),
+    (
+        "md",
+        "## Chinese\n\nThe same pipeline on CMRC 2018 (Chinese reading comprehension). BM25 tokenises Han text with jieba; MiniLM is an English model, so here the keyword side carries most of the weight.",
+    ),
+    (
+        "code",
+        """zh = load_dataset("cmrc2018").subset(10, max_docs=60)
 lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in zh.corpus], kb="cmrc", progress=False)
 zq = zh.queries[0]
 zrun = lab.ask(zq.question, kb="cmrc")
 print(zq.question, "| gold:", zq.gold_ids)
 pd.DataFrame([{"title": r.knowledge_title, "score": round(r.score, 3), "gold": r.knowledge_id in zq.gold_ids}
-              for r in zrun.references[:5]])'''),
+              for r in zrun.references[:5]])""",
+    ),
 ]
 
 NOTEBOOKS["03_rerank_composite_mmr"] = [
-    ("md", """# 03 · Rerank, composite score and MMR
+    (
+        "md",
+        """# 03 · Rerank, composite score and MMR
 
 The rerank stage sends at most 200 candidates to the reranker, keeps those above
 `rerank_threshold` (with a ladder: the best one alone when all fall below the threshold but it
 reaches 0.15; one retry at threshold×0.7, floor 0.3), turns each into a **composite score**
 `0.6·model + 0.3·search + 0.1·source weight` (web pages 0.95, everything else 1.0), applies the FAQ
 boost, and finally picks `rerank_top_k` of them with **MMR**: `0.7·relevance − 0.3·max Jaccard
-redundancy` with what was already picked."""),
+redundancy` with what was already picked.""",
+    ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
-    ("code", '''run = lab.ask(ds.queries[3].question, kb="hotpot")
-run.frame("rerank").head(12)'''),
-    ("md", "Each bar is one candidate: the model, search and source contributions stacked, with the threshold line. Try another threshold: the ladder replays offline, no model needed."),
-    ("code", '''from rag_lab.lab.plots import plot_composite_scores, plot_mmr
-plot_composite_scores(run, threshold=0.5)'''),
-    ("code", '''from rag_lab.lab.frames import rerank_threshold_outcome
+    (
+        "code",
+        """run = lab.ask(ds.queries[3].question, kb="hotpot")
+run.frame("rerank").head(12)""",
+    ),
+    (
+        "md",
+        "Each bar is one candidate: the model, search and source contributions stacked, with the threshold line. Try another threshold: the ladder replays offline, no model needed.",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_composite_scores, plot_mmr
+plot_composite_scores(run, threshold=0.5)""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.frames import rerank_threshold_outcome
 for t in (0.2, 0.5, 0.8, 0.95):
     o = rerank_threshold_outcome(run, t)
-    print(f"threshold {t}: outcome={o.outcome}, kept={len(o.kept)}")'''),
-    ("md", "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity."),
-    ("code", '''plot_mmr(run, lambdas=(1.0, 0.7, 0.4))'''),
-    ("code", '''pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])'''),
+    print(f"threshold {t}: outcome={o.outcome}, kept={len(o.kept)}")""",
+    ),
+    (
+        "md",
+        "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity.",
+    ),
+    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4))"""),
+    ("code", """pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])"""),
 ]
 
 NOTEBOOKS["04_merge"] = [
-    ("md", """# 04 · The eight merge steps
+    (
+        "md",
+        """# 04 · The eight merge steps
 
 CHUNK_MERGE turns reranked chunks into contexts: 1 input · 2 dedup (id + content signature) ·
 3 references from the previous turn · 4 parent chunks · 5 sequential merge of neighbouring chunks
 of one document · 6 FAQ answers · 7 short chunks (< 350 characters) expanded with their neighbours up
 to 850 · 8 merge again, dedup, and drop partial overlaps (containment or ≥ 85 % token overlap).
-Every decision is recorded."""),
+Every decision is recorded.""",
+    ),
     ("code", SETUP),
     ("md", "Small chunks make merging visible: a KB with 200-character chunks over a few long passages."),
-    ("code", '''long = load_dataset("pubmedqa_pqal").subset(5, max_docs=30)
+    (
+        "code",
+        """long = load_dataset("pubmedqa_pqal").subset(5, max_docs=30)
 lab = Lab.from_config(workspace=workspace)
 lab.kb("pubmed", chunk_size=200, chunk_overlap=40)
 lab.ingest_documents([{"id": d.id, "title": d.title or d.id, "text": d.text} for d in long.corpus], kb="pubmed", progress=False)
 run = lab.ask(long.queries[0].question, kb="pubmed")
-pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"][:12])'''),
-    ("code", '''run.frame("merge").head(10)'''),
-    ("code", '''from rag_lab.lab.plots import plot_merge
-plot_merge(run)'''),
+pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"][:12])""",
+    ),
+    ("code", """run.frame("merge").head(10)"""),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_merge
+plot_merge(run)""",
+    ),
     ("md", "The expansion bounds are parameters; turning expansion off shows what the model would otherwise see:"),
-    ("code", '''short = lab.rerun(run, "chunk_merge", params={"expansion_min_len": 0})
-[len(r.content) for r in run.references][:6], [len(r.content) for r in short.references][:6]'''),
+    (
+        "code",
+        """short = lab.rerun(run, "chunk_merge", params={"expansion_min_len": 0})
+[len(r.content) for r in run.references][:6], [len(r.content) for r in short.references][:6]""",
+    ),
 ]
 
 NOTEBOOKS["05_generation_citations_replay"] = [
-    ("md", """# 05 · Generation, citations and stream replay
+    (
+        "md",
+        """# 05 · Generation, citations and stream replay
 
 The model never sees internal ids. Retrieved chunks are rendered as compact XML with request-local
 aliases (`c1`, `c2`, …; `w1` for web pages); the model cites `<ref id="c1"/>`; a streaming decoder
 expands each reference into a `<kb …/>` tag across arbitrary chunk boundaries and drops anything it
 does not know (fail-closed). Every event is stored append-only, so a stream can be replayed or
-resumed from any offset."""),
+resumed from any offset.""",
+    ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
-    ("code", '''run = lab.ask(ds.queries[4].question, kb="hotpot")
+    (
+        "code",
+        """run = lab.ask(ds.queries[4].question, kb="hotpot")
 system = run.state("chat_completion_stream").state.diagnostics["chat_messages"][0]["content"]
-print(system[system.find("<retrieval"):][:700])'''),
+print(system[system.find("<retrieval"):][:700])""",
+    ),
     ("md", "The decoder at work on a reply cut in awkward places:"),
-    ("code", '''from rag_lab.modelcontext import Registry, StreamDecoder
+    (
+        "code",
+        """from rag_lab.modelcontext import Registry, StreamDecoder
 reg = Registry(citations_enabled=True)
 reg.register_search_results(run.references)
 dec = StreamDecoder(reg)
 pieces = ["The answer is here <r", "ef id=\\"c1", "\\"/> and an unknown <ref id=\\"c99\\"/>", "."]
-print("".join(dec.feed(p) for p in pieces) + dec.flush())'''),
-    ("md", "## Replay and resume\n\nThe stored events, in order; a client that dropped after event 5 resumes by reading from offset 5."),
-    ("code", '''events, _ = lab.stream_manager.get_events(run.session_id, run.message_id, 0)
+print("".join(dec.feed(p) for p in pieces) + dec.flush())""",
+    ),
+    (
+        "md",
+        "## Replay and resume\n\nThe stored events, in order; a client that dropped after event 5 resumes by reading from offset 5.",
+    ),
+    (
+        "code",
+        """events, _ = lab.stream_manager.get_events(run.session_id, run.message_id, 0)
 print([e.type for e in events])
 resumed, nxt = lab.stream_manager.get_events(run.session_id, run.message_id, 5)
 print("resumed from offset 5:", len(resumed), "events; next offset", nxt)
-assert [e.id for e in events[5:]] == [e.id for e in resumed]'''),
-    ("code", '''import io
+assert [e.id for e in events[5:]] == [e.id for e in resumed]""",
+    ),
+    (
+        "code",
+        """import io
 from pathlib import Path
 from rag_lab.lab.capture import load_capture
 from rag_lab.lab.replay import replay_to_terminal
 path = run.save(Path(workspace) / "run.capture.jsonl")
 buf = io.StringIO()
 replay_to_terminal(load_capture(path), speed=0, out=buf)
-print(buf.getvalue()[:800])'''),
+print(buf.getvalue()[:800])""",
+    ),
 ]
 
 NOTEBOOKS["06_tuning"] = [
-    ("md", """# 06 · Tuning thresholds and weights
+    (
+        "md",
+        """# 06 · Tuning thresholds and weights
 
 Every constant of the pipeline is a `PipelineParams` field with a valid range. A sweep evaluates
 configurations on a dataset slice and ranks them by an LLM-free retrieval metric; the stage cache
 reuses search results and rerank-model scores when only downstream parameters change, so a sweep
-over rerank / MMR / merge parameters costs little more than one pass."""),
+over rerank / MMR / merge parameters costs little more than one pass.""",
+    ),
     ("code", SETUP),
-    ("code", '''from rag_lab.types import PipelineParams
+    (
+        "code",
+        """from rag_lab.types import PipelineParams
 ranges = PipelineParams.field_ranges()
 pd.DataFrame([{"field": k, "default": getattr(PipelineParams(), k), "min": lo, "max": hi}
-              for k, (lo, hi) in ranges.items() if k.startswith(("rerank", "mmr", "composite", "rrf"))])'''),
-    ("code", '''from rag_lab.eval.runner import SuiteSpec
+              for k, (lo, hi) in ranges.items() if k.startswith(("rerank", "mmr", "composite", "rrf"))])""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.runner import SuiteSpec
 from rag_lab.eval.sweep import parse_param, run_grid
 lab = Lab.from_config(workspace=workspace)
 suite = SuiteSpec("hotpotqa_hipporag100", n_queries=20, max_docs=120)
 spaces = [parse_param("rerank_threshold=0.2,0.5,0.7"), parse_param("rerank_top_k=3,10")]
 result = await run_grid(lab, [suite], spaces, objective="ndcg@10", cache_dir=os.path.join(workspace, "cache"), progress=False)
-result.frame()[["rerank_threshold", "rerank_top_k", "ndcg@10", "recall@10", "mrr", "latency_ms"]]'''),
-    ("code", '''print("best:", result.best_config())
-print({k: f"{v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items()})'''),
-    ("md", "The sweep writes a metric-vs-parameter plot, a quality-vs-latency Pareto plot, a CSV and the best configuration as a YAML file that `PipelineParams.from_yaml` loads."),
-    ("code", '''from IPython.display import Image
+result.frame()[["rerank_threshold", "rerank_top_k", "ndcg@10", "recall@10", "mrr", "latency_ms"]]""",
+    ),
+    (
+        "code",
+        """print("best:", result.best_config())
+print({k: f"{v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items()})""",
+    ),
+    (
+        "md",
+        "The sweep writes a metric-vs-parameter plot, a quality-vs-latency Pareto plot, a CSV and the best configuration as a YAML file that `PipelineParams.from_yaml` loads.",
+    ),
+    (
+        "code",
+        """from IPython.display import Image
 from rag_lab.eval.sweep import write_sweep_outputs
 paths = write_sweep_outputs(result, workspace, "tuning")
-Image(filename=str(paths["metric_vs_param"]))'''),
-    ("code", '''Image(filename=str(paths["pareto"]))'''),
-    ("code", '''best = PipelineParams.from_yaml(paths["best_yaml"])
-best.rerank_threshold, best.rerank_top_k'''),
+Image(filename=str(paths["metric_vs_param"]))""",
+    ),
+    ("code", """Image(filename=str(paths["pareto"]))"""),
+    (
+        "code",
+        """best = PipelineParams.from_yaml(paths["best_yaml"])
+best.rerank_threshold, best.rerank_top_k""",
+    ),
 ]
 
 NOTEBOOKS["07_ragas_regression_report"] = [
-    ("md", """# 07 · A ragas regression report
+    (
+        "md",
+        """# 07 · A ragas regression report
 
 `evaluate_suites` runs dataset slices through the pipeline and scores retrieval (equal to
 trec_eval) and ragas metrics — here the offline ones (ID-based and non-LLM context recall /
 precision, string similarity, BLEU, ROUGE, chrF; Chinese text is tokenised with jieba). The report
 is written as Markdown, HTML, JSON and JUnit XML; the gate compares it with a baseline per metric
-with a tolerance and a paired permutation test."""),
+with a tolerance and a paired permutation test.""",
+    ),
     ("code", SETUP),
-    ("code", '''from rag_lab.eval.runner import SuiteSpec, evaluate_suites
+    (
+        "code",
+        """from rag_lab.eval.runner import SuiteSpec, evaluate_suites
 from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 lab = Lab.from_config(workspace=workspace)
 suites = [SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80), SuiteSpec("cmrc2018", n_queries=10, max_docs=40)]
 baseline = await evaluate_suites(lab, suites, ragas_metrics=OFFLINE_METRICS, progress=False)
 from rag_lab.eval.report import suites_table
-print(suites_table(baseline.suites))'''),
-    ("md", "Now a planted regression: a rerank threshold so high that most chunks are filtered. (ragas warns about the questions that kept no context at all — that is the regression showing.) The gate compares the two reports question by question."),
-    ("code", '''from rag_lab.eval.gate import compare_reports
+print(suites_table(baseline.suites))""",
+    ),
+    (
+        "md",
+        "Now a planted regression: a rerank threshold so high that most chunks are filtered. (ragas warns about the questions that kept no context at all — that is the regression showing.) The gate compares the two reports question by question.",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.gate import compare_reports
 regressed = await evaluate_suites(lab, suites, params={"rerank_threshold": 0.95, "rerank_fallback_min_score": 0.9},
                                   ragas_metrics=OFFLINE_METRICS, progress=False)
 gate = compare_reports(baseline, regressed)
 print("gate passed:", gate.passed)
-print(gate.markdown()[:1500])'''),
-    ("code", '''from rag_lab.eval.report import write_report
+print(gate.markdown()[:1500])""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.report import write_report
 paths = write_report(regressed, workspace, "regressed")
-{k: os.path.basename(str(v)) for k, v in paths.items()}'''),
-    ("code", '''from IPython.display import Image
+{k: os.path.basename(str(v)) for k, v in paths.items()}""",
+    ),
+    (
+        "code",
+        """from IPython.display import Image
 from rag_lab.eval.report import plot_png
-Image(data=plot_png(regressed.suites[0]))'''),
+Image(data=plot_png(regressed.suites[0]))""",
+    ),
 ]
 
 

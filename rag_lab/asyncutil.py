@@ -1,10 +1,12 @@
 """Run a coroutine from synchronous code — also inside Jupyter, where a loop is already running
 (then it runs on a helper thread with its own loop)."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") -> Any:

@@ -1,4 +1,5 @@
 """`rag-lab` command line: ingest a folder, ask a question (streamed), evaluate a dataset."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,13 +1,13 @@
 """`make demo`: ingest a bundled dataset, answer a few questions through the whole pipeline with
 the answer streamed to the terminal, then score retrieval on a slice of the dataset and write a
 report under ``reports/``. Offline: every model runs on this machine."""
+
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
 import time
-from pathlib import Path
 
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.eval.runner import evaluate_lab, write_retrieval_report
@@ -60,7 +60,9 @@ async def main() -> int:
 
     print(f"Scoring retrieval on the first {n_eval} questions of {DATASET} …")
     result = await evaluate_lab(lab, ds, KB, n_queries=n_eval)
-    paths = write_retrieval_report(result, REPO_ROOT / "reports", "demo_retrieval", extra={"params": "config/lab.yaml defaults"})
+    paths = write_retrieval_report(
+        result, REPO_ROOT / "reports", "demo_retrieval", extra={"params": "config/lab.yaml defaults"}
+    )
     for k, v in result.summary().items():
         if k.startswith(("recall@", "ndcg@", "hit@")) or k in ("mrr", "map"):
             print(f"  {k:>12}: {v:.4f}")

@@ -180,8 +180,10 @@ def convert_cmrc2018(raw: Path) -> Converted:
         conversion_notes=notes,
         stats=[
             ("language", "Chinese (simplified)"),
-            ("upstream questions / kept / skipped (empty text)",
-             f"{len(queries) + len(skipped_questions):,} / {len(queries):,} / {len(skipped_questions)}"),
+            (
+                "upstream questions / kept / skipped (empty text)",
+                f"{len(queries) + len(skipped_questions):,} / {len(queries):,} / {len(skipped_questions)}",
+            ),
         ],
     )
 
@@ -287,7 +289,13 @@ def convert_hotpotqa(raw: Path) -> Converted:
         if unmapped_titles:
             metadata["unmapped_gold_titles"] = unmapped_titles
         queries.append(
-            {"id": rec["_id"], "question": rec["question"], "answers": [rec["answer"]], "gold_ids": gold_ids, "metadata": metadata}
+            {
+                "id": rec["_id"],
+                "question": rec["question"],
+                "answers": [rec["answer"]],
+                "gold_ids": gold_ids,
+                "metadata": metadata,
+            }
         )
 
     if unmapped:
@@ -438,7 +446,10 @@ def convert_pubmedqa(raw: Path) -> Converted:
         license_text=(raw / PUBMED_MIT).read_text(encoding="utf-8"),
         provenance_head=PUBMED_HEAD,
         conversion_notes=notes,
-        stats=[("language", "English (biomedical abstracts)"), ("test / trainval queries", f"{n_test} / {len(data) - n_test}")],
+        stats=[
+            ("language", "English (biomedical abstracts)"),
+            ("test / trainval queries", f"{n_test} / {len(data) - n_test}"),
+        ],
     )
 
 

@@ -1,4 +1,5 @@
 """Fixtures shared by several test folders, and the hypothesis profile for CI."""
+
 from __future__ import annotations
 
 import os

@@ -8,8 +8,22 @@ def test_ingest_then_ask(tmp_path, capsys, docs_dir):
     assert main(["--workspace", ws, "ingest", str(docs_dir), "--kb", "demo", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "4" in out  # four documents added, the .png skipped
-    assert main(["--workspace", ws, "ask", "Who built the Brightwater lighthouse?", "--kb", "demo", "--quiet",
-                 "--param", "rerank_top_k=3"]) == 0
+    assert (
+        main(
+            [
+                "--workspace",
+                ws,
+                "ask",
+                "Who built the Brightwater lighthouse?",
+                "--kb",
+                "demo",
+                "--quiet",
+                "--param",
+                "rerank_top_k=3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Mara Quill" in out and "References:" in out and "*[1]" in out
 

@@ -30,6 +30,7 @@ The BM25 index cache (:class:`Bm25IndexCache`) keeps built keyword indexes keyed
 identity, k1, b, method, dtype and the hash of the indexed texts, so a sweep over BM25 settings
 builds each index once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,9 +43,10 @@ import sqlite3
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -96,9 +98,17 @@ SEARCH_PARAMS_WITHOUT_EFFECT: tuple[str, ...] = ("store_fanout_concurrency", "st
 #: Source files (relative to the package) whose code decides each stage's output.
 STAGE_SOURCES: dict[str, tuple[str, ...]] = {
     "search": (
-        "retrieval/base.py", "retrieval/engine.py", "retrieval/fusion.py", "retrieval/hybrid_search.py",
-        "retrieval/keyword_index.py", "retrieval/tokenization.py", "retrieval/vector_index.py",
-        "knowledge/models.py", "knowledge/store.py", "knowledge/workspace.py", "types/search_result.py",
+        "retrieval/base.py",
+        "retrieval/engine.py",
+        "retrieval/fusion.py",
+        "retrieval/hybrid_search.py",
+        "retrieval/keyword_index.py",
+        "retrieval/tokenization.py",
+        "retrieval/vector_index.py",
+        "knowledge/models.py",
+        "knowledge/store.py",
+        "knowledge/workspace.py",
+        "types/search_result.py",
         "types/params.py",
     ),
     "rerank": ("models/rerank.py", "models/embedding.py", "models/base.py"),
@@ -142,7 +152,7 @@ def array_digest(arr: Any) -> str:
     return hashlib.sha256(a.tobytes()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_version(stage: str) -> str:
     """``"<rag_lab version>+<12 hex of the SHA-256 of the stage's source files>"``."""
     if stage not in STAGE_SOURCES:
@@ -267,7 +277,9 @@ class StageCache:
         digest = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
         text = json.dumps(
             {"format": CACHE_FORMAT, "stage": stage, "key": json.loads(key_text), "payload": payload},
-            ensure_ascii=False, separators=(",", ":"), default=_json_default,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=_json_default,
         )
         path = self.path_for(stage, digest)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -565,8 +577,17 @@ class Bm25IndexCache:
         self.cache = cache
         self._lock = threading.Lock()
 
-    def index_key(self, chunk_ids: Sequence[str], texts: Sequence[str], *, k1: float, b: float, method: str,
-                  dtype: str = "float64", tokenizer: Any = None) -> dict[str, Any]:
+    def index_key(
+        self,
+        chunk_ids: Sequence[str],
+        texts: Sequence[str],
+        *,
+        k1: float,
+        b: float,
+        method: str,
+        dtype: str = "float64",
+        tokenizer: Any = None,
+    ) -> dict[str, Any]:
         from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER
 
         tok = tokenizer or DEFAULT_TOKENIZER
@@ -574,12 +595,27 @@ class Bm25IndexCache:
         for cid, text in sorted(zip(chunk_ids, texts)):
             h.update(cid.encode("utf-8") + b"\x1f" + text.encode("utf-8") + b"\x1e")
         return {
-            "stage": self.stage, "code": code_version(self.stage), "tokenizer": tok.identity,
-            "k1": float(k1), "b": float(b), "method": method, "dtype": dtype, "corpus": h.hexdigest(),
+            "stage": self.stage,
+            "code": code_version(self.stage),
+            "tokenizer": tok.identity,
+            "k1": float(k1),
+            "b": float(b),
+            "method": method,
+            "dtype": dtype,
+            "corpus": h.hexdigest(),
         }
 
-    def get(self, chunk_ids: Sequence[str], texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
-            method: str = "robertson", dtype: str = "float64", tokenizer: Any = None) -> KeywordIndex:
+    def get(
+        self,
+        chunk_ids: Sequence[str],
+        texts: Sequence[str],
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "robertson",
+        dtype: str = "float64",
+        tokenizer: Any = None,
+    ) -> KeywordIndex:
         from rag_lab.retrieval.keyword_index import KeywordIndex
         from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER
 
@@ -616,8 +652,15 @@ class Bm25IndexCache:
             self.cache._count(self.stage, "writes")
             return KeywordIndex.load(folder, **settings)
 
-    def for_kb(self, workspace: Workspace, kb: KnowledgeBase | str, *, k1: float = 1.5, b: float = 0.75,
-               method: str = "robertson") -> KeywordIndex:
+    def for_kb(
+        self,
+        workspace: Workspace,
+        kb: KnowledgeBase | str,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "robertson",
+    ) -> KeywordIndex:
         """The index of a KB's keyword-searchable chunks with these settings (built once)."""
         from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
@@ -672,7 +715,11 @@ class StageCacheHandle:
 
 
 def enable_stage_cache(
-    lab: Lab, cache_dir: str | Path | StageCache, *, search: bool = True, rerank: bool = True,
+    lab: Lab,
+    cache_dir: str | Path | StageCache,
+    *,
+    search: bool = True,
+    rerank: bool = True,
     embeddings: bool = True,
 ) -> StageCacheHandle:
     """Wrap the lab's searcher, rerank models and query embedder with the stage cache.
@@ -686,8 +733,12 @@ def enable_stage_cache(
     s = lab.services
     versioner = KbVersioner(lab.workspace.store.path)
     handle = StageCacheHandle(
-        lab=lab, cache=cache, versioner=versioner, original_searcher=s.searcher,
-        original_rerank_models=dict(s.rerank_models), original_embedder_for=s.embedder_for,
+        lab=lab,
+        cache=cache,
+        versioner=versioner,
+        original_searcher=s.searcher,
+        original_rerank_models=dict(s.rerank_models),
+        original_embedder_for=s.embedder_for,
     )
     if search and s.searcher is not None:
         s.searcher = CachingSearcher(s.searcher, cache, versioner)

@@ -9,6 +9,7 @@ Datasets are given as ``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]`` (``--datase
 ``hotpotqa_hipporag100:30:150`` evaluates the first 30 questions against their gold documents
 plus distractors up to 150 documents.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["add_eval_commands", "build_parser", "main"]
+__all__ = ["add_eval_commands", "main"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -53,8 +54,9 @@ def _suites(args: argparse.Namespace) -> list[Any]:
 
     specs = [parse_suite_spec(s) for s in args.dataset]
     if getattr(args, "limit", None) or getattr(args, "max_docs", None):
-        specs = [SuiteSpec(s.dataset, args.limit or s.n_queries, args.max_docs or s.max_docs, s.seed, s.name)
-                 for s in specs]
+        specs = [
+            SuiteSpec(s.dataset, args.limit or s.n_queries, args.max_docs or s.max_docs, s.seed, s.name) for s in specs
+        ]
     return specs
 
 
@@ -84,8 +86,11 @@ def _add_ragas_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("ragas")
     g.add_argument("--ragas", action="store_true", help="add the offline ragas metrics")
     g.add_argument("--ragas-metric", action="append", metavar="NAME", help="a ragas metric (repeatable)")
-    g.add_argument("--ragas-llm", action="store_true",
-                   help="add faithfulness, answer_relevancy, llm_context_precision (judge: models.judge or --judge-*)")
+    g.add_argument(
+        "--ragas-llm",
+        action="store_true",
+        help="add faithfulness, answer_relevancy, llm_context_precision (judge: models.judge or --judge-*)",
+    )
     g.add_argument("--judge-model", default=None)
     g.add_argument("--judge-base-url", default=None)
     g.add_argument("--judge-api-key-env", default=None)
@@ -99,13 +104,23 @@ def _grid_size(spaces: Any) -> int:
 
 
 def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--dataset", action="append", required=required, metavar="NAME[:N[:MAX_DOCS[:SEED]]]",
-                   help="a name under datasets/ or a folder in the dataset format (repeatable)")
+    p.add_argument(
+        "--dataset",
+        action="append",
+        required=required,
+        metavar="NAME[:N[:MAX_DOCS[:SEED]]]",
+        help="a name under datasets/ or a folder in the dataset format (repeatable)",
+    )
     p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
     p.add_argument("--max-docs", type=int, default=None, help="gold documents plus distractors up to this many")
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override (repeatable)")
-    p.add_argument("--budget", type=float, default=None, metavar="USD",
-                   help="refuse to start when the projected model cost is over this many dollars")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="refuse to start when the projected model cost is over this many dollars",
+    )
 
 
 def _run(coro_factory: Any) -> Any:
@@ -137,9 +152,17 @@ def _evaluate(args: argparse.Namespace) -> Any:
     metrics = _ragas_metrics(args)
     judge = _judge(args, lab) if args.ragas_llm else None
     config = getattr(args, "config", None)
-    return _run(lambda: evaluate_suites(lab, _suites(args), params=params or None, ragas_metrics=metrics,
-                                        judge=judge, progress=not args.quiet,
-                                        meta={"config": config}))
+    return _run(
+        lambda: evaluate_suites(
+            lab,
+            _suites(args),
+            params=params or None,
+            ragas_metrics=metrics,
+            judge=judge,
+            progress=not args.quiet,
+            meta={"config": config},
+        )
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -186,24 +209,52 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
     if args.optuna_trials:
-        result = _run(lambda: run_optuna(lab, suites, spaces, args.optuna_trials, args.objective, seed=args.seed,
-                                         ragas_metrics=metrics, base_params=base, cache_dir=cache_dir,
-                                         progress=not args.quiet))
+        result = _run(
+            lambda: run_optuna(
+                lab,
+                suites,
+                spaces,
+                args.optuna_trials,
+                args.objective,
+                seed=args.seed,
+                ragas_metrics=metrics,
+                base_params=base,
+                cache_dir=cache_dir,
+                progress=not args.quiet,
+            )
+        )
     else:
-        result = _run(lambda: run_grid(lab, suites, spaces, args.objective, ragas_metrics=metrics,
-                                       base_params=base, cache_dir=cache_dir, progress=not args.quiet))
+        result = _run(
+            lambda: run_grid(
+                lab,
+                suites,
+                spaces,
+                args.objective,
+                ragas_metrics=metrics,
+                base_params=base,
+                cache_dir=cache_dir,
+                progress=not args.quiet,
+            )
+        )
     paths = write_sweep_outputs(result, args.out, args.name)
     with_errors = [r for r in result.rows if r["errors"]]
     if with_errors:
-        print(f"warning: {len(with_errors)} of {len(result.rows)} configs had pipeline errors (scored 0), e.g. "
-              f"{with_errors[0]['first_error']}", file=sys.stderr)
+        print(
+            f"warning: {len(with_errors)} of {len(result.rows)} configs had pipeline errors (scored 0), e.g. "
+            f"{with_errors[0]['first_error']}",
+            file=sys.stderr,
+        )
     best = result.best()
     print(result.markdown(top=args.top))
-    print(f"best {args.objective} = {best[args.objective]:.4f} with "
-          + ", ".join(f"{k}={best[k]}" for k in result.param_names))
+    print(
+        f"best {args.objective} = {best[args.objective]:.4f} with "
+        + ", ".join(f"{k}={best[k]}" for k in result.param_names)
+    )
     if result.cache_stats:
-        print("stage cache: " + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses"
-                                          for k, v in result.cache_stats.items()))
+        print(
+            "stage cache: "
+            + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items())
+        )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -218,8 +269,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
         if args.dataset:
             from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 
-            spec = {"suites": [s.to_dict() for s in _suites(args)], "ks": [1, 3, 5, 10],
-                    "ragas_metrics": list(args.ragas_metric or OFFLINE_METRICS), "params": params}
+            spec = {
+                "suites": [s.to_dict() for s in _suites(args)],
+                "ks": [1, 3, 5, 10],
+                "ragas_metrics": list(args.ragas_metric or OFFLINE_METRICS),
+                "params": params,
+            }
         else:
             spec = dict(load_report(args.baseline).meta.get("spec") or {})
             if not spec:
@@ -233,10 +288,24 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.current and params:
         raise ValueError("--param applies to a re-run of the baseline's spec, not to --current")
     metrics, tols = parse_metric_tolerances(args.metric or [])
-    policy = GatePolicy(metrics=metrics or None, tolerance=args.tolerance, tolerances=tols, alpha=args.alpha,
-                        test=args.test, n_resamples=args.resamples, seed=args.seed)
-    result = run_gate(args.baseline, args.current, policy, params=params, config=args.config,
-                      workspace=args.workspace, progress=not args.quiet)
+    policy = GatePolicy(
+        metrics=metrics or None,
+        tolerance=args.tolerance,
+        tolerances=tols,
+        alpha=args.alpha,
+        test=args.test,
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
+    result = run_gate(
+        args.baseline,
+        args.current,
+        policy,
+        params=params,
+        config=args.config,
+        workspace=args.workspace,
+        progress=not args.quiet,
+    )
     print(result.table())
     if args.out:
         out = Path(args.out)
@@ -288,8 +357,13 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--dataset", action="append", required=True, metavar="NAME[:N[:MAX_DOCS[:SEED]]]")
     p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
     p.add_argument("--max-docs", type=int, default=None)
-    p.add_argument("--param", action="append", required=True, metavar="NAME=LO:HI:STEP|LO:HI|A,B,C",
-                   help="a swept parameter (repeatable)")
+    p.add_argument(
+        "--param",
+        action="append",
+        required=True,
+        metavar="NAME=LO:HI:STEP|LO:HI|A,B,C",
+        help="a swept parameter (repeatable)",
+    )
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="fixed override for every config")
     p.add_argument("--objective", default="ndcg@10")
     p.add_argument("--ragas-metric", action="append", metavar="NAME", help="offline ragas metric to compute too")
@@ -297,8 +371,13 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
     p.add_argument("--no-cache", action="store_true", help="re-run every stage for every config")
-    p.add_argument("--budget", type=float, default=None, metavar="USD",
-                   help="refuse to start when the projected model cost (all configs, no cache) is over this")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="refuse to start when the projected model cost (all configs, no cache) is over this",
+    )
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default="sweep")
     p.add_argument("--top", type=int, default=10)

@@ -108,9 +108,7 @@ def list_datasets() -> list[str]:
     root = datasets_root()
     if not root.is_dir():
         return []
-    return sorted(
-        p.name for p in root.iterdir() if (p / CORPUS_FILE).is_file() and (p / QUERIES_FILE).is_file()
-    )
+    return sorted(p.name for p in root.iterdir() if (p / CORPUS_FILE).is_file() and (p / QUERIES_FILE).is_file())
 
 
 @dataclass(slots=True)
@@ -142,8 +140,12 @@ class Dataset:
         """The first ``n`` queries with the full corpus."""
         _check_count("n", n)
         queries = list(self.queries[:n])
-        return replace(self, queries=queries, skipped_lines=list(self.skipped_lines),
-                       history={q.id: self.history[q.id] for q in queries if q.id in self.history})
+        return replace(
+            self,
+            queries=queries,
+            skipped_lines=list(self.skipped_lines),
+            history={q.id: self.history[q.id] for q in queries if q.id in self.history},
+        )
 
     def subset(self, n_queries: int, max_docs: int | None = None, seed: int = 0) -> Dataset:
         """The first ``n_queries`` queries, all their gold docs, and other docs up to ``max_docs``.
@@ -221,9 +223,7 @@ def _iter_rows(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, 
                 f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}): {_short(text)}"
             ) from None
         if not isinstance(obj, dict):
-            raise DatasetError(
-                f"{path}:{lineno}: row must be a JSON object, got {type(obj).__name__}: {_short(obj)}"
-            )
+            raise DatasetError(f"{path}:{lineno}: row must be a JSON object, got {type(obj).__name__}: {_short(obj)}")
         yield lineno, obj
 
 
@@ -234,7 +234,13 @@ def _check_fields(path: Path, line: int, obj: dict[str, Any], allowed: set[str],
             raise DatasetError(f"{path}:{line}: field {name!r} is missing (row keys: {_short(sorted(obj))})")
     for name in obj:
         if name not in allowed:
-            raise _error(path, line, name, obj[name], f"unknown field (allowed: {', '.join(sorted(allowed))}; put extras in 'metadata')")
+            raise _error(
+                path,
+                line,
+                name,
+                obj[name],
+                f"unknown field (allowed: {', '.join(sorted(allowed))}; put extras in 'metadata')",
+            )
 
 
 def _id_field(path: Path, line: int, name: str, value: Any) -> str:
@@ -354,10 +360,20 @@ def load_dataset(path_or_name: str | Path) -> Dataset:
     corpus = _load_corpus(folder / CORPUS_FILE, skipped)
     queries = _load_queries(folder / QUERIES_FILE, {d.id for d in corpus}, skipped)
     faq = _load_faq(folder / FAQ_FILE, skipped) if (folder / FAQ_FILE).is_file() else []
-    history = (_load_history(folder / HISTORY_FILE, {q.id for q in queries}, skipped)
-               if (folder / HISTORY_FILE).is_file() else {})
-    return Dataset(name=folder.resolve().name, path=folder.resolve(), corpus=corpus, queries=queries,
-                   skipped_lines=skipped, faq=faq, history=history)
+    history = (
+        _load_history(folder / HISTORY_FILE, {q.id for q in queries}, skipped)
+        if (folder / HISTORY_FILE).is_file()
+        else {}
+    )
+    return Dataset(
+        name=folder.resolve().name,
+        path=folder.resolve(),
+        corpus=corpus,
+        queries=queries,
+        skipped_lines=skipped,
+        faq=faq,
+        history=history,
+    )
 
 
 def _load_faq(path: Path, skipped: list[str]) -> list[FAQItem]:
@@ -373,13 +389,19 @@ def _load_faq(path: Path, skipped: list[str]) -> list[FAQItem]:
         answers = _str_list(path, line, "answers", obj["answers"], ids=False)
         if not any(a.strip() for a in answers):
             raise _error(path, line, "answers", answers, "an FAQ entry needs at least one non-blank answer")
-        items.append(FAQItem(
-            id=fid,
-            question=_text_field(path, line, "question", obj["question"], non_blank=True),
-            answers=answers,
-            similar_questions=_str_list(path, line, "similar_questions", obj.get("similar_questions", []), ids=False),
-            negative_questions=_str_list(path, line, "negative_questions", obj.get("negative_questions", []), ids=False),
-        ))
+        items.append(
+            FAQItem(
+                id=fid,
+                question=_text_field(path, line, "question", obj["question"], non_blank=True),
+                answers=answers,
+                similar_questions=_str_list(
+                    path, line, "similar_questions", obj.get("similar_questions", []), ids=False
+                ),
+                negative_questions=_str_list(
+                    path, line, "negative_questions", obj.get("negative_questions", []), ids=False
+                ),
+            )
+        )
     return items
 
 
@@ -400,8 +422,12 @@ def _load_history(path: Path, query_ids: set[str], skipped: list[str]) -> dict[s
         for i, t in enumerate(turns):
             if not isinstance(t, dict) or set(t) != {"question", "answer"}:
                 raise _error(path, line, f"turns[{i}]", t, "must be an object with exactly 'question' and 'answer'")
-            parsed.append(HistoryTurn(_text_field(path, line, f"turns[{i}].question", t["question"], non_blank=True),
-                                      _text_field(path, line, f"turns[{i}].answer", t["answer"], non_blank=True)))
+            parsed.append(
+                HistoryTurn(
+                    _text_field(path, line, f"turns[{i}].question", t["question"], non_blank=True),
+                    _text_field(path, line, f"turns[{i}].answer", t["answer"], non_blank=True),
+                )
+            )
         out[qid] = parsed
     return out
 
@@ -413,7 +439,9 @@ def _json_line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n"
 
 
-def write_dataset(corpus: list[CorpusDoc], queries: list[QueryItem], out_dir: str | Path, *, overwrite: bool = False) -> Dataset:
+def write_dataset(
+    corpus: list[CorpusDoc], queries: list[QueryItem], out_dir: str | Path, *, overwrite: bool = False
+) -> Dataset:
     """Write ``corpus.jsonl`` and ``queries.jsonl`` under ``out_dir`` and load them back (so the
     result is validated exactly as any dataset is). Refuses to replace existing files unless
     ``overwrite``."""
@@ -466,8 +494,9 @@ def _need_list(path: Path, where: str, value: Any) -> list[Any]:
     return value
 
 
-def convert_squad(json_path: str | Path, out_dir: str | Path, *, skip_impossible: bool = False,
-                  overwrite: bool = False) -> Dataset:
+def convert_squad(
+    json_path: str | Path, out_dir: str | Path, *, skip_impossible: bool = False, overwrite: bool = False
+) -> Dataset:
     """SQuAD-style JSON (SQuAD 1.1/2.0, CMRC 2018, DRCD…) → this format.
 
     Each paragraph becomes a corpus document (id: the paragraph's ``id`` when it has one, else
@@ -480,8 +509,12 @@ def convert_squad(json_path: str | Path, out_dir: str | Path, *, skip_impossible
     path = Path(json_path)
     data = _read_json(path)
     if not isinstance(data, dict) or "data" not in data:
-        raise _jpath_error(path, "<root>", data if not isinstance(data, dict) else sorted(data),
-                           "expected an object with a 'data' list of articles")
+        raise _jpath_error(
+            path,
+            "<root>",
+            data if not isinstance(data, dict) else sorted(data),
+            "expected an object with a 'data' list of articles",
+        )
     corpus: list[CorpusDoc] = []
     queries: list[QueryItem] = []
     doc_ids: set[str] = set()
@@ -501,8 +534,9 @@ def convert_squad(json_path: str | Path, out_dir: str | Path, *, skip_impossible
             if doc_id in doc_ids:
                 raise _jpath_error(path, f"{where_p}.id", doc_id, "duplicate paragraph id")
             doc_ids.add(doc_id)
-            corpus.append(CorpusDoc(id=doc_id, text=context, title=title,
-                                    metadata={"article_index": ai, "paragraph_index": pi}))
+            corpus.append(
+                CorpusDoc(id=doc_id, text=context, title=title, metadata={"article_index": ai, "paragraph_index": pi})
+            )
             for qi, qa in enumerate(_need_list(path, f"{where_p}.qas", para.get("qas", []))):
                 where_q = f"{where_p}.qas[{qi}]"
                 if not isinstance(qa, dict):
@@ -530,8 +564,9 @@ def convert_squad(json_path: str | Path, out_dir: str | Path, *, skip_impossible
                 meta: dict[str, Any] = {"answer_starts": starts} if starts else {}
                 if impossible:
                     meta["is_impossible"] = True
-                queries.append(QueryItem(id=qid, question=question.strip(), answers=answers, gold_ids=[doc_id],
-                                         metadata=meta))
+                queries.append(
+                    QueryItem(id=qid, question=question.strip(), answers=answers, gold_ids=[doc_id], metadata=meta)
+                )
     if not corpus:
         raise DatasetError(f"{path}: no paragraphs found under data[*].paragraphs")
     if not queries:
@@ -544,8 +579,9 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     yield from _iter_rows(path, skipped)
 
 
-def convert_beir(beir_dir: str | Path, out_dir: str | Path, *, split: str = "test", min_score: int = 1,
-                 overwrite: bool = False) -> Dataset:
+def convert_beir(
+    beir_dir: str | Path, out_dir: str | Path, *, split: str = "test", min_score: int = 1, overwrite: bool = False
+) -> Dataset:
     """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) → this format.
 
     Corpus rows ``{"_id", "title", "text", "metadata"?}``; query rows ``{"_id", "text"}``; qrels
@@ -598,23 +634,34 @@ def convert_beir(beir_dir: str | Path, out_dir: str | Path, *, split: str = "tes
         if lineno == 1 and len(cols) == 3 and not cols[2].strip().lstrip("-").isdigit():
             continue  # header
         if len(cols) != 3:
-            raise DatasetError(f"{rpath}:{lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), "
-                               f"got {len(cols)}: {_short(raw)}")
+            raise DatasetError(
+                f"{rpath}:{lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), "
+                f"got {len(cols)}: {_short(raw)}"
+            )
         qid, did, score_s = (c.strip() for c in cols)
         try:
             score = int(score_s)
         except ValueError:
             raise DatasetError(f"{rpath}:{lineno}: field 'score' = {_short(score_s)}: must be an integer") from None
         if qid not in qtext:
-            raise DatasetError(f"{rpath}:{lineno}: field 'query-id' = {_short(qid)}: unknown query id (not in {QUERIES_FILE})")
+            raise DatasetError(
+                f"{rpath}:{lineno}: field 'query-id' = {_short(qid)}: unknown query id (not in {QUERIES_FILE})"
+            )
         if did not in seen_docs:
-            raise DatasetError(f"{rpath}:{lineno}: field 'corpus-id' = {_short(did)}: unknown corpus id (not in corpus.jsonl)")
+            raise DatasetError(
+                f"{rpath}:{lineno}: field 'corpus-id' = {_short(did)}: unknown corpus id (not in corpus.jsonl)"
+            )
         qrels.setdefault(qid, {})[did] = score
     queries = [
-        QueryItem(id=q, question=qtext[q].strip(), answers=[],
-                  gold_ids=[d for d, s in qrels[q].items() if s >= min_score],
-                  metadata={"qrels": dict(qrels[q]), "split": split})
-        for q in qorder if q in qrels
+        QueryItem(
+            id=q,
+            question=qtext[q].strip(),
+            answers=[],
+            gold_ids=[d for d, s in qrels[q].items() if s >= min_score],
+            metadata={"qrels": dict(qrels[q]), "split": split},
+        )
+        for q in qorder
+        if q in qrels
     ]
     if not queries:
         raise DatasetError(f"{rpath}: no query of {QUERIES_FILE} has relevance judgements in this split")

@@ -20,14 +20,16 @@ the baseline to lock it in).
 offline defaults in a fresh workspace, unless a current report is given. Exit codes of the CLI:
 0 pass, 1 regression / NaN / missing, 2 unusable input.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
 import numpy as np
@@ -51,9 +53,25 @@ __all__ = [
 
 #: Metrics gated by default (those present in the baseline); others are shown but not gated.
 DEFAULT_GATE_METRICS: tuple[str, ...] = (
-    "ndcg@10", "ndcg@5", "recall@5", "recall@10", "precision@5", "hit@1", "mrr", "map",
-    "id_context_recall", "id_context_precision", "nonllm_context_recall", "nonllm_context_precision",
-    "string_similarity", "bleu", "rouge_l", "chrf", "faithfulness", "answer_relevancy", "llm_context_precision",
+    "ndcg@10",
+    "ndcg@5",
+    "recall@5",
+    "recall@10",
+    "precision@5",
+    "hit@1",
+    "mrr",
+    "map",
+    "id_context_recall",
+    "id_context_precision",
+    "nonllm_context_recall",
+    "nonllm_context_precision",
+    "string_similarity",
+    "bleu",
+    "rouge_l",
+    "chrf",
+    "faithfulness",
+    "answer_relevancy",
+    "llm_context_precision",
 )
 EXACT_PERMUTATION_MAX_N = 16
 
@@ -190,11 +208,20 @@ class GateResult:
         head = ("suite", "metric", "baseline", "current", "delta", "tol", "p", "pairs", "NaN b/c", "status")
         rows = [head]
         for c in self.checks:
-            rows.append((
-                c.suite, c.metric, _f(c.baseline), _f(c.current), _f(c.delta, signed=True), _f(c.tolerance),
-                _f(c.p_value), str(c.n_pairs), f"{c.bad_baseline}/{c.bad_current}",
-                c.status.upper() if c.failed else c.status,
-            ))
+            rows.append(
+                (
+                    c.suite,
+                    c.metric,
+                    _f(c.baseline),
+                    _f(c.current),
+                    _f(c.delta, signed=True),
+                    _f(c.tolerance),
+                    _f(c.p_value),
+                    str(c.n_pairs),
+                    f"{c.bad_baseline}/{c.bad_current}",
+                    c.status.upper() if c.failed else c.status,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -204,21 +231,28 @@ class GateResult:
         bad = self.failures()
         verdict = (
             f"GATE PASSED: {len(self.checks)} checks, test={self.policy.test}, alpha={self.policy.alpha}"
-            if not bad else
-            f"GATE FAILED: {len(bad)} of {len(self.checks)} checks failed "
+            if not bad
+            else f"GATE FAILED: {len(bad)} of {len(self.checks)} checks failed "
             f"({', '.join(f'{c.suite}/{c.metric} {c.status}' for c in bad)})"
         )
         return "\n".join(lines + [verdict])
 
     def junit(self) -> str:
-        root = ET.Element("testsuites", name="rag_lab.gate", tests=str(len(self.checks)),
-                          failures=str(len(self.failures())))
+        root = ET.Element(
+            "testsuites", name="rag_lab.gate", tests=str(len(self.checks)), failures=str(len(self.failures()))
+        )
         by_suite: dict[str, list[MetricCheck]] = {}
         for c in self.checks:
             by_suite.setdefault(c.suite, []).append(c)
         for suite, checks in by_suite.items():
-            ts = ET.SubElement(root, "testsuite", name=f"gate.{suite}", tests=str(len(checks)),
-                               failures=str(sum(c.failed for c in checks)), errors="0")
+            ts = ET.SubElement(
+                root,
+                "testsuite",
+                name=f"gate.{suite}",
+                tests=str(len(checks)),
+                failures=str(sum(c.failed for c in checks)),
+                errors="0",
+            )
             for c in checks:
                 tc = ET.SubElement(ts, "testcase", classname=f"rag_lab.gate.{suite}", name=c.metric)
                 ET.SubElement(tc, "system-out").text = (
@@ -231,12 +265,18 @@ class GateResult:
         return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
     def markdown(self) -> str:
-        lines = ["# Regression gate", "", "| suite | metric | baseline | current | delta | tol | p | pairs | NaN b/c | status |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines = [
+            "# Regression gate",
+            "",
+            "| suite | metric | baseline | current | delta | tol | p | pairs | NaN b/c | status |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for c in self.checks:
-            lines.append(f"| {c.suite} | {c.metric} | {_f(c.baseline)} | {_f(c.current)} | {_f(c.delta, True)} | "
-                         f"{_f(c.tolerance)} | {_f(c.p_value)} | {c.n_pairs} | {c.bad_baseline}/{c.bad_current} | "
-                         f"{'**' + c.status + '**' if c.failed else c.status} |")
+            lines.append(
+                f"| {c.suite} | {c.metric} | {_f(c.baseline)} | {_f(c.current)} | {_f(c.delta, True)} | "
+                f"{_f(c.tolerance)} | {_f(c.p_value)} | {c.n_pairs} | {c.bad_baseline}/{c.bad_current} | "
+                f"{'**' + c.status + '**' if c.failed else c.status} |"
+            )
         lines += ["", "PASSED" if self.passed else "FAILED", ""]
         return "\n".join(lines)
 
@@ -259,8 +299,20 @@ def _check_suite(base: SuiteResult, cur: SuiteResult, metric: str, policy: GateP
     bvals, cvals = base.values().get(metric), cur.values().get(metric)
     bmean = base.summary().get(metric, math.nan)
     if cvals is None or bvals is None:
-        return MetricCheck(base.name, metric, bmean, math.nan, math.nan, tol, math.nan, 0, 0, 0, "missing",
-                           "metric missing from the current run")
+        return MetricCheck(
+            base.name,
+            metric,
+            bmean,
+            math.nan,
+            math.nan,
+            tol,
+            math.nan,
+            0,
+            0,
+            0,
+            "missing",
+            "metric missing from the current run",
+        )
     cmean = cur.summary().get(metric, math.nan)
     bad_b, bad_c = _bad(bvals), _bad(cvals)
     missing_q = [q for q in bvals if q not in cvals]
@@ -270,15 +322,22 @@ def _check_suite(base: SuiteResult, cur: SuiteResult, metric: str, policy: GateP
     p = policy.pvalue(diffs) if diffs else math.nan
     check = MetricCheck(base.name, metric, bmean, cmean, delta, tol, p, len(pairs), bad_b, bad_c, "ok")
     if missing_q:
-        check.status, check.note = "missing", (
-            f"{len(missing_q)} baseline queries missing from the current run (e.g. {missing_q[0]})")
+        check.status, check.note = (
+            "missing",
+            (f"{len(missing_q)} baseline queries missing from the current run (e.g. {missing_q[0]})"),
+        )
     elif not math.isfinite(cmean):
         check.status, check.note = "nan", "current mean is NaN (no valid sample)"
     elif bad_c > bad_b:
-        check.status, check.note = "nan", f"{bad_c - bad_b} more NaN/failed samples than the baseline ({bad_b} → {bad_c})"
+        check.status, check.note = (
+            "nan",
+            f"{bad_c - bad_b} more NaN/failed samples than the baseline ({bad_b} → {bad_c})",
+        )
     elif diffs and delta < -tol and p < policy.alpha:
         check.status = "regression"
-        check.note = f"mean dropped by {-delta:.4f} > tolerance {tol:g} (paired {policy.test} p={p:.4g} < {policy.alpha:g})"
+        check.note = (
+            f"mean dropped by {-delta:.4f} > tolerance {tol:g} (paired {policy.test} p={p:.4g} < {policy.alpha:g})"
+        )
     elif diffs and delta > tol and (p_up := policy.pvalue([-x for x in diffs])) < policy.alpha:
         check.status = "improved"
         check.note = f"mean rose by {delta:.4f} (p={p_up:.4g}); refresh the baseline to keep it"
@@ -293,17 +352,35 @@ def compare_reports(baseline: EvalReport, current: EvalReport, policy: GatePolic
     for base in baseline.suites:
         cur = cur_by_name.get(base.name)
         names = base.metric_names()
-        gated = [m for m in (pol.metrics if pol.metrics is not None else DEFAULT_GATE_METRICS)
-                 if pol.metrics is not None or m in names]
+        gated = [
+            m
+            for m in (pol.metrics if pol.metrics is not None else DEFAULT_GATE_METRICS)
+            if pol.metrics is not None or m in names
+        ]
         if cur is None:
-            checks += [MetricCheck(base.name, m, base.summary().get(m, math.nan), math.nan, math.nan,
-                                   pol.tolerance_for(m), math.nan, 0, 0, 0, "missing", "suite missing from the current run")
-                       for m in gated]
+            checks += [
+                MetricCheck(
+                    base.name,
+                    m,
+                    base.summary().get(m, math.nan),
+                    math.nan,
+                    math.nan,
+                    pol.tolerance_for(m),
+                    math.nan,
+                    0,
+                    0,
+                    0,
+                    "missing",
+                    "suite missing from the current run",
+                )
+                for m in gated
+            ]
             continue
         for m in gated:
             if m not in names:
-                raise GateError(f"gated metric {m!r} is not in the baseline suite {base.name!r} "
-                                f"(it has: {', '.join(names)})")
+                raise GateError(
+                    f"gated metric {m!r} is not in the baseline suite {base.name!r} (it has: {', '.join(names)})"
+                )
             checks.append(_check_suite(base, cur, m, pol))
     if not checks:
         raise GateError("nothing to gate: the baseline has no suites / gated metrics")
@@ -346,10 +423,18 @@ def evaluate_spec(
     def run(ws: Path) -> EvalReport:
         lab = lab_factory(ws) if lab_factory else Lab.from_config(config, workspace=ws)
         try:
-            return _run_sync(lambda: evaluate_suites(
-                lab, suites, params=merged or None, ragas_metrics=ragas_metrics, judge=judge, ks=ks,
-                progress=progress, meta={"config": str(config) if isinstance(config, (str, Path)) else None},
-            ))
+            return _run_sync(
+                lambda: evaluate_suites(
+                    lab,
+                    suites,
+                    params=merged or None,
+                    ragas_metrics=ragas_metrics,
+                    judge=judge,
+                    ks=ks,
+                    progress=progress,
+                    meta={"config": str(config) if isinstance(config, (str, Path)) else None},
+                )
+            )
         finally:
             if lab_factory is None:  # a lab from the factory belongs to the caller
                 lab.workspace.close()

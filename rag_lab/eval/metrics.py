@@ -71,8 +71,7 @@ def dedupe_ranking(retrieved: Iterable[str]) -> list[str]:
     """Return ``retrieved`` with later duplicates removed (first occurrence keeps its rank)."""
     if isinstance(retrieved, (str, bytes)):
         raise TypeError(
-            f"retrieved must be a sequence of doc ids, got a single {type(retrieved).__name__} "
-            f"{retrieved[:80]!r}"
+            f"retrieved must be a sequence of doc ids, got a single {type(retrieved).__name__} {retrieved[:80]!r}"
         )
     seen: set[str] = set()
     out: list[str] = []
@@ -86,10 +85,7 @@ def dedupe_ranking(retrieved: Iterable[str]) -> list[str]:
 def _gold_set(gold: Collection[str]) -> frozenset[str]:
     """Return ``gold`` as a frozenset; raise ValueError when it is empty (policy 3)."""
     if isinstance(gold, (str, bytes)):
-        raise TypeError(
-            f"gold must be a collection of doc ids, got a single {type(gold).__name__} "
-            f"{gold[:80]!r}"
-        )
+        raise TypeError(f"gold must be a collection of doc ids, got a single {type(gold).__name__} {gold[:80]!r}")
     g = frozenset(gold)
     if not g:
         raise ValueError("gold is empty: the query cannot be scored (evaluate_retrieval excludes it)")

@@ -33,6 +33,7 @@ Failures are never dropped: a metric that raises, or returns NaN, leaves NaN in
 reports ``n``, ``n_valid``, ``n_nan`` (the metric said NaN) and ``n_failed`` (it raised or its
 inputs were missing), and means are taken over the valid samples only, next to those counts.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,8 +41,9 @@ import math
 import os
 import re
 import warnings
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -180,15 +182,23 @@ class RagasResult:
         return pd.DataFrame({m: self.values[m] for m in self.metrics}, index=pd.Index(self.qids, name="qid"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metrics": list(self.metrics), "qids": list(self.qids), "values": self.values,
-                "reasons": self.reasons, "failed": self.failed}
+        return {
+            "metrics": list(self.metrics),
+            "qids": list(self.qids),
+            "values": self.values,
+            "reasons": self.reasons,
+            "failed": self.failed,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RagasResult:
-        return cls(list(data["metrics"]), list(data["qids"]),
-                   {k: [float(x) for x in v] for k, v in data["values"].items()},
-                   {k: dict(v) for k, v in (data.get("reasons") or {}).items()},
-                   {k: list(v) for k, v in (data.get("failed") or {}).items()})
+        return cls(
+            list(data["metrics"]),
+            list(data["qids"]),
+            {k: [float(x) for x in v] for k, v in data["values"].items()},
+            {k: dict(v) for k, v in (data.get("reasons") or {}).items()},
+            {k: list(v) for k, v in (data.get("failed") or {}).items()},
+        )
 
 
 class _MissingInput(ValueError):
@@ -198,8 +208,18 @@ class _MissingInput(ValueError):
 # --------------------------------------------------------------------------- judge config
 
 
-_JUDGE_KEYS = {"type", "model", "base_url", "api_key", "api_key_env", "timeout", "max_retries", "temperature",
-               "max_tokens", "concurrency"}
+_JUDGE_KEYS = {
+    "type",
+    "model",
+    "base_url",
+    "api_key",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "temperature",
+    "max_tokens",
+    "concurrency",
+}
 
 
 @dataclass
@@ -222,7 +242,9 @@ class JudgeConfig:
             raise RagasError(f"{source}: expected a mapping, got {type(cfg).__name__}")
         unknown = sorted(set(cfg) - _JUDGE_KEYS)
         if unknown:
-            raise RagasError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_JUDGE_KEYS))}")
+            raise RagasError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_JUDGE_KEYS))}"
+            )
         if cfg.get("type", "openai") != "openai":
             raise RagasError(f"{source}: type {cfg.get('type')!r} is not supported (only 'openai')")
         for k in ("model", "base_url"):
@@ -238,9 +260,13 @@ class JudgeConfig:
                 raise RagasError(f"{source}: environment variable {env!r} (api_key_env) is not set")
         try:
             return cls(
-                model=str(cfg["model"]), base_url=str(cfg["base_url"]), api_key=key or "not-needed",
-                timeout=float(cfg.get("timeout", 60.0)), max_retries=int(cfg.get("max_retries", 0)),
-                temperature=float(cfg.get("temperature", 0.0)), max_tokens=int(cfg.get("max_tokens", 1024)),
+                model=str(cfg["model"]),
+                base_url=str(cfg["base_url"]),
+                api_key=key or "not-needed",
+                timeout=float(cfg.get("timeout", 60.0)),
+                max_retries=int(cfg.get("max_retries", 0)),
+                temperature=float(cfg.get("temperature", 0.0)),
+                max_tokens=int(cfg.get("max_tokens", 1024)),
                 concurrency=max(1, int(cfg.get("concurrency", 4))),
             )
         except (TypeError, ValueError) as exc:
@@ -263,8 +289,7 @@ def _import_ragas() -> Any:
         import ragas  # noqa: F401
     except Exception as exc:  # ImportError, or an incompatible dependency raising at import
         raise RagasError(
-            f"ragas is not usable ({type(exc).__name__}: {exc}); install the eval extra: "
-            "pip install 'rag_lab[eval]'"
+            f"ragas is not usable ({type(exc).__name__}: {exc}); install the eval extra: pip install 'rag_lab[eval]'"
         ) from exc
     return ragas
 
@@ -357,26 +382,34 @@ def _offline_scorers() -> dict[str, ScoreFn]:
 
     async def id_context_recall(s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return await id_recall.single_turn_ascore(SingleTurnSample(
-            retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids))
+        return await id_recall.single_turn_ascore(
+            SingleTurnSample(
+                retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids
+            )
+        )
 
     async def id_context_precision(s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return await id_precision.single_turn_ascore(SingleTurnSample(
-            retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids))
+        return await id_precision.single_turn_ascore(
+            SingleTurnSample(
+                retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids
+            )
+        )
 
     async def nonllm_context_recall(s: RagasSample) -> float:
         _need(bool(s.reference_contexts), "no reference_contexts (gold document texts)")
         if not s.retrieved_contexts:
             return 0.0  # nothing retrieved: no reference context is matched
-        return await nl_recall.single_turn_ascore(SingleTurnSample(
-            retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts))
+        return await nl_recall.single_turn_ascore(
+            SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+        )
 
     async def nonllm_context_precision(s: RagasSample) -> float:
         _need(bool(s.reference_contexts), "no reference_contexts (gold document texts)")
         _need(bool(s.retrieved_contexts), "no retrieved_contexts: precision is undefined")
-        return await nl_precision.single_turn_ascore(SingleTurnSample(
-            retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts))
+        return await nl_precision.single_turn_ascore(
+            SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+        )
 
     def _answer_pair(s: RagasSample) -> tuple[str, str]:
         _need(bool(s.reference.strip()), "no reference answer")
@@ -434,10 +467,10 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str]) -> di
     from ragas.llms.base import llm_factory
     from ragas.metrics.collections import AnswerRelevancy, ContextPrecisionWithReference, Faithfulness
 
-    client = AsyncOpenAI(base_url=judge.base_url, api_key=judge.api_key, timeout=judge.timeout,
-                         max_retries=judge.max_retries)
-    llm = llm_factory(judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens,
-                      top_p=1.0)
+    client = AsyncOpenAI(
+        base_url=judge.base_url, api_key=judge.api_key, timeout=judge.timeout, max_retries=judge.max_retries
+    )
+    llm = llm_factory(judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens, top_p=1.0)
     out: dict[str, ScoreFn] = {}
     if "faithfulness" in wanted:
         faith = Faithfulness(llm=llm)
@@ -445,8 +478,11 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str]) -> di
         async def faithfulness(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
             _need(bool(s.retrieved_contexts), "no retrieved_contexts")
-            return (await faith.ascore(user_input=s.user_input, response=s.response,
-                                       retrieved_contexts=s.retrieved_contexts)).value
+            return (
+                await faith.ascore(
+                    user_input=s.user_input, response=s.response, retrieved_contexts=s.retrieved_contexts
+                )
+            ).value
 
         out["faithfulness"] = faithfulness
     if "answer_relevancy" in wanted:
@@ -465,8 +501,11 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str]) -> di
         async def llm_context_precision(s: RagasSample) -> float:
             _need(bool(s.reference.strip()), "no reference answer")
             _need(bool(s.retrieved_contexts), "no retrieved_contexts")
-            return (await precision.ascore(user_input=s.user_input, reference=s.reference,
-                                           retrieved_contexts=s.retrieved_contexts)).value
+            return (
+                await precision.ascore(
+                    user_input=s.user_input, reference=s.reference, retrieved_contexts=s.retrieved_contexts
+                )
+            ).value
 
         out["llm_context_precision"] = llm_context_precision
     return out
@@ -535,8 +574,13 @@ async def ascore_samples(
     for m in names:
         order = {s.qid: i for i, s in enumerate(samples)}
         failed[m].sort(key=lambda q: order.get(q, 0))
-    return RagasResult(names, [s.qid for s in samples], values,
-                       {m: r for m, r in reasons.items() if r}, {m: f for m, f in failed.items() if f})
+    return RagasResult(
+        names,
+        [s.qid for s in samples],
+        values,
+        {m: r for m, r in reasons.items() if r},
+        {m: f for m, f in failed.items() if f},
+    )
 
 
 def score_samples(

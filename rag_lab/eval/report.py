@@ -10,6 +10,7 @@ The JSON holds everything needed to re-render the other formats and to run the g
 values of every metric, retrieved document ids, answers, latencies, errors) but not the context
 texts unless asked (``include_texts=True``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -19,9 +20,10 @@ import io
 import json
 import math
 import platform
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
 import rag_lab
@@ -120,9 +122,12 @@ class SuiteResult:
         for r in self.records:
             for k, v in (r.model_calls or {}).items():
                 calls[k] = calls.get(k, 0) + int(v)
-        return {"model_calls": calls, "tokens_in": sum(r.tokens_in for r in self.records),
-                "tokens_out": sum(r.tokens_out for r in self.records),
-                "cost_usd": sum(r.cost_usd for r in self.records)}
+        return {
+            "model_calls": calls,
+            "tokens_in": sum(r.tokens_in for r in self.records),
+            "tokens_out": sum(r.tokens_out for r in self.records),
+            "cost_usd": sum(r.cost_usd for r in self.records),
+        }
 
     @property
     def errors(self) -> int:
@@ -137,8 +142,9 @@ class SuiteResult:
         import pandas as pd
 
         vals = self.values()
-        df = pd.DataFrame({m: [vals[m].get(q, math.nan) for q in self.qids] for m in vals},
-                          index=pd.Index(self.qids, name="qid"))
+        df = pd.DataFrame(
+            {m: [vals[m].get(q, math.nan) for q in self.qids] for m in vals}, index=pd.Index(self.qids, name="qid")
+        )
         df["latency_ms"] = [r.latency_ms for r in self.records]
         df["error"] = [r.error for r in self.records]
         return df
@@ -165,7 +171,9 @@ class SuiteResult:
                 "rows": self.retrieval.rows,
                 "excluded_queries": list(self.retrieval.excluded_queries),
             },
-            "ragas": None if self.ragas is None else {
+            "ragas": None
+            if self.ragas is None
+            else {
                 **self.ragas.to_dict(),
                 "values": {m: [_nan_to_none(v) for v in vs] for m, vs in self.ragas.values.items()},
             },
@@ -182,12 +190,19 @@ class SuiteResult:
             rag["values"] = {m: [_none_to_nan(v) for v in vs] for m, vs in rag["values"].items()}
             ragas = RagasResult.from_dict(rag)
         return cls(
-            name=d["name"], dataset=d["dataset"], kb=d.get("kb", ""), spec=dict(d.get("spec") or {}),
+            name=d["name"],
+            dataset=d["dataset"],
+            kb=d.get("kb", ""),
+            spec=dict(d.get("spec") or {}),
             params=dict(d.get("params") or {}),
-            retrieval=RetrievalReport(ks=tuple(rt["ks"]), rows=[dict(r) for r in rt["rows"]],
-                                      excluded_queries=list(rt.get("excluded_queries") or [])),
+            retrieval=RetrievalReport(
+                ks=tuple(rt["ks"]),
+                rows=[dict(r) for r in rt["rows"]],
+                excluded_queries=list(rt.get("excluded_queries") or []),
+            ),
             records=[QueryRecord.from_dict(r) for r in d.get("records") or []],
-            ragas=ragas, seconds=float(d.get("seconds") or 0.0),
+            ragas=ragas,
+            seconds=float(d.get("seconds") or 0.0),
         )
 
 
@@ -199,7 +214,7 @@ class EvalReport:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.meta.setdefault("created_at", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        self.meta.setdefault("created_at", _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
         self.meta.setdefault("rag_lab", rag_lab.__version__)
         self.meta.setdefault("python", platform.python_version())
 
@@ -210,8 +225,12 @@ class EvalReport:
         raise KeyError(f"no suite {name!r} in this report (suites: {', '.join(s.name for s in self.suites)})")
 
     def to_dict(self, include_texts: bool = False) -> dict[str, Any]:
-        return {"format": REPORT_FORMAT, "kind": "rag_lab.eval.report", "meta": self.meta,
-                "suites": [s.to_dict(include_texts) for s in self.suites]}
+        return {
+            "format": REPORT_FORMAT,
+            "kind": "rag_lab.eval.report",
+            "meta": self.meta,
+            "suites": [s.to_dict(include_texts) for s in self.suites],
+        }
 
     def to_json(self, include_texts: bool = False) -> str:
         return json.dumps(self.to_dict(include_texts), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
@@ -352,8 +371,11 @@ def render_markdown(report: EvalReport, max_rows: int = 200) -> str:
         )
         led = suite.ledger_totals()
         calls = ", ".join(f"{n} {k}" for k, n in sorted(led["model_calls"].items())) or "none"
-        out += ["", f"Ledger: model calls {calls}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
-                    f"cost ${led['cost_usd']:.4f}."]
+        out += [
+            "",
+            f"Ledger: model calls {calls}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
+            f"cost ${led['cost_usd']:.4f}.",
+        ]
         out += ["", "| metric | mean | n | valid | NaN | failed |", "|---|---|---|---|---|---|"]
         out += [f"| {m} | {v} | {n} | {ok} | {nn} | {nf} |" for m, v, n, ok, nn, nf in _summary_rows(suite)]
         main = _main_metrics(suite)
@@ -364,7 +386,8 @@ def render_markdown(report: EvalReport, max_rows: int = 200) -> str:
         for r in suite.records[:max_rows]:
             cells = [_fmt(vals[m].get(r.qid, math.nan)) for m in main]
             out.append(
-                f"| {r.qid} | " + " | ".join(cells)
+                f"| {r.qid} | "
+                + " | ".join(cells)
                 + f" | {', '.join(r.retrieved_doc_ids[:3])} | {', '.join(r.gold_ids)} | {r.latency_ms:.0f} | {r.error} |"
             )
         fails = _failures(suite)
@@ -398,32 +421,41 @@ def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True) -> 
     ]
     for suite in report.suites:
         params = ", ".join(f"{k}={v}" for k, v in sorted(suite.params.items())) or "lab defaults"
-        parts.append(f"<h2>{e(suite.name)}</h2><p>Dataset <code>{e(suite.dataset)}</code>, {len(suite.records)} queries; "
-                     f"params: {e(params)}; mean latency {e(_fmt(suite.mean_latency_ms))} ms; "
-                     f"{suite.fallbacks} fallback answers; {suite.errors} pipeline errors.</p>")
+        parts.append(
+            f"<h2>{e(suite.name)}</h2><p>Dataset <code>{e(suite.dataset)}</code>, {len(suite.records)} queries; "
+            f"params: {e(params)}; mean latency {e(_fmt(suite.mean_latency_ms))} ms; "
+            f"{suite.fallbacks} fallback answers; {suite.errors} pipeline errors.</p>"
+        )
         if plots:
             parts.append(_img(plot_png(suite), f"{suite.name} retrieval metrics"))
             parts.append(_img(plot_ragas_png(suite), f"{suite.name} ragas metrics"))
         parts.append("<table><tr><th>metric</th><th>mean</th><th>n</th><th>valid</th><th>NaN</th><th>failed</th></tr>")
         for m, v, n, ok, nn, nf in _summary_rows(suite):
             cls = " class='bad'" if (nn or nf or v == "NaN") else ""
-            parts.append(f"<tr{cls}><td>{e(m)}</td><td>{v}</td><td>{n}</td><td>{ok}</td><td>{nn}</td><td>{nf}</td></tr>")
+            parts.append(
+                f"<tr{cls}><td>{e(m)}</td><td>{v}</td><td>{n}</td><td>{ok}</td><td>{nn}</td><td>{nf}</td></tr>"
+            )
         parts.append("</table>")
         main = _main_metrics(suite)
         vals = suite.values()
-        parts.append("<table><tr><th>qid</th>" + "".join(f"<th>{e(m)}</th>" for m in main)
-                     + "<th>top documents</th><th>gold</th><th>ms</th><th>error</th></tr>")
+        parts.append(
+            "<table><tr><th>qid</th>"
+            + "".join(f"<th>{e(m)}</th>" for m in main)
+            + "<th>top documents</th><th>gold</th><th>ms</th><th>error</th></tr>"
+        )
         for r in suite.records[:max_rows]:
             cls = " class='bad'" if r.error else ""
             parts.append(
-                f"<tr{cls}><td>{e(r.qid)}</td>" + "".join(f"<td>{_fmt(vals[m].get(r.qid, math.nan))}</td>" for m in main)
+                f"<tr{cls}><td>{e(r.qid)}</td>"
+                + "".join(f"<td>{_fmt(vals[m].get(r.qid, math.nan))}</td>" for m in main)
                 + f"<td>{e(', '.join(r.retrieved_doc_ids[:3]))}</td><td>{e(', '.join(r.gold_ids))}</td>"
                 f"<td>{r.latency_ms:.0f}</td><td>{e(r.error)}</td></tr>"
             )
         parts.append("</table>")
         fails = _failures(suite)
-        parts.append(f"<h3>NaN and failed samples ({len(fails)})</h3><ul>"
-                     + "".join(f"<li>{e(x)}</li>" for x in fails) + "</ul>")
+        parts.append(
+            f"<h3>NaN and failed samples ({len(fails)})</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in fails) + "</ul>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -443,9 +475,13 @@ def render_junit(report: EvalReport) -> str:
             ET.SubElement(tc, "system-out").text = f"mean={_fmt(summary[m])} n={c['n']} valid={c['n_valid']}"
             if not math.isfinite(summary[m]) or bad:
                 n_fail += 1
-                f = ET.SubElement(tc, "failure", message=f"{m}: mean {_fmt(summary[m])}; {c['n_nan']} NaN and "
-                                  f"{c['n_failed']} failed of {c['n']} samples")
-                reasons = (suite.ragas.reasons.get(m, {}) if suite.ragas is not None else {})
+                f = ET.SubElement(
+                    tc,
+                    "failure",
+                    message=f"{m}: mean {_fmt(summary[m])}; {c['n_nan']} NaN and "
+                    f"{c['n_failed']} failed of {c['n']} samples",
+                )
+                reasons = suite.ragas.reasons.get(m, {}) if suite.ragas is not None else {}
                 f.text = "\n".join(f"{q}: {why}" for q, why in reasons.items())
         ts.set("tests", str(len(suite.metric_names())))
         ts.set("failures", str(n_fail))

@@ -5,6 +5,7 @@ A question whose pipeline run raises is not dropped: its record carries the erro
 nothing, so it scores 0 on every retrieval metric (the metrics' "no results" policy) and counts in
 ``EvalResult.errors``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,9 +14,10 @@ import math
 import platform
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
@@ -165,8 +167,15 @@ def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> An
 
         faq_kb = lab.kb(faq_kb_name(kb), kb_type="faq")
         entries = [
-            {"id": f.id, **FAQEntry(f.question, answers=list(f.answers), similar_questions=list(f.similar_questions),
-                                    negative_questions=list(f.negative_questions)).to_metadata()}
+            {
+                "id": f.id,
+                **FAQEntry(
+                    f.question,
+                    answers=list(f.answers),
+                    similar_questions=list(f.similar_questions),
+                    negative_questions=list(f.negative_questions),
+                ).to_metadata(),
+            }
             for f in ds.faq
         ]
         lab.workspace.ingest_faq(faq_kb, entries, lab.embedder, progress=progress)
@@ -220,8 +229,11 @@ async def evaluate_lab(
                 session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
                 run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
             except Exception as exc:  # the record keeps the failure; the query scores 0
-                records.append(QueryRecord(q.id, q.question, list(q.gold_ids), list(q.answers),
-                                           error=f"{type(exc).__name__}: {exc}"))
+                records.append(
+                    QueryRecord(
+                        q.id, q.question, list(q.gold_ids), list(q.answers), error=f"{type(exc).__name__}: {exc}"
+                    )
+                )
             else:
                 records.append(record_from_run(q, run))
                 if keep_runs:
@@ -247,7 +259,9 @@ async def evaluate_lab(
     )
 
 
-def write_retrieval_report(result: EvalResult, out_dir: str | Path, name: str, extra: dict[str, Any] | None = None) -> list[Path]:
+def write_retrieval_report(
+    result: EvalResult, out_dir: str | Path, name: str, extra: dict[str, Any] | None = None
+) -> list[Path]:
     """``<name>.json`` (machine-readable) and ``<name>.md`` (a table for people)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -260,12 +274,14 @@ def write_retrieval_report(result: EvalResult, out_dir: str | Path, name: str, e
         "mean_latency_ms": round(result.mean_latency_ms, 1),
         "fallback_answers": result.fallbacks,
         "errors": result.errors,
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         **(extra or {}),
     }
     jpath = out / f"{name}.json"
-    jpath.write_text(json.dumps({"meta": meta, "summary": summary}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    jpath.write_text(
+        json.dumps({"meta": meta, "summary": summary}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     lines = [
         f"# Retrieval report: {result.dataset}",
         "",
@@ -320,13 +336,19 @@ class SuiteSpec:
         return base if self.max_docs is None else f"{base}-d{self.max_docs}-s{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "n_queries": self.n_queries, "max_docs": self.max_docs,
-                "seed": self.seed, "name": self.name}
+        return {
+            "dataset": self.dataset,
+            "n_queries": self.n_queries,
+            "max_docs": self.max_docs,
+            "seed": self.seed,
+            "name": self.name,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SuiteSpec:
-        return cls(str(d["dataset"]), d.get("n_queries"), d.get("max_docs"), int(d.get("seed") or 0),
-                   str(d.get("name") or ""))
+        return cls(
+            str(d["dataset"]), d.get("n_queries"), d.get("max_docs"), int(d.get("seed") or 0), str(d.get("name") or "")
+        )
 
 
 def parse_suite_spec(text: str) -> SuiteSpec:
@@ -371,10 +393,22 @@ async def evaluate_suites(
         if metrics:
             from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
 
-            ragas = await ascore_samples(samples_from_records(res.records, ds), metrics, judge=judge,
-                                         embedder=getattr(lab, "embedder", None))
-        suites.append(SuiteResult(spec.name, ds.name, spec.kb_name, spec.to_dict(), res.params, res.report,
-                                  res.records, ragas, res.seconds))
+            ragas = await ascore_samples(
+                samples_from_records(res.records, ds), metrics, judge=judge, embedder=getattr(lab, "embedder", None)
+            )
+        suites.append(
+            SuiteResult(
+                spec.name,
+                ds.name,
+                spec.kb_name,
+                spec.to_dict(),
+                res.params,
+                res.report,
+                res.records,
+                ragas,
+                res.seconds,
+            )
+        )
     run_spec = {
         "suites": [s.to_dict() for s in spec_list],
         "ks": list(ks_t),

@@ -15,15 +15,17 @@ PipelineParams; each value set is served by a BM25 index built once in the cache
 Parameter specs (``--param``): ``name=lo:hi:step`` (inclusive grid; optuna samples the same
 steps), ``name=lo:hi`` (continuous; optuna only), ``name=a,b,c`` (choices), ``name=v`` (fixed).
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import time
 import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -180,8 +182,9 @@ def grid_configs(spaces: Sequence[ParamSpace]) -> list[dict[str, Any]]:
     """The cartesian product of the spaces' values, first space varying slowest."""
     for s in spaces:
         if s.values is None:
-            raise SweepError(f"--param {s.name}={s.low}:{s.high} is continuous: give a step for a grid, "
-                             "or use --optuna-trials")
+            raise SweepError(
+                f"--param {s.name}={s.low}:{s.high} is continuous: give a step for a grid, or use --optuna-trials"
+            )
     names = [s.name for s in spaces]
     if len(set(names)) != len(names):
         raise SweepError(f"a parameter is given twice: {names}")
@@ -198,15 +201,21 @@ def objective_direction(objective: str) -> str:
     if objective in ("latency_ms", "p95_latency_ms"):
         return "minimize"
     if objective in LLM_METRICS:
-        raise SweepError(f"objective {objective!r} needs an LLM judge: sweeps rank configs by LLM-free metrics; "
-                         "evaluate the best config with `rag-lab eval --ragas-llm`")
+        raise SweepError(
+            f"objective {objective!r} needs an LLM judge: sweeps rank configs by LLM-free metrics; "
+            "evaluate the best config with `rag-lab eval --ragas-llm`"
+        )
     if objective in OFFLINE_METRICS:
         return "maximize"
     prefix, _, k = objective.partition("@")
-    if objective in ("mrr", "map") or (prefix in ("recall", "precision", "hit", "ndcg", "mrr") and k.isdigit() and int(k) > 0):
+    if objective in ("mrr", "map") or (
+        prefix in ("recall", "precision", "hit", "ndcg", "mrr") and k.isdigit() and int(k) > 0
+    ):
         return "maximize"
-    raise SweepError(f"unknown objective {objective!r}: use a retrieval metric (ndcg@10, recall@5, mrr, map, …), "
-                     f"an offline ragas metric ({', '.join(OFFLINE_METRICS)}) or latency_ms")
+    raise SweepError(
+        f"unknown objective {objective!r}: use a retrieval metric (ndcg@10, recall@5, mrr, map, …), "
+        f"an offline ragas metric ({', '.join(OFFLINE_METRICS)}) or latency_ms"
+    )
 
 
 # --------------------------------------------------------------------------- result
@@ -264,8 +273,10 @@ class SweepResult:
         params = {k: v for k, v in cfg.items() if k not in INDEX_PARAMS}
         index = {k: v for k, v in cfg.items() if k in INDEX_PARAMS}
         PipelineParams.from_mapping(params, source="best config")  # validate before writing
-        header = [f"# best of {len(self.rows)} configs by {self.objective} ({self.direction}) = {best[self.objective]:.6f}",
-                  f"# suites: {', '.join(self.suites)}; mean latency {best['latency_ms']:.1f} ms"]
+        header = [
+            f"# best of {len(self.rows)} configs by {self.objective} ({self.direction}) = {best[self.objective]:.6f}",
+            f"# suites: {', '.join(self.suites)}; mean latency {best['latency_ms']:.1f} ms",
+        ]
         if index:
             header.append(f"# KB index settings (not PipelineParams): {index}")
         p = Path(path)
@@ -299,14 +310,19 @@ class SweepResult:
             ys = [r[m] for r in self.rows if math.isfinite(r.get(m, math.nan))]
             numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
             labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
-            pos = (lambda v: v) if numeric else (lambda v: labels.index(v))  # type: ignore[union-attr]
+            pos = (lambda v: v) if numeric else (lambda v: labels.index(v))  # type: ignore[union-attr]  # noqa: B023 (called within this iteration)
             ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
             means: dict[Any, list[float]] = {}
             for x, y in zip(xs, ys):
                 means.setdefault(x, []).append(y)
             keys = sorted(means, key=lambda v: pos(v))
-            ax.plot([pos(k) for k in keys], [sum(means[k]) / len(means[k]) for k in keys], color="#cc3311",
-                    marker="o", label="mean over other params")
+            ax.plot(
+                [pos(k) for k in keys],
+                [sum(means[k]) / len(means[k]) for k in keys],
+                color="#cc3311",
+                marker="o",
+                label="mean over other params",
+            )
             if not numeric and labels is not None:
                 ax.set_xticks(range(len(labels)), [str(v) for v in labels])
             ax.set_xlabel(name)
@@ -344,16 +360,26 @@ class SweepResult:
     def markdown(self, top: int = 10) -> str:
         metrics = [self.objective, "latency_ms", "errors", "fallbacks"]
         sign = -1 if self.direction == "maximize" else 1
-        rows = sorted(self.rows, key=lambda r: (sign * r.get(self.objective, math.nan)
-                                                if math.isfinite(r.get(self.objective, math.nan)) else math.inf))
+        rows = sorted(
+            self.rows,
+            key=lambda r: (
+                sign * r.get(self.objective, math.nan) if math.isfinite(r.get(self.objective, math.nan)) else math.inf
+            ),
+        )
         head = self.param_names + metrics
-        lines = [f"# Sweep: {self.objective} ({self.direction})", "",
-                 f"{len(self.rows)} configs on {', '.join(self.suites)} in {self.seconds:.1f} s; "
-                 f"base params {self.base_params or 'lab defaults'}; stage cache {self.cache_stats or 'off'}.", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines = [
+            f"# Sweep: {self.objective} ({self.direction})",
+            "",
+            f"{len(self.rows)} configs on {', '.join(self.suites)} in {self.seconds:.1f} s; "
+            f"base params {self.base_params or 'lab defaults'}; stage cache {self.cache_stats or 'off'}.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         for r in rows[:top]:
-            lines.append("| " + " | ".join(
-                f"{r[h]:.4f}" if isinstance(r.get(h), float) else str(r.get(h)) for h in head) + " |")
+            lines.append(
+                "| " + " | ".join(f"{r[h]:.4f}" if isinstance(r.get(h), float) else str(r.get(h)) for h in head) + " |"
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -376,9 +402,17 @@ def _split(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 class _Evaluator:
     """Evaluates configs on the suites (shared by grid and optuna)."""
 
-    def __init__(self, lab: Lab, suites: Sequence[_Suite], objective: str, ks: Sequence[int],
-                 ragas_metrics: Sequence[str], base_params: Mapping[str, Any], cache_dir: str | Path | None,
-                 pbar: Any) -> None:
+    def __init__(
+        self,
+        lab: Lab,
+        suites: Sequence[_Suite],
+        objective: str,
+        ks: Sequence[int],
+        ragas_metrics: Sequence[str],
+        base_params: Mapping[str, Any],
+        cache_dir: str | Path | None,
+        pbar: Any,
+    ) -> None:
         from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 
         self.lab, self.suites, self.objective, self.ks = lab, list(suites), objective, tuple(ks)
@@ -411,8 +445,14 @@ class _Evaluator:
 
         s = {**_DEFAULT_BM25, **index}
         for suite in self.suites:
-            use_bm25_settings(self.lab, suite.kb, self.bm25_cache, k1=float(s["bm25_k1"]), b=float(s["bm25_b"]),
-                              method=str(s["bm25_method"]))
+            use_bm25_settings(
+                self.lab,
+                suite.kb,
+                self.bm25_cache,
+                k1=float(s["bm25_k1"]),
+                b=float(s["bm25_b"]),
+                method=str(s["bm25_method"]),
+            )
 
     def close(self, restore_index: bool) -> None:
         """Undo what the sweep changed on the lab (stage cache it enabled, swapped BM25 indexes)."""
@@ -438,8 +478,7 @@ class _Evaluator:
         self._apply_index(index)
         p = self.lab.params.with_changes(**params)
         for suite in self.suites:
-            await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p,
-                               keep_runs=False)
+            await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False)
 
     async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
         from rag_lab.eval.runner import evaluate_lab
@@ -458,8 +497,9 @@ class _Evaluator:
         errors = fallbacks = nan_samples = 0
         first_error = ""
         for suite in self.suites:
-            res = await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p,
-                                     keep_runs=False, pbar=self.pbar)
+            res = await evaluate_lab(
+                self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False, pbar=self.pbar
+            )
             summ = dict(res.summary())
             if self.ragas_metrics:
                 from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
@@ -490,8 +530,10 @@ class _Evaluator:
         row["nan_samples"] = nan_samples
         row["first_error"] = first_error
         if self.objective not in row:
-            raise SweepError(f"objective {self.objective!r} is not among the computed metrics "
-                             f"({', '.join(k for k in row if not k.startswith('config'))})")
+            raise SweepError(
+                f"objective {self.objective!r} is not among the computed metrics "
+                f"({', '.join(k for k in row if not k.startswith('config'))})"
+            )
         self.rows.append(row)
         return row
 
@@ -558,8 +600,16 @@ async def run_grid(
         bar.close()
         stats = ev.stats()
         ev.close(any(s.name in INDEX_PARAMS for s in spaces))
-    return SweepResult([s.name for s in spaces], objective, direction, ev.rows, dict(base_params or {}),
-                       [s.name for s in prepared], stats, time.perf_counter() - t0)
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        ev.rows,
+        dict(base_params or {}),
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )
 
 
 async def run_optuna(
@@ -608,8 +658,16 @@ async def run_optuna(
         bar.close()
         stats = ev.stats()
         ev.close(any(s.name in INDEX_PARAMS for s in spaces))
-    return SweepResult([s.name for s in spaces], objective, direction, ev.rows, dict(base_params or {}),
-                       [s.name for s in prepared], stats, time.perf_counter() - t0)
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        ev.rows,
+        dict(base_params or {}),
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )
 
 
 def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "sweep") -> dict[str, Path]:
@@ -622,7 +680,10 @@ def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "s
         "best_yaml": result.export_best_yaml(out / f"{name}_best.yaml"),
     }
     md = out / f"{name}.md"
-    md.write_text(result.markdown() + f"\n![metric vs parameter]({paths['metric_vs_param'].name})\n\n"
-                  f"![Pareto]({paths['pareto'].name})\n", encoding="utf-8")
+    md.write_text(
+        result.markdown() + f"\n![metric vs parameter]({paths['metric_vs_param'].name})\n\n"
+        f"![Pareto]({paths['pareto'].name})\n",
+        encoding="utf-8",
+    )
     paths["md"] = md
     return paths

@@ -14,6 +14,7 @@ increasing offsets, overlap their predecessor by at most ``chunk_overlap``, and 
 every non-whitespace character of the text (only whitespace-only stretches can fall between two
 chunks). ``chunk_index`` runs 0..n-1 and ``pre_chunk_id`` / ``next_chunk_id`` link neighbours.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,12 +41,10 @@ class ChunkingConfig:
     parent_chunk_size: int = 0
     parent_chunk_overlap: int = 0
 
-    def validate(self) -> "ChunkingConfig":
+    def validate(self) -> ChunkingConfig:
         _check_sizes("chunk_size", self.chunk_size, "chunk_overlap", self.chunk_overlap)
         if self.parent_chunk_size:
-            _check_sizes(
-                "parent_chunk_size", self.parent_chunk_size, "parent_chunk_overlap", self.parent_chunk_overlap
-            )
+            _check_sizes("parent_chunk_size", self.parent_chunk_size, "parent_chunk_overlap", self.parent_chunk_overlap)
             if self.parent_chunk_size <= self.chunk_size:
                 raise ChunkingError(
                     f"parent_chunk_size={self.parent_chunk_size} must be larger than chunk_size={self.chunk_size}"

@@ -29,6 +29,7 @@ Two extractors share one protocol (``await extractor.aextract(text) -> GraphData
 :func:`build_graph` runs an extractor over a KB's chunks and stores the result per document
 namespace, every node and relation carrying the ids of the chunks it came from.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rag_lab.knowledge.graph import (
     GraphData,
@@ -83,7 +85,9 @@ DESCRIPTION_MAX_RUNES = 200
 MAX_PAIRED_NAMES = 24
 
 #: lower-case words that may sit inside an English name between capitalised words
-NAME_CONNECTORS = frozenset({"of", "de", "du", "des", "la", "le", "van", "von", "der", "den", "del", "da", "di", "the", "y"})
+NAME_CONNECTORS = frozenset(
+    {"of", "de", "du", "des", "la", "le", "van", "von", "der", "den", "del", "da", "di", "the", "y"}
+)
 
 #: capitalised only because they start a sentence (or never names on their own)
 ENGLISH_STOP_WORDS = frozenset(
@@ -174,7 +178,7 @@ class OfflineEntityExtractor:
         return "OfflineEntityExtractor()"
 
     # -- English ----------------------------------------------------------------------------
-    def _english_spans(self, sentence: str, query: bool, context: "_Context") -> list[_Mention]:
+    def _english_spans(self, sentence: str, query: bool, context: _Context) -> list[_Mention]:
         toks = [(m.group(0), m.start(), m.end()) for m in _WORD.finditer(sentence)]
         out: list[_Mention] = []
         i = 0
@@ -186,7 +190,7 @@ class OfflineEntityExtractor:
             span = [i]
             j = i + 1
             while j < len(toks):
-                gap = sentence[toks[j - 1][2]: toks[j][1]]
+                gap = sentence[toks[j - 1][2] : toks[j][1]]
                 if not _SPACE_ONLY.fullmatch(gap):
                     break
                 if _is_cap(toks[j][0]):
@@ -197,8 +201,11 @@ class OfflineEntityExtractor:
                 k = j
                 while k < len(toks) and k - j < 2 and toks[k][0] in NAME_CONNECTORS:
                     k += 1
-                if k > j and k < len(toks) and _is_cap(toks[k][0]) and all(
-                    _SPACE_ONLY.fullmatch(sentence[toks[m - 1][2]: toks[m][1]]) for m in range(j, k + 1)
+                if (
+                    k > j
+                    and k < len(toks)
+                    and _is_cap(toks[k][0])
+                    and all(_SPACE_ONLY.fullmatch(sentence[toks[m - 1][2] : toks[m][1]]) for m in range(j, k + 1))
                 ):
                     span.extend(range(j, k + 1))
                     j = k + 1
@@ -220,7 +227,7 @@ class OfflineEntityExtractor:
             i = j
         return out
 
-    def _keep_english(self, name: str, words: list[str], starts_sentence: bool, query: bool, ctx: "_Context") -> bool:
+    def _keep_english(self, name: str, words: list[str], starts_sentence: bool, query: bool, ctx: _Context) -> bool:
         if len(name) < MIN_LATIN_RUNES or len(name) > MAX_NAME_RUNES:
             return False
         if len(words) > 1:
@@ -253,8 +260,12 @@ class OfflineEntityExtractor:
                 run.append((word, flag))
                 continue
             flush()
-            if flag == "n" and MIN_HAN_RUNES <= len(word) <= MAX_NAME_RUNES and _HAN.search(word) \
-                    and word not in CHINESE_STOP_NOUNS:
+            if (
+                flag == "n"
+                and MIN_HAN_RUNES <= len(word) <= MAX_NAME_RUNES
+                and _HAN.search(word)
+                and word not in CHINESE_STOP_NOUNS
+            ):
                 out.append(_Mention(word, "Concept", "n"))
         flush()
         return out
@@ -314,7 +325,7 @@ class _Context:
     lower_words: frozenset[str]
 
     @classmethod
-    def of(cls, sentences: Iterable[str]) -> "_Context":
+    def of(cls, sentences: Iterable[str]) -> _Context:
         inner: set[str] = set()
         lower: set[str] = set()
         for s in sentences:
@@ -346,9 +357,9 @@ def extract_json_block(text: str) -> str:
         return (candidates[0] if candidates else fences[0][1]).strip()
     start = text.find("```")
     if start != -1:
-        rest = text[start + 3:]
+        rest = text[start + 3 :]
         nl = rest.find("\n")
-        return (rest[nl + 1:] if nl != -1 else "").strip()
+        return (rest[nl + 1 :] if nl != -1 else "").strip()
     return text.strip()
 
 
@@ -363,7 +374,7 @@ def first_balanced_json(text: str) -> str | None:
         start = min(starts)
         end = _balanced_end(text, start)
         if end is not None:
-            return text[start: end + 1]
+            return text[start : end + 1]
         pos = start + 1
 
 
@@ -447,10 +458,15 @@ def parse_graph_reply(text: str) -> GraphData:
             strength = item.get("strength", 1.0)
             if isinstance(strength, bool) or not isinstance(strength, (int, float)):
                 strength = 1.0
-            relations.append(GraphRelation(
-                a, b, _text(item, ("relation", "relationship", "type")) or "related_to", float(strength),
-                description=_text(item, ("description",)),
-            ))
+            relations.append(
+                GraphRelation(
+                    a,
+                    b,
+                    _text(item, ("relation", "relationship", "type")) or "related_to",
+                    float(strength),
+                    description=_text(item, ("description",)),
+                )
+            )
             continue
         name = _text(item, ("entity", "name", "title"))
         if name:
@@ -460,10 +476,14 @@ def parse_graph_reply(text: str) -> GraphData:
                 attributes["entity_attributes"] = [str(x) for x in attrs if isinstance(x, (str, int, float))]
             elif isinstance(attrs, dict):
                 attributes.update(attrs)
-            nodes.append(GraphNode(
-                name, _text(item, ("type", "entity_type", "kind")), _text(item, ("description",)),
-                attributes=attributes,
-            ))
+            nodes.append(
+                GraphNode(
+                    name,
+                    _text(item, ("type", "entity_type", "kind")),
+                    _text(item, ("description",)),
+                    attributes=attributes,
+                )
+            )
     relations = merge_relations(relations)
     known = {normalize_entity_name(n.name) for n in nodes}
     for r in relations:
@@ -490,8 +510,8 @@ class LLMGraphExtractor:
 
     def __init__(
         self,
-        model: "ChatModel",
-        prompts: "PromptTemplates | None" = None,
+        model: ChatModel,
+        prompts: PromptTemplates | None = None,
         template_id: str = GRAPH_EXTRACTION_TEMPLATE_ID,
         language: str = "English",
         temperature: float = 0.3,
@@ -553,14 +573,15 @@ def _graph_chunks(workspace: Any, kb_id: str, knowledge_id: str) -> list[Any]:
     from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
     return [
-        c for c in workspace.store.list_chunks(kb_id, knowledge_id)
+        c
+        for c in workspace.store.list_chunks(kb_id, knowledge_id)
         if c.is_enabled and c.chunk_type in SEARCHABLE_CHUNK_TYPES and c.content.strip()
     ]
 
 
 async def abuild_graph(
     workspace: Any,
-    kb: "KnowledgeBase | str",
+    kb: KnowledgeBase | str,
     extractor: EntityExtractor,
     knowledge_ids: Sequence[str] | None = None,
     progress: bool = True,
@@ -635,7 +656,7 @@ async def abuild_graph(
 
 def build_graph(
     workspace: Any,
-    kb: "KnowledgeBase | str",
+    kb: KnowledgeBase | str,
     extractor: EntityExtractor,
     knowledge_ids: Sequence[str] | None = None,
     progress: bool = True,

@@ -31,6 +31,7 @@ document. A node matched by several names is returned once (its first match).
 The store file sits next to the workspace (``<workspace root>/graph.sqlite``), one connection
 per thread (lookups run concurrently in worker threads), writes serialised by a lock.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,10 @@ import re
 import sqlite3
 import threading
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 
@@ -127,9 +129,14 @@ class GraphNode:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kind": self.kind, "description": self.description,
-            "chunk_ids": list(self.chunk_ids), "attributes": json.loads(json.dumps(self.attributes)),
-            "knowledge_base_id": self.knowledge_base_id, "knowledge_id": self.knowledge_id, "score": self.score,
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "chunk_ids": list(self.chunk_ids),
+            "attributes": json.loads(json.dumps(self.attributes)),
+            "knowledge_base_id": self.knowledge_base_id,
+            "knowledge_id": self.knowledge_id,
+            "score": self.score,
         }
 
 
@@ -146,9 +153,14 @@ class GraphRelation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "target": self.target, "relation": self.relation, "strength": self.strength,
-            "chunk_ids": list(self.chunk_ids), "description": self.description,
-            "knowledge_base_id": self.knowledge_base_id, "knowledge_id": self.knowledge_id,
+            "source": self.source,
+            "target": self.target,
+            "relation": self.relation,
+            "strength": self.strength,
+            "chunk_ids": list(self.chunk_ids),
+            "description": self.description,
+            "knowledge_base_id": self.knowledge_base_id,
+            "knowledge_id": self.knowledge_id,
         }
 
 
@@ -159,7 +171,7 @@ class GraphData:
     nodes: list[GraphNode] = field(default_factory=list)
     relations: list[GraphRelation] = field(default_factory=list)
 
-    def extend(self, other: "GraphData") -> None:
+    def extend(self, other: GraphData) -> None:
         self.nodes.extend(other.nodes)
         self.relations.extend(other.relations)
 
@@ -211,8 +223,14 @@ def merge_nodes(nodes: Iterable[GraphNode]) -> list[GraphNode]:
         cur = by_key.get(key)
         if cur is None:
             by_key[key] = GraphNode(
-                n.name.strip(), n.kind, n.description, list(dict.fromkeys(n.chunk_ids)), dict(n.attributes),
-                n.knowledge_base_id, n.knowledge_id, n.score,
+                n.name.strip(),
+                n.kind,
+                n.description,
+                list(dict.fromkeys(n.chunk_ids)),
+                dict(n.attributes),
+                n.knowledge_base_id,
+                n.knowledge_id,
+                n.score,
             )
             continue
         cur.chunk_ids = _union(cur.chunk_ids, n.chunk_ids)
@@ -234,8 +252,14 @@ def merge_relations(relations: Iterable[GraphRelation]) -> list[GraphRelation]:
         cur = by_key.get(key)
         if cur is None:
             by_key[key] = GraphRelation(
-                r.source.strip(), r.target.strip(), r.relation, float(r.strength), list(dict.fromkeys(r.chunk_ids)),
-                r.description, r.knowledge_base_id, r.knowledge_id,
+                r.source.strip(),
+                r.target.strip(),
+                r.relation,
+                float(r.strength),
+                list(dict.fromkeys(r.chunk_ids)),
+                r.description,
+                r.knowledge_base_id,
+                r.knowledge_id,
             )
             continue
         cur.chunk_ids = _union(cur.chunk_ids, r.chunk_ids)
@@ -290,16 +314,14 @@ class GraphStore:
     def close(self) -> None:
         self._conns.close()
 
-    def __enter__(self) -> "GraphStore":
+    def __enter__(self) -> GraphStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- writes -----------------------------------------------------------------------------
-    def add_graph(
-        self, ns: NameSpace, nodes: Sequence[GraphNode], relations: Sequence[GraphRelation] = ()
-    ) -> None:
+    def add_graph(self, ns: NameSpace, nodes: Sequence[GraphNode], relations: Sequence[GraphRelation] = ()) -> None:
         """Add nodes and relations to a namespace, merging with what is there (module docstring).
         Relation endpoints become nodes too (with the relation's chunk ids)."""
         with self._write_lock:
@@ -353,21 +375,40 @@ class GraphStore:
                 n = merge_nodes([_node_from_row(row), n])[0]
             conn.execute(
                 "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (kb, kid, key, n.name, n.kind, n.description, json.dumps(n.chunk_ids),
-                 json.dumps(n.attributes, ensure_ascii=False, sort_keys=True, default=str)),
+                (
+                    kb,
+                    kid,
+                    key,
+                    n.name,
+                    n.kind,
+                    n.description,
+                    json.dumps(n.chunk_ids),
+                    json.dumps(n.attributes, ensure_ascii=False, sort_keys=True, default=str),
+                ),
             )
         for r in rels:
             s, t = normalize_entity_name(r.source), normalize_entity_name(r.target)
             row = conn.execute(
                 "SELECT * FROM relations WHERE kb_id = ? AND knowledge_id = ? AND source_norm = ? "
-                "AND target_norm = ? AND relation = ?", (kb, kid, s, t, r.relation),
+                "AND target_norm = ? AND relation = ?",
+                (kb, kid, s, t, r.relation),
             ).fetchone()
             if row is not None:
                 r = merge_relations([_relation_from_row(row), r])[0]
             conn.execute(
                 "INSERT OR REPLACE INTO relations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (kb, kid, s, t, r.relation, r.source, r.target, float(r.strength), json.dumps(r.chunk_ids),
-                 r.description),
+                (
+                    kb,
+                    kid,
+                    s,
+                    t,
+                    r.relation,
+                    r.source,
+                    r.target,
+                    float(r.strength),
+                    json.dumps(r.chunk_ids),
+                    r.description,
+                ),
             )
 
     # -- reads ------------------------------------------------------------------------------
@@ -375,10 +416,16 @@ class GraphStore:
         """Every node and relation of a namespace (ordered by document, then name)."""
         where, args = self._where(ns)
         conn = self._conn()
-        nodes = [_node_from_row(r) for r in conn.execute(
-            f"SELECT * FROM nodes WHERE {where} ORDER BY knowledge_id, name_norm", args)]
-        rels = [_relation_from_row(r) for r in conn.execute(
-            f"SELECT * FROM relations WHERE {where} ORDER BY knowledge_id, source_norm, target_norm, relation", args)]
+        nodes = [
+            _node_from_row(r)
+            for r in conn.execute(f"SELECT * FROM nodes WHERE {where} ORDER BY knowledge_id, name_norm", args)
+        ]
+        rels = [
+            _relation_from_row(r)
+            for r in conn.execute(
+                f"SELECT * FROM relations WHERE {where} ORDER BY knowledge_id, source_norm, target_norm, relation", args
+            )
+        ]
         return GraphData(nodes, rels)
 
     def count(self, ns: NameSpace) -> tuple[int, int]:
@@ -442,17 +489,26 @@ class GraphStore:
 
 def _node_from_row(row: sqlite3.Row) -> GraphNode:
     return GraphNode(
-        name=row["name"], kind=row["kind"], description=row["description"],
-        chunk_ids=list(json.loads(row["chunk_ids"])), attributes=dict(json.loads(row["attributes"])),
-        knowledge_base_id=row["kb_id"], knowledge_id=row["knowledge_id"],
+        name=row["name"],
+        kind=row["kind"],
+        description=row["description"],
+        chunk_ids=list(json.loads(row["chunk_ids"])),
+        attributes=dict(json.loads(row["attributes"])),
+        knowledge_base_id=row["kb_id"],
+        knowledge_id=row["knowledge_id"],
     )
 
 
 def _relation_from_row(row: sqlite3.Row) -> GraphRelation:
     return GraphRelation(
-        source=row["source"], target=row["target"], relation=row["relation"], strength=float(row["strength"]),
-        chunk_ids=list(json.loads(row["chunk_ids"])), description=row["description"],
-        knowledge_base_id=row["kb_id"], knowledge_id=row["knowledge_id"],
+        source=row["source"],
+        target=row["target"],
+        relation=row["relation"],
+        strength=float(row["strength"]),
+        chunk_ids=list(json.loads(row["chunk_ids"])),
+        description=row["description"],
+        knowledge_base_id=row["kb_id"],
+        knowledge_id=row["knowledge_id"],
     )
 
 

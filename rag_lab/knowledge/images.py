@@ -18,14 +18,16 @@ Items are paths (``str`` / ``Path``) or mappings with ``path`` (required: the fi
 embedded) and optional ``id``, ``url``, ``caption``, ``ocr_text``, ``tag_id``. ``captions`` maps a
 path (as given) or a file name to a caption, or is a sequence aligned with the items.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,8 +55,9 @@ def _item_fields(i: int, item: Any) -> dict[str, Any]:
     if isinstance(item, Mapping):
         unknown = set(item) - {"path", "id", "url", "caption", "ocr_text", "tag_id"}
         if unknown:
-            raise IngestError(f"image #{i}: unknown fields {sorted(unknown)} (allowed: path, id, url, caption, "
-                              "ocr_text, tag_id)")
+            raise IngestError(
+                f"image #{i}: unknown fields {sorted(unknown)} (allowed: path, id, url, caption, ocr_text, tag_id)"
+            )
         return dict(item)
     raise IngestError(f"image #{i}: {item!r} must be a path or a mapping with 'path'")
 
@@ -71,14 +74,16 @@ def _caption_for(i: int, given_path: str, captions: Any) -> str | None:
     return got
 
 
-def _embed_images(embedder: "ImageEmbedder", paths: list[str]) -> np.ndarray:
+def _embed_images(embedder: ImageEmbedder, paths: list[str]) -> np.ndarray:
     try:
         arr = np.asarray(embedder.embed_images(paths), dtype=np.float32)
     except Exception as exc:
         raise IngestError(f"image embedder {embedder.model_key!r} failed on {len(paths)} images: {exc}") from exc
     if arr.ndim != 2 or arr.shape != (len(paths), int(embedder.dimension)):
-        raise IngestError(f"image embedder {embedder.model_key!r} returned shape {arr.shape}; expected "
-                          f"({len(paths)}, {embedder.dimension})")
+        raise IngestError(
+            f"image embedder {embedder.model_key!r} returned shape {arr.shape}; expected "
+            f"({len(paths)}, {embedder.dimension})"
+        )
     if not np.all(np.isfinite(arr)):
         raise IngestError(f"image embedder {embedder.model_key!r} returned NaN or infinite values")
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
@@ -86,7 +91,10 @@ def _embed_images(embedder: "ImageEmbedder", paths: list[str]) -> np.ndarray:
 
 
 def ingest_images(
-    workspace: "Workspace", kb: KnowledgeBase | str, paths_or_items: Iterable[Any], image_embedder: "ImageEmbedder",
+    workspace: Workspace,
+    kb: KnowledgeBase | str,
+    paths_or_items: Iterable[Any],
+    image_embedder: ImageEmbedder,
     captions: Mapping[str, str] | Sequence[str] | None = None,
 ) -> IngestReport:
     """Ingest images into ``kb`` (see the module docstring); returns what changed."""
@@ -103,7 +111,8 @@ def ingest_images(
     if bound and (bound != key or int(kb.metadata.get("image_embedding_dim") or 0) != dim):
         raise MixedEmbeddingSpaces(
             f"knowledge base {kb.name!r} stores image vectors of {bound!r} (dimension "
-            f"{kb.metadata.get('image_embedding_dim')}); the image embedder is {key!r} (dimension {dim})")
+            f"{kb.metadata.get('image_embedding_dim')}); the image embedder is {key!r} (dimension {dim})"
+        )
     report = IngestReport(kb_id=kb.id)
     prepared: list[_Image] = []
     seen: set[str] = set()
@@ -130,11 +139,24 @@ def ingest_images(
         digest = hashlib.sha256(p.read_bytes()).hexdigest()
         content = "\n".join(t.strip() for t in (caption, ocr) if t.strip()) or p.name
         h = hashlib.sha256(json.dumps([digest, caption, ocr, url, f.get("tag_id") or ""]).encode()).hexdigest()
-        doc = Knowledge(id=kid, knowledge_base_id=kb.id, title=caption.strip() or p.name, file_name=p.name,
-                        file_type="image", source="image", metadata={"path": given}, content_hash=h)
+        doc = Knowledge(
+            id=kid,
+            knowledge_base_id=kb.id,
+            title=caption.strip() or p.name,
+            file_name=p.name,
+            file_type="image",
+            source="image",
+            metadata={"path": given},
+            content_hash=h,
+        )
         chunk = Chunk(
-            id=f"{kb.id}:{kid}#img", knowledge_id=kid, knowledge_base_id=kb.id, content=content,
-            chunk_type="image_caption", end_at=len(content), tag_id=f.get("tag_id") or "",
+            id=f"{kb.id}:{kid}#img",
+            knowledge_id=kid,
+            knowledge_base_id=kb.id,
+            content=content,
+            chunk_type="image_caption",
+            end_at=len(content),
+            tag_id=f.get("tag_id") or "",
             image_info=json.dumps([{"url": url, "caption": caption, "ocr_text": ocr}], ensure_ascii=False),
             metadata={"image_sha256": digest},
         )

@@ -14,6 +14,7 @@ index entries replaced. All inputs are read and validated before anything is wri
 row (with its hash) is written last, so an interrupted run is redone next time. Chunk ids are
 ``<kb_id>:<knowledge_id>#c<i>`` (``#p<i>`` for parents, ``#faq`` for FAQ), unique store-wide.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,10 +22,11 @@ import html
 import json
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,8 +76,30 @@ class IngestReport:
 class _HTMLText(HTMLParser):
     _SKIP = {"script", "style", "noscript", "template"}
     _BLOCK = {
-        "p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table", "section",
-        "article", "header", "footer", "pre", "blockquote", "hr", "title", "dt", "dd",
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "tr",
+        "table",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "pre",
+        "blockquote",
+        "hr",
+        "title",
+        "dt",
+        "dd",
     }
 
     def __init__(self) -> None:
@@ -174,14 +198,18 @@ class _Doc:
 
 def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: Any = None) -> str:
     h = hashlib.sha256()
-    for part in (title, text, json.dumps(metadata, sort_keys=True, ensure_ascii=False, default=str),
-                 json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str)):
+    for part in (
+        title,
+        text,
+        json.dumps(metadata, sort_keys=True, ensure_ascii=False, default=str),
+        json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str),
+    ):
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
 
 
-def _embed(embedder: "Embedder", texts: list[str], where: str) -> np.ndarray:
+def _embed(embedder: Embedder, texts: list[str], where: str) -> np.ndarray:
     vecs = np.asarray(embedder.embed(texts), dtype=np.float32)
     if vecs.ndim != 2 or vecs.shape != (len(texts), int(embedder.dimension)):
         raise IngestError(
@@ -191,7 +219,7 @@ def _embed(embedder: "Embedder", texts: list[str], where: str) -> np.ndarray:
     return vecs
 
 
-def _chunks_for(ws: "Workspace", kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
+def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
     kid = doc.knowledge.id
     prefix = f"{kb.id}:{kid}"
     if doc.faq is not None:
@@ -210,7 +238,11 @@ def _chunks_for(ws: "Workspace", kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
             )
         ]
     return chunk_text(
-        doc.text, knowledge_id=kid, knowledge_base_id=kb.id, config=ws.chunking_config(kb), id_prefix=prefix,
+        doc.text,
+        knowledge_id=kid,
+        knowledge_base_id=kb.id,
+        config=ws.chunking_config(kb),
+        id_prefix=prefix,
         tag_id=doc.tag_id,
     )
 
@@ -230,8 +262,14 @@ def _vector_entries(chunk: Chunk) -> list[tuple[str, str | None, str]]:
 
 
 def _ingest(
-    ws: "Workspace", kb: KnowledgeBase, docs: list[_Doc], embedder: "Embedder | None", progress: bool,
-    batch_size: int, report: IngestReport, desc: str,
+    ws: Workspace,
+    kb: KnowledgeBase,
+    docs: list[_Doc],
+    embedder: Embedder | None,
+    progress: bool,
+    batch_size: int,
+    report: IngestReport,
+    desc: str,
 ) -> IngestReport:
     from tqdm.auto import tqdm
 
@@ -293,7 +331,7 @@ def _ingest(
     return report
 
 
-def _remove_document(ws: "Workspace", kb: KnowledgeBase, knowledge_id: str) -> int:
+def _remove_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
     """Delete a document row and its chunks from the store and the indexes; returns the number
     of chunks removed. Indexes are not saved here."""
     chunk_ids = ws.store.delete_knowledge(kb.id, knowledge_id)
@@ -305,7 +343,7 @@ def _remove_document(ws: "Workspace", kb: KnowledgeBase, knowledge_id: str) -> i
     return len(chunk_ids)
 
 
-def delete_document(ws: "Workspace", kb: KnowledgeBase, knowledge_id: str) -> int:
+def delete_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
     """Delete a document, its chunks and their index entries; returns the chunks removed."""
     with ws.write_lock:
         if ws.store.get_document(kb.id, knowledge_id) is None:
@@ -319,7 +357,7 @@ def delete_document(ws: "Workspace", kb: KnowledgeBase, knowledge_id: str) -> in
         return n
 
 
-def _check_kb(kb: KnowledgeBase, embedder: "Embedder | None", want_faq: bool) -> None:
+def _check_kb(kb: KnowledgeBase, embedder: Embedder | None, want_faq: bool) -> None:
     if want_faq and kb.type != "faq":
         raise IngestError(f"knowledge base {kb.name!r} has type {kb.type!r}; FAQ entries need an 'faq' KB")
     if not want_faq and kb.type == "faq":
@@ -329,8 +367,14 @@ def _check_kb(kb: KnowledgeBase, embedder: "Embedder | None", want_faq: bool) ->
 
 # -- public entry points ---------------------------------------------------------------------
 def ingest_folder(
-    ws: "Workspace", kb: KnowledgeBase, path: str | Path, embedder: "Embedder | None", progress: bool = True,
-    *, recursive: bool = True, batch_size: int = DEFAULT_BATCH_SIZE,
+    ws: Workspace,
+    kb: KnowledgeBase,
+    path: str | Path,
+    embedder: Embedder | None,
+    progress: bool = True,
+    *,
+    recursive: bool = True,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> IngestReport:
     """Ingest the supported files under ``path`` (recursively by default)."""
     _check_kb(kb, embedder, want_faq=False)
@@ -362,8 +406,14 @@ def ingest_folder(
             continue
         meta = {"path": rel}
         k = Knowledge(
-            id=rel, knowledge_base_id=kb.id, title=title, file_name=f.name, file_type=SUPPORTED_SUFFIXES[suffix],
-            source="file", metadata=meta, content_hash=_content_hash(title, text, meta),
+            id=rel,
+            knowledge_base_id=kb.id,
+            title=title,
+            file_name=f.name,
+            file_type=SUPPORTED_SUFFIXES[suffix],
+            source="file",
+            metadata=meta,
+            content_hash=_content_hash(title, text, meta),
         )
         docs.append(_Doc(k, text))
     if not docs and not tables:
@@ -387,8 +437,13 @@ def _get(doc: Any, name: str, default: Any = None) -> Any:
 
 
 def ingest_documents(
-    ws: "Workspace", kb: KnowledgeBase, docs: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-    *, batch_size: int = DEFAULT_BATCH_SIZE,
+    ws: Workspace,
+    kb: KnowledgeBase,
+    docs: Iterable[Any],
+    embedder: Embedder | None,
+    progress: bool = True,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> IngestReport:
     """Ingest dataset documents (``id``, ``title``, ``text``, ``metadata``, optional ``tag_id``)."""
     _check_kb(kb, embedder, want_faq=False)
@@ -417,8 +472,14 @@ def ingest_documents(
             report.skipped.append((did, "empty text"))
             continue
         k = Knowledge(
-            id=did, knowledge_base_id=kb.id, title=title, file_name="", file_type="", source="dataset",
-            metadata=meta, content_hash=_content_hash(title, text, meta, tag),
+            id=did,
+            knowledge_base_id=kb.id,
+            title=title,
+            file_name="",
+            file_type="",
+            source="dataset",
+            metadata=meta,
+            content_hash=_content_hash(title, text, meta, tag),
         )
         prepared.append(_Doc(k, text, tag_id=str(tag)))
     _ingest(ws, kb, prepared, embedder, progress, batch_size, report, f"ingest {kb.name}")
@@ -439,8 +500,13 @@ def faq_content(entry: FAQEntry) -> str:
 
 
 def ingest_faq(
-    ws: "Workspace", kb: KnowledgeBase, entries: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-    *, batch_size: int = DEFAULT_BATCH_SIZE,
+    ws: Workspace,
+    kb: KnowledgeBase,
+    entries: Iterable[Any],
+    embedder: Embedder | None,
+    progress: bool = True,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> IngestReport:
     """Ingest FAQ entries (one document + one ``faq`` chunk each; id from ``id`` or the question)."""
     _check_kb(kb, embedder, want_faq=True)
@@ -448,8 +514,15 @@ def ingest_faq(
     report = IngestReport(kb_id=kb.id)
     prepared: list[_Doc] = []
     seen: set[str] = set()
-    fields_ = ("standard_question", "answers", "similar_questions", "negative_questions", "answer_strategy",
-               "version", "source")
+    fields_ = (
+        "standard_question",
+        "answers",
+        "similar_questions",
+        "negative_questions",
+        "answer_strategy",
+        "version",
+        "source",
+    )
     for i, e in enumerate(entries):
         eid = _get(e, "id")
         if isinstance(e, FAQEntry):
@@ -460,14 +533,19 @@ def ingest_faq(
             except TypeError as exc:
                 raise IngestError(f"FAQ entry #{i}: {exc}") from None
         if not isinstance(entry.standard_question, str) or not entry.standard_question.strip():
-            raise IngestError(f"FAQ entry #{i}: field 'standard_question' = {entry.standard_question!r} must be non-empty")
+            raise IngestError(
+                f"FAQ entry #{i}: field 'standard_question' = {entry.standard_question!r} must be non-empty"
+            )
         kid = eid or "faq-" + hashlib.sha1(entry.standard_question.strip().encode("utf-8")).hexdigest()[:12]
         if kid in seen:
             raise IngestError(f"FAQ entry #{i}: duplicate id {kid!r}")
         seen.add(kid)
         text = faq_content(entry)
         k = Knowledge(
-            id=kid, knowledge_base_id=kb.id, title=entry.standard_question.strip(), source="faq",
+            id=kid,
+            knowledge_base_id=kb.id,
+            title=entry.standard_question.strip(),
+            source="faq",
             content_hash=_content_hash(entry.standard_question, text, {}, entry.to_metadata()),
         )
         prepared.append(_Doc(k, text, tag_id=str(_get(e, "tag_id", "") or ""), faq=entry))
@@ -477,6 +555,15 @@ def ingest_faq(
 
 
 __all__ = [
-    "IngestReport", "IngestError", "MixedEmbeddingSpaces", "html_to_text", "read_document", "ingest_folder",
-    "ingest_documents", "ingest_faq", "faq_content", "delete_document", "SUPPORTED_SUFFIXES",
+    "IngestReport",
+    "IngestError",
+    "MixedEmbeddingSpaces",
+    "html_to_text",
+    "read_document",
+    "ingest_folder",
+    "ingest_documents",
+    "ingest_faq",
+    "faq_content",
+    "delete_document",
+    "SUPPORTED_SUFFIXES",
 ]

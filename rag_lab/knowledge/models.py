@@ -1,4 +1,5 @@
 """Knowledge-base data model: KB, Knowledge (a document), Chunk (with parent/child links)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """One SQLite connection per thread for the embedded stores (knowledge, graph): WAL journal,
 30 s busy timeout, rows by name; an open failure raises the store's own error naming the file."""
+
 from __future__ import annotations
 
 import sqlite3

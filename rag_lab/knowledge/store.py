@@ -9,15 +9,17 @@ same dataset can be ingested into several KBs (e.g. two chunk sizes) with its ow
 are unique in the whole store (ingestion prefixes them with the KB id). Batch getters return
 dicts; missing ids are simply absent.
 """
+
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
@@ -137,7 +139,7 @@ class KnowledgeStore:
         """Close every connection opened by any thread."""
         self._conns.close()
 
-    def __enter__(self) -> "KnowledgeStore":
+    def __enter__(self) -> KnowledgeStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -154,9 +156,7 @@ class KnowledgeStore:
                 with conn:
                     conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'id')})")
                     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS kb_name ON knowledge_bases(name)")
-                    conn.execute(
-                        f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge_base_id, id')})"
-                    )
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge_base_id, id')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS knowledge_id ON knowledge(id)")
                     conn.execute(f"CREATE TABLE IF NOT EXISTS chunks ({cols(Chunk, 'id')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS chunk_doc ON chunks(knowledge_base_id, knowledge_id)")
@@ -323,11 +323,7 @@ class KnowledgeStore:
             base = self.searchable_chunk_ids(kb_id)
             chunks = self.get_chunks(base)
             ks, ts = set(kids), set(tags)
-            return {
-                cid
-                for cid, c in chunks.items()
-                if (not ks or c.knowledge_id in ks) and (not ts or c.tag_id in ts)
-            }
+            return {cid for cid, c in chunks.items() if (not ks or c.knowledge_id in ks) and (not ts or c.tag_id in ts)}
         if kids:
             q += f" AND knowledge_id IN ({', '.join('?' * len(kids))})"
             args += tuple(kids)

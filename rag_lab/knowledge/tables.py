@@ -14,6 +14,7 @@ points, ingestion is idempotent by content hash (file bytes, title, description,
 an unchanged file is left alone, a changed one has its chunks, index entries and copy replaced, and
 the document row is written last.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,12 +47,12 @@ FILES_DIR = "files"
 SUMMARY_SAMPLE_ROWS = 3
 
 
-def table_file_dir(ws: "Workspace", kb_id: str, knowledge_id: str) -> Path:
+def table_file_dir(ws: Workspace, kb_id: str, knowledge_id: str) -> Path:
     """The folder that holds the copy of one table document's file."""
     return ws.root / FILES_DIR / kb_id / quote(knowledge_id, safe="")
 
 
-def stored_table_path(ws: "Workspace", knowledge: Knowledge) -> Path:
+def stored_table_path(ws: Workspace, knowledge: Knowledge) -> Path:
     """The workspace copy of a table document's file; ``FileNotFoundError`` naming the document
     when the document has none or the copy is gone."""
     rel = (knowledge.metadata or {}).get("stored_path", "")
@@ -69,7 +70,7 @@ def stored_table_path(ws: "Workspace", knowledge: Knowledge) -> Path:
     return path
 
 
-def summary_text(schema: "TableSchema", sample_columns: list[str], sample_rows: list[tuple]) -> str:
+def summary_text(schema: TableSchema, sample_columns: list[str], sample_rows: list[tuple]) -> str:
     """The ``table_summary`` chunk: file, size, columns with types and stats, first rows."""
     from rag_lab.tools.data_analysis import render_markdown_table
 
@@ -82,7 +83,7 @@ def summary_text(schema: "TableSchema", sample_columns: list[str], sample_rows: 
     return "\n".join(lines)
 
 
-def column_text(schema: "TableSchema", index: int) -> str:
+def column_text(schema: TableSchema, index: int) -> str:
     """The ``table_column`` chunk of column ``index``."""
     c = schema.columns[index]
     return (
@@ -92,7 +93,11 @@ def column_text(schema: "TableSchema", index: int) -> str:
 
 
 def table_chunks(
-    schema: "TableSchema", kb_id: str, knowledge_id: str, sample_columns: list[str], sample_rows: list[tuple],
+    schema: TableSchema,
+    kb_id: str,
+    knowledge_id: str,
+    sample_columns: list[str],
+    sample_rows: list[tuple],
     tag_id: str = "",
 ) -> list[Chunk]:
     """Summary chunk (index 0, id ``<kb>:<kid>#table``) then one chunk per column (index i+1,
@@ -102,17 +107,30 @@ def table_chunks(
     summary = summary_text(schema, sample_columns, sample_rows)
     chunks = [
         Chunk(
-            id=f"{prefix}#table", knowledge_id=knowledge_id, knowledge_base_id=kb_id, content=summary, chunk_index=0,
-            chunk_type="table_summary", end_at=len(summary), metadata=dict(meta), tag_id=tag_id,
+            id=f"{prefix}#table",
+            knowledge_id=knowledge_id,
+            knowledge_base_id=kb_id,
+            content=summary,
+            chunk_index=0,
+            chunk_type="table_summary",
+            end_at=len(summary),
+            metadata=dict(meta),
+            tag_id=tag_id,
         )
     ]
     for i, col in enumerate(schema.columns):
         text = column_text(schema, i)
         chunks.append(
             Chunk(
-                id=f"{prefix}#col{i}", knowledge_id=knowledge_id, knowledge_base_id=kb_id, content=text,
-                chunk_index=i + 1, chunk_type="table_column", end_at=len(text),
-                metadata={**meta, "column": col.name, "type": col.type}, tag_id=tag_id,
+                id=f"{prefix}#col{i}",
+                knowledge_id=knowledge_id,
+                knowledge_base_id=kb_id,
+                content=text,
+                chunk_index=i + 1,
+                chunk_type="table_column",
+                end_at=len(text),
+                metadata={**meta, "column": col.name, "type": col.type},
+                tag_id=tag_id,
             )
         )
     return chunks
@@ -127,10 +145,10 @@ def _file_hash(path: Path) -> str:
 
 
 def ingest_table(
-    ws: "Workspace",
+    ws: Workspace,
     kb: KnowledgeBase,
     path: str | Path,
-    embedder: "Embedder | None",
+    embedder: Embedder | None,
     progress: bool = False,
     *,
     knowledge_id: str | None = None,
@@ -157,7 +175,9 @@ def ingest_table(
     src = Path(path)
     suffix = src.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise IngestError(f"{src}: unsupported table file type {suffix or '(none)'!r} (supported: {sorted(TABLE_SUFFIXES)})")
+        raise IngestError(
+            f"{src}: unsupported table file type {suffix or '(none)'!r} (supported: {sorted(TABLE_SUFFIXES)})"
+        )
     if not src.is_file():
         raise IngestError(f"{src}: file does not exist")
     kid = knowledge_id if knowledge_id is not None else src.name
@@ -185,8 +205,14 @@ def ingest_table(
     if schema.sheet:
         meta["sheet"] = schema.sheet
     k = Knowledge(
-        id=kid, knowledge_base_id=kb.id, title=title, file_name=src.name, file_type=TABLE_SUFFIXES[suffix],
-        source="file", description=description, metadata=meta,
+        id=kid,
+        knowledge_base_id=kb.id,
+        title=title,
+        file_name=src.name,
+        file_type=TABLE_SUFFIXES[suffix],
+        source="file",
+        description=description,
+        metadata=meta,
         content_hash=_content_hash(title, _file_hash(src), meta, {"description": description, "tag_id": tag_id}),
     )
     chunks = table_chunks(schema, kb.id, kid, sample.columns, sample.rows, tag_id=tag_id)
@@ -226,7 +252,7 @@ def ingest_table(
     return report
 
 
-def delete_table_document(ws: "Workspace", kb: KnowledgeBase, knowledge_id: str) -> int:
+def delete_table_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
     """Delete a table document (chunks, index entries, row) and its stored file copy; returns
     the chunks removed."""
     n = ws.delete_knowledge(kb, knowledge_id)
@@ -241,6 +267,12 @@ def _quoted(name: str) -> str:
 
 
 __all__ = [
-    "TABLE_SUFFIXES", "ingest_table", "delete_table_document", "stored_table_path", "table_file_dir", "table_chunks",
-    "summary_text", "column_text",
+    "TABLE_SUFFIXES",
+    "ingest_table",
+    "delete_table_document",
+    "stored_table_path",
+    "table_file_dir",
+    "table_chunks",
+    "summary_text",
+    "column_text",
 ]

@@ -11,13 +11,15 @@ A KB records the ``model_key`` and ``dimension`` of the embedder it was created 
 or searching with another embedder raises :class:`MixedEmbeddingSpaces`. KB ids are derived from
 the name (``kb_`` + 12 hex digits of its SHA-1), so a KB recreated under the same name keeps its id.
 """
+
 from __future__ import annotations
 
 import hashlib
 import shutil
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.chunking import ChunkingConfig
 from rag_lab.knowledge.models import KnowledgeBase
@@ -53,7 +55,7 @@ def kb_id_for_name(name: str) -> str:
     return "kb_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
 
 
-def check_embedder(kb: KnowledgeBase, embedder: "Embedder | None") -> None:
+def check_embedder(kb: KnowledgeBase, embedder: Embedder | None) -> None:
     """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
     if not kb.embedding_model_key:
         if embedder is not None:
@@ -110,7 +112,7 @@ class Workspace:
         if self._graph is not None:
             self._graph.close()
 
-    def __enter__(self) -> "Workspace":
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,7 +122,7 @@ class Workspace:
     def create_kb(
         self,
         name: str,
-        embedder: "Embedder | None",
+        embedder: Embedder | None,
         chunk_size: int = 512,
         chunk_overlap: int = 64,
         parent_chunk_size: int = 0,
@@ -221,7 +223,7 @@ class Workspace:
     def index_dir(self, kb_id: str) -> Path:
         return self.root / "indexes" / kb_id
 
-    def vector_index(self, kb: KnowledgeBase | str) -> "VectorIndex | None":
+    def vector_index(self, kb: KnowledgeBase | str) -> VectorIndex | None:
         """The KB's vector index (loaded once), or ``None`` for a KB without embeddings."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
         if not kb.embedding_model_key or kb.embedding_dim <= 0:
@@ -235,7 +237,7 @@ class Workspace:
                 self._vec[kb.id] = idx
             return idx
 
-    def keyword_index(self, kb: KnowledgeBase | str) -> "KeywordIndex":
+    def keyword_index(self, kb: KnowledgeBase | str) -> KeywordIndex:
         """The KB's keyword index (loaded once; rebuilt from the stored chunks if it was built
         with another tokenizer)."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
@@ -256,7 +258,7 @@ class Workspace:
                 self._kw[kb.id] = idx
             return idx
 
-    def engine(self) -> "LocalEngine":
+    def engine(self) -> LocalEngine:
         """The in-process retrieval engine over this workspace."""
         with self._lock:
             if self._engine is None:
@@ -269,38 +271,64 @@ class Workspace:
     # ``extractor`` builds the KB's knowledge graph from what changed when the KB has
     # ``graph_enabled`` (default: the offline extractor).
     def ingest_folder(
-        self, kb: KnowledgeBase | str, path: str | Path, embedder: "Embedder | None", progress: bool = True,
-        extractor: Any = None, **kw: Any,
-    ) -> "IngestReport":
+        self,
+        kb: KnowledgeBase | str,
+        path: str | Path,
+        embedder: Embedder | None,
+        progress: bool = True,
+        extractor: Any = None,
+        **kw: Any,
+    ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_folder
 
         kb = self.get_kb(kb)
-        return self._after_ingest(kb, ingest_folder(self, kb, path, embedder, progress=progress, **kw), extractor, progress)
+        return self._after_ingest(
+            kb, ingest_folder(self, kb, path, embedder, progress=progress, **kw), extractor, progress
+        )
 
     def ingest_documents(
-        self, kb: KnowledgeBase | str, docs: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-        extractor: Any = None, **kw: Any,
-    ) -> "IngestReport":
+        self,
+        kb: KnowledgeBase | str,
+        docs: Iterable[Any],
+        embedder: Embedder | None,
+        progress: bool = True,
+        extractor: Any = None,
+        **kw: Any,
+    ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_documents
 
         kb = self.get_kb(kb)
-        return self._after_ingest(kb, ingest_documents(self, kb, docs, embedder, progress=progress, **kw), extractor, progress)
+        return self._after_ingest(
+            kb, ingest_documents(self, kb, docs, embedder, progress=progress, **kw), extractor, progress
+        )
 
     def ingest_faq(
-        self, kb: KnowledgeBase | str, entries: Iterable[Any], embedder: "Embedder | None", progress: bool = True,
-        extractor: Any = None, **kw: Any,
-    ) -> "IngestReport":
+        self,
+        kb: KnowledgeBase | str,
+        entries: Iterable[Any],
+        embedder: Embedder | None,
+        progress: bool = True,
+        extractor: Any = None,
+        **kw: Any,
+    ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_faq
 
         kb = self.get_kb(kb)
-        return self._after_ingest(kb, ingest_faq(self, kb, entries, embedder, progress=progress, **kw), extractor, progress)
+        return self._after_ingest(
+            kb, ingest_faq(self, kb, entries, embedder, progress=progress, **kw), extractor, progress
+        )
 
-    def _after_ingest(self, kb: KnowledgeBase, report: "IngestReport", extractor: Any, progress: bool) -> "IngestReport":
+    def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
 
-            build_graph(self, kb, extractor or OfflineEntityExtractor(), knowledge_ids=report.added + report.updated,
-                        progress=progress)
+            build_graph(
+                self,
+                kb,
+                extractor or OfflineEntityExtractor(),
+                knowledge_ids=report.added + report.updated,
+                progress=progress,
+            )
         return report
 
     def delete_knowledge(self, kb: KnowledgeBase | str, knowledge_id: str) -> int:

@@ -17,15 +17,17 @@ A reader refuses a newer ``version``, a corrupt line or a missing ``end`` with a
 :class:`CaptureError` naming the file and the line. Why JSONL: a capture is appended to while a
 stream runs, greps well, and one bad line is located exactly.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rag_lab.types.chat_manage import (
     ChatManage,
@@ -186,7 +188,9 @@ def chat_manage_from_dict(
         p = params_from_dict(raw_params, "request.params", warnings)
     else:
         p = params if params is not None else PipelineParams()
-    summary = SummaryConfig(**_known(SummaryConfig, req_d.pop("summary_config", None) or {}, "request.summary_config", warnings))
+    summary = SummaryConfig(
+        **_known(SummaryConfig, req_d.pop("summary_config", None) or {}, "request.summary_config", warnings)
+    )
     targets = [
         SearchTarget(**_known(SearchTarget, t, f"request.search_targets[{i}]", warnings))
         for i, t in enumerate(req_d.pop("search_targets", None) or [])
@@ -198,12 +202,19 @@ def chat_manage_from_dict(
     history = []
     for i, h in enumerate(st_d.pop("history", None) or []):
         hd = _known(History, h, f"state.history[{i}]", warnings)
-        hd["knowledge_references"] = _results(hd.get("knowledge_references"), f"state.history[{i}].knowledge_references")
+        hd["knowledge_references"] = _results(
+            hd.get("knowledge_references"), f"state.history[{i}].knowledge_references"
+        )
         history.append(History(**hd))
-    lists = {name: _results(st_d.pop(name, None), f"state.{name}") for name in ("search_result", "rerank_result", "merge_result")}
+    lists = {
+        name: _results(st_d.pop(name, None), f"state.{name}")
+        for name in ("search_result", "rerank_result", "merge_result")
+    }
     state = PipelineState(**_known(PipelineState, st_d, "state", warnings), history=history, **lists)
     ctx_d = data.get("context") or {}
-    ctx = PipelineContext(message_id=str(ctx_d.get("message_id", "")), user_message_id=str(ctx_d.get("user_message_id", "")))
+    ctx = PipelineContext(
+        message_id=str(ctx_d.get("message_id", "")), user_message_id=str(ctx_d.get("user_message_id", ""))
+    )
     return ChatManage(request=req, state=state, context=ctx)
 
 
@@ -250,7 +261,7 @@ def capture_records(
             "kind": "header",
             "format": CAPTURE_FORMAT,
             "version": CAPTURE_VERSION,
-            "created_at": created_at or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "created_at": created_at or datetime.now(UTC).isoformat(timespec="milliseconds"),
             "rag_lab_version": __version__,
         },
         {
@@ -300,9 +311,7 @@ def capture_records(
     return records
 
 
-def save_capture(
-    run: Any, path: str | Path, *, fusion: Any = None, stages: Iterable[str] | None = None
-) -> Path:
+def save_capture(run: Any, path: str | Path, *, fusion: Any = None, stages: Iterable[str] | None = None) -> Path:
     """Write ``run`` (a :class:`~rag_lab.lab.Run` or a :class:`Capture`) as a capture file.
 
     ``fusion`` (from :func:`rag_lab.lab.frames.fusion_trace`) is stored for the fusion view;
@@ -363,7 +372,7 @@ def capture_from_stream_manager(
         error=error,
         is_fallback=any(e.type == "answer" and e.data.get("is_fallback") for e in events),
         event_offsets=list(range(from_offset, from_offset + len(events))),
-        created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
         source=f"<{type(manager).__name__} {session_id}/{message_id}>",
     )
     from rag_lab import __version__
@@ -390,14 +399,16 @@ def _check_header(rec: dict[str, Any], path: str) -> int:
         raise CaptureError(
             f"not a rag_lab capture: line 1 must be a header with format '{CAPTURE_FORMAT}', got "
             f"kind={rec.get('kind')!r} format={rec.get('format')!r}",
-            path, 1,
+            path,
+            1,
         )
     version = _require(rec, "version", int, path, 1)
     if version > CAPTURE_VERSION:
         raise CaptureError(
             f"capture format version {version} is newer than this rag_lab reads (version {CAPTURE_VERSION}, "
             f"written by rag_lab {rec.get('rag_lab_version', '?')}); upgrade rag_lab to read it",
-            path, 1,
+            path,
+            1,
         )
     if version < 1:
         raise CaptureError(f"invalid capture format version {version!r}", path, 1)
@@ -464,7 +475,9 @@ def _build(numbered: list[tuple[int, dict[str, Any]]], path: str) -> Capture:
             elif kind == "event":
                 off = _require(rec, "offset", int, path, n)
                 if cap.event_offsets and off <= cap.event_offsets[-1]:
-                    raise CaptureError(f"event offset {off} is not after the previous one ({cap.event_offsets[-1]})", path, n)
+                    raise CaptureError(
+                        f"event offset {off} is not after the previous one ({cap.event_offsets[-1]})", path, n
+                    )
                 _require(rec, "type", str, path, n)
                 _require(rec, "timestamp", (int, float), path, n)
                 cap.events.append(StreamEvent.from_dict(rec))

@@ -14,13 +14,15 @@ Chunks are matched by id; a list holding one id twice matches the n-th occurrenc
 n-th in b. ``SnapshotDiff.frame()`` is a pandas view; ``to_html()`` / ``_repr_html_()`` render a
 table for notebooks.
 """
+
 from __future__ import annotations
 
 import difflib
 import html
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.search_result import SearchResult
@@ -129,23 +131,42 @@ class SnapshotDiff:
         return out
 
     # -- views ------------------------------------------------------------------------------
-    def frame(self) -> "pd.DataFrame":
+    def frame(self) -> pd.DataFrame:
         """One row per chunk: list, id, status, ranks, rank delta, scores, score delta, text changed."""
         import pandas as pd
 
-        cols = ["list", "id", "status", "rank_a", "rank_b", "rank_delta", "score_a", "score_b", "score_delta",
-                "content_changed", "title"]
+        cols = [
+            "list",
+            "id",
+            "status",
+            "rank_a",
+            "rank_b",
+            "rank_delta",
+            "score_a",
+            "score_b",
+            "score_delta",
+            "content_changed",
+            "title",
+        ]
         rows = [
             {
-                "list": c.list, "id": c.id, "status": c.status, "rank_a": c.rank_a, "rank_b": c.rank_b,
-                "rank_delta": c.rank_delta, "score_a": c.score_a, "score_b": c.score_b,
-                "score_delta": c.score_delta, "content_changed": c.content_changed, "title": c.title,
+                "list": c.list,
+                "id": c.id,
+                "status": c.status,
+                "rank_a": c.rank_a,
+                "rank_b": c.rank_b,
+                "rank_delta": c.rank_delta,
+                "score_a": c.score_a,
+                "score_b": c.score_b,
+                "score_delta": c.score_delta,
+                "content_changed": c.content_changed,
+                "title": c.title,
             }
             for c in self.chunks
         ]
         return pd.DataFrame(rows, columns=cols)
 
-    def fields_frame(self) -> "pd.DataFrame":
+    def fields_frame(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(
@@ -189,8 +210,10 @@ class SnapshotDiff:
             )
             out.append(
                 "<table style='border-collapse:collapse'><thead><tr>"
-                + "".join(f"<th style='text-align:left;padding:2px 8px;border-bottom:1px solid #999'>{h}</th>"
-                          for h in ("", "chunk", "rank", "score", "Δ score", "text"))
+                + "".join(
+                    f"<th style='text-align:left;padding:2px 8px;border-bottom:1px solid #999'>{h}</th>"
+                    for h in ("", "chunk", "rank", "score", "Δ score", "text")
+                )
                 + "</tr></thead><tbody>"
             )
             for c in self.chunks:
@@ -263,7 +286,11 @@ def _short(value: Any, n: int = 200) -> Any:
 
 def _value_html(before: Any, after: Any, max_text: int) -> str:
     esc = html.escape
-    if isinstance(before, str) and isinstance(after, str) and ("\n" in before or "\n" in after or len(before) + len(after) > 160):
+    if (
+        isinstance(before, str)
+        and isinstance(after, str)
+        and ("\n" in before or "\n" in after or len(before) + len(after) > 160)
+    ):
         lines = difflib.unified_diff(before.splitlines(), after.splitlines(), "a", "b", lineterm="", n=1)
         body = []
         for ln in list(lines)[2:]:
@@ -328,15 +355,29 @@ def diff_lists(a: Sequence[SearchResult], b: Sequence[SearchResult], name: str =
     for k, rb in kb:
         if k in pos_a:
             r0 = ra[k]
-            out.append(ChunkChange(
-                name, k[0], k[1], "same" if k in stays else "moved", pos_a[k] + 1, pos_b[k] + 1,
-                r0.score, rb.score, r0.content != rb.content, rb.knowledge_title,
-            ))
+            out.append(
+                ChunkChange(
+                    name,
+                    k[0],
+                    k[1],
+                    "same" if k in stays else "moved",
+                    pos_a[k] + 1,
+                    pos_b[k] + 1,
+                    r0.score,
+                    rb.score,
+                    r0.content != rb.content,
+                    rb.knowledge_title,
+                )
+            )
         else:
-            out.append(ChunkChange(name, k[0], k[1], "added", None, pos_b[k] + 1, None, rb.score, False, rb.knowledge_title))
+            out.append(
+                ChunkChange(name, k[0], k[1], "added", None, pos_b[k] + 1, None, rb.score, False, rb.knowledge_title)
+            )
     for k, r0 in ka:
         if k not in pos_b:
-            out.append(ChunkChange(name, k[0], k[1], "dropped", pos_a[k] + 1, None, r0.score, None, False, r0.knowledge_title))
+            out.append(
+                ChunkChange(name, k[0], k[1], "dropped", pos_a[k] + 1, None, r0.score, None, False, r0.knowledge_title)
+            )
     return out
 
 
@@ -375,7 +416,7 @@ def diff(
     """
     ca, cb = _as_chat(a), _as_chat(b)
     out = SnapshotDiff(label_a=labels[0], label_b=labels[1])
-    for item in (lists if lists is not None else RESULT_LISTS):
+    for item in lists if lists is not None else RESULT_LISTS:
         la, lb = (item, item) if isinstance(item, str) else item
         for nm in (la, lb):
             if nm not in RESULT_LISTS:

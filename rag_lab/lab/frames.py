@@ -12,10 +12,12 @@ threshold ladder replayed at any threshold (:func:`threshold_outcome`), the MMR 
 re-selection at any λ (:func:`mmr_inputs`, :func:`mmr_selection`), and the hybrid-search fusion
 records (:func:`fusion_record`, :func:`fusion_trace`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.search_result import MatchType, SearchResult
@@ -133,19 +135,36 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
     whole = [t for t in targets if t.type == "knowledge_base" and not t.tag_ids]
     calls: list[tuple[str, SearchParams]] = []
     if whole:
-        calls.append((whole[0].knowledge_base_id, SearchParams(
-            query_text=query, vector_threshold=req.vector_threshold, keyword_threshold=req.keyword_threshold,
-            match_count=req.embedding_top_k, knowledge_base_ids=[t.knowledge_base_id for t in whole],
-        )))
+        calls.append(
+            (
+                whole[0].knowledge_base_id,
+                SearchParams(
+                    query_text=query,
+                    vector_threshold=req.vector_threshold,
+                    keyword_threshold=req.keyword_threshold,
+                    match_count=req.embedding_top_k,
+                    knowledge_base_ids=[t.knowledge_base_id for t in whole],
+                ),
+            )
+        )
     for t in targets:
         if t in whole or (t.type == "knowledge" and not t.knowledge_ids):
             continue
         vt, kt = t.recall_thresholds(req.vector_threshold, req.keyword_threshold)
-        calls.append((t.knowledge_base_id, SearchParams(
-            query_text=query, vector_threshold=vt, keyword_threshold=kt, match_count=req.embedding_top_k,
-            tag_ids=list(t.tag_ids), scope_tag_ids=list(t.scope_tag_ids),
-            knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
-        )))
+        calls.append(
+            (
+                t.knowledge_base_id,
+                SearchParams(
+                    query_text=query,
+                    vector_threshold=vt,
+                    keyword_threshold=kt,
+                    match_count=req.embedding_top_k,
+                    tag_ids=list(t.tag_ids),
+                    scope_tag_ids=list(t.scope_tag_ids),
+                    knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
+                ),
+            )
+        )
 
     async def go() -> list[dict[str, Any]]:
         out = []
@@ -211,23 +230,25 @@ def fusion_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
             k_term = wk / (k + kw[0]) if (kw and both) else None
             rrf_raw = (v_term or 0.0) + (k_term or 0.0) if both else None
             fr = fused_rank.get(cid)
-            rows.append({
-                "call": call,
-                "chunk_id": cid,
-                "fusion": rec.get("fusion", ""),
-                "vector_rank": v[0] if v else None,
-                "vector_score": v[1] if v else None,
-                "keyword_rank": kw[0] if kw else None,
-                "keyword_score": kw[1] if kw else None,
-                "vector_rrf": v_term,
-                "keyword_rrf": k_term,
-                "rrf_raw": rrf_raw,
-                "rrf_normalized": min(1.0, rrf_raw / top) if rrf_raw is not None and top > 0 else None,
-                "fused_rank": fr[0] if fr else None,
-                "fused_score": fr[1] if fr else None,
-                "returned": bool(fr and fr[0] <= int(rec.get("match_count") or len(fused))),
-                "in_search_result": cid in in_results,
-            })
+            rows.append(
+                {
+                    "call": call,
+                    "chunk_id": cid,
+                    "fusion": rec.get("fusion", ""),
+                    "vector_rank": v[0] if v else None,
+                    "vector_score": v[1] if v else None,
+                    "keyword_rank": kw[0] if kw else None,
+                    "keyword_score": kw[1] if kw else None,
+                    "vector_rrf": v_term,
+                    "keyword_rrf": k_term,
+                    "rrf_raw": rrf_raw,
+                    "rrf_normalized": min(1.0, rrf_raw / top) if rrf_raw is not None and top > 0 else None,
+                    "fused_rank": fr[0] if fr else None,
+                    "fused_score": fr[1] if fr else None,
+                    "returned": bool(fr and fr[0] <= int(rec.get("match_count") or len(fused))),
+                    "in_search_result": cid in in_results,
+                }
+            )
     return rows
 
 
@@ -249,24 +270,26 @@ def search_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
             origin = "expansion" if r.id in exp_ids else "search"
         elif recs:
             origin = "search" if fr.get("returned") else "expansion"
-        rows.append({
-            "rank": i,
-            "id": r.id,
-            "knowledge_id": r.knowledge_id,
-            "knowledge_title": r.knowledge_title,
-            "chunk_index": r.chunk_index,
-            "chunk_type": r.chunk_type,
-            "match_type": _match_type_name(r.match_type),
-            "score": r.score,
-            "origin": origin,
-            "vector_rank": fr.get("vector_rank"),
-            "vector_score": fr.get("vector_score"),
-            "keyword_rank": fr.get("keyword_rank"),
-            "keyword_score": fr.get("keyword_score"),
-            "fused_rank": fr.get("fused_rank"),
-            "length": len(r.content),
-            "content": r.content,
-        })
+        rows.append(
+            {
+                "rank": i,
+                "id": r.id,
+                "knowledge_id": r.knowledge_id,
+                "knowledge_title": r.knowledge_title,
+                "chunk_index": r.chunk_index,
+                "chunk_type": r.chunk_type,
+                "match_type": _match_type_name(r.match_type),
+                "score": r.score,
+                "origin": origin,
+                "vector_rank": fr.get("vector_rank"),
+                "vector_score": fr.get("vector_score"),
+                "keyword_rank": fr.get("keyword_rank"),
+                "keyword_score": fr.get("keyword_score"),
+                "fused_rank": fr.get("fused_rank"),
+                "length": len(r.content),
+                "content": r.content,
+            }
+        )
     return rows
 
 
@@ -304,7 +327,8 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
     for r in snap.state.rerank_result:
         after_boosts.setdefault(r.id, r)
     model_order = sorted(
-        (i for i, r in enumerate(rows) if r.get("model_score") is not None), key=lambda i: -float(rows[i]["model_score"])
+        (i for i, r in enumerate(rows) if r.get("model_score") is not None),
+        key=lambda i: -float(rows[i]["model_score"]),
     )
     model_rank = {i: n for n, i in enumerate(model_order, 1)}
     out = []
@@ -319,34 +343,36 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
         meta = res.metadata if res is not None else {}
         memory = float(meta.get("memory_affinity") or 1.0)
         st = step_of.get(i)
-        out.append({
-            "search_rank": i + 1,
-            "id": r["id"],
-            "knowledge_id": r.get("knowledge_id", ""),
-            "chunk_type": r.get("chunk_type", ""),
-            "knowledge_source": r.get("knowledge_source", ""),
-            "base_score": base,
-            "model_score": model,
-            "model_rank": model_rank.get(i),
-            "source_weight": sw,
-            "model_part": model_part,
-            "base_part": wb * base,
-            "source_part": ws * sw,
-            "composite_score": composite,
-            "faq_boosted": bool(r.get("faq_boosted")),
-            "faq_factor": (float(final) / float(composite)) if (r.get("faq_boosted") and composite) else 1.0,
-            "final_score": final,
-            "wiki_boosted": meta.get("wiki_boosted") == "true",
-            "memory_affinity": memory,
-            "boosted_score": res.score if res is not None else None,
-            "passed_threshold": bool(r.get("passed_threshold")),
-            "kept_by": r.get("kept_by", ""),
-            "selected": bool(r.get("selected")),
-            "mmr_order": int(st["step"]) + 1 if st else None,
-            "mmr_relevance": st["relevance"] if st else None,
-            "mmr_redundancy": st["redundancy"] if st else None,
-            "mmr_value": st["mmr"] if st else None,
-        })
+        out.append(
+            {
+                "search_rank": i + 1,
+                "id": r["id"],
+                "knowledge_id": r.get("knowledge_id", ""),
+                "chunk_type": r.get("chunk_type", ""),
+                "knowledge_source": r.get("knowledge_source", ""),
+                "base_score": base,
+                "model_score": model,
+                "model_rank": model_rank.get(i),
+                "source_weight": sw,
+                "model_part": model_part,
+                "base_part": wb * base,
+                "source_part": ws * sw,
+                "composite_score": composite,
+                "faq_boosted": bool(r.get("faq_boosted")),
+                "faq_factor": (float(final) / float(composite)) if (r.get("faq_boosted") and composite) else 1.0,
+                "final_score": final,
+                "wiki_boosted": meta.get("wiki_boosted") == "true",
+                "memory_affinity": memory,
+                "boosted_score": res.score if res is not None else None,
+                "passed_threshold": bool(r.get("passed_threshold")),
+                "kept_by": r.get("kept_by", ""),
+                "selected": bool(r.get("selected")),
+                "mmr_order": int(st["step"]) + 1 if st else None,
+                "mmr_relevance": st["relevance"] if st else None,
+                "mmr_redundancy": st["redundancy"] if st else None,
+                "mmr_value": st["mmr"] if st else None,
+            }
+        )
     return out
 
 
@@ -435,7 +461,9 @@ def mmr_inputs(obj: Any) -> dict[str, Any] | None:
     }
 
 
-def mmr_selection(inputs: dict[str, Any], lam: float, k: int | None = None, runner_ups: int = 3) -> list[dict[str, Any]]:
+def mmr_selection(
+    inputs: dict[str, Any], lam: float, k: int | None = None, runner_ups: int = 3
+) -> list[dict[str, Any]]:
     """Re-run MMR on stored inputs at ``lam``: one dict per step (``step``, ``index`` into
     ``inputs["ids"]``, ``id``, ``relevance``, ``redundancy``, ``mmr``, ``runner_ups``)."""
     from rag_lab.reranking.mmr import mmr_trace
@@ -463,7 +491,7 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
     if not isinstance(obj, ChatManage):
         try:
             src = _snapshot(obj, "rerank").state
-            for r in (src.rerank_result or src.search_result):
+            for r in src.rerank_result or src.search_result:
                 before.setdefault(r.id, r)
         except KeyError:
             pass
@@ -473,13 +501,25 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
         if cid not in rows:
             b = before.get(cid)
             rows[cid] = {
-                "id": cid, "origin": origin, "input_rank": None,
+                "id": cid,
+                "origin": origin,
+                "input_rank": None,
                 "score_in": b.score if b is not None else None,
                 "length_in": len(b.content) if b is not None else None,
-                "fate": "kept", "merged_into": "", "merge_action": "", "absorbed": [],
-                "parent": "", "expanded_prev": [], "expanded_next": [], "image_hit": "",
-                "output_rank": None, "score_out": None, "length_out": None, "sub_chunk_ids": [],
-                "text_in": b.content if b is not None else None, "text_out": None,
+                "fate": "kept",
+                "merged_into": "",
+                "merge_action": "",
+                "absorbed": [],
+                "parent": "",
+                "expanded_prev": [],
+                "expanded_next": [],
+                "image_hit": "",
+                "output_rank": None,
+                "score_out": None,
+                "length_out": None,
+                "sub_chunk_ids": [],
+                "text_in": b.content if b is not None else None,
+                "text_out": None,
             }
         return rows[cid]
 
@@ -513,8 +553,13 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
         got = out_ids.get(cid)
         if got is not None:
             n, res = got
-            r.update(output_rank=n, score_out=res.score, length_out=len(res.content),
-                     sub_chunk_ids=list(res.sub_chunk_id), text_out=res.content)
+            r.update(
+                output_rank=n,
+                score_out=res.score,
+                length_out=len(res.content),
+                sub_chunk_ids=list(res.sub_chunk_id),
+                text_out=res.content,
+            )
         elif r["fate"] == "kept":
             r["fate"] = "dropped (duplicate)"
     return list(rows.values())
@@ -532,27 +577,29 @@ def final_rows(obj: Any) -> list[dict[str, Any]]:
     order = {cid: n for n, cid in enumerate(cited, 1)}
     rows = []
     for i, r in enumerate(snap.state.merge_result, 1):
-        rows.append({
-            "rank": i,
-            "id": r.id,
-            "knowledge_title": r.knowledge_title,
-            "knowledge_id": r.knowledge_id,
-            "chunk_type": r.chunk_type,
-            "match_type": _match_type_name(r.match_type),
-            "score": r.score,
-            "cited": r.id in order if answer is not None else None,
-            "citation": order.get(r.id),
-            "sub_chunks": len(r.sub_chunk_id),
-            "length": len(r.content),
-            "content": r.content,
-        })
+        rows.append(
+            {
+                "rank": i,
+                "id": r.id,
+                "knowledge_title": r.knowledge_title,
+                "knowledge_id": r.knowledge_id,
+                "chunk_type": r.chunk_type,
+                "match_type": _match_type_name(r.match_type),
+                "score": r.score,
+                "cited": r.id in order if answer is not None else None,
+                "citation": order.get(r.id),
+                "sub_chunks": len(r.sub_chunk_id),
+                "length": len(r.content),
+                "content": r.content,
+            }
+        )
     return rows
 
 
 _ROWS = {"search": search_rows, "fusion": fusion_rows, "rerank": rerank_rows, "merge": merge_rows, "final": final_rows}
 
 
-def frame(obj: Any, which: str = "search", **kwargs: Any) -> "pd.DataFrame":
+def frame(obj: Any, which: str = "search", **kwargs: Any) -> pd.DataFrame:
     """A DataFrame of one view: ``search``, ``fusion``, ``rerank``, ``merge`` or ``final``
     (see the ``*_rows`` functions for the columns). ``fusion=`` passes a fusion trace to the
     search and fusion views."""

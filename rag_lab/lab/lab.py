@@ -3,13 +3,14 @@
 ``lab.ask(question)`` runs the whole pipeline and returns a :class:`Run` with the answer, the
 references, every stream event, per-stage timings and a ChatManage snapshot after every stage.
 """
+
 from __future__ import annotations
 
-import asyncio
 import uuid
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -20,7 +21,7 @@ from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
 from rag_lab.stream.bus import BusEvent
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.events import EventType
-from rag_lab.types.params import ParamsError, PipelineParams
+from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
 
@@ -30,7 +31,18 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
-_TOP_KEYS = {"workspace", "language", "models", "prompts", "stream_manager", "params", "tracing", "prices", "memory", "web"}
+_TOP_KEYS = {
+    "workspace",
+    "language",
+    "models",
+    "prompts",
+    "stream_manager",
+    "params",
+    "tracing",
+    "prices",
+    "memory",
+    "web",
+}
 
 
 class LabConfigError(ValueError):
@@ -107,22 +119,25 @@ def _run_sync(coro_factory: Callable[[], Any]) -> Any:
 
 
 class Lab:
-    def __init__(self, config: Mapping[str, Any] | None = None, source: str = "<dict>", workspace: str | Path | None = None) -> None:
+    def __init__(
+        self, config: Mapping[str, Any] | None = None, source: str = "<dict>", workspace: str | Path | None = None
+    ) -> None:
         cfg = dict(config or {})
         unknown = sorted(set(cfg) - _TOP_KEYS)
         if unknown:
-            raise LabConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_TOP_KEYS))}")
+            raise LabConfigError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_TOP_KEYS))}"
+            )
         self.config = cfg
         self.params = PipelineParams.from_mapping(cfg.get("params") or {}, source=f"{source}: params")
         self.language = str(cfg.get("language") or "English")
         root = Path(workspace if workspace is not None else cfg.get("workspace") or ".rag_lab")
         from rag_lab.knowledge.workspace import Workspace
-        from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
-        from rag_lab.retrieval.hybrid_search import HybridSearcher
-
         from rag_lab.models.embedding import CachedEmbedder
+        from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
         from rag_lab.observability.ledger import LedgerChatModel, LedgerEmbedder, LedgerReranker, PriceTable
         from rag_lab.observability.tracing import build_tracer
+        from rag_lab.retrieval.hybrid_search import HybridSearcher
 
         models = dict(cfg.get("models") or {})
         try:
@@ -131,11 +146,15 @@ class Lab:
             # rerank and the extractive answerer embed the same passages question after question
             cached = CachedEmbedder(self.embedder.inner)
             self.reranker = (
-                LedgerReranker(build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached))
+                LedgerReranker(
+                    build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached)
+                )
                 if models.get("reranker", True) is not None
                 else None
             )
-            self.chat_model = LedgerChatModel(build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=cached))
+            self.chat_model = LedgerChatModel(
+                build_chat_model(models.get("chat") or {"type": "extractive"}, embedder=cached)
+            )
         except ValueError as exc:
             raise LabConfigError(f"{source}: models: {exc}") from None
         try:
@@ -170,8 +189,9 @@ class Lab:
         self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(
             workspace=self.workspace,
-            searcher=HybridSearcher(self.workspace, self._embedder_for, self.params,
-                                    image_embedder_for=lambda kb: self.image_embedder),
+            searcher=HybridSearcher(
+                self.workspace, self._embedder_for, self.params, image_embedder_for=lambda kb: self.image_embedder
+            ),
             embedder_for=self._embedder_for,
             chat_models={CHAT_MODEL_ID: self.chat_model},
             rerank_models={RERANK_MODEL_ID: self.reranker} if self.reranker is not None else {},
@@ -184,7 +204,9 @@ class Lab:
         from rag_lab.web import WebConfigError, web_services_from_config
 
         try:
-            self.services.web_search, self.services.web_fetcher = web_services_from_config(cfg.get("web"), source=f"{source}: web")
+            self.services.web_search, self.services.web_fetcher = web_services_from_config(
+                cfg.get("web"), source=f"{source}: web"
+            )
         except WebConfigError as exc:
             raise LabConfigError(str(exc)) from None
         self._manager: Any = None
@@ -197,7 +219,7 @@ class Lab:
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    def from_config(cls, path: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> "Lab":
+    def from_config(cls, path: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> Lab:
         """From a YAML file (default ``config/lab.yaml``) or a dict; ``overrides`` replace top keys
         (``workspace=...``, ``params={...}``)."""
         if isinstance(path, Mapping):
@@ -245,8 +267,9 @@ class Lab:
         return OfflineEntityExtractor()
 
     def ingest(self, path: str | Path, kb: str, progress: bool = True):
-        return self.workspace.ingest_folder(self.kb(kb), Path(path), self.embedder, progress=progress,
-                                            extractor=self.graph_extractor())
+        return self.workspace.ingest_folder(
+            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor()
+        )
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
         """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
@@ -257,11 +280,14 @@ class Lab:
         return ingest_images(self.workspace, self.kb(kb), items, self.image_embedder, captions)
 
     def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
-        return self.workspace.ingest_documents(self.kb(kb), docs, self.embedder, progress=progress,
-                                               extractor=self.graph_extractor())
+        return self.workspace.ingest_documents(
+            self.kb(kb), docs, self.embedder, progress=progress, extractor=self.graph_extractor()
+        )
 
     # -- asking -----------------------------------------------------------------------------
-    def new_chat(self, question: str, kbs: list[str], params: PipelineParams | None = None, session_id: str = "") -> ChatManage:
+    def new_chat(
+        self, question: str, kbs: list[str], params: PipelineParams | None = None, session_id: str = ""
+    ) -> ChatManage:
         """ChatManage initialised as spec §3.2.4 does for the lab's agent-less requests."""
         p = params or self.params
         kb_objs = [self.workspace.get_kb(k) for k in kbs]
@@ -271,7 +297,9 @@ class Lab:
             session_id=session_id or str(uuid.uuid4()),
             user_id="lab",
             knowledge_base_ids=[kb.id for kb in kb_objs],
-            search_targets=[SearchTarget(type="knowledge_base", knowledge_base_id=kb.id, tenant_id=kb.tenant_id) for kb in kb_objs],
+            search_targets=[
+                SearchTarget(type="knowledge_base", knowledge_base_id=kb.id, tenant_id=kb.tenant_id) for kb in kb_objs
+            ],
             rerank_model_id=RERANK_MODEL_ID if self.reranker is not None else "",
             chat_model_id=CHAT_MODEL_ID,
             fallback_prompt=self.prompts.text(self.prompt_ids["fallback_prompt"]),
@@ -287,7 +315,9 @@ class Lab:
         chat.state.rewrite_query = question
         return chat
 
-    def _params(self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None) -> PipelineParams:
+    def _params(
+        self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None
+    ) -> PipelineParams:
         base = base or self.params
         if isinstance(params, Mapping):
             return base.with_changes(**params)
@@ -316,8 +346,9 @@ class Lab:
         store = self.services.messages
         if store is not None:  # the user message exists before the run (§3.1 step 1)
             store.ensure_session(chat.request.session_id, chat.request.user_id)
-            user_msg = store.add_message(chat.request.session_id, "user", question, chat.context.message_id,
-                                         image_urls=list(chat.request.images))
+            user_msg = store.add_message(
+                chat.request.session_id, "user", question, chat.context.message_id, image_urls=list(chat.request.images)
+            )
             chat.context.user_message_id = user_msg.id
         return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=True)
 
@@ -346,11 +377,13 @@ class Lab:
         events = [EventType(e) for e in run.stages[i:]]
         return await self._execute(chat, events, upstream, True, on_event, None, remember=False)
 
-    def rerun(self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None) -> Run:
+    def rerun(
+        self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None
+    ) -> Run:
         """Synchronous :meth:`arerun`."""
         return _run_sync(lambda: self.arerun(run, from_stage, params))
 
-    def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> "Stepper":
+    def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
         """Step through a question stage by stage (``st.next()``, ``await st.anext()``)."""
         from rag_lab.lab.stepper import Stepper
 
@@ -421,13 +454,25 @@ class Lab:
         if store is None:
             return
         sid = chat.request.session_id
-        msg = store.add_message(sid, "assistant", outcome.answer, chat.context.message_id,
-                                is_completed=False, used_memories=list(chat.state.used_memories))
+        msg = store.add_message(
+            sid,
+            "assistant",
+            outcome.answer,
+            chat.context.message_id,
+            is_completed=False,
+            used_memories=list(chat.state.used_memories),
+        )
         if outcome.completed or outcome.cancelled:
             task = await complete_assistant_message(
-                store, sid, msg.id, content=outcome.answer, knowledge_references=chat.state.merge_result,
-                is_fallback=outcome.is_fallback, used_memories=chat.state.used_memories,
-                query="" if outcome.cancelled else chat.request.query, user_id=chat.request.user_id,
+                store,
+                sid,
+                msg.id,
+                content=outcome.answer,
+                knowledge_references=chat.state.merge_result,
+                is_fallback=outcome.is_fallback,
+                used_memories=chat.state.used_memories,
+                query="" if outcome.cancelled else chat.request.query,
+                user_id=chat.request.user_id,
                 memory=self.services.memory,
             )
             await task

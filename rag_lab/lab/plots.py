@@ -14,9 +14,11 @@ itself; elsewhere call ``fig.savefig(path)``.
 * :func:`plot_merge`: which chunks were fused, expanded with neighbours or dropped as overlaps.
 * :func:`plot_stage_timings`: the stages on a time line.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.frames import (
     fusion_rows,
@@ -47,13 +49,13 @@ C_KEPT, C_DROPPED, C_MUTED = "#55A868", "#C44E52", "#BBBBBB"
 DEFAULT_LAMBDAS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
-def _figure(width: float, height: float) -> "Figure":
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def figure_png(fig: "Figure", dpi: int = 100) -> bytes:
+def figure_png(fig: Figure, dpi: int = 100) -> bytes:
     """PNG bytes of a figure (Agg canvas, so no GUI backend is touched)."""
     import io
 
@@ -72,7 +74,7 @@ def _run_params(run: Any):
 
 
 # -- composite score --------------------------------------------------------------------------
-def plot_composite_scores(run: Any, threshold: float | None = None) -> "Figure":
+def plot_composite_scores(run: Any, threshold: float | None = None) -> Figure:
     """Left: each candidate's rerank-model score against the threshold (and the fallback floor);
     right: its composite score as stacked weighted parts, ``w_model·model`` + ``w_base·base`` +
     ``w_source·source_weight``, then the FAQ / wiki / memory boosts. Candidates that do not survive
@@ -95,11 +97,18 @@ def plot_composite_scores(run: Any, threshold: float | None = None) -> "Figure":
             ax_m.text(m, y, f" {m:.3f}", va="center", fontsize=8)
     ax_m.axvline(t, color=C_DROPPED, linestyle="--", linewidth=1.5, label=f"threshold {t:.2f}")
     if outcome.threshold_used != t:
-        ax_m.axvline(outcome.threshold_used, color=C_DROPPED, linestyle=":", linewidth=1.2,
-                     label=f"degraded retry {outcome.threshold_used:.2f}")
+        ax_m.axvline(
+            outcome.threshold_used,
+            color=C_DROPPED,
+            linestyle=":",
+            linewidth=1.2,
+            label=f"degraded retry {outcome.threshold_used:.2f}",
+        )
     diag_min = outcome.fallback_min
     if diag_min > 0:
-        ax_m.axvline(diag_min, color="#8172B3", linestyle=":", linewidth=1, label=f"top-1 fallback floor {diag_min:.2f}")
+        ax_m.axvline(
+            diag_min, color="#8172B3", linestyle=":", linewidth=1, label=f"top-1 fallback floor {diag_min:.2f}"
+        )
     ax_m.set_xlim(0, 1.05)
     ax_m.set_xlabel("rerank model score")
     ax_m.set_yticks(ys, labels)
@@ -137,8 +146,16 @@ def plot_composite_scores(run: Any, threshold: float | None = None) -> "Figure":
         if r["memory_affinity"] and r["memory_affinity"] > 1.0:
             tags.append(f"memory ×{r['memory_affinity']:.3f}")
         if boosted is not None and boosted > composite + 1e-9:
-            ax_c.barh(y, boosted - composite, left=composite, color=C_BOOST, alpha=alpha, height=0.6,
-                      hatch="//", label=lab("boost", "boost (FAQ / wiki / memory)"))
+            ax_c.barh(
+                y,
+                boosted - composite,
+                left=composite,
+                color=C_BOOST,
+                alpha=alpha,
+                height=0.6,
+                hatch="//",
+                label=lab("boost", "boost (FAQ / wiki / memory)"),
+            )
         end = max(composite, boosted or 0.0)
         note = f" {end:.3f}" + (f"  {' '.join(tags)}" if tags else "")
         if r["kept_by"]:
@@ -162,7 +179,7 @@ def _w(run: Any, key: str) -> str:
 
 
 # -- MMR --------------------------------------------------------------------------------------
-def plot_mmr(run: Any, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | None = None) -> "Figure":
+def plot_mmr(run: Any, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | None = None) -> Figure:
     """Top: at each greedy step (at ``lam``, default the run's λ) the pick's relevance, its max
     redundancy with what was already picked, and its MMR value ``λ·rel − (1−λ)·red``. Bottom: the
     selection order at each λ of ``lambdas`` (picks re-run from the stored scores and token sets;
@@ -181,14 +198,27 @@ def plot_mmr(run: Any, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | 
     xs = list(range(len(steps)))
     wbar = 0.38
     ax_s.bar([x - wbar / 2 for x in xs], [s["relevance"] for s in steps], wbar, color=C_MODEL, label="relevance")
-    ax_s.bar([x + wbar / 2 for x in xs], [s["redundancy"] for s in steps], wbar, color=C_DROPPED,
-             label="max redundancy (Jaccard)")
+    ax_s.bar(
+        [x + wbar / 2 for x in xs],
+        [s["redundancy"] for s in steps],
+        wbar,
+        color=C_DROPPED,
+        label="max redundancy (Jaccard)",
+    )
     ax_s.plot(xs, [s["mmr"] for s in steps], "o-", color="black", label="MMR value")
     for x, s in zip(xs, steps):
         for ru in s["runner_ups"][:1]:
-            ax_s.plot([x], [ru["mmr"]], marker="x", color="#8172B3", linestyle="none",
-                      label="best runner-up's MMR" if x == 0 else None)
-    ax_s.set_xticks(xs, [f"{n + 1}. {short_id(s['id'])}" for n, s in enumerate(steps)], rotation=20, ha="right", fontsize=8)
+            ax_s.plot(
+                [x],
+                [ru["mmr"]],
+                marker="x",
+                color="#8172B3",
+                linestyle="none",
+                label="best runner-up's MMR" if x == 0 else None,
+            )
+    ax_s.set_xticks(
+        xs, [f"{n + 1}. {short_id(s['id'])}" for n, s in enumerate(steps)], rotation=20, ha="right", fontsize=8
+    )
     ax_s.set_ylabel("score")
     ax_s.set_ylim(min(0.0, min((s["mmr"] for s in steps), default=0.0)) - 0.05, 1.05)
     ax_s.legend(fontsize=7, loc="upper right")
@@ -218,7 +248,7 @@ def plot_mmr(run: Any, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | 
 
 
 # -- fusion -----------------------------------------------------------------------------------
-def plot_fusion(run: Any, fusion: Any = None, call: int = 0) -> "Figure":
+def plot_fusion(run: Any, fusion: Any = None, call: int = 0) -> Figure:
     """Left: the fused list, each chunk's weighted RRF terms ``w_v/(k+rank_v)`` and
     ``w_k/(k+rank_k)`` stacked and normalised by the best attainable score (ranks annotated).
     Right: vector score against keyword score (rank labels), returned chunks highlighted.
@@ -280,7 +310,7 @@ def plot_fusion(run: Any, fusion: Any = None, call: int = 0) -> "Figure":
 _FATE_COLOR = {"kept": C_KEPT, "merged": C_MODEL}
 
 
-def plot_merge(run: Any) -> "Figure":
+def plot_merge(run: Any) -> Figure:
     """One row per chunk that entered the merge: its length before (light) and after (dark), the
     fate (kept, merged into another chunk, dropped as a partial overlap or duplicate) and what
     happened to it (chunks fused into it, neighbours added, parent chunk)."""
@@ -297,7 +327,9 @@ def plot_merge(run: Any) -> "Figure":
         ax.barh(y - 0.17, lin, height=0.32, color=color, alpha=0.35, label="length in" if y == 0 else None)
         if r["length_out"] is not None:
             ax.barh(y + 0.17, lout, height=0.32, color=color, label="length out" if y == 0 else None)
-        notes = [r["fate"] if r["fate"] != "merged" else f"merged into {short_id(r['merged_into'])} ({r['merge_action']})"]
+        notes = [
+            r["fate"] if r["fate"] != "merged" else f"merged into {short_id(r['merged_into'])} ({r['merge_action']})"
+        ]
         if r["absorbed"]:
             notes.append("fused ← " + ", ".join(short_id(x) for x in r["absorbed"]))
         if r["expanded_prev"] or r["expanded_next"]:
@@ -313,15 +345,18 @@ def plot_merge(run: Any) -> "Figure":
     ax.set_xlabel("content length (characters): before the merge (light) / after (dark)")
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=C_KEPT, label="kept"), Patch(color=C_MODEL, label="merged into another"),
-               Patch(color=C_DROPPED, label="dropped (overlap / duplicate)")]
+    handles = [
+        Patch(color=C_KEPT, label="kept"),
+        Patch(color=C_MODEL, label="merged into another"),
+        Patch(color=C_DROPPED, label="dropped (overlap / duplicate)"),
+    ]
     ax.legend(handles=handles, loc="lower right", fontsize=7)
     ax.set_title("Merge: fused, expanded and dropped chunks", fontsize=12)
     return fig
 
 
 # -- timings ----------------------------------------------------------------------------------
-def plot_stage_timings(run: Any) -> "Figure":
+def plot_stage_timings(run: Any) -> Figure:
     """The stages on a time line (ms from the first stage's start); failed stages in red."""
     timings = list(getattr(run, "timings", None) or [])
     if not timings:
@@ -334,8 +369,13 @@ def plot_stage_timings(run: Any) -> "Figure":
         start = (t.started_at - t0) * 1000
         color = C_DROPPED if t.error else C_MODEL
         ax.barh(y, max(t.duration_ms, 0.01), left=start, color=color, height=0.6)
-        ax.text(start + t.duration_ms, y, f" {t.duration_ms:.1f} ms" + (f"  {t.error_type or 'error'}" if t.error else ""),
-                va="center", fontsize=8)
+        ax.text(
+            start + t.duration_ms,
+            y,
+            f" {t.duration_ms:.1f} ms" + (f"  {t.error_type or 'error'}" if t.error else ""),
+            va="center",
+            fontsize=8,
+        )
         ends.append(start + t.duration_ms)
     ax.set_yticks(range(len(timings)), [t.event for t in timings], fontsize=8)
     ax.invert_yaxis()

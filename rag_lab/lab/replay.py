@@ -7,6 +7,7 @@ results), the references, the thinking text, the answer so far, errors and compl
 terminal replay, the notebook player and the exported HTML player all show this same state (the
 HTML player re-implements the fold in JavaScript; a browser test checks the two agree).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ import html
 import re
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, TextIO
 
 from rag_lab.types.stream import StreamEvent
 
@@ -221,7 +223,7 @@ def replay_to_terminal(
         elif t == "answer":
             now = last.display_answer
             if now.startswith(shown):
-                out.write(now[len(shown):])
+                out.write(now[len(shown) :])
             else:  # cannot happen with well-formed tags; print the raw delta rather than lose it
                 out.write(ev.content)
             shown = now
@@ -295,9 +297,11 @@ def state_html(st: StreamState) -> dict[str, str]:
     return {
         "progress": "<ul style='margin:0'>" + "".join(prog) + "</ul>" if prog else "<i>no progress yet</i>",
         "references": "<ol style='margin:0;list-style:none;padding-left:0'>" + "".join(refs) + "</ol>"
-        if refs else "<i>no references yet</i>",
+        if refs
+        else "<i>no references yet</i>",
         "thinking": f"<pre style='white-space:pre-wrap;color:#57606a;margin:0'>{esc(st.thinking)}</pre>"
-        if st.thinking else "<i>no thinking</i>",
+        if st.thinking
+        else "<i>no thinking</i>",
         "answer": f"<div style='white-space:pre-wrap'>{esc(st.display_answer)}</div>",
         "status": esc(status),
     }

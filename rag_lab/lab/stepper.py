@@ -4,6 +4,7 @@ The pipeline runs on its own thread and event loop and pauses after every stage;
 (plain code) or ``await anext()`` (Jupyter, asyncio) lets it run one more stage and returns what
 that stage left in ChatManage. Works the same in scripts and notebooks.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,16 +27,18 @@ class StageView:
 
     def __repr__(self) -> str:
         s = self.state.state
-        return (f"StageView({self.event}: search={len(s.search_result)} rerank={len(s.rerank_result)} "
-                f"merge={len(s.merge_result)})")
+        return (
+            f"StageView({self.event}: search={len(s.search_result)} rerank={len(s.rerank_result)} "
+            f"merge={len(s.merge_result)})"
+        )
 
 
 class Stepper:
-    def __init__(self, lab: "Lab", question: str, kb: Any = None, **kwargs: Any) -> None:
+    def __init__(self, lab: Lab, question: str, kb: Any = None, **kwargs: Any) -> None:
         self._go = threading.Semaphore(0)
-        self._out: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stages: list[StageView] = []
-        self.run: "Run | None" = None
+        self.run: Run | None = None
         self._done = False
 
         async def pause(event: EventType, snap: ChatManage) -> None:
@@ -62,7 +65,7 @@ class Stepper:
         """ChatManage after the last stage that ran."""
         return self.stages[-1].state if self.stages else None
 
-    def next(self) -> StageView | "Run":
+    def next(self) -> StageView | Run:
         """Run one more stage; returns its view, or the finished Run after the last stage."""
         if self._done:
             raise StopIteration("the run is finished: see .run")
@@ -79,7 +82,7 @@ class Stepper:
         self.run = value
         return value
 
-    async def anext(self) -> StageView | "Run":
+    async def anext(self) -> StageView | Run:
         return await asyncio.to_thread(self.next)
 
     def run_to(self, stage: EventType | str) -> StageView:
@@ -91,7 +94,7 @@ class Stepper:
             if self._done:
                 raise ValueError(f"stage '{stage}' did not run; stages: {[s.event for s in self.stages]}")
 
-    def finish(self) -> "Run":
+    def finish(self) -> Run:
         while not self._done:
             self.next()
         assert self.run is not None

@@ -23,13 +23,15 @@ final answer and references; the browser test checks the JavaScript and Python f
 Figures are shown as PNG ``Image`` widgets (rendered with Agg), so updating a slider works the
 same in Jupyter, VS Code and a kernel-less test.
 """
+
 from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rag_lab.lab.replay import display_answer, state_html, stream_state
 
@@ -82,9 +84,15 @@ def _table(rows: list[dict[str, Any]], cols: list[str], max_text: int = 400) -> 
         s = str(v)
         return esc(s[:max_text] + ("…" if len(s) > max_text else ""))
 
-    head = "".join(f"<th style='text-align:left;padding:2px 6px;border-bottom:1px solid #999'>{esc(c)}</th>" for c in cols)
+    head = "".join(
+        f"<th style='text-align:left;padding:2px 6px;border-bottom:1px solid #999'>{esc(c)}</th>" for c in cols
+    )
     body = "".join(
-        "<tr>" + "".join(f"<td style='padding:2px 6px;vertical-align:top;white-space:pre-wrap'>{cell(r.get(c))}</td>" for c in cols) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td style='padding:2px 6px;vertical-align:top;white-space:pre-wrap'>{cell(r.get(c))}</td>" for c in cols
+        )
+        + "</tr>"
         for r in rows
     )
     return f"<div style='max-height:320px;overflow:auto;font-size:12px'><table style='border-collapse:collapse'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
@@ -101,8 +109,9 @@ class StreamPlayer(_View):
         self.events = list(capture.events)
         n = len(self.events)
         self.play = W.Play(value=n, min=0, max=n, step=1, interval=interval_ms, description="play")
-        self.slider = W.IntSlider(value=n, min=0, max=n, description="event", continuous_update=True,
-                                  layout=W.Layout(width="60%"))
+        self.slider = W.IntSlider(
+            value=n, min=0, max=n, description="event", continuous_update=True, layout=W.Layout(width="60%")
+        )
         W.link((self.play, "value"), (self.slider, "value"))
         self.status = W.HTML()
         self.progress = W.HTML()
@@ -111,17 +120,21 @@ class StreamPlayer(_View):
         self.answer = W.HTML()
 
         def box(title: str, child: Any) -> Any:
-            return W.VBox([W.HTML(f"<b>{html.escape(title)}</b>"), child],
-                          layout=W.Layout(border="1px solid #ddd", padding="4px", margin="2px"))
+            return W.VBox(
+                [W.HTML(f"<b>{html.escape(title)}</b>"), child],
+                layout=W.Layout(border="1px solid #ddd", padding="4px", margin="2px"),
+            )
 
         question = html.escape(getattr(capture, "question", "") or "")
-        self.widget = W.VBox([
-            W.HTML(f"<b>Q:</b> {question}"),
-            W.HBox([self.play, self.slider, self.status]),
-            W.HBox([box("Progress", self.progress), box("Thinking", self.thinking)]),
-            box("Answer", self.answer),
-            box("References", self.references),
-        ])
+        self.widget = W.VBox(
+            [
+                W.HTML(f"<b>Q:</b> {question}"),
+                W.HBox([self.play, self.slider, self.status]),
+                W.HBox([box("Progress", self.progress), box("Thinking", self.thinking)]),
+                box("Answer", self.answer),
+                box("References", self.references),
+            ]
+        )
         self.slider.observe(lambda ch: self.show(ch["new"]), names="value")
         self.state = stream_state(self.events)
         self.show(n)
@@ -157,8 +170,15 @@ class CompositeView(_View):
         self.capture = capture
         self.rows = rerank_rows(capture)
         start = rerank_threshold_outcome(capture).threshold
-        self.slider = W.FloatSlider(value=start, min=0.0, max=1.0, step=0.01, description="threshold",
-                                    continuous_update=False, readout_format=".2f")
+        self.slider = W.FloatSlider(
+            value=start,
+            min=0.0,
+            max=1.0,
+            step=0.01,
+            description="threshold",
+            continuous_update=False,
+            readout_format=".2f",
+        )
         self.image = W.Image(format="png")
         self.summary = W.HTML()
         self.widget = W.VBox([self.slider, self.summary, self.image])
@@ -180,8 +200,7 @@ class CompositeView(_View):
         used = f" (retried at {o.threshold_used:.2f})" if o.threshold_used != o.threshold else ""
         self.summary.value = (
             f"<b>{len(o.kept)} of {len(self.rows)}</b> candidates survive threshold {o.threshold:.2f}{used}: "
-            f"outcome <code>{html.escape(o.outcome)}</code><br>"
-            + "<br>".join(html.escape(s) for s in self.survivors)
+            f"outcome <code>{html.escape(o.outcome)}</code><br>" + "<br>".join(html.escape(s) for s in self.survivors)
         )
         self.image.value = _png(plot_composite_scores(self.capture, threshold))
 
@@ -199,8 +218,15 @@ class MMRView(_View):
         if not self.inputs or not self.inputs.get("ids"):
             raise ValueError("this run has no MMR selection (no candidate passed the rerank threshold)")
         self.run_lambda = float(self.inputs["lambda"])
-        self.slider = W.FloatSlider(value=self.run_lambda, min=0.0, max=1.0, step=0.05, description="λ",
-                                    continuous_update=False, readout_format=".2f")
+        self.slider = W.FloatSlider(
+            value=self.run_lambda,
+            min=0.0,
+            max=1.0,
+            step=0.05,
+            description="λ",
+            continuous_update=False,
+            readout_format=".2f",
+        )
         self.image = W.Image(format="png")
         self.summary = W.HTML()
         self.widget = W.VBox([self.slider, self.summary, self.image])
@@ -215,13 +241,14 @@ class MMRView(_View):
         self.picks = [s["id"] for s in mmr_selection(self.inputs, lam)]
         base = [s["id"] for s in mmr_selection(self.inputs, self.run_lambda)]
         changed = [i for i, (a, b) in enumerate(zip(self.picks, base)) if a != b]
-        verdict = "same picks as the run" if not changed else f"{len(changed)} pick(s) differ from the run's λ={self.run_lambda:g}"
-        self.summary.value = (
-            f"λ = {lam:.2f}: {html.escape(verdict)}<br>"
-            + " → ".join(
-                (f"<b>{html.escape(short_id(p))}</b>" if i in changed else html.escape(short_id(p)))
-                for i, p in enumerate(self.picks)
-            )
+        verdict = (
+            "same picks as the run"
+            if not changed
+            else f"{len(changed)} pick(s) differ from the run's λ={self.run_lambda:g}"
+        )
+        self.summary.value = f"λ = {lam:.2f}: {html.escape(verdict)}<br>" + " → ".join(
+            (f"<b>{html.escape(short_id(p))}</b>" if i in changed else html.escape(short_id(p)))
+            for i, p in enumerate(self.picks)
         )
         self.image.value = _png(plot_mmr(self.capture, lam=lam))
 
@@ -235,8 +262,19 @@ class FusionView(_View):
 
         W = _widgets()
         rows = fusion_rows(capture, fusion)
-        cols = ["chunk_id", "vector_rank", "vector_score", "keyword_rank", "keyword_score", "rrf_normalized", "fused_rank", "returned"]
-        self.widget = W.VBox([W.Image(value=_png(plot_fusion(capture, fusion)), format="png"), W.HTML(_table(rows, cols))])
+        cols = [
+            "chunk_id",
+            "vector_rank",
+            "vector_score",
+            "keyword_rank",
+            "keyword_score",
+            "rrf_normalized",
+            "fused_rank",
+            "returned",
+        ]
+        self.widget = W.VBox(
+            [W.Image(value=_png(plot_fusion(capture, fusion)), format="png"), W.HTML(_table(rows, cols))]
+        )
 
 
 class MergeView(_View):
@@ -276,7 +314,9 @@ def workbench(capture: Any, fusion: Any = None) -> Any:
         try:
             children.append(make().widget)
         except (ValueError, KeyError) as exc:
-            children.append(W.HTML(f"<i>{html.escape(title)}: not available for this capture — {html.escape(str(exc))}</i>"))
+            children.append(
+                W.HTML(f"<i>{html.escape(title)}: not available for this capture — {html.escape(str(exc))}</i>")
+            )
         titles.append(title)
     tab = W.Tab(children=children)
     tab.titles = tuple(titles)
@@ -288,12 +328,14 @@ def replay_page_data(capture: Any) -> dict[str, Any]:
     """The JSON the exported page embeds: question, answer, references and the stream events."""
     events = []
     for ev in capture.events:
-        events.append({"type": str(ev.type), "content": ev.content, "done": ev.done, "t": ev.timestamp, "data": ev.data})
+        events.append(
+            {"type": str(ev.type), "content": ev.content, "done": ev.done, "t": ev.timestamp, "data": ev.data}
+        )
     return {
         "question": getattr(capture, "question", ""),
         "answer": getattr(capture, "answer", ""),
         "references": [r.to_dict() for r in getattr(capture, "references", [])],
-        "created_at": getattr(capture, "created_at", "") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": getattr(capture, "created_at", "") or datetime.now(UTC).isoformat(timespec="seconds"),
         "rag_lab_version": getattr(capture, "rag_lab_version", ""),
         "events": events,
     }
@@ -302,7 +344,13 @@ def replay_page_data(capture: Any) -> dict[str, Any]:
 def _script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element (no ``</script>``, no ``<!--``)."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 _CSS = """
@@ -459,7 +507,8 @@ def export_replay_html(capture: Any, path: str | Path, title: str | None = None)
     refs = getattr(capture, "references", [])
     final = display_answer(data["answer"], refs, partial=False)
     static_refs = "".join(
-        f"<li>[{n}] {esc(r.knowledge_title or r.knowledge_filename or r.id)} ({esc(r.id)})</li>" for n, r in enumerate(refs, 1)
+        f"<li>[{n}] {esc(r.knowledge_title or r.knowledge_filename or r.id)} ({esc(r.id)})</li>"
+        for n, r in enumerate(refs, 1)
     )
     heading = title or "rag_lab replay"
     page = f"""<!DOCTYPE html>
@@ -467,16 +516,16 @@ def export_replay_html(capture: Any, path: str | Path, title: str | None = None)
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="rag_lab {esc(data['rag_lab_version'])}">
-<title>{esc(heading)}: {esc(data['question'][:80])}</title>
+<meta name="generator" content="rag_lab {esc(data["rag_lab_version"])}">
+<title>{esc(heading)}: {esc(data["question"][:80])}</title>
 <style>{_CSS}</style>
 </head>
 <body>
 <h1>{esc(heading)}</h1>
-<p class="meta">captured {esc(str(data['created_at']))} · {len(data['events'])} stream events · rag_lab {esc(data['rag_lab_version'])}</p>
-<p class="question"><b>Q:</b> <span id="question">{esc(data['question'])}</span></p>
+<p class="meta">captured {esc(str(data["created_at"]))} · {len(data["events"])} stream events · rag_lab {esc(data["rag_lab_version"])}</p>
+<p class="question"><b>Q:</b> <span id="question">{esc(data["question"])}</span></p>
 <div id="controls"><button id="play" type="button">&#9654; Play</button>
-<input id="scrub" type="range" min="0" max="{len(data['events'])}" value="{len(data['events'])}" aria-label="stream position">
+<input id="scrub" type="range" min="0" max="{len(data["events"])}" value="{len(data["events"])}" aria-label="stream position">
 <label>speed <select id="speed"><option value="0.5">0.5×</option><option value="1" selected>1×</option><option value="2">2×</option><option value="5">5×</option></select></label>
 <span id="status"></span></div>
 <div class="grid">

@@ -1,5 +1,6 @@
 """Rule-based memory extraction (no model call): explicit "remember ..." statements (spec §9.1)
 and the topics of a user's questions, which become their long-term interests (§4.3.6)."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,9 @@ _EN_REMEMBER = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 # 记住X / 请记住：X / 帮我记一下X / 记得X
-_ZH_REMEMBER = re.compile(r"^\s*(?:请|麻烦|帮我|请你|你)?\s*(?:记住|记一下|记下|记得)\s*[，,：:、]?\s*(?P<fact>\S.*)$", re.DOTALL)
+_ZH_REMEMBER = re.compile(
+    r"^\s*(?:请|麻烦|帮我|请你|你)?\s*(?:记住|记一下|记下|记得)\s*[，,：:、]?\s*(?P<fact>\S.*)$", re.DOTALL
+)
 _TRAILING = " \t\r\n.。!！"
 MIN_FACT_CHARS = 2
 
@@ -24,7 +27,9 @@ TOPIC_STOPWORDS = frozenset(
 )
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 # one-character or function-like Chinese pieces that are never topics
-_ZH_STOP = frozenset("什么 怎么 如何 哪些 哪个 为什么 是否 可以 一下 请问 告诉 我们 你们 他们 这个 那个 有没有 是不是 多少".split())
+_ZH_STOP = frozenset(
+    "什么 怎么 如何 哪些 哪个 为什么 是否 可以 一下 请问 告诉 我们 你们 他们 这个 那个 有没有 是不是 多少".split()
+)
 
 
 def explicit_memory(query: str) -> str | None:

@@ -15,15 +15,17 @@ Three kinds of data, all keyed by user:
 No model is called except the embedder. Vectors from another embedding space (another
 ``model_key``) are never compared: :meth:`reembed` moves old notes to the current space.
 """
+
 from __future__ import annotations
 
 import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -140,9 +142,14 @@ class MemoryStore:
         min_topic_queries: int = 2,
         min_document_citations: int = 2,
     ) -> None:
-        for name, value in (("recall_top_k", recall_top_k), ("background_top_k", background_top_k),
-                            ("interests_top_k", interests_top_k), ("documents_top_k", documents_top_k),
-                            ("min_topic_queries", min_topic_queries), ("min_document_citations", min_document_citations)):
+        for name, value in (
+            ("recall_top_k", recall_top_k),
+            ("background_top_k", background_top_k),
+            ("interests_top_k", interests_top_k),
+            ("documents_top_k", documents_top_k),
+            ("min_topic_queries", min_topic_queries),
+            ("min_document_citations", min_document_citations),
+        ):
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"MemoryStore: {name} must be an integer >= 0, got {value!r}")
         if not -1.0 <= min_score <= 1.0:
@@ -152,7 +159,11 @@ class MemoryStore:
             raise FileNotFoundError(f"{self.path}: folder {Path(self.path).parent} does not exist")
         self.embedder = embedder
         self.recall_top_k, self.min_score = recall_top_k, min_score
-        self.background_top_k, self.interests_top_k, self.documents_top_k = background_top_k, interests_top_k, documents_top_k
+        self.background_top_k, self.interests_top_k, self.documents_top_k = (
+            background_top_k,
+            interests_top_k,
+            documents_top_k,
+        )
         self.min_topic_queries, self.min_document_citations = min_topic_queries, min_document_citations
         self._lock = threading.RLock()
         try:
@@ -204,7 +215,9 @@ class MemoryStore:
             ).fetchone()
             if row is not None:
                 imp = max(importance, row["importance"])
-                self._db.execute("UPDATE memories SET importance = ?, updated_at = ? WHERE id = ?", (imp, now, row["id"]))
+                self._db.execute(
+                    "UPDATE memories SET importance = ?, updated_at = ? WHERE id = ?", (imp, now, row["id"])
+                )
                 return MemoryItem(row["id"], row["content"], row["kind"], imp, 0.0, row["created_at"])
         vec = self._embed([text])[0]
         mid = str(uuid.uuid4())
@@ -213,8 +226,21 @@ class MemoryStore:
                 "INSERT OR IGNORE INTO memories (id, user_id, content, norm_content, kind, importance, model_key, dim,"
                 " embedding, source_session_id, source_message_id, created_at, updated_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (mid, user_id, text, norm, kind, importance, self.embedder.model_key, int(vec.shape[0]),
-                 vec.tobytes(), source_session_id, source_message_id, now, now),
+                (
+                    mid,
+                    user_id,
+                    text,
+                    norm,
+                    kind,
+                    importance,
+                    self.embedder.model_key,
+                    int(vec.shape[0]),
+                    vec.tobytes(),
+                    source_session_id,
+                    source_message_id,
+                    now,
+                    now,
+                ),
             ).rowcount
             if not inserted:  # another thread stored the same note while we were embedding
                 return self.add_memory(user_id, text, kind=kind, importance=importance)
@@ -229,7 +255,9 @@ class MemoryStore:
 
     def delete_memory(self, user_id: str, memory_id: str) -> bool:
         with self._lock:
-            return self._db.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id)).rowcount > 0
+            return (
+                self._db.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id)).rowcount > 0
+            )
 
     def clear(self, user_id: str) -> None:
         """Forget everything about a user (notes, citations, topics)."""
@@ -252,11 +280,14 @@ class MemoryStore:
         with self._lock:
             for r, v in zip(rows, vecs):
                 self._db.execute(
-                    "UPDATE memories SET model_key = ?, dim = ?, embedding = ? WHERE id = ?", (key, int(v.shape[0]), v.tobytes(), r["id"])
+                    "UPDATE memories SET model_key = ?, dim = ?, embedding = ? WHERE id = ?",
+                    (key, int(v.shape[0]), v.tobytes(), r["id"]),
                 )
         return len(rows)
 
-    def search(self, user_id: str, query: str, top_k: int | None = None, min_score: float | None = None) -> list[MemoryItem]:
+    def search(
+        self, user_id: str, query: str, top_k: int | None = None, min_score: float | None = None
+    ) -> list[MemoryItem]:
         """The user's notes by cosine similarity to ``query`` (ties: importance, then newest)."""
         k = self.recall_top_k if top_k is None else top_k
         floor = self.min_score if min_score is None else min_score
@@ -273,7 +304,9 @@ class MemoryStore:
         q = self._embed([query])[0]
         matrix = np.stack([np.frombuffer(r["embedding"], dtype=np.float32, count=r["dim"]) for r in rows])
         scores = matrix @ q
-        order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), -rows[i]["importance"], -rows[i]["created_at"]))
+        order = sorted(
+            range(len(rows)), key=lambda i: (-float(scores[i]), -rows[i]["importance"], -rows[i]["created_at"])
+        )
         out: list[MemoryItem] = []
         for i in order:
             s = float(scores[i])

@@ -8,6 +8,7 @@ Regex notes: the upstream patterns are RE2, whose ``\\s`` is ``[\\t\\n\\f\\r ]``
 is ASCII; both are spelled out explicitly here. Case-insensitive matching stays Unicode-aware
 (RE2's ``(?i)`` also folds e.g. the Kelvin sign onto ``k``).
 """
+
 from __future__ import annotations
 
 import re
@@ -52,7 +53,7 @@ def _attr(pattern: re.Pattern[str], tag: str) -> str:
     return unescape(m.group(1)) if m else ""
 
 
-def _expand_ref(match: re.Match[str], registry: "Registry") -> str:
+def _expand_ref(match: re.Match[str], registry: Registry) -> str:
     strict = REF_STRICT_RE.search(match.group(0))
     if strict is None:
         return ""
@@ -69,7 +70,7 @@ def _expand_ref(match: re.Match[str], registry: "Registry") -> str:
     return ""
 
 
-def expand_citations(text: str, registry: "Registry") -> str:
+def expand_citations(text: str, registry: Registry) -> str:
     """§7.4 step 3: drop model-written ``<kb>``/``<web>`` tags, then expand or drop every ``<ref…>``.
 
     Chunk handles become ``<kb doc=… chunk_id=… [kb_id=…] />``, web handles
@@ -85,7 +86,7 @@ def expand_citations(text: str, registry: "Registry") -> str:
     return REF_CANDIDATE_RE.sub(lambda m: _expand_ref(m, registry), text)
 
 
-def decode_output_text(text: str, registry: "Registry") -> str:
+def decode_output_text(text: str, registry: Registry) -> str:
     """Decode complete model output (§7.4): restore resources, strip orphans, expand citations, issues."""
     if not text:
         return text
@@ -101,7 +102,7 @@ def decode_output_text(text: str, registry: "Registry") -> str:
 expand_text = decode_output_text
 
 
-def compact_public_citations(text: str, registry: "Registry") -> str:
+def compact_public_citations(text: str, registry: Registry) -> str:
     """Fold public ``<kb …/>`` / ``<web …/>`` tags of a history answer into ``<ref id="…"/>`` (§7.3).
 
     A ``<kb>`` tag without a non-empty ``chunk_id`` (or a ``<web>`` tag without ``url``) is left as is.

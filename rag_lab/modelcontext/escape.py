@@ -3,6 +3,7 @@
 Go's ``html.EscapeString`` escapes exactly five characters and spells the quotes
 ``&#39;`` / ``&#34;``; Python's :func:`html.escape` differs, so it is not used.
 """
+
 from __future__ import annotations
 
 import html

@@ -1,12 +1,14 @@
 """The system-owned source/citation/resource protocol appended to the system prompt (spec §7.1)."""
+
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rag_lab.models.base import ChatMessage
     from rag_lab.modelcontext.registry import Registry
+    from rag_lab.models.base import ChatMessage
 
 SOURCE_SECTION = (
     "## Source handling protocol (system-owned)\n"
@@ -42,7 +44,7 @@ RESOURCE_SECTION = (
 )
 
 
-def protocol_prompt(registry: "Registry") -> str:
+def protocol_prompt(registry: Registry) -> str:
     """The three-part protocol: source handling, the citation rules (enabled or disabled), resources.
 
     Starts with ``"\\n\\n## Source handling protocol (system-owned)"``; parts are separated by blank lines.
@@ -51,7 +53,7 @@ def protocol_prompt(registry: "Registry") -> str:
     return "\n\n" + SOURCE_SECTION + "\n\n" + citations + "\n\n" + RESOURCE_SECTION
 
 
-def with_protocol_prompt(messages: Sequence["ChatMessage"], registry: "Registry") -> list["ChatMessage"]:
+def with_protocol_prompt(messages: Sequence[ChatMessage], registry: Registry) -> list[ChatMessage]:
     """A copy of ``messages`` with the protocol prompt attached to the system message.
 
     A leading system message is right-trimmed (spaces, tabs, CR, LF) and gets the prompt

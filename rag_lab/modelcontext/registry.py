@@ -6,12 +6,14 @@ KB IDs, web URLs, stored resources, wiki issues) to short handles shown to the m
 so numbering is stable for the request's lifetime. The registry never stores handles
 as durable values (the handle-shaped input guard).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from rag_lab.modelcontext import resources as _res
@@ -118,7 +120,7 @@ def canonical_web_url(raw: str) -> str:
         return raw
     # Keep the original spelling (Go re-serialises a parsed URL to practically the same
     # text); only the scheme is normalised and everything from the first '#' dropped.
-    rest = raw[len(parts.scheme):].split("#", 1)[0]
+    rest = raw[len(parts.scheme) :].split("#", 1)[0]
     return parts.scheme.lower() + rest
 
 

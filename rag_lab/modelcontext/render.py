@@ -1,16 +1,18 @@
 """Model-facing rendering of retrieval results and message encoding (spec §4.11 passage, §7.2, §7.3)."""
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from rag_lab.modelcontext.citations import compact_public_citations
 from rag_lab.modelcontext.escape import escape_attr, escape_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rag_lab.models.base import ChatMessage
     from rag_lab.modelcontext.registry import Registry
+    from rag_lab.models.base import ChatMessage
     from rag_lab.types.search_result import SearchResult
 
 KNOWLEDGE_OPEN = '<retrieval type="knowledge" mode="semantic">\n'
@@ -19,7 +21,7 @@ RETRIEVAL_CLOSE = "</retrieval>"
 FAQ_CHUNK_TYPE = "faq"
 
 
-def chat_passage(result: "SearchResult") -> str:
+def chat_passage(result: SearchResult) -> str:
     """The text the chat model sees for a result (§4.11 "Chat passage").
 
     ``""`` when content and image info are both empty, the content when there is no image
@@ -70,7 +72,7 @@ def _first_non_blank(*values: str) -> str:
     return ""
 
 
-def render_knowledge_rows(rows: Iterable[KnowledgeRow], registry: "Registry") -> str:
+def render_knowledge_rows(rows: Iterable[KnowledgeRow], registry: Registry) -> str:
     """The ``<retrieval type="knowledge" mode="semantic">`` block (§7.2), or ``""`` without usable rows.
 
     Rows are grouped by document handle (``"chunk:"+handle`` without one), groups in order of
@@ -126,7 +128,7 @@ def render_knowledge_rows(rows: Iterable[KnowledgeRow], registry: "Registry") ->
     return "".join(out)
 
 
-def render_web_rows(rows: Iterable[WebRow], registry: "Registry", snippet_max_runes: int = 500) -> str:
+def render_web_rows(rows: Iterable[WebRow], registry: Registry, snippet_max_runes: int = 500) -> str:
     """The ``<retrieval type="web" mode="search">`` block (§7.2), or ``""`` when no row has a URL.
 
     Each page is registered (``wN``); the snippet is cut to ``snippet_max_runes`` code points,
@@ -156,17 +158,17 @@ def render_web_rows(rows: Iterable[WebRow], registry: "Registry", snippet_max_ru
     return WEB_OPEN + "".join(pages) + RETRIEVAL_CLOSE
 
 
-def _post_process(text: str, registry: "Registry") -> str:
+def _post_process(text: str, registry: Registry) -> str:
     return registry.encode_resources(registry.compact_known_text(text))
 
 
-def _title(result: "SearchResult") -> str:
+def _title(result: SearchResult) -> str:
     return result.knowledge_title or result.knowledge_filename
 
 
 def render_retrieval_contexts(
-    results: Sequence["SearchResult"],
-    registry: "Registry",
+    results: Sequence[SearchResult],
+    registry: Registry,
     faq_priority: bool,
     web_snippet_max_runes: int = 500,
 ) -> str:
@@ -204,20 +206,22 @@ def render_retrieval_contexts(
         blocks.append(_post_process(render_knowledge_rows(rows, registry), registry))
     if web:
         rows_w = [
-            WebRow(url=r.id, title=_title(r), snippet=r.content, published_at=(r.metadata or {}).get("published_at", ""))
+            WebRow(
+                url=r.id, title=_title(r), snippet=r.content, published_at=(r.metadata or {}).get("published_at", "")
+            )
             for r in web
         ]
         blocks.append(_post_process(render_web_rows(rows_w, registry, web_snippet_max_runes), registry))
     return "\n".join(blocks)
 
 
-def _copy_message(message: "ChatMessage") -> "ChatMessage":
+def _copy_message(message: ChatMessage) -> ChatMessage:
     return dataclasses.replace(message, images=list(message.images))
 
 
 def substitute_retrieval_contexts(
-    messages: Sequence["ChatMessage"], rendered_contexts: str, xml: str
-) -> list["ChatMessage"]:
+    messages: Sequence[ChatMessage], rendered_contexts: str, xml: str
+) -> list[ChatMessage]:
     """Put the retrieval XML where ``rendered_contexts`` was (§7.2 "Substitution into the messages").
 
     Checks the first and then the last message; every occurrence is replaced in each message
@@ -237,7 +241,7 @@ def substitute_retrieval_contexts(
     return out
 
 
-def encode_messages(messages: Sequence["ChatMessage"], registry: "Registry") -> list["ChatMessage"]:
+def encode_messages(messages: Sequence[ChatMessage], registry: Registry) -> list[ChatMessage]:
     """Model-facing copies of the messages (§7.3, chat roles).
 
     Every message's content and reasoning is resource-encoded (``res://NNNN``); assistant

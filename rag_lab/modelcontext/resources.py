@@ -3,6 +3,7 @@
 These functions work on any table with ``register(key, value) -> handle`` and
 ``pairs() -> [(handle, value)]`` (the registry's resource table).
 """
+
 from __future__ import annotations
 
 import re

@@ -15,6 +15,7 @@ Parity notes (kept on purpose, spec Appendix B #14): at end of stream a held fra
 still have become a source tag (``<``, ``<re``, ``<ref id="c1``…) is dropped, as are a trailing
 ``res:``, ``res:/`` or ``res://<digits>``.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ def is_possible_source_tag(rest: str) -> bool:
 class ResourceStage:
     """Stage 1: restore registered ``res://`` handles, holding back a possible partial one."""
 
-    def __init__(self, registry: "Registry") -> None:
+    def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._pending = ""
 
@@ -86,7 +87,7 @@ class ResourceStage:
 class CitationStage:
     """Stage 2: expand complete ``<ref/>`` tags, drop ``<kb>``/``<web>`` tags, hold partial ones."""
 
-    def __init__(self, registry: "Registry") -> None:
+    def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._pending = ""
 
@@ -106,8 +107,10 @@ class CitationStage:
             i = lt
             # is_possible_source_tag needs the whole rest only when it is short
             head = buf[i : i + 5] if n - i > 5 else buf[i:]
-            possible = is_possible_source_tag(head) if n - i <= 5 else any(
-                _is_named_tag_start(head, name) for name in _TAG_NAMES
+            possible = (
+                is_possible_source_tag(head)
+                if n - i <= 5
+                else any(_is_named_tag_start(head, name) for name in _TAG_NAMES)
             )
             if possible and last_gt < i:
                 self._pending = buf[i:]
@@ -143,7 +146,7 @@ class CitationStage:
 class IssueStage:
     """Stage 3: decode registered ``iN`` handles, holding a trailing ``i``/``i<digits>`` word."""
 
-    def __init__(self, registry: "Registry") -> None:
+    def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._pending = ""
 
@@ -196,7 +199,7 @@ class OrphanResourceStage:
 class StreamDecoder:
     """The four-stage decoder for one streamed text channel."""
 
-    def __init__(self, registry: "Registry") -> None:
+    def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self._resource = ResourceStage(registry)
         self._citation = CitationStage(registry)

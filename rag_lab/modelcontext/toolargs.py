@@ -6,21 +6,31 @@ in the source-key table and allowed by the tool's policy are touched, and only w
 the handle shape; inside SQL-typed arguments only quoted segments are decoded. Known handles are
 resolved; unknown ones are kept and reported. The status says what happened overall.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rag_lab.modelcontext.registry import Registry
 
 #: argument keys that may carry source handles, and the handle space each one expects
 SOURCE_KEYS: dict[str, str] = {
-    "chunk_id": "c", "chunk_ids": "c",
-    "knowledge_id": "d", "knowledge_ids": "d", "document_id": "d", "document_ids": "d",
-    "kb_id": "b", "kb_ids": "b", "knowledge_base_id": "b", "knowledge_base_ids": "b",
-    "url": "w", "urls": "w",
+    "chunk_id": "c",
+    "chunk_ids": "c",
+    "knowledge_id": "d",
+    "knowledge_ids": "d",
+    "document_id": "d",
+    "document_ids": "d",
+    "kb_id": "b",
+    "kb_ids": "b",
+    "knowledge_base_id": "b",
+    "knowledge_base_ids": "b",
+    "url": "w",
+    "urls": "w",
 }
 _HANDLE = re.compile(r"(?i)^[cdbw][1-9][0-9]*$")
 _QUOTED = re.compile(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"")
@@ -89,7 +99,9 @@ def decode_tool_call_arguments(
                 elif k in allowed and isinstance(v, str):
                     new[k] = _decode_handle(v, SOURCE_KEYS[k], registry, out)
                 elif k in allowed and isinstance(v, list):
-                    new[k] = [_decode_handle(x, SOURCE_KEYS[k], registry, out) if isinstance(x, str) else walk(x) for x in v]
+                    new[k] = [
+                        _decode_handle(x, SOURCE_KEYS[k], registry, out) if isinstance(x, str) else walk(x) for x in v
+                    ]
                 else:
                     new[k] = walk(v)
             return new

@@ -1,8 +1,10 @@
 """Model protocols: embeddings, rerank, chat (streaming). Implementations live beside this file."""
+
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

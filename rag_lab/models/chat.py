@@ -5,10 +5,12 @@ Works with OpenAI, vLLM, llama.cpp ``llama-server``, Ollama, DashScope, DeepSeek
 Reasoning text is read from the non-standard ``reasoning_content`` field (DeepSeek, Qwen, vLLM)
 or ``reasoning`` (OpenRouter, newer vLLM).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions, ChatResponse, ModelError, StreamChunk
 from rag_lab.models.embedding import short_text
@@ -164,7 +166,9 @@ class OpenAIChatModel:
         import openai
 
         if isinstance(exc, openai.APIStatusError):
-            return ModelError(f"chat request to {self.url} failed: HTTP {exc.status_code}: {short_text(exc.response.text)}")
+            return ModelError(
+                f"chat request to {self.url} failed: HTTP {exc.status_code}: {short_text(exc.response.text)}"
+            )
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(f"chat request to {self.url} timed out after {self.timeout}s")
         if isinstance(exc, openai.APIConnectionError):

@@ -4,12 +4,14 @@
 Both return float32 arrays of shape ``(len(texts), dimension)`` with L2-normalised rows, so a dot
 product is a cosine similarity.
 """
+
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -314,7 +316,7 @@ class CachedEmbedder:
         self.embedder = embedder
         self.model_key = embedder.model_key
         self.max_entries = max_entries
-        self._cache: "OrderedDict[str, np.ndarray]" = OrderedDict()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0

@@ -7,13 +7,14 @@ question with an embedder, and answers with the best few, each followed by its c
 all see the same shapes as with a real LLM. It never invents text: every answer sentence is
 copied from a retrieved passage, or the answer is exactly ``NO_ANSWER``.
 """
+
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from html import unescape as html_unescape
-from typing import AsyncIterator, Sequence
 
 import numpy as np
 

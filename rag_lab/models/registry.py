@@ -16,10 +16,12 @@ name of an environment variable, which must then be set). ONNX embedders are sha
 (``shared_minilm``). Where a reranker or chat model needs an embedder and none is passed, it is
 built from the optional ``embedder`` sub-dict, else the shared ONNX MiniLM.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 
@@ -43,7 +45,9 @@ _CHAT_KEYS = {
 }
 
 
-def _check(cfg: Mapping[str, Any], role: str, table: dict[str, tuple[set[str], set[str]]]) -> tuple[str, dict[str, Any]]:
+def _check(
+    cfg: Mapping[str, Any], role: str, table: dict[str, tuple[set[str], set[str]]]
+) -> tuple[str, dict[str, Any]]:
     if not isinstance(cfg, Mapping):
         raise ValueError(f"{role} config must be a mapping, got {type(cfg).__name__}")
     kind = cfg.get("type")

@@ -2,12 +2,14 @@
 
 Both return ``RerankScore`` lists sorted by score descending, ties broken by passage index.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

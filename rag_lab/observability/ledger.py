@@ -7,16 +7,18 @@ background answer stream each land in their own ledger) and records nothing outs
 (ingestion). Token counts come from the provider's ``usage`` when it reports one, otherwise from
 ``estimate_tokens`` and are flagged ``estimated``.
 """
+
 from __future__ import annotations
 
 import contextvars
 import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from rag_lab.models.extractive import estimate_tokens
 
-_LEDGER: contextvars.ContextVar["Ledger | None"] = contextvars.ContextVar("rag_lab_ledger", default=None)
+_LEDGER: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar("rag_lab_ledger", default=None)
 _STAGE: contextvars.ContextVar[str] = contextvars.ContextVar("rag_lab_stage", default="")
 
 
@@ -69,10 +71,31 @@ class Ledger:
     calls: list[ModelCall] = field(default_factory=list)
     stage_ms: dict[str, float] = field(default_factory=dict)
 
-    def record(self, kind: str, model_id: str, items: int, tokens_in: int, tokens_out: int, ms: float,
-               estimated: bool, error: str = "") -> None:
-        self.calls.append(ModelCall(kind, model_id, _STAGE.get(), items, tokens_in, tokens_out, ms, estimated,
-                                    self.prices.cost(model_id, tokens_in, tokens_out), error))
+    def record(
+        self,
+        kind: str,
+        model_id: str,
+        items: int,
+        tokens_in: int,
+        tokens_out: int,
+        ms: float,
+        estimated: bool,
+        error: str = "",
+    ) -> None:
+        self.calls.append(
+            ModelCall(
+                kind,
+                model_id,
+                _STAGE.get(),
+                items,
+                tokens_in,
+                tokens_out,
+                ms,
+                estimated,
+                self.prices.cost(model_id, tokens_in, tokens_out),
+                error,
+            )
+        )
 
     # -- summaries --------------------------------------------------------------------------
     def calls_by_kind(self) -> dict[str, int]:
@@ -115,8 +138,16 @@ class Ledger:
         rows = []
         for stage, ms in self.stage_ms.items():
             calls = [c for c in self.calls if c.stage == stage]
-            rows.append({"stage": stage, "ms": ms, "calls": len(calls), "tokens_in": sum(c.tokens_in for c in calls),
-                         "tokens_out": sum(c.tokens_out for c in calls), "cost_usd": sum(c.cost for c in calls)})
+            rows.append(
+                {
+                    "stage": stage,
+                    "ms": ms,
+                    "calls": len(calls),
+                    "tokens_in": sum(c.tokens_in for c in calls),
+                    "tokens_out": sum(c.tokens_out for c in calls),
+                    "cost_usd": sum(c.cost for c in calls),
+                }
+            )
         return pd.DataFrame(rows, columns=["stage", "ms", "calls", "tokens_in", "tokens_out", "cost_usd"])
 
 
@@ -178,8 +209,16 @@ class LedgerChatModel(_Proxy):
             resp = await self.inner.chat(messages, options)
         except Exception as exc:
             if ledger is not None:
-                ledger.record("chat", self.inner.model_id, 1, _messages_tokens(messages), 0,
-                              (time.perf_counter() - t0) * 1000, True, error=type(exc).__name__)
+                ledger.record(
+                    "chat",
+                    self.inner.model_id,
+                    1,
+                    _messages_tokens(messages),
+                    0,
+                    (time.perf_counter() - t0) * 1000,
+                    True,
+                    error=type(exc).__name__,
+                )
             raise
         if ledger is not None:
             used = _usage_tokens(resp.usage)
@@ -194,7 +233,9 @@ class LedgerChatModel(_Proxy):
             return inner_stream
         return self._recorded(inner_stream, messages, ledger)
 
-    async def _recorded(self, stream: AsyncIterator[Any], messages: Sequence[Any], ledger: Ledger) -> AsyncIterator[Any]:
+    async def _recorded(
+        self, stream: AsyncIterator[Any], messages: Sequence[Any], ledger: Ledger
+    ) -> AsyncIterator[Any]:
         t0, text, usage, error = time.perf_counter(), [], None, ""
         try:
             async for chunk in stream:
@@ -208,7 +249,9 @@ class LedgerChatModel(_Proxy):
         finally:
             used = _usage_tokens(usage)
             tin, tout = used or (_messages_tokens(messages), estimate_tokens("".join(text)))
-            ledger.record("chat", self.inner.model_id, 1, tin, tout, (time.perf_counter() - t0) * 1000, used is None, error)
+            ledger.record(
+                "chat", self.inner.model_id, 1, tin, tout, (time.perf_counter() - t0) * 1000, used is None, error
+            )
 
 
 class LedgerEmbedder(_Proxy):
@@ -217,8 +260,15 @@ class LedgerEmbedder(_Proxy):
         out = self.inner.embed(texts)
         if ledger is not None:
             items = list(texts)
-            ledger.record("embedding", self.inner.model_key, len(items), sum(estimate_tokens(t) for t in items), 0,
-                          (time.perf_counter() - t0) * 1000, True)
+            ledger.record(
+                "embedding",
+                self.inner.model_key,
+                len(items),
+                sum(estimate_tokens(t) for t in items),
+                0,
+                (time.perf_counter() - t0) * 1000,
+                True,
+            )
         return out
 
 
@@ -230,4 +280,6 @@ class LedgerReranker(_Proxy):
         finally:
             if ledger is not None:
                 tokens = estimate_tokens(query) * len(passages) + sum(estimate_tokens(p) for p in passages)
-                ledger.record("rerank", self.inner.model_id, len(passages), tokens, 0, (time.perf_counter() - t0) * 1000, True)
+                ledger.record(
+                    "rerank", self.inner.model_id, len(passages), tokens, 0, (time.perf_counter() - t0) * 1000, True
+                )

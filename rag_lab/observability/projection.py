@@ -5,11 +5,13 @@ call, one answer call, plus the query-understanding call when rewriting is on an
 follows instructions). Token counts are upper bounds from the prompts, the KB's chunk sizes and
 the token caps; the cost uses the lab's price table.
 """
+
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.extractive import estimate_tokens
 from rag_lab.types.params import PipelineParams
@@ -33,8 +35,10 @@ class Projection:
 
     def describe(self) -> str:
         calls = ", ".join(f"{n} {k}" for k, n in sorted(self.calls.items())) or "no model calls"
-        return (f"{self.questions} questions → {calls}; ≤ {self.tokens_in} tokens in, ≤ {self.tokens_out} tokens out; "
-                f"≤ ${self.cost_usd:.4f}")
+        return (
+            f"{self.questions} questions → {calls}; ≤ {self.tokens_in} tokens in, ≤ {self.tokens_out} tokens out; "
+            f"≤ ${self.cost_usd:.4f}"
+        )
 
     def check_budget(self, budget_usd: float | None) -> None:
         if budget_usd is not None and self.cost_usd > budget_usd:
@@ -44,7 +48,9 @@ class Projection:
             )
 
 
-def project_suites(lab: "Lab", suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1) -> Projection:
+def project_suites(
+    lab: Lab, suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1
+) -> Projection:
     """The projection of an evaluation (or sweep) over dataset slices, before anything is ingested:
     chunk sizes are estimated from the corpus texts and the KB chunk size."""
     total = Projection(questions=0)
@@ -52,8 +58,9 @@ def project_suites(lab: "Lab", suites: Sequence[Any], params: PipelineParams | N
         ds = suite.load()
         docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]
         per_chunk = min(statistics.mean(docs) if docs else 0.0, 512 / 4)  # ~4 characters per token
-        part = project_run(lab, [q.question for q in ds.queries], params=params, chunk_tokens=per_chunk,
-                           n_kbs=1, repeat=repeat)
+        part = project_run(
+            lab, [q.question for q in ds.queries], params=params, chunk_tokens=per_chunk, n_kbs=1, repeat=repeat
+        )
         total.questions += part.questions
         for k, v in part.calls.items():
             total.calls[k] = total.calls.get(k, 0) + v
@@ -64,14 +71,20 @@ def project_suites(lab: "Lab", suites: Sequence[Any], params: PipelineParams | N
     return total
 
 
-def _mean_chunk_tokens(lab: "Lab", kb_ids: Sequence[str]) -> float:
+def _mean_chunk_tokens(lab: Lab, kb_ids: Sequence[str]) -> float:
     sizes = [estimate_tokens(c.content) for kb in kb_ids for c in lab.workspace.store.list_chunks(kb)[:500]]
     return statistics.mean(sizes) if sizes else 0.0
 
 
-def project_run(lab: "Lab", questions: Sequence[str], kbs: Sequence[str] | None = None,
-                params: PipelineParams | None = None, chunk_tokens: float | None = None,
-                n_kbs: int | None = None, repeat: int = 1) -> Projection:
+def project_run(
+    lab: Lab,
+    questions: Sequence[str],
+    kbs: Sequence[str] | None = None,
+    params: PipelineParams | None = None,
+    chunk_tokens: float | None = None,
+    n_kbs: int | None = None,
+    repeat: int = 1,
+) -> Projection:
     """Calls and tokens for ``questions`` on ``kbs`` (or every KB). For KBs not ingested yet pass
     ``chunk_tokens`` (mean tokens per chunk) and ``n_kbs``; ``repeat`` multiplies everything
     (the configurations of a sweep, before any stage cache)."""

@@ -6,10 +6,12 @@ Tracing is off by default: :class:`NullTracer` makes no OpenTelemetry call at al
 without tracing pays one attribute lookup per stage. ``build_tracer({"exporter": "console" |
 "otlp" | "memory" | "none", ...})`` turns it on.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.intent import needs_retrieval
@@ -122,7 +124,9 @@ def build_tracer(cfg: Mapping[str, Any] | None) -> NullTracer | OtelTracer:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ValueError(f"tracing exporter '{kind}' needs opentelemetry-sdk: pip install 'rag_lab[tracing]' ({exc})") from None
+        raise ValueError(
+            f"tracing exporter '{kind}' needs opentelemetry-sdk: pip install 'rag_lab[tracing]' ({exc})"
+        ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": str(cfg.get("service_name", "rag_lab"))}))
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -154,12 +158,24 @@ def stage_attributes_before(chat: ChatManage, event: str) -> dict[str, Any]:
     r, s = chat.request, chat.state
     attrs: dict[str, Any] = {"pipeline.stage": event, "pipeline.needs_retrieval": needs_retrieval(chat)}
     if event in ("chunk_search_parallel", "chunk_search"):
-        attrs.update({"retrieval.vector_threshold": r.vector_threshold, "retrieval.keyword_threshold": r.keyword_threshold,
-                      "retrieval.embedding_top_k": r.embedding_top_k, "retrieval.targets": len(r.search_targets)})
+        attrs.update(
+            {
+                "retrieval.vector_threshold": r.vector_threshold,
+                "retrieval.keyword_threshold": r.keyword_threshold,
+                "retrieval.embedding_top_k": r.embedding_top_k,
+                "retrieval.targets": len(r.search_targets),
+            }
+        )
     elif event == "chunk_rerank":
-        attrs.update({"results.in": len(s.search_result), "rerank.model_id": r.rerank_model_id,
-                      "rerank.threshold": r.rerank_threshold, "rerank.top_k": r.rerank_top_k,
-                      "rerank.mmr_lambda": r.params.mmr_lambda})
+        attrs.update(
+            {
+                "results.in": len(s.search_result),
+                "rerank.model_id": r.rerank_model_id,
+                "rerank.threshold": r.rerank_threshold,
+                "rerank.top_k": r.rerank_top_k,
+                "rerank.mmr_lambda": r.params.mmr_lambda,
+            }
+        )
     elif event == "chunk_merge":
         attrs["results.in"] = len(s.rerank_result or s.search_result)
     elif event == "filter_top_k":

@@ -3,10 +3,12 @@
 Registration order is chain order for plugins sharing an event (spec §2.1): Rerank before
 WikiBoost before MemoryAffinity on ``chunk_rerank``; QueryUnderstand before ExtractEntity.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 from rag_lab.pipeline.plugin import EventManager, Plugin
@@ -33,7 +35,9 @@ class Services:
     web_fetcher: Any = None  # page fetcher for WEB_FETCH: ``await fetch(url) -> str``
     graph: Any = None  # knowledge graph store (ExtractEntity / SearchEntity)
     #: OpenTelemetry spans (rag_lab.observability.tracing); NullTracer = off
-    tracer: Any = field(default_factory=lambda: __import__("rag_lab.observability.tracing", fromlist=["NullTracer"]).NullTracer())
+    tracer: Any = field(
+        default_factory=lambda: __import__("rag_lab.observability.tracing", fromlist=["NullTracer"]).NullTracer()
+    )
     #: lab diagnostics (MMR traces, score components, merge decisions) are recorded when True
     diagnostics: bool = True
 
@@ -41,13 +45,17 @@ class Services:
         try:
             return self.chat_models[model_id]
         except KeyError:
-            raise ModelNotFound(f"unknown chat model '{model_id}' (known: {', '.join(self.chat_models) or 'none'})") from None
+            raise ModelNotFound(
+                f"unknown chat model '{model_id}' (known: {', '.join(self.chat_models) or 'none'})"
+            ) from None
 
     def get_rerank_model(self, model_id: str) -> Reranker:
         try:
             return self.rerank_models[model_id]
         except KeyError:
-            raise ModelNotFound(f"unknown rerank model '{model_id}' (known: {', '.join(self.rerank_models) or 'none'})") from None
+            raise ModelNotFound(
+                f"unknown rerank model '{model_id}' (known: {', '.join(self.rerank_models) or 'none'})"
+            ) from None
 
 
 def default_plugins(services: Services) -> list[Plugin]:
@@ -55,19 +63,19 @@ def default_plugins(services: Services) -> list[Plugin]:
     fetch, data analysis, entity extraction/search, memory recall) are simply not registered yet:
     triggering an event without plugins is a no-op, exactly as for an unconfigured service."""
     from rag_lab.pipeline.plugins.chat_completion import PluginChatCompletion
-    from rag_lab.pipeline.plugins.extract_entity import PluginExtractEntity
-    from rag_lab.pipeline.plugins.search_entity import PluginSearchEntity
     from rag_lab.pipeline.plugins.chat_completion_stream import PluginChatCompletionStream
     from rag_lab.pipeline.plugins.data_analysis import PluginDataAnalysis
+    from rag_lab.pipeline.plugins.extract_entity import PluginExtractEntity
     from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK
     from rag_lab.pipeline.plugins.into_chat_message import PluginIntoChatMessage
     from rag_lab.pipeline.plugins.load_history import PluginLoadHistory
-    from rag_lab.pipeline.plugins.memory_recall import PluginMemoryRecall
     from rag_lab.pipeline.plugins.memory_affinity import PluginMemoryAffinity
+    from rag_lab.pipeline.plugins.memory_recall import PluginMemoryRecall
     from rag_lab.pipeline.plugins.merge import PluginMerge
     from rag_lab.pipeline.plugins.query_understand import PluginQueryUnderstand
     from rag_lab.pipeline.plugins.rerank import PluginRerank
     from rag_lab.pipeline.plugins.search import PluginSearch
+    from rag_lab.pipeline.plugins.search_entity import PluginSearchEntity
     from rag_lab.pipeline.plugins.search_parallel import PluginSearchParallel
     from rag_lab.pipeline.plugins.web_fetch import PluginWebFetch
     from rag_lab.pipeline.plugins.wiki_boost import PluginWikiBoost

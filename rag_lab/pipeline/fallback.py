@@ -1,4 +1,5 @@
 """The answer given when retrieval finds nothing (ErrSearchNothing), spec §3.6."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
-
 def emit_fixed_fallback(chat: ChatManage) -> None:
     from rag_lab.modelcontext import Registry, decode_output_text
 
@@ -27,10 +27,14 @@ def emit_fixed_fallback(chat: ChatManage) -> None:
         return
     if not chat.citations_enabled():
         text = decode_output_text(text, Registry(citations_enabled=False))
-    bus.emit(BusEventType.FINAL_ANSWER, {"content": text, "done": True, "is_fallback": True}, event_id=f"{short_id()}-fallback")
+    bus.emit(
+        BusEventType.FINAL_ANSWER,
+        {"content": text, "done": True, "is_fallback": True},
+        event_id=f"{short_id()}-fallback",
+    )
 
 
-def kb_documents_listing(chat: ChatManage, services: "Services") -> str:
+def kb_documents_listing(chat: ChatManage, services: Services) -> str:
     """``- title (type): description`` per enabled document of the KBs in scope, at most N."""
     ws = services.workspace
     if ws is None:
@@ -62,14 +66,14 @@ def kb_documents_listing(chat: ChatManage, services: "Services") -> str:
     return "".join(lines)
 
 
-async def handle_fallback_response(chat: ChatManage, services: "Services") -> None:
+async def handle_fallback_response(chat: ChatManage, services: Services) -> None:
     if chat.request.fallback_strategy != "model":
         emit_fixed_fallback(chat)
         return
     await _model_fallback(chat, services)
 
 
-async def _model_fallback(chat: ChatManage, services: "Services") -> None:
+async def _model_fallback(chat: ChatManage, services: Services) -> None:
     from rag_lab.modelcontext import Registry, StreamDecoder, encode_messages, protocol_prompt
 
     req, state = chat.request, chat.state
@@ -132,7 +136,11 @@ async def _model_fallback(chat: ChatManage, services: "Services") -> None:
                 if chunk.done:
                     content += decoder.flush()
                 acc += content
-                bus.emit(BusEventType.FINAL_ANSWER, {"content": content, "done": chunk.done, "is_fallback": True}, event_id=event_id)
+                bus.emit(
+                    BusEventType.FINAL_ANSWER,
+                    {"content": content, "done": chunk.done, "is_fallback": True},
+                    event_id=event_id,
+                )
                 if chunk.done:
                     state.chat_response = acc
                     return

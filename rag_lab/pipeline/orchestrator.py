@@ -1,11 +1,13 @@
 """KnowledgeQAByEvent: run the stage list, with progress windows, early references, cancellation
 first, and the fallback answer when a stage finds nothing (spec §3.4–§3.6)."""
+
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from rag_lab.observability.ledger import reset_stage, set_stage
 from rag_lab.observability.tracing import stage_attributes_after, stage_attributes_before
@@ -64,7 +66,7 @@ async def knowledge_qa_by_event(
     chat: ChatManage,
     events: list[EventType],
     manager: EventManager,
-    services: "Services",
+    services: Services,
     timings: list[StageTiming] | None = None,
     on_stage: StageHook | None = None,
 ) -> PluginError | None:
@@ -103,8 +105,11 @@ async def knowledge_qa_by_event(
             reset_stage(stage_token)
         timings.append(
             StageTiming(
-                str(event), started, (time.perf_counter() - t0) * 1000,
-                str(err) if err else "", err.error_type if err else "",
+                str(event),
+                started,
+                (time.perf_counter() - t0) * 1000,
+                str(err) if err else "",
+                err.error_type if err else "",
             )
         )
 

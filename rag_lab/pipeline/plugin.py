@@ -4,11 +4,13 @@ For one event the first registered plugin is the outermost link of the chain: it
 reaches the inner plugins only by awaiting ``next()``. A plugin may work before ``next()``
 (most stages), after it (WikiBoost, MemoryAffinity), or not call it at all (stops the chain).
 """
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
@@ -24,7 +26,7 @@ class PluginError(Exception):
     error_type: str
     err: BaseException | None = None
 
-    def with_error(self, err: BaseException | None) -> "PluginError":
+    def with_error(self, err: BaseException | None) -> PluginError:
         """A *new* error of the same kind carrying ``err`` (never the shared singleton)."""
         return PluginError(self.description, self.error_type, err)
 

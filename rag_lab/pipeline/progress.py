@@ -1,4 +1,5 @@
 """Progress windows: the UI timeline's query_understand and knowledge_search pseudo-tools (§3.5)."""
+
 from __future__ import annotations
 
 import time
@@ -60,7 +61,9 @@ class ProgressTracker:
 
     def _open(self, tool: str, args: dict) -> _Window:
         w = _Window(tool, str(uuid.uuid4()), time.time())
-        self._emit(BusEventType.TOOL_CALL, {"tool_call_id": w.call_id, "tool_name": tool, "arguments": args, "iteration": 0})
+        self._emit(
+            BusEventType.TOOL_CALL, {"tool_call_id": w.call_id, "tool_name": tool, "arguments": args, "iteration": 0}
+        )
         return w
 
     def _close(self, w: _Window, success: bool, output: str, error: str, data: dict) -> None:
@@ -129,7 +132,13 @@ class ProgressTracker:
             output = f"命中 {candidate} 条候选，相关性不足，未用于回答"
         else:
             output = "未检索到相关内容"
-        data = {"count": count, "doc_count": doc, "web_count": web, "search_source": source, "candidate_count": candidate}
+        data = {
+            "count": count,
+            "doc_count": doc,
+            "web_count": web,
+            "search_source": source,
+            "candidate_count": candidate,
+        }
         self._close(self.retrieval_window, ok, output, "" if ok else str(err), data)
         self.retrieval_window = None
 

@@ -1,10 +1,11 @@
 """One question end to end: bus, stream handler, orchestrator, answer stream (spec §3.1 steps 3–9)."""
+
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from rag_lab.pipeline.container import Services
 from rag_lab.pipeline.orchestrator import (
@@ -54,9 +55,15 @@ async def run_knowledge_qa(
         chat.context.message_id = str(uuid.uuid4())
     message_id = chat.context.message_id
     stream_manager.append_event(
-        session_id, message_id,
-        StreamEvent(f"query-{time.time_ns()}", ResponseType.AGENT_QUERY.value, "", True,
-                    data={"session_id": session_id, "assistant_message_id": message_id}),
+        session_id,
+        message_id,
+        StreamEvent(
+            f"query-{time.time_ns()}",
+            ResponseType.AGENT_QUERY.value,
+            "",
+            True,
+            data={"session_id": session_id, "assistant_message_id": message_id},
+        ),
     )
     bus = EventBus()
     chat.context.event_bus = bus
@@ -65,7 +72,9 @@ async def run_knowledge_qa(
     if on_bus_event is not None:
         bus.on_any(on_bus_event)
 
-    outcome = QAOutcome(events=list(events) if events is not None else build_event_list(chat), error=None, cancelled=False)
+    outcome = QAOutcome(
+        events=list(events) if events is not None else build_event_list(chat), error=None, cancelled=False
+    )
 
     def on_final_answer(ev: BusEvent) -> None:
         outcome.answer += str(ev.data.get("content", ""))
@@ -86,10 +95,19 @@ async def run_knowledge_qa(
     bus.on(BusEventType.FINAL_ANSWER, on_final_answer)
     with services.tracer.span("pipeline.request", {"session.id": session_id, "message.id": message_id}) as span:
         try:
-            outcome.error = await knowledge_qa_by_event(chat, outcome.events, manager, services, outcome.timings, on_stage)
+            outcome.error = await knowledge_qa_by_event(
+                chat, outcome.events, manager, services, outcome.timings, on_stage
+            )
             if outcome.error is not None:
                 span.record_error(outcome.error.error_type, str(outcome.error))
-                bus.emit(BusEventType.ERROR, {"error": str(outcome.error), "error_code": outcome.error.error_type, "stage": "knowledge_qa_execution"})
+                bus.emit(
+                    BusEventType.ERROR,
+                    {
+                        "error": str(outcome.error),
+                        "error_code": outcome.error.error_type,
+                        "stage": "knowledge_qa_execution",
+                    },
+                )
             await wait_background(chat)
         except RequestCancelled:
             await wait_background(chat)  # the stream flushes its decoders before the turn is saved

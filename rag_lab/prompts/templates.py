@@ -1,11 +1,13 @@
 """Prompt templates (``config/prompt_templates/*.yaml``) and placeholder rendering (spec §10)."""
+
 from __future__ import annotations
 
 import datetime as _dt
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

@@ -15,6 +15,7 @@ replaced by the seed's fence handling:
 
 The chunk's own content is never modified; the function returns a new string.
 """
+
 from __future__ import annotations
 
 import re

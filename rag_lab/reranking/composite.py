@@ -1,4 +1,5 @@
 """Composite rerank score (spec §4.6.2; weights are ``PipelineParams`` fields)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,9 +29,7 @@ def source_weight(result: Any, params: PipelineParams | None = None) -> float:
     return p.web_source_weight if go_lower(source) == "web_search" else 1.0
 
 
-def composite_score(
-    result: Any, model_score: float, base_score: float, params: PipelineParams | None = None
-) -> float:
+def composite_score(result: Any, model_score: float, base_score: float, params: PipelineParams | None = None) -> float:
     """``clamp(w_model*model + w_base*base + w_source*source_weight, 0, 1)``.
 
     Evaluated left to right in IEEE doubles, so the defaults give
@@ -51,4 +50,4 @@ def composite_score(
 
 def format_score(x: float) -> str:
     """Metadata score string: ``"%.4f"``."""
-    return "%.4f" % x
+    return f"{x:.4f}"

@@ -13,9 +13,11 @@ caption / OCR text:
 A vision reranker (``supports_images`` and ``rerank_images(query, image_urls)``) scores pictorial
 hits on the image itself, on the same scale and threshold; if that fails, the text score stands.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rag_lab.models.base import RerankScore
 from rag_lab.searchutil.imageinfo import parse_image_info
@@ -48,8 +50,7 @@ def image_url(r: SearchResult) -> str:
 def pictorial_indices(candidates: Sequence[SearchResult], params: PipelineParams) -> list[int]:
     """Image hits whose OCR text is too short to be reranked as text."""
     return [
-        i for i, r in enumerate(candidates)
-        if is_image_hit(r) and len(ocr_text(r)) < params.image_ocr_text_min_chars
+        i for i, r in enumerate(candidates) if is_image_hit(r) and len(ocr_text(r)) < params.image_ocr_text_min_chars
     ]
 
 
@@ -77,7 +78,11 @@ async def score_images_with_vision(
 
 
 def keep_rejected_images(
-    candidates: Sequence[SearchResult], pictorial: list[int], passed: set[int], vector_threshold: float, params: PipelineParams
+    candidates: Sequence[SearchResult],
+    pictorial: list[int],
+    passed: set[int],
+    vector_threshold: float,
+    params: PipelineParams,
 ) -> list[int]:
     """Pictorial hits the reranker rejected but whose vector score is high enough, best first."""
     floor = max(vector_threshold, params.image_keep_min_score)

@@ -10,6 +10,7 @@ incrementally: an inverted index maps each token to the candidates holding it, a
 pick only the candidates that share a token with it are updated (all others have a Jaccard of
 0 with it, which cannot raise their maximum).
 """
+
 from __future__ import annotations
 
 import math
@@ -92,9 +93,7 @@ def _token_sets(
 ) -> Sequence[set[str] | frozenset[str]]:
     if token_sets is not None:
         if len(token_sets) != len(items):
-            raise ValueError(
-                f"select_mmr: token_sets has {len(token_sets)} entries for {len(items)} items"
-            )
+            raise ValueError(f"select_mmr: token_sets has {len(token_sets)} entries for {len(items)} items")
         return token_sets
     if numeric:
         raise ValueError("select_mmr: plain scores with k > 1 need token_sets")
@@ -161,10 +160,7 @@ def _run(
                     relevance=scores[chosen],
                     redundancy=redundancy[chosen],
                     mmr=lam * scores[chosen] - (1.0 - lam) * redundancy[chosen],
-                    runner_ups=[
-                        MMRCandidate(i, scores[i], redundancy[i], v)
-                        for v, i in values[:trace_width]
-                    ],
+                    runner_ups=[MMRCandidate(i, scores[i], redundancy[i], v) for v, i in values[:trace_width]],
                 )
             )
 

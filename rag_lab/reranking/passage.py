@@ -4,6 +4,7 @@
   the MMR token source and the base of the rerank input.
 * ``model_passage``: what the rerank model scores: title, heading breadcrumb, enriched body.
 """
+
 from __future__ import annotations
 
 import json

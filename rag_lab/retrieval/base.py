@@ -1,8 +1,10 @@
 """Retrieval engine protocol and the HybridSearch input (spec §1.8, §1.9, §5)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

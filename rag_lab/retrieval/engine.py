@@ -13,9 +13,11 @@ Semantics (the reference engine's, spec §5 "Reference engine semantics"):
 Hits carry ``match_type`` 0 (vector) or 1 (keywords) and ``content`` = the indexed text that
 matched (the chunk content, or the FAQ question).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,7 +47,7 @@ class LocalEngine:
 
     engine_type = ENGINE_TYPE
 
-    def __init__(self, workspace: "Workspace") -> None:
+    def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
     def supports_vector(self) -> bool:
@@ -71,7 +73,10 @@ class LocalEngine:
         return None
 
     def _finish(
-        self, raw: list[tuple[str, str, str | None, str, float]], top_k: int, match_type: int,
+        self,
+        raw: list[tuple[str, str, str | None, str, float]],
+        top_k: int,
+        match_type: int,
     ) -> list[IndexWithScore]:
         """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
         raw.sort(key=lambda r: (-r[4], r[0]))

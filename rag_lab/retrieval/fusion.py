@@ -15,11 +15,12 @@ Determinism: the reference sorts unstably; here equal scores are ordered by chun
 entry id), so results never depend on hash or thread order. Inputs are never mutated: hits whose
 score changes are copies.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Iterable, Sequence
 
 from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
 from rag_lab.types.params import PipelineParams

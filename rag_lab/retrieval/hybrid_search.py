@@ -16,14 +16,16 @@ Differences from the reference, all deliberate:
   vector list (after the text vector hits) before fusion and hydrated with
   ``metadata["retrieved_by"] = "image_vector"``. Image-info enrichment (§6.9) is not done here.
 """
+
 from __future__ import annotations
 
 import asyncio
-import json
 import copy
+import json
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +33,13 @@ from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.workspace import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
 from rag_lab.retrieval.engine import is_searchable
+from rag_lab.retrieval.fusion import (
+    dedup_by_score,
+    fuse_hits,
+    normalize_engine_scores,
+    resolve_rrf_k,
+    resolve_rrf_weights,
+)
 from rag_lab.retrieval.image_recall import (
     IMAGE_SOURCE,
     IMAGE_VECTOR,
@@ -39,13 +48,6 @@ from rag_lab.retrieval.image_recall import (
     image_kb_ids,
     recall_images,
     search_image_indexes,
-)
-from rag_lab.retrieval.fusion import (
-    dedup_by_score,
-    fuse_hits,
-    normalize_engine_scores,
-    resolve_rrf_k,
-    resolve_rrf_weights,
 )
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
@@ -57,9 +59,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "HybridSearcher", "HybridTrace", "RetrievalRequest", "StoreGroup", "SearchError", "KnowledgeBaseNotFound",
-    "MixedEmbeddingSpaces", "EmbeddingUnavailable", "VectorStoreUnavailable", "normalize_match_count",
-    "pool_size", "fan_out", "retrieve_group", "classify_results", "negative_question_matches",
+    "HybridSearcher",
+    "HybridTrace",
+    "RetrievalRequest",
+    "StoreGroup",
+    "SearchError",
+    "KnowledgeBaseNotFound",
+    "MixedEmbeddingSpaces",
+    "EmbeddingUnavailable",
+    "VectorStoreUnavailable",
+    "normalize_match_count",
+    "pool_size",
+    "fan_out",
+    "retrieve_group",
+    "classify_results",
+    "negative_question_matches",
     "filter_negative_questions",
 ]
 
@@ -155,7 +169,7 @@ class StoreGroup:
     kbs: list[KnowledgeBase]
     requests: list[RetrievalRequest] = field(default_factory=list)
 
-    def with_top_k(self, top_k: int) -> "StoreGroup":
+    def with_top_k(self, top_k: int) -> StoreGroup:
         return replace(self, requests=[replace(r, top_k=top_k) for r in self.requests])
 
 
@@ -252,7 +266,9 @@ async def _no_results() -> list[RetrieveResult]:
     return []
 
 
-def chunk_to_search_result(chunk: Any, doc: Any, score: float, match_type: int, matched_content: str = "") -> SearchResult:
+def chunk_to_search_result(
+    chunk: Any, doc: Any, score: float, match_type: int, matched_content: str = ""
+) -> SearchResult:
     """A stored chunk and its document as a SearchResult (§5.15 hydration; also graph hits)."""
     return SearchResult(
         id=chunk.id,
@@ -266,8 +282,10 @@ def chunk_to_search_result(chunk: Any, doc: Any, score: float, match_type: int, 
         end_at=chunk.end_at,
         score=score,
         match_type=match_type,
-        metadata={str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                  for k, v in (doc.metadata or {}).items()},
+        metadata={
+            str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            for k, v in (doc.metadata or {}).items()
+        },
         chunk_type=chunk.chunk_type,
         parent_chunk_id=chunk.parent_chunk_id,
         image_info=chunk.image_info,
@@ -293,8 +311,8 @@ class HybridSearcher:
 
     def __init__(
         self,
-        workspace: "Workspace",
-        embedder_for: Callable[[KnowledgeBase], "Embedder | None"],
+        workspace: Workspace,
+        embedder_for: Callable[[KnowledgeBase], Embedder | None],
         params: PipelineParams | None = None,
         engine_for: EngineFor | None = None,
         image_embedder_for: Callable[[KnowledgeBase], ImageEmbedder | None] | None = None,
@@ -311,7 +329,7 @@ class HybridSearcher:
 
         self.engine_for: EngineFor = engine_for
 
-    def with_params(self, params: PipelineParams) -> "HybridSearcher":
+    def with_params(self, params: PipelineParams) -> HybridSearcher:
         """The same searcher reading another request's params (shares workspace and engines)."""
         if params is self.params:
             return self
@@ -421,16 +439,27 @@ class HybridSearcher:
                     trace.embedded = True
                 for ids, index in ((doc_vec, "default"), (faq_vec, "faq")):
                     if ids:
-                        g.requests.append(RetrievalRequest(
-                            "vector", ids, threshold=sp.vector_threshold, query=query, embedding=embedding,
-                            index=index, **common,
-                        ))
+                        g.requests.append(
+                            RetrievalRequest(
+                                "vector",
+                                ids,
+                                threshold=sp.vector_threshold,
+                                query=query,
+                                embedding=embedding,
+                                index=index,
+                                **common,
+                            )
+                        )
             if g.engine.supports_keywords() and not sp.disable_keywords_match and doc_kw and query:
-                g.requests.append(RetrievalRequest("keywords", doc_kw, threshold=sp.keyword_threshold, query=query,
-                                                   **common))
+                g.requests.append(
+                    RetrievalRequest("keywords", doc_kw, threshold=sp.keyword_threshold, query=query, **common)
+                )
             trace.requests.extend((g.key, r.retriever_type, tuple(r.kb_ids), r.top_k) for r in g.requests)
-        image_kbs = [k for k in kbs if has_image_vectors(k)] if (
-            self.image_embedder_for is not None and query and not sp.disable_vector_match) else []
+        image_kbs = (
+            [k for k in kbs if has_image_vectors(k)]
+            if (self.image_embedder_for is not None and query and not sp.disable_vector_match)
+            else []
+        )
         has_requests = any(g.requests for g in groups)
         if not has_requests and not image_kbs:
             return [], trace
@@ -476,7 +505,8 @@ class HybridSearcher:
             skipped = [k.name for k in image_kbs if k.id not in ids]
             if skipped:
                 trace.image_errors.append(
-                    f"knowledge bases {skipped} use another image embedding model than {embedder.model_key!r}")
+                    f"knowledge bases {skipped} use another image embedding model than {embedder.model_key!r}"
+                )
             trace.image_kb_ids = ids
             if not ids:
                 return []
@@ -487,8 +517,17 @@ class HybridSearcher:
             errors: list[str] = []
 
             async def search(kb_ids: list[str], emb: np.ndarray, top_k: int, thr: float) -> list[IndexWithScore]:
-                return await asyncio.to_thread(search_image_indexes, self.workspace, kb_ids, emb, top_k, thr,
-                                               list(sp.knowledge_ids), list(sp.tag_ids), errors)
+                return await asyncio.to_thread(
+                    search_image_indexes,
+                    self.workspace,
+                    kb_ids,
+                    emb,
+                    top_k,
+                    thr,
+                    list(sp.knowledge_ids),
+                    list(sp.tag_ids),
+                    errors,
+                )
 
             outcome = await recall_images(search, ids, qvec, pool, sp.vector_threshold, self.params)
         except Exception as exc:
@@ -498,14 +537,20 @@ class HybridSearcher:
         trace.image_errors.extend(dict.fromkeys(errors))
         if outcome.error:
             trace.image_errors.append(outcome.error)
-        trace.image_requests, trace.image_hits, trace.image_dropped = outcome.requests, outcome.hits, outcome.dropped_images
+        trace.image_requests, trace.image_hits, trace.image_dropped = (
+            outcome.requests,
+            outcome.hits,
+            outcome.dropped_images,
+        )
         return outcome.hits
 
     async def _retrieve(self, groups: Sequence[StoreGroup]) -> list[RetrieveResult]:
         results = await fan_out(groups, self.params.store_fanout_concurrency, self.params.store_fanout_timeout_s)
         return normalize_engine_scores(results)
 
-    async def _negative_filter(self, hits: list[IndexWithScore], query: str, trace: HybridTrace) -> list[IndexWithScore]:
+    async def _negative_filter(
+        self, hits: list[IndexWithScore], query: str, trace: HybridTrace
+    ) -> list[IndexWithScore]:
         if not _norm_question(query) or not hits:
             return hits
         try:

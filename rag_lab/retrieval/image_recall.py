@@ -22,15 +22,17 @@ Image rows carry ``source_type = "image"``; the hybrid search marks their result
 ``metadata["retrieved_by"] = "image_vector"``, which the rerank stage recognises
 (:mod:`rag_lab.reranking.image`).
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import threading
 import weakref
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -51,9 +53,20 @@ IMAGE_SOURCE = "image"
 IMAGE_INDEX_DIR = "images"
 
 __all__ = [
-    "ImageEmbedder", "IMAGE_VECTOR", "IMAGE_SOURCE", "has_image_vectors", "image_kb_ids", "image_top_k",
-    "image_threshold", "filter_image_hits", "ImageFilterResult", "ImageRecallOutcome", "recall_images",
-    "image_index_dir", "image_index", "search_image_indexes",
+    "ImageEmbedder",
+    "IMAGE_VECTOR",
+    "IMAGE_SOURCE",
+    "has_image_vectors",
+    "image_kb_ids",
+    "image_top_k",
+    "image_threshold",
+    "filter_image_hits",
+    "ImageFilterResult",
+    "ImageRecallOutcome",
+    "recall_images",
+    "image_index_dir",
+    "image_index",
+    "search_image_indexes",
 ]
 
 
@@ -142,7 +155,11 @@ class ImageRecallOutcome:
 
 
 async def recall_images(
-    search: ImageSearch, kb_ids: Sequence[str], embedding: np.ndarray, pool: int, vector_threshold: float,
+    search: ImageSearch,
+    kb_ids: Sequence[str],
+    embedding: np.ndarray,
+    pool: int,
+    vector_threshold: float,
     params: PipelineParams,
 ) -> ImageRecallOutcome:
     """Run the image request and refill past dropped images (see the module docstring). A failing
@@ -173,11 +190,11 @@ async def recall_images(
 
 
 # -- the local image indexes -----------------------------------------------------------------
-def image_index_dir(ws: "Workspace", kb_id: str) -> Path:
+def image_index_dir(ws: Workspace, kb_id: str) -> Path:
     return ws.index_dir(kb_id) / IMAGE_INDEX_DIR
 
 
-_CACHE: "weakref.WeakKeyDictionary[Any, dict[str, tuple[int, VectorIndex]]]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, VectorIndex]]] = weakref.WeakKeyDictionary()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -188,7 +205,7 @@ def _stamp(path: Path) -> int:
     return f.stat().st_mtime_ns if f.exists() else -1
 
 
-def image_index(ws: "Workspace", kb: KnowledgeBase) -> "VectorIndex":
+def image_index(ws: Workspace, kb: KnowledgeBase) -> VectorIndex:
     """The KB's image vector index (cached per workspace, reloaded when its files change).
     Raises :class:`~rag_lab.retrieval.vector_index.VectorIndexError` for an unreadable index."""
     from rag_lab.retrieval.vector_index import VectorIndex, VectorIndexError
@@ -208,15 +225,21 @@ def image_index(ws: "Workspace", kb: KnowledgeBase) -> "VectorIndex":
         return idx
 
 
-def remember_image_index(ws: "Workspace", kb_id: str, idx: "VectorIndex") -> None:
+def remember_image_index(ws: Workspace, kb_id: str, idx: VectorIndex) -> None:
     """Cache ``idx`` after it was saved (so the next search does not reload it)."""
     with _CACHE_LOCK:
         _CACHE.setdefault(ws, {})[kb_id] = (_stamp(image_index_dir(ws, kb_id)), idx)
 
 
 def search_image_indexes(
-    ws: "Workspace", kb_ids: Sequence[str], embedding: np.ndarray, top_k: int, threshold: float,
-    knowledge_ids: Sequence[str] = (), tag_ids: Sequence[str] = (), errors: list[str] | None = None,
+    ws: Workspace,
+    kb_ids: Sequence[str],
+    embedding: np.ndarray,
+    top_k: int,
+    threshold: float,
+    knowledge_ids: Sequence[str] = (),
+    tag_ids: Sequence[str] = (),
+    errors: list[str] | None = None,
 ) -> list[IndexWithScore]:
     """Raw image rows of these KBs, best ``top_k`` by score (ties by entry id). Rows whose chunk
     is gone or disabled come back with ``is_enabled=False`` (the filter drops them); a document /
@@ -252,9 +275,19 @@ def search_image_indexes(
     out = []
     for entry_id, chunk_id, kb_id, score in raw:
         c = chunks.get(chunk_id)
-        out.append(IndexWithScore(
-            id=entry_id, content=c.content if c else "", chunk_id=chunk_id, knowledge_id=c.knowledge_id if c else "",
-            knowledge_base_id=kb_id, score=float(score), match_type=int(MatchType.EMBEDDING), source_id=entry_id,
-            source_type=IMAGE_SOURCE, tag_id=c.tag_id if c else "", is_enabled=c is not None and is_searchable(c),
-        ))
+        out.append(
+            IndexWithScore(
+                id=entry_id,
+                content=c.content if c else "",
+                chunk_id=chunk_id,
+                knowledge_id=c.knowledge_id if c else "",
+                knowledge_base_id=kb_id,
+                score=float(score),
+                match_type=int(MatchType.EMBEDDING),
+                source_id=entry_id,
+                source_type=IMAGE_SOURCE,
+                tag_id=c.tag_id if c else "",
+                is_enabled=c is not None and is_searchable(c),
+            )
+        )
     return out

@@ -15,14 +15,16 @@ workbench scale; tokens are kept so only new text is tokenised). Documents are o
 id inside bm25s, which makes "ties broken by chunk id" a stable sort. Persisted in ``<dir>/``:
 the bm25s files, ``meta.json`` (params, tokenizer identity, chunk ids) and ``tokens.json``.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import threading
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +76,13 @@ class KeywordIndex:
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"k1": self.k1, "b": self.b, "method": self.method, "dtype": self.dtype,
-                "tokenizer": self.tokenizer.identity}
+        return {
+            "k1": self.k1,
+            "b": self.b,
+            "method": self.method,
+            "dtype": self.dtype,
+            "tokenizer": self.tokenizer.identity,
+        }
 
     # -- updates ----------------------------------------------------------------------------
     def _token_map(self) -> dict[str, list[str]]:
@@ -145,7 +152,7 @@ class KeywordIndex:
             self.path = p
 
     @classmethod
-    def load(cls, path: str | Path, **settings: Any) -> "KeywordIndex":
+    def load(cls, path: str | Path, **settings: Any) -> KeywordIndex:
         """Open the index in ``path`` (an absent one is new and empty). Raises
         :class:`StaleKeywordIndex` if it was built with another tokenizer; other changed settings
         (k1, b, method, dtype) just rebuild it from the stored tokens."""

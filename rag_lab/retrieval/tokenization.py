@@ -12,12 +12,13 @@ The same function tokenises documents and queries, so both sides always agree. `
 the rules and the jieba version; an index built with another identity is rebuilt, and later stage
 caches can key on it.
 """
+
 from __future__ import annotations
 
 import logging
 import re
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 #: A small English stop-word list (function words only, so content words are never lost).
 ENGLISH_STOPWORDS: frozenset[str] = frozenset(

@@ -25,15 +25,17 @@ Persisted as ``vectors.faiss`` + ``ids.json`` (the flat index) and, when a graph
 ``vectors.hnsw`` + ``ann.json`` (graph position → faiss id, tombstones, settings), all written
 atomically. A missing, stale or unreadable graph is rebuilt from the flat index on first use.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import os
 import threading
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,20 +87,25 @@ class IndexPolicy:
             "max_tombstone_fraction": 0.0 < self.max_tombstone_fraction <= 1.0,
         }
         ranges = {
-            "ann_min_vectors": ">= 0", "hnsw_m": "in [2, 512]", "hnsw_ef_construction": "in [1, 100000]",
-            "hnsw_ef_search": "in [1, 100000]", "max_tombstone_fraction": "in (0, 1]",
+            "ann_min_vectors": ">= 0",
+            "hnsw_m": "in [2, 512]",
+            "hnsw_ef_construction": "in [1, 100000]",
+            "hnsw_ef_search": "in [1, 100000]",
+            "max_tombstone_fraction": "in (0, 1]",
         }
         for name, ok in checks.items():
             if not ok:
                 raise VectorIndexError(f"IndexPolicy.{name}={getattr(self, name)!r} must be {ranges[name]}")
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any], source: str = "index policy") -> "IndexPolicy":
+    def from_mapping(cls, data: dict[str, Any], source: str = "index policy") -> IndexPolicy:
         """From a config mapping; unknown keys are an error naming them."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise VectorIndexError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+            raise VectorIndexError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+            )
         return cls(**data)
 
     def kind_for(self, n_vectors: int) -> str:
@@ -227,7 +234,7 @@ class VectorIndex:
 
     # -- persistence ------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path, dimension: int, policy: IndexPolicy | None = None) -> "VectorIndex":
+    def load(cls, path: str | Path, dimension: int, policy: IndexPolicy | None = None) -> VectorIndex:
         """Open the index in ``path``; an absent index is a new empty one."""
         p = Path(path)
         idx = cls(dimension, p, policy)
@@ -297,8 +304,12 @@ class VectorIndex:
                 for name in (self.ANN_META_FILE, self.ANN_FILE):
                     (p / name).unlink(missing_ok=True)
                 return
-            gmeta = {"m": graph.m, "ef_construction": graph.ef_construction, "fids": graph.fids,
-                     "dead": sorted(graph.dead)}
+            gmeta = {
+                "m": graph.m,
+                "ef_construction": graph.ef_construction,
+                "fids": graph.fids,
+                "dead": sorted(graph.dead),
+            }
             tmp_ann, tmp_gmeta = p / (self.ANN_FILE + ".tmp"), p / (self.ANN_META_FILE + ".tmp")
             faiss.write_index(graph.index, str(tmp_ann))
             tmp_gmeta.write_text(json.dumps(gmeta), encoding="utf-8")
@@ -319,7 +330,11 @@ class VectorIndex:
         return arr
 
     def add(
-        self, chunk_ids: Sequence[str], vectors: np.ndarray, *, entry_ids: Sequence[str] | None = None,
+        self,
+        chunk_ids: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        entry_ids: Sequence[str] | None = None,
         texts: Sequence[str | None] | None = None,
     ) -> None:
         """Add one vector per id. ``entry_ids`` default to the chunk ids; an entry id already
@@ -426,15 +441,25 @@ class VectorIndex:
             return sorted(self._entries.values(), key=lambda e: e.entry_id)
 
     def search(
-        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None,
-        *, exact: bool = False,
+        self,
+        vector: np.ndarray,
+        top_k: int,
+        threshold: float = -1.0,
+        allowed_ids: Collection[str] | None = None,
+        *,
+        exact: bool = False,
     ) -> list[tuple[str, float]]:
         """``[(chunk_id, score)]`` (see :meth:`search_entries`)."""
         return [(e.chunk_id, s) for e, s in self.search_entries(vector, top_k, threshold, allowed_ids, exact=exact)]
 
     def search_entries(
-        self, vector: np.ndarray, top_k: int, threshold: float = -1.0, allowed_ids: Collection[str] | None = None,
-        *, exact: bool = False,
+        self,
+        vector: np.ndarray,
+        top_k: int,
+        threshold: float = -1.0,
+        allowed_ids: Collection[str] | None = None,
+        *,
+        exact: bool = False,
     ) -> list[tuple[VectorEntry, float]]:
         """Best ``top_k`` entries with cosine ``score >= threshold``, score descending, ties by
         entry id. ``allowed_ids`` (chunk ids) restricts the search when given (always exact).

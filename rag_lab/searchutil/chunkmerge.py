@@ -4,6 +4,7 @@ All lengths are in runes (Python code points). The merge stage uses ``join_chunk
 ``append_with_exact_overlap``/``append_with_overlap``; document reconstruction uses
 ``merge_text_chunks``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -40,9 +41,7 @@ def contains_chunk_content(container: str, contained: str, min_overlap: int = MI
     return len(contained) >= min_overlap and contained in container
 
 
-def join_chunk_content(
-    acc: str, next: str, sep: str, min_overlap: int = MIN_OVERLAP, span: int = SPAN
-) -> str:
+def join_chunk_content(acc: str, next: str, sep: str, min_overlap: int = MIN_OVERLAP, span: int = SPAN) -> str:
     """Join two chunk texts: containment wins, then the longest suffix/prefix overlap of
     ``min_overlap``..``span`` runes is merged, otherwise ``sep`` goes between (§6.12)."""
     if not acc:
@@ -78,7 +77,11 @@ def append_with_exact_overlap(acc: str, next: str, overlap: int) -> tuple[str, b
 
 
 def append_with_overlap(
-    acc: str, next: str, position_overlap: int, min_overlap: int = MIN_OVERLAP, span: int = SPAN,
+    acc: str,
+    next: str,
+    position_overlap: int,
+    min_overlap: int = MIN_OVERLAP,
+    span: int = SPAN,
     head_slack: int = HEAD_SLACK,
 ) -> str:
     """Append ``next`` after removing the overlap found by text (§6.14).
@@ -110,9 +113,7 @@ def merge_text_chunks(chunks: Iterable[Any], gap_sep: str) -> str:
     """Rebuild a document text from chunks with ``content``, ``start_at``, ``end_at`` and
     ``chunk_index`` (§6.14): sort by (start_at, chunk_index), join gaps with ``gap_sep``,
     merge overlaps with ``append_with_overlap`` and skip covered chunks."""
-    ordered = sorted(
-        (c for c in chunks if c is not None), key=lambda c: (c.start_at, c.chunk_index)
-    )
+    ordered = sorted((c for c in chunks if c is not None), key=lambda c: (c.start_at, c.chunk_index))
     merged = ""
     merged_end = -1
     for c in ordered:

@@ -1,9 +1,11 @@
 """Web search results → SearchResult (spec §4.4.2 step 3)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import ChunkType, MatchType, SearchResult

@@ -1,4 +1,5 @@
 """Result deduplication used by the merge stage (spec §6.5, §6.6)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -4,6 +4,7 @@
 ``end_pos``, ``caption``, ``ocr_text``). Entries are kept as dicts: keys this module does not
 know are carried through unchanged when a list is re-serialised.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,7 @@ _S = r"[\t\n\f\r ]"
 #: ``![alt](url)``; group 2 is the URL.
 MARKDOWN_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
 #: ``<img ... src="...">`` (case-insensitive); group 2 is the src. ``data-src`` does not match.
-HTML_IMAGE_RE = re.compile(
-    rf"<img(?![0-9A-Za-z_])([^>]*?){_S}src{_S}*={_S}*['\"]([^'\"]+)['\"]([^>]*)>", re.IGNORECASE
-)
+HTML_IMAGE_RE = re.compile(rf"<img(?![0-9A-Za-z_])([^>]*?){_S}src{_S}*={_S}*['\"]([^'\"]+)['\"]([^>]*)>", re.IGNORECASE)
 
 _STR_FIELDS = ("url", "original_url", "caption", "ocr_text")
 _INT_FIELDS = ("start_pos", "end_pos")
@@ -106,9 +105,7 @@ def filter_image_info_by_content_urls(content: str, info: str) -> str:
     urls = image_urls_in_content(content)
     if not urls:
         return ""
-    kept = [
-        e for e in entries if (_field(e, "url") in urls) or (_field(e, "original_url") in urls)
-    ]
+    kept = [e for e in entries if (_field(e, "url") in urls) or (_field(e, "original_url") in urls)]
     if not kept:
         return ""
     return dump_image_info(kept)

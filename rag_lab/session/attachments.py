@@ -5,10 +5,12 @@ content (closing tags inside it escaped, so a file cannot end the block early) o
 nothing could be extracted. The whole list sits in ``<attachments>`` after an instruction saying
 the files are untrusted reference data.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rag_lab.searchutil.text import html_escape5
 
@@ -34,7 +36,7 @@ class MessageAttachment:
     original_lines: int = 0
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "attachment") -> "MessageAttachment":
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "attachment") -> MessageAttachment:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

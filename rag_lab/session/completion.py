@@ -6,12 +6,14 @@ request's cancellation does not reach: the chat-history index (when configured) 
 memory (explicit "remember ..." facts, cited documents, background extraction). Every step of
 step 2 is independent: one failing is logged and the others still run.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from rag_lab.memory.extract import explicit_memory
 from rag_lab.types.params import PipelineParams
@@ -54,9 +56,14 @@ async def complete_assistant_message(
     """
     refs = list(knowledge_references)
     await asyncio.to_thread(
-        store.complete_message, session_id, message_id,
-        content=content, knowledge_references=refs, is_fallback=is_fallback,
-        used_memories=list(used_memories), agent_steps=list(agent_steps),
+        store.complete_message,
+        session_id,
+        message_id,
+        content=content,
+        knowledge_references=refs,
+        is_fallback=is_fallback,
+        used_memories=list(used_memories),
+        agent_steps=list(agent_steps),
     )
 
     async def after() -> dict[str, Any]:
@@ -76,8 +83,13 @@ async def complete_assistant_message(
         if fact:
             try:
                 await asyncio.to_thread(
-                    memory.add_memory, user_id, fact, kind="fact", importance=EXPLICIT_FACT_IMPORTANCE,
-                    source_session_id=session_id, source_message_id=message_id,
+                    memory.add_memory,
+                    user_id,
+                    fact,
+                    kind="fact",
+                    importance=EXPLICIT_FACT_IMPORTANCE,
+                    source_session_id=session_id,
+                    source_message_id=message_id,
                 )
                 done["fact"] = fact
             except Exception as exc:

@@ -10,6 +10,7 @@ pipeline (LOAD_HISTORY, QUERY_UNDERSTAND, INTO_CHAT_MESSAGE) works with either s
 session deletes its messages. All methods are thread-safe (one connection behind a lock; the
 pipeline calls the slow ones through ``asyncio.to_thread``).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,10 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from rag_lab.session.store import Message, check_message_fields, first_caption_update
 from rag_lab.types.search_result import SearchResult
@@ -153,7 +155,7 @@ class SQLiteSessionStore:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> "SQLiteSessionStore":
+    def __enter__(self) -> SQLiteSessionStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,11 +165,18 @@ class SQLiteSessionStore:
     @staticmethod
     def _session(row: sqlite3.Row) -> Session:
         return Session(
-            id=row["id"], user_id=row["user_id"], tenant_id=row["tenant_id"], agent_id=row["agent_id"],
-            title=row["title"], description=row["description"], is_pinned=bool(row["is_pinned"]),
-            parent_session_id=row["parent_session_id"], forked_from_message_id=row["forked_from_message_id"],
+            id=row["id"],
+            user_id=row["user_id"],
+            tenant_id=row["tenant_id"],
+            agent_id=row["agent_id"],
+            title=row["title"],
+            description=row["description"],
+            is_pinned=bool(row["is_pinned"]),
+            parent_session_id=row["parent_session_id"],
+            forked_from_message_id=row["forked_from_message_id"],
             last_request_state=json.loads(row["last_request_state"]),
-            created_at=row["created_at"], updated_at=row["updated_at"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
     def create_session(
@@ -190,8 +199,18 @@ class SQLiteSessionStore:
                 self._db.execute(
                     "INSERT INTO sessions (id, user_id, tenant_id, agent_id, title, description, parent_session_id,"
                     " forked_from_message_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (sid, user_id, tenant_id, agent_id, title, description, parent_session_id,
-                     forked_from_message_id, now, now),
+                    (
+                        sid,
+                        user_id,
+                        tenant_id,
+                        agent_id,
+                        title,
+                        description,
+                        parent_session_id,
+                        forked_from_message_id,
+                        now,
+                        now,
+                    ),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"session '{sid}' already exists") from None
@@ -236,14 +255,18 @@ class SQLiteSessionStore:
 
     def _touch_session(self, session_id: str, sets: str, args: Sequence[Any]) -> None:
         with self._lock:
-            cur = self._db.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?", (*args, time.time(), session_id))
+            cur = self._db.execute(
+                f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?", (*args, time.time(), session_id)
+            )
         if cur.rowcount == 0:
             raise SessionNotFound(f"session '{session_id}' not found")
 
     def update_session(self, session_id: str, **fields: Any) -> Session:
         unknown = sorted(set(fields) - _SESSION_UPDATABLE)
         if unknown:
-            raise TypeError(f"update_session: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_SESSION_UPDATABLE))}")
+            raise TypeError(
+                f"update_session: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_SESSION_UPDATABLE))}"
+            )
         if fields:
             self._touch_session(session_id, ", ".join(f"{k} = ?" for k in fields), list(fields.values()))
         return self.get_session(session_id)
@@ -292,7 +315,9 @@ class SQLiteSessionStore:
 
     # -- fork and rewind ----------------------------------------------------------------------
     def _chronological_rows(self, session_id: str) -> list[sqlite3.Row]:
-        return self._db.execute(f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_CHRONO}", (session_id,)).fetchall()
+        return self._db.execute(
+            f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_CHRONO}", (session_id,)
+        ).fetchall()
 
     @staticmethod
     def _cut_index(rows: list[sqlite3.Row], message_id: str, session_id: str) -> int:
@@ -320,9 +345,19 @@ class SQLiteSessionStore:
                 self._db.execute(
                     "INSERT INTO sessions (id, user_id, tenant_id, agent_id, title, description, parent_session_id,"
                     " forked_from_message_id, last_request_state, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (new_id, src.user_id if user_id is None else user_id, src.tenant_id, src.agent_id,
-                     src.title if title is None else title, src.description, session_id, fork_point,
-                     _dumps(src.last_request_state, "last request state"), now, now),
+                    (
+                        new_id,
+                        src.user_id if user_id is None else user_id,
+                        src.tenant_id,
+                        src.agent_id,
+                        src.title if title is None else title,
+                        src.description,
+                        session_id,
+                        fork_point,
+                        _dumps(src.last_request_state, "last request state"),
+                        now,
+                        now,
+                    ),
                 )
                 cols = [k for k in rows[0].keys() if k != "id"] if rows else []
                 for r in rows:
@@ -362,14 +397,23 @@ class SQLiteSessionStore:
     @staticmethod
     def _message(row: sqlite3.Row) -> Message:
         return Message(
-            id=row["id"], session_id=row["session_id"], request_id=row["request_id"], role=row["role"],
-            content=row["content"], created_at=row["created_at"],
+            id=row["id"],
+            session_id=row["session_id"],
+            request_id=row["request_id"],
+            role=row["role"],
+            content=row["content"],
+            created_at=row["created_at"],
             knowledge_references=[SearchResult.from_dict(d) for d in json.loads(row["knowledge_references"])],
-            image_captions=json.loads(row["image_captions"]), image_urls=json.loads(row["image_urls"]),
-            attachment_prompt=row["attachment_prompt"], rendered_content=row["rendered_content"],
-            is_completed=bool(row["is_completed"]), is_fallback=bool(row["is_fallback"]),
-            used_memories=json.loads(row["used_memories"]), agent_steps=json.loads(row["agent_steps"]),
-            updated_at=row["updated_at"], extra=json.loads(row["extra"]),
+            image_captions=json.loads(row["image_captions"]),
+            image_urls=json.loads(row["image_urls"]),
+            attachment_prompt=row["attachment_prompt"],
+            rendered_content=row["rendered_content"],
+            is_completed=bool(row["is_completed"]),
+            is_fallback=bool(row["is_fallback"]),
+            used_memories=json.loads(row["used_memories"]),
+            agent_steps=json.loads(row["agent_steps"]),
+            updated_at=row["updated_at"],
+            extra=json.loads(row["extra"]),
         )
 
     @staticmethod
@@ -400,8 +444,15 @@ class SQLiteSessionStore:
         check_message_fields(extra, "add_message")
         now = time.time() if created_at is None else created_at
         values = self._column_values(
-            {"role": role, "content": content, "request_id": request_id, "created_at": now, "updated_at": now,
-             "knowledge_references": knowledge_references or [], **extra}
+            {
+                "role": role,
+                "content": content,
+                "request_id": request_id,
+                "created_at": now,
+                "updated_at": now,
+                "knowledge_references": knowledge_references or [],
+                **extra,
+            }
         )
         mid = str(uuid.uuid4())
         cols = ["id", "session_id", *values]
@@ -442,10 +493,14 @@ class SQLiteSessionStore:
     def update_rendered_content(self, session_id: str, message_id: str, rendered_content: str) -> None:
         self.update_message(session_id, message_id, rendered_content=rendered_content, updated_at=time.time())
 
-    def update_message_images(self, session_id: str, message_id: str, image_urls: list[str], image_captions: list[str]) -> None:
+    def update_message_images(
+        self, session_id: str, message_id: str, image_urls: list[str], image_captions: list[str]
+    ) -> None:
         if len(image_captions) > len(image_urls):
             raise ValueError(f"{len(image_captions)} captions for {len(image_urls)} images")
-        self.update_message(session_id, message_id, image_urls=image_urls, image_captions=image_captions, updated_at=time.time())
+        self.update_message(
+            session_id, message_id, image_urls=image_urls, image_captions=image_captions, updated_at=time.time()
+        )
 
     def set_first_image_caption(self, session_id: str, message_id: str, caption: str) -> bool:
         """Write ``caption`` into the first stored image of the message; False when it has none."""

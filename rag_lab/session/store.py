@@ -12,6 +12,7 @@ the same message methods, which is all the pipeline uses:
   INTO_CHAT_MESSAGE and QUERY_UNDERSTAND);
 * ``complete_message`` (spec §9.1 step 1).
 """
+
 from __future__ import annotations
 
 import threading
@@ -52,7 +53,9 @@ MESSAGE_FIELDS = frozenset(f.name for f in fields(Message)) - {"id", "session_id
 def check_message_fields(given: dict[str, Any], where: str) -> None:
     unknown = sorted(set(given) - MESSAGE_FIELDS)
     if unknown:
-        raise TypeError(f"{where}: unknown message field(s) {', '.join(unknown)}; known: {', '.join(sorted(MESSAGE_FIELDS))}")
+        raise TypeError(
+            f"{where}: unknown message field(s) {', '.join(unknown)}; known: {', '.join(sorted(MESSAGE_FIELDS))}"
+        )
 
 
 def first_caption_update(image_urls: list[str], captions: list[str], caption: str) -> list[str] | None:

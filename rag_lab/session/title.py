@@ -5,11 +5,13 @@ message is the first question. The reply is sanitised (an empty ``<think>`` pref
 trimmed, cut to 100 runes), saved on the session and announced with a ``session_title`` bus event.
 Errors are logged and announce nothing.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
 from rag_lab.prompts.templates import PromptTemplates, default_templates, render_prompt_placeholders

@@ -3,12 +3,14 @@
 Synchronous: ``emit`` calls handlers one after another in registration order and stops at the
 first handler error, which it raises. An event without an id gets a random UUID.
 """
+
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class BusEventType:

@@ -4,9 +4,10 @@ A client that resumes a stream receives the stored log from offset 0. Replaying 
 three-word answer deltas one frame each is wasteful, so consecutive deltas of the same kind and
 the same event id are merged into one frame before the replay. The stored log is never changed.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rag_lab.types.stream import ResponseType, StreamEvent
 

@@ -11,11 +11,13 @@ Environment (used for whatever the config leaves out): ``STREAM_MANAGER_TYPE`` (
 (default 0) and ``REDIS_PREFIX`` (default ``stream:events``). The TTL is 1 hour as the spec's
 factory wires it.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
 from rag_lab.stream.redis_manager import DEFAULT_PREFIX, DEFAULT_TTL_S
@@ -152,8 +154,9 @@ def build_stream_manager(
     if check:  # one quick try (no backoff window): a wrong address should fail at once
         from rag_lab.stream.redis_manager import make_client, redact_url
 
-        probe = make_client(settings.url, username=settings.username, password=settings.password, retries=0,
-                            socket_timeout_s=2.0)
+        probe = make_client(
+            settings.url, username=settings.username, password=settings.password, retries=0, socket_timeout_s=2.0
+        )
         try:
             probe.ping()
         except Exception as exc:

@@ -1,4 +1,5 @@
 """Bus events → stored StreamEvents (spec §8.2), one handler per request."""
+
 from __future__ import annotations
 
 import logging
@@ -9,7 +10,6 @@ from rag_lab.stream.bus import BusEvent, BusEventType, EventBus
 from rag_lab.stream.manager import StreamManager
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import ResponseType, StreamEvent
-
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,27 @@ class AgentStreamHandler:
             self._append(StreamEvent(ev.id, ResponseType.THINKING.value, str(d.get("content", "")), done, data=data))
         elif t == BusEventType.TOOL_CALL:
             self._tool_started[str(d.get("tool_call_id", ""))] = time.time()
-            data = {"tool_name": d.get("tool_name"), "arguments": d.get("arguments"), "tool_call_id": d.get("tool_call_id")}
-            self._append(StreamEvent(ev.id, ResponseType.TOOL_CALL.value, f"Calling tool: {d.get('tool_name')}", False, data=data))
+            data = {
+                "tool_name": d.get("tool_name"),
+                "arguments": d.get("arguments"),
+                "tool_call_id": d.get("tool_call_id"),
+            }
+            self._append(
+                StreamEvent(
+                    ev.id, ResponseType.TOOL_CALL.value, f"Calling tool: {d.get('tool_name')}", False, data=data
+                )
+            )
         elif t == BusEventType.TOOL_RESULT:
             self._tool_result(ev)
         elif t == BusEventType.REFERENCES:
             self.references.extend(_ref_dict(r) for r in d.get("references") or [])
-            self._append(StreamEvent(ev.id, ResponseType.REFERENCES.value, "", False, data={"references": list(self.references)}))
+            self._append(
+                StreamEvent(ev.id, ResponseType.REFERENCES.value, "", False, data={"references": list(self.references)})
+            )
         elif t == BusEventType.MEMORY_RECALLED:
-            self._append(StreamEvent(ev.id, ResponseType.MEMORY_RECALLED.value, "", False, data={"memories": d.get("memories")}))
+            self._append(
+                StreamEvent(ev.id, ResponseType.MEMORY_RECALLED.value, "", False, data={"memories": d.get("memories")})
+            )
         elif t == BusEventType.FINAL_ANSWER:
             done = bool(d.get("done"))
             content = str(d.get("content", ""))
@@ -83,9 +95,13 @@ class AgentStreamHandler:
             self._append(StreamEvent(ev.id, ResponseType.ANSWER.value, content, done, data=data))
         elif t == BusEventType.ERROR:
             err = str(d.get("error", ""))
-            self._append(StreamEvent(ev.id, ResponseType.ERROR.value, err, True, data={"stage": d.get("stage"), "error": err}))
+            self._append(
+                StreamEvent(ev.id, ResponseType.ERROR.value, err, True, data={"stage": d.get("stage"), "error": err})
+            )
         elif t == BusEventType.SESSION_TITLE:
-            self._append(StreamEvent(ev.id, ResponseType.SESSION_TITLE.value, str(d.get("title", "")), True, data=dict(d)))
+            self._append(
+                StreamEvent(ev.id, ResponseType.SESSION_TITLE.value, str(d.get("title", "")), True, data=dict(d))
+            )
         elif t == BusEventType.AGENT_COMPLETE:
             final = str(d.get("final_answer") or "")
             if not self.answer_text and final:

@@ -9,6 +9,7 @@ A :class:`StreamDirectory` sits next to each backend: who owns a session and the
 each message's stream. The HTTP layer needs it to refuse other users and to label replayed frames;
 it lives in the same backend as the events so that several server replicas share it.
 """
+
 from __future__ import annotations
 
 import threading

@@ -21,6 +21,7 @@ Two behaviours beyond the spec, both for a Redis that lost data (restart without
 * connection errors are retried with exponential backoff (a restarting server comes back within
   the retry window); a command whose reply was lost may then be applied twice.
 """
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 ``add_serve_command(subparsers)`` adds the subcommand to the ``rag-lab`` parser; ``main`` runs it
 standalone (``python -m rag_lab.stream.serve_cli serve --port 8000``).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -27,6 +27,7 @@ task has finished and a read after its end found nothing new (so an ``error`` wi
 generation it cannot see (another replica, or a server restarted since) ends ``error_grace_s``
 after an ``error`` event with nothing newer, or after ``idle_timeout_s`` without any event.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request  # this module is the HTTP layer: import it only to serve
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -86,7 +88,7 @@ class StreamServerSettings:
     keep_finished_s: float = 600.0
 
     @classmethod
-    def from_params(cls, params: Any) -> "StreamServerSettings":
+    def from_params(cls, params: Any) -> StreamServerSettings:
         """The spec's timings from the lab's PipelineParams."""
         return cls(
             poll_interval_s=params.sse_poll_interval_ms / 1000,
@@ -118,14 +120,17 @@ def encode_json(obj: Any) -> str:
     """Compact JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go's encoder does."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
     return (
-        text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
     )
 
 
 def sse_frame(resp: StreamResponse) -> bytes:
     """``event:message\\ndata:<json>\\n\\n`` (no space after the colons, §8.3)."""
-    return f"event:message\ndata:{encode_json(resp.to_dict())}\n\n".encode("utf-8")
+    return f"event:message\ndata:{encode_json(resp.to_dict())}\n\n".encode()
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -175,7 +180,9 @@ async def _json_object(request: Request, example: str) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"request body is not valid JSON ({exc}); expected an object such as {example}", "body")
+        raise ApiError(
+            400, f"request body is not valid JSON ({exc}); expected an object such as {example}", "body"
+        ) from exc
     if not isinstance(body, dict):
         raise ApiError(400, f"request body must be a JSON object such as {example}, got {type(body).__name__}", "body")
     return body
@@ -261,8 +268,15 @@ class StreamService:
             await self.call(sessions.ensure_session, gen.session_id, gen.user_id)
             bus = EventBus()
             AgentStreamHandler(self.manager, gen.session_id, gen.message_id).subscribe(bus)
-            generate_title_async(sessions, gen.session_id, gen.query, self.lab.chat_model,
-                                 language=self.lab.language, bus=bus, prompts=self.lab.prompts)
+            generate_title_async(
+                sessions,
+                gen.session_id,
+                gen.query,
+                self.lab.chat_model,
+                language=self.lab.language,
+                bus=bus,
+                prompts=self.lab.prompts,
+            )
         except Exception as exc:  # a title never blocks an answer
             log.warning("title generation for %s not started: %s", gen.session_id, exc)
 
@@ -284,8 +298,13 @@ class StreamService:
             if not gen.cancel_event.is_set():
                 await self._append_quietly(
                     gen,
-                    StreamEvent(f"{short_id()}-error", ResponseType.ERROR.value, gen.error, True,
-                                data={"stage": "knowledge_qa_execution", "error": gen.error}),
+                    StreamEvent(
+                        f"{short_id()}-error",
+                        ResponseType.ERROR.value,
+                        gen.error,
+                        True,
+                        data={"stage": "knowledge_qa_execution", "error": gen.error},
+                    ),
                 )
         finally:
             watcher.cancel()
@@ -311,7 +330,10 @@ class StreamService:
     @staticmethod
     def stop_event(session_id: str, message_id: str) -> StreamEvent:
         return StreamEvent(
-            f"stop-{time.time_ns()}", STOP_RESPONSE_TYPE, "", True,
+            f"stop-{time.time_ns()}",
+            STOP_RESPONSE_TYPE,
+            "",
+            True,
             data={"session_id": session_id, "message_id": message_id, "reason": "user_requested"},
         )
 
@@ -438,7 +460,9 @@ class StreamService:
             return {"success": True, "message": "Message already completed"}
         if gen is None:  # running elsewhere (another replica): its stop watcher reads this
             try:
-                await self.call(self.manager.append_event, session_id, message_id, self.stop_event(session_id, message_id))
+                await self.call(
+                    self.manager.append_event, session_id, message_id, self.stop_event(session_id, message_id)
+                )
             except Exception as exc:
                 log.warning("could not write a stop event: %s", exc)
                 raise ApiError(500, "Failed to write stop event") from None
@@ -448,7 +472,7 @@ class StreamService:
         assert gen.task is not None
         try:  # let the answer stream flush so the stop event is the log's last word
             await asyncio.wait_for(asyncio.shield(gen.task), self.settings.stop_wait_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if not gen.stop_written:
                 gen.stop_written = True
                 await self._append_quietly(gen, self.stop_event(session_id, message_id))
@@ -472,7 +496,9 @@ def create_app(
         lab.stream_manager = manager
     manager = lab.stream_manager
     service = StreamService(
-        lab, manager, directory or build_stream_directory(manager),
+        lab,
+        manager,
+        directory or build_stream_directory(manager),
         settings or StreamServerSettings.from_params(lab.params),
     )
 
@@ -494,8 +520,11 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "stream_manager": type(manager).__name__, "running": sum(
-            1 for g in service.generations.values() if not g.finished())}
+        return {
+            "status": "ok",
+            "stream_manager": type(manager).__name__,
+            "running": sum(1 for g in service.generations.values() if not g.finished()),
+        }
 
     @app.post("/knowledge-chat/{session_id}")
     async def knowledge_chat(session_id: str, request: Request):

@@ -2,6 +2,7 @@
 
 Names resolve lazily so that importing this package does not import DuckDB or pandas.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -10,9 +11,19 @@ from typing import Any
 _EXPORTS = {
     name: "rag_lab.tools.data_analysis"
     for name in (
-        "DataAnalysisTool", "DataAnalysisError", "SQLGuardError", "QueryTimeout", "TableSchema", "ColumnProfile",
-        "QueryResult", "AnalysisInput", "check_read_only_sql", "parse_analysis_input", "table_name_for",
-        "render_markdown_table", "DATA_FILE_SUFFIXES",
+        "DataAnalysisTool",
+        "DataAnalysisError",
+        "SQLGuardError",
+        "QueryTimeout",
+        "TableSchema",
+        "ColumnProfile",
+        "QueryResult",
+        "AnalysisInput",
+        "check_read_only_sql",
+        "parse_analysis_input",
+        "table_name_for",
+        "render_markdown_table",
+        "DATA_FILE_SUFFIXES",
     )
 }
 

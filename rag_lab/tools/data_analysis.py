@@ -17,6 +17,7 @@ Safety, in three layers (each enough for the common cases, together for the tric
 3. Each query runs under a timeout (``connection.interrupt()`` from a timer) and only the first
    ``max_rows`` rows are fetched.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -26,9 +27,10 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 #: file suffixes (lower-case) that DATA_ANALYSIS treats as data files (spec §4.10 step 1)
 DATA_FILE_SUFFIXES = (".csv", ".xlsx", ".xls")
@@ -58,26 +60,127 @@ class QueryTimeout(DataAnalysisError):
 # ---- the SQL guard ---------------------------------------------------------------------------
 FORBIDDEN_KEYWORDS = frozenset(
     {
-        "INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "DROP", "CREATE", "ALTER", "TRUNCATE", "COPY",
-        "ATTACH", "DETACH", "PRAGMA", "INSTALL", "LOAD", "SET", "RESET", "CALL", "EXPORT", "IMPORT",
-        "VACUUM", "CHECKPOINT", "GRANT", "REVOKE", "BEGIN", "COMMIT", "ROLLBACK", "ABORT", "USE",
-        "PREPARE", "EXECUTE", "DEALLOCATE",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "MERGE",
+        "UPSERT",
+        "DROP",
+        "CREATE",
+        "ALTER",
+        "TRUNCATE",
+        "COPY",
+        "ATTACH",
+        "DETACH",
+        "PRAGMA",
+        "INSTALL",
+        "LOAD",
+        "SET",
+        "RESET",
+        "CALL",
+        "EXPORT",
+        "IMPORT",
+        "VACUUM",
+        "CHECKPOINT",
+        "GRANT",
+        "REVOKE",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "ABORT",
+        "USE",
+        "PREPARE",
+        "EXECUTE",
+        "DEALLOCATE",
     }
 )
 _FORBIDDEN_FUNCTIONS = frozenset(
     {"glob", "sniff_csv", "query", "query_table", "getenv", "load_extension", "duckdb_secrets", "http_get", "http_post"}
 )
-_FORBIDDEN_FUNCTION_PREFIXES = ("read_", "parquet_", "sqlite_", "postgres_", "mysql_", "iceberg_", "delta_", "json_execute")
+_FORBIDDEN_FUNCTION_PREFIXES = (
+    "read_",
+    "parquet_",
+    "sqlite_",
+    "postgres_",
+    "mysql_",
+    "iceberg_",
+    "delta_",
+    "json_execute",
+)
 _FORBIDDEN_FUNCTION_SUFFIXES = ("_scan",)
 # words written unquoted in a schema description would collide with these; quote them
 _RESERVED = FORBIDDEN_KEYWORDS | frozenset(
     {
-        "ALL", "AND", "ANY", "AS", "ASC", "BETWEEN", "BY", "CASE", "CAST", "COLUMN", "DATE", "DEFAULT", "DESC",
-        "DISTINCT", "ELSE", "END", "EXCEPT", "EXISTS", "FALSE", "FETCH", "FOR", "FROM", "FULL", "GROUP", "HAVING",
-        "IN", "INNER", "INTERSECT", "INTERVAL", "INTO", "IS", "JOIN", "KEY", "LEFT", "LIKE", "LIMIT", "NATURAL",
-        "NOT", "NULL", "OFFSET", "ON", "OR", "ORDER", "OUTER", "OVER", "PIVOT", "QUALIFY", "RIGHT", "ROW", "ROWS",
-        "SELECT", "TABLE", "THEN", "TIME", "TIMESTAMP", "TO", "TRUE", "UNION", "UNPIVOT", "USING", "VALUES",
-        "WHEN", "WHERE", "WINDOW", "WITH", "YEAR", "MONTH", "DAY", "ORDER", "POSITION", "USER",
+        "ALL",
+        "AND",
+        "ANY",
+        "AS",
+        "ASC",
+        "BETWEEN",
+        "BY",
+        "CASE",
+        "CAST",
+        "COLUMN",
+        "DATE",
+        "DEFAULT",
+        "DESC",
+        "DISTINCT",
+        "ELSE",
+        "END",
+        "EXCEPT",
+        "EXISTS",
+        "FALSE",
+        "FETCH",
+        "FOR",
+        "FROM",
+        "FULL",
+        "GROUP",
+        "HAVING",
+        "IN",
+        "INNER",
+        "INTERSECT",
+        "INTERVAL",
+        "INTO",
+        "IS",
+        "JOIN",
+        "KEY",
+        "LEFT",
+        "LIKE",
+        "LIMIT",
+        "NATURAL",
+        "NOT",
+        "NULL",
+        "OFFSET",
+        "ON",
+        "OR",
+        "ORDER",
+        "OUTER",
+        "OVER",
+        "PIVOT",
+        "QUALIFY",
+        "RIGHT",
+        "ROW",
+        "ROWS",
+        "SELECT",
+        "TABLE",
+        "THEN",
+        "TIME",
+        "TIMESTAMP",
+        "TO",
+        "TRUE",
+        "UNION",
+        "UNPIVOT",
+        "USING",
+        "VALUES",
+        "WHEN",
+        "WHERE",
+        "WINDOW",
+        "WITH",
+        "YEAR",
+        "MONTH",
+        "DAY",
+        "POSITION",
+        "USER",
     }
 )
 
@@ -320,8 +423,21 @@ def table_name_for(file_name: str) -> str:
 
 
 # ---- schema ---------------------------------------------------------------------------------
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-            "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL")
+_NUMERIC = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "FLOAT",
+    "DOUBLE",
+    "REAL",
+)
 _TEMPORAL = ("DATE", "TIME", "TIMESTAMP")
 
 
@@ -429,7 +545,9 @@ class DataAnalysisTool:
         self.file_name = file_name or self.path.name
         suffix = Path(self.file_name).suffix.lower() or self.path.suffix.lower()
         if suffix not in DATA_FILE_SUFFIXES:
-            raise DataAnalysisError(f"{self.path}: unsupported data file type {suffix!r} (supported: {', '.join(DATA_FILE_SUFFIXES)})")
+            raise DataAnalysisError(
+                f"{self.path}: unsupported data file type {suffix!r} (supported: {', '.join(DATA_FILE_SUFFIXES)})"
+            )
         self.kind = suffix.lstrip(".")
         self.table_name = table_name or table_name_for(self.file_name)
         self.max_rows = int(max_rows)
@@ -445,7 +563,7 @@ class DataAnalysisTool:
     def __repr__(self) -> str:
         return f"DataAnalysisTool({str(self.path)!r}, table={self.table_name!r})"
 
-    def __enter__(self) -> "DataAnalysisTool":
+    def __enter__(self) -> DataAnalysisTool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -501,7 +619,9 @@ class DataAnalysisTool:
         if self.kind == "csv":
             self._timed(
                 con,
-                lambda: con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_csv_auto(?, sample_size = -1)", [str(self.path)]),
+                lambda: con.execute(
+                    f"CREATE TABLE {t} AS SELECT * FROM read_csv_auto(?, sample_size = -1)", [str(self.path)]
+                ),
                 "loading the CSV file",
             )
             return ""
@@ -528,7 +648,9 @@ class DataAnalysisTool:
             book = pd.ExcelFile(self.path, engine=engine)
         except ImportError as exc:
             need = "openpyxl" if self.kind == "xlsx" else "xlrd"
-            raise DataAnalysisError(f"{self.path}: reading .{self.kind} files needs the '{need}' package ({exc})") from None
+            raise DataAnalysisError(
+                f"{self.path}: reading .{self.kind} files needs the '{need}' package ({exc})"
+            ) from None
         except Exception as exc:
             raise DataAnalysisError(f"{self.path}: cannot open as an Excel workbook: {exc}") from None
         with book:
@@ -615,8 +737,12 @@ class DataAnalysisTool:
                 raise DataAnalysisError(f"query failed: {_first_line(exc)}\nSQL: {cleaned}") from None
         truncated = len(rows) > self.max_rows
         return QueryResult(
-            sql=cleaned, columns=columns, rows=[tuple(r) for r in rows[: self.max_rows]], truncated=truncated,
-            max_rows=self.max_rows, elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+            sql=cleaned,
+            columns=columns,
+            rows=[tuple(r) for r in rows[: self.max_rows]],
+            truncated=truncated,
+            max_rows=self.max_rows,
+            elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         )
 
     def execute(self, raw: str | Mapping[str, Any]) -> str:
@@ -655,7 +781,20 @@ def _stringify_mixed(frame: Any) -> Any:
 
 
 __all__ = [
-    "DATA_FILE_SUFFIXES", "DataAnalysisTool", "DataAnalysisError", "SQLGuardError", "QueryTimeout", "TableSchema",
-    "ColumnProfile", "QueryResult", "AnalysisInput", "check_read_only_sql", "parse_analysis_input",
-    "render_markdown_table", "format_value", "quote_ident", "table_name_for", "FORBIDDEN_KEYWORDS",
+    "DATA_FILE_SUFFIXES",
+    "DataAnalysisTool",
+    "DataAnalysisError",
+    "SQLGuardError",
+    "QueryTimeout",
+    "TableSchema",
+    "ColumnProfile",
+    "QueryResult",
+    "AnalysisInput",
+    "check_read_only_sql",
+    "parse_analysis_input",
+    "render_markdown_table",
+    "format_value",
+    "quote_ident",
+    "table_name_for",
+    "FORBIDDEN_KEYWORDS",
 ]

@@ -1,4 +1,5 @@
 """Core data types: ChatManage, SearchResult, intents, events, stream payloads, params."""
+
 from rag_lab.types.chat_manage import (
     ChatManage,
     History,
@@ -17,10 +18,32 @@ from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, ChunkType, Match
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent, StreamResponse
 
 __all__ = [
-    "ChatManage", "History", "PipelineContext", "PipelineRequest", "PipelineState", "SearchTarget",
-    "SummaryConfig", "has_knowledge_retrieval_scope", "has_recall_threshold_override", "PIPELINES",
-    "EventType", "PipelineBuilder", "build_pure_chat_pipeline", "build_rag_pipeline", "QueryIntent",
-    "needs_kb_retrieval", "needs_retrieval", "normalize_query_intent", "ParamsError", "PipelineParams",
-    "SEARCHABLE_CHUNK_TYPES", "ChunkType", "MatchType", "SearchResult", "STOP_RESPONSE_TYPE",
-    "ResponseType", "StreamEvent", "StreamResponse",
+    "ChatManage",
+    "History",
+    "PipelineContext",
+    "PipelineRequest",
+    "PipelineState",
+    "SearchTarget",
+    "SummaryConfig",
+    "has_knowledge_retrieval_scope",
+    "has_recall_threshold_override",
+    "PIPELINES",
+    "EventType",
+    "PipelineBuilder",
+    "build_pure_chat_pipeline",
+    "build_rag_pipeline",
+    "QueryIntent",
+    "needs_kb_retrieval",
+    "needs_retrieval",
+    "normalize_query_intent",
+    "ParamsError",
+    "PipelineParams",
+    "SEARCHABLE_CHUNK_TYPES",
+    "ChunkType",
+    "MatchType",
+    "SearchResult",
+    "STOP_RESPONSE_TYPE",
+    "ResponseType",
+    "StreamEvent",
+    "StreamResponse",
 ]

@@ -1,9 +1,10 @@
 """ChatManage: the one object that travels through the pipeline (spec §1.1, §1.7, §1.9)."""
+
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
@@ -32,9 +33,7 @@ def has_recall_threshold_override(targets: list[SearchTarget]) -> bool:
     return any(t is not None and t.disable_recall_thresholds for t in targets)
 
 
-def has_knowledge_retrieval_scope(
-    targets: list[SearchTarget], kb_ids: list[str], knowledge_ids: list[str]
-) -> bool:
+def has_knowledge_retrieval_scope(targets: list[SearchTarget], kb_ids: list[str], knowledge_ids: list[str]) -> bool:
     if any(k for k in kb_ids) or any(k for k in knowledge_ids):
         return True
     for t in targets:
@@ -92,7 +91,7 @@ class PipelineRequest:
     fallback_strategy: str = "model"
     fallback_response: str = ""
     fallback_prompt: str = ""
-    citation_enabled: Optional[bool] = None
+    citation_enabled: bool | None = None
     enable_rewrite: bool = True
     enable_query_expansion: bool = True
     rewrite_prompt_system: str = ""
@@ -118,7 +117,7 @@ class PipelineRequest:
     params: PipelineParams = field(default_factory=PipelineParams)
 
     @classmethod
-    def from_params(cls, params: PipelineParams, **kwargs: Any) -> "PipelineRequest":
+    def from_params(cls, params: PipelineParams, **kwargs: Any) -> PipelineRequest:
         """Request fields defaulted from ``params`` (explicit kwargs win)."""
         req = cls(**kwargs)
         req.apply_params(params, keep=tuple(kwargs))
@@ -188,7 +187,7 @@ class PipelineState:
 
 @dataclass(slots=True)
 class PipelineContext:
-    event_bus: Optional["EventBus"] = None
+    event_bus: EventBus | None = None
     message_id: str = ""
     user_message_id: str = ""
     #: tasks a stage left running (the answer stream); the request waits for them
@@ -226,7 +225,7 @@ class ChatManage:
         ce = self.request.citation_enabled
         return ce is None or bool(ce)
 
-    def clone(self) -> "ChatManage":
+    def clone(self) -> ChatManage:
         """Deep copy of the request (search targets included) and of the state fields listed in
         spec §1.1. History, search/rerank/merge results, user content, chat response and the graph
         result are *not* copied, nor is the context (event bus, message ids)."""
@@ -242,7 +241,7 @@ class ChatManage:
             setattr(state, name, copy.deepcopy(getattr(self.state, name)))
         return ChatManage(request=req, state=state, context=PipelineContext())
 
-    def snapshot(self) -> "ChatManage":
+    def snapshot(self) -> ChatManage:
         """A full deep copy (state included, bus excluded) for the lab's per-event snapshots."""
         params, ctx = self.request.params, self.context
         self.request.params = None  # type: ignore[assignment]

@@ -1,4 +1,5 @@
 """Stage names and the pipeline builder (spec §1.3, §3.3)."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -30,11 +31,11 @@ class PipelineBuilder:
     def __init__(self) -> None:
         self._events: list[EventType] = []
 
-    def add(self, *events: EventType) -> "PipelineBuilder":
+    def add(self, *events: EventType) -> PipelineBuilder:
         self._events.extend(EventType(e) for e in events)
         return self
 
-    def add_if(self, condition: bool, *events: EventType) -> "PipelineBuilder":
+    def add_if(self, condition: bool, *events: EventType) -> PipelineBuilder:
         if condition:
             self.add(*events)
         return self
@@ -65,17 +66,11 @@ PIPELINES: dict[str, list[EventType]] = {
 
 def build_pure_chat_pipeline(has_history: bool) -> list[EventType]:
     return (
-        PipelineBuilder()
-        .add_if(has_history, E.LOAD_HISTORY)
-        .add(E.MEMORY_RECALL)
-        .add(E.CHAT_COMPLETION_STREAM)
-        .build()
+        PipelineBuilder().add_if(has_history, E.LOAD_HISTORY).add(E.MEMORY_RECALL).add(E.CHAT_COMPLETION_STREAM).build()
     )
 
 
-def build_rag_pipeline(
-    has_history: bool, web_search_enabled: bool, data_analysis_enabled: bool
-) -> list[EventType]:
+def build_rag_pipeline(has_history: bool, web_search_enabled: bool, data_analysis_enabled: bool) -> list[EventType]:
     return (
         PipelineBuilder()
         .add_if(has_history, E.LOAD_HISTORY)

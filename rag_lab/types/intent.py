@@ -1,4 +1,5 @@
 """Query intents (spec §1.2, seed "Énumération d'intention")."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -45,7 +46,7 @@ def needs_kb_retrieval(intent: str) -> bool:
     return intent in _KB_RETRIEVAL
 
 
-def needs_retrieval(chat: "ChatManage") -> bool:
+def needs_retrieval(chat: ChatManage) -> bool:
     """``web_search`` retrieves only when web search is on; otherwise :func:`needs_kb_retrieval`."""
     intent = chat.state.intent
     if intent == QueryIntent.WEB_SEARCH.value:

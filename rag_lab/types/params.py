@@ -3,6 +3,7 @@
 Each field has its default (the value the spec or seed gives) and its valid range. Plugins read
 these fields instead of literals, which is what lets sweeps and notebooks tune the pipeline.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,14 +36,18 @@ class PipelineParams(BaseModel):
     max_rounds: int = _f(5, 0, 100, "History rounds to load; 0 disables history", "§4.1")
     embedding_top_k: int = _f(30, 0, 500, "Match count per retrieval call", "§4.4.1")
     vector_threshold: float = _f(0.2, 0.0, 1.0, "Minimum vector similarity", "§5")
-    keyword_threshold: float = _f(0.3, 0.0, 1000.0, "Keyword threshold (not applied by the BM25 engine, App. B.19)", "§5")
+    keyword_threshold: float = _f(
+        0.3, 0.0, 1000.0, "Keyword threshold (not applied by the BM25 engine, App. B.19)", "§5"
+    )
     rerank_top_k: int = _f(30, 0, 500, "MMR size and final top-K cap", "§4.6.1")
     rerank_threshold: float = _f(0.3, -10.0, 10.0, "Minimum rerank relevance", "§4.6.1")
     enable_rewrite: bool = _f(True, doc="Run query understanding (rewrite + intent)", section="§4.3")
     enable_query_expansion: bool = _f(True, doc="Keyword-only expansion when recall is low", section="§4.5")
     citation_enabled: bool = _f(True, doc="Inline <ref/> citations", section="§7.1")
     fallback_strategy: Literal["fixed", "model"] = _f("model", doc="Answer when nothing is found", section="§3.6")
-    fallback_response: str = _f("Sorry, I am unable to answer this question.", doc="Fixed fallback text", section="§3.6")
+    fallback_response: str = _f(
+        "Sorry, I am unable to answer this question.", doc="Fixed fallback text", section="§3.6"
+    )
     faq_priority_enabled: bool = _f(False, doc="FAQ first in context and FAQ score boost", section="§4.11")
     faq_direct_answer_threshold: float = _f(0.9, 0.0, 10.0, "FAQ 'exact' hint threshold", "§4.11")
     faq_score_boost: float = _f(1.2, 0.0, 10.0, "FAQ score multiplier when > 1 (not capped)", "§4.6.1")
@@ -66,9 +71,15 @@ class PipelineParams(BaseModel):
     faq_iteration_max_rounds: int = _f(5, 1, 100, "FAQ iterative retrieval rounds at most", "§5.13")
     store_fanout_concurrency: int = _f(4, 1, 64, "Concurrent store groups", "§5.9")
     store_fanout_timeout_s: float = _f(30.0, 0.1, 3600.0, "Per-group retrieval timeout", "§5.9")
-    image_recall_top_k_factor: float = _f(1.5, 1.0, 10.0, "Image recall top-k = ceil(pool × this), capped at the pool max", "seed §5 step 5")
-    image_vector_threshold: float = _f(0.1, 0.0, 1.0, "Image hits keep score >= min(vector threshold, this)", "seed §5 step 5")
-    image_recall_max_requests: int = _f(4, 1, 20, "Image recall requests at most (first + refills doubling top-k)", "seed §5 step 5")
+    image_recall_top_k_factor: float = _f(
+        1.5, 1.0, 10.0, "Image recall top-k = ceil(pool × this), capped at the pool max", "seed §5 step 5"
+    )
+    image_vector_threshold: float = _f(
+        0.1, 0.0, 1.0, "Image hits keep score >= min(vector threshold, this)", "seed §5 step 5"
+    )
+    image_recall_max_requests: int = _f(
+        4, 1, 20, "Image recall requests at most (first + refills doubling top-k)", "seed §5 step 5"
+    )
 
     # --- query expansion (§4.5) --------------------------------------------------------------
     query_expansion_max_variants: int = _f(5, 0, 50, "Variants generated without an LLM", "§4.5")
@@ -77,20 +88,30 @@ class PipelineParams(BaseModel):
     query_expansion_concurrency: int = _f(16, 1, 256, "Concurrent expansion searches", "§4.5")
 
     # --- rerank (§4.6, seed) -----------------------------------------------------------------
-    rerank_fallback_min_score: float = _f(0.15, 0.0, 1.0, "Top-1 kept when all fall below threshold and it is >= this", "§4.6.1")
+    rerank_fallback_min_score: float = _f(
+        0.15, 0.0, 1.0, "Top-1 kept when all fall below threshold and it is >= this", "§4.6.1"
+    )
     rerank_degrade_factor: float = _f(0.7, 0.0, 1.0, "Retry threshold = threshold * factor", "§4.6.1")
-    rerank_degrade_floor: float = _f(0.3, 0.0, 1.0, "Retry only when threshold > floor; retry threshold >= floor", "§4.6.1")
+    rerank_degrade_floor: float = _f(
+        0.3, 0.0, 1.0, "Retry only when threshold > floor; retry threshold >= floor", "§4.6.1"
+    )
     rerank_max_candidates: int = _f(200, 1, 10_000, "Candidates sent to the reranker, by search score", "seed")
     rerank_timeout_s: float = _f(60.0, 0.1, 3600.0, "Rerank model call timeout (→ raw search order)", "seed")
     search_timeout_s: float = _f(30.0, 0.1, 3600.0, "One HybridSearch call (→ recorded as that call's error)", "§4.4.1")
-    query_understand_timeout_s: float = _f(30.0, 0.1, 3600.0, "Rewrite/intent call (→ original query, empty intent)", "§4.3.4")
-    chat_stream_idle_timeout_s: float = _f(120.0, 0.1, 3600.0, "Longest wait for the next answer chunk (→ error event)", "§4.12.3")
+    query_understand_timeout_s: float = _f(
+        30.0, 0.1, 3600.0, "Rewrite/intent call (→ original query, empty intent)", "§4.3.4"
+    )
+    chat_stream_idle_timeout_s: float = _f(
+        120.0, 0.1, 3600.0, "Longest wait for the next answer chunk (→ error event)", "§4.12.3"
+    )
     composite_model_weight: float = _f(0.6, 0.0, 1.0, "Composite: weight of the model score", "§4.6.2")
     composite_base_weight: float = _f(0.3, 0.0, 1.0, "Composite: weight of the search score", "§4.6.2")
     composite_source_weight: float = _f(0.1, 0.0, 1.0, "Composite: weight of the source weight", "§4.6.2")
     web_source_weight: float = _f(0.95, 0.0, 1.0, "Source weight of web results (others 1.0)", "§4.6.2")
     mmr_lambda: float = _f(0.7, 0.0, 1.0, "MMR relevance/redundancy trade-off", "§6.8")
-    image_keep_min_score: float = _f(0.25, 0.0, 1.0, "Image hits kept by vector score >= max(vector threshold, this)", "seed")
+    image_keep_min_score: float = _f(
+        0.25, 0.0, 1.0, "Image hits kept by vector score >= max(vector threshold, this)", "seed"
+    )
     image_max_kept: int = _f(2, 0, 100, "Image hits kept by vector score at most", "seed")
     image_ocr_text_min_chars: int = _f(200, 0, 100_000, "OCR at least this long is reranked as text", "seed")
     wiki_boost_factor: float = _f(1.3, 1.0, 10.0, "Wiki page score multiplier", "§4.6.6")
@@ -109,7 +130,9 @@ class PipelineParams(BaseModel):
     context_image_max_bytes: int = _f(5 * 1024 * 1024, 1, 1 << 30, "Largest retrieved image attached (bytes)", "seed")
 
     # --- merge (§4.8, §6) --------------------------------------------------------------------
-    history_overlap_threshold: float = _f(0.3, 0.0, 1.0, "History ref kept when |q∩c|/min(|q|,|c|) >= this (seed)", "§4.8.1")
+    history_overlap_threshold: float = _f(
+        0.3, 0.0, 1.0, "History ref kept when |q∩c|/min(|q|,|c|) >= this (seed)", "§4.8.1"
+    )
     history_score_factor: float = _f(0.6, 0.0, 1.0, "History reference score multiplier", "§4.8.1")
     history_max_refs: int = _f(3, 0, 100, "History references injected at most", "§4.8.1")
     expansion_min_len: int = _f(350, 0, 100_000, "Text chunks shorter than this (runes) get neighbours", "§4.8.5")
@@ -133,9 +156,13 @@ class PipelineParams(BaseModel):
     # --- query understanding (§4.3) ----------------------------------------------------------
     query_understand_temperature: float = _f(0.3, 0.0, 2.0, "Rewrite call temperature", "§4.3.4")
     query_understand_max_tokens: int = _f(150, 1, 100_000, "Rewrite call token cap (text)", "§4.3.4")
-    query_understand_max_tokens_images: int = _f(2048, 1, 100_000, "Rewrite call token cap with images (seed)", "§4.3.4")
+    query_understand_max_tokens_images: int = _f(
+        2048, 1, 100_000, "Rewrite call token cap with images (seed)", "§4.3.4"
+    )
     history_fetch_extra: int = _f(10, 0, 1000, "History fetch = max_rounds*2 + this", "§4.1")
-    query_understand_history_fetch: int = _f(20, 0, 1000, "Messages read when rewriting without loaded history", "§4.3.2")
+    query_understand_history_fetch: int = _f(
+        20, 0, 1000, "Messages read when rewriting without loaded history", "§4.3.2"
+    )
 
     # --- streams and SSE (§8, §11.4) --------------------------------------------------------------
     sse_poll_interval_ms: int = _f(100, 10, 10_000, "SSE loop polls the stream store this often", "§8.3")
@@ -154,7 +181,7 @@ class PipelineParams(BaseModel):
 
     # ----------------------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, data: dict[str, Any] | None, source: str = "<params>") -> "PipelineParams":
+    def from_mapping(cls, data: dict[str, Any] | None, source: str = "<params>") -> PipelineParams:
         data = dict(data or {})
         try:
             return cls(**data)
@@ -162,7 +189,7 @@ class PipelineParams(BaseModel):
             raise ParamsError(_format_errors(exc, data, source)) from None
 
     @classmethod
-    def from_yaml(cls, path: str | Path, key: str | None = "params") -> "PipelineParams":
+    def from_yaml(cls, path: str | Path, key: str | None = "params") -> PipelineParams:
         """Load from a YAML file; ``key`` selects a sub-mapping (``params:`` in ``lab.yaml``)."""
         p = Path(path)
         try:
@@ -177,7 +204,7 @@ class PipelineParams(BaseModel):
             raise ParamsError(f"{p}: expected a mapping of params, got {type(raw).__name__}")
         return cls.from_mapping(raw, source=str(p))
 
-    def with_changes(self, **changes: Any) -> "PipelineParams":
+    def with_changes(self, **changes: Any) -> PipelineParams:
         """A validated copy with some fields changed."""
         merged = self.model_dump()
         merged.update(changes)

@@ -1,4 +1,5 @@
 """SearchResult, MatchType and ChunkType (spec §1.4–§1.6)."""
+
 from __future__ import annotations
 
 import copy
@@ -85,10 +86,7 @@ class SearchResult:
     content_rewritten: bool = False
 
     def is_web(self) -> bool:
-        return (
-            self.chunk_type.lower() == ChunkType.WEB_SEARCH.value
-            or self.knowledge_source.lower() == "web_search"
-        )
+        return self.chunk_type.lower() == ChunkType.WEB_SEARCH.value or self.knowledge_source.lower() == "web_search"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -107,7 +105,7 @@ class SearchResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SearchResult":
+    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
         if not isinstance(data, dict):
             raise TypeError(f"SearchResult.from_dict expects an object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)} - set(_INTERNAL)
@@ -117,6 +115,6 @@ class SearchResult:
         res.metadata = dict(res.metadata or {})
         return res
 
-    def copy(self) -> "SearchResult":
+    def copy(self) -> SearchResult:
         """Deep copy (lists and metadata are not shared)."""
         return copy.deepcopy(self)

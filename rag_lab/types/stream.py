@@ -1,4 +1,5 @@
 """Response types, the SSE payload and the stored stream event (spec §1.11)."""
+
 from __future__ import annotations
 
 import time
@@ -87,7 +88,7 @@ class StreamEvent:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StreamEvent":
+    def from_dict(cls, d: dict[str, Any]) -> StreamEvent:
         return cls(
             id=str(d.get("id", "")),
             type=str(d.get("type", "")),
@@ -97,7 +98,7 @@ class StreamEvent:
             data=dict(d.get("data") or {}),
         )
 
-    def stamp(self) -> "StreamEvent":
+    def stamp(self) -> StreamEvent:
         if not self.timestamp:
             self.timestamp = time.time()
         return self

@@ -18,10 +18,12 @@ The lab config's ``web:`` section builds them (:func:`web_services_from_config`)
 Either part may be left out; web search and fetch still have to be switched on per request
 (``web_search_enabled`` / ``web_fetch_enabled`` params).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rag_lab.web.fetch import FetchedPage, FetchError, PageFetcher, extract_main_text, truncate_utf8
 from rag_lab.web.providers import (
@@ -35,9 +37,22 @@ from rag_lab.web.providers import (
 )
 
 __all__ = [
-    "FetchError", "FetchedPage", "HttpJsonSearchProvider", "LocalFolderProvider", "LocalPage", "PageFetcher",
-    "WebConfigError", "WebSearchError", "WebSearchProvider", "WebSearchResult", "best_snippet",
-    "build_page_fetcher", "build_web_search", "extract_main_text", "truncate_utf8", "web_services_from_config",
+    "FetchError",
+    "FetchedPage",
+    "HttpJsonSearchProvider",
+    "LocalFolderProvider",
+    "LocalPage",
+    "PageFetcher",
+    "WebConfigError",
+    "WebSearchError",
+    "WebSearchProvider",
+    "WebSearchResult",
+    "best_snippet",
+    "build_page_fetcher",
+    "build_web_search",
+    "extract_main_text",
+    "truncate_utf8",
+    "web_services_from_config",
 ]
 
 SEARCH_TYPES = {

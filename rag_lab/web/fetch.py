@@ -11,6 +11,7 @@ Only ``http`` and ``https`` URLs are fetched; ``file://`` URLs only when ``allow
 (offline labs over a folder of saved pages). Every failure raises :class:`FetchError` naming the
 URL and what went wrong; the WEB_FETCH stage logs it and keeps the search snippet.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +19,10 @@ import codecs
 import logging
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -36,8 +38,12 @@ SUPPORTED_MEDIA_TYPES: Mapping[str, str] = {
 }
 #: ``file://`` suffix → media type
 FILE_MEDIA_TYPES: Mapping[str, str] = {
-    ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
-    ".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xhtml": "application/xhtml+xml",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
 }
 EXTRACTORS = ("trafilatura", "html.parser")
 DEFAULT_USER_AGENT = "rag_lab-web-fetch/0.1"
@@ -202,8 +208,10 @@ class PageFetcher:
         self._client = client
 
     def __repr__(self) -> str:
-        return (f"PageFetcher(timeout_s={self.timeout_s:g}, max_download_bytes={self.max_download_bytes}, "
-                f"allow_file={self.allow_file}, extractor={self.extractor!r})")
+        return (
+            f"PageFetcher(timeout_s={self.timeout_s:g}, max_download_bytes={self.max_download_bytes}, "
+            f"allow_file={self.allow_file}, extractor={self.extractor!r})"
+        )
 
     async def fetch(self, url: str) -> str:
         """The page's main text (may be empty)."""
@@ -222,7 +230,7 @@ class PageFetcher:
         elif scheme in ("http", "https"):
             try:
                 page = await asyncio.wait_for(self._download(url), self.timeout_s)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 raise FetchError(url, f"timed out after {self.timeout_s:g}s") from None
         else:
             allowed = "http, https" + (", file" if self.allow_file else "")
@@ -237,8 +245,15 @@ class PageFetcher:
         else:
             text, used = text_in.strip(), "plain"
         return FetchedPage(
-            url=url, text=text, extractor=used, status=status, final_url=final_url, content_type=media_type(ctype),
-            bytes_read=len(raw), download_truncated=truncated, elapsed_ms=(time.perf_counter() - t0) * 1000,
+            url=url,
+            text=text,
+            extractor=used,
+            status=status,
+            final_url=final_url,
+            content_type=media_type(ctype),
+            bytes_read=len(raw),
+            download_truncated=truncated,
+            elapsed_ms=(time.perf_counter() - t0) * 1000,
         )
 
     # -- transports -------------------------------------------------------------------------
@@ -251,7 +266,9 @@ class PageFetcher:
         }
         own = self._client is None
         client = self._client or httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s), follow_redirects=True, max_redirects=self.max_redirects,
+            timeout=httpx.Timeout(self.timeout_s),
+            follow_redirects=True,
+            max_redirects=self.max_redirects,
             trust_env=self.trust_env,
         )
         try:
@@ -274,7 +291,7 @@ class PageFetcher:
                     buf += chunk
                     if len(buf) > self.max_download_bytes:
                         truncated = True
-                        del buf[self.max_download_bytes:]
+                        del buf[self.max_download_bytes :]
                         break
                 return bytes(buf), ctype, resp.status_code, final_url, truncated
         except FetchError:

@@ -22,24 +22,33 @@
   :class:`WebSearchError` naming the request URL and the HTTP status; the search stage logs them
   and goes on without web results (§4.4.2 step 2).
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time as dtime, timezone
+from datetime import UTC, date, datetime
+from datetime import time as dtime
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from rag_lab.searchutil.conversion import WebSearchResult
 from rag_lab.types.params import PipelineParams
 
 __all__ = [
-    "WebSearchProvider", "WebSearchResult", "WebSearchError", "LocalFolderProvider", "LocalPage",
-    "HttpJsonSearchProvider", "best_snippet", "parse_front_matter",
+    "WebSearchProvider",
+    "WebSearchResult",
+    "WebSearchError",
+    "LocalFolderProvider",
+    "LocalPage",
+    "HttpJsonSearchProvider",
+    "best_snippet",
+    "parse_front_matter",
 ]
 
 DEFAULT_MAX_RESULTS: int = PipelineParams.model_fields["web_search_max_results"].default  # §4.4.2 step 1
@@ -172,7 +181,7 @@ def _as_datetime(value: Any, where: str) -> datetime | None:
     if isinstance(value, datetime):
         return value
     if isinstance(value, date):
-        return datetime.combine(value, dtime(0), tzinfo=timezone.utc)
+        return datetime.combine(value, dtime(0), tzinfo=UTC)
     try:
         return datetime.fromisoformat(str(value).strip())
     except ValueError:
@@ -250,13 +259,15 @@ class LocalFolderProvider:
         except (OSError, ValueError) as exc:
             raise WebSearchError(f"{f}: cannot read: {exc}") from None
         if not isinstance(data, dict):
-            raise WebSearchError(f"{f}: expected a JSON object {{\"page path\": \"url\", …}}")
+            raise WebSearchError(f'{f}: expected a JSON object {{"page path": "url", …}}')
         out = {}
         for key, url in data.items():
             rel = str(key).replace("\\", "/")
             rel = rel[2:] if rel.startswith("./") else rel
             if rel not in rels:
-                raise WebSearchError(f"{f}: {key!r} is not a page of {self.folder} (pages: .html .htm .md .markdown .txt)")
+                raise WebSearchError(
+                    f"{f}: {key!r} is not a page of {self.folder} (pages: .html .htm .md .markdown .txt)"
+                )
             out[rel] = _check_url(url, f"{f}: {key!r}")
         return out
 
@@ -274,7 +285,9 @@ class LocalFolderProvider:
         meta, body = parse_front_matter(raw, where)
         unknown = sorted(set(meta) - {"url", "title", "published", "date"})
         if unknown:
-            raise WebSearchError(f"{where}: unknown front matter key(s) {', '.join(unknown)} (allowed: url, title, published)")
+            raise WebSearchError(
+                f"{where}: unknown front matter key(s) {', '.join(unknown)} (allowed: url, title, published)"
+            )
         is_html = path.suffix.lower() in (".html", ".htm")
         if is_html:
             html_title, text = html_to_text(body)
@@ -288,7 +301,9 @@ class LocalFolderProvider:
             url, url_from = _check_url(_canonical_url(body), where), "canonical"
         else:
             url, url_from = path.resolve().as_uri(), "file"
-        title = str(meta.get("title") or "").strip() or html_title or (_md_title(text) if not is_html else "") or path.stem
+        title = (
+            str(meta.get("title") or "").strip() or html_title or (_md_title(text) if not is_html else "") or path.stem
+        )
         published = _as_datetime(meta.get("published", meta.get("date")), where)
         return LocalPage(rel, url, title, text, published, url_from)
 
@@ -420,7 +435,7 @@ class HttpJsonSearchProvider:
                 req = client.build_request("GET", self.endpoint, params=params, headers=self.headers)
                 request_url = str(req.url)
                 resp = await asyncio.wait_for(client.send(req), self.timeout_s)
-            except (asyncio.TimeoutError, TimeoutError, httpx.TimeoutException):
+            except (TimeoutError, httpx.TimeoutException):
                 raise WebSearchError(f"web search {request_url}: timed out after {self.timeout_s:g}s") from None
             except httpx.HTTPError as exc:
                 raise WebSearchError(f"web search {request_url}: {type(exc).__name__}: {exc}") from None
@@ -438,7 +453,9 @@ class HttpJsonSearchProvider:
             data = resp.json()
         except ValueError as exc:
             ctype = resp.headers.get("content-type", "?")
-            raise WebSearchError(f"web search {request_url}: response is not JSON (content-type {ctype}): {exc}") from None
+            raise WebSearchError(
+                f"web search {request_url}: response is not JSON (content-type {ctype}): {exc}"
+            ) from None
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise WebSearchError(f"web search {request_url}: field 'results' is missing or not a list")
@@ -448,7 +465,7 @@ class HttpJsonSearchProvider:
                 raise WebSearchError(f"web search {request_url}: results[{i}] is not an object")
 
             def text(field: str) -> str:
-                v = item.get(field)
+                v = item.get(field)  # noqa: B023 (called within this iteration)
                 return v.strip() if isinstance(v, str) else ""
 
             out.append(

@@ -1,4 +1,5 @@
 """Fixtures of the evaluation tests: a real offline lab holding a small HotpotQA slice."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Stage cache: content-addressed store, keys, invalidation, reuse across post-retrieval params,
 identical pipeline output, and the BM25 index cache."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,6 @@ from rag_lab.eval.cache import (
 )
 from rag_lab.eval.runner import evaluate_lab
 from rag_lab.types.params import PipelineParams
-
 
 # --------------------------------------------------------------------------- the store
 
@@ -59,7 +59,9 @@ def test_corrupt_or_foreign_entries_are_misses_and_get_rewritten(tmp_path: Path)
     path = c.put("embed", key, [1.0])
     path.write_text("{not json", encoding="utf-8")
     assert c.get("embed", key) is None
-    path.write_text(json.dumps({"format": 1, "stage": "embed", "key": {"q": "other"}, "payload": [9]}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"format": 1, "stage": "embed", "key": {"q": "other"}, "payload": [9]}), encoding="utf-8"
+    )
     assert c.get("embed", key) is None  # the stored key must equal the asked one
     assert c.stats()["embed"].errors == 2
     c.put("embed", key, [2.0])
@@ -141,7 +143,9 @@ async def test_caching_reranker_key_is_model_query_and_passages(tmp_path: Path) 
     r = CachingReranker(inner, StageCache(tmp_path))
     a = await r.rerank("q", ["p1", "p2"])
     b = await r.rerank("q", ["p1", "p2"])
-    assert [(s.index, s.relevance_score) for s in a] == [(s.index, s.relevance_score) for s in b] == [(0, 1.0), (1, 0.5)]
+    assert (
+        [(s.index, s.relevance_score) for s in a] == [(s.index, s.relevance_score) for s in b] == [(0, 1.0), (1, 0.5)]
+    )
     await r.rerank("q", ["p2", "p1"])  # order is part of the key
     await r.rerank("q2", ["p1", "p2"])
     inner.model_id = "other"
@@ -204,7 +208,9 @@ def test_kb_content_change_invalidates_cached_searches(tmp_path: Path) -> None:
     from rag_lab.lab.lab import Lab
 
     lab = Lab.from_config(workspace=tmp_path / "ws")
-    lab.ingest_documents([{"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."}], kb="k", progress=False)
+    lab.ingest_documents(
+        [{"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."}], kb="k", progress=False
+    )
     kb_id = lab.workspace.get_kb("k").id
     handle = enable_stage_cache(lab, tmp_path / "cache")
     try:
@@ -213,7 +219,9 @@ def test_kb_content_change_invalidates_cached_searches(tmp_path: Path) -> None:
         lab.ask("Who built the lighthouse?", kb="k", snapshots=False)
         hits = handle.stats()["search"].hits
         assert hits >= 1
-        lab.ingest_documents([{"id": "b", "text": "Mara Quill also designed the Ember bridge."}], kb="k", progress=False)
+        lab.ingest_documents(
+            [{"id": "b", "text": "Mara Quill also designed the Ember bridge."}], kb="k", progress=False
+        )
         v2 = handle.versioner.version(kb_id)
         assert v2 != v1
         misses = handle.stats()["search"].misses
@@ -222,8 +230,14 @@ def test_kb_content_change_invalidates_cached_searches(tmp_path: Path) -> None:
         assert {r.knowledge_id for r in run3.references} >= {r.knowledge_id for r in run1.references}
         # the version is content-addressed: another workspace with the same data has the same one
         other = Lab.from_config(workspace=tmp_path / "ws2")
-        other.ingest_documents([{"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."},
-                                {"id": "b", "text": "Mara Quill also designed the Ember bridge."}], kb="k", progress=False)
+        other.ingest_documents(
+            [
+                {"id": "a", "text": "The Brightwater lighthouse was built by Mara Quill."},
+                {"id": "b", "text": "Mara Quill also designed the Ember bridge."},
+            ],
+            kb="k",
+            progress=False,
+        )
         assert KbVersioner(other.workspace.store.path).version(kb_id) == v2
     finally:
         handle.disable()
@@ -232,8 +246,14 @@ def test_kb_content_change_invalidates_cached_searches(tmp_path: Path) -> None:
 def test_bm25_index_cache_is_keyed_by_settings(tmp_path: Path) -> None:
     cache = StageCache(tmp_path)
     bm = Bm25IndexCache(cache)
-    texts = ["the lighthouse keeper", "lighthouse lighthouse lamp", "sourdough bread", "volcano crater lake",
-             "chess opening theory", "granite headland walk"]
+    texts = [
+        "the lighthouse keeper",
+        "lighthouse lighthouse lamp",
+        "sourdough bread",
+        "volcano crater lake",
+        "chess opening theory",
+        "granite headland walk",
+    ]
     ids = [f"c{i}" for i in range(1, len(texts) + 1)]
     a = bm.get(ids, texts, k1=1.5, b=0.75)
     b = bm.get(ids, texts, k1=1.5, b=0.75)

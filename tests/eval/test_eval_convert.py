@@ -1,4 +1,5 @@
 """Conversion helpers (SQuAD-style JSON, BEIR folders) and `rag-lab eval` on a never-seen dataset."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from rag_lab.eval.datasets import CorpusDoc, DatasetError, QueryItem, convert_beir, convert_squad, load_dataset, write_dataset
+from rag_lab.eval.datasets import (
+    CorpusDoc,
+    DatasetError,
+    QueryItem,
+    convert_beir,
+    convert_squad,
+    load_dataset,
+    write_dataset,
+)
 
 SQUAD = {
     "version": "v2.0",
@@ -18,23 +27,45 @@ SQUAD = {
                 {
                     "context": "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill.",
                     "qas": [
-                        {"id": "q1", "question": "Who built the Brightwater lighthouse?",
-                         "answers": [{"text": "Mara Quill", "answer_start": 58}, {"text": "Mara Quill", "answer_start": 58},
-                                     {"text": "the engineer Mara Quill", "answer_start": 45}]},
+                        {
+                            "id": "q1",
+                            "question": "Who built the Brightwater lighthouse?",
+                            "answers": [
+                                {"text": "Mara Quill", "answer_start": 58},
+                                {"text": "Mara Quill", "answer_start": 58},
+                                {"text": "the engineer Mara Quill", "answer_start": 45},
+                            ],
+                        },
                         {"id": "q2", "question": "What colour is the lamp?", "answers": [], "is_impossible": True},
                     ],
                 },
                 {
                     "context": "Its lamp can be seen from 22 nautical miles away.",
-                    "qas": [{"id": "q3", "question": "How far can the lamp be seen?",
-                             "answers": [{"text": "22 nautical miles", "answer_start": 26}]}],
+                    "qas": [
+                        {
+                            "id": "q3",
+                            "question": "How far can the lamp be seen?",
+                            "answers": [{"text": "22 nautical miles", "answer_start": 26}],
+                        }
+                    ],
                 },
             ],
         },
         {
             "title": "泡泡战士",
-            "paragraphs": [{"id": "TRIAL_1", "context": "生命数耗完即算为踢爆。",
-                            "qas": [{"id": "q4", "question": "生命数耗完即算为什么？", "answers": [{"text": "踢爆", "answer_start": 7}]}]}],
+            "paragraphs": [
+                {
+                    "id": "TRIAL_1",
+                    "context": "生命数耗完即算为踢爆。",
+                    "qas": [
+                        {
+                            "id": "q4",
+                            "question": "生命数耗完即算为什么？",
+                            "answers": [{"text": "踢爆", "answer_start": 7}],
+                        }
+                    ],
+                }
+            ],
         },
     ],
 }
@@ -51,8 +82,13 @@ def test_squad_conversion(tmp_path: Path) -> None:
     assert ds.corpus[0].title == "Brightwater" and ds.corpus[2].title == "泡泡战士"
     assert ds.corpus[1].metadata == {"article_index": 0, "paragraph_index": 1}
     q1, q2, q3, q4 = ds.queries
-    assert q1 == QueryItem("q1", "Who built the Brightwater lighthouse?", ["Mara Quill", "the engineer Mara Quill"],
-                           ["0-0"], {"answer_starts": [58, 45]})
+    assert q1 == QueryItem(
+        "q1",
+        "Who built the Brightwater lighthouse?",
+        ["Mara Quill", "the engineer Mara Quill"],
+        ["0-0"],
+        {"answer_starts": [58, 45]},
+    )
     assert (q2.answers, q2.gold_ids, q2.metadata) == ([], ["0-0"], {"is_impossible": True})
     assert q3.gold_ids == ["0-1"] and q4.gold_ids == ["TRIAL_1"] and q4.answers == ["踢爆"]
     # the written files are the documented format: a plain reload gives the same dataset
@@ -82,7 +118,7 @@ def test_squad_refuses_to_overwrite_and_names_bad_values(tmp_path: Path) -> None
         convert_squad(write_json(tmp_path / "dup.json", bad), tmp_path / "o4")
     with pytest.raises(DatasetError, match=r"<root> = \[\"version\"\]: expected an object with a 'data' list"):
         convert_squad(write_json(tmp_path / "nodata.json", {"version": "x"}), tmp_path / "o5")
-    (tmp_path / "broken.json").write_text("{\"data\": [", encoding="utf-8")
+    (tmp_path / "broken.json").write_text('{"data": [', encoding="utf-8")
     with pytest.raises(DatasetError, match=r"broken\.json: invalid JSON"):
         convert_squad(tmp_path / "broken.json", tmp_path / "o6")
 
@@ -95,8 +131,11 @@ def make_beir(root: Path, qrels: str) -> Path:
         {"_id": "d3", "title": "Only a title", "text": ""},
     ]
     (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    qs = [{"_id": "q1", "text": "who built the lighthouse"}, {"_id": "q2", "text": "how does bread rise"},
-          {"_id": "q3", "text": "unjudged question"}]
+    qs = [
+        {"_id": "q1", "text": "who built the lighthouse"},
+        {"_id": "q2", "text": "how does bread rise"},
+        {"_id": "q3", "text": "unjudged question"},
+    ]
     (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qs), encoding="utf-8")
     (root / "qrels").mkdir()
     (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
@@ -113,7 +152,9 @@ def test_beir_conversion(tmp_path: Path) -> None:
     ]
     assert ds.corpus[1].metadata == {"src": "x"}
     assert [(q.id, q.question, q.answers, q.gold_ids) for q in ds.queries] == [
-        ("q1", "who built the lighthouse", [], ["d1"]), ("q2", "how does bread rise", [], ["2"])]
+        ("q1", "who built the lighthouse", [], ["d1"]),
+        ("q2", "how does bread rise", [], ["2"]),
+    ]
     assert ds.queries[0].metadata == {"qrels": {"d1": 2, "2": 0}, "split": "test"}
     strict = convert_beir(src, tmp_path / "out2", min_score=2)
     assert [q.gold_ids for q in strict.queries] == [["d1"], []]  # q2 loads with empty gold (excluded by metrics)
@@ -152,8 +193,19 @@ def test_cli_convert_then_eval_on_a_never_seen_dataset(tmp_path: Path, capsys: p
     src = write_json(tmp_path / "squad.json", SQUAD)
     assert main(["convert", "squad", str(src), "--out", str(tmp_path / "fresh")]) == 0
     assert "3 documents, 4 queries" in capsys.readouterr().out
-    code = main(["--workspace", str(tmp_path / "ws"), "eval", "--dataset", str(tmp_path / "fresh"),
-                 "--out", str(tmp_path / "reports"), "--quiet", "--ragas"])
+    code = main(
+        [
+            "--workspace",
+            str(tmp_path / "ws"),
+            "eval",
+            "--dataset",
+            str(tmp_path / "fresh"),
+            "--out",
+            str(tmp_path / "reports"),
+            "--quiet",
+            "--ragas",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert re.search(r"fresh \(4 queries, 0 errors", out)

@@ -67,7 +67,9 @@ def test_load_valid_with_defaults(tmp_path: Path) -> None:
     assert ds.name == "toy"
     assert ds.corpus[1] == CorpusDoc(id="b", text="beta", title="", metadata={})
     assert ds.corpus[0].metadata == {"k": 1}
-    assert ds.queries[1] == QueryItem(id="q2", question="beta and gamma?", answers=[], gold_ids=["b", "c"], metadata={"s": "x"})
+    assert ds.queries[1] == QueryItem(
+        id="q2", question="beta and gamma?", answers=[], gold_ids=["b", "c"], metadata={"s": "x"}
+    )
     assert ds.qrels() == {"q1": {"a"}, "q2": {"b", "c"}}
     assert ds.doc("c").text == "gamma"
     assert ds.skipped_lines == []
@@ -117,23 +119,61 @@ def test_utf8_bom_on_first_line_is_accepted(tmp_path: Path) -> None:
         ([DOCS[0], {"id": "", "text": "t"}], QS[:1], r"corpus\.jsonl:2: field 'id' = \"\": must be a non-empty string"),
         ([DOCS[0], {"id": " b", "text": "t"}], QS[:1], r"corpus\.jsonl:2: field 'id' = \" b\": must not start or end"),
         ([DOCS[0], {"id": "b", "text": "  "}], QS[:1], r"corpus\.jsonl:2: field 'text' = \"  \": must not be empty"),
-        ([DOCS[0], {"id": "b", "text": "t", "title": None}], QS[:1], r"corpus\.jsonl:2: field 'title' = null: must be a string"),
-        ([DOCS[0], {"id": "b", "text": "t", "metadata": []}], QS[:1], r"corpus\.jsonl:2: field 'metadata' = \[\]: must be a JSON object"),
-        ([DOCS[0], {"id": "b", "text": "t", "body": "x"}], QS[:1], r"corpus\.jsonl:2: field 'body' = \"x\": unknown field"),
-        ([DOCS[0], DOCS[1], dict(DOCS[0], text="again")], QS[:1], r"corpus\.jsonl:3: field 'id' = \"a\": duplicate id \(first seen on line 1\)"),
+        (
+            [DOCS[0], {"id": "b", "text": "t", "title": None}],
+            QS[:1],
+            r"corpus\.jsonl:2: field 'title' = null: must be a string",
+        ),
+        (
+            [DOCS[0], {"id": "b", "text": "t", "metadata": []}],
+            QS[:1],
+            r"corpus\.jsonl:2: field 'metadata' = \[\]: must be a JSON object",
+        ),
+        (
+            [DOCS[0], {"id": "b", "text": "t", "body": "x"}],
+            QS[:1],
+            r"corpus\.jsonl:2: field 'body' = \"x\": unknown field",
+        ),
+        (
+            [DOCS[0], DOCS[1], dict(DOCS[0], text="again")],
+            QS[:1],
+            r"corpus\.jsonl:3: field 'id' = \"a\": duplicate id \(first seen on line 1\)",
+        ),
         (DOCS, [QS[0], dict(QS[0])], r"queries\.jsonl:2: field 'id' = \"q1\": duplicate id \(first seen on line 1\)"),
-        (DOCS, [dict(QS[0], answers="alpha")], r"queries\.jsonl:1: field 'answers' = \"alpha\": must be a list of strings, got str"),
-        (DOCS, [dict(QS[0], answers=["x", 3])], r"queries\.jsonl:1: field 'answers\[1\]' = 3: must be a string, got int"),
-        (DOCS, [dict(QS[0], gold_ids=["a", None])], r"queries\.jsonl:1: field 'gold_ids\[1\]' = null: must be a string"),
-        (DOCS, [dict(QS[0], gold_ids=["a", "a"])], r"queries\.jsonl:1: field 'gold_ids\[1\]' = \"a\": duplicate id in the list"),
-        (DOCS, [QS[0], dict(QS[1], gold_ids=["b", "zz"])], r"queries\.jsonl:2: field 'gold_ids\[1\]' = \"zz\": unknown corpus id"),
+        (
+            DOCS,
+            [dict(QS[0], answers="alpha")],
+            r"queries\.jsonl:1: field 'answers' = \"alpha\": must be a list of strings, got str",
+        ),
+        (
+            DOCS,
+            [dict(QS[0], answers=["x", 3])],
+            r"queries\.jsonl:1: field 'answers\[1\]' = 3: must be a string, got int",
+        ),
+        (
+            DOCS,
+            [dict(QS[0], gold_ids=["a", None])],
+            r"queries\.jsonl:1: field 'gold_ids\[1\]' = null: must be a string",
+        ),
+        (
+            DOCS,
+            [dict(QS[0], gold_ids=["a", "a"])],
+            r"queries\.jsonl:1: field 'gold_ids\[1\]' = \"a\": duplicate id in the list",
+        ),
+        (
+            DOCS,
+            [QS[0], dict(QS[1], gold_ids=["b", "zz"])],
+            r"queries\.jsonl:2: field 'gold_ids\[1\]' = \"zz\": unknown corpus id",
+        ),
         (DOCS, [dict(QS[0], question="")], r"queries\.jsonl:1: field 'question' = \"\": must not be empty"),
         (DOCS, [{"id": "q", "question": "?", "answers": []}], r"queries\.jsonl:1: field 'gold_ids' is missing"),
         (DOCS, [], r"queries\.jsonl: the file holds no queries"),
         ([], QS, r"corpus\.jsonl: the corpus holds no documents"),
     ],
 )
-def test_invalid_rows_name_file_line_field_value(tmp_path: Path, corpus: list[Any], queries: list[Any], pattern: str) -> None:
+def test_invalid_rows_name_file_line_field_value(
+    tmp_path: Path, corpus: list[Any], queries: list[Any], pattern: str
+) -> None:
     msg = err(tmp_path, corpus, queries)
     assert re.search(pattern, msg), msg
     assert str(tmp_path / "toy") in msg
@@ -167,7 +207,10 @@ def test_missing_file_and_unknown_name(tmp_path: Path) -> None:
 
 def toy(n_docs: int = 30, n_queries: int = 10) -> Dataset:
     corpus = [CorpusDoc(id=f"d{i}", text=f"text {i}") for i in range(n_docs)]
-    queries = [QueryItem(id=f"q{i}", question="?", answers=[], gold_ids=[f"d{(3 * i) % n_docs}", f"d{(3 * i + 1) % n_docs}"]) for i in range(n_queries)]
+    queries = [
+        QueryItem(id=f"q{i}", question="?", answers=[], gold_ids=[f"d{(3 * i) % n_docs}", f"d{(3 * i + 1) % n_docs}"])
+        for i in range(n_queries)
+    ]
     return Dataset(name="toy", path=Path("."), corpus=corpus, queries=queries)
 
 
@@ -224,7 +267,12 @@ def test_cmrc2018_loads() -> None:
     ds = load_dataset("cmrc2018")
     assert (len(ds.corpus), len(ds.queries)) == (256, 1000)
     q = ds.queries[0]
-    assert (q.id, q.question, q.answers, q.gold_ids) == ("TRIAL_800_QUERY_0", "生命数耗完即算为什么？", ["踢爆"], ["TRIAL_800"])
+    assert (q.id, q.question, q.answers, q.gold_ids) == (
+        "TRIAL_800_QUERY_0",
+        "生命数耗完即算为什么？",
+        ["踢爆"],
+        ["TRIAL_800"],
+    )
     assert ds.doc("TRIAL_800").title == "泡泡战士"
     assert all(len(q.gold_ids) == 1 and q.answers for q in ds.queries)
 

@@ -1,4 +1,5 @@
 """Optional faq.jsonl and history.jsonl in the dataset format: validated, and used by the runner."""
+
 from __future__ import annotations
 
 import json
@@ -16,21 +17,53 @@ def _write(folder, name, rows):
 def folder(tmp_path):
     d = tmp_path / "mini"
     d.mkdir()
-    _write(d, "corpus.jsonl", [
-        {"id": "lh", "title": "Brightwater Lighthouse", "text": "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill."},
-        {"id": "sd", "title": "Sourdough", "text": "Sourdough bread rises thanks to wild yeast in the starter."},
-    ])
-    _write(d, "queries.jsonl", [
-        {"id": "q1", "question": "Who built the Brightwater lighthouse?", "answers": ["Mara Quill"], "gold_ids": ["lh"]},
-        {"id": "q2", "question": "And in which year?", "answers": ["1874"], "gold_ids": ["lh"]},
-    ])
-    _write(d, "faq.jsonl", [
-        {"id": "f1", "question": "How do I visit the lighthouse?", "answers": ["Take the 9am ferry from the harbour."],
-         "negative_questions": ["how do i visit the bakery?"]},
-    ])
-    _write(d, "history.jsonl", [
-        {"query_id": "q2", "turns": [{"question": "Who built the Brightwater lighthouse?", "answer": "Mara Quill built it."}]},
-    ])
+    _write(
+        d,
+        "corpus.jsonl",
+        [
+            {
+                "id": "lh",
+                "title": "Brightwater Lighthouse",
+                "text": "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill.",
+            },
+            {"id": "sd", "title": "Sourdough", "text": "Sourdough bread rises thanks to wild yeast in the starter."},
+        ],
+    )
+    _write(
+        d,
+        "queries.jsonl",
+        [
+            {
+                "id": "q1",
+                "question": "Who built the Brightwater lighthouse?",
+                "answers": ["Mara Quill"],
+                "gold_ids": ["lh"],
+            },
+            {"id": "q2", "question": "And in which year?", "answers": ["1874"], "gold_ids": ["lh"]},
+        ],
+    )
+    _write(
+        d,
+        "faq.jsonl",
+        [
+            {
+                "id": "f1",
+                "question": "How do I visit the lighthouse?",
+                "answers": ["Take the 9am ferry from the harbour."],
+                "negative_questions": ["how do i visit the bakery?"],
+            },
+        ],
+    )
+    _write(
+        d,
+        "history.jsonl",
+        [
+            {
+                "query_id": "q2",
+                "turns": [{"question": "Who built the Brightwater lighthouse?", "answer": "Mara Quill built it."}],
+            },
+        ],
+    )
     return d
 
 
@@ -41,12 +74,15 @@ def test_optional_files_are_loaded_and_subset_keeps_history(folder):
     assert list(ds.subset(1).history) == [] and list(ds.subset(2).history) == ["q2"]
 
 
-@pytest.mark.parametrize("name,rows,fragment", [
-    ("history.jsonl", [{"query_id": "nope", "turns": []}], "unknown query id"),
-    ("history.jsonl", [{"query_id": "q1", "turns": [{"question": "x"}]}], "turns[0]"),
-    ("faq.jsonl", [{"id": "f", "question": "q", "answers": [" "]}], "at least one non-blank answer"),
-    ("faq.jsonl", [{"id": "f", "question": "q", "answers": ["a"], "colour": "red"}], "colour"),
-])
+@pytest.mark.parametrize(
+    "name,rows,fragment",
+    [
+        ("history.jsonl", [{"query_id": "nope", "turns": []}], "unknown query id"),
+        ("history.jsonl", [{"query_id": "q1", "turns": [{"question": "x"}]}], "turns[0]"),
+        ("faq.jsonl", [{"id": "f", "question": "q", "answers": [" "]}], "at least one non-blank answer"),
+        ("faq.jsonl", [{"id": "f", "question": "q", "answers": ["a"], "colour": "red"}], "colour"),
+    ],
+)
 def test_bad_optional_rows_name_file_line_and_field(folder, name, rows, fragment):
     _write(folder, name, rows)
     with pytest.raises(DatasetError) as e:

@@ -1,5 +1,6 @@
 """Regression gate: paired tests, comparison rules, NaN handling, a planted regression on the real
 pipeline, and the committed baseline (reproducible spec, metrics equal to pytrec_eval)."""
+
 from __future__ import annotations
 
 import itertools
@@ -175,14 +176,19 @@ def test_gate_cli_exit_codes_with_report_files(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.slow
-def test_planted_regression_on_the_pipeline_fails_the_gate(eval_lab: Any, small_spec: Any, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_planted_regression_on_the_pipeline_fails_the_gate(
+    eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Baseline and re-runs on the real offline pipeline (a shared lab keeps it fast): unchanged →
     exit 0; a rerank threshold that filters most chunks → exit 1."""
     from rag_lab.eval.cli import main
 
-    spec = {"suites": [small_spec.to_dict()], "ks": [1, 3, 5, 10], "ragas_metrics": ["id_context_recall", "chrf"],
-            "params": {}}
+    spec = {
+        "suites": [small_spec.to_dict()],
+        "ks": [1, 3, 5, 10],
+        "ragas_metrics": ["id_context_recall", "chrf"],
+        "params": {},
+    }
     factory = lambda ws: eval_lab  # noqa: E731
     base = evaluate_spec(spec, lab_factory=factory)
     bpath = write_report(base, tmp_path, "baseline", formats=["json"])["json"]
@@ -212,9 +218,9 @@ def test_committed_baseline_is_reproducible_spec_and_matches_pytrec_eval() -> No
         qrels = {r.qid: set(r.gold_ids) for r in s.records}
         ours = evaluate_retrieval(runs, qrels, ks=s.retrieval.ks)
         assert ours.rows == s.retrieval.rows
-        trec = pytrec_eval.RelevanceEvaluator({q: {d: 1 for d in g} for q, g in qrels.items()},
-                                              {"recall.5,10", "P.5", "ndcg_cut.10", "recip_rank", "map"}).evaluate(
-            {q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in runs.items() if r})
+        trec = pytrec_eval.RelevanceEvaluator(
+            {q: {d: 1 for d in g} for q, g in qrels.items()}, {"recall.5,10", "P.5", "ndcg_cut.10", "recip_rank", "map"}
+        ).evaluate({q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in runs.items() if r})
         for row in s.retrieval.rows:
             t = trec.get(row["qid"])
             if t is None:  # no results: trec_eval leaves the query out, we score it 0

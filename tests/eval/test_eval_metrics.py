@@ -250,8 +250,10 @@ def test_bounds_and_duplicate_invariance(ranked: list[str], gold: set[str], k: i
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.dictionaries(st.sampled_from(["q1", "q2", "q3"]), st.lists(ids, max_size=8)),
-       st.dictionaries(st.sampled_from(["q1", "q2", "q3", "q4"]), st.sets(ids, max_size=3)))
+@given(
+    st.dictionaries(st.sampled_from(["q1", "q2", "q3"]), st.lists(ids, max_size=8)),
+    st.dictionaries(st.sampled_from(["q1", "q2", "q3", "q4"]), st.sets(ids, max_size=3)),
+)
 def test_report_bounds_and_exclusions(runs: dict[str, list[str]], qrels: dict[str, set[str]]) -> None:
     report = evaluate_retrieval(runs, qrels, ks=(1, 5))
     expected_excluded = [q for q, g in qrels.items() if not g] + [q for q in runs if q not in qrels]

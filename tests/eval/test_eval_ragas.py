@@ -1,5 +1,6 @@
 """ragas adapter: samples from records, offline metrics (Chinese too), NaN/failure accounting, and
 the LLM metrics against a loopback OpenAI-compatible judge that really reads the prompts."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from tests.models.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 from rag_lab.eval.datasets import CorpusDoc, Dataset, QueryItem
 from rag_lab.eval.ragas_adapter import (
@@ -27,29 +26,53 @@ from rag_lab.eval.ragas_adapter import (
     score_samples,
 )
 from rag_lab.eval.runner import QueryRecord
+from tests.models.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 CHAT = "/v1/chat/completions"
 
 
 def sample(qid: str = "q", **kw: Any) -> RagasSample:
-    base = dict(user_input="who built the lighthouse?", retrieved_contexts=["Mara Quill built the lighthouse."],
-                retrieved_context_ids=["d1"], reference="Mara Quill", reference_context_ids=["d1"],
-                reference_contexts=["Mara Quill built the lighthouse."], response="Mara Quill")
+    base = dict(
+        user_input="who built the lighthouse?",
+        retrieved_contexts=["Mara Quill built the lighthouse."],
+        retrieved_context_ids=["d1"],
+        reference="Mara Quill",
+        reference_context_ids=["d1"],
+        reference_contexts=["Mara Quill built the lighthouse."],
+        response="Mara Quill",
+    )
     base.update(kw)
     return RagasSample(qid=qid, **base)
 
 
 def test_samples_from_records_strip_citations_and_use_gold_texts() -> None:
-    ds = Dataset("t", path=None, corpus=[CorpusDoc("d1", "alpha text"), CorpusDoc("d2", "beta text")],  # type: ignore[arg-type]
-                 queries=[QueryItem("q1", "what?", ["alpha"], ["d1", "d2"])])
-    rec = QueryRecord("q1", "what?", ["d1", "d2"], ["alpha", "a"], retrieved_doc_ids=["d2"], context_ids=["c9", "c8"],
-                      context_doc_ids=["d2", "d2"], contexts=["beta text", "more beta"],
-                      answer='It is alpha <kb doc="x" chunk_id="c9" /> .')
+    ds = Dataset(
+        "t",
+        path=None,
+        corpus=[CorpusDoc("d1", "alpha text"), CorpusDoc("d2", "beta text")],  # type: ignore[arg-type]
+        queries=[QueryItem("q1", "what?", ["alpha"], ["d1", "d2"])],
+    )
+    rec = QueryRecord(
+        "q1",
+        "what?",
+        ["d1", "d2"],
+        ["alpha", "a"],
+        retrieved_doc_ids=["d2"],
+        context_ids=["c9", "c8"],
+        context_doc_ids=["d2", "d2"],
+        contexts=["beta text", "more beta"],
+        answer='It is alpha <kb doc="x" chunk_id="c9" /> .',
+    )
     (s,) = samples_from_records([rec], ds)
     assert s.to_dict() == {
-        "qid": "q1", "user_input": "what?", "retrieved_contexts": ["beta text", "more beta"],
-        "retrieved_context_ids": ["d2", "d2"], "reference": "alpha", "reference_context_ids": ["d1", "d2"],
-        "reference_contexts": ["alpha text", "beta text"], "response": "It is alpha.",
+        "qid": "q1",
+        "user_input": "what?",
+        "retrieved_contexts": ["beta text", "more beta"],
+        "retrieved_context_ids": ["d2", "d2"],
+        "reference": "alpha",
+        "reference_context_ids": ["d1", "d2"],
+        "reference_contexts": ["alpha text", "beta text"],
+        "response": "It is alpha.",
     }
 
 
@@ -73,8 +96,7 @@ def test_offline_metrics_concrete_values() -> None:
 
 
 def test_string_metrics_on_different_answers() -> None:
-    r = score_samples([sample(reference="Mara Quill", response="Mara Quinn")],
-                      ["string_similarity", "rouge_l", "chrf"])
+    r = score_samples([sample(reference="Mara Quill", response="Mara Quinn")], ["string_similarity", "rouge_l", "chrf"])
     assert r.values["string_similarity"][0] == pytest.approx(0.8)  # ll → nn: 2 edits over 10 characters
     assert r.values["rouge_l"][0] == pytest.approx(0.5)  # "mara" in common: P = R = 1/2
     assert 0.0 < r.values["chrf"][0] < 1.0
@@ -84,8 +106,9 @@ def test_identical_chinese_strings_score_one_and_are_tokenised_with_jieba() -> N
     zh = "北京是中国的首都"
     assert contains_han(zh) and not contains_han("Beijing")
     assert metric_tokens(zh) == ["北京", "是", "中国", "的", "首都"]
-    r = score_samples([sample(reference=zh, response=zh, retrieved_contexts=[zh], reference_contexts=[zh])],
-                      OFFLINE_METRICS)
+    r = score_samples(
+        [sample(reference=zh, response=zh, retrieved_contexts=[zh], reference_contexts=[zh])], OFFLINE_METRICS
+    )
     for m in OFFLINE_METRICS:
         assert r.values[m][0] == pytest.approx(1.0), m
     # word-level ROUGE-L on jieba tokens: 首都 missing → P = 4/4, R = 4/5
@@ -130,7 +153,9 @@ def test_judge_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RagasError, match="'JUDGE_KEY' \\(api_key_env\\) is not set"):
         JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"})
     monkeypatch.setenv("JUDGE_KEY", "secret")
-    assert JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"}).api_key == "secret"
+    assert (
+        JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"}).api_key == "secret"
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -169,7 +194,9 @@ def rule_judge(req: RecordedRequest) -> Reply:
         out = [{"statement": s, "reason": "overlap", "verdict": int(_words(s) <= ctx)} for s in data["statements"]]
         return Reply.chat(json.dumps({"statements": out}))
     if '"title": "ContextPrecisionOutput"' in system:
-        return Reply.chat(json.dumps({"reason": "overlap", "verdict": int(_words(data["answer"]) <= _words(data["context"]))}))
+        return Reply.chat(
+            json.dumps({"reason": "overlap", "verdict": int(_words(data["answer"]) <= _words(data["context"]))})
+        )
     if '"title": "AnswerRelevanceOutput"' in system:
         noncommittal = int("don't know" in data["response"])
         return Reply.chat(json.dumps({"question": data["response"], "noncommittal": noncommittal}))
@@ -177,17 +204,27 @@ def rule_judge(req: RecordedRequest) -> Reply:
 
 
 async def test_llm_metrics_through_a_loopback_judge(embedder: Any) -> None:
-    good = sample("good", response="Mara Quill built the lighthouse. It stands on granite.",
-                  retrieved_contexts=["Mara Quill built the lighthouse.", "It stands on granite near the sea."],
-                  reference="Mara Quill")
-    vague = sample("vague", response="I don't know who built it.", retrieved_contexts=["Sourdough bread rises."],
-                   reference="Mara Quill")
+    good = sample(
+        "good",
+        response="Mara Quill built the lighthouse. It stands on granite.",
+        retrieved_contexts=["Mara Quill built the lighthouse.", "It stands on granite near the sea."],
+        reference="Mara Quill",
+    )
+    vague = sample(
+        "vague",
+        response="I don't know who built it.",
+        retrieved_contexts=["Sourdough bread rises."],
+        reference="Mara Quill",
+    )
     with FakeOpenAIServer() as srv:
         for _ in range(40):
             srv.script(CHAT, rule_judge)
-        judge = JudgeConfig.from_mapping({"model": "judge-m", "base_url": srv.base_url, "api_key": "k", "concurrency": 2})
-        r = await ascore_samples([good, vague], ["faithfulness", "answer_relevancy", "llm_context_precision"],
-                                 judge=judge, embedder=embedder)
+        judge = JudgeConfig.from_mapping(
+            {"model": "judge-m", "base_url": srv.base_url, "api_key": "k", "concurrency": 2}
+        )
+        r = await ascore_samples(
+            [good, vague], ["faithfulness", "answer_relevancy", "llm_context_precision"], judge=judge, embedder=embedder
+        )
         sent = srv.requests_to(CHAT)
     assert all(q.json["model"] == "judge-m" and q.json["response_format"] == {"type": "json_object"} for q in sent)
     assert all(q.headers["authorization"] == "Bearer k" for q in sent)
@@ -216,7 +253,9 @@ def test_judge_from_lab_config() -> None:
     from rag_lab.eval.ragas_adapter import judge_from_lab_config
 
     assert judge_from_lab_config({"models": {"chat": {"type": "extractive"}}}) is None
-    j = judge_from_lab_config({"models": {"judge": {"type": "openai", "model": "m", "base_url": "http://h/v1", "api_key": "k"}}})
+    j = judge_from_lab_config(
+        {"models": {"judge": {"type": "openai", "model": "m", "base_url": "http://h/v1", "api_key": "k"}}}
+    )
     assert (j.model, j.base_url, j.api_key, j.concurrency) == ("m", "http://h/v1", "k", 4)
     with pytest.raises(RagasError, match="models.judge: type 'anthropic' is not supported"):
         judge_from_lab_config({"models": {"judge": {"type": "anthropic", "model": "m", "base_url": "u"}}})
@@ -231,25 +270,61 @@ def test_eval_cli_with_the_judge_from_the_lab_config(tmp_path: Any, capsys: pyte
     from rag_lab.eval.datasets import write_dataset
 
     write_dataset(
-        [CorpusDoc("d1", "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill.", "Lighthouse"),
-         CorpusDoc("d2", "Sourdough bread rises thanks to a starter of wild yeast.", "Bread")],
-        [QueryItem("q1", "Who built the Brightwater lighthouse?", ["Mara Quill"], ["d1"]),
-         QueryItem("q2", "What makes sourdough rise?", ["wild yeast"], ["d2"])],
+        [
+            CorpusDoc("d1", "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill.", "Lighthouse"),
+            CorpusDoc("d2", "Sourdough bread rises thanks to a starter of wild yeast.", "Bread"),
+        ],
+        [
+            QueryItem("q1", "Who built the Brightwater lighthouse?", ["Mara Quill"], ["d1"]),
+            QueryItem("q2", "What makes sourdough rise?", ["wild yeast"], ["d2"]),
+        ],
         tmp_path / "tiny",
     )
     with FakeOpenAIServer() as srv:
         srv.script(CHAT, *([rule_judge] * 200))
         cfg = tmp_path / "lab.yaml"
-        cfg.write_text(yaml.safe_dump({"models": {"judge": {"type": "openai", "model": "judge-m", "base_url": srv.base_url,
-                                                             "api_key": "k", "concurrency": 2}}}), encoding="utf-8")
-        code = main(["--config", str(cfg), "--workspace", str(tmp_path / "ws"), "eval", "--dataset", str(tmp_path / "tiny"),
-                     "--ragas-metric", "id_context_recall", "--ragas-llm", "--out", str(tmp_path / "rep"), "--quiet"])
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "models": {
+                        "judge": {
+                            "type": "openai",
+                            "model": "judge-m",
+                            "base_url": srv.base_url,
+                            "api_key": "k",
+                            "concurrency": 2,
+                        }
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
+        code = main(
+            [
+                "--config",
+                str(cfg),
+                "--workspace",
+                str(tmp_path / "ws"),
+                "eval",
+                "--dataset",
+                str(tmp_path / "tiny"),
+                "--ragas-metric",
+                "id_context_recall",
+                "--ragas-llm",
+                "--out",
+                str(tmp_path / "rep"),
+                "--quiet",
+            ]
+        )
         out = capsys.readouterr().out
         assert code == 0, out
         assert srv.requests_to(CHAT) and all(r.json["model"] == "judge-m" for r in srv.requests_to(CHAT))
     report = json.loads((tmp_path / "rep" / "eval_tiny.json").read_text(encoding="utf-8"))
     counts = report["suites"][0]["counts"]
     for m in ("faithfulness", "answer_relevancy", "llm_context_precision", "id_context_recall"):
-        assert counts[m]["n"] == 2 and counts[m]["n_valid"] + counts[m]["n_nan"] + counts[m]["n_failed"] == 2, (m, counts[m])
+        assert counts[m]["n"] == 2 and counts[m]["n_valid"] + counts[m]["n_nan"] + counts[m]["n_failed"] == 2, (
+            m,
+            counts[m],
+        )
     assert counts["llm_context_precision"]["n_valid"] == 2 and counts["id_context_recall"]["n_valid"] == 2
     assert 0.0 <= report["suites"][0]["summary"]["faithfulness"] <= 1.0

@@ -1,4 +1,5 @@
 """Reports: JSON round trip, Markdown / HTML / JUnit content, NaN and failures shown, not averaged."""
+
 from __future__ import annotations
 
 import base64
@@ -18,24 +19,43 @@ from rag_lab.eval.runner import QueryRecord
 NAN = math.nan
 
 
-def make_suite(name: str = "toy", runs: dict[str, list[str]] | None = None, ragas: dict[str, list[float]] | None = None,
-               reasons: dict[str, dict[str, str]] | None = None, failed: dict[str, list[str]] | None = None) -> SuiteResult:
+def make_suite(
+    name: str = "toy",
+    runs: dict[str, list[str]] | None = None,
+    ragas: dict[str, list[float]] | None = None,
+    reasons: dict[str, dict[str, str]] | None = None,
+    failed: dict[str, list[str]] | None = None,
+) -> SuiteResult:
     qrels = {"q1": {"a"}, "q2": {"b", "c"}, "q3": {"d"}}
     runs = runs if runs is not None else {"q1": ["a", "x"], "q2": ["c", "y", "b"], "q3": ["z"]}
-    records = [QueryRecord(q, f"question {q}?", sorted(g), ["ans"], retrieved_doc_ids=runs.get(q, []),
-                           answer="an answer", latency_ms=10.0 * (i + 1), error="boom" if q == "q3" else "")
-               for i, (q, g) in enumerate(qrels.items())]
+    records = [
+        QueryRecord(
+            q,
+            f"question {q}?",
+            sorted(g),
+            ["ans"],
+            retrieved_doc_ids=runs.get(q, []),
+            answer="an answer",
+            latency_ms=10.0 * (i + 1),
+            error="boom" if q == "q3" else "",
+        )
+        for i, (q, g) in enumerate(qrels.items())
+    ]
     rr = evaluate_retrieval(runs, qrels, ks=(1, 3, 5, 10))
     rg = None
     if ragas is not None:
         rg = RagasResult(list(ragas), ["q1", "q2", "q3"], ragas, reasons or {}, failed or {})
-    return SuiteResult(name, "toyset", "kb", {"dataset": "toyset", "n_queries": 3}, {"mmr_lambda": 0.5}, rr, records, rg, 1.5)
+    return SuiteResult(
+        name, "toyset", "kb", {"dataset": "toyset", "n_queries": 3}, {"mmr_lambda": 0.5}, rr, records, rg, 1.5
+    )
 
 
 def test_suite_values_summary_counts() -> None:
-    s = make_suite(ragas={"chrf": [0.5, NAN, 1.0], "bleu": [NAN, NAN, NAN]},
-                   reasons={"chrf": {"q2": "missing input: no reference answer"}, "bleu": {"q1": "x", "q2": "y", "q3": "z"}},
-                   failed={"chrf": ["q2"], "bleu": ["q1", "q2", "q3"]})
+    s = make_suite(
+        ragas={"chrf": [0.5, NAN, 1.0], "bleu": [NAN, NAN, NAN]},
+        reasons={"chrf": {"q2": "missing input: no reference answer"}, "bleu": {"q1": "x", "q2": "y", "q3": "z"}},
+        failed={"chrf": ["q2"], "bleu": ["q1", "q2", "q3"]},
+    )
     assert s.values()["recall@3"] == {"q1": 1.0, "q2": 1.0, "q3": 0.0}
     summ = s.summary()
     assert summ["mrr"] == pytest.approx((1 + 1 + 0) / 3)
@@ -48,8 +68,16 @@ def test_suite_values_summary_counts() -> None:
 
 
 def test_json_round_trip_keeps_nan_as_null(tmp_path: Path) -> None:
-    rep = EvalReport([make_suite(ragas={"chrf": [0.5, NAN, 1.0]}, failed={"chrf": ["q2"]},
-                                 reasons={"chrf": {"q2": "missing input: no reference answer"}})], {"spec": {"suites": []}})
+    rep = EvalReport(
+        [
+            make_suite(
+                ragas={"chrf": [0.5, NAN, 1.0]},
+                failed={"chrf": ["q2"]},
+                reasons={"chrf": {"q2": "missing input: no reference answer"}},
+            )
+        ],
+        {"spec": {"suites": []}},
+    )
     paths = write_report(rep, tmp_path, "r", formats=["json"])
     raw = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert raw["kind"] == "rag_lab.eval.report" and raw["format"] == 1
@@ -75,8 +103,15 @@ def test_load_report_errors(tmp_path: Path) -> None:
 
 
 def test_markdown_html_junit(tmp_path: Path) -> None:
-    rep = EvalReport([make_suite(ragas={"chrf": [0.5, NAN, 1.0], "id_context_recall": [1.0, 1.0, 0.0]},
-                                 failed={"chrf": ["q2"]}, reasons={"chrf": {"q2": "missing input: no reference answer"}})])
+    rep = EvalReport(
+        [
+            make_suite(
+                ragas={"chrf": [0.5, NAN, 1.0], "id_context_recall": [1.0, 1.0, 0.0]},
+                failed={"chrf": ["q2"]},
+                reasons={"chrf": {"q2": "missing input: no reference answer"}},
+            )
+        ]
+    )
     paths = write_report(rep, tmp_path, "r")
     assert set(paths) == {"md", "html", "json", "junit"}
     md = paths["md"].read_text(encoding="utf-8")

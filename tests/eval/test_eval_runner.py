@@ -1,4 +1,5 @@
 """Runner: records, suite specs, failed questions kept (scored 0), report / eval CLI round trip."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ from rag_lab.eval.runner import (
 def test_answer_text_strips_citation_tags() -> None:
     a = 'Mara Quill built it <kb doc="Lighthouse" chunk_id="c1" /> . See <web url="http://x" title="t"/>,  too.'
     assert answer_text(a) == "Mara Quill built it. See, too."
-    assert answer_text("北京是首都 <kb chunk_id=\"c\"/> 。") == "北京是首都。"
+    assert answer_text('北京是首都 <kb chunk_id="c"/> 。') == "北京是首都。"
     assert answer_text("") == ""
 
 
@@ -53,8 +54,9 @@ def test_suite_spec_names_and_validation() -> None:
 
 
 @pytest.mark.slow
-async def test_failed_questions_are_kept_and_score_zero(eval_lab: Any, small_ds: Any, small_spec: Any,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_failed_questions_are_kept_and_score_zero(
+    eval_lab: Any, small_ds: Any, small_spec: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = eval_lab.aask
     bad_question = small_ds.queries[1].question
 
@@ -64,8 +66,9 @@ async def test_failed_questions_are_kept_and_score_zero(eval_lab: Any, small_ds:
         return await real(question, *a, **kw)
 
     monkeypatch.setattr(eval_lab, "aask", flaky)
-    res = await evaluate_lab(eval_lab, small_ds, small_spec.kb_name, n_queries=3, progress=False,
-                             params={"rerank_top_k": 5})
+    res = await evaluate_lab(
+        eval_lab, small_ds, small_spec.kb_name, n_queries=3, progress=False, params={"rerank_top_k": 5}
+    )
     assert [r.qid for r in res.records] == [q.id for q in small_ds.queries[:3]]
     broken = res.records[1]
     assert broken.error == "RuntimeError: model server down" and broken.retrieved_doc_ids == []
@@ -80,16 +83,21 @@ async def test_failed_questions_are_kept_and_score_zero(eval_lab: Any, small_ds:
 
 
 @pytest.mark.slow
-def test_evaluate_suites_and_report_cli(eval_lab: Any, small_spec: Any, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_evaluate_suites_and_report_cli(
+    eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from rag_lab.eval.cli import main
     from rag_lab.eval.report import write_report
     from rag_lab.lab.lab import _run_sync
 
     spec = SuiteSpec(small_spec.dataset, 4, small_spec.max_docs)
     rep = _run_sync(lambda: evaluate_suites(eval_lab, [spec], ragas_metrics=["id_context_recall"], progress=False))
-    assert rep.meta["spec"] == {"suites": [spec.to_dict()], "ks": [1, 3, 5, 10],
-                                "ragas_metrics": ["id_context_recall"], "params": {}}
+    assert rep.meta["spec"] == {
+        "suites": [spec.to_dict()],
+        "ks": [1, 3, 5, 10],
+        "ragas_metrics": ["id_context_recall"],
+        "params": {},
+    }
     s = rep.suites[0]
     assert len(s.records) == 4 and s.ragas is not None and s.summary()["id_context_recall"] >= s.summary()["recall@10"]
     j = write_report(rep, tmp_path, "r", formats=["json"])["json"]

@@ -1,5 +1,6 @@
 """Sweeps: --param parsing within declared ranges, grids, objectives, Pareto front, and grid / optuna
 runs on the real pipeline with the stage cache (CSV, plots, best-config YAML)."""
+
 from __future__ import annotations
 
 import math
@@ -62,9 +63,18 @@ def test_parse_errors_name_the_param(spec: str, pattern: str) -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(sorted(n for n, (lo, hi) in PipelineParams.field_ranges().items()
-                              if lo is not None and hi is not None and PipelineParams.model_fields[n].annotation is float)),
-       st.floats(0, 1), st.floats(0, 1), st.integers(1, 12))
+@given(
+    st.sampled_from(
+        sorted(
+            n
+            for n, (lo, hi) in PipelineParams.field_ranges().items()
+            if lo is not None and hi is not None and PipelineParams.model_fields[n].annotation is float
+        )
+    ),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.integers(1, 12),
+)
 def test_grid_values_stay_in_declared_ranges(name: str, a: float, b: float, n: int) -> None:
     lo, hi = PipelineParams.field_ranges()[name]
     x, y = sorted((lo + a * (hi - lo), lo + b * (hi - lo)))
@@ -78,8 +88,12 @@ def test_grid_values_stay_in_declared_ranges(name: str, a: float, b: float, n: i
 def test_grid_product_order_and_errors() -> None:
     a, b = ParamSpace("mmr_lambda", "float", [0.5, 0.9]), ParamSpace("rerank_top_k", "int", [5, 10, 20])
     cfgs = grid_configs([a, b])
-    assert cfgs[:4] == [{"mmr_lambda": 0.5, "rerank_top_k": 5}, {"mmr_lambda": 0.5, "rerank_top_k": 10},
-                        {"mmr_lambda": 0.5, "rerank_top_k": 20}, {"mmr_lambda": 0.9, "rerank_top_k": 5}]
+    assert cfgs[:4] == [
+        {"mmr_lambda": 0.5, "rerank_top_k": 5},
+        {"mmr_lambda": 0.5, "rerank_top_k": 10},
+        {"mmr_lambda": 0.5, "rerank_top_k": 20},
+        {"mmr_lambda": 0.9, "rerank_top_k": 5},
+    ]
     assert len(cfgs) == 6
     with pytest.raises(SweepError, match="continuous: give a step"):
         grid_configs([parse_param("mmr_lambda=0.1:0.9")])
@@ -108,20 +122,28 @@ def test_pareto_front_is_exactly_the_non_dominated_set(pts: list[tuple[float, fl
     ids = {r["config_index"] for r in front}
 
     def dominated(r: dict[str, Any]) -> bool:
-        return any(o["ndcg@10"] >= r["ndcg@10"] and o["latency_ms"] <= r["latency_ms"]
-                   and (o["ndcg@10"], o["latency_ms"]) != (r["ndcg@10"], r["latency_ms"]) for o in res.rows)
+        return any(
+            o["ndcg@10"] >= r["ndcg@10"]
+            and o["latency_ms"] <= r["latency_ms"]
+            and (o["ndcg@10"], o["latency_ms"]) != (r["ndcg@10"], r["latency_ms"])
+            for o in res.rows
+        )
 
     for r in res.rows:
         if r["config_index"] in ids:
             assert not dominated(r)
-        elif not any(o["config_index"] in ids and (o["ndcg@10"], o["latency_ms"]) == (r["ndcg@10"], r["latency_ms"]) for o in res.rows):
+        elif not any(
+            o["config_index"] in ids and (o["ndcg@10"], o["latency_ms"]) == (r["ndcg@10"], r["latency_ms"])
+            for o in res.rows
+        ):
             assert dominated(r)
     assert [r["latency_ms"] for r in front] == sorted(r["latency_ms"] for r in front)
 
 
 def test_best_ignores_nan_and_breaks_ties_by_order() -> None:
-    res = SweepResult(["mmr_lambda"], "ndcg@10", "maximize",
-                      [_row(0, math.nan, 5), _row(1, 0.7, 9), _row(2, 0.7, 3), _row(3, 0.2, 1)])
+    res = SweepResult(
+        ["mmr_lambda"], "ndcg@10", "maximize", [_row(0, math.nan, 5), _row(1, 0.7, 9), _row(2, 0.7, 3), _row(3, 0.2, 1)]
+    )
     assert res.best()["config_index"] == 1
     low = SweepResult(["mmr_lambda"], "latency_ms", "minimize", res.rows)
     assert low.best()["config_index"] == 3
@@ -132,9 +154,21 @@ def test_best_ignores_nan_and_breaks_ties_by_order() -> None:
 @pytest.mark.slow
 async def test_grid_sweep_on_the_pipeline(eval_lab: Any, small_ds: Any, small_spec: Any, tmp_path: Path) -> None:
     spaces = [parse_param("rerank_threshold=0.2,0.95"), parse_param("mmr_lambda=0.5,0.9")]
-    res = await run_grid(eval_lab, [(small_ds, small_spec.kb_name)], spaces, "recall@5",
-                         ragas_metrics=["id_context_recall"], cache_dir=tmp_path / "cache", progress=False)
-    assert [(r["rerank_threshold"], r["mmr_lambda"]) for r in res.rows] == [(0.2, 0.5), (0.2, 0.9), (0.95, 0.5), (0.95, 0.9)]
+    res = await run_grid(
+        eval_lab,
+        [(small_ds, small_spec.kb_name)],
+        spaces,
+        "recall@5",
+        ragas_metrics=["id_context_recall"],
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
+    assert [(r["rerank_threshold"], r["mmr_lambda"]) for r in res.rows] == [
+        (0.2, 0.5),
+        (0.2, 0.9),
+        (0.95, 0.5),
+        (0.95, 0.9),
+    ]
     by = {(r["rerank_threshold"], r["mmr_lambda"]): r for r in res.rows}
     assert by[(0.2, 0.5)]["recall@5"] > by[(0.95, 0.5)]["recall@5"]  # the high threshold filters gold chunks
     assert all(r["errors"] == 0 and r["latency_ms"] > 0 for r in res.rows)
@@ -173,28 +207,57 @@ def test_sweep_cli(eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytes
     from rag_lab.eval.cli import main
 
     ws = str(eval_lab.workspace.root)
-    code = main(["--workspace", ws, "sweep", "--dataset", f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}",
-                 "--param", "rerank_threshold=0.2:0.6:0.4", "--objective", "mrr", "--out", str(tmp_path), "--quiet"])
+    code = main(
+        [
+            "--workspace",
+            ws,
+            "sweep",
+            "--dataset",
+            f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}",
+            "--param",
+            "rerank_threshold=0.2:0.6:0.4",
+            "--objective",
+            "mrr",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "best mrr = " in out and "stage cache: " in out
-    assert {p.name for p in tmp_path.iterdir()} >= {"sweep.csv", "sweep_best.yaml", "sweep_pareto.png",
-                                                    "sweep_metric_vs_param.png", "sweep.md"}
+    assert {p.name for p in tmp_path.iterdir()} >= {
+        "sweep.csv",
+        "sweep_best.yaml",
+        "sweep_pareto.png",
+        "sweep_metric_vs_param.png",
+        "sweep.md",
+    }
     assert main(["--workspace", ws, "sweep", "--dataset", "hotpotqa_hipporag100:2:10", "--param", "mmr_lambda=2"]) == 2
     assert "mmr_lambda=2.0 is outside the declared range" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-async def test_bm25_settings_sweep_uses_cached_indexes_and_restores_the_kb(eval_lab: Any, small_ds: Any,
-                                                                           small_spec: Any, tmp_path: Path) -> None:
+async def test_bm25_settings_sweep_uses_cached_indexes_and_restores_the_kb(
+    eval_lab: Any, small_ds: Any, small_spec: Any, tmp_path: Path
+) -> None:
     ws = eval_lab.workspace
     kb = ws.get_kb(small_spec.kb_name)
     own = ws.keyword_index(kb)
-    res = await run_grid(eval_lab, [(small_ds, small_spec.kb_name)], [parse_param("bm25_k1=0.5,1.5"),
-                         parse_param("bm25_method=robertson,lucene")], "recall@5", cache_dir=tmp_path / "c",
-                         progress=False)
+    res = await run_grid(
+        eval_lab,
+        [(small_ds, small_spec.kb_name)],
+        [parse_param("bm25_k1=0.5,1.5"), parse_param("bm25_method=robertson,lucene")],
+        "recall@5",
+        cache_dir=tmp_path / "c",
+        progress=False,
+    )
     assert [(r["bm25_k1"], r["bm25_method"]) for r in res.rows] == [
-        (0.5, "robertson"), (0.5, "lucene"), (1.5, "robertson"), (1.5, "lucene")]
+        (0.5, "robertson"),
+        (0.5, "lucene"),
+        (1.5, "robertson"),
+        (1.5, "lucene"),
+    ]
     assert all(r["errors"] == 0 for r in res.rows)
     # one index per settings (the warm-up builds the first), then read back for every later use
     assert res.cache_stats["bm25"]["misses"] == 4

@@ -5,10 +5,11 @@ index) contributes the trigrams of ``#t#`` hashed with BLAKE2b into ``dimension`
 row is L2-normalised. Words sharing most trigrams ("chloroplast" / "chloroplasts") get similar
 vectors, which is what lets a test tell vector search from keyword search.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -8,8 +8,30 @@ from rag_lab.knowledge.chunking import ChunkingConfig, ChunkingError, chunk_text
 
 # text built from words, spaces, newlines, English and Chinese punctuation, Han characters
 _pieces = st.sampled_from(
-    ["alpha", "beta", "gamma", "delta", "x", " ", " ", "  ", "\n", "\n\n", ". ", "! ", "? ", "。", "！", "；",
-     "北京", "大学", "机器学习", "\t", "supercalifragilistic", "。 "]
+    [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "x",
+        " ",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        ". ",
+        "! ",
+        "? ",
+        "。",
+        "！",
+        "；",
+        "北京",
+        "大学",
+        "机器学习",
+        "\t",
+        "supercalifragilistic",
+        "。 ",
+    ]
 )
 texts = st.lists(_pieces, min_size=0, max_size=120).map("".join) | st.text(max_size=400)
 
@@ -41,7 +63,7 @@ def test_split_spans_invariants(text, size, overlap_frac):
         assert spans == []
         return
     assert spans[0][0] <= min(i for i, ch in enumerate(text) if not ch.isspace())
-    for (s, e) in spans:
+    for s, e in spans:
         assert 0 <= s < e <= len(text)
         assert e - s <= size
         assert text[s:e].strip()
@@ -110,8 +132,13 @@ def test_overlap_starts_at_a_word():
 
 
 def test_ids_and_links():
-    chunks = chunk_text("one. two. three. four.", knowledge_id="k1", knowledge_base_id="kb",
-                        config=ChunkingConfig(10, 0), id_prefix="kb:k1")
+    chunks = chunk_text(
+        "one. two. three. four.",
+        knowledge_id="k1",
+        knowledge_base_id="kb",
+        config=ChunkingConfig(10, 0),
+        id_prefix="kb:k1",
+    )
     assert [c.id for c in chunks] == ["kb:k1#c0", "kb:k1#c1", "kb:k1#c2"]
     assert [c.content for c in chunks] == ["one. two. ", "three. ", "four."]
     assert chunks[1].pre_chunk_id == "kb:k1#c0" and chunks[1].next_chunk_id == "kb:k1#c2"
@@ -120,8 +147,9 @@ def test_ids_and_links():
 
 def test_parent_child_ids():
     text = "Para one sentence. Another one.\n\nPara two is here. And more."
-    chunks = chunk_text(text, knowledge_id="d", knowledge_base_id="kb",
-                        config=ChunkingConfig(20, 0, parent_chunk_size=40))
+    chunks = chunk_text(
+        text, knowledge_id="d", knowledge_base_id="kb", config=ChunkingConfig(20, 0, parent_chunk_size=40)
+    )
     parents = [c for c in chunks if c.chunk_type == "parent_text"]
     kids = [c for c in chunks if c.chunk_type == "text"]
     assert [p.id for p in parents] == ["d#p0", "d#p1"]

@@ -1,4 +1,5 @@
 """Entity extraction (offline rules, LLM reply parsing) and building a KB's graph."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,18 +33,25 @@ def names(text: str, query: bool = False) -> list[str]:
 
 # -- offline: English ------------------------------------------------------------------------
 def test_english_proper_noun_spans_with_sentence_start_stop_words_skipped():
-    text = ("The Brightwater lighthouse was built in 1874 by the engineer Mara Quill. "
-            "Its lamp can be seen from 22 nautical miles away.")
+    text = (
+        "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill. "
+        "Its lamp can be seen from 22 nautical miles away."
+    )
     g = X.extract(text)
     assert g.node_names() == ["Brightwater", "Mara Quill"]
     assert g.nodes[1].description.startswith("The Brightwater lighthouse was built")
     assert [(r.source, r.target, r.relation, r.strength) for r in g.relations] == [
-        ("Brightwater", "Mara Quill", CO_OCCURS, 1.0)]
+        ("Brightwater", "Mara Quill", CO_OCCURS, 1.0)
+    ]
 
 
 def test_english_connectors_possessives_and_acronyms():
     assert names("Mara Quill's lamp was shown at the Bank of England to Leonardo da Vinci and NASA.") == [
-        "Mara Quill", "Bank of England", "Leonardo da Vinci", "NASA"]
+        "Mara Quill",
+        "Bank of England",
+        "Leonardo da Vinci",
+        "NASA",
+    ]
     # punctuation splits a run of capitalised words; "and" never joins two names
     assert names("We met Alice Smith, Bob Jones and Carol in Paris.") == ["Alice Smith", "Bob Jones", "Carol", "Paris"]
 
@@ -70,7 +78,10 @@ def test_co_occurrence_strength_counts_sentences():
     rels = {(r.source, r.target): r.strength for r in g.relations}
     assert rels == {("Ada Lovelace", "Charles Babbage"): 2.0}  # Turing shares no sentence with them
     assert {n.name: n.attributes["mentions"] for n in g.nodes} == {
-        "Ada Lovelace": 2, "Charles Babbage": 2, "Alan Turing": 1}
+        "Ada Lovelace": 2,
+        "Charles Babbage": 2,
+        "Alan Turing": 1,
+    }
 
 
 # -- offline: Chinese ------------------------------------------------------------------------
@@ -114,7 +125,7 @@ def test_fence_selection_rules():
 def test_first_balanced_json_respects_strings_and_skips_unbalanced_openers():
     assert first_balanced_json('say {"a": "}]"} and [1]') == '{"a": "}]"}'
     assert first_balanced_json('x [1, {"b": 2}] {"c": 3}') == '[1, {"b": 2}]'
-    assert first_balanced_json("[1, 2 then {\"k\": 1}") == '{"k": 1}'
+    assert first_balanced_json('[1, 2 then {"k": 1}') == '{"k": 1}'
     assert first_balanced_json("no json here") is None
 
 
@@ -126,7 +137,11 @@ json_values = st.recursive(
 prose = st.text(alphabet=st.characters(blacklist_characters='{}[]"\\`'), max_size=20)
 
 
-@given(prose, st.one_of(st.lists(json_values, max_size=4), st.dictionaries(st.text(max_size=5), json_values, max_size=4)), prose)
+@given(
+    prose,
+    st.one_of(st.lists(json_values, max_size=4), st.dictionaries(st.text(max_size=5), json_values, max_size=4)),
+    prose,
+)
 def test_balanced_extraction_recovers_any_json_container_from_prose(before, value, after):
     found = first_balanced_json(before + json.dumps(value) + after)
     assert found is not None and json.loads(found) == value
@@ -147,7 +162,8 @@ def test_parse_reply_nodes_relations_merging_and_endpoints():
     assert g.node_names() == ["Ada Lovelace", "Alan Turing", "Analytical Engine"]
     assert g.nodes[0].kind == "Person" and g.nodes[0].attributes == {"entity_attributes": ["mathematician"]}
     assert [(r.source, r.target, r.relation, r.strength) for r in g.relations] == [
-        ("Ada Lovelace", "Analytical Engine", "wrote notes on", 8.0)]
+        ("Ada Lovelace", "Analytical Engine", "wrote notes on", 8.0)
+    ]
 
 
 def test_parse_reply_dict_unfenced_and_errors():
@@ -184,8 +200,11 @@ def test_llm_extractor_refuses_a_model_that_cannot_follow_instructions(embedder)
 
 # -- build_graph -----------------------------------------------------------------------------
 DOCS = [
-    {"id": "light", "title": "Lighthouse", "text": "The Brightwater lighthouse was built by Mara Quill. "
-     "Mara Quill also drew the harbour of Port Ellis."},
+    {
+        "id": "light",
+        "title": "Lighthouse",
+        "text": "The Brightwater lighthouse was built by Mara Quill. Mara Quill also drew the harbour of Port Ellis.",
+    },
     {"id": "bread", "title": "Bread", "text": "Sourdough bread rises thanks to wild yeast."},
     {"id": "zh", "title": "灯塔", "text": "王小明设计了北京大学的图书馆。"},
 ]

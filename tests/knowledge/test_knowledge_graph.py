@@ -1,4 +1,5 @@
 """GraphStore: namespaces, merging, persistence, name matching rules, deletion."""
+
 from __future__ import annotations
 
 import threading
@@ -88,17 +89,28 @@ def test_match_score_is_symmetric_bounded_and_exact_only_when_equal(a, b):
 # -- store --------------------------------------------------------------------------------------
 def test_add_merges_nodes_and_relations_and_adds_endpoints(graph):
     ns = NameSpace("kb1", "doc1")
-    graph.add_graph(ns, [N("Mara Quill", "c1", kind="Person", mentions=1)],
-                    [GraphRelation("Mara Quill", "Brightwater", "co_occurs_with", 1.0, ["c1"])])
-    graph.add_graph(ns, [N("mara quill", "c2", "c1", mentions=2, role=["engineer"])],
-                    [GraphRelation("MARA QUILL", "brightwater", "co_occurs_with", 2.0, ["c2"]),
-                     GraphRelation("Quill", "quill", "same", 1.0, ["c3"])])  # self-relation: dropped
+    graph.add_graph(
+        ns,
+        [N("Mara Quill", "c1", kind="Person", mentions=1)],
+        [GraphRelation("Mara Quill", "Brightwater", "co_occurs_with", 1.0, ["c1"])],
+    )
+    graph.add_graph(
+        ns,
+        [N("mara quill", "c2", "c1", mentions=2, role=["engineer"])],
+        [
+            GraphRelation("MARA QUILL", "brightwater", "co_occurs_with", 2.0, ["c2"]),
+            GraphRelation("Quill", "quill", "same", 1.0, ["c3"]),
+        ],
+    )  # self-relation: dropped
     g = graph.get_graph(ns)
     assert [(n.name, n.kind, n.chunk_ids) for n in g.nodes] == [
-        ("Brightwater", "", ["c1", "c2"]), ("Mara Quill", "Person", ["c1", "c2"])]
+        ("Brightwater", "", ["c1", "c2"]),
+        ("Mara Quill", "Person", ["c1", "c2"]),
+    ]
     assert g.nodes[1].attributes == {"mentions": 3, "role": ["engineer"]}
     assert [(r.source, r.target, r.strength, r.chunk_ids) for r in g.relations] == [
-        ("Mara Quill", "Brightwater", 3.0, ["c1", "c2"])]
+        ("Mara Quill", "Brightwater", 3.0, ["c1", "c2"])
+    ]
     assert graph.count(ns) == (2, 1)
 
 
@@ -117,23 +129,34 @@ def test_search_by_kb_reads_every_document_and_by_document_only_one(graph):
     kb_hit = graph.search_nodes(NameSpace("kb1"), ["mara quill"])
     # exact before partial, then by name, then document
     assert [(n.name, n.knowledge_id, n.score) for n in kb_hit.nodes] == [
-        ("Mara Quill", "d1", 1.0), ("Mara Quill", "d2", 1.0)]
+        ("Mara Quill", "d1", 1.0),
+        ("Mara Quill", "d2", 1.0),
+    ]
     doc_hit = graph.search_nodes(NameSpace("kb1", "d2"), ["Quill"])
     assert [(n.name, n.score) for n in doc_hit.nodes] == [
-        ("Mara Quill", pytest.approx(5 / 10)), ("Quill Harbour", pytest.approx(5 / 13))]
+        ("Mara Quill", pytest.approx(5 / 10)),
+        ("Quill Harbour", pytest.approx(5 / 13)),
+    ]
     assert graph.search_nodes(NameSpace("kb1"), ["Quill"], partial=False).nodes == []
 
 
 def test_search_follows_query_order_returns_each_node_once_and_its_relations(graph):
     ns = NameSpace("kb", "d")
-    graph.add_graph(ns, [N("Alan Turing", "c1"), N("Ada Lovelace", "c2"), N("Charles Babbage", "c3")],
-                    [GraphRelation("Ada Lovelace", "Charles Babbage", "worked_with", 2.0, ["c2"]),
-                     GraphRelation("Alan Turing", "Enigma", "broke", 1.0, ["c1"]),
-                     GraphRelation("Charles Babbage", "Enigma", "unrelated", 1.0, ["c4"])])
+    graph.add_graph(
+        ns,
+        [N("Alan Turing", "c1"), N("Ada Lovelace", "c2"), N("Charles Babbage", "c3")],
+        [
+            GraphRelation("Ada Lovelace", "Charles Babbage", "worked_with", 2.0, ["c2"]),
+            GraphRelation("Alan Turing", "Enigma", "broke", 1.0, ["c1"]),
+            GraphRelation("Charles Babbage", "Enigma", "unrelated", 1.0, ["c4"]),
+        ],
+    )
     got = graph.search_nodes(ns, ["ada lovelace", "Turing", "Ada Lovelace"])
     assert got.node_names() == ["Ada Lovelace", "Alan Turing"]
     assert [(r.source, r.target) for r in got.relations] == [
-        ("Ada Lovelace", "Charles Babbage"), ("Alan Turing", "Enigma")]
+        ("Ada Lovelace", "Charles Babbage"),
+        ("Alan Turing", "Enigma"),
+    ]
     assert graph.search_nodes(ns, ["nobody", "  "]).nodes == []
 
 

@@ -91,12 +91,22 @@ def test_ingest_documents_ids_are_knowledge_ids(workspace, embedder):
         def __init__(self, id, title, text, metadata):
             self.id, self.title, self.text, self.metadata = id, title, text, metadata
 
-    rep = workspace.ingest_documents(kb, [
-        {"id": "q-17", "title": "T", "text": "A short document about lava flows.", "metadata": {"year": 2020},
-         "tag_id": "geo"},
-        Doc("q-18", "U", "Another one about databases and indexes.", None),
-        {"id": "q-19", "title": "", "text": "   "},
-    ], embedder, progress=False)
+    rep = workspace.ingest_documents(
+        kb,
+        [
+            {
+                "id": "q-17",
+                "title": "T",
+                "text": "A short document about lava flows.",
+                "metadata": {"year": 2020},
+                "tag_id": "geo",
+            },
+            Doc("q-18", "U", "Another one about databases and indexes.", None),
+            {"id": "q-19", "title": "", "text": "   "},
+        ],
+        embedder,
+        progress=False,
+    )
     assert rep.added == ["q-17", "q-18"] and rep.skipped == [("q-19", "empty text")]
     assert workspace.store.get_document(kb.id, "q-17").metadata == {"year": "2020"}
     assert {c.tag_id for c in workspace.store.list_chunks(kb.id, "q-17")} == {"geo"}
@@ -199,8 +209,12 @@ def test_parent_child_ingestion(workspace, embedder):
 def test_faq_ingestion(workspace, embedder):
     kb = workspace.create_kb("faq", embedder, kb_type="faq")
     entries = [
-        FAQEntry("How do I reset my password?", answers=["Use the reset link.", " "],
-                 similar_questions=["forgot password"], negative_questions=["how do i reset my router?"]),
+        FAQEntry(
+            "How do I reset my password?",
+            answers=["Use the reset link.", " "],
+            similar_questions=["forgot password"],
+            negative_questions=["how do i reset my router?"],
+        ),
         {"id": "shipping", "standard_question": "How long is shipping?", "answers": ["Three days."]},
     ]
     rep = workspace.ingest_faq(kb, entries, embedder, progress=False)
@@ -220,8 +234,11 @@ def test_reopen_keeps_everything(tmp_path, embedder):
     root = tmp_path / "ws"
     with Workspace(root) as ws:
         kb = ws.create_kb("p", embedder, chunk_size=50, chunk_overlap=0)
-        docs = [{"id": "a", "title": "A", "text": "alpha beta gamma delta"},
-                {"id": "b", "title": "B", "text": "epsilon zeta"}, {"id": "c", "title": "C", "text": "eta theta"}]
+        docs = [
+            {"id": "a", "title": "A", "text": "alpha beta gamma delta"},
+            {"id": "b", "title": "B", "text": "epsilon zeta"},
+            {"id": "c", "title": "C", "text": "eta theta"},
+        ]
         ws.ingest_documents(kb, docs, embedder, progress=False)
         vec_before = ws.vector_index(kb).search(embedder.embed(["alpha"])[0], 5)
     assert (root / "indexes" / kb.id / "vectors.faiss").is_file()
@@ -261,8 +278,10 @@ def test_keyword_index_built_with_another_tokenizer_is_rebuilt(tmp_path, embedde
     import json
 
     root = tmp_path / "ws"
-    docs = [{"id": i, "title": "", "text": t} for i, t in
-            [("a", "magma and lava"), ("b", "tea and bread"), ("c", "chess openings")]]
+    docs = [
+        {"id": i, "title": "", "text": t}
+        for i, t in [("a", "magma and lava"), ("b", "tea and bread"), ("c", "chess openings")]
+    ]
     with Workspace(root) as ws:
         kb = ws.create_kb("k", embedder)
         ws.ingest_documents(kb, docs, embedder, progress=False)

@@ -9,8 +9,13 @@ from rag_lab.knowledge.store import KnowledgeStore, StoreError
 
 
 def _kb(i: str, name: str | None = None) -> KnowledgeBase:
-    return KnowledgeBase(id=i, name=name or f"name-{i}", embedding_model_key="m|u", embedding_dim=8,
-                         metadata={"parent_chunk_size": 0, "nested": {"a": [1, 2]}})
+    return KnowledgeBase(
+        id=i,
+        name=name or f"name-{i}",
+        embedding_model_key="m|u",
+        embedding_dim=8,
+        metadata={"parent_chunk_size": 0, "nested": {"a": [1, 2]}},
+    )
 
 
 def _chunk(cid: str, kid: str, kb: str, idx: int = 0, **kw) -> Chunk:
@@ -43,11 +48,19 @@ def test_kb_crud_and_round_trip(store):
 
 def test_documents_and_chunks(store):
     store.create_kb(_kb("kb1"))
-    doc = Knowledge(id="d1", knowledge_base_id="kb1", title="T", metadata={"lang": "en"},
-                    custom_metadata={"x": [1]}, content_hash="h")
+    doc = Knowledge(
+        id="d1",
+        knowledge_base_id="kb1",
+        title="T",
+        metadata={"lang": "en"},
+        custom_metadata={"x": [1]},
+        content_hash="h",
+    )
     store.add_knowledge(doc)
-    chunks = [_chunk("kb1:d1#c0", "d1", "kb1", 0, metadata={"generated_questions": [{"id": "q", "question": "?"}]}),
-              _chunk("kb1:d1#c1", "d1", "kb1", 1, is_enabled=False)]
+    chunks = [
+        _chunk("kb1:d1#c0", "d1", "kb1", 0, metadata={"generated_questions": [{"id": "q", "question": "?"}]}),
+        _chunk("kb1:d1#c1", "d1", "kb1", 1, is_enabled=False),
+    ]
     store.add_chunks(chunks)
     assert store.get_document("kb1", "d1") == doc
     assert store.get_knowledge(["d1", "zz"]) == {"d1": doc}
@@ -66,8 +79,12 @@ def test_documents_and_chunks(store):
 def test_same_document_id_in_two_kbs(store):
     store.create_kb(_kb("kbA"))
     store.create_kb(_kb("kbB"))
-    store.add_knowledge([Knowledge(id="doc", knowledge_base_id="kbA", title="in A"),
-                         Knowledge(id="doc", knowledge_base_id="kbB", title="in B")])
+    store.add_knowledge(
+        [
+            Knowledge(id="doc", knowledge_base_id="kbA", title="in A"),
+            Knowledge(id="doc", knowledge_base_id="kbB", title="in B"),
+        ]
+    )
     assert store.get_knowledge(["doc"], kb_ids=["kbB"])["doc"].title == "in B"
     assert store.get_knowledge(["doc"], kb_ids=["kbA"])["doc"].title == "in A"
     assert store.get_knowledge(["doc"])["doc"].title == "in A"  # earliest KB wins when ambiguous
@@ -76,14 +93,16 @@ def test_same_document_id_in_two_kbs(store):
 
 def test_searchable_filters(store):
     store.create_kb(_kb("kb"))
-    store.add_chunks([
-        _chunk("c1", "d1", "kb", tag_id="t1"),
-        _chunk("c2", "d1", "kb", tag_id="t2"),
-        _chunk("c3", "d2", "kb", tag_id="t1"),
-        _chunk("p1", "d2", "kb", chunk_type="parent_text"),
-        _chunk("c4", "d2", "kb", index_status="processing"),
-        _chunk("c5", "d2", "kb", chunk_type="faq"),
-    ])
+    store.add_chunks(
+        [
+            _chunk("c1", "d1", "kb", tag_id="t1"),
+            _chunk("c2", "d1", "kb", tag_id="t2"),
+            _chunk("c3", "d2", "kb", tag_id="t1"),
+            _chunk("p1", "d2", "kb", chunk_type="parent_text"),
+            _chunk("c4", "d2", "kb", index_status="processing"),
+            _chunk("c5", "d2", "kb", chunk_type="faq"),
+        ]
+    )
     assert store.searchable_chunk_ids("kb") == {"c1", "c2", "c3", "c5"}
     assert store.searchable_chunk_ids("kb", knowledge_ids=["d1"]) == {"c1", "c2"}
     assert store.searchable_chunk_ids("kb", tag_ids=["t1"]) == {"c1", "c3"}

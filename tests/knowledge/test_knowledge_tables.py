@@ -1,4 +1,5 @@
 """Table ingestion: CSV / Excel → table_summary + table_column chunks, a stored copy, search."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,7 +39,10 @@ def test_csv_becomes_summary_and_column_chunks(workspace, embedder, sales_csv):
     doc = workspace.store.get_document(kb.id, "sales.csv")
     assert (doc.title, doc.file_name, doc.file_type, doc.source) == ("sales", "sales.csv", "csv", "file")
     assert doc.metadata == {
-        "stored_path": f"files/{kb.id}/sales.csv/sales.csv", "table_name": "sales", "rows": "4", "columns": "5",
+        "stored_path": f"files/{kb.id}/sales.csv/sales.csv",
+        "table_name": "sales",
+        "rows": "4",
+        "columns": "5",
     }
     chunks = workspace.store.list_chunks(kb.id, "sales.csv")
     by_type = {}
@@ -48,7 +52,11 @@ def test_csv_becomes_summary_and_column_chunks(workspace, embedder, sales_csv):
     cols = sorted(by_type["table_column"], key=lambda c: c.chunk_index)
     assert [c.chunk_index for c in cols] == [1, 2, 3, 4, 5]
     assert [(c.metadata["column"], c.metadata["type"]) for c in cols] == [
-        ("region", "VARCHAR"), ("month", "DATE"), ("amount", "DOUBLE"), ("units", "BIGINT"), ("note", "VARCHAR"),
+        ("region", "VARCHAR"),
+        ("month", "DATE"),
+        ("amount", "DOUBLE"),
+        ("units", "BIGINT"),
+        ("note", "VARCHAR"),
     ]
     summary = by_type["table_summary"][0].content
     assert summary.startswith("Table file sales.csv: 4 rows, 5 columns.\nColumns:\n- region (VARCHAR): ")
@@ -69,8 +77,12 @@ def test_csv_becomes_summary_and_column_chunks(workspace, embedder, sales_csv):
 
 async def test_table_chunks_are_retrieved_like_text(workspace, embedder, sales_csv):
     kb = workspace.create_kb("tables", embedder)
-    workspace.ingest_documents(kb, [{"id": "prose", "title": "Lighthouse", "text": "The lighthouse keeper lit the lamp."}],
-                               embedder, progress=False)
+    workspace.ingest_documents(
+        kb,
+        [{"id": "prose", "title": "Lighthouse", "text": "The lighthouse keeper lit the lamp."}],
+        embedder,
+        progress=False,
+    )
     ingest_table(workspace, kb, sales_csv, embedder)
     hs = HybridSearcher(workspace, lambda k: embedder)
     res = await hs.search(kb.id, SearchParams(query_text="amount per region", match_count=5))
@@ -117,8 +129,18 @@ def test_excel_workbook(workspace, embedder, tmp_path):
     # the knowledge id is quoted into one folder name
     assert table_file_dir(workspace, kb.id, "inventory/stock.xlsx").name == "inventory%2Fstock.xlsx"
     assert stored_table_path(workspace, doc).name == "Stock List.xlsx"
-    types = {c.metadata["column"]: c.metadata["type"] for c in workspace.store.list_chunks(kb.id) if c.chunk_type == "table_column"}
-    assert types == {"Product": "VARCHAR", "Price": "DOUBLE", "Stock": "BIGINT", "Added": "TIMESTAMP", "Code": "VARCHAR"}
+    types = {
+        c.metadata["column"]: c.metadata["type"]
+        for c in workspace.store.list_chunks(kb.id)
+        if c.chunk_type == "table_column"
+    }
+    assert types == {
+        "Product": "VARCHAR",
+        "Price": "DOUBLE",
+        "Stock": "BIGINT",
+        "Added": "TIMESTAMP",
+        "Code": "VARCHAR",
+    }
     summary = next(c for c in workspace.store.list_chunks(kb.id) if c.chunk_type == "table_summary").content
     assert summary.startswith("Table file Stock List.xlsx (sheet Q1): 2 rows, 5 columns.")
     assert "- Code (VARCHAR): 2 values, 0 empty, 2 distinct; examples: A1, 7" in summary
@@ -159,9 +181,13 @@ def test_stored_path_errors(workspace, embedder, sales_csv):
     with pytest.raises(FileNotFoundError, match="has no stored data file"):
         stored_table_path(workspace, Knowledge(id="x.csv", knowledge_base_id="kb", file_name="x.csv"))
     with pytest.raises(FileNotFoundError, match="outside the workspace"):
-        stored_table_path(workspace, Knowledge(id="x", knowledge_base_id="kb", metadata={"stored_path": "../../etc/passwd"}))
+        stored_table_path(
+            workspace, Knowledge(id="x", knowledge_base_id="kb", metadata={"stored_path": "../../etc/passwd"})
+        )
     with pytest.raises(FileNotFoundError, match="is missing"):
-        stored_table_path(workspace, Knowledge(id="x", knowledge_base_id="kb", metadata={"stored_path": "files/kb/x/x.csv"}))
+        stored_table_path(
+            workspace, Knowledge(id="x", knowledge_base_id="kb", metadata={"stored_path": "files/kb/x/x.csv"})
+        )
 
 
 def test_ingest_folder_sends_tables_to_ingest_table(workspace, embedder, tmp_path):

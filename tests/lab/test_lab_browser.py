@@ -5,6 +5,7 @@ Needs the Debian ``chromium`` package (``apt-get install -y chromium``). Skipped
 when it is missing locally; under ``CI=true`` a missing browser is a failure. Set
 ``RAG_LAB_UPDATE_SCREENSHOT=1`` to refresh ``docs/images/replay.png`` from this test.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,15 @@ from tests.lab.data.make_capture import CAPTURE
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_SCREENSHOT = ROOT / "docs" / "images" / "replay.png"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _chromium() -> str:
@@ -48,8 +56,9 @@ def page(tmp_path_factory):
 
 
 def _run(browser: str, tmp: Path, *args: str) -> str:
-    out = subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
@@ -110,7 +119,9 @@ def test_rendered_page_shows_answer_and_references(browser, page, tmp_path):
     assert dom.text["answer"].startswith("The Brightwater lighthouse was built in 1874 by the engineer Mara Quill. [1]")
     assert dom.ref_ids == [r.id for r in cap.references] and len(dom.ref_ids) == 2
     assert "[1] The Brightwater Lighthouse" in dom.text["references"] and "[2] Mount Ember" in dom.text["references"]
-    assert dom.text["status"].startswith(f"event {len(cap.events)}/{len(cap.events)}") and "complete" in dom.text["status"]
+    assert (
+        dom.text["status"].startswith(f"event {len(cap.events)}/{len(cap.events)}") and "complete" in dom.text["status"]
+    )
     assert dom.text["question"] == cap.question
     assert "✓ knowledge search" in dom.text["progress"]
 

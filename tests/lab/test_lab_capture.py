@@ -1,4 +1,5 @@
 """Captures (save / load / errors / StreamManager export) and the terminal replay (`rag-lab replay`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -112,7 +113,10 @@ def test_stored_capture_is_current(live):
     hint = "regenerate with: .venv/bin/python tests/lab/data/make_capture.py"
     assert stored.answer == run.answer, hint
     assert [r.id for r in stored.references] == [r.id for r in run.references], hint
-    assert stored.state("chunk_rerank").state.diagnostics["rerank"]["rows"] == run.state("chunk_rerank").state.diagnostics["rerank"]["rows"], hint
+    assert (
+        stored.state("chunk_rerank").state.diagnostics["rerank"]["rows"]
+        == run.state("chunk_rerank").state.diagnostics["rerank"]["rows"]
+    ), hint
     assert stored.extras["fusion"][0]["fusion"] == "rrf"
 
 
@@ -122,7 +126,9 @@ def test_newer_version_is_refused(saved, tmp_path):
     head = json.loads(lines[0])
     head["version"] = CAPTURE_VERSION + 1
     bad = _write(tmp_path / "new.jsonl", [json.dumps(head)] + lines[1:])
-    with pytest.raises(CaptureError, match=r"new\.jsonl:1: capture format version 2 is newer than this rag_lab reads") as ei:
+    with pytest.raises(
+        CaptureError, match=r"new\.jsonl:1: capture format version 2 is newer than this rag_lab reads"
+    ) as ei:
         load_capture(bad)
     assert ei.value.line == 1 and ei.value.path == str(bad)
 
@@ -150,12 +156,12 @@ def test_invalid_records_name_the_line_and_field(saved, tmp_path):
     n = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "event")
     ev = json.loads(lines[n])
     del ev["offset"]
-    bad = _write(tmp_path / "b1.jsonl", lines[:n] + [json.dumps(ev)] + lines[n + 1:])
+    bad = _write(tmp_path / "b1.jsonl", lines[:n] + [json.dumps(ev)] + lines[n + 1 :])
     with pytest.raises(CaptureError, match=rf":{n + 1}: event record: missing field 'offset'"):
         load_capture(bad)
 
     ev["offset"] = 0
-    swapped = lines[:n + 1] + [json.dumps({**json.loads(lines[n + 1]), "offset": 0})] + lines[n + 2:]
+    swapped = lines[: n + 1] + [json.dumps({**json.loads(lines[n + 1]), "offset": 0})] + lines[n + 2 :]
     with pytest.raises(CaptureError, match=rf":{n + 2}: event offset 0 is not after the previous one \(0\)"):
         load_capture(_write(tmp_path / "b2.jsonl", swapped))
 
@@ -171,7 +177,10 @@ def test_truncated_and_tampered_files(saved, tmp_path):
     with pytest.raises(CaptureError, match=rf"cut\.jsonl:{len(lines) - 3}: truncated capture: no end record"):
         load_capture(cut)
     missing = _write(tmp_path / "gap.jsonl", lines[:4] + lines[5:])
-    with pytest.raises(CaptureError, match=rf"gap\.jsonl:{len(lines) - 1}: end record counts {len(lines) - 1} records but {len(lines) - 2}"):
+    with pytest.raises(
+        CaptureError,
+        match=rf"gap\.jsonl:{len(lines) - 1}: end record counts {len(lines) - 1} records but {len(lines) - 2}",
+    ):
         load_capture(missing)
     extra = _write(tmp_path / "after.jsonl", lines + [lines[1]])
     with pytest.raises(CaptureError, match=rf":{len(lines) + 1}: record after the end record"):
@@ -260,18 +269,38 @@ def _ev(type_: str, content: str = "", done: bool = False, t: float = 0.0, **dat
     return StreamEvent(id=type_, type=type_, content=content, done=done, timestamp=100.0 + t, data=data)
 
 
-REFS = [{"id": "kb:a#c0", "knowledge_title": "A", "score": 0.9}, {"id": "kb:b#c0", "knowledge_title": "B", "score": 0.5}]
+REFS = [
+    {"id": "kb:a#c0", "knowledge_title": "A", "score": 0.9},
+    {"id": "kb:b#c0", "knowledge_title": "B", "score": 0.5},
+]
 EVENTS = [
     _ev("tool_call", "Calling tool: query_understand", t=0.0, tool_call_id="q", tool_name="query_understand"),
-    _ev("tool_result", "", t=0.1, tool_call_id="q", tool_name="query_understand", success=True, duration_ms=100,
-        rewrite_query="who built it", output="understood"),
+    _ev(
+        "tool_result",
+        "",
+        t=0.1,
+        tool_call_id="q",
+        tool_name="query_understand",
+        success=True,
+        duration_ms=100,
+        rewrite_query="who built it",
+        output="understood",
+    ),
     _ev("tool_call", "Calling tool: knowledge_search", t=0.2, tool_call_id="k", tool_name="knowledge_search"),
-    _ev("error", "index offline", t=0.3, tool_call_id="k", tool_name="knowledge_search", success=False, duration_ms=40,
-        error="index offline"),
+    _ev(
+        "error",
+        "index offline",
+        t=0.3,
+        tool_call_id="k",
+        tool_name="knowledge_search",
+        success=False,
+        duration_ms=40,
+        error="index offline",
+    ),
     _ev("references", t=0.4, references=REFS),
     _ev("thinking", "let me ", t=0.5),
     _ev("thinking", "think", True, t=0.6),
-    _ev("answer", "Built by Quill <kb doc=\"A\" chunk_", t=1.0),
+    _ev("answer", 'Built by Quill <kb doc="A" chunk_', t=1.0),
     _ev("answer", 'id="kb:b#c0" /> in 1874 <kb chunk_id="zz" />.', t=1.5),
     _ev("answer", "", True, t=1.6),
     _ev("complete", "", True, t=1.7, total_duration_ms=1700),
@@ -281,7 +310,9 @@ EVENTS = [
 def test_stream_state_folds_events():
     s = stream_state(EVENTS, 4)
     assert [(w.tool, w.status, w.duration_ms) for w in s.windows] == [
-        ("query_understand", "done", 100), ("knowledge_search", "failed", 40)]
+        ("query_understand", "done", 100),
+        ("knowledge_search", "failed", 40),
+    ]
     assert s.windows[0].details["rewrite_query"] == "who built it" and s.errors == ["index offline"]
     assert s.references == [] and s.answer == "" and not s.complete
     s = stream_state(EVENTS, 8)
@@ -299,7 +330,9 @@ def test_display_answer_unescapes_chunk_ids():
     assert display_answer("x <kbd>y</kbd>", refs) == "x <kbd>y</kbd>"
 
 
-_pieces = st.sampled_from(["a", " ", "<", "kb", "<kb", ' chunk_id="kb:a#c0"', ' chunk_id="zz"', " />", ">", "k", "b", "x."])
+_pieces = st.sampled_from(
+    ["a", " ", "<", "kb", "<kb", ' chunk_id="kb:a#c0"', ' chunk_id="zz"', " />", ">", "k", "b", "x."]
+)
 
 
 @given(parts=st.lists(_pieces, max_size=25), cut=st.integers(min_value=0, max_value=25))

@@ -1,4 +1,5 @@
 """diff(): chunks added / dropped / moved with score deltas, rewritten fields, DataFrame and HTML."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,14 @@ def test_added_dropped_moved_and_score_deltas():
     assert (rows["C"].status, rows["C"].rank_delta, rows["C"].score_delta) == ("same", 1, pytest.approx(0.05))
     assert (rows["E"].status, rows["E"].rank_a, rows["E"].rank_b, rows["E"].score_a) == ("added", None, 5, None)
     assert d.added() == ["E"] and d.dropped() == [] and d.moved("search_result") == ["B"]
-    assert d.summary()["search_result"] == {"added": 1, "dropped": 0, "moved": 1, "same": 3, "rescored": 2, "text_changed": 0}
+    assert d.summary()["search_result"] == {
+        "added": 1,
+        "dropped": 0,
+        "moved": 1,
+        "same": 3,
+        "rescored": 2,
+        "text_changed": 0,
+    }
     assert d.summary()["rerank_result"]["same"] == 0 and not d.is_empty
     back = diff(b, a)
     assert back.dropped() == ["E"] and back.added() == []
@@ -47,26 +55,42 @@ def test_an_insertion_at_the_top_moves_nothing():
     b = _chat(rerank=[_r("Z", 0.95), _r("A", 0.9), _r("B", 0.8)])
     d = diff(a, b, lists=["rerank_result"])
     assert [(c.id, c.status, c.rank_a, c.rank_b) for c in d.chunks] == [
-        ("Z", "added", None, 1), ("A", "same", 1, 2), ("B", "same", 2, 3)]
+        ("Z", "added", None, 1),
+        ("A", "same", 1, 2),
+        ("B", "same", 2, 3),
+    ]
     assert d.lists == ["rerank_result"]
 
 
 def test_repeated_ids_match_occurrence_by_occurrence():
     d = diff_lists([_r("A", 0.9), _r("A", 0.5), _r("B", 0.4)], [_r("A", 0.9), _r("B", 0.4)], "merge_result")
     assert [(c.id, c.occurrence, c.status, c.rank_a) for c in d] == [
-        ("A", 0, "same", 1), ("B", 0, "same", 3), ("A", 1, "dropped", 2)]
+        ("A", 0, "same", 1),
+        ("B", 0, "same", 3),
+        ("A", 1, "dropped", 2),
+    ]
 
 
 def test_rewritten_fields_and_text_changes():
     ctx_a = "<document>\nalpha\nbeta\n</document>"
     ctx_b = "<document>\nalpha\ngamma\n</document>"
     a = _chat(merge=[_r("A", 0.9, "short")], rewrite_query="who built it", intent="", rendered_contexts=ctx_a)
-    b = _chat(merge=[_r("A", 0.9, "short, then expanded")], rewrite_query="who built the lighthouse", intent="kb_search",
-              rendered_contexts=ctx_b, user_content="Q?")
+    b = _chat(
+        merge=[_r("A", 0.9, "short, then expanded")],
+        rewrite_query="who built the lighthouse",
+        intent="kb_search",
+        rendered_contexts=ctx_b,
+        user_content="Q?",
+    )
     b.state.diagnostics["rerank"] = {"outcome": "ok"}
     d = diff(a, b)
-    assert d.changed_fields == ["state.rewrite_query", "state.intent", "state.user_content", "state.rendered_contexts",
-                                "state.diagnostics.rerank"]
+    assert d.changed_fields == [
+        "state.rewrite_query",
+        "state.intent",
+        "state.user_content",
+        "state.rendered_contexts",
+        "state.diagnostics.rerank",
+    ]
     assert d.field_change("state.rewrite_query").before == "who built it"
     assert d.field_change("state.rewrite_query").after == "who built the lighthouse"
     assert d.field_change("state.diagnostics.rerank").after == {"outcome": "ok"}
@@ -87,8 +111,15 @@ def test_params_changes_are_reported_per_field():
     b.request.params = PipelineParams().with_changes(mmr_lambda=0.2, rerank_threshold=0.5)
     b.request.rerank_threshold = 0.5
     d = diff(a, b)
-    assert d.changed_fields == ["request.rerank_threshold", "request.params.rerank_threshold", "request.params.mmr_lambda"]
-    assert (d.field_change("request.params.mmr_lambda").before, d.field_change("request.params.mmr_lambda").after) == (0.7, 0.2)
+    assert d.changed_fields == [
+        "request.rerank_threshold",
+        "request.params.rerank_threshold",
+        "request.params.mmr_lambda",
+    ]
+    assert (d.field_change("request.params.mmr_lambda").before, d.field_change("request.params.mmr_lambda").after) == (
+        0.7,
+        0.2,
+    )
 
 
 def test_identical_snapshots_and_dict_views():
@@ -107,8 +138,19 @@ def test_frame_and_html_escape():
     b = _chat()
     d = diff(a, b, fields=False)
     df = d.frame()
-    assert list(df.columns) == ["list", "id", "status", "rank_a", "rank_b", "rank_delta", "score_a", "score_b",
-                                "score_delta", "content_changed", "title"]
+    assert list(df.columns) == [
+        "list",
+        "id",
+        "status",
+        "rank_a",
+        "rank_b",
+        "rank_delta",
+        "score_a",
+        "score_b",
+        "score_delta",
+        "content_changed",
+        "title",
+    ]
     assert df.iloc[0]["status"] == "dropped" and df.iloc[0]["rank_a"] == 1
     html = d.to_html()
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
@@ -130,7 +172,9 @@ def test_cross_list_diff_of_one_run(tmp_path, docs_dir):
     assert d.field_change("request.rerank_threshold").before == 0.1
     assert "t=0.1 → t=0.3" in d.to_html()
     # one run, two stages: what rerank + merge did to the searched chunks
-    d2 = diff(loose.state("chunk_search_parallel"), loose.state("chunk_merge"), lists=[("search_result", "merge_result")])
+    d2 = diff(
+        loose.state("chunk_search_parallel"), loose.state("chunk_merge"), lists=[("search_result", "merge_result")]
+    )
     assert d2.lists == ["search_result→merge_result"]
     assert sorted(c.split(":")[1] for c in d2.dropped()) == ["lighthouse.md#c1", "lighthouse.md#c2"]
     kept = {c.id.split(":")[1]: c for c in d2.chunks if c.status != "dropped"}

@@ -1,4 +1,5 @@
 """A question through the whole pipeline on a small KB, with the offline models."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,12 @@ def test_stream_events_arrive_in_the_spec_order(lab):
     assert types[0] == "agent_query" and types[-1] == "complete"
     assert types.index("references") < types.index("answer")
     tools = [(e.type, e.data.get("tool_name")) for e in run.events if e.type in ("tool_call", "tool_result")]
-    assert tools == [("tool_call", "query_understand"), ("tool_result", "query_understand"),
-                     ("tool_call", "knowledge_search"), ("tool_result", "knowledge_search")]
+    assert tools == [
+        ("tool_call", "query_understand"),
+        ("tool_result", "query_understand"),
+        ("tool_call", "knowledge_search"),
+        ("tool_result", "knowledge_search"),
+    ]
     answers = [e for e in run.events if e.type == "answer"]
     assert answers[-1].done and all(not a.done for a in answers[:-1])
     assert "".join(a.content for a in answers) == run.answer
@@ -40,9 +45,20 @@ def test_stream_events_arrive_in_the_spec_order(lab):
 
 def test_a_snapshot_after_every_stage_and_timings(lab):
     run = lab.ask("What colour is the crater lake of Mount Ember?", kb="demo")
-    assert run.stages == [str(e) for e in (E.LOAD_HISTORY, E.MEMORY_RECALL, E.QUERY_UNDERSTAND, E.CHUNK_SEARCH_PARALLEL,
-                                           E.CHUNK_RERANK, E.CHUNK_MERGE, E.FILTER_TOP_K, E.INTO_CHAT_MESSAGE,
-                                           E.CHAT_COMPLETION_STREAM)]
+    assert run.stages == [
+        str(e)
+        for e in (
+            E.LOAD_HISTORY,
+            E.MEMORY_RECALL,
+            E.QUERY_UNDERSTAND,
+            E.CHUNK_SEARCH_PARALLEL,
+            E.CHUNK_RERANK,
+            E.CHUNK_MERGE,
+            E.FILTER_TOP_K,
+            E.INTO_CHAT_MESSAGE,
+            E.CHAT_COMPLETION_STREAM,
+        )
+    ]
     for stage in run.stages:
         run.state(stage)
     assert run.state("chunk_search_parallel").state.search_result
@@ -57,9 +73,16 @@ def test_a_snapshot_after_every_stage_and_timings(lab):
 
 
 def test_fixed_fallback_when_rerank_keeps_nothing(lab):
-    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
-                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99,
-                          "rerank_degrade_floor": 0.99, "fallback_strategy": "fixed"})
+    run = lab.ask(
+        "Who built the Brightwater lighthouse?",
+        kb="demo",
+        params={
+            "rerank_threshold": 0.99,
+            "rerank_fallback_min_score": 0.99,
+            "rerank_degrade_floor": 0.99,
+            "fallback_strategy": "fixed",
+        },
+    )
     assert run.is_fallback and run.answer == lab.params.fallback_response
     assert run.references == []
     done = [e for e in run.events if e.type == "tool_result" and e.data["tool_name"] == "knowledge_search"][0]
@@ -68,8 +91,11 @@ def test_fixed_fallback_when_rerank_keeps_nothing(lab):
 
 
 def test_degraded_threshold_retry_admits_what_the_first_call_rejected(lab):
-    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
-                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99})
+    run = lab.ask(
+        "Who built the Brightwater lighthouse?",
+        kb="demo",
+        params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99},
+    )
     diag = run.state("chunk_rerank").state.diagnostics["rerank"]
     assert diag["outcome"] == "threshold_degraded"
     assert diag["threshold_used"] == pytest.approx(0.99 * 0.7) and diag["threshold"] == 0.99
@@ -80,9 +106,16 @@ def test_degraded_threshold_retry_admits_what_the_first_call_rejected(lab):
 def test_model_fallback_streams_the_model_reply(lab):
     from rag_lab.models.extractive import NO_ANSWER
 
-    run = lab.ask("Who built the Brightwater lighthouse?", kb="demo",
-                  params={"rerank_threshold": 0.99, "rerank_fallback_min_score": 0.99,
-                          "rerank_degrade_floor": 0.99, "fallback_strategy": "model"})
+    run = lab.ask(
+        "Who built the Brightwater lighthouse?",
+        kb="demo",
+        params={
+            "rerank_threshold": 0.99,
+            "rerank_fallback_min_score": 0.99,
+            "rerank_degrade_floor": 0.99,
+            "fallback_strategy": "model",
+        },
+    )
     assert run.is_fallback and run.answer == NO_ANSWER
     assert all(e.data.get("is_fallback") for e in run.events if e.type == "answer")
 
@@ -121,11 +154,18 @@ def test_faq_knowledge_base_answers_with_the_faq_entry(tmp_path):
 
     lab = Lab.from_config(workspace=tmp_path, params={"faq_priority_enabled": True})
     kb = lab.workspace.create_kb("faq", lab.embedder, kb_type="faq")
-    lab.workspace.ingest_faq(kb, [
-        FAQEntry("How do I reset my password?", answers=["Open Settings, choose Security, then Reset password."]),
-        FAQEntry("Which payment methods are accepted?", answers=["Visa, Mastercard and bank transfer."],
-                 negative_questions=["which payment methods are refused?"]),
-    ], lab.embedder)
+    lab.workspace.ingest_faq(
+        kb,
+        [
+            FAQEntry("How do I reset my password?", answers=["Open Settings, choose Security, then Reset password."]),
+            FAQEntry(
+                "Which payment methods are accepted?",
+                answers=["Visa, Mastercard and bank transfer."],
+                negative_questions=["which payment methods are refused?"],
+            ),
+        ],
+        lab.embedder,
+    )
     run = lab.ask("How can I reset my password?", kb="faq")
     top = run.references[0]
     assert top.chunk_type == "faq"

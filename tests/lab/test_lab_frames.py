@@ -1,4 +1,5 @@
 """frames: search / fusion / rerank / merge / final tables, the threshold ladder and MMR re-selection."""
+
 from __future__ import annotations
 
 import pytest
@@ -62,7 +63,9 @@ def test_fusion_rows_recompute_the_rrf(live):
     k, wv, wk = 60.0, 0.7, 0.3
     top = wv / (k + 1) + wk / (k + 1)
     for r in rows:
-        expect = (wv / (k + r["vector_rank"]) if r["vector_rank"] else 0.0) + (wk / (k + r["keyword_rank"]) if r["keyword_rank"] else 0.0)
+        expect = (wv / (k + r["vector_rank"]) if r["vector_rank"] else 0.0) + (
+            wk / (k + r["keyword_rank"]) if r["keyword_rank"] else 0.0
+        )
         assert r["rrf_raw"] == pytest.approx(expect)
         assert r["fused_score"] == pytest.approx(expect / top)  # the searcher's normalised score
         assert r["rrf_normalized"] == pytest.approx(r["fused_score"])
@@ -72,12 +75,21 @@ def test_fusion_rows_recompute_the_rrf(live):
 
 
 def test_fusion_rows_with_one_retriever():
-    record = {"fusion": "dedup_vector", "rrf_k": 60, "vector_weight": 0.7, "keyword_weight": 0.3, "match_count": 1,
-              "vector": [{"chunk_id": "a", "score": 0.9}, {"chunk_id": "b", "score": 0.4}], "keyword": [],
-              "fused": [{"chunk_id": "a", "score": 0.9}, {"chunk_id": "b", "score": 0.4}]}
+    record = {
+        "fusion": "dedup_vector",
+        "rrf_k": 60,
+        "vector_weight": 0.7,
+        "keyword_weight": 0.3,
+        "match_count": 1,
+        "vector": [{"chunk_id": "a", "score": 0.9}, {"chunk_id": "b", "score": 0.4}],
+        "keyword": [],
+        "fused": [{"chunk_id": "a", "score": 0.9}, {"chunk_id": "b", "score": 0.4}],
+    }
     rows = fusion_rows(ChatManage(), record)
     assert [(r["chunk_id"], r["vector_rank"], r["rrf_raw"], r["fused_rank"], r["returned"]) for r in rows] == [
-        ("a", 1, None, 1, True), ("b", 2, None, 2, False)]
+        ("a", 1, None, 1, True),
+        ("b", 2, None, 2, False),
+    ]
 
 
 # -- rerank ---------------------------------------------------------------------------------
@@ -99,7 +111,9 @@ def test_rerank_frame_score_components(live):
     # MMR order follows the rerank result, and the stored step values are attached
     picked = sorted((r for r in rows if r["mmr_order"]), key=lambda r: r["mmr_order"])
     assert [r["id"] for r in picked] == [r.id for r in run.state("chunk_rerank").state.rerank_result]
-    assert picked[0]["mmr_redundancy"] == 0.0 and picked[0]["mmr_value"] == pytest.approx(0.7 * picked[0]["final_score"])
+    assert picked[0]["mmr_redundancy"] == 0.0 and picked[0]["mmr_value"] == pytest.approx(
+        0.7 * picked[0]["final_score"]
+    )
     assert sorted(r["model_rank"] for r in rows) == [1, 2, 3, 4]
 
 
@@ -108,14 +122,21 @@ def test_rerank_frame_from_a_snapshot_and_a_capture(live):
     assert rerank_rows(run.state("chunk_rerank")) == rerank_rows(run)
     stored = load_capture(CAPTURE)
     assert [r["id"].split(":")[1] for r in rerank_rows(stored)] == [
-        "lighthouse.md#c0", "lighthouse.md#c1", "lighthouse.md#c2", "volcano.html#c0"]
+        "lighthouse.md#c0",
+        "lighthouse.md#c1",
+        "lighthouse.md#c2",
+        "volcano.html#c0",
+    ]
 
 
 def test_threshold_ladder_replays_the_stage(live):
     _, run = live
     rows = rerank_rows(run)
     same = rerank_threshold_outcome(run)
-    assert same.threshold == 0.1 and same.outcome == run.state("chunk_rerank").state.diagnostics["rerank"]["outcome"] == "ok"
+    assert (
+        same.threshold == 0.1
+        and same.outcome == run.state("chunk_rerank").state.diagnostics["rerank"]["outcome"] == "ok"
+    )
     assert [rows[i]["id"] for i in same.kept] == [r["id"] for r in rows if r["passed_threshold"]]
     high = rerank_threshold_outcome(run, 0.7)
     assert [rows[i]["id"] for i in high.kept] == [_id(run, "lighthouse.md#c0")] and high.outcome == "ok"
@@ -157,7 +178,8 @@ def test_mmr_inputs_reproduce_the_stage(live):
     again = mmr_selection(inputs, 0.7)
     assert [s["id"] for s in again] == [r.id for r in run.state("chunk_rerank").state.rerank_result]
     assert [(s["index"], s["relevance"], s["redundancy"], s["mmr"]) for s in again] == [
-        (s["index"], s["relevance"], s["redundancy"], s["mmr"]) for s in inputs["trace"]]
+        (s["index"], s["relevance"], s["redundancy"], s["mmr"]) for s in inputs["trace"]
+    ]
     # λ = 0 is redundancy alone: the volcano chunk overtakes lighthouse c1, which repeats more of c0
     diverse = [short_id(s["id"]) for s in mmr_selection(inputs, 0.0)]
     assert diverse == ["lighthouse.md#c0", "lighthouse.md#c2", "volcano.html#c0", "lighthouse.md#c1"]
@@ -170,7 +192,9 @@ def test_mmr_inputs_reproduce_the_stage(live):
 
 @given(scores=st.lists(st.floats(0, 1), min_size=1, max_size=10), data=st.data())
 def test_mmr_at_lambda_one_is_relevance_order(scores, data):
-    tokens = data.draw(st.lists(st.lists(st.sampled_from("abcdef"), max_size=4), min_size=len(scores), max_size=len(scores)))
+    tokens = data.draw(
+        st.lists(st.lists(st.sampled_from("abcdef"), max_size=4), min_size=len(scores), max_size=len(scores))
+    )
     inputs = {"ids": [f"c{i}" for i in range(len(scores))], "scores": scores, "tokens": tokens, "k": len(scores)}
     picks = [s["index"] for s in mmr_selection(inputs, 1.0)]
     assert picks == sorted(range(len(scores)), key=lambda i: (-scores[i], i))
@@ -182,7 +206,9 @@ def test_merge_frame_from_a_run(live):
     rows = {short_id(r["id"]): r for r in merge_rows(run)}
     assert set(rows) == {"lighthouse.md#c0", "lighthouse.md#c1", "lighthouse.md#c2", "volcano.html#c0"}
     c0, c1 = rows["lighthouse.md#c0"], rows["lighthouse.md#c1"]
-    assert c1["fate"] == "merged" and c1["merge_action"] == "extend" and short_id(c1["merged_into"]) == "lighthouse.md#c0"
+    assert (
+        c1["fate"] == "merged" and c1["merge_action"] == "extend" and short_id(c1["merged_into"]) == "lighthouse.md#c0"
+    )
     assert [short_id(x) for x in c0["absorbed"]] == ["lighthouse.md#c1", "lighthouse.md#c2"]
     out = run.state("chunk_merge").state.merge_result
     assert c0["fate"] == "kept" and c0["text_out"] == out[0].content and c0["length_out"] == len(out[0].content)
@@ -208,9 +234,18 @@ def test_merge_frame_fates_on_a_constructed_snapshot():
     ]
     rows = {r["id"]: r for r in merge_rows(chat)}
     assert {k: v["fate"] for k, v in rows.items()} == {
-        "a#1": "kept", "a#2": "merged", "b#1": "dropped (overlap)", "c#1": "dropped (duplicate)",
-        "h#1": "kept", "h#2": "dropped (history overlap)"}
-    assert rows["a#1"]["parent"] == "a#p" and rows["a#1"]["expanded_prev"] == ["a#0"] and rows["a#1"]["absorbed"] == ["a#2"]
+        "a#1": "kept",
+        "a#2": "merged",
+        "b#1": "dropped (overlap)",
+        "c#1": "dropped (duplicate)",
+        "h#1": "kept",
+        "h#2": "dropped (history overlap)",
+    }
+    assert (
+        rows["a#1"]["parent"] == "a#p"
+        and rows["a#1"]["expanded_prev"] == ["a#0"]
+        and rows["a#1"]["absorbed"] == ["a#2"]
+    )
     assert rows["h#1"]["origin"] == "history" and rows["h#1"]["output_rank"] == 2
     assert rows["c#1"]["input_rank"] == 5  # the second occurrence: the dedup dropped it
     with pytest.raises(ValueError, match="no merge decisions"):

@@ -1,21 +1,26 @@
 """The same pipeline against a loopback OpenAI-compatible server: query understanding JSON,
 streamed answer with a citation split across chunks, thinking, usage."""
+
 from __future__ import annotations
 
 import json
 
-from tests.models.fake_openai import FakeOpenAIServer, Reply
-
 from rag_lab.lab import Lab
+from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
 
 
 def _lab(tmp_path, srv, docs_dir, **params):
     lab = Lab.from_config(
-        {"models": {"embedder": {"type": "onnx-minilm"}, "reranker": {"type": "embedding-rescorer"},
-                    "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}},
-         "params": params},
+        {
+            "models": {
+                "embedder": {"type": "onnx-minilm"},
+                "reranker": {"type": "embedding-rescorer"},
+                "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0},
+            },
+            "params": params,
+        },
         workspace=tmp_path,
     )
     lab.ingest(docs_dir, kb="demo", progress=False)
@@ -25,9 +30,11 @@ def _lab(tmp_path, srv, docs_dir, **params):
 def test_rewrite_intent_and_streamed_citation(tmp_path, docs_dir):
     with FakeOpenAIServer() as srv:
         lab = _lab(tmp_path, srv, docs_dir)
-        srv.script(CHAT,
-                   Reply.chat(json.dumps({"rewrite_query": "Brightwater lighthouse builder", "intent": "KB-Search"})),
-                   Reply.chat(["It was built by Mara Quill", " <re", 'f id="c1"/', ">."], reasoning=["look", "ing"]))
+        srv.script(
+            CHAT,
+            Reply.chat(json.dumps({"rewrite_query": "Brightwater lighthouse builder", "intent": "KB-Search"})),
+            Reply.chat(["It was built by Mara Quill", " <re", 'f id="c1"/', ">."], reasoning=["look", "ing"]),
+        )
         run = lab.ask("who made it?", kb="demo")
         qu = run.state("query_understand").state
         assert qu.rewrite_query == "Brightwater lighthouse builder" and qu.intent == "kb_search"
@@ -45,7 +52,9 @@ def test_rewrite_intent_and_streamed_citation(tmp_path, docs_dir):
 def test_greeting_intent_skips_retrieval(tmp_path, docs_dir):
     with FakeOpenAIServer() as srv:
         lab = _lab(tmp_path, srv, docs_dir)
-        srv.script(CHAT, Reply.chat('```json\n{"rewrite_query": "hello", "intent": "greeting"}\n```'), Reply.chat("Hi!"))
+        srv.script(
+            CHAT, Reply.chat('```json\n{"rewrite_query": "hello", "intent": "greeting"}\n```'), Reply.chat("Hi!")
+        )
         run = lab.ask("hello there", kb="demo")
         assert run.answer == "Hi!" and run.references == []
         assert run.state("chunk_search_parallel").state.search_result == []
@@ -75,7 +84,11 @@ def test_a_stalled_stream_times_out_into_an_error_event(tmp_path, docs_dir):
 def test_a_slow_rewrite_call_times_out_and_keeps_the_original_query(tmp_path, docs_dir):
     with FakeOpenAIServer() as srv:
         lab = _lab(tmp_path, srv, docs_dir, query_understand_timeout_s=0.3)
-        srv.script(CHAT, Reply.chat('{"rewrite_query": "too late", "intent": "greeting"}', delay=2.0), Reply.chat("Mara Quill."))
+        srv.script(
+            CHAT,
+            Reply.chat('{"rewrite_query": "too late", "intent": "greeting"}', delay=2.0),
+            Reply.chat("Mara Quill."),
+        )
         run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
         qu = run.state("query_understand").state
         assert qu.rewrite_query == "Who built the Brightwater lighthouse?" and qu.intent == ""

@@ -1,4 +1,5 @@
 """Each plot function on the stored capture: the drawn geometry is the data, and it renders."""
+
 from __future__ import annotations
 
 import os
@@ -74,15 +75,39 @@ def test_composite_scores_with_a_slider_threshold(cap):
 def test_composite_boosts_are_drawn():
     """FAQ and wiki boosts add a hatched segment from the composite score to the boosted score."""
     diag = {
-        "threshold": 0.3, "fallback_min": 0.15, "outcome": "ok", "mmr_k": 2, "mmr_lambda": 0.7,
+        "threshold": 0.3,
+        "fallback_min": 0.15,
+        "outcome": "ok",
+        "mmr_k": 2,
+        "mmr_lambda": 0.7,
         "weights": {"model": 0.6, "base": 0.3, "source": 0.1, "web_source_weight": 0.95},
         "rows": [
-            {"id": "kb:faq#1", "chunk_type": "faq", "knowledge_source": "", "base_score": 0.5, "model_score": 0.8,
-             "composite_score": 0.73, "final_score": 0.876, "faq_boosted": True, "passed_threshold": True,
-             "kept_by": "", "selected": True},
-            {"id": "kb:web#1", "chunk_type": "web_search", "knowledge_source": "web_search", "base_score": 0.6,
-             "model_score": 0.5, "composite_score": 0.575, "final_score": 0.575, "faq_boosted": False,
-             "passed_threshold": True, "kept_by": "", "selected": True},
+            {
+                "id": "kb:faq#1",
+                "chunk_type": "faq",
+                "knowledge_source": "",
+                "base_score": 0.5,
+                "model_score": 0.8,
+                "composite_score": 0.73,
+                "final_score": 0.876,
+                "faq_boosted": True,
+                "passed_threshold": True,
+                "kept_by": "",
+                "selected": True,
+            },
+            {
+                "id": "kb:web#1",
+                "chunk_type": "web_search",
+                "knowledge_source": "web_search",
+                "base_score": 0.6,
+                "model_score": 0.5,
+                "composite_score": 0.575,
+                "final_score": 0.575,
+                "faq_boosted": False,
+                "passed_threshold": True,
+                "kept_by": "",
+                "selected": True,
+            },
         ],
         "mmr": [],
     }
@@ -109,7 +134,7 @@ def test_mmr(cap):
     bars = _bars(ax_s)
     trace = inputs["trace"]
     assert [b.get_height() for b in bars[: len(trace)]] == pytest.approx([s["relevance"] for s in trace])
-    assert [b.get_height() for b in bars[len(trace):]] == pytest.approx([s["redundancy"] for s in trace])
+    assert [b.get_height() for b in bars[len(trace) :]] == pytest.approx([s["redundancy"] for s in trace])
     assert list(ax_s.lines[0].get_ydata()) == pytest.approx([s["mmr"] for s in trace])
     assert ax_s.get_title() == "MMR steps at λ = 0.7 (k = 4, 4 candidates)"
     labels = [t.get_text() for t in ax_l.get_yticklabels()]

@@ -36,7 +36,7 @@ def test_rerun_with_unchanged_params_reproduces_the_run(lab):
     assert again.answer == run.answer
     assert [r.id for r in again.references] == [r.id for r in run.references]
     assert [r.score for r in again.references] == [r.score for r in run.references]
-    assert again.stages == run.stages[run.stages.index("chunk_rerank"):]
+    assert again.stages == run.stages[run.stages.index("chunk_rerank") :]
     assert again.state("chunk_search_parallel") is run.state("chunk_search_parallel")  # reused upstream
 
 

@@ -1,6 +1,7 @@
 """Replay widgets (player, composite threshold slider, MMR λ slider, tabs) and the HTML export,
 all offline from captures; the thinking stream comes from a real run against the loopback
 OpenAI-compatible fake server."""
+
 from __future__ import annotations
 
 import html
@@ -43,13 +44,27 @@ def thinking_cap(tmp_path_factory, docs_dir) -> Capture:
     """A real run whose model thinks before answering (reasoning deltas, then a cited answer)."""
     with FakeOpenAIServer() as srv:
         lab = Lab.from_config(
-            {"models": {"chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}},
-             "params": {"enable_rewrite": False}},
+            {
+                "models": {
+                    "chat": {
+                        "type": "openai",
+                        "model": "fake",
+                        "base_url": srv.base_url,
+                        "api_key": "k",
+                        "max_retries": 0,
+                    }
+                },
+                "params": {"enable_rewrite": False},
+            },
             workspace=tmp_path_factory.mktemp("ws_thinking"),
         )
         lab.ingest(docs_dir, kb="demo", progress=False)
-        srv.script(CHAT, Reply.chat(["It was built by ", "Mara Quill", ' <ref id="c1"/>', "."],
-                                    reasoning=["The document ", "names Quill."]))
+        srv.script(
+            CHAT,
+            Reply.chat(
+                ["It was built by ", "Mara Quill", ' <ref id="c1"/>', "."], reasoning=["The document ", "names Quill."]
+            ),
+        )
         run = lab.ask(QUESTION, kb="demo")
         lab.workspace.close()
     return capture_from_run(run)
@@ -109,7 +124,10 @@ def test_composite_view_threshold_slider(cap):
     assert before.startswith(PNG)
     view.slider.value = 0.7
     assert [s.split(":")[1] for s in view.survivors] == ["lighthouse.md#c0"]
-    assert "<b>1 of 4</b> candidates survive threshold 0.70" in view.summary.value and "<code>ok</code>" in view.summary.value
+    assert (
+        "<b>1 of 4</b> candidates survive threshold 0.70" in view.summary.value
+        and "<code>ok</code>" in view.summary.value
+    )
     assert bytes(view.image.value).startswith(PNG) and bytes(view.image.value) != before
     view.slider.value = 0.95
     assert view.outcome.outcome == "fallback_top1" and len(view.survivors) == 1
@@ -154,7 +172,7 @@ def test_export_replay_html(cap, tmp_path):
     assert _embedded(page) == json.loads(json.dumps(replay_page_data(cap)))
     assert len(_embedded(page)["events"]) == len(cap.events)
     final = display_answer(cap.answer, cap.references, partial=False)
-    noscript = page[page.index("<noscript>"):page.index("</noscript>")]
+    noscript = page[page.index("<noscript>") : page.index("</noscript>")]
     assert html.escape(final) in noscript and "[1] The Brightwater Lighthouse" in noscript
 
 
@@ -162,7 +180,9 @@ def test_export_escapes_hostile_text(tmp_path):
     evil = "</script><img src=x onerror=alert(1)> & <!-- \u2028"
     ref = SearchResult(id="kb:x#c0", content=evil, knowledge_title=evil)
     cap = Capture(
-        question=evil, answer=evil, references=[ref],
+        question=evil,
+        answer=evil,
+        references=[ref],
         events=[StreamEvent("a", "answer", evil, False, 1.0), StreamEvent("a", "answer", "", True, 2.0)],
     )
     page = export_replay_html(cap, tmp_path / "evil.html").read_text(encoding="utf-8")

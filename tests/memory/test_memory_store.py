@@ -1,5 +1,6 @@
 """Long-term memory: notes recalled by cosine similarity with the §4.2 envelope, document affinity
 counts (§4.6.5), interests and the asker background (§4.3.6), explicit facts (§9.1)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,8 +67,11 @@ def test_envelope_escapes_markup_so_a_note_cannot_close_it():
 
 
 def test_document_affinity_counts_answers_not_chunks(memory):
-    refs = [SearchResult(id="c1", knowledge_id="k1", knowledge_title="Lighthouse"), SearchResult(id="c2", knowledge_id="k1"),
-            SearchResult(id="c3", knowledge_id="k2")]
+    refs = [
+        SearchResult(id="c1", knowledge_id="k1", knowledge_title="Lighthouse"),
+        SearchResult(id="c2", knowledge_id="k1"),
+        SearchResult(id="c3", knowledge_id="k2"),
+    ]
     assert memory.record_citations("u", refs, message_id="m1") == 2
     assert memory.record_citations("u", refs, message_id="m1") == 0  # the same answer again
     memory.record_citations("u", [("k1", "Lighthouse")], message_id="m2")
@@ -88,8 +92,12 @@ def test_affinity_many_ids_in_chunks(memory):
 
 
 def test_interests_and_asker_background(memory):
-    for q in ("How tall is the Brightwater lighthouse?", "Who painted the lighthouse?", "lighthouse lamp range",
-              "sourdough starter feeding"):
+    for q in (
+        "How tall is the Brightwater lighthouse?",
+        "Who painted the lighthouse?",
+        "lighthouse lamp range",
+        "sourdough starter feeding",
+    ):
         memory.extract_background("u", q, "")
     assert memory.interests("u") == ["lighthouse"]
     memory.add_memory("u", "Works as a lighthouse keeper")
@@ -150,7 +158,11 @@ def test_explicit_memory(query, fact):
 
 
 def test_query_topics():
-    assert query_topics("How tall is the Brightwater lighthouse? Tell me about the lighthouse") == ["tall", "brightwater", "lighthouse"]
+    assert query_topics("How tall is the Brightwater lighthouse? Tell me about the lighthouse") == [
+        "tall",
+        "brightwater",
+        "lighthouse",
+    ]
     zh = query_topics("长城的历史是什么")
     assert "长城" in zh and "历史" in zh and "什么" not in zh
     assert query_topics("is it 42?") == []

@@ -1,4 +1,5 @@
 """decode_output_text, cited_chunk_ids and the StreamDecoder (spec §7.4, §7.5)."""
+
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -177,11 +178,32 @@ def test_stream_issue_stage_holds_a_possible_handle() -> None:
 
 
 # ---------------------------------------------------------------- properties
-_ALPHABET = '<>/="\' refkbwRKBWid:c12s09x\n\t'
+_ALPHABET = "<>/=\"' refkbwRKBWid:c12s09x\n\t"
 _TOKENS = [
-    '<ref id="c1"/>', '<ref id="w1"/>', '<REF id="C2" >', '<ref id="d1"/>', '<ref id="c9"/>', '<ref id="c1"',
-    '<kb doc="x" chunk_id="y" />', '<web url="u" />', "<kb", "<web", "<ref", "<re", "<", "res://0001",
-    "res://0002", "res://77", "res://", "res:/", "res:", "<b>", "</b>", "<kbd>", "i1", "res://000",
+    '<ref id="c1"/>',
+    '<ref id="w1"/>',
+    '<REF id="C2" >',
+    '<ref id="d1"/>',
+    '<ref id="c9"/>',
+    '<ref id="c1"',
+    '<kb doc="x" chunk_id="y" />',
+    '<web url="u" />',
+    "<kb",
+    "<web",
+    "<ref",
+    "<re",
+    "<",
+    "res://0001",
+    "res://0002",
+    "res://77",
+    "res://",
+    "res:/",
+    "res:",
+    "<b>",
+    "</b>",
+    "<kbd>",
+    "i1",
+    "res://000",
 ]
 
 
@@ -210,14 +232,37 @@ def test_stream_output_is_independent_of_chunking(text: str, enabled: bool, data
 # registered issue handles, and ending with a plain word, so nothing is held at the end.
 _PLAIN = st.text(alphabet="acdghijlmnopqstuvxyz .,!?\n", min_size=1, max_size=6)
 _SAFE_TOKENS = [
-    '<ref id="c1"/>', '<ref id="w1"/>', '<REF  id = "C2" >', '<ref id="d1"/>', '<ref id="b1"/>', '<ref id="c9"/>',
-    "<ref id='c1'/>", '<ref id="c1" x="1"/>', '<ref junk <ref id="w1"/>', '<kb doc="x" chunk_id="y" />',
-    '<WEB url="u" />', "<kbd>", "<refx>", "<webby>", "< ref", "<b>", "</b>", "<x", "<", "a > b",
-    "res://0001", "res://0002", "res://00012", "res://77", "res:/x", "res",
+    '<ref id="c1"/>',
+    '<ref id="w1"/>',
+    '<REF  id = "C2" >',
+    '<ref id="d1"/>',
+    '<ref id="b1"/>',
+    '<ref id="c9"/>',
+    "<ref id='c1'/>",
+    '<ref id="c1" x="1"/>',
+    '<ref junk <ref id="w1"/>',
+    '<kb doc="x" chunk_id="y" />',
+    '<WEB url="u" />',
+    "<kbd>",
+    "<refx>",
+    "<webby>",
+    "< ref",
+    "<b>",
+    "</b>",
+    "<x",
+    "<",
+    "a > b",
+    "res://0001",
+    "res://0002",
+    "res://00012",
+    "res://77",
+    "res:/x",
+    "res",
 ]
 _SAFE_TEXT = st.tuples(
-    st.lists(st.tuples(st.one_of(_PLAIN, st.sampled_from(_SAFE_TOKENS)), st.sampled_from(["", " ", "\n"])),
-             max_size=12),
+    st.lists(
+        st.tuples(st.one_of(_PLAIN, st.sampled_from(_SAFE_TOKENS)), st.sampled_from(["", " ", "\n"])), max_size=12
+    ),
     _PLAIN,
 ).map(lambda t: "".join(a + b for a, b in t[0]) + " " + t[1].strip() + "end")
 

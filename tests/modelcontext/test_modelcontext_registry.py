@@ -1,4 +1,5 @@
 """Registry: handle spaces, guard, merges, web canonicalisation, compaction, resources (spec §7.1, §7.3, §7.4)."""
+
 from __future__ import annotations
 
 import re
@@ -56,12 +57,21 @@ def test_chunk_reregistration_fills_only_empty_fields() -> None:
     ref = r.chunk("c1")
     assert ref is not None
     assert (ref.chunk_id, ref.knowledge_id, ref.kb_id, ref.title, ref.chunk_index, ref.chunk_type) == (
-        "X", "K", "B", "Title", 5, "text",
+        "X",
+        "K",
+        "B",
+        "Title",
+        5,
+        "text",
     )
     r.register_chunk("X", "K2", "B2", "T2", 7, "faq")
     ref = r.chunk("c1")
     assert ref is not None and (ref.knowledge_id, ref.kb_id, ref.title, ref.chunk_index, ref.chunk_type) == (
-        "K", "B", "Title", 5, "text",
+        "K",
+        "B",
+        "Title",
+        5,
+        "text",
     )
     # index 0 counts as empty
     r.register_chunk("Z", chunk_index=0)
@@ -110,8 +120,15 @@ def test_canonical_web_url() -> None:
 def test_register_search_results_order_doc_kb_chunk() -> None:
     r = Registry(True)
     results = [
-        SearchResult(id="ch-1", knowledge_id="K1", knowledge_base_id="KB-1", knowledge_title="  ",
-                     knowledge_filename="f.pdf", chunk_index=2, chunk_type="text"),
+        SearchResult(
+            id="ch-1",
+            knowledge_id="K1",
+            knowledge_base_id="KB-1",
+            knowledge_title="  ",
+            knowledge_filename="f.pdf",
+            chunk_index=2,
+            chunk_type="text",
+        ),
         None,
         SearchResult(id="ch-2", knowledge_id="K2", knowledge_base_id="KB-1", knowledge_title="T2"),
         SearchResult(id="ch-1", knowledge_id="K1", knowledge_base_id="KB-1"),
@@ -138,7 +155,8 @@ def test_resource_encoding_pattern_and_reuse() -> None:
     r = Registry(True)
     uuid = "0123abcd-4567-89ab-CDEF-0123456789ab"
     text = (
-        "![](minio://bucket/a.png) and resource://AAAAAAAAAAAAAAAAAAAAAA, summary/" + uuid
+        "![](minio://bucket/a.png) and resource://AAAAAAAAAAAAAAAAAAAAAA, summary/"
+        + uuid
         + " entity/Some-Title storage://tenant_1/s3://bk/k.txt minio://bucket/a.png"
     )
     encoded = r.encode_resources(text)

@@ -1,11 +1,11 @@
 """Retrieval XML, substitution, message encoding, chat passage, protocol prompt (spec §4.11, §7.1–§7.3)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from rag_lab.models.base import ChatMessage
 from rag_lab.modelcontext import (
     KnowledgeRow,
     Registry,
@@ -18,6 +18,7 @@ from rag_lab.modelcontext import (
     with_protocol_prompt,
 )
 from rag_lab.modelcontext.escape import escape_attr, escape_text
+from rag_lab.models.base import ChatMessage
 from rag_lab.types.search_result import SearchResult
 
 
@@ -64,9 +65,17 @@ def test_knowledge_row_without_document_empty_content_and_optional_parts() -> No
     rows = [
         KnowledgeRow(chunk_id="lonely", chunk_index=0),
         KnowledgeRow(chunk_id="  "),  # skipped: no chunk ID
-        KnowledgeRow(faq_id="faq-1", knowledge_id="doc-F", knowledge_title="FAQ", metadata="m<1>",
-                     question="Q?", match="M", content="C", answers=["A1", "A2 & more"],
-                     images=[("http://i/x.png", "cap"), ("", "no url")]),
+        KnowledgeRow(
+            faq_id="faq-1",
+            knowledge_id="doc-F",
+            knowledge_title="FAQ",
+            metadata="m<1>",
+            question="Q?",
+            match="M",
+            content="C",
+            answers=["A1", "A2 & more"],
+            images=[("http://i/x.png", "cap"), ("", "no url")],
+        ),
     ]
     assert render_knowledge_rows(rows, r) == (
         '<retrieval type="knowledge" mode="semantic">\n'
@@ -94,10 +103,16 @@ def test_web_layout_truncation_at_500_runes_and_escaping() -> None:
     r = Registry(True)
     long_snippet = "字" * 499 + "<>"  # 501 runes
     results = [
-        SearchResult(id="https://ex.com/p#f", content=long_snippet, chunk_type="web_search",
-                     knowledge_title="It's <Ex>", metadata={"published_at": "2024-05-01"}),
-        SearchResult(id="https://ex.com/q", content="x" * 500, knowledge_source="WEB_SEARCH",
-                     knowledge_filename="q.html"),
+        SearchResult(
+            id="https://ex.com/p#f",
+            content=long_snippet,
+            chunk_type="web_search",
+            knowledge_title="It's <Ex>",
+            metadata={"published_at": "2024-05-01"},
+        ),
+        SearchResult(
+            id="https://ex.com/q", content="x" * 500, knowledge_source="WEB_SEARCH", knowledge_filename="q.html"
+        ),
         SearchResult(id="", content="no url", chunk_type="web_search"),
     ]
     xml = render_retrieval_contexts(results, r, faq_priority=False)
@@ -119,8 +134,10 @@ def test_web_layout_truncation_at_500_runes_and_escaping() -> None:
 
 def test_custom_web_snippet_limit() -> None:
     xml = render_retrieval_contexts(
-        [SearchResult(id="https://ex.com/", content="abcdef", chunk_type="web_search")], Registry(True),
-        faq_priority=False, web_snippet_max_runes=3,
+        [SearchResult(id="https://ex.com/", content="abcdef", chunk_type="web_search")],
+        Registry(True),
+        faq_priority=False,
+        web_snippet_max_runes=3,
     )
     assert '<match truncated="true">abc</match>' in xml
 
@@ -133,7 +150,7 @@ def test_post_processing_compaction_and_resource_encoding_order() -> None:
         SearchResult(id="https://ex.com/p", content="cites https://ex.com/p and chunk-a1", chunk_type="web_search"),
     ]
     xml = render_retrieval_contexts(results, r, faq_priority=False)
-    knowledge, web = xml.split("\n<retrieval type=\"web\"")
+    knowledge, web = xml.split('\n<retrieval type="web"')
     # other chunk IDs are compacted inside content; the web URL is not yet registered there
     assert "<content>see c2 and https://ex.com/p and ![](res://0001)</content>" in knowledge
     assert "<content>mentions d1</content>" in knowledge
@@ -158,9 +175,11 @@ def test_faq_priority_puts_faq_first() -> None:
 def test_knowledge_and_web_blocks_joined_with_newline_and_empty_input() -> None:
     r = Registry(True)
     xml = render_retrieval_contexts(
-        [_kr("chunk-k", "doc-d", "body"), SearchResult(id="https://ex.com/", chunk_type="web_search")], r, faq_priority=False
+        [_kr("chunk-k", "doc-d", "body"), SearchResult(id="https://ex.com/", chunk_type="web_search")],
+        r,
+        faq_priority=False,
     )
-    assert "</retrieval>\n<retrieval type=\"web\" mode=\"search\">\n" in xml
+    assert '</retrieval>\n<retrieval type="web" mode="search">\n' in xml
     assert not xml.endswith("\n")
     assert render_retrieval_contexts([], Registry(True), faq_priority=False) == ""
 

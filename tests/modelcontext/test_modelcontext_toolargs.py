@@ -15,8 +15,11 @@ def _reg():
 
 
 def test_known_handles_under_allowed_keys_are_resolved():
-    got = decode_tool_call_arguments(json.dumps({"chunk_id": "c1", "knowledge_ids": ["d2", "d1"], "kb_id": "b3", "note": "c1"}),
-                                     _reg(), allowed_keys=["chunk_id", "knowledge_ids", "kb_id"])
+    got = decode_tool_call_arguments(
+        json.dumps({"chunk_id": "c1", "knowledge_ids": ["d2", "d1"], "kb_id": "b3", "note": "c1"}),
+        _reg(),
+        allowed_keys=["chunk_id", "knowledge_ids", "kb_id"],
+    )
     args = json.loads(got.arguments)
     assert args["chunk_id"] == "chunk-AAA" and args["note"] == "c1"  # "note" is not a source key
     assert args["knowledge_ids"] == ["doc-2", "doc-0"] and args["kb_id"] == "b3"

@@ -1,7 +1,8 @@
 """Fixtures for the model tests: one shared ONNX MiniLM and a fresh loopback fake server."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

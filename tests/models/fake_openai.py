@@ -38,6 +38,7 @@ Reply constructors (all take ``delay=`` seconds to wait before answering, for ti
 
 ``srv.stop()`` (or leaving the ``with`` block) wakes delayed replies and shuts the server down.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,9 +47,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "bag_of_words_vector"]
 

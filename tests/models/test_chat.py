@@ -1,4 +1,5 @@
 """OpenAIChatModel against the loopback fake: plain and streamed replies, reasoning, faults."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,8 +24,13 @@ async def collect(m: OpenAIChatModel, options: ChatOptions | None = None, messag
 
 
 def _sse_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 async def test_stream_reasoning_content_and_usage(fake_openai: FakeOpenAIServer) -> None:
@@ -178,8 +184,9 @@ async def test_stream_malformed_event_yields_error_chunk(fake_openai: FakeOpenAI
 
 
 async def test_vision_messages(fake_openai: FakeOpenAIServer) -> None:
-    msgs = [ChatMessage("user", "What is in the picture?", images=["data:image/png;base64,AAAA",
-                                                                   "https://x.test/a.jpg"])]
+    msgs = [
+        ChatMessage("user", "What is in the picture?", images=["data:image/png;base64,AAAA", "https://x.test/a.jpg"])
+    ]
     m = model(fake_openai, supports_vision=True)
     assert (await m.chat(msgs, ChatOptions())).content == "echo: What is in the picture?"
     assert fake_openai.requests[0].json["messages"] == [
@@ -192,7 +199,9 @@ async def test_vision_messages(fake_openai: FakeOpenAIServer) -> None:
             ],
         }
     ]
-    with pytest.raises(ModelError, match=r"messages\[0\] carries 2 image\(s\) but model 'qwen-test' has supports_vision=False"):
+    with pytest.raises(
+        ModelError, match=r"messages\[0\] carries 2 image\(s\) but model 'qwen-test' has supports_vision=False"
+    ):
         await model(fake_openai).chat(msgs, ChatOptions())
     assert len(fake_openai.requests) == 1  # refused before any request
 
@@ -200,11 +209,25 @@ async def test_vision_messages(fake_openai: FakeOpenAIServer) -> None:
 def test_options_to_kwargs() -> None:
     assert options_to_kwargs(ChatOptions()) == {}
     assert options_to_kwargs(None) == {}
-    opts = ChatOptions(temperature=0.0, top_p=0.9, seed=1, max_tokens=5, max_completion_tokens=6,
-                       frequency_penalty=0.1, presence_penalty=-0.2, thinking=False)
+    opts = ChatOptions(
+        temperature=0.0,
+        top_p=0.9,
+        seed=1,
+        max_tokens=5,
+        max_completion_tokens=6,
+        frequency_penalty=0.1,
+        presence_penalty=-0.2,
+        thinking=False,
+    )
     assert options_to_kwargs(opts) == {
-        "temperature": 0.0, "top_p": 0.9, "seed": 1, "max_tokens": 5, "max_completion_tokens": 6,
-        "frequency_penalty": 0.1, "presence_penalty": -0.2, "extra_body": {"enable_thinking": False},
+        "temperature": 0.0,
+        "top_p": 0.9,
+        "seed": 1,
+        "max_tokens": 5,
+        "max_completion_tokens": 6,
+        "frequency_penalty": 0.1,
+        "presence_penalty": -0.2,
+        "extra_body": {"enable_thinking": False},
     }
 
 

@@ -1,4 +1,5 @@
 """Embedders: the real ONNX MiniLM and the OpenAI-compatible client on a loopback server."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,8 +75,12 @@ def test_minilm_truncates_at_max_length(minilm: OnnxMiniLMEmbedder) -> None:
     a, b = minilm.embed([head + " apples and pears", head + " rockets and satellites"])
     np.testing.assert_array_equal(a, b)  # the differing tails lie beyond token 256
     short = OnnxMiniLMEmbedder(max_length=16)
-    x, y = short.embed(["one two three four five six seven eight nine ten eleven twelve thirteen fourteen cat",
-                        "one two three four five six seven eight nine ten eleven twelve thirteen fourteen dog"])
+    x, y = short.embed(
+        [
+            "one two three four five six seven eight nine ten eleven twelve thirteen fourteen cat",
+            "one two three four five six seven eight nine ten eleven twelve thirteen fourteen dog",
+        ]
+    )
     np.testing.assert_array_equal(x, y)
     x2, y2 = minilm.embed(["one two three cat", "one two three dog"])
     assert not np.array_equal(x2, y2)
@@ -135,7 +140,9 @@ def test_openai_embedder_batches_and_reorders(fake_openai: FakeOpenAIServer) -> 
             {"index": 0, "embedding": [3.0, 0.0]},
         ]
     }
-    fake_openai.script("/v1/embeddings", Reply.json(shuffled), Reply.json({"data": [{"index": 0, "embedding": [1.0, 1.0]}]}))
+    fake_openai.script(
+        "/v1/embeddings", Reply.json(shuffled), Reply.json({"data": [{"index": 0, "embedding": [1.0, 1.0]}]})
+    )
     emb = OpenAIEmbedder("m", fake_openai.base_url, batch_size=2, max_retries=0)
     out = emb.embed(["a", "b", "c"])
     assert [r.json["input"] for r in fake_openai.requests] == [["a", "b"], ["c"]]
@@ -175,10 +182,14 @@ def test_openai_embedder_http_error_names_url_and_status(fake_openai: FakeOpenAI
         (Reply.raw("<html>oops</html>", content_type="text/html"), "got a non-JSON body '<html>oops</html>'"),
         (Reply.raw("{bad json"), "is not valid JSON"),
         (Reply.json({"data": [{"index": 0, "embedding": [1.0]}]}), r"expected 2 items in 'data', got 1 items"),
-        (Reply.json({"data": [{"index": 0, "embedding": "AAAA"}, {"index": 1, "embedding": [1.0]}]}),
-         r"data\[0\]\.embedding is not a list"),
-        (Reply.json({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}),
-         r"data\[1\]\.index is invalid"),
+        (
+            Reply.json({"data": [{"index": 0, "embedding": "AAAA"}, {"index": 1, "embedding": [1.0]}]}),
+            r"data\[0\]\.embedding is not a list",
+        ),
+        (
+            Reply.json({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}),
+            r"data\[1\]\.index is invalid",
+        ),
         (Reply.json({"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]}), "ragged"),
     ],
 )

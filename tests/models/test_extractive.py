@@ -1,4 +1,5 @@
 """ExtractiveChatModel: §7.2 XML parsing, sentence selection with the real MiniLM, streaming."""
+
 from __future__ import annotations
 
 import re
@@ -63,7 +64,7 @@ SYSTEM = (
     + KNOWLEDGE_XML
     + "\n"
     + WEB_XML
-    + "\n\n## Source handling protocol (system-owned)\nCite with <ref id=\"cN\"/>."
+    + '\n\n## Source handling protocol (system-owned)\nCite with <ref id="cN"/>.'
 )
 
 
@@ -83,7 +84,12 @@ def test_unescape_text_is_the_inverse_of_the_text_escape() -> None:
 def test_parse_knowledge_and_web_blocks() -> None:
     passages = parse_retrieval(KNOWLEDGE_XML + "\n" + WEB_XML)
     assert [(p.handle, p.kind) for p in passages] == [
-        ("c1", "knowledge"), ("c2", "knowledge"), ("c3", "knowledge"), ("c4", "knowledge"), ("w1", "web"), ("w2", "web"),
+        ("c1", "knowledge"),
+        ("c2", "knowledge"),
+        ("c3", "knowledge"),
+        ("c4", "knowledge"),
+        ("w1", "web"),
+        ("w2", "web"),
     ]
     assert passages[0].text == "The city museum was founded in 1902. Tickets cost 12 euros for adults."
     assert passages[1].text == (
@@ -91,23 +97,30 @@ def test_parse_knowledge_and_web_blocks() -> None:
     )
     assert passages[2].text == "The public library lends up to 10 books per card. Use <b> tags & more; a &lt; stays."
     # a match-view FAQ chunk: its match, then its answers (the question is not answer text)
-    assert passages[3].text == "Parking > 200 spaces.\nYes, the garage on Elm Street has 200 spaces.\nParking is free after 6 pm."
+    assert (
+        passages[3].text
+        == "Parking > 200 spaces.\nYes, the garage on Elm Street has 200 spaces.\nParking is free after 6 pm."
+    )
     assert passages[4].title == 'Weather <today> & "tomorrow"'
     assert passages[4].text == "Rain is expected tomorrow afternoon in Lyon. Temperatures stay near 14 & falling"
     assert passages[5] == RetrievedPassage("w2", "Second snippet.", "web", "Plain")
 
 
 def test_parse_ignores_text_outside_retrieval_and_chunks_without_id() -> None:
-    text = '<chunk id="c9"><content>outside</content></chunk>\n<retrieval type="knowledge" mode="semantic">\n' \
-           '  <chunk index="0" view="full"><content>no id</content></chunk>\n</retrieval>'
+    text = (
+        '<chunk id="c9"><content>outside</content></chunk>\n<retrieval type="knowledge" mode="semantic">\n'
+        '  <chunk index="0" view="full"><content>no id</content></chunk>\n</retrieval>'
+    )
     assert parse_retrieval(text) == []
     assert parse_retrieval("no xml at all") == []
 
 
 def test_find_retrieval_reads_system_and_user_and_dedupes() -> None:
-    user_xml = '<retrieval type="knowledge" mode="semantic">\n  <chunk id="c2" index="1" view="full">\n' \
-               '    <content>duplicate handle</content>\n  </chunk>\n  <chunk id="c5" index="0" view="full">\n' \
-               '    <content>Only in the user message.</content>\n  </chunk>\n</retrieval>'
+    user_xml = (
+        '<retrieval type="knowledge" mode="semantic">\n  <chunk id="c2" index="1" view="full">\n'
+        '    <content>duplicate handle</content>\n  </chunk>\n  <chunk id="c5" index="0" view="full">\n'
+        "    <content>Only in the user message.</content>\n  </chunk>\n</retrieval>"
+    )
     msgs = [
         ChatMessage("system", SYSTEM),
         ChatMessage("assistant", '<retrieval type="knowledge"><chunk id="c7"><content>x</content></chunk></retrieval>'),
@@ -131,10 +144,18 @@ def test_question_is_the_last_paragraph_of_the_last_user_message() -> None:
 
 def test_split_sentences() -> None:
     assert split_sentences('He said "Stop." Then he left! Really? Pi is 3.14 exactly.\nNext line') == [
-        'He said "Stop."', "Then he left!", "Really?", "Pi is 3.14 exactly.", "Next line",
+        'He said "Stop."',
+        "Then he left!",
+        "Really?",
+        "Pi is 3.14 exactly.",
+        "Next line",
     ]
     assert split_sentences("熊猫吃竹子。它们住在四川！真的吗？是的；好\n![img](http://x/y.png)\n...") == [
-        "熊猫吃竹子。", "它们住在四川！", "真的吗？", "是的；", "好",
+        "熊猫吃竹子。",
+        "它们住在四川！",
+        "真的吗？",
+        "是的；",
+        "好",
     ]
 
 
@@ -154,7 +175,7 @@ def test_stream_pieces_examples() -> None:
     assert stream_pieces("") == []
 
 
-@given(st.text(alphabet=st.sampled_from(list("ab <>\"/=\n\t熊。") ), max_size=80), st.integers(1, 5), st.integers(1, 30))
+@given(st.text(alphabet=st.sampled_from(list('ab <>"/=\n\t熊。')), max_size=80), st.integers(1, 5), st.integers(1, 30))
 def test_stream_pieces_concatenate_to_the_text(text: str, words: int, max_chars: int) -> None:
     pieces = stream_pieces(text, words, max_chars)
     assert "".join(pieces) == text

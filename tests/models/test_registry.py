@@ -1,4 +1,5 @@
 """build_embedder / build_reranker / build_chat_model from config dicts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,16 @@ def test_onnx_embedder_is_shared_per_process(minilm: OnnxMiniLMEmbedder) -> None
 
 def test_openai_embedder_with_env_key(fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_LAB_TEST_KEY", "sk-env")
-    emb = build_embedder({"type": "openai", "model": "e5", "base_url": fake_openai.base_url,
-                          "api_key_env": "RAG_LAB_TEST_KEY", "dimension": 8, "max_retries": 0})
+    emb = build_embedder(
+        {
+            "type": "openai",
+            "model": "e5",
+            "base_url": fake_openai.base_url,
+            "api_key_env": "RAG_LAB_TEST_KEY",
+            "dimension": 8,
+            "max_retries": 0,
+        }
+    )
     assert isinstance(emb, OpenAIEmbedder) and emb.model_key == f"e5|{fake_openai.base_url}"
     assert emb.embed(["hello"]).shape == (1, 8)
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-env"
@@ -35,15 +44,29 @@ def test_openai_embedder_with_env_key(fake_openai: FakeOpenAIServer, monkeypatch
     [
         (build_embedder, {"type": "bert"}, "embedder config: 'type' is 'bert'; allowed values: onnx-minilm, openai"),
         (build_embedder, {}, "'type' is None"),
-        (build_embedder, {"type": "onnx-minilm", "threads": 2}, r"unknown key\(s\) threads; allowed keys: .*intra_op_num_threads"),
+        (
+            build_embedder,
+            {"type": "onnx-minilm", "threads": 2},
+            r"unknown key\(s\) threads; allowed keys: .*intra_op_num_threads",
+        ),
         (build_embedder, {"type": "openai", "model": "m"}, r"missing required key\(s\) base_url"),
-        (build_embedder, {"type": "openai", "model": "m", "base_url": "http://x", "api_key_env": "RAG_LAB_UNSET_VAR"},
-         "environment variable 'RAG_LAB_UNSET_VAR' \\(api_key_env\\) is not set"),
-        (build_reranker, {"type": "cohere"}, "reranker config: 'type' is 'cohere'; allowed values: embedding-rescorer, http"),
+        (
+            build_embedder,
+            {"type": "openai", "model": "m", "base_url": "http://x", "api_key_env": "RAG_LAB_UNSET_VAR"},
+            "environment variable 'RAG_LAB_UNSET_VAR' \\(api_key_env\\) is not set",
+        ),
+        (
+            build_reranker,
+            {"type": "cohere"},
+            "reranker config: 'type' is 'cohere'; allowed values: embedding-rescorer, http",
+        ),
         (build_reranker, {"type": "http", "model": "m"}, r"missing required key\(s\) base_url"),
         (build_chat_model, {"type": "gpt"}, "chat model config: 'type' is 'gpt'; allowed values: extractive, openai"),
-        (build_chat_model, {"type": "openai", "model": "m", "base_url": "u", "api_key": "a", "api_key_env": "B"},
-         "either 'api_key' or 'api_key_env'"),
+        (
+            build_chat_model,
+            {"type": "openai", "model": "m", "base_url": "u", "api_key": "a", "api_key_env": "B"},
+            "either 'api_key' or 'api_key_env'",
+        ),
     ],
 )
 def test_config_errors(builder, cfg, pattern: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,8 +90,15 @@ async def test_rerankers(fake_openai: FakeOpenAIServer, minilm: OnnxMiniLMEmbedd
 async def test_chat_models(fake_openai: FakeOpenAIServer, minilm: OnnxMiniLMEmbedder) -> None:
     ext = build_chat_model({"type": "extractive", "max_sentences": 2, "embedder": {"type": "onnx-minilm"}})
     assert isinstance(ext, ExtractiveChatModel) and ext.embedder is minilm and ext.max_sentences == 2
-    chat = build_chat_model({"type": "openai", "model": "llama", "base_url": fake_openai.base_url,
-                             "supports_vision": True, "max_retries": 0})
+    chat = build_chat_model(
+        {
+            "type": "openai",
+            "model": "llama",
+            "base_url": fake_openai.base_url,
+            "supports_vision": True,
+            "max_retries": 0,
+        }
+    )
     assert isinstance(chat, OpenAIChatModel) and chat.supports_vision
     resp = await chat.chat([ChatMessage("user", "ping")], ChatOptions())
     assert resp.content == "echo: ping"

@@ -1,4 +1,5 @@
 """Rerankers: the embedding re-scorer (real MiniLM) and the HTTP /rerank client on loopback."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,9 @@ class TableEmbedder:
 
 
 async def test_embedding_reranker_exact_scores_and_order() -> None:
-    emb = TableEmbedder({"q": [1, 0], "same": [2, 0], "half": [1, 1], "opposite": [-1, 0], "orth": [0, 1],
-                         "same2": [5, 0]})
+    emb = TableEmbedder(
+        {"q": [1, 0], "same": [2, 0], "half": [1, 1], "opposite": [-1, 0], "orth": [0, 1], "same2": [5, 0]}
+    )
     rr = EmbeddingReranker(emb)
     assert isinstance(rr, Reranker)
     assert rr.model_id == "embedding-rescorer:table|test"
@@ -88,8 +90,9 @@ async def test_http_reranker_jina_shape(fake_openai: FakeOpenAIServer) -> None:
 
 
 async def test_http_reranker_tei_shape_and_texts_field(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script("/rerank", Reply.json([{"index": 1, "score": 0.25}, {"index": 0, "score": 0.75},
-                                              {"index": 2, "score": 0.25}]))
+    fake_openai.script(
+        "/rerank", Reply.json([{"index": 1, "score": 0.25}, {"index": 0, "score": 0.75}, {"index": 2, "score": 0.25}])
+    )
     rr = HttpReranker(fake_openai.root_url + "/", "tei", documents_field="texts")
     out = await rr.rerank("q", ["a", "b", "c"])
     assert [(s.index, s.relevance_score) for s in out] == [(0, 0.75), (1, 0.25), (2, 0.25)]
@@ -120,10 +123,19 @@ async def test_http_reranker_500(fake_openai: FakeOpenAIServer) -> None:
     ("reply", "pattern"),
     [
         (Reply.raw("<html>oops</html>", content_type="text/html"), "is not JSON: '<html>oops</html>'"),
-        (Reply.json({"data": []}), r"expected \{'results': \[...\]\} or a list of \{index, score\}, got an object with keys \['data'\]"),
+        (
+            Reply.json({"data": []}),
+            r"expected \{'results': \[...\]\} or a list of \{index, score\}, got an object with keys \['data'\]",
+        ),
         (Reply.json("nope"), "got str"),
-        (Reply.json({"results": [{"index": 5, "relevance_score": 0.1}]}), r"results\[0\]\.index is 5, expected an int in \[0, 2\)"),
-        (Reply.json({"results": [{"index": 0, "relevance_score": "high"}]}), r"results\[0\]\.relevance_score is 'high'"),
+        (
+            Reply.json({"results": [{"index": 5, "relevance_score": 0.1}]}),
+            r"results\[0\]\.index is 5, expected an int in \[0, 2\)",
+        ),
+        (
+            Reply.json({"results": [{"index": 0, "relevance_score": "high"}]}),
+            r"results\[0\]\.relevance_score is 'high'",
+        ),
         (Reply.json([{"index": 0, "score": 0.1}, {"index": 0, "score": 0.2}]), r"reply\[1\]\.index 0 appears twice"),
         (Reply.json([7]), r"reply\[0\] is int"),
     ],

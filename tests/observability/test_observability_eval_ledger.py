@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_lab.eval.runner import SuiteSpec, evaluate_suites
 from rag_lab.eval.report import render_markdown
+from rag_lab.eval.runner import SuiteSpec, evaluate_suites
 from rag_lab.lab import Lab
 
 

@@ -2,22 +2,34 @@ from __future__ import annotations
 
 import pytest
 
-from tests.models.fake_openai import FakeOpenAIServer, Reply
-
 from rag_lab.lab import Lab
 from rag_lab.observability.ledger import PriceTable
 from rag_lab.observability.projection import BudgetExceeded, project_run
+from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
-QUESTIONS = ["Who built the Brightwater lighthouse?", "What colour is the crater lake of Mount Ember?",
-             "How do bakers feed a sourdough starter?"]
+QUESTIONS = [
+    "Who built the Brightwater lighthouse?",
+    "What colour is the crater lake of Mount Ember?",
+    "How do bakers feed a sourdough starter?",
+]
 
 
 def test_ledger_tokens_equal_reported_usage_and_projection_counts_match(tmp_path, docs_dir):
     with FakeOpenAIServer() as srv:
         lab = Lab.from_config(
-            {"models": {"chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}},
-             "prices": {"fake": {"input_per_1m": 2.0, "output_per_1m": 8.0}}},
+            {
+                "models": {
+                    "chat": {
+                        "type": "openai",
+                        "model": "fake",
+                        "base_url": srv.base_url,
+                        "api_key": "k",
+                        "max_retries": 0,
+                    }
+                },
+                "prices": {"fake": {"input_per_1m": 2.0, "output_per_1m": 8.0}},
+            },
             workspace=tmp_path,
         )
         lab.ingest(docs_dir, kb="demo", progress=False)
@@ -26,8 +38,11 @@ def test_ledger_tokens_equal_reported_usage_and_projection_counts_match(tmp_path
             u1 = {"prompt_tokens": 100 + i, "completion_tokens": 10 + i, "total_tokens": 110 + 2 * i}
             u2 = {"prompt_tokens": 500 + i, "completion_tokens": 40 + i, "total_tokens": 540 + 2 * i}
             usages += [u1, u2]
-            srv.script(CHAT, Reply.chat('{"rewrite_query": "q", "intent": "kb_search"}', usage=u1),
-                       Reply.chat(["An ", "answer."], usage=u2))
+            srv.script(
+                CHAT,
+                Reply.chat('{"rewrite_query": "q", "intent": "kb_search"}', usage=u1),
+                Reply.chat(["An ", "answer."], usage=u2),
+            )
         projected = project_run(lab, QUESTIONS, ["demo"])
         runs = [lab.ask(q, kb="demo") for q in QUESTIONS]
 

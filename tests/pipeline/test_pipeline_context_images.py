@@ -18,8 +18,12 @@ def test_sniff():
 
 
 def _hit(id_, urls, **meta):
-    return SearchResult(id=id_, chunk_type="image_vector" if not meta else "text", metadata=meta,
-                        image_info=json.dumps([{"url": u} for u in urls]))
+    return SearchResult(
+        id=id_,
+        chunk_type="image_vector" if not meta else "text",
+        metadata=meta,
+        image_info=json.dumps([{"url": u} for u in urls]),
+    )
 
 
 def test_collect_dedups_caps_and_filters(tmp_path):

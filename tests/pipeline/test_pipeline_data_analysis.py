@@ -1,5 +1,6 @@
 """DATA_ANALYSIS (spec §4.10): the stage against a loopback OpenAI-compatible server, each
 continue-without-result path with its recorded reason, and the whole pipeline through the Lab."""
+
 from __future__ import annotations
 
 import json
@@ -46,17 +47,39 @@ def setup(workspace, embedder, tmp_path):
 
 
 def _services(workspace, model=None):
-    return Services(workspace=workspace, chat_models={"chat": model} if model is not None else {}, prompts=PromptTemplates())
+    return Services(
+        workspace=workspace, chat_models={"chat": model} if model is not None else {}, prompts=PromptTemplates()
+    )
 
 
 def _chat(kb, query="What is the total amount per region?", **req):
     chat = ChatManage(request=PipelineRequest(query=query, chat_model_id="chat", data_analysis_enabled=True, **req))
     chat.state.merge_result = [
-        SearchResult(id="doc#c0", content="Some prose about regions.", knowledge_id="notes.md", knowledge_filename="notes.md", score=0.9),
-        SearchResult(id=f"{kb.id}:sales.csv#col2", content="Column amount", knowledge_id="sales.csv",
-                     knowledge_filename="sales.csv", knowledge_base_id=kb.id, chunk_type="table_column", score=0.8),
-        SearchResult(id=f"{kb.id}:sales.csv#table", content="Table file sales.csv", knowledge_id="sales.csv",
-                     knowledge_filename="Sales.CSV", knowledge_base_id=kb.id, chunk_type="table_summary", score=0.7),
+        SearchResult(
+            id="doc#c0",
+            content="Some prose about regions.",
+            knowledge_id="notes.md",
+            knowledge_filename="notes.md",
+            score=0.9,
+        ),
+        SearchResult(
+            id=f"{kb.id}:sales.csv#col2",
+            content="Column amount",
+            knowledge_id="sales.csv",
+            knowledge_filename="sales.csv",
+            knowledge_base_id=kb.id,
+            chunk_type="table_column",
+            score=0.8,
+        ),
+        SearchResult(
+            id=f"{kb.id}:sales.csv#table",
+            content="Table file sales.csv",
+            knowledge_id="sales.csv",
+            knowledge_filename="Sales.CSV",
+            knowledge_base_id=kb.id,
+            chunk_type="table_summary",
+            score=0.7,
+        ),
     ]
     return chat
 
@@ -94,9 +117,16 @@ async def test_sql_result_becomes_a_synthetic_result_and_table_chunks_leave(setu
     res = chat.state.merge_result[-1]
     assert res.score == 1.0 and res.match_type == MatchType.DATA_ANALYSIS == 9
     assert (res.knowledge_id, res.knowledge_title, res.knowledge_filename, res.knowledge_description) == (
-        "sales.csv", "sales", "sales.csv", "Monthly sales by region")
+        "sales.csv",
+        "sales",
+        "sales.csv",
+        "Monthly sales by region",
+    )
     assert res.content == (
-        "Data analysis of sales.csv (table sales)\n\nSQL:\n```sql\n" + TOTALS_SQL + "\n```\n\nResult: 3 rows\n\n" + TOTALS_TABLE
+        "Data analysis of sales.csv (table sales)\n\nSQL:\n```sql\n"
+        + TOTALS_SQL
+        + "\n```\n\nResult: 3 rows\n\n"
+        + TOTALS_TABLE
     )
     diag = chat.state.diagnostics["data_analysis"]
     assert diag["status"] == "added" and diag["sql"] == TOTALS_SQL and diag["data_files"] == ["sales.csv", "sales.csv"]
@@ -116,11 +146,21 @@ async def test_sql_result_becomes_a_synthetic_result_and_table_chunks_leave(setu
 @pytest.mark.parametrize(
     "reply, status, reason",
     [
-        (Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": "SELECT nope FROM sales"})), "failed",
-         "running the SQL failed: query failed: Binder Error"),
-        (Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": "DROP TABLE sales"})), "failed",
-         "only a single SELECT or WITH query is allowed"),
-        (Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": ""})), "skipped", "empty 'sql': no analysis needed"),
+        (
+            Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": "SELECT nope FROM sales"})),
+            "failed",
+            "running the SQL failed: query failed: Binder Error",
+        ),
+        (
+            Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": "DROP TABLE sales"})),
+            "failed",
+            "only a single SELECT or WITH query is allowed",
+        ),
+        (
+            Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": ""})),
+            "skipped",
+            "empty 'sql': no analysis needed",
+        ),
         (Reply.chat("Sorry, I cannot do that."), "failed", "unreadable model reply"),
         (Reply.error(500, "boom"), "failed", "model call failed: .*HTTP 500"),
     ],
@@ -209,14 +249,18 @@ def _lab(tmp_path, chat_cfg, **params):
 
 def test_lab_question_gets_the_analysis_into_the_answer(tmp_path):
     with FakeOpenAIServer() as srv:
-        lab = _lab(tmp_path, {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0})
+        lab = _lab(
+            tmp_path, {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}
+        )
 
         def answer_from_context(req):
             """A model that reads the North total off the table it was given and cites it."""
             system = req.json["messages"][0]["content"]
             m = re.search(r"^\| North \| (\S+) \|$", system, re.M)
             chunk = re.search(r'<chunk id="(c\d+)"', system)
-            return Reply.chat(f"North leads with {m.group(1)} <ref id=\"{chunk.group(1)}\"/>." if m and chunk else "no table")
+            return Reply.chat(
+                f'North leads with {m.group(1)} <ref id="{chunk.group(1)}"/>.' if m and chunk else "no table"
+            )
 
         srv.script(CHAT, Reply.chat(json.dumps({"knowledge_id": "sales.csv", "sql": TOTALS_SQL})), answer_from_context)
         run = lab.ask("What is the total sales amount per region?", kb="sales")

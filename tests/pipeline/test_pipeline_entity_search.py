@@ -1,5 +1,6 @@
 """ExtractEntity (QUERY_UNDERSTAND inner plugin, §4.3.7) and SearchEntity (§4.4.3 + seed limits),
 alone and inside CHUNK_SEARCH_PARALLEL and the whole pipeline."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,12 +28,14 @@ from tests.models.fake_openai import FakeOpenAIServer, Reply
 E = EventType
 QUILL_DOCS = [
     {"id": f"quill{i}", "title": f"Quill {i}", "text": text}
-    for i, text in enumerate([
-        "Mara Quill designed the Brightwater lighthouse on the granite headland.",
-        "The harbour wall at Port Ellis is a later work attributed to Mara Quill.",
-        "Letters from Mara Quill describe storms, lamps and the keeper's long nights.",
-        "A bronze statue honours Mara Quill in the town square.",
-    ])
+    for i, text in enumerate(
+        [
+            "Mara Quill designed the Brightwater lighthouse on the granite headland.",
+            "The harbour wall at Port Ellis is a later work attributed to Mara Quill.",
+            "Letters from Mara Quill describe storms, lamps and the keeper's long nights.",
+            "A bronze statue honours Mara Quill in the town square.",
+        ]
+    )
 ] + [
     {"id": "bread", "title": "Bread", "text": "Sourdough bread rises thanks to a starter of wild yeast."},
     {"id": "volcano", "title": "Ember", "text": "Mount Ember is a stratovolcano whose last eruption was in 1921."},
@@ -59,9 +62,13 @@ def make_services(workspace, embedder, graph, chat_model=None):
 def make_chat(kbs, query, **params) -> ChatManage:
     p = PipelineParams().with_changes(**params) if params else PipelineParams()
     req = PipelineRequest.from_params(
-        p, query=query, session_id="s", knowledge_base_ids=[k.id for k in kbs],
+        p,
+        query=query,
+        session_id="s",
+        knowledge_base_ids=[k.id for k in kbs],
         search_targets=[SearchTarget(knowledge_base_id=k.id) for k in kbs],
-        chat_model_id="chat", rerank_model_id="rerank",
+        chat_model_id="chat",
+        rerank_model_id="rerank",
     )
     chat = ChatManage(request=req)
     chat.state.rewrite_query = query
@@ -90,7 +97,9 @@ def quill_kb(workspace, embedder, graph):
 
 
 # -- ExtractEntity ---------------------------------------------------------------------------
-async def test_extract_entity_offline_when_the_chat_model_cannot_follow_instructions(workspace, embedder, graph, quill_kb):
+async def test_extract_entity_offline_when_the_chat_model_cannot_follow_instructions(
+    workspace, embedder, graph, quill_kb
+):
     services = make_services(workspace, embedder, graph)
     chat = make_chat([quill_kb], "Who was Mara Quill?")
     chat.state.rewrite_query = "What did Mara Quill build at Port Ellis?"  # the rewrite is preferred
@@ -139,7 +148,9 @@ async def test_extract_entity_scope_keeps_only_graph_kbs_and_their_documents(wor
     assert chat.state.entity_kb_ids == [quill_kb.id]
     assert chat.state.entity_knowledge == {"quill1": quill_kb.id, "quill2": quill_kb.id}
     assert entity_namespaces(chat.state.entity_kb_ids, chat.state.entity_knowledge) == [
-        NameSpace(quill_kb.id, "quill1"), NameSpace(quill_kb.id, "quill2")]
+        NameSpace(quill_kb.id, "quill1"),
+        NameSpace(quill_kb.id, "quill2"),
+    ]
 
 
 def test_few_shot_prompt_layout():
@@ -169,7 +180,9 @@ async def test_extract_entity_with_a_chat_model_over_loopback(workspace, embedde
 
 
 @pytest.mark.parametrize("reply", [Reply.error(500, "boom"), Reply.chat("I cannot help with that.")])
-async def test_extract_entity_failure_means_no_entities_and_the_stage_continues(workspace, embedder, graph, quill_kb, reply):
+async def test_extract_entity_failure_means_no_entities_and_the_stage_continues(
+    workspace, embedder, graph, quill_kb, reply
+):
     with FakeOpenAIServer() as srv:
         srv.script("/v1/chat/completions", reply)
         services = make_services(workspace, embedder, graph, OpenAIChatModel("m", srv.base_url, max_retries=0))
@@ -186,9 +199,14 @@ async def test_extract_entity_failure_means_no_entities_and_the_stage_continues(
 
 # -- SearchEntity: the seed's limits ----------------------------------------------------------
 def _chunk(kb_id, kid, i, text=None, enabled=True):
-    return Chunk(id=f"{kb_id}:{kid}#g{i}", knowledge_id=kid, knowledge_base_id=kb_id,
-                 content=text or f"Graph passage {i} about Mara Quill and item {i * 7919}.",
-                 chunk_index=i, is_enabled=enabled)
+    return Chunk(
+        id=f"{kb_id}:{kid}#g{i}",
+        knowledge_id=kid,
+        knowledge_base_id=kb_id,
+        content=text or f"Graph passage {i} about Mara Quill and item {i * 7919}.",
+        chunk_index=i,
+        is_enabled=enabled,
+    )
 
 
 async def test_search_entity_keeps_enabled_chunks_of_turn_kbs_with_documents(workspace, embedder, graph, quill_kb):
@@ -201,8 +219,14 @@ async def test_search_entity_keeps_enabled_chunks_of_turn_kbs_with_documents(wor
     present = workspace.store.list_chunks(quill_kb.id, "quill0")[0]
     workspace.store.add_chunks([disabled, orphan])
     graph.delete_namespace(NameSpace(quill_kb.id))  # only the hand-made graph below
-    graph.replace_namespace(NameSpace(quill_kb.id, "quill0"), [GraphNode(
-        "Mara Quill", chunk_ids=[present.id, "missing#c0", disabled.id, orphan.id, foreign.id, ok.id, ok.id])])
+    graph.replace_namespace(
+        NameSpace(quill_kb.id, "quill0"),
+        [
+            GraphNode(
+                "Mara Quill", chunk_ids=[present.id, "missing#c0", disabled.id, orphan.id, foreign.id, ok.id, ok.id]
+            )
+        ],
+    )
 
     services = make_services(workspace, embedder, graph)
     chat = make_chat([quill_kb], "Mara Quill?")
@@ -218,22 +242,34 @@ async def test_search_entity_keeps_enabled_chunks_of_turn_kbs_with_documents(wor
     assert [r.id for r in chat.state.search_result] == [present.id, ok.id]
     hit = chat.state.search_result[1]
     assert (hit.score, hit.match_type, hit.seq, hit.knowledge_id, hit.knowledge_title) == (
-        0.0, MatchType.GRAPH, ok.chunk_index, "quill3", "Quill 3")
+        0.0,
+        MatchType.GRAPH,
+        ok.chunk_index,
+        "quill3",
+        "Quill 3",
+    )
     assert hit.knowledge_base_id == quill_kb.id
     assert chat.state.graph_result.node_names() == ["Mara Quill"]
     dropped = dict(chat.state.diagnostics["entity_search"]["dropped"])
-    assert dropped == {"missing#c0": "chunk not found", disabled.id: "chunk disabled",
-                       orphan.id: "document not found", foreign.id: "knowledge base not in this turn"}
+    assert dropped == {
+        "missing#c0": "chunk not found",
+        disabled.id: "chunk disabled",
+        orphan.id: "document not found",
+        foreign.id: "knowledge base not in this turn",
+    }
 
 
 async def test_search_entity_loads_at_most_30_chunks_in_node_order(workspace, embedder, graph, quill_kb):
     chunks = [_chunk(quill_kb.id, "quill1", 100 + i) for i in range(40)]
     workspace.store.add_chunks(chunks)
     graph.delete_namespace(NameSpace(quill_kb.id))
-    graph.replace_namespace(NameSpace(quill_kb.id, "quill1"), [
-        GraphNode("Mara Quill", chunk_ids=[c.id for c in chunks[:25]]),
-        GraphNode("Port Ellis", chunk_ids=[c.id for c in chunks[20:]]),
-    ])
+    graph.replace_namespace(
+        NameSpace(quill_kb.id, "quill1"),
+        [
+            GraphNode("Mara Quill", chunk_ids=[c.id for c in chunks[:25]]),
+            GraphNode("Port Ellis", chunk_ids=[c.id for c in chunks[20:]]),
+        ],
+    )
     services = make_services(workspace, embedder, graph)
     chat = make_chat([quill_kb], "Mara Quill in Port Ellis")
     chat.state.entity, chat.state.entity_kb_ids = ["Mara Quill", "Port Ellis"], [quill_kb.id]
@@ -275,10 +311,13 @@ async def test_a_named_entity_brings_in_chunks_that_chunk_search_missed(workspac
 
     async def run(entity_plugin):
         manager = EventManager()
-        manager.register_all([
-            PluginQueryUnderstand(services), PluginExtractEntity(services),
-            PluginSearchParallel(services, search=search, entity=entity_plugin),
-        ])
+        manager.register_all(
+            [
+                PluginQueryUnderstand(services),
+                PluginExtractEntity(services),
+                PluginSearchParallel(services, search=search, entity=entity_plugin),
+            ]
+        )
         chat = make_chat([quill_kb], question, embedding_top_k=1, enable_query_expansion=False)
         assert await manager.trigger(E.QUERY_UNDERSTAND, chat) is None
         assert await manager.trigger(E.CHUNK_SEARCH_PARALLEL, chat) is None
@@ -305,14 +344,19 @@ async def test_whole_pipeline_reranks_graph_hits_with_the_model_score_as_base(wo
     services = make_services(workspace, embedder, graph)
     plugins = default_plugins(services)
     search = next(p for p in plugins if isinstance(p, PluginSearch))
-    plugins = [PluginSearchParallel(services, search=search, entity=PluginSearchEntity(services))
-               if isinstance(p, PluginSearchParallel) else p for p in plugins]
-    plugins.insert(next(i for i, p in enumerate(plugins) if isinstance(p, PluginQueryUnderstand)) + 1,
-                   PluginExtractEntity(services))
+    plugins = [
+        PluginSearchParallel(services, search=search, entity=PluginSearchEntity(services))
+        if isinstance(p, PluginSearchParallel)
+        else p
+        for p in plugins
+    ]
+    plugins.insert(
+        next(i for i, p in enumerate(plugins) if isinstance(p, PluginQueryUnderstand)) + 1,
+        PluginExtractEntity(services),
+    )
     manager = EventManager()
     manager.register_all(plugins)
-    chat = make_chat([quill_kb], "Mara Quill", embedding_top_k=1, enable_query_expansion=False,
-                     rerank_threshold=0.0)
+    chat = make_chat([quill_kb], "Mara Quill", embedding_top_k=1, enable_query_expansion=False, rerank_threshold=0.0)
     snaps = {}
 
     async def on_stage(event, c, err):

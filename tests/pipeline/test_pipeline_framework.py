@@ -1,4 +1,5 @@
 """Plugin chain order, PluginError identity, builder presets, orchestrator control flow."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +9,12 @@ import pytest
 from rag_lab.pipeline.container import Services, default_plugins
 from rag_lab.pipeline.orchestrator import RequestCancelled, build_event_list, knowledge_qa_by_event
 from rag_lab.pipeline.plugin import (
-    ErrModelCall, ErrSearch, ErrSearchNothing, EventManager, PluginError, parallel_map, run_parallel,
+    ErrModelCall,
+    ErrSearch,
+    ErrSearchNothing,
+    EventManager,
+    parallel_map,
+    run_parallel,
 )
 from rag_lab.stream.bus import EventBus
 from rag_lab.types import ChatManage, EventType, PipelineBuilder, PipelineRequest, SearchResult, SearchTarget
@@ -67,13 +73,33 @@ def test_with_error_makes_a_new_error_and_keeps_identity_of_singletons():
 
 def test_default_registration_order_follows_the_container():
     names = [type(p).__name__ for p in default_plugins(Services())]
-    order = ["PluginSearch", "PluginRerank", "PluginWebFetch", "PluginMerge", "PluginDataAnalysis", "PluginIntoChatMessage", "PluginChatCompletion",
-             "PluginChatCompletionStream", "PluginFilterTopK", "PluginQueryUnderstand", "PluginLoadHistory",
-             "PluginMemoryRecall", "PluginExtractEntity", "PluginSearchEntity", "PluginSearchParallel", "PluginWikiBoost", "PluginMemoryAffinity"]
+    order = [
+        "PluginSearch",
+        "PluginRerank",
+        "PluginWebFetch",
+        "PluginMerge",
+        "PluginDataAnalysis",
+        "PluginIntoChatMessage",
+        "PluginChatCompletion",
+        "PluginChatCompletionStream",
+        "PluginFilterTopK",
+        "PluginQueryUnderstand",
+        "PluginLoadHistory",
+        "PluginMemoryRecall",
+        "PluginExtractEntity",
+        "PluginSearchEntity",
+        "PluginSearchParallel",
+        "PluginWikiBoost",
+        "PluginMemoryAffinity",
+    ]
     assert names == order
     m = EventManager()
     m.register_all(default_plugins(Services()))
-    assert [type(p).__name__ for p in m.plugins_for(E.CHUNK_RERANK)] == ["PluginRerank", "PluginWikiBoost", "PluginMemoryAffinity"]
+    assert [type(p).__name__ for p in m.plugins_for(E.CHUNK_RERANK)] == [
+        "PluginRerank",
+        "PluginWikiBoost",
+        "PluginMemoryAffinity",
+    ]
 
 
 def test_builder_and_presets():
@@ -88,10 +114,24 @@ def test_builder_and_presets():
 def test_event_lists():
     pure = ChatManage(request=PipelineRequest(max_rounds=0))
     assert build_event_list(pure) == [E.MEMORY_RECALL, E.CHAT_COMPLETION_STREAM]
-    rag = ChatManage(request=PipelineRequest(max_rounds=3, knowledge_base_ids=["kb"], web_search_enabled=True, data_analysis_enabled=True))
+    rag = ChatManage(
+        request=PipelineRequest(
+            max_rounds=3, knowledge_base_ids=["kb"], web_search_enabled=True, data_analysis_enabled=True
+        )
+    )
     assert build_event_list(rag) == [
-        E.LOAD_HISTORY, E.MEMORY_RECALL, E.QUERY_UNDERSTAND, E.CHUNK_SEARCH_PARALLEL, E.CHUNK_RERANK, E.WEB_FETCH,
-        E.CHUNK_MERGE, E.FILTER_TOP_K, E.DATA_ANALYSIS, E.INTO_CHAT_MESSAGE, E.CHAT_COMPLETION_STREAM]
+        E.LOAD_HISTORY,
+        E.MEMORY_RECALL,
+        E.QUERY_UNDERSTAND,
+        E.CHUNK_SEARCH_PARALLEL,
+        E.CHUNK_RERANK,
+        E.WEB_FETCH,
+        E.CHUNK_MERGE,
+        E.FILTER_TOP_K,
+        E.DATA_ANALYSIS,
+        E.INTO_CHAT_MESSAGE,
+        E.CHAT_COMPLETION_STREAM,
+    ]
 
 
 async def test_concurrency_helpers():
@@ -132,8 +172,15 @@ class Stage:
 
 
 def _chat(**kw) -> tuple[ChatManage, list]:
-    req = PipelineRequest(query="q", knowledge_base_ids=["kb"], search_targets=[SearchTarget(knowledge_base_id="kb")],
-                          max_rounds=0, fallback_strategy="fixed", fallback_response="FALLBACK", **kw)
+    req = PipelineRequest(
+        query="q",
+        knowledge_base_ids=["kb"],
+        search_targets=[SearchTarget(knowledge_base_id="kb")],
+        max_rounds=0,
+        fallback_strategy="fixed",
+        fallback_response="FALLBACK",
+        **kw,
+    )
     chat = ChatManage(request=req)
     bus = EventBus()
     seen: list = []
@@ -151,7 +198,9 @@ def _manager(*stages) -> EventManager:
 async def test_search_nothing_runs_the_fixed_fallback_and_stops():
     chat, seen = _chat()
     ran: list = []
-    m = _manager(Stage(E.CHUNK_SEARCH_PARALLEL, ErrSearchNothing), Stage(E.CHUNK_RERANK, action=lambda c: ran.append(1)))
+    m = _manager(
+        Stage(E.CHUNK_SEARCH_PARALLEL, ErrSearchNothing), Stage(E.CHUNK_RERANK, action=lambda c: ran.append(1))
+    )
     err = await knowledge_qa_by_event(chat, build_event_list(chat), m, Services())
     assert err is None and ran == []
     answers = [e for e in seen if e.type == "final_answer"]
@@ -189,16 +238,27 @@ async def test_references_are_emitted_before_the_answer_stage_and_window_counts(
     order: list[str] = []
 
     def merged(c):
-        c.state.merge_result = [SearchResult(id="a", knowledge_id="d"), SearchResult(id="w", knowledge_source="web_search")]
+        c.state.merge_result = [
+            SearchResult(id="a", knowledge_id="d"),
+            SearchResult(id="w", knowledge_source="web_search"),
+        ]
 
     chat.context.event_bus.on_any(lambda e: order.append(e.type))
-    m = _manager(Stage(E.CHUNK_MERGE, action=merged), Stage(E.CHAT_COMPLETION_STREAM, action=lambda c: order.append("stream")))
+    m = _manager(
+        Stage(E.CHUNK_MERGE, action=merged), Stage(E.CHAT_COMPLETION_STREAM, action=lambda c: order.append("stream"))
+    )
     await knowledge_qa_by_event(chat, build_event_list(chat), m, Services())
     assert order.index("references") < order.index("stream")
     ref = next(e for e in seen if e.type == "references")
     assert ref.id.endswith("-references") and [r.id for r in ref.data["references"]] == ["a", "w"]
     done = next(e for e in seen if e.type == "tool_result" and e.data["tool_name"] == "knowledge_search")
-    assert done.data["data"] == {"count": 2, "doc_count": 1, "web_count": 1, "search_source": "mixed", "candidate_count": 0}
+    assert done.data["data"] == {
+        "count": 2,
+        "doc_count": 1,
+        "web_count": 1,
+        "search_source": "mixed",
+        "candidate_count": 0,
+    }
     assert done.data["output"] == "检索到 2 条相关内容"
 
 

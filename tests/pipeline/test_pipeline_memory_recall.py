@@ -1,10 +1,10 @@
 """MEMORY_RECALL (spec §4.2): skipped without a memory service, memory prompt and used memories,
 the ``memory_recalled`` event, never failing; end to end with the memory store, the answer's
 system prompt and the MemoryAffinity boost (§4.6.5)."""
+
 from __future__ import annotations
 
 import pytest
-from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 from rag_lab.memory import MEMORY_PREAMBLE, MemoryStore, Recall
 from rag_lab.pipeline.container import Services, build_event_manager, default_plugins
@@ -14,6 +14,7 @@ from rag_lab.stream.bus import EventBus
 from rag_lab.stream.handler import AgentStreamHandler
 from rag_lab.stream.manager import MemoryStreamManager
 from rag_lab.types import ChatManage, PipelineRequest
+from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
 
@@ -52,11 +53,14 @@ async def test_recall_sets_prompt_items_and_emits_the_event(tmp_path, embedder):
     chat.context.event_bus.on("memory_recalled", seen.append)
     await _run(memory, chat)
     assert chat.state.memory_prompt == (
-        f"\n\n<user_memory>\n{MEMORY_PREAMBLE}\n- Alice volunteers at the Brightwater lighthouse\n</user_memory>")
+        f"\n\n<user_memory>\n{MEMORY_PREAMBLE}\n- Alice volunteers at the Brightwater lighthouse\n</user_memory>"
+    )
     assert [m["content"] for m in chat.state.used_memories] == ["Alice volunteers at the Brightwater lighthouse"]
     assert [e.data["memories"] for e in seen] == [chat.state.used_memories]
     events, _ = streams.get_events("s", "m", 0)
-    assert [e.type for e in events] == ["memory_recalled"] and events[0].data["memories"][0]["id"] == chat.state.used_memories[0]["id"]
+    assert [e.type for e in events] == ["memory_recalled"] and events[0].data["memories"][0][
+        "id"
+    ] == chat.state.used_memories[0]["id"]
 
 
 class Scripted:
@@ -110,9 +114,20 @@ async def test_end_to_end_memory_reaches_the_model_and_boosts_cited_documents(tm
 
     with FakeOpenAIServer() as srv:
         lab = Lab.from_config(
-            {"models": {"embedder": {"type": "onnx-minilm"}, "reranker": {"type": "embedding-rescorer"},
-                        "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}},
-             "params": {"enable_rewrite": False}},
+            {
+                "models": {
+                    "embedder": {"type": "onnx-minilm"},
+                    "reranker": {"type": "embedding-rescorer"},
+                    "chat": {
+                        "type": "openai",
+                        "model": "fake",
+                        "base_url": srv.base_url,
+                        "api_key": "k",
+                        "max_retries": 0,
+                    },
+                },
+                "params": {"enable_rewrite": False},
+            },
             workspace=tmp_path,
         )
         lab.ingest(docs_dir, kb="demo", progress=False)
@@ -138,4 +153,6 @@ async def test_end_to_end_memory_reaches_the_model_and_boosts_cited_documents(tm
     assert "memory_recalled" in [e.type for e in events]
     boosted = [r for r in chat.state.rerank_result if r.knowledge_id == lighthouse]
     assert boosted, [r.metadata for r in chat.state.rerank_result]
-    assert all(r.metadata.get("memory_affinity") == "1.0750" for r in boosted), [r.metadata.get("memory_affinity") for r in boosted]  # 1 + 0.15 * ln3/ln9
+    assert all(r.metadata.get("memory_affinity") == "1.0750" for r in boosted), [
+        r.metadata.get("memory_affinity") for r in boosted
+    ]  # 1 + 0.15 * ln3/ln9

@@ -1,10 +1,12 @@
 """Merge-stage properties (issue 4): no result's text is lost, overlap removal is idempotent,
 image hits folded into their description are marked."""
+
 from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_lab.pipeline.plugins.merge import group_and_merge, mark_image_vector_matches
 from rag_lab.searchutil.dedup import remove_partial_overlaps
@@ -23,8 +25,17 @@ def documents(draw):
     for i in range(n):
         a, b = cuts[2 * i], cuts[2 * i + 1]
         if b > a:
-            out.append(SearchResult(id=f"c{i}", knowledge_id="d", chunk_index=i, content=text[a:b], start_at=a, end_at=b,
-                                    score=draw(st.floats(0, 1))))
+            out.append(
+                SearchResult(
+                    id=f"c{i}",
+                    knowledge_id="d",
+                    chunk_index=i,
+                    content=text[a:b],
+                    start_at=a,
+                    end_at=b,
+                    score=draw(st.floats(0, 1)),
+                )
+            )
     return out
 
 

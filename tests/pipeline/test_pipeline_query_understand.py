@@ -2,6 +2,7 @@
 dedicated model with fallback), prompt assembly, the 2,048-token image cap, tolerant parsing with
 partial recovery of cut replies, image caption write-back, history fallback, asker background,
 intent prompt overrides, and the offline small-talk detector."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import logging
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 from rag_lab.memory import AskerBackground
 from rag_lab.models.chat import OpenAIChatModel
@@ -29,25 +29,34 @@ from rag_lab.prompts.templates import default_templates
 from rag_lab.session.sqlite_store import SQLiteSessionStore
 from rag_lab.session.store import MemoryMessageStore
 from rag_lab.types import ChatManage, History, PipelineRequest
+from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
 IMG = "data:image/png;base64,iVBORw0KGgo="
 
 
 # -- partial recovery ----------------------------------------------------------------------------
-FULL = {"rewrite_query": "Who built the Brightwater lighthouse?", "intent": "kb_search",
-        "image_description": "A red and white tower. A sign reads: BRIGHTWATER 1874"}
+FULL = {
+    "rewrite_query": "Who built the Brightwater lighthouse?",
+    "intent": "kb_search",
+    "image_description": "A red and white tower. A sign reads: BRIGHTWATER 1874",
+}
 
 
 def test_recovery_of_cut_replies_concrete_cases():
     text = json.dumps(FULL)
     cut_in_desc = text[: text.index("BRIGHT") + 6]
     assert recover_truncated_understanding(cut_in_desc) == {
-        "rewrite_query": FULL["rewrite_query"], "intent": "kb_search",
-        "image_description": "A red and white tower. A sign reads: BRIGHT"}
+        "rewrite_query": FULL["rewrite_query"],
+        "intent": "kb_search",
+        "image_description": "A red and white tower. A sign reads: BRIGHT",
+    }
     cut_in_intent = text[: text.index('"kb_') + 4]
     assert recover_truncated_understanding(cut_in_intent) == {
-        "rewrite_query": FULL["rewrite_query"], "intent": "", "image_description": ""}
+        "rewrite_query": FULL["rewrite_query"],
+        "intent": "",
+        "image_description": "",
+    }
     cut_in_rewrite = text[: text.index("Bright")]
     assert recover_truncated_understanding(cut_in_rewrite) is None  # a cut rewrite is never used
     assert recover_truncated_understanding('{"rewri') is None
@@ -58,20 +67,35 @@ def test_recovery_of_cut_replies_concrete_cases():
 def test_recovery_tolerates_what_models_write():
     fenced = '```json\n{\n  "rewritten_query": "q1",\n  "intent": "Greeting",\n  "image_desc": "line1\nline2",\n  "ocr": "OCR TE'
     assert recover_truncated_understanding(fenced) == {
-        "rewrite_query": "q1", "intent": "Greeting", "image_description": "line1\nline2\n\n[OCR]\nOCR TE"}
+        "rewrite_query": "q1",
+        "intent": "Greeting",
+        "image_description": "line1\nline2\n\n[OCR]\nOCR TE",
+    }
     # single quotes, bare keys, trailing commas, non-string values before the fields
-    odd = "{'meta': {\"a\": [1, \"}\"]}, n: 3, ok: true, rewrite_query: 'q2', \"intent\": \"kb_search\",}"
+    odd = '{\'meta\': {"a": [1, "}"]}, n: 3, ok: true, rewrite_query: \'q2\', "intent": "kb_search",}'
     assert scan_object_prefix(odd)["rewrite_query"] == ("q2", True)
     assert recover_truncated_understanding(odd)["rewrite_query"] == "q2"
     # a non-string alias is skipped, the next alias is used
     assert recover_truncated_understanding('{"query": 5, "question": "q3", "intent": "x') == {
-        "rewrite_query": "q3", "intent": "", "image_description": ""}
+        "rewrite_query": "q3",
+        "intent": "",
+        "image_description": "",
+    }
     # escapes: a cut \\uXXXX or a cut surrogate pair is dropped, complete ones decoded
-    assert recover_truncated_understanding('{"intent":"kb_search","image_description":"caf\\u00e9 \\ud83d\\ude00 x\\u00')[
-        "image_description"] == "café 😀 x"
-    assert recover_truncated_understanding('{"intent":"kb_search","image_description":"smile \\ud83d')[
-        "image_description"] == "smile"
-    assert recover_truncated_understanding('{"intent":"kb_search","image_description":"back\\')["image_description"] == "back"
+    assert (
+        recover_truncated_understanding('{"intent":"kb_search","image_description":"caf\\u00e9 \\ud83d\\ude00 x\\u00')[
+            "image_description"
+        ]
+        == "café 😀 x"
+    )
+    assert (
+        recover_truncated_understanding('{"intent":"kb_search","image_description":"smile \\ud83d')["image_description"]
+        == "smile"
+    )
+    assert (
+        recover_truncated_understanding('{"intent":"kb_search","image_description":"back\\')["image_description"]
+        == "back"
+    )
     # a duplicate key that is cut does not replace a complete one
     assert scan_object_prefix('{"intent": "greeting", "intent": "kb_')["intent"] == ("greeting", True)
 
@@ -80,9 +104,15 @@ _VALUE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=
 
 
 @settings(max_examples=150, deadline=None)
-@given(rewrite=_VALUE, intent=st.sampled_from(["kb_search", "greeting", "chitchat", "", "KB-Search"]), desc=_VALUE,
-       ascii_only=st.booleans(), indent=st.sampled_from([None, 2]), prefix=st.sampled_from(["", "```json\n", "Sure: "]),
-       data=st.data())
+@given(
+    rewrite=_VALUE,
+    intent=st.sampled_from(["kb_search", "greeting", "chitchat", "", "KB-Search"]),
+    desc=_VALUE,
+    ascii_only=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+    prefix=st.sampled_from(["", "```json\n", "Sure: "]),
+    data=st.data(),
+)
 def test_recovery_property_every_cut(rewrite, intent, desc, ascii_only, indent, prefix, data):
     """For a reply cut at any point: no exception; a field whose string closed before the cut is
     recovered exactly (trimmed); the cut description is a prefix of the real one; the uncut reply
@@ -119,21 +149,45 @@ def test_recovery_property_every_cut(rewrite, intent, desc, ascii_only, indent, 
 @pytest.mark.parametrize(
     "text, label",
     [
-        ("hi", "greeting"), ("Hello there!", "greeting"), ("hey, good morning :)", "greeting"), ("你好", "greeting"),
-        ("您好！", "greeting"), ("早上好", "greeting"), ("大家好呀～", "greeting"), ("Hi there, thanks a lot!! 😊", "greeting"),
-        ("thanks!", "chitchat"), ("Thank you so much", "chitchat"), ("谢谢", "chitchat"), ("谢谢啦！", "chitchat"),
-        ("ok", "chitchat"), ("How are you?", "chitchat"), ("what's up", "chitchat"), ("再见", "chitchat"),
-        ("bye bye", "chitchat"), ("你是谁？", "chitchat"),
-        ("hello, who built the lighthouse?", ""), ("Who built the Brightwater lighthouse?", ""), ("history", ""),
-        ("thanks, and what about the lamp?", ""), ("早餐吃什么", ""), ("你好，长城有多长？", ""), ("hi " * 40, ""), ("", ""),
-        ("kb", ""), ("ty for the sourdough recipe", ""), ("42", ""),
+        ("hi", "greeting"),
+        ("Hello there!", "greeting"),
+        ("hey, good morning :)", "greeting"),
+        ("你好", "greeting"),
+        ("您好！", "greeting"),
+        ("早上好", "greeting"),
+        ("大家好呀～", "greeting"),
+        ("Hi there, thanks a lot!! 😊", "greeting"),
+        ("thanks!", "chitchat"),
+        ("Thank you so much", "chitchat"),
+        ("谢谢", "chitchat"),
+        ("谢谢啦！", "chitchat"),
+        ("ok", "chitchat"),
+        ("How are you?", "chitchat"),
+        ("what's up", "chitchat"),
+        ("再见", "chitchat"),
+        ("bye bye", "chitchat"),
+        ("你是谁？", "chitchat"),
+        ("hello, who built the lighthouse?", ""),
+        ("Who built the Brightwater lighthouse?", ""),
+        ("history", ""),
+        ("thanks, and what about the lamp?", ""),
+        ("早餐吃什么", ""),
+        ("你好，长城有多长？", ""),
+        ("hi " * 40, ""),
+        ("", ""),
+        ("kb", ""),
+        ("ty for the sourdough recipe", ""),
+        ("42", ""),
     ],
 )
 def test_detect_smalltalk(text, label):
     assert detect_smalltalk(text) == label
 
 
-@given(st.sampled_from(["hi", "hello", "thanks", "你好", "谢谢"]), st.sampled_from(["lighthouse", "长城", "sourdough", "1874"]))
+@given(
+    st.sampled_from(["hi", "hello", "thanks", "你好", "谢谢"]),
+    st.sampled_from(["lighthouse", "长城", "sourdough", "1874"]),
+)
 def test_detect_smalltalk_never_swallows_a_question(greeting, topic):
     assert detect_smalltalk(f"{greeting} {topic}") == ""
     assert detect_smalltalk(f"{greeting}, {topic}?") == ""
@@ -143,7 +197,8 @@ def test_detect_smalltalk_never_swallows_a_question(greeting, topic):
 def test_query_placeholder_assembly():
     assert build_understanding_query("q", 0, "") == "q\n\n<no_image_attached />\n<no_document_attached />"
     assert build_understanding_query("q", 2, "\n\n<attachments>x</attachments>\n\n", "\n\n<bg/>") == (
-        'q\n\n<images_uploaded count="2" />\n\n<attachments>x</attachments>\n\n\n\n<bg/>')
+        'q\n\n<images_uploaded count="2" />\n\n<attachments>x</attachments>\n\n\n\n<bg/>'
+    )
     block = asker_background_block(AskerBackground("Keeps bees <b>", ["lighthouse", "bread"], ["Guide"]))
     assert block.startswith('\n\n<asker_background note="') and block.endswith("\n</asker_background>")
     assert "\nKeeps bees &lt;b&gt;\nLong-term interests: lighthouse, bread\nOften consulted: Guide" in block
@@ -187,7 +242,12 @@ async def test_gate_skips_without_rewrite_and_images():
 
 async def test_text_path_prompt_options_and_result():
     with FakeOpenAIServer() as srv:
-        srv.script(CHAT, Reply.chat('```json\n{"rewrite_query": "Who built the Brightwater lighthouse?", "intent": "KB-Search"}\n```'))
+        srv.script(
+            CHAT,
+            Reply.chat(
+                '```json\n{"rewrite_query": "Who built the Brightwater lighthouse?", "intent": "KB-Search"}\n```'
+            ),
+        )
         svc = _services(chat=OpenAIChatModel("m", srv.base_url, max_retries=0))
         chat = _chat(language="French")
         chat.state.history = [History(query="Tell me about Brightwater", answer="It is a lighthouse.")]
@@ -198,7 +258,8 @@ async def test_text_path_prompt_options_and_result():
     system, user = body["messages"]
     assert system["content"].endswith(
         "## Conversation History\n------BEGIN------\nUser question: Tell me about Brightwater\n"
-        "Assistant answer: It is a lighthouse.\n------END------\n\n")
+        "Assistant answer: It is a lighthouse.\n------END------\n\n"
+    )
     assert "French" in system["content"]
     assert "## User Question\nwho made it?\n\n<no_image_attached />\n<no_document_attached />\n" in user["content"]
     assert isinstance(user["content"], str)  # no image parts
@@ -219,7 +280,10 @@ async def test_cut_image_reply_is_recovered_and_the_caption_written_back(tmp_pat
         body = srv.requests_to(CHAT)[0].json
     s = chat.state
     assert (s.rewrite_query, s.intent, s.image_description) == (
-        "Text on the Brightwater sign", "image_only", "A sign reading BRIGHTW")
+        "Text on the Brightwater sign",
+        "image_only",
+        "A sign reading BRIGHTW",
+    )
     assert s.diagnostics["query_understand"]["partial"] and s.diagnostics["query_understand"]["truncated"]
     assert body["max_completion_tokens"] == 2048
     user = body["messages"][1]["content"]
@@ -246,9 +310,16 @@ async def test_unreadable_replies_keep_the_original_query(reply, finish):
 
 async def test_vlm_is_used_when_the_chat_model_has_no_vision():
     with FakeOpenAIServer() as srv:
-        srv.script(CHAT, Reply.chat('{"rewrite_query": "q", "intent": "kb_search", "image_description": "a cat", "ocr_text": "MEOW"}'))
-        svc = _services(chat=OpenAIChatModel("text-model", srv.base_url, max_retries=0),
-                        vlm=OpenAIChatModel("vision-model", srv.base_url, supports_vision=True, max_retries=0))
+        srv.script(
+            CHAT,
+            Reply.chat(
+                '{"rewrite_query": "q", "intent": "kb_search", "image_description": "a cat", "ocr_text": "MEOW"}'
+            ),
+        )
+        svc = _services(
+            chat=OpenAIChatModel("text-model", srv.base_url, max_retries=0),
+            vlm=OpenAIChatModel("vision-model", srv.base_url, supports_vision=True, max_retries=0),
+        )
         chat = _chat(images=[IMG], vlm_model_id="vlm")
         await _run(PluginQueryUnderstand(svc), chat)
         body = srv.requests_to(CHAT)[0].json
@@ -272,8 +343,10 @@ async def test_images_without_any_vision_model_take_the_text_path(caplog):
 
 async def test_dedicated_model_then_fallback_to_chat_then_skip(caplog):
     with FakeOpenAIServer() as srv:
-        svc = _services(chat=OpenAIChatModel("big", srv.base_url, max_retries=0),
-                        small=OpenAIChatModel("small", srv.base_url, max_retries=0))
+        svc = _services(
+            chat=OpenAIChatModel("big", srv.base_url, max_retries=0),
+            small=OpenAIChatModel("small", srv.base_url, max_retries=0),
+        )
         await _run(PluginQueryUnderstand(svc), _chat(query_understand_model_id="small"))
         await _run(PluginQueryUnderstand(svc), _chat(query_understand_model_id="gone"))
         assert [r.json["model"] for r in srv.requests_to(CHAT)] == ["small", "big"]
@@ -287,8 +360,12 @@ async def test_call_error_skips_the_stage():
     with FakeOpenAIServer() as srv:
         srv.script(CHAT, Reply.error(500, "down"))
         chat = _chat()
-        assert await _run(PluginQueryUnderstand(_services(chat=OpenAIChatModel("m", srv.base_url, max_retries=0))), chat) == ["next"]
-    assert chat.state.rewrite_query == "who made it?" and "HTTP 500" in chat.state.diagnostics["query_understand"]["error"]
+        assert await _run(
+            PluginQueryUnderstand(_services(chat=OpenAIChatModel("m", srv.base_url, max_retries=0))), chat
+        ) == ["next"]
+    assert (
+        chat.state.rewrite_query == "who made it?" and "HTTP 500" in chat.state.diagnostics["query_understand"]["error"]
+    )
 
 
 class RecordingStore(MemoryMessageStore):
@@ -340,7 +417,10 @@ async def test_asker_background_and_attachments_reach_the_prompt():
         await _run(PluginQueryUnderstand(svc), _chat())
         first, second = (r.json["messages"][1]["content"] for r in srv.requests_to(CHAT))
     assert '<attachment index="1" name="notes.txt">' in first and "<no_document_attached />" not in first
-    assert "\nWorks as a lighthouse keeper\nLong-term interests: lighthouse\nOften consulted: Brightwater guide\n</asker_background>" in first
+    assert (
+        "\nWorks as a lighthouse keeper\nLong-term interests: lighthouse\nOften consulted: Brightwater guide\n</asker_background>"
+        in first
+    )
     assert first.index("<no_image_attached />") < first.index("<attachments>") < first.index("<asker_background")
     assert "<asker_background" not in second and "<no_document_attached />" in second
     assert chat.state.used_memories == []  # the background never counts as used memories
@@ -348,9 +428,12 @@ async def test_asker_background_and_attachments_reach_the_prompt():
 
 async def test_intent_prompt_overrides():
     with FakeOpenAIServer() as srv:
-        srv.script(CHAT, Reply.chat('{"rewrite_query": "hello", "intent": "greeting"}'),
-                   Reply.chat('{"rewrite_query": "hello", "intent": "greeting"}'),
-                   Reply.chat('{"rewrite_query": "x", "intent": "summarize"}'))
+        srv.script(
+            CHAT,
+            Reply.chat('{"rewrite_query": "hello", "intent": "greeting"}'),
+            Reply.chat('{"rewrite_query": "hello", "intent": "greeting"}'),
+            Reply.chat('{"rewrite_query": "x", "intent": "summarize"}'),
+        )
         svc = _services(chat=OpenAIChatModel("m", srv.base_url, max_retries=0))
         agent = _chat(intent_prompt_overrides={"greeting": "  Say hi like a pirate.  "})
         await _run(PluginQueryUnderstand(svc), agent)
@@ -381,14 +464,30 @@ def test_lab_recovers_a_cut_reply_end_to_end(tmp_path, docs_dir):
 
     with FakeOpenAIServer() as srv:
         lab = Lab.from_config(
-            {"models": {"embedder": {"type": "onnx-minilm"}, "reranker": {"type": "embedding-rescorer"},
-                        "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "api_key": "k", "max_retries": 0}}},
+            {
+                "models": {
+                    "embedder": {"type": "onnx-minilm"},
+                    "reranker": {"type": "embedding-rescorer"},
+                    "chat": {
+                        "type": "openai",
+                        "model": "fake",
+                        "base_url": srv.base_url,
+                        "api_key": "k",
+                        "max_retries": 0,
+                    },
+                }
+            },
             workspace=tmp_path,
         )
         lab.ingest(docs_dir, kb="demo", progress=False)
-        srv.script(CHAT, Reply.chat('{"rewrite_query": "Who built the Brightwater lighthouse?", "intent": "kb_search", "image_descr',
-                                    finish_reason="length"),
-                   Reply.chat("Mara Quill built it."))
+        srv.script(
+            CHAT,
+            Reply.chat(
+                '{"rewrite_query": "Who built the Brightwater lighthouse?", "intent": "kb_search", "image_descr',
+                finish_reason="length",
+            ),
+            Reply.chat("Mara Quill built it."),
+        )
         run = lab.ask("who made it?", kb="demo")
     qu = run.state("query_understand").state
     assert qu.rewrite_query == "Who built the Brightwater lighthouse?" and qu.intent == "kb_search"

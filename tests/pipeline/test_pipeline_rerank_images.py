@@ -1,4 +1,5 @@
 """Rerank with image hits (seed): OCR-rich images as text, pictorial ones kept by vector score."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ class ScriptedReranker:
         self.image_calls: list[list[str]] = []
 
     async def rerank(self, query, passages):
-        out = [RerankScore(i, next((v for k, v in self.by_text.items() if k in p), 0.0)) for i, p in enumerate(passages)]
+        out = [
+            RerankScore(i, next((v for k, v in self.by_text.items() if k in p), 0.0)) for i, p in enumerate(passages)
+        ]
         return sorted(out, key=lambda s: -s.relevance_score)
 
     async def rerank_images(self, query, urls):
@@ -31,14 +34,21 @@ class ScriptedReranker:
 
 def _image(id_, vector_score, caption, ocr="", url=None):
     info = json.dumps([{"url": url or f"https://img/{id_}.png", "caption": caption, "ocr_text": ocr}])
-    return SearchResult(id=id_, knowledge_id=f"doc-{id_}", chunk_type="image_vector", content="", image_info=info,
-                        score=vector_score)
+    return SearchResult(
+        id=id_, knowledge_id=f"doc-{id_}", chunk_type="image_vector", content="", image_info=info, score=vector_score
+    )
 
 
 def _chat(results, threshold=0.5, vector_threshold=0.2):
     p = PipelineParams()
-    req = PipelineRequest.from_params(p, query="red bridge", rerank_model_id="m", rerank_threshold=threshold,
-                                      vector_threshold=vector_threshold, rerank_top_k=5)
+    req = PipelineRequest.from_params(
+        p,
+        query="red bridge",
+        rerank_model_id="m",
+        rerank_threshold=threshold,
+        vector_threshold=vector_threshold,
+        rerank_top_k=5,
+    )
     chat = ChatManage(request=req)
     chat.state.rewrite_query = "red bridge"
     chat.state.search_result = results
@@ -55,7 +65,9 @@ async def _run(chat, model):
 async def test_pictorial_hits_kept_by_vector_score_after_text_results():
     results = [
         SearchResult(id="t1", knowledge_id="d1", content="the red bridge at dawn", score=0.7),
-        _image("i1", 0.30, "a bridge"), _image("i2", 0.60, "painted steel"), _image("i3", 0.45, "river"),
+        _image("i1", 0.30, "a bridge"),
+        _image("i2", 0.60, "painted steel"),
+        _image("i3", 0.45, "river"),
         _image("i4", 0.10, "blurry"),  # below max(vector threshold, 0.25)
     ]
     chat = _chat(results)
@@ -67,8 +79,7 @@ async def test_pictorial_hits_kept_by_vector_score_after_text_results():
 
 
 async def test_images_returned_even_when_no_text_passes():
-    chat = _chat([SearchResult(id="t1", content="unrelated text", score=0.9), _image("i1", 0.5, "x")],
-                 threshold=0.95)
+    chat = _chat([SearchResult(id="t1", content="unrelated text", score=0.9), _image("i1", 0.5, "x")], threshold=0.95)
     assert await _run(chat, ScriptedReranker({})) is None
     assert [r.id for r in chat.state.rerank_result] == ["i1"]
 

@@ -23,13 +23,16 @@ class Searcher:
 
 class Workspace:
     def get_kb(self, kb_id):
-        return SimpleNamespace(id=kb_id, name=kb_id, embedding_model_key="", type="document", keyword_enabled=True,
-                               vector_enabled=False)
+        return SimpleNamespace(
+            id=kb_id, name=kb_id, embedding_model_key="", type="document", keyword_enabled=True, vector_enabled=False
+        )
 
 
 def _chat(timeout):
     p = PipelineParams().with_changes(search_timeout_s=timeout, enable_query_expansion=False)
-    req = PipelineRequest.from_params(p, query="q", knowledge_base_ids=["kb"], search_targets=[SearchTarget(knowledge_base_id="kb")])
+    req = PipelineRequest.from_params(
+        p, query="q", knowledge_base_ids=["kb"], search_targets=[SearchTarget(knowledge_base_id="kb")]
+    )
     chat = ChatManage(request=req)
     chat.state.rewrite_query = "q"
     return chat

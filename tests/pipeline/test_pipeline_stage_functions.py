@@ -1,10 +1,12 @@
 """Pure pieces of the stages, with the spec's concrete rules."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
@@ -19,13 +21,20 @@ P = PipelineParams()
 
 
 def test_deterministic_sort_keys_and_nulls_last():
-    rs = [SearchResult(id="b", knowledge_id="k1", score=0.5), None, SearchResult(id="a", knowledge_id="k1", score=0.5),
-          SearchResult(id="z", knowledge_id="k0", score=0.5, chunk_index=3), SearchResult(id="y", knowledge_id="k0", score=0.9)]
+    rs = [
+        SearchResult(id="b", knowledge_id="k1", score=0.5),
+        None,
+        SearchResult(id="a", knowledge_id="k1", score=0.5),
+        SearchResult(id="z", knowledge_id="k0", score=0.5, chunk_index=3),
+        SearchResult(id="y", knowledge_id="k0", score=0.9),
+    ]
     out = sort_search_results_deterministically(rs)
     assert [r.id if r else None for r in out] == ["y", "z", "a", "b", None]
 
 
-@given(st.lists(st.tuples(st.floats(0, 1), st.sampled_from("ab"), st.integers(0, 3), st.sampled_from("xyz")), max_size=12))
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.sampled_from("ab"), st.integers(0, 3), st.sampled_from("xyz")), max_size=12)
+)
 def test_deterministic_sort_is_order_independent(rows):
     rs = [SearchResult(id=i, knowledge_id=k, score=s, chunk_index=c) for s, k, c, i in rows]
     a = sort_search_results_deterministically(list(rs))
@@ -35,7 +44,9 @@ def test_deterministic_sort_is_order_independent(rows):
 
 
 def _chunk(i, text, start, score=0.5, kid="d"):
-    return SearchResult(id=f"c{i}", knowledge_id=kid, chunk_index=i, content=text, start_at=start, end_at=start + len(text), score=score)
+    return SearchResult(
+        id=f"c{i}", knowledge_id=kid, chunk_index=i, content=text, start_at=start, end_at=start + len(text), score=score
+    )
 
 
 def test_sequential_merge_extend_subsume_separate():
@@ -52,7 +63,9 @@ def test_sequential_merge_extend_subsume_separate():
 
 
 def test_untrusted_neighbours_are_joined_as_text():
-    a = SearchResult(id="a", knowledge_id="d", chunk_index=0, content="First part of the story.", content_rewritten=True)
+    a = SearchResult(
+        id="a", knowledge_id="d", chunk_index=0, content="First part of the story.", content_rewritten=True
+    )
     b = SearchResult(id="b", knowledge_id="d", chunk_index=1, content="Second part follows here.")
     far = SearchResult(id="f", knowledge_id="d", chunk_index=9, content="Unrelated far chunk.")
     log: list = []
@@ -67,11 +80,15 @@ def test_merge_ordered_caps_at_expansion_max_len():
 
 
 def test_history_references_seed_overlap_rule():
-    old = [SearchResult(id="h1", content="lighthouse built by Mara Quill in 1874", score=0.8),
-           SearchResult(id="h2", content="sourdough starter feeding schedule", score=0.9),
-           SearchResult(id="cur", content="already present", score=0.5)]
-    hist = [History(query="q0", answer="a0", knowledge_references=[SearchResult(id="old")]),
-            History(query="q1", answer="a1", knowledge_references=old)]
+    old = [
+        SearchResult(id="h1", content="lighthouse built by Mara Quill in 1874", score=0.8),
+        SearchResult(id="h2", content="sourdough starter feeding schedule", score=0.9),
+        SearchResult(id="cur", content="already present", score=0.5),
+    ]
+    hist = [
+        History(query="q0", answer="a0", knowledge_references=[SearchResult(id="old")]),
+        History(query="q1", answer="a1", knowledge_references=old),
+    ]
     log: list = []
     got = inject_history_references([SearchResult(id="cur")], hist, "who built the lighthouse", P, log)
     assert [r.id for r in got] == ["h1"]
@@ -99,8 +116,12 @@ def test_threshold_ladder():
 
 
 def test_composite_scores_and_uncapped_faq_boost():
-    cands = [SearchResult(id="a", score=0.5), SearchResult(id="f", score=1.0, chunk_type="faq"),
-             SearchResult(id="w", score=0.6, knowledge_source="web_search"), SearchResult(id="g", score=0.0, match_type=MatchType.GRAPH)]
+    cands = [
+        SearchResult(id="a", score=0.5),
+        SearchResult(id="f", score=1.0, chunk_type="faq"),
+        SearchResult(id="w", score=0.6, knowledge_source="web_search"),
+        SearchResult(id="g", score=0.0, match_type=MatchType.GRAPH),
+    ]
     kept = [RerankScore(0, 0.8), RerankScore(1, 1.0), RerankScore(2, 0.5), RerankScore(3, 0.7)]
     out = score_reranked(cands, kept, P, faq_priority=True, faq_boost=1.2)
     a, f, w, g = out
@@ -117,17 +138,19 @@ def test_expansion_variants():
     assert v[0] == "Queen Gambit opening and played it"
     # the phrase pattern treats ' as a quote too, so the quoted phrase stops at the apostrophe
     assert v[1] == "Queen"
-    assert v[2:] == ['"Queen\'s', 'Gambit"', "opening"]  # whitespace segments longer than 5 bytes
+    assert v[2:] == ["\"Queen's", 'Gambit"', "opening"]  # whitespace segments longer than 5 bytes
     assert len(v) <= 5 and len({x.lower() for x in v}) == len(v)
     zh = generate_expansion_variants("什么是长城的历史", "", 5)
     assert "长城的历史" in zh
     assert generate_expansion_variants("   ", "", 5) == []
-    assert expansion_tokens("长城abc12 x") [-2:] == ["abc12", "x"]
+    assert expansion_tokens("长城abc12 x")[-2:] == ["abc12", "x"]
 
 
 def test_parse_query_understanding_is_tolerant():
     assert parse_query_understanding("") is None and parse_query_understanding("no json here") is None
-    got = parse_query_understanding('Sure!\n```json\n{"rewritten_query": " Who built it? ", "intent": "KB-Search"}\n```')
+    got = parse_query_understanding(
+        'Sure!\n```json\n{"rewritten_query": " Who built it? ", "intent": "KB-Search"}\n```'
+    )
     assert got == {"rewrite_query": "Who built it?", "intent": "KB-Search", "image_description": ""}
     got = parse_query_understanding('{"query": 3, "question": "q", "intent": 5, "image_desc": "a cat", "ocr": "MEOW"}')
     assert got == {"rewrite_query": "q", "intent": "", "image_description": "a cat\n\n[OCR]\nMEOW"}

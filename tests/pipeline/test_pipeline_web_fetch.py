@@ -1,5 +1,6 @@
 """WEB_FETCH (spec §4.7) against pages served by a loopback HTTP server, and a question that goes
 web search → rerank → web fetch → merge → answer citing the page."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,15 @@ def site():
 
 
 def web(url: str, content: str = "snippet", source: str = "web_search") -> SearchResult:
-    return SearchResult(id=url, knowledge_id=url, content=content, knowledge_source=source, chunk_type="web_search",
-                        metadata={"url": url}, score=0.6)
+    return SearchResult(
+        id=url,
+        knowledge_id=url,
+        content=content,
+        knowledge_source=source,
+        chunk_type="web_search",
+        metadata={"url": url},
+        score=0.6,
+    )
 
 
 def kb(i: int) -> SearchResult:
@@ -117,8 +125,15 @@ def test_top_three_web_results_are_fetched_and_replaced(site):
     assert list(rows) == urls[:3]
     assert rows[urls[0]]["outcome"] == "replaced" and rows[urls[0]]["extractor"] == "trafilatura"
     assert rows[urls[1]]["extractor"] == "html.parser" and not rows[urls[1]]["truncated"]
-    assert rows[urls[2]] | {"ms": 0} == {"url": urls[2], "rank": 4, "outcome": "replaced", "extractor": "plain",
-                                         "bytes": len(HUGE_TEXT.encode("utf-8")), "truncated": True, "ms": 0}
+    assert rows[urls[2]] | {"ms": 0} == {
+        "url": urls[2],
+        "rank": 4,
+        "outcome": "replaced",
+        "extractor": "plain",
+        "bytes": len(HUGE_TEXT.encode("utf-8")),
+        "truncated": True,
+        "ms": 0,
+    }
 
 
 def test_top_n_and_byte_cap_come_from_the_request_and_params(site):
@@ -178,8 +193,12 @@ def test_other_fetchers_missing_fetcher_and_missing_url(site):
     f = Plain()
     err, _ = run_stage(chat, f)
     assert err is None
-    assert [r.content for r in chat.state.rerank_result] == [f"full text of {dup}", "snippet", "snippet",
-                                                             f"full text of {dup}"]
+    assert [r.content for r in chat.state.rerank_result] == [
+        f"full text of {dup}",
+        "snippet",
+        "snippet",
+        f"full text of {dup}",
+    ]
     assert f.calls.count(dup) == 1  # one fetch per distinct URL
     rows = chat.state.diagnostics["web_fetch"]["pages"]
     assert [r["outcome"] for r in rows] == ["replaced", "skipped", "error", "replaced"]

@@ -1,5 +1,6 @@
 """Prompt templates: the catalogue of spec §10.2 (ids, placeholders, output formats), placeholder
 rendering (§10.1) and agent-level overrides."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,13 +40,19 @@ def test_every_text_ends_with_exactly_one_newline():
         ("default_kb", {"language", "contexts", "query", "current_time", "current_week"}, {"language", "contexts"}),
         ("pure_chat", {"language", "current_time", "current_week"}, {"language"}),
         ("default_context", {"current_time", "current_week", "query"}, {"current_time", "current_week", "query"}),
-        ("default_rewrite", {"language", "conversation", "query", "current_time", "current_week", "yesterday"},
-         {"language", "conversation", "query"}),
+        (
+            "default_rewrite",
+            {"language", "conversation", "query", "current_time", "current_week", "yesterday"},
+            {"language", "conversation", "query"},
+        ),
         ("default_fallback_prompt", {"query", "language", "kb_documents"}, {"query", "language", "kb_documents"}),
         ("default_session_title", {"language"}, {"language"}),
         ("default_keywords_extraction", {"language", "query"}, {"language", "query"}),
-        ("default_generate_questions", {"context", "doc_name", "content", "question_count", "language"},
-         {"context", "doc_name", "content", "question_count", "language"}),
+        (
+            "default_generate_questions",
+            {"context", "doc_name", "content", "question_count", "language"},
+            {"context", "doc_name", "content", "question_count", "language"},
+        ),
         ("default_summary", {"language"}, {"language"}),
     ],
 )
@@ -64,14 +71,29 @@ def test_catalogue_formats():
     assert rw.content.index('"image_description"') > rw.content.index('"intent"') > rw.content.index('"rewrite_query"')
     assert T.get("default_keywords_extraction").user == "Output:\n"
     assert "No textual content was extractable from this document.\n" in T.text("default_summary")
-    assert set(T.intent_prompts()) == {"greeting", "chitchat", "follow_up", "image_only", "summarize", "web_search", "doc_only"}
+    assert set(T.intent_prompts()) == {
+        "greeting",
+        "chitchat",
+        "follow_up",
+        "image_only",
+        "summarize",
+        "web_search",
+        "doc_only",
+    }
     assert set(T.intent_prompts()) <= {i.value for i in QueryIntent}
-    for tid in ("default_session_title", "default_keywords_extraction", "default_generate_questions", "default_summary"):
+    for tid in (
+        "default_session_title",
+        "default_keywords_extraction",
+        "default_generate_questions",
+        "default_summary",
+    ):
         assert T.get(tid).default and T.get(tid).name
 
 
 def test_render_fills_auto_values_only_when_used_and_leaves_unknowns():
-    out = render_prompt_placeholders("{{current_time}} {{current_week}} {{yesterday}} {{x}} {{query}}", {"query": "q"}, now=NOW)
+    out = render_prompt_placeholders(
+        "{{current_time}} {{current_week}} {{yesterday}} {{x}} {{query}}", {"query": "q"}, now=NOW
+    )
     assert out == "2024-03-04 05:06:07 Monday 2024-03-03 {{x}} q"
     assert render_prompt_placeholders("{{current_time}}", {"current_time": "given"}, now=NOW) == "given"
     assert render_prompt_placeholders("", {"a": 1}) == ""

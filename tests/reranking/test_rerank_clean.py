@@ -1,4 +1,5 @@
 """reranking.clean_passage: §4.6.4 rules plus the seed's fence handling."""
+
 from __future__ import annotations
 
 import re
@@ -40,7 +41,7 @@ def test_spec_worked_examples(text: str, expected: str) -> None:
         ("(see http://a.b/c) and <http://d.e>", "(see ) and"),
         ("energy $$E = mc^2$$ here", "energy E = mc^2 here"),
         ("$$\n\\int_0^1 x\\,dx\n$$", "\\int_0^1 x\\,dx"),
-        ("x<br/>y<span class=\"k\">z</span>", "xyz"),
+        ('x<br/>y<span class="k">z</span>', "xyz"),
         ("a < b > c", "a < b > c"),  # "< b" is not a tag (no letter right after "<")
         ("| h1 | h2 |\n|:---|---:|\n| v1 |  |", "h1, h2\n\nv1"),
         ("| only | row |", "only, row"),

@@ -1,4 +1,5 @@
 """reranking.composite: source weight, composite score, score formatting (§4.6.2, §0)."""
+
 from __future__ import annotations
 
 from hypothesis import given

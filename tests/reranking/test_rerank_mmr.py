@@ -1,4 +1,5 @@
 """reranking.mmr: SelectMMR with an inverted index (§6.8, seed, A.1)."""
+
 from __future__ import annotations
 
 import json

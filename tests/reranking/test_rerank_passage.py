@@ -1,4 +1,5 @@
 """reranking.passage: enriched passage (§4.6.3 + A.1) and model passage (A.1 + seed)."""
+
 from __future__ import annotations
 
 import json

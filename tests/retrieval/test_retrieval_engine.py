@@ -53,11 +53,20 @@ def test_filters_and_disabled_chunks(small_kb):
 def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
     ws, kb, emb = small_kb
     kb2 = ws.create_kb("second", emb, chunk_size=40, chunk_overlap=0, parent_chunk_size=120)
-    ws.ingest_documents(kb2, [
-        {"id": "lava", "title": "Lava", "text": "Lava flows from the volcano. Molten magma cools into basalt rock."},
-        {"id": "misc", "title": "Misc", "text": "Unrelated words about gardening and tomatoes in summer."},
-        {"id": "misc2", "title": "Misc 2", "text": "Recipes for bread need flour, water and salt."},
-    ], emb, progress=False)
+    ws.ingest_documents(
+        kb2,
+        [
+            {
+                "id": "lava",
+                "title": "Lava",
+                "text": "Lava flows from the volcano. Molten magma cools into basalt rock.",
+            },
+            {"id": "misc", "title": "Misc", "text": "Unrelated words about gardening and tomatoes in summer."},
+            {"id": "misc2", "title": "Misc 2", "text": "Recipes for bread need flour, water and salt."},
+        ],
+        emb,
+        progress=False,
+    )
     eng = ws.engine()
     q = emb.embed(["molten magma lava volcano"])[0]
     hits = eng.vector_search([kb.id, kb2.id], q, 4, 0.0)

@@ -21,8 +21,15 @@ from rag_lab.retrieval.fusion import (
 
 
 def hit(chunk: str, score: float, mt: int = 0, entry: str | None = None, content: str = "") -> IndexWithScore:
-    return IndexWithScore(id=entry or chunk, content=content or f"text {chunk}", chunk_id=chunk, knowledge_id="k",
-                          knowledge_base_id="kb", score=score, match_type=mt)
+    return IndexWithScore(
+        id=entry or chunk,
+        content=content or f"text {chunk}",
+        chunk_id=chunk,
+        knowledge_id="k",
+        knowledge_base_id="kb",
+        score=score,
+        match_type=mt,
+    )
 
 
 def test_rrf_spec_example_and_normalisation():
@@ -84,9 +91,11 @@ def test_engine_score_normalisation():
     assert normalize_vector_score("something-new", 1.3) == 1.0
     one = [RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector")]
     assert normalize_engine_scores(one)[0].hits[0].score == -0.5  # one engine type: untouched
-    two = [RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector"),
-           RetrieveResult([hit("b", 0.2)], "milvus", "vector"),
-           RetrieveResult([hit("c", 9.0, 1)], "milvus", "keywords")]
+    two = [
+        RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector"),
+        RetrieveResult([hit("b", 0.2)], "milvus", "vector"),
+        RetrieveResult([hit("c", 9.0, 1)], "milvus", "keywords"),
+    ]
     out = normalize_engine_scores(two)
     assert [r.hits[0].score for r in out] == [0.0, 0.6, 9.0]  # keyword scores never normalised
 
@@ -119,8 +128,7 @@ def test_dedup_by_score_properties(hits):
 
 
 @settings(max_examples=300, deadline=None)
-@given(vec=hit_lists, kw=hit_lists, k=st.integers(1, 200),
-       wv=st.floats(0.01, 1), wk=st.floats(0.01, 1))
+@given(vec=hit_lists, kw=hit_lists, k=st.integers(1, 200), wv=st.floats(0.01, 1), wk=st.floats(0.01, 1))
 def test_weighted_rrf_properties(vec, kw, k, wv, wk):
     raw = weighted_rrf(vec, kw, k, wv, wk)
     norm = normalize_rrf_scores(raw, k, wv, wk)
@@ -136,7 +144,8 @@ def test_weighted_rrf_properties(vec, kw, k, wv, wk):
         rk.setdefault(h.chunk_id, i)
     for h in raw:
         expected = (wv / (k + rv[h.chunk_id]) if h.chunk_id in rv else 0) + (
-            wk / (k + rk[h.chunk_id]) if h.chunk_id in rk else 0)
+            wk / (k + rk[h.chunk_id]) if h.chunk_id in rk else 0
+        )
         assert h.score == pytest.approx(expected, rel=1e-12)
     # first in both lists ⇒ normalised score exactly 1
     if vec and kw and vec[0].chunk_id == kw[0].chunk_id:

@@ -45,8 +45,13 @@ def test_match_count_normalisation():
 
 
 @settings(max_examples=200, deadline=None)
-@given(mc=st.integers(-5, 1000), n=st.integers(1, 20), factor=st.integers(1, 10), lo=st.integers(1, 200),
-       cap=st.integers(1, 5000))
+@given(
+    mc=st.integers(-5, 1000),
+    n=st.integers(1, 20),
+    factor=st.integers(1, 10),
+    lo=st.integers(1, 200),
+    cap=st.integers(1, 5000),
+)
 def test_pool_size_properties(mc, n, factor, lo, cap):
     params = P.with_changes(over_recall_factor=factor, over_recall_min=lo, retrieval_pool_max=cap)
     p = pool_size(mc, n, params)
@@ -202,15 +207,23 @@ async def test_mixed_embedding_keys_rejected(small_kb, embedder_cls):
 async def test_several_kbs_one_call(small_kb):
     ws, kb, emb = small_kb
     kb2 = ws.create_kb("extra", emb, chunk_size=200, chunk_overlap=0)
-    ws.ingest_documents(kb2, [{"id": "basalt", "title": "Basalt", "text": "Basalt forms when lava cools quickly."},
-                              {"id": "bread", "title": "Bread", "text": "Bread needs flour and yeast."},
-                              {"id": "tea", "title": "Tea", "text": "Green tea is steamed, black tea oxidised."}],
-                        emb, progress=False)
+    ws.ingest_documents(
+        kb2,
+        [
+            {"id": "basalt", "title": "Basalt", "text": "Basalt forms when lava cools quickly."},
+            {"id": "bread", "title": "Bread", "text": "Bread needs flour and yeast."},
+            {"id": "tea", "title": "Tea", "text": "Green tea is steamed, black tea oxidised."},
+        ],
+        emb,
+        progress=False,
+    )
     hs = HybridSearcher(ws, lambda k: emb)
     res, tr = await hs.search_with_trace(kb.id, sp("lava", match_count=5, knowledge_base_ids=[kb.id, kb2.id]))
     # pool = max(5 * 5, 50) * 2 KBs
-    assert tr.pool_size == 100 and tr.requests == [("", "vector", (kb.id, kb2.id), 100),
-                                                  ("", "keywords", (kb.id, kb2.id), 100)]
+    assert tr.pool_size == 100 and tr.requests == [
+        ("", "vector", (kb.id, kb2.id), 100),
+        ("", "keywords", (kb.id, kb2.id), 100),
+    ]
     assert {r.knowledge_id for r in res[:2]} == {"volcano", "basalt"}
     assert {r.knowledge_base_id for r in res} == {kb.id, kb2.id}
 
@@ -218,8 +231,9 @@ async def test_several_kbs_one_call(small_kb):
 async def test_store_groups_fan_out_through_the_searcher(small_kb):
     ws, kb, emb = small_kb
     kb2 = ws.create_kb("grouped", emb, chunk_size=200, chunk_overlap=0)
-    ws.ingest_documents(kb2, [{"id": "basalt", "title": "Basalt", "text": "Basalt forms when lava cools quickly."}],
-                        emb, progress=False)
+    ws.ingest_documents(
+        kb2, [{"id": "basalt", "title": "Basalt", "text": "Basalt forms when lava cools quickly."}], emb, progress=False
+    )
     eng = ws.engine()
     hs = HybridSearcher(ws, lambda k: emb, engine_for=lambda k: (k.id, eng))
     res, tr = await hs.search_with_trace(kb.id, sp("lava", match_count=10, knowledge_base_ids=[kb.id, kb2.id]))
@@ -232,15 +246,30 @@ async def test_store_groups_fan_out_through_the_searcher(small_kb):
 
 # -- FAQ -------------------------------------------------------------------------------------
 FAQ = [
-    FAQEntry("How do I reset my password?", answers=["Use the reset link on the login page."],
-             similar_questions=["forgot my password", "password reset not working"],
-             negative_questions=["how do i reset my router?"]),
-    {"id": "router", "standard_question": "How do I restart my router?", "answers": ["Unplug it for 30 s."],
-     "similar_questions": ["router reboot", "restart the wifi router"]},
-    {"id": "ship", "standard_question": "How long does shipping take?", "answers": ["Three to five days."],
-     "similar_questions": ["delivery time", "when will my parcel arrive"]},
-    {"id": "refund", "standard_question": "How do I get a refund?", "answers": ["Ask support within 30 days."],
-     "similar_questions": ["money back", "return an item for a refund"]},
+    FAQEntry(
+        "How do I reset my password?",
+        answers=["Use the reset link on the login page."],
+        similar_questions=["forgot my password", "password reset not working"],
+        negative_questions=["how do i reset my router?"],
+    ),
+    {
+        "id": "router",
+        "standard_question": "How do I restart my router?",
+        "answers": ["Unplug it for 30 s."],
+        "similar_questions": ["router reboot", "restart the wifi router"],
+    },
+    {
+        "id": "ship",
+        "standard_question": "How long does shipping take?",
+        "answers": ["Three to five days."],
+        "similar_questions": ["delivery time", "when will my parcel arrive"],
+    },
+    {
+        "id": "refund",
+        "standard_question": "How do I get a refund?",
+        "answers": ["Ask support within 30 days."],
+        "similar_questions": ["money back", "return an item for a refund"],
+    },
 ]
 
 
@@ -349,8 +378,10 @@ async def test_hydration_skips_disabled_and_missing(small_kb):
     from rag_lab.retrieval.base import IndexWithScore
 
     c = f"{kb.id}:volcano#c0"
-    hits = [IndexWithScore(id=x, content="m", chunk_id=x, knowledge_id="", knowledge_base_id=kb.id, score=1.0,
-                           match_type=0) for x in [c, "ghost", c]]
+    hits = [
+        IndexWithScore(id=x, content="m", chunk_id=x, knowledge_id="", knowledge_base_id=kb.id, score=1.0, match_type=0)
+        for x in [c, "ghost", c]
+    ]
     from rag_lab.retrieval.hybrid_search import HybridTrace
 
     tr = HybridTrace()

@@ -1,4 +1,5 @@
 """Image recall in HybridSearch (seed §5 step 5) with a real, tiny joint text/image embedder."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +8,8 @@ import math
 import shutil
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from rag_lab.knowledge.workspace import Workspace
 from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.container import Services
 from rag_lab.pipeline.plugins.rerank import PluginRerank
-from rag_lab.reranking.image import is_image_hit, image_url
+from rag_lab.reranking.image import image_url, is_image_hit
 from rag_lab.retrieval.base import IndexWithScore, SearchParams
 from rag_lab.retrieval.hybrid_search import HybridSearcher
 from rag_lab.retrieval.image_recall import (
@@ -39,6 +40,7 @@ P = PipelineParams()
 # -- a tiny joint embedder: words hashed into one space by both towers -----------------------
 def write_png(path: Path, words: str) -> Path:
     """A real 1×1 PNG whose tEXt chunk ``Description`` holds ``words``."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -54,8 +56,8 @@ def png_words(path: str) -> str:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: not a PNG"
     pos, words = 8, []
     while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
         if kind == b"tEXt":
             words.append(body.split(b"\0", 1)[1].decode("latin-1"))
         pos += 12 + n
@@ -75,7 +77,9 @@ class JointHashEmbedder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, t in enumerate(texts):
             for w in t.lower().split():
-                out[i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") % self.dimension] += 1
+                out[
+                    i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") % self.dimension
+                ] += 1
             n = np.linalg.norm(out[i])
             if n:
                 out[i] /= n
@@ -93,16 +97,25 @@ def setup(tmp_path):
     emb, img = HashEmbedder(), JointHashEmbedder()
     ws = Workspace(tmp_path / "ws")
     kb = ws.create_kb("mixed", emb, chunk_size=200, chunk_overlap=20)
-    ws.ingest_documents(kb, [
-        {"id": "bridge", "title": "Bridges", "text": "Suspension bridges hang their deck from steel cables."},
-        {"id": "bread", "title": "Bread", "text": "Sourdough rises with wild yeast."},
-        {"id": "tides", "title": "Tides", "text": "Tides follow the moon."},
-    ], emb, progress=False)
+    ws.ingest_documents(
+        kb,
+        [
+            {"id": "bridge", "title": "Bridges", "text": "Suspension bridges hang their deck from steel cables."},
+            {"id": "bread", "title": "Bread", "text": "Sourdough rises with wild yeast."},
+            {"id": "tides", "title": "Tides", "text": "Tides follow the moon."},
+        ],
+        emb,
+        progress=False,
+    )
     pics = tmp_path / "pics"
     pics.mkdir()
     items = [
-        {"path": str(write_png(pics / "red.png", "red bridge river")), "caption": "figure one", "ocr_text": "",
-         "url": "https://img.example/red.png"},
+        {
+            "path": str(write_png(pics / "red.png", "red bridge river")),
+            "caption": "figure one",
+            "ocr_text": "",
+            "url": "https://img.example/red.png",
+        },
         str(write_png(pics / "cat.png", "sleeping cat sofa")),
     ]
     report = ingest_images(ws, kb, items, img, captions={"cat.png": "figure two"})
@@ -130,14 +143,15 @@ def test_ingestion_marks_kb_and_stores_image_chunks(setup):
     chunks = {c.id: c for c in ws.store.list_chunks(kb.id) if c.chunk_type == "image_caption"}
     red = chunks[f"{kb.id}:red.png#img"]
     assert red.content == "figure one"
-    assert json.loads(red.image_info) == [{"url": "https://img.example/red.png", "caption": "figure one", "ocr_text": ""}]
+    assert json.loads(red.image_info) == [
+        {"url": "https://img.example/red.png", "caption": "figure one", "ocr_text": ""}
+    ]
     cat = chunks[f"{kb.id}:cat.png#img"]
     assert cat.content == "figure two" and json.loads(cat.image_info)[0]["url"].endswith("pics/cat.png")
     assert (image_index_dir(ws, kb.id) / "vectors.faiss").is_file()
     # idempotent: nothing re-embedded the second time
     calls = img.image_calls
-    again = ingest_images(ws, kb, [str(Path(json.loads(cat.image_info)[0]["url"]))], img,
-                          captions=["figure two"])
+    again = ingest_images(ws, kb, [str(Path(json.loads(cat.image_info)[0]["url"]))], img, captions=["figure two"])
     assert again.unchanged == ["cat.png"] and img.image_calls == calls
 
 
@@ -187,7 +201,8 @@ async def test_kb_without_image_vectors_gets_no_image_hits(setup, tmp_path):
     assert all("retrieved_by" not in r.metadata for r in results)
     # both KBs in scope: only the image KB is asked, and only its image comes back
     _, trace = await searcher(ws, emb, img).search_with_trace(
-        kb.id, sp("red bridge", knowledge_base_ids=[kb.id, plain.id]))
+        kb.id, sp("red bridge", knowledge_base_ids=[kb.id, plain.id])
+    )
     assert trace.image_kb_ids == [kb.id] and {h.knowledge_base_id for h in trace.image_hits} == {kb.id}
 
 
@@ -231,25 +246,45 @@ def test_image_top_k_property(pool, factor, cap):
 
 
 def _row(cid, score, kb="kbI", image=True, keyword=False, enabled=True):
-    return IndexWithScore(id=cid, content="", chunk_id=cid, knowledge_id=cid, knowledge_base_id=kb, score=score,
-                          match_type=1 if keyword else 0, source_type="image" if image else "chunk",
-                          is_enabled=enabled)
+    return IndexWithScore(
+        id=cid,
+        content="",
+        chunk_id=cid,
+        knowledge_id=cid,
+        knowledge_base_id=kb,
+        score=score,
+        match_type=1 if keyword else 0,
+        source_type="image" if image else "chunk",
+        is_enabled=enabled,
+    )
 
 
 def test_filter_image_hits_rules():
-    rows = [_row("i1", 0.2), _row("i2", 0.05), _row("t1", 0.6, image=False), _row("t2", 0.3, image=False),
-            _row("ik", 0.9, keyword=True), _row("ix", 0.9, kb="kbPlain"), _row("id", 0.9, enabled=False)]
+    rows = [
+        _row("i1", 0.2),
+        _row("i2", 0.05),
+        _row("t1", 0.6, image=False),
+        _row("t2", 0.3, image=False),
+        _row("ik", 0.9, keyword=True),
+        _row("ix", 0.9, kb="kbPlain"),
+        _row("id", 0.9, enabled=False),
+    ]
     f = filter_image_hits(rows, ["kbI"], vector_threshold=0.5, image_thr=0.1)
     assert [h.chunk_id for h in f.kept] == ["i1", "t1"]
     assert f.dropped_images == 3 and f.below_threshold == 2
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1), st.booleans(), st.booleans(), st.booleans(), st.booleans()), max_size=30),
-       st.floats(0, 1), st.floats(0, 1))
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.booleans(), st.booleans(), st.booleans(), st.booleans()), max_size=30),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
 def test_filter_image_hits_properties(specs, vt, it):
-    rows = [_row(f"c{i}", s, kb="kbI" if inkb else "kbP", image=im, keyword=kw) for i, (s, im, kw, inkb, _) in
-            enumerate(specs)]
+    rows = [
+        _row(f"c{i}", s, kb="kbI" if inkb else "kbP", image=im, keyword=kw)
+        for i, (s, im, kw, inkb, _) in enumerate(specs)
+    ]
     f = filter_image_hits(rows, ["kbI"], vt, it)
     assert len(f.kept) + f.dropped_images + f.below_threshold == len(rows)
     for h in f.kept:
@@ -325,15 +360,18 @@ class ScriptedReranker:
         self.by_text = by_text
 
     async def rerank(self, query, passages):
-        out = [RerankScore(i, next((v for k, v in self.by_text.items() if k in p), 0.0)) for i, p in enumerate(passages)]
+        out = [
+            RerankScore(i, next((v for k, v in self.by_text.items() if k in p), 0.0)) for i, p in enumerate(passages)
+        ]
         return sorted(out, key=lambda s: -s.relevance_score)
 
 
 async def test_image_hit_kept_by_image_vector_in_rerank(setup):
     ws, kb, emb, img = setup
     results = await searcher(ws, emb, img).search(kb.id, sp("red bridge", vector_threshold=0.2))
-    req = PipelineRequest.from_params(P, query="red bridge", rerank_model_id="m", rerank_threshold=0.5,
-                                      vector_threshold=0.2, rerank_top_k=5)
+    req = PipelineRequest.from_params(
+        P, query="red bridge", rerank_model_id="m", rerank_threshold=0.5, vector_threshold=0.2, rerank_top_k=5
+    )
     chat = ChatManage(request=req)
     chat.state.rewrite_query = "red bridge"
     chat.state.search_result = results
@@ -343,7 +381,8 @@ async def test_image_hit_kept_by_image_vector_in_rerank(setup):
 
     # the text reranker likes the bridge text and rejects the caption "figure one"
     out = await PluginRerank(Services(rerank_models={"m": ScriptedReranker({"Suspension": 0.9})})).on_event(
-        EventType.CHUNK_RERANK, chat, nxt)
+        EventType.CHUNK_RERANK, chat, nxt
+    )
     assert out is None
     ranked = chat.state.rerank_result
     assert ranked[0].knowledge_id == "bridge"

@@ -5,7 +5,14 @@ from rag_lab.retrieval.tokenization import ENGLISH_STOPWORDS, Tokenizer, tokeniz
 
 def test_latin_lowercase_stopwords_and_separators():
     assert tokenize("The Quick-Brown fox, and THE lazy_dog's 42 bones!") == [
-        "quick", "brown", "fox", "lazy", "dog", "s", "42", "bones"
+        "quick",
+        "brown",
+        "fox",
+        "lazy",
+        "dog",
+        "s",
+        "42",
+        "bones",
     ]
     assert tokenize("") == [] and tokenize("  the  of  ") == []
     assert "the" in ENGLISH_STOPWORDS

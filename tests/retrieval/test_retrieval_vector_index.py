@@ -50,8 +50,12 @@ def test_allowed_ids_remove_and_replace():
 
 def test_faq_entries_map_to_their_chunk():
     idx = VectorIndex(2)
-    idx.add(["faq1", "faq1", "doc"], np.stack([_unit(1, 0), _unit(0, 1), _unit(1, 1)]),
-            entry_ids=["faq1#q0", "faq1#q1", "doc"], texts=["question zero", "question one", None])
+    idx.add(
+        ["faq1", "faq1", "doc"],
+        np.stack([_unit(1, 0), _unit(0, 1), _unit(1, 1)]),
+        entry_ids=["faq1#q0", "faq1#q1", "doc"],
+        texts=["question zero", "question one", None],
+    )
     (entry, score), *_ = idx.search_entries(_unit(0, 1), 1)
     assert entry.entry_id == "faq1#q1" and entry.chunk_id == "faq1" and entry.text == "question one"
     assert idx.remove_chunks(["faq1"]) == 2 and idx.chunk_ids() == {"doc"}

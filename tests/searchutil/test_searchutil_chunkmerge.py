@@ -1,4 +1,5 @@
 """searchutil.chunkmerge: joining chunk texts with overlap (§6.12–§6.14)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -142,9 +143,7 @@ def test_merge_text_chunks_rebuilds_the_document() -> None:
     assert merge_text_chunks(chunks, "\n") == src + "\n" + "Gap chunk" + "\n" + "no offsets"
     # A chunk without end sorted in the middle breaks the text overlap that follows it.
     chunks[0].start_at = 0
-    assert merge_text_chunks(chunks, "\n") == (
-        src[0:50] + "\nno offsets" + src[30:86] + "\nGap chunk"
-    )
+    assert merge_text_chunks(chunks, "\n") == (src[0:50] + "\nno offsets" + src[30:86] + "\nGap chunk")
 
 
 def test_merge_text_chunks_edge_cases() -> None:

@@ -1,4 +1,5 @@
 """searchutil.dedup: ID/signature dedup and partial-overlap removal (§6.5, §6.6)."""
+
 from __future__ import annotations
 
 from hypothesis import given

@@ -1,4 +1,5 @@
 """searchutil.imageinfo: image URL helpers, chat enrichment, image info merge (§6.10, §6.11, §4.8.3)."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,8 @@ def test_parse_image_info() -> None:
 
 def test_image_urls_in_content() -> None:
     content = (
-        "![a](u1) <img class=\"x\" src=\" u2 \"> <img data-src=\"u3\"> <IMG SRC='u4'> "
-        "<img\tsrc=\"u5\"/> <imgx src=\"u6\"> ![](u7)"
+        '![a](u1) <img class="x" src=" u2 "> <img data-src="u3"> <IMG SRC=\'u4\'> '
+        '<img\tsrc="u5"/> <imgx src="u6"> ![](u7)'
     )
     assert image_urls_in_content(content) == {"u1", "u2", "u4", "u5", "u7"}
     assert image_urls_in_content("no images here") == set()
@@ -51,9 +52,9 @@ def test_filter_image_info_by_content_urls() -> None:
 
 
 def test_prune_markdown_images_by_image_info() -> None:
-    content = "a\n\n![x](keep)\n\n![y](drop)\n\n\n\nb <img src=\"drop\">\n"
+    content = 'a\n\n![x](keep)\n\n![y](drop)\n\n\n\nb <img src="drop">\n'
     info = _j([{"url": "keep"}])
-    assert prune_markdown_images_by_image_info(content, info) == "a\n\n![x](keep)\n\nb <img src=\"drop\">"
+    assert prune_markdown_images_by_image_info(content, info) == 'a\n\n![x](keep)\n\nb <img src="drop">'
     # original_url is allowed too; invalid info allows nothing.
     assert prune_markdown_images_by_image_info("![y](o)", _j([{"url": "n", "original_url": "o"}])) == "![y](o)"
     assert prune_markdown_images_by_image_info(" ![x](keep) text", "{bad") == "text"

@@ -1,4 +1,5 @@
 """searchutil.text: tokenisation, Jaccard, normalisation, signatures, keyword scores (§6.1–§6.7)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,8 +11,8 @@ from hypothesis import strategies as st
 
 from rag_lab.searchutil.text import (
     build_content_signature,
-    content_overlap_ratio,
     contains_han,
+    content_overlap_ratio,
     go_fields,
     go_lower,
     go_trim,

@@ -1,5 +1,6 @@
 """SQLiteSessionStore: sessions CRUD, pinned, last request state, fork, rewind, messages, and the
 same history behaviour as the in-memory store (spec §4.1, §9)."""
+
 from __future__ import annotations
 
 import threading
@@ -99,13 +100,29 @@ def test_delete_batch_and_purge_cascade_to_messages(store):
 def test_messages_round_trip_with_references_images_and_flags(store):
     s = store.create_session("u")
     ref = SearchResult(id="c1", content="text", knowledge_id="k1", knowledge_title="Doc", score=0.8)
-    m = store.add_message(s.id, "assistant", "answer", "r1", knowledge_references=[ref], is_completed=False,
-                          image_urls=["http://x/1.png"], used_memories=[{"id": "m1"}], extra={"k": 1})
+    m = store.add_message(
+        s.id,
+        "assistant",
+        "answer",
+        "r1",
+        knowledge_references=[ref],
+        is_completed=False,
+        image_urls=["http://x/1.png"],
+        used_memories=[{"id": "m1"}],
+        extra={"k": 1},
+    )
     got = store.get_message(s.id, m.id)
     assert got.knowledge_references[0].id == "c1" and got.knowledge_references[0].score == 0.8
-    assert (got.is_completed, got.image_urls, got.used_memories, got.extra) == (False, ["http://x/1.png"], [{"id": "m1"}], {"k": 1})
+    assert (got.is_completed, got.image_urls, got.used_memories, got.extra) == (
+        False,
+        ["http://x/1.png"],
+        [{"id": "m1"}],
+        {"k": 1},
+    )
     done = store.complete_message(s.id, m.id, content="final answer", is_fallback=True, agent_steps=[{"s": 1}])
-    assert done.is_completed and done.is_fallback and done.content == "final answer" and done.updated_at >= got.updated_at
+    assert (
+        done.is_completed and done.is_fallback and done.content == "final answer" and done.updated_at >= got.updated_at
+    )
     with pytest.raises(KeyError, match="message 'zzz' not found"):
         store.update_message(s.id, "zzz", content="x")
     store.update_rendered_content(s.id, m.id, "<ctx>rendered</ctx>")
@@ -147,10 +164,14 @@ def test_history_algorithm_same_result_on_both_stores(store):
         _turn(st_, sid, "Colour?", "Red and white.", 4.0, attachment_prompt="<attachments/>")
     a = load_and_process_history(store, s.id, 2, 20)
     b = load_and_process_history(mem, s.id, 2, 20)
-    assert [(h.query, h.answer) for h in a] == [(h.query, h.answer) for h in b] == [
-        ("When?\n\n[用户上传图片内容]\na tower", "In 1874."),
-        ("Colour?\n\n<attachments/>", "Red and white."),
-    ]
+    assert (
+        [(h.query, h.answer) for h in a]
+        == [(h.query, h.answer) for h in b]
+        == [
+            ("When?\n\n[用户上传图片内容]\na tower", "In 1874."),
+            ("Colour?\n\n<attachments/>", "Red and white."),
+        ]
+    )
     full = load_and_process_history(store, s.id, 5, 20)
     assert full[0].answer == "Mara Quill."  # thinking stripped
 
@@ -161,10 +182,19 @@ def test_fork_copies_history_up_to_the_message(store):
     u1, a1 = _turn(store, s.id, "q1", "a1", 1.0)
     _turn(store, s.id, "q2", "a2", 2.0)
     f = store.fork_session(s.id, a1.id)
-    assert (f.parent_session_id, f.forked_from_message_id, f.user_id, f.title, f.agent_id) == (s.id, a1.id, "alice", "T", "ag")
+    assert (f.parent_session_id, f.forked_from_message_id, f.user_id, f.title, f.agent_id) == (
+        s.id,
+        a1.id,
+        "alice",
+        "T",
+        "ag",
+    )
     assert f.last_request_state == {"model": "m"}
     copied = store.list_messages(f.id)
-    assert [(m.role, m.content, m.request_id) for m in copied] == [("user", "q1", u1.request_id), ("assistant", "a1", a1.request_id)]
+    assert [(m.role, m.content, m.request_id) for m in copied] == [
+        ("user", "q1", u1.request_id),
+        ("assistant", "a1", a1.request_id),
+    ]
     assert {m.id for m in copied}.isdisjoint({u1.id, a1.id})
     assert store.message_count(s.id) == 4  # the source is untouched
     whole = store.fork_session(s.id, user_id="bob", title="copy")
@@ -231,4 +261,8 @@ def test_fork_then_rewind_equals_prefix(times, data):
         fork = store.fork_session(s.id, chrono[k].id)
         forked = [(m.role, m.content) for m in store.list_messages(fork.id)]
         store.rewind_session(s.id, chrono[k].id)
-        assert forked == [(m.role, m.content) for m in store.list_messages(s.id)] == [(m.role, m.content) for m in chrono[: k + 1]]
+        assert (
+            forked
+            == [(m.role, m.content) for m in store.list_messages(s.id)]
+            == [(m.role, m.content) for m in chrono[: k + 1]]
+        )

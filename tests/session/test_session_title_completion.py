@@ -1,5 +1,6 @@
 """Title generation (spec §9.2) over a loopback OpenAI-compatible server, assistant completion
 (§9.1) with long-term memory, and the attachment prompt (§9.3)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,17 +8,16 @@ import asyncio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 from rag_lab.memory import MemoryStore
 from rag_lab.models.chat import OpenAIChatModel
 from rag_lab.session.attachments import MessageAttachment, build_attachment_prompt
 from rag_lab.session.completion import complete_assistant_message, history_passage
 from rag_lab.session.sqlite_store import SQLiteSessionStore
-from rag_lab.session.title import EMPTY_THINK_PREFIX, sanitize_title
-from rag_lab.session.title import generate_title_async
+from rag_lab.session.title import EMPTY_THINK_PREFIX, generate_title_async, sanitize_title
 from rag_lab.stream.bus import EventBus
 from rag_lab.types.search_result import SearchResult
+from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
 
@@ -33,7 +33,9 @@ def test_sanitize_title_spec_cases():
     assert sanitize_title(EMPTY_THINK_PREFIX + "  Lighthouse history \n") == "Lighthouse history"
     assert sanitize_title("x" * 99 + " yz") == "x" * 99  # cut at 100 runes, trimmed again
     assert sanitize_title("灯塔" * 80) == "灯塔" * 50  # runes, not bytes
-    assert sanitize_title("<think>\nreal thought\n</think> T") == "<think>\nreal thought\n</think> T"  # only the empty prefix
+    assert (
+        sanitize_title("<think>\nreal thought\n</think> T") == "<think>\nreal thought\n</think> T"
+    )  # only the empty prefix
     with pytest.raises(ValueError, match="max_runes"):
         sanitize_title("t", 0)
 
@@ -42,7 +44,7 @@ def test_sanitize_title_spec_cases():
 def test_sanitize_title_properties(text):
     t = sanitize_title(text)
     assert len(t) <= 100 and t == t.strip()
-    body = text[len(EMPTY_THINK_PREFIX):] if text.startswith(EMPTY_THINK_PREFIX) else text
+    body = text[len(EMPTY_THINK_PREFIX) :] if text.startswith(EMPTY_THINK_PREFIX) else text
     assert t in body.strip()
     assert sanitize_title(t) == t or t.startswith(EMPTY_THINK_PREFIX)
 
@@ -95,8 +97,14 @@ async def test_agent_override_of_the_title_template(store):
     with FakeOpenAIServer() as srv:
         srv.script(CHAT, Reply.chat("T"))
         model = OpenAIChatModel("fake", srv.base_url, max_retries=0)
-        await generate_title_async(store, s.id, "q", model, language="German",
-                                   overrides={"default_session_title": "Title in {{language}} please"})
+        await generate_title_async(
+            store,
+            s.id,
+            "q",
+            model,
+            language="German",
+            overrides={"default_session_title": "Title in {{language}} please"},
+        )
         assert srv.requests_to(CHAT)[-1].json["messages"][0]["content"] == "Title in German please"
 
 
@@ -111,20 +119,35 @@ async def test_completion_saves_then_feeds_memory_and_index(store, tmp_path, emb
     s = store.create_session("alice")
     store.add_message(s.id, "user", "Remember that I prefer short answers", "r1")
     a = store.add_message(s.id, "assistant", "", "r1", is_completed=False)
-    refs = [SearchResult(id="c1", knowledge_id="k1", knowledge_title="Lighthouse"),
-            SearchResult(id="c2", knowledge_id="k1"), SearchResult(id="c3", knowledge_id="k2")]
+    refs = [
+        SearchResult(id="c1", knowledge_id="k1", knowledge_title="Lighthouse"),
+        SearchResult(id="c2", knowledge_id="k1"),
+        SearchResult(id="c3", knowledge_id="k2"),
+    ]
     indexed = []
 
     async def indexer(passage, session_id, message_id):
         indexed.append((passage, session_id, message_id))
 
     task = await complete_assistant_message(
-        store, s.id, a.id, content="<think>t</think>Noted.", knowledge_references=refs, is_fallback=False,
-        used_memories=[{"id": "m0"}], query="Remember that I prefer short answers", user_id="alice",
-        memory=memory, history_indexer=indexer,
+        store,
+        s.id,
+        a.id,
+        content="<think>t</think>Noted.",
+        knowledge_references=refs,
+        is_fallback=False,
+        used_memories=[{"id": "m0"}],
+        query="Remember that I prefer short answers",
+        user_id="alice",
+        memory=memory,
+        history_indexer=indexer,
     )
     saved = store.get_message(s.id, a.id)  # step 1 is done before the call returns
-    assert saved.is_completed and saved.content == "<think>t</think>Noted." and [r.id for r in saved.knowledge_references] == ["c1", "c2", "c3"]
+    assert (
+        saved.is_completed
+        and saved.content == "<think>t</think>Noted."
+        and [r.id for r in saved.knowledge_references] == ["c1", "c2", "c3"]
+    )
     assert saved.used_memories == [{"id": "m0"}]
     done = await task
     assert done == {"indexed": True, "fact": "I prefer short answers", "cited": 2, "extracted": True}
@@ -141,11 +164,23 @@ async def test_stopped_turn_indexes_but_skips_memory(store, tmp_path, embedder):
     def failing_indexer(passage, **kw):
         raise RuntimeError("index down")
 
-    task = await complete_assistant_message(store, s.id, a.id, content="half an answ", query="", user_id="alice",
-                                            memory=memory, history_indexer=failing_indexer,
-                                            knowledge_references=[SearchResult(id="c", knowledge_id="k")])
+    task = await complete_assistant_message(
+        store,
+        s.id,
+        a.id,
+        content="half an answ",
+        query="",
+        user_id="alice",
+        memory=memory,
+        history_indexer=failing_indexer,
+        knowledge_references=[SearchResult(id="c", knowledge_id="k")],
+    )
     assert (await task) == {"indexed": False, "fact": None, "cited": 0, "extracted": False}
-    assert store.get_message(s.id, a.id).is_completed and memory.stats("alice") == {"memories": 0, "citations": 0, "topics": 0}
+    assert store.get_message(s.id, a.id).is_completed and memory.stats("alice") == {
+        "memories": 0,
+        "citations": 0,
+        "topics": 0,
+    }
 
 
 async def test_completion_task_survives_the_callers_cancellation(store, tmp_path, embedder):
@@ -156,8 +191,15 @@ async def test_completion_task_survives_the_callers_cancellation(store, tmp_path
 
     async def request():
         holder["task"] = await complete_assistant_message(
-            store, s.id, a.id, content="ok", query="q about lighthouses", user_id="alice", memory=memory,
-            knowledge_references=[SearchResult(id="c", knowledge_id="k")])
+            store,
+            s.id,
+            a.id,
+            content="ok",
+            query="q about lighthouses",
+            user_id="alice",
+            memory=memory,
+            knowledge_references=[SearchResult(id="c", knowledge_id="k")],
+        )
         await asyncio.sleep(10)
 
     req = asyncio.ensure_future(request())
@@ -175,12 +217,16 @@ def test_attachment_prompt_layout_and_escaping():
     ]
     out = build_attachment_prompt(atts)
     assert out.startswith("\n\n<attachments>\n<instruction>") and out.endswith("</attachments>\n\n")
-    assert '<attachment index="1" name="a&lt;b&gt;.txt">\n<metadata>\n<type>txt</type>\n<size_kb>2.00</size_kb>\n' in out
+    assert (
+        '<attachment index="1" name="a&lt;b&gt;.txt">\n<metadata>\n<type>txt</type>\n<size_kb>2.00</size_kb>\n' in out
+    )
     assert "<content_mode>full</content_mode>\n<selected_chunks>2/5</selected_chunks>\n</metadata>\n" in out
     assert "<content>\nline &lt;/content&gt; and &lt;/attachments&gt;\n</content>\n" in out
     assert "120 lines" in out
-    assert ('<attachment index="2" name="scan.pdf">\n<metadata>\n<type>pdf</type>\n<size_kb>0.01</size_kb>\n</metadata>\n'
-            "<note>File content extraction failed or is unsupported.</note>\n</attachment>\n") in out
+    assert (
+        '<attachment index="2" name="scan.pdf">\n<metadata>\n<type>pdf</type>\n<size_kb>0.01</size_kb>\n</metadata>\n'
+        "<note>File content extraction failed or is unsupported.</note>\n</attachment>\n"
+    ) in out
     assert build_attachment_prompt([]) == ""
     with pytest.raises(ValueError, match=r"attachments\[0\]: unknown field\(s\) colour"):
         build_attachment_prompt([{"file_name": "x", "colour": 1}])

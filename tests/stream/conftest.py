@@ -6,11 +6,13 @@ redis-server: the tests start their own (``--save '' --appendonly no`` in a temp
 a free 127.0.0.1 port). When the binary is missing the Redis tests are skipped with the reason,
 except under ``CI`` where a missing redis-server is a failure (CI installs it with apt).
 """
+
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -101,7 +103,9 @@ def serve(stream_lab, paced):
 
     def start(manager: Any = None, directory: Any = None, **settings: Any) -> ServerThread:
         app = create_app(
-            stream_lab, manager=manager or MemoryStreamManager(), directory=directory,
+            stream_lab,
+            manager=manager or MemoryStreamManager(),
+            directory=directory,
             settings=StreamServerSettings(**settings),
         )
         srv = ServerThread(app).__enter__()

@@ -1,4 +1,5 @@
 """Continue-stream replay coalescing (spec Appendix A.2)."""
+
 from __future__ import annotations
 
 import copy
@@ -34,14 +35,18 @@ def test_consecutive_deltas_merge_and_the_done_chunk_stays_separate():
 
 def test_runs_break_on_type_id_done_and_other_events():
     events = [
-        ev("thinking", "a", id="t"), ev("thinking", "b", id="t"),
-        ev("answer", "c", id="t"),                # another type: new run
-        ev("answer", "d", id="x"),                # another id: new run
-        ev("references", id="x"),                 # not a delta
-        ev("answer", "e", id="x"), ev("answer", "f", id="x"),
-        ev("reflection", "g", id="r"), ev("reflection", "h", done=True, id="r"),
+        ev("thinking", "a", id="t"),
+        ev("thinking", "b", id="t"),
+        ev("answer", "c", id="t"),  # another type: new run
+        ev("answer", "d", id="x"),  # another id: new run
+        ev("references", id="x"),  # not a delta
+        ev("answer", "e", id="x"),
+        ev("answer", "f", id="x"),
+        ev("reflection", "g", id="r"),
+        ev("reflection", "h", done=True, id="r"),
         ev("reflection", "i", id="r"),
-        ev("tool_call", "Calling tool: s", id="k"), ev("tool_call", "Calling tool: s", id="k"),
+        ev("tool_call", "Calling tool: s", id="k"),
+        ev("tool_call", "Calling tool: s", id="k"),
     ]
     assert triples(coalesce_events(events)) == [
         ("thinking", "t", "ab", False),
@@ -85,8 +90,12 @@ _kinds = st.sampled_from(["answer", "thinking", "reflection", "references", "too
 _events = st.lists(
     st.builds(
         lambda kind, content, done, id, ts, n: ev(kind, content, done, id, ts, n=n),
-        _kinds, st.text(max_size=4), st.booleans(), st.sampled_from(["a", "b"]),
-        st.floats(0, 1e9, allow_nan=False), st.integers(0, 3),
+        _kinds,
+        st.text(max_size=4),
+        st.booleans(),
+        st.sampled_from(["a", "b"]),
+        st.floats(0, 1e9, allow_nan=False),
+        st.integers(0, 3),
     ),
     max_size=30,
 )

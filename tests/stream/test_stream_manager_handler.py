@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import threading
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rag_lab.stream.bus import EventBus
 from rag_lab.stream.handler import AgentStreamHandler
@@ -57,8 +58,16 @@ def test_handler_maps_bus_events_as_spec_8_2():
     h = AgentStreamHandler(m, "s", "m")
     h.subscribe(bus)
     bus.emit("tool_call", {"tool_call_id": "t1", "tool_name": "knowledge_search", "arguments": {"query": "q"}})
-    bus.emit("tool_result", {"tool_call_id": "t1", "tool_name": "knowledge_search", "success": True,
-                             "output": "检索到 1 条相关内容", "data": {"count": 1}})
+    bus.emit(
+        "tool_result",
+        {
+            "tool_call_id": "t1",
+            "tool_name": "knowledge_search",
+            "success": True,
+            "output": "检索到 1 条相关内容",
+            "data": {"count": 1},
+        },
+    )
     bus.emit("references", {"references": [SearchResult(id="c1")]})
     bus.emit("references", {"references": [SearchResult(id="c2")]})
     bus.emit("thought", {"content": "hm", "done": False}, event_id="x-thinking")
@@ -69,8 +78,19 @@ def test_handler_maps_bus_events_as_spec_8_2():
     bus.emit("tool_result", {"tool_call_id": "t2", "tool_name": "x", "success": False, "error": "bad"})
     bus.emit("agent.complete", {"final_answer": "Hi", "total_steps": 3})
     evs, _ = m.get_events("s", "m", 0)
-    assert [e.type for e in evs] == ["tool_call", "tool_result", "references", "references", "thinking", "thinking",
-                                     "answer", "answer", "error", "error", "complete"]
+    assert [e.type for e in evs] == [
+        "tool_call",
+        "tool_result",
+        "references",
+        "references",
+        "thinking",
+        "thinking",
+        "answer",
+        "answer",
+        "error",
+        "error",
+        "complete",
+    ]
     assert evs[0].content == "Calling tool: knowledge_search" and evs[0].data["tool_call_id"] == "t1"
     assert evs[1].content == "" and evs[1].data["output"] == "检索到 1 条相关内容" and evs[1].data["count"] == 1
     assert [r["id"] for r in evs[3].data["references"]] == ["c1", "c2"]  # accumulated
@@ -87,7 +107,11 @@ def test_complete_without_streamed_answer_appends_the_final_answer_first():
     AgentStreamHandler(m, "s", "m").subscribe(bus)
     bus.emit("agent.complete", {"final_answer": "late", "total_steps": 1})
     evs, _ = m.get_events("s", "m", 0)
-    assert [(e.type, e.content, e.done) for e in evs] == [("answer", "late", False), ("answer", "", True), ("complete", "", True)]
+    assert [(e.type, e.content, e.done) for e in evs] == [
+        ("answer", "late", False),
+        ("answer", "", True),
+        ("complete", "", True),
+    ]
     assert evs[0].id.startswith("answer-fallback-")
 
 

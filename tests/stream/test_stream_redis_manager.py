@@ -1,5 +1,6 @@
 """RedisStreamManager and RedisStreamDirectory against a real redis-server on loopback (§8.1),
 and the factory that picks a backend from config / environment."""
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager
 from rag_lab.stream.redis_manager import RedisStreamDirectory, RedisStreamManager, decode_event
 from rag_lab.types.search_result import MatchType, SearchResult
 from rag_lab.types.stream import StreamEvent
+
 
 def answer(i: int, done: bool = False) -> StreamEvent:
     return StreamEvent("e1-answer", "answer", f"piece{i} ", done, data={"event_id": "e1-answer", "i": i})
@@ -73,8 +75,16 @@ def test_undecodable_entries_are_skipped_but_counted(redis_url):
 def test_references_keep_every_field_through_redis(redis_url):
     """Appendix B.16: upstream loses match_type and sub_chunk_id on the Redis path; we keep them."""
     m = RedisStreamManager(url=redis_url)
-    ref = SearchResult(id="c1", content="text", knowledge_id="k1", chunk_index=2, score=0.75,
-                       match_type=MatchType.KEYWORDS, sub_chunk_id=["c1a"], knowledge_title="T")
+    ref = SearchResult(
+        id="c1",
+        content="text",
+        knowledge_id="k1",
+        chunk_index=2,
+        score=0.75,
+        match_type=MatchType.KEYWORDS,
+        sub_chunk_id=["c1a"],
+        knowledge_title="T",
+    )
     m.append_event("s", "m", StreamEvent("r", "references", "", False, data={"references": [ref.to_dict()]}))
     (back,), _ = m.get_events("s", "m", 0)
     got = back.data["references"][0]
@@ -198,7 +208,13 @@ def test_factory_reads_the_spec_environment():
     }
     s = resolve_settings(None, env)
     assert (s.type, s.url, s.prefix, s.ttl_s, s.username, s.password) == (
-        "redis", "redis://10.0.0.5:6380/2", "chat:events", 3600, "u", "secret")
+        "redis",
+        "redis://10.0.0.5:6380/2",
+        "chat:events",
+        3600,
+        "u",
+        "secret",
+    )
     assert "secret" not in s.describe()
 
 

@@ -1,5 +1,6 @@
 """The chat server over real loopback sockets (uvicorn in a thread): ask with SSE, disconnect and
 resume, stop, ownership, malformed requests, errors, reliability (spec §3.1, §8.3–§8.5, A.2)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,12 @@ from rag_lab.stream.redis_manager import RedisStreamManager
 from tests.stream.conftest import free_port, wait_until
 
 Q = "When was the lighthouse built?"
-SSE = {"content-type": "text/event-stream", "cache-control": "no-cache", "connection": "keep-alive",
-       "x-accel-buffering": "no"}
+SSE = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "connection": "keep-alive",
+    "x-accel-buffering": "no",
+}
 
 
 def collapse(types: list[str]) -> list[str]:
@@ -57,8 +62,12 @@ class LiveRead(threading.Thread):
 
     def run(self) -> None:
         with httpx.Client(timeout=30) as c:
-            with c.stream("POST", f"{self.url}/knowledge-chat/{self.session}", json={"query": self.query, "kb": "demo"},
-                          headers={"X-User-ID": self.user}) as r:
+            with c.stream(
+                "POST",
+                f"{self.url}/knowledge-chat/{self.session}",
+                json={"query": self.query, "kb": "demo"},
+                headers={"X-User-ID": self.user},
+            ) as r:
                 self.message_id = r.headers.get("x-message-id", "")
                 for f in iter_frames(r.iter_lines()):
                     self.frames.append(f)
@@ -92,8 +101,11 @@ def backend(request):
 def test_ask_streams_the_answer_as_sse_with_the_spec_headers_and_order(serve):
     srv = serve()
     with httpx.Client(timeout=30) as c:
-        r = c.post(f"{srv.url}/knowledge-chat/s-order", json={"query": Q, "knowledge_base_ids": ["demo"]},
-                   headers={"X-Request-ID": "req-42", "X-User-ID": "alice"})
+        r = c.post(
+            f"{srv.url}/knowledge-chat/s-order",
+            json={"query": Q, "knowledge_base_ids": ["demo"]},
+            headers={"X-Request-ID": "req-42", "X-User-ID": "alice"},
+        )
     assert r.status_code == 200
     for name, value in SSE.items():
         assert r.headers[name] == value
@@ -103,12 +115,27 @@ def test_ask_streams_the_answer_as_sse_with_the_spec_headers_and_order(serve):
     assert "<" not in body and "\\u003ckb " in body  # Go's escaping of the expanded citations
     frames = [json.loads(f.split("\ndata:", 1)[1]) for f in raw_frames]
     mid = r.headers["x-message-id"]
-    assert frames[0] == {"id": "req-42", "response_type": "agent_query", "content": "", "done": True,
-                         "session_id": "s-order", "assistant_message_id": mid,
-                         "data": {"session_id": "s-order", "assistant_message_id": mid}, "finish_reason": ""}
+    assert frames[0] == {
+        "id": "req-42",
+        "response_type": "agent_query",
+        "content": "",
+        "done": True,
+        "session_id": "s-order",
+        "assistant_message_id": mid,
+        "data": {"session_id": "s-order", "assistant_message_id": mid},
+        "finish_reason": "",
+    }
     assert {f["id"] for f in frames} == {"req-42"}
     assert collapse([f["response_type"] for f in frames]) == [
-        "agent_query", "tool_call", "tool_result", "tool_call", "tool_result", "references", "answer", "complete"]
+        "agent_query",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "references",
+        "answer",
+        "complete",
+    ]
     answers = [f for f in frames if f["response_type"] == "answer"]
     assert [a["done"] for a in answers] == [False] * (len(answers) - 1) + [True]
     assert all(a["data"]["event_id"] == answers[0]["data"]["event_id"] for a in answers)
@@ -149,7 +176,10 @@ def test_generation_survives_a_disconnect_and_continue_stream_replays_everything
     assert frame_units([f.data for f in frames]) == log_units(log)  # nothing lost, nothing reordered
     assert answer_text(frames) == answer_text(log) == gen.run.answer
     assert sum(1 for f in frames if f.type == "answer") < sum(1 for e in log if e.type == "answer")  # coalesced
-    assert n_before >= 4 and frame_units([f.data for f in seen]) == log_units(log)[: len(frame_units([f.data for f in seen]))]
+    assert (
+        n_before >= 4
+        and frame_units([f.data for f in seen]) == log_units(log)[: len(frame_units([f.data for f in seen]))]
+    )
 
 
 def test_continue_stream_of_a_finished_answer_is_one_coalesced_replay(serve):
@@ -163,8 +193,16 @@ def test_continue_stream_of_a_finished_answer_is_one_coalesced_replay(serve):
         assert time.monotonic() - t0 < 1.0  # already complete: no polling
     log = stored(srv, "s-done", mid)
     assert [f.type for f in frames] == [
-        "agent_query", "tool_call", "tool_result", "tool_call", "tool_result", "references", "answer", "answer",
-        "complete"]
+        "agent_query",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "references",
+        "answer",
+        "answer",
+        "complete",
+    ]
     assert {f.data["id"] for f in frames} == {"r-1"}  # the message's stored request id
     merged, done = frames[6].data, frames[7].data
     assert merged["content"] == "".join(e.content for e in log if e.type == "answer" and not e.done)
@@ -176,7 +214,6 @@ def quiet_server(stream_lab):
     """One server for the tests that never start a generation (bad requests)."""
     from rag_lab.stream.manager import MemoryStreamManager
     from rag_lab.stream.server import create_app
-
     from tests.stream.conftest import ServerThread
 
     with ServerThread(create_app(stream_lab, manager=MemoryStreamManager())) as srv:
@@ -201,8 +238,9 @@ def test_only_the_owner_can_resume_stop_or_ask_and_strangers_learn_nothing(serve
             assert (r.status_code, r.json()) == (404, unknown.json())
             r = c.post("/knowledge-chat/s-own", json={"query": Q}, headers=user)
             assert (r.status_code, r.json()) == (404, unknown.json())
-        r = c.get("/sessions/continue-stream/s-own", params={"message_id": "no-such-message"},
-                  headers={"X-User-ID": "alice"})
+        r = c.get(
+            "/sessions/continue-stream/s-own", params={"message_id": "no-such-message"}, headers={"X-User-ID": "alice"}
+        )
         assert (r.status_code, r.json()["error"]) == (404, "No stream events found")
         r = c.post("/sessions/s-own/stop", json={"message_id": "no-such-message"}, headers={"X-User-ID": "alice"})
         assert (r.status_code, r.json()["error"]) == (404, "Message not found")
@@ -221,18 +259,42 @@ def test_only_the_owner_can_resume_stop_or_ask_and_strangers_learn_nothing(serve
         ("POST", "/knowledge-chat/s1", {"json": {}}, 400, "query", "query: required"),
         ("POST", "/knowledge-chat/s1", {"json": {"query": "   "}}, 400, "query", "query: must not be empty"),
         ("POST", "/knowledge-chat/s1", {"json": {"query": 7}}, 400, "query", "query: expected a string, got int"),
-        ("POST", "/knowledge-chat/s1", {"json": {"query": "q", "knowledge_base_ids": "demo, x"}}, 400,
-         "knowledge_base_ids", "'demo, x'"),
-        ("POST", "/knowledge-chat/s1", {"json": {"query": "q", "knowledge_base_ids": [3]}}, 400,
-         "knowledge_base_ids", "expected a list of non-empty strings"),
+        (
+            "POST",
+            "/knowledge-chat/s1",
+            {"json": {"query": "q", "knowledge_base_ids": "demo, x"}},
+            400,
+            "knowledge_base_ids",
+            "'demo, x'",
+        ),
+        (
+            "POST",
+            "/knowledge-chat/s1",
+            {"json": {"query": "q", "knowledge_base_ids": [3]}},
+            400,
+            "knowledge_base_ids",
+            "expected a list of non-empty strings",
+        ),
         ("POST", "/knowledge-chat/s1", {"json": {"query": "q", "kb": ["nope"]}}, 400, "knowledge_base_ids", "'nope'"),
         ("POST", "/knowledge-chat/bad:id", {"json": {"query": "q"}}, 400, "session_id", "session_id: expected"),
         ("GET", "/sessions/continue-stream/s1", {}, 400, "message_id", "message_id: required query parameter"),
         ("GET", "/sessions/continue-stream/s1", {"params": {"message_id": "a b"}}, 400, "message_id", "'a b'"),
-        ("POST", "/knowledge-chat/s1?resource_urls=public", {"json": {"query": "q"}}, 400, "resource_urls",
-         "'public' is not supported"),
-        ("GET", "/sessions/continue-stream/s1", {"params": {"message_id": "m", "resource_urls": "x"}}, 400,
-         "resource_urls", "expected 'handle' or 'public', got 'x'"),
+        (
+            "POST",
+            "/knowledge-chat/s1?resource_urls=public",
+            {"json": {"query": "q"}},
+            400,
+            "resource_urls",
+            "'public' is not supported",
+        ),
+        (
+            "GET",
+            "/sessions/continue-stream/s1",
+            {"params": {"message_id": "m", "resource_urls": "x"}},
+            400,
+            "resource_urls",
+            "expected 'handle' or 'public', got 'x'",
+        ),
         ("POST", "/sessions/s1/stop", {"content": b""}, 400, "body", "request body is empty"),
         ("POST", "/sessions/s1/stop", {"json": {"message": "x"}}, 400, "message_id", "message_id: required string"),
     ],
@@ -272,11 +334,19 @@ def test_stop_mid_stream_ends_the_sse_and_keeps_the_partial_answer(serve, paced,
         assert (r.status_code, r.json()) == (200, {"success": True, "message": "Generation stopped"})
         live.join(10)
         assert not live.is_alive()
-        assert live.frames[-1].data == {"id": live.frames[0].data["id"], "response_type": "stop",
-                                        "content": "Generation stopped by user", "done": True, "finish_reason": ""}
+        assert live.frames[-1].data == {
+            "id": live.frames[0].data["id"],
+            "response_type": "stop",
+            "content": "Generation stopped by user",
+            "done": True,
+            "finish_reason": "",
+        }
         log = stored(srv, "s-stop", mid)
-        assert log[-1].type == "stop" and log[-1].data == {"session_id": "s-stop", "message_id": mid,
-                                                           "reason": "user_requested"}
+        assert log[-1].type == "stop" and log[-1].data == {
+            "session_id": "s-stop",
+            "message_id": mid,
+            "reason": "user_requested",
+        }
         assert "complete" not in {e.type for e in log}
         partial = answer_text(log)
         assert partial and len(partial) < len(full) and full.startswith(partial)
@@ -286,8 +356,9 @@ def test_stop_mid_stream_ends_the_sse_and_keeps_the_partial_answer(serve, paced,
         assert [m.content for m in saved if m.request_id == mid] == [partial]
         r = c.post("/sessions/s-stop/stop", json={"message_id": mid}, headers={"X-User-ID": "alice"})
         assert r.json() == {"success": True, "message": "Generation already stopped"}
-        with c.stream("GET", "/sessions/continue-stream/s-stop", params={"message_id": mid},
-                      headers={"X-User-ID": "alice"}) as r:
+        with c.stream(
+            "GET", "/sessions/continue-stream/s-stop", params={"message_id": mid}, headers={"X-User-ID": "alice"}
+        ) as r:
             replay = parse_frames(r.iter_lines())
         assert replay[-1].type == "stop" and answer_text(replay) == partial
 
@@ -367,11 +438,24 @@ def test_50_concurrent_streams_with_random_disconnects_and_resumes_lose_nothing(
         replicas.append(serve(backend()).url)
         stream_lab.stream_manager = a.service.manager
     paced.delay_s = 0.01
-    questions = [Q, "How does sourdough bread rise?", "When did Mount Ember last erupt?",
-                 "How does the Sicilian Defence answer 1.e4?"]
-    report = asyncio.run(run_reliability(
-        replicas, lambda s, m: a.service.manager.get_events(s, m, 0)[0], questions, "demo",
-        n_streams=50, max_cycles=3, seed=7, backend="test"))
+    questions = [
+        Q,
+        "How does sourdough bread rise?",
+        "When did Mount Ember last erupt?",
+        "How does the Sicilian Defence answer 1.e4?",
+    ]
+    report = asyncio.run(
+        run_reliability(
+            replicas,
+            lambda s, m: a.service.manager.get_events(s, m, 0)[0],
+            questions,
+            "demo",
+            n_streams=50,
+            max_cycles=3,
+            seed=7,
+            backend="test",
+        )
+    )
     assert report.errors == []
     assert report.streams == 50 and report.resumes >= 50 and report.disconnects >= 25
     assert (report.events_lost, report.order_violations, report.incomplete) == (0, 0, 0)
@@ -398,7 +482,7 @@ def test_a_redis_restart_mid_stream_loses_only_what_was_stored_before(serve, pac
     log = stored(srv, "s-restart", mid)
     assert log and log[0].type != "agent_query" and log[-1].type == "complete"  # the head was lost
     got, kept = frame_units([f.data for f in live.frames]), log_units(log)
-    assert got[-len(kept):] == kept  # everything stored after the restart reached the live reader
+    assert got[-len(kept) :] == kept  # everything stored after the restart reached the live reader
     # before it, the reader got a prefix of the answer; what was stored between its last read and
     # the restart is gone. The generation itself lost nothing: its answer is whole.
     full = stream_lab.ask(Q, kb="demo", snapshots=False).answer
@@ -407,8 +491,12 @@ def test_a_redis_restart_mid_stream_loses_only_what_was_stored_before(serve, pac
     assert gen.run.answer == full and full.startswith(head) and full.endswith(new_text)
     assert len(head) + len(new_text) <= len(full)
     with httpx.Client(timeout=30) as c:
-        with c.stream("GET", f"{srv.url}/sessions/continue-stream/s-restart", params={"message_id": mid},
-                      headers={"X-User-ID": "alice"}) as r:
+        with c.stream(
+            "GET",
+            f"{srv.url}/sessions/continue-stream/s-restart",
+            params={"message_id": mid},
+            headers={"X-User-ID": "alice"},
+        ) as r:
             assert r.status_code == 200
             replay = parse_frames(r.iter_lines())
     assert frame_units([f.data for f in replay]) == kept
@@ -428,7 +516,12 @@ def test_serve_command_options_and_a_bad_backend_fail_before_loading_anything(tm
     add_serve_command(ap.add_subparsers(dest="command"))
     args = ap.parse_args(["--workspace", "top", "serve", "--port", "9001", "--stream-manager", "redis://h:1/2"])
     assert (args.host, args.port, args.workspace, args.config, args.stream_manager) == (
-        "127.0.0.1", 9001, "top", None, "redis://h:1/2")
+        "127.0.0.1",
+        9001,
+        "top",
+        None,
+        "redis://h:1/2",
+    )
     args = ap.parse_args(["serve", "--workspace", "inner", "--config", "c.yaml"])
     assert (args.workspace, args.config, args.stream_manager) == ("inner", "c.yaml", None)
     assert main(["--workspace", str(tmp_path / "ws"), "serve", "--stream-manager", "kafka"]) == 2
@@ -444,11 +537,26 @@ def test_serve_command_serves_a_live_answer(tmp_path, docs_dir):
     Lab.from_config(workspace=ws).ingest(docs_dir, kb="demo", progress=False)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rag_lab.stream.serve_cli", "--workspace", str(ws), "serve", "--port", str(port),
-         "--stream-manager", "memory", "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        [
+            sys.executable,
+            "-m",
+            "rag_lab.stream.serve_cli",
+            "--workspace",
+            str(ws),
+            "serve",
+            "--port",
+            str(port),
+            "--stream-manager",
+            "memory",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
     )
     try:
+
         def up() -> bool:
             try:
                 return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
@@ -475,19 +583,29 @@ def test_stream_response_from_stored_events():
     from rag_lab.stream.server import build_stream_response, sse_frame
     from rag_lab.types.stream import StreamEvent
 
-    q = build_stream_response(StreamEvent("query-1", "agent_query", "", True, 1.0,
-                                          {"session_id": "s", "assistant_message_id": "m"}), "req")
+    q = build_stream_response(
+        StreamEvent("query-1", "agent_query", "", True, 1.0, {"session_id": "s", "assistant_message_id": "m"}), "req"
+    )
     assert (q.id, q.session_id, q.assistant_message_id, q.done) == ("req", "s", "m", True)
     refs = [{"id": "c1", "content": "x"}]
     r = build_stream_response(StreamEvent("e", "references", "", False, 1.0, {"references": refs}), "req")
     assert r.knowledge_references == refs and r.data == {"references": refs}
     stop = build_stream_response(StreamEvent("stop-1", "stop", "", True, 1.0, {"reason": "user_requested"}), "req")
-    assert stop.to_dict() == {"id": "req", "response_type": "stop", "content": "Generation stopped by user",
-                              "done": True, "finish_reason": ""}
-    a = build_stream_response(StreamEvent("x-answer", "answer", "a < b & c > d", False, 1.0, {"event_id": "x-answer"}), "req")
-    assert sse_frame(a) == (b'event:message\ndata:{"id":"req","response_type":"answer","content":'
-                            b'"a \\u003c b \\u0026 c \\u003e d","done":false,"data":{"event_id":"x-answer"},'
-                            b'"finish_reason":""}\n\n')
+    assert stop.to_dict() == {
+        "id": "req",
+        "response_type": "stop",
+        "content": "Generation stopped by user",
+        "done": True,
+        "finish_reason": "",
+    }
+    a = build_stream_response(
+        StreamEvent("x-answer", "answer", "a < b & c > d", False, 1.0, {"event_id": "x-answer"}), "req"
+    )
+    assert sse_frame(a) == (
+        b'event:message\ndata:{"id":"req","response_type":"answer","content":'
+        b'"a \\u003c b \\u0026 c \\u003e d","done":false,"data":{"event_id":"x-answer"},'
+        b'"finish_reason":""}\n\n'
+    )
 
 
 from hypothesis import given  # noqa: E402
@@ -522,12 +640,14 @@ def test_the_reliability_check_detects_loss_reordering_and_incomplete_streams():
     from rag_lab.stream.server import build_stream_response
     from rag_lab.types.stream import StreamEvent
 
-    log = [StreamEvent("q", "agent_query", "", True, 1.0, {"session_id": "s"}),
-           StreamEvent("r", "references", "", False, 2.0, {"references": []}),
-           StreamEvent("a", "answer", "Hello ", False, 3.0, {"event_id": "a"}),
-           StreamEvent("a", "answer", "world", False, 4.0, {"event_id": "a"}),
-           StreamEvent("a", "answer", "", True, 5.0, {"event_id": "a"}),
-           StreamEvent("c", "complete", "", True, 6.0, {"total_steps": 3})]
+    log = [
+        StreamEvent("q", "agent_query", "", True, 1.0, {"session_id": "s"}),
+        StreamEvent("r", "references", "", False, 2.0, {"references": []}),
+        StreamEvent("a", "answer", "Hello ", False, 3.0, {"event_id": "a"}),
+        StreamEvent("a", "answer", "world", False, 4.0, {"event_id": "a"}),
+        StreamEvent("a", "answer", "", True, 5.0, {"event_id": "a"}),
+        StreamEvent("c", "complete", "", True, 6.0, {"total_steps": 3}),
+    ]
 
     def frames(events):
         return [Frame("message", json.loads(json.dumps(build_stream_response(e, "").to_dict()))) for e in events]

@@ -1,5 +1,6 @@
 """DataAnalysisTool: the read-only SQL guard (concrete and fuzzed), the DuckDB sandbox, schema
 description, Markdown output, timeouts and the tolerant reading of the model's reply."""
+
 from __future__ import annotations
 
 import re
@@ -55,7 +56,10 @@ def tool(files):
     [
         ("SELECT 1", "SELECT 1"),
         ("  select region from sales ;  ", "select region from sales"),
-        ("WITH t AS (SELECT * FROM sales) SELECT count(*) FROM t;", "WITH t AS (SELECT * FROM sales) SELECT count(*) FROM t"),
+        (
+            "WITH t AS (SELECT * FROM sales) SELECT count(*) FROM t;",
+            "WITH t AS (SELECT * FROM sales) SELECT count(*) FROM t",
+        ),
         ("(SELECT 1) UNION ALL (SELECT 2)", "(SELECT 1) UNION ALL (SELECT 2)"),
         ("SELECT 'DROP TABLE sales; --' AS s", "SELECT 'DROP TABLE sales; --' AS s"),
         ('SELECT "delete" FROM (SELECT 1 AS "delete")', 'SELECT "delete" FROM (SELECT 1 AS "delete")'),
@@ -200,11 +204,56 @@ def test_fuzz_safe_queries_pass_and_give_the_same_rows(tool, i, flips, lead, tai
 
 PREFIXES = ["SELECT", "select", "WITH x AS (SELECT * FROM sales) SELECT", "(SELECT"]
 VOCAB = [
-    "*", "* FROM sales", "FROM sales", "FROM x", ", 'SECRET_PATH'", "FROM sales , 'SECRET_PATH'", "sales", "x", "AS",
-    "(", ")", ",", ";", "--", "/*", "*/", "\n", "'a;b'", "'", '"region"', "region", "count(*)", "WHERE", "1=1",
-    "UNION ALL SELECT", "DROP", "TABLE", "DELETE", "INSERT", "INTO", "VALUES", "(1)", "COPY", "TO", "'OUT_PATH'",
-    "ATTACH", "PRAGMA", "SET", "read_csv_auto", "read_text", "glob", "('SECRET_PATH')", "'SECRET_PATH'", "JOIN",
-    "USING (region)", "query", "E'\\'", "$$", "LIMIT 1", "1",
+    "*",
+    "* FROM sales",
+    "FROM sales",
+    "FROM x",
+    ", 'SECRET_PATH'",
+    "FROM sales , 'SECRET_PATH'",
+    "sales",
+    "x",
+    "AS",
+    "(",
+    ")",
+    ",",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    "\n",
+    "'a;b'",
+    "'",
+    '"region"',
+    "region",
+    "count(*)",
+    "WHERE",
+    "1=1",
+    "UNION ALL SELECT",
+    "DROP",
+    "TABLE",
+    "DELETE",
+    "INSERT",
+    "INTO",
+    "VALUES",
+    "(1)",
+    "COPY",
+    "TO",
+    "'OUT_PATH'",
+    "ATTACH",
+    "PRAGMA",
+    "SET",
+    "read_csv_auto",
+    "read_text",
+    "glob",
+    "('SECRET_PATH')",
+    "'SECRET_PATH'",
+    "JOIN",
+    "USING (region)",
+    "query",
+    "E'\\'",
+    "$$",
+    "LIMIT 1",
+    "1",
 ]
 
 
@@ -214,7 +263,9 @@ def test_fuzz_whatever_passes_the_guard_cannot_write_or_read_files(tool, files, 
     """Token soup: when the guard accepts, running it never changes the table, never writes the
     COPY target and never shows the secret file's content."""
     out_path = files / "copied.csv"
-    sql = " ".join([prefix, *words]).replace("SECRET_PATH", str(files / "secret.csv")).replace("OUT_PATH", str(out_path))
+    sql = (
+        " ".join([prefix, *words]).replace("SECRET_PATH", str(files / "secret.csv")).replace("OUT_PATH", str(out_path))
+    )
     try:
         check_read_only_sql(sql)
     except SQLGuardError:
@@ -231,7 +282,20 @@ def test_fuzz_whatever_passes_the_guard_cannot_write_or_read_files(tool, files, 
 
 
 def test_forbidden_keywords_cover_the_brief():
-    for kw in ("INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "COPY", "ATTACH", "PRAGMA", "INSTALL", "LOAD", "SET"):
+    for kw in (
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "DROP",
+        "CREATE",
+        "ALTER",
+        "COPY",
+        "ATTACH",
+        "PRAGMA",
+        "INSTALL",
+        "LOAD",
+        "SET",
+    ):
         assert kw in FORBIDDEN_KEYWORDS
 
 
@@ -264,14 +328,22 @@ def test_schema_description(tool):
     lines = text.splitlines()
     assert lines[0] == "Table sales (file sales.csv): 4 rows, 5 columns"
     assert lines[1] == "- region VARCHAR: 4 values, 0 empty, 3 distinct; most frequent: North (2)"
-    assert lines[2] == '- "month" DATE: 4 values, 0 empty, 2 distinct, range 2024-01-01 to 2024-02-01; examples: 2024-01-01, 2024-02-01'
-    assert lines[3] == "- amount DOUBLE: 4 values, 0 empty, 4 distinct, range 50.25 to 200, mean 125.1875; examples: 100.5, 200, 150, 50.25"
+    assert (
+        lines[2]
+        == '- "month" DATE: 4 values, 0 empty, 2 distinct, range 2024-01-01 to 2024-02-01; examples: 2024-01-01, 2024-02-01'
+    )
+    assert (
+        lines[3]
+        == "- amount DOUBLE: 4 values, 0 empty, 4 distinct, range 50.25 to 200, mean 125.1875; examples: 100.5, 200, 150, 50.25"
+    )
     assert lines[4] == "- units BIGINT: 4 values, 0 empty, 4 distinct, range 1 to 4, mean 2.5; examples: 3, 4, 2, 1"
     assert lines[5] == "- note VARCHAR: 3 values, 1 empty, 2 distinct; most frequent: ok (2)"
 
 
 def test_execute_renders_sql_and_markdown(tool):
-    out = tool.execute('{"knowledge_id": "sales.csv", "sql": "SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY total DESC;"}')
+    out = tool.execute(
+        '{"knowledge_id": "sales.csv", "sql": "SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY total DESC;"}'
+    )
     assert out == (
         "Data analysis of sales.csv (table sales)\n\n"
         "SQL:\n```sql\nSELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY total DESC\n```\n\n"
@@ -291,7 +363,9 @@ def test_rows_are_capped_and_cells_escaped(files):
         assert not one.truncated and "Result: 1 row\n" in one.to_markdown()
         assert one.to_markdown().endswith("| late\\|early |")
         empty = t.run_sql("SELECT * FROM sales WHERE units > 100")
-        assert "Result: 0 rows" in empty.to_markdown() and empty.to_markdown().endswith("| --- | --- | --- | --- | --- |")
+        assert "Result: 0 rows" in empty.to_markdown() and empty.to_markdown().endswith(
+            "| --- | --- | --- | --- | --- |"
+        )
 
 
 def test_markdown_table_and_values():
@@ -384,7 +458,11 @@ def duck():
 
 
 @settings(max_examples=150, deadline=None)
-@given(name=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20))
+@given(
+    name=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20
+    )
+)
 def test_quote_ident_round_trips_through_duckdb(duck, name):
     assume(name.strip() == name)
     cur = duck.execute(f"SELECT 1 AS {quote_ident(name)}")

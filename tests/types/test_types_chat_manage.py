@@ -9,8 +9,14 @@ from rag_lab.types.chat_manage import has_knowledge_retrieval_scope
 
 def _full_chat() -> ChatManage:
     p = PipelineParams()
-    chat = ChatManage(request=PipelineRequest.from_params(p, query="q", knowledge_base_ids=["kb1"],
-                                                           search_targets=[SearchTarget(knowledge_base_id="kb1", knowledge_ids=["d1"])]))
+    chat = ChatManage(
+        request=PipelineRequest.from_params(
+            p,
+            query="q",
+            knowledge_base_ids=["kb1"],
+            search_targets=[SearchTarget(knowledge_base_id="kb1", knowledge_ids=["d1"])],
+        )
+    )
     s = chat.state
     s.rewrite_query, s.intent, s.image_description = "rq", "kb_search", "img"
     s.quoted_context, s.system_prompt_override, s.memory_prompt = "quoted", "override", "mem"
@@ -29,8 +35,19 @@ def _full_chat() -> ChatManage:
 def test_clone_copies_listed_state_and_request():
     chat = _full_chat()
     c = chat.clone()
-    for name in ("rewrite_query", "intent", "image_description", "quoted_context", "system_prompt_override",
-                 "memory_prompt", "used_memories", "rendered_contexts", "entity", "entity_kb_ids", "entity_knowledge"):
+    for name in (
+        "rewrite_query",
+        "intent",
+        "image_description",
+        "quoted_context",
+        "system_prompt_override",
+        "memory_prompt",
+        "used_memories",
+        "rendered_contexts",
+        "entity",
+        "entity_kb_ids",
+        "entity_knowledge",
+    ):
         assert getattr(c.state, name) == getattr(chat.state, name), name
     assert c.request.query == "q" and c.request.search_targets[0].knowledge_ids == ["d1"]
 
@@ -76,7 +93,9 @@ def test_knowledge_scope_rules():
     assert not has_knowledge_retrieval_scope([], [], [])
     assert has_knowledge_retrieval_scope([], ["kb"], [])
     assert has_knowledge_retrieval_scope([], [""], ["doc"])
-    assert has_knowledge_retrieval_scope([SearchTarget(type="knowledge", knowledge_base_id="kb", tag_ids=["t"])], [], [])
+    assert has_knowledge_retrieval_scope(
+        [SearchTarget(type="knowledge", knowledge_base_id="kb", tag_ids=["t"])], [], []
+    )
     assert not has_knowledge_retrieval_scope([SearchTarget(type="knowledge", knowledge_base_id="kb")], [], [])
     assert not has_knowledge_retrieval_scope([SearchTarget(knowledge_base_id="")], [], [])
 

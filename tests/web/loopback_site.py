@@ -1,13 +1,14 @@
 """A small web site on 127.0.0.1 for the web tests: HTML pages, faults and a SearXNG-style
 ``/search`` JSON endpoint, served by the stdlib ``http.server`` in a daemon thread."""
+
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 ARTICLE = (
@@ -30,8 +31,11 @@ COMMENTS_ONLY = (
 HUGE_TEXT = "a" * 7998 + "汉字" * 2000
 HUGE_HTML = (
     "<html><head><title>Tide tables</title></head><body><article><h1>Tide tables</h1>"
-    + "".join(f"<p>Day {i}: the high tide at Skerry harbour reaches {i % 7 + 2}.{i % 10} metres, "
-              f"the low tide falls to 0.{i % 9} metres; 潮汐表第{i}天。</p>" for i in range(400))
+    + "".join(
+        f"<p>Day {i}: the high tide at Skerry harbour reaches {i % 7 + 2}.{i % 10} metres, "
+        f"the low tide falls to 0.{i % 9} metres; 潮汐表第{i}天。</p>"
+        for i in range(400)
+    )
     + "</article></body></html>"
 )
 LATIN1 = "<html><body><article><p>Le caf\u00e9 du port ouvre \u00e0 sept heures.</p></article></body></html>"
@@ -44,10 +48,20 @@ SEARCH_RESULTS = [
         "publishedDate": "2024-03-01T08:00:00",
         "engine": "duckduckgo",
     },
-    {"title": "Tide tables", "url": "{base}/huge.html", "content": "High and low tides.", "publishedDate": None,
-     "engine": "wikipedia"},
-    {"title": "No date format", "url": "{base}/latin1.html", "content": "Caf\u00e9.", "publishedDate": "last week",
-     "engines": ["bing", "brave"]},
+    {
+        "title": "Tide tables",
+        "url": "{base}/huge.html",
+        "content": "High and low tides.",
+        "publishedDate": None,
+        "engine": "wikipedia",
+    },
+    {
+        "title": "No date format",
+        "url": "{base}/latin1.html",
+        "content": "Caf\u00e9.",
+        "publishedDate": "last week",
+        "engines": ["bing", "brave"],
+    },
 ]
 
 
@@ -132,10 +146,16 @@ class Site:
             time.sleep(self.slow_s)
             self.send(h, 200, "application/json", b'{"results": []}')
         else:
-            results = [{k: (v.format(base=self.base) if isinstance(v, str) else v) for k, v in r.items()}
-                       for r in SEARCH_RESULTS]
-            payload = {"query": query, "number_of_results": len(results), "results": results,
-                       "extra": (q.get("language") or [""])[0]}
+            results = [
+                {k: (v.format(base=self.base) if isinstance(v, str) else v) for k, v in r.items()}
+                for r in SEARCH_RESULTS
+            ]
+            payload = {
+                "query": query,
+                "number_of_results": len(results),
+                "results": results,
+                "extra": (q.get("language") or [""])[0],
+            }
             self.send(h, 200, "application/json", json.dumps(payload).encode())
 
 

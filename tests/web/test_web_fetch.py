@@ -1,4 +1,5 @@
 """PageFetcher over a real loopback HTTP server, and the UTF-8 truncation rule of §4.7."""
+
 from __future__ import annotations
 
 import asyncio
@@ -159,7 +160,10 @@ def test_schemes(tmp_path, site):
 
 def test_fetch_returns_the_text_and_settings_are_checked(site):
     assert "07:40" in asyncio.run(PageFetcher(trust_env=False).fetch(site.base + "/article.html"))
-    for bad, msg in (({"timeout_s": 0}, "timeout_s=0"), ({"max_download_bytes": 0}, "max_download_bytes=0"),
-                     ({"extractor": "bs4"}, "extractor='bs4'")):
+    for bad, msg in (
+        ({"timeout_s": 0}, "timeout_s=0"),
+        ({"max_download_bytes": 0}, "max_download_bytes=0"),
+        ({"extractor": "bs4"}, "extractor='bs4'"),
+    ):
         with pytest.raises(ValueError, match=msg):
             PageFetcher(**bad)

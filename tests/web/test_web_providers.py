@@ -1,11 +1,12 @@
 """Web search providers: the offline folder provider and the SearXNG-style HTTP provider (over a
 loopback server), the snippet window, and the ``web:`` config section."""
+
 from __future__ import annotations
 
 import asyncio
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -66,11 +67,14 @@ def test_folder_pages_urls_titles_and_dates(pages):
     assert sorted(by_path) == ["ferry.md", "mapped.md", "notes.txt", "sub/lighthouse.html", "zh.md"]  # blank skipped
     assert (by_path["ferry.md"].url, by_path["ferry.md"].url_from) == ("https://skerry.example/ferry", "front matter")
     assert by_path["ferry.md"].title == "Skerry ferry timetable"
-    assert by_path["ferry.md"].published_at == datetime(2024, 3, 1, tzinfo=timezone.utc)
+    assert by_path["ferry.md"].published_at == datetime(2024, 3, 1, tzinfo=UTC)
     assert "url:" not in by_path["ferry.md"].text  # the front matter is not page text
     lh = by_path["sub/lighthouse.html"]
-    assert (lh.url, lh.url_from, lh.title) == ("https://lights.example/brightwater?a=1&b=2", "canonical",
-                                               "Brightwater lighthouse")
+    assert (lh.url, lh.url_from, lh.title) == (
+        "https://lights.example/brightwater?a=1&b=2",
+        "canonical",
+        "Brightwater lighthouse",
+    )
     assert "ferry()" not in lh.text
     assert (by_path["mapped.md"].url, by_path["mapped.md"].url_from) == ("https://tides.example/skerry", "urls.json")
     assert by_path["mapped.md"].title == "Tide tables"
@@ -237,8 +241,10 @@ def test_searxng_unreachable_and_bad_settings():
 # -- config ----------------------------------------------------------------------------------
 def test_web_section_builds_provider_and_fetcher(pages, site):
     provider, fetcher = web_services_from_config(
-        {"search": {"type": "local_folder", "folder": pages.name, "snippet_chars": 80},
-         "fetch": {"timeout_s": 3, "allow_file": True, "extractor": "html.parser"}},
+        {
+            "search": {"type": "local_folder", "folder": pages.name, "snippet_chars": 80},
+            "fetch": {"timeout_s": 3, "allow_file": True, "extractor": "html.parser"},
+        },
         base_dir=pages.parent,
     )
     assert isinstance(provider, LocalFolderProvider) and provider.snippet_chars == 80

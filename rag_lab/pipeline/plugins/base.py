@@ -1,4 +1,5 @@
 """Small base class for stages: declares the events and keeps the services."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
@@ -12,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class StagePlugin:
     events: ClassVar[tuple[EventType, ...]] = ()
 
-    def __init__(self, services: "Services") -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
 
     def activation_events(self) -> list[EventType]:

@@ -1,9 +1,14 @@
 """CHAT_COMPLETION (non-streaming): one call, decoded citations into ``chat_response`` (§4.12)."""
+
 from __future__ import annotations
 
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
-from rag_lab.pipeline.plugins.common import chat_options, prepare_messages_with_history, prepare_messages_with_model_context
+from rag_lab.pipeline.plugins.common import (
+    chat_options,
+    prepare_messages_with_history,
+    prepare_messages_with_model_context,
+)
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 

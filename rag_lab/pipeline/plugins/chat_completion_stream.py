@@ -4,6 +4,7 @@ across chunk boundaries and emit thinking / answer events (spec §4.12.3).
 The stage returns as soon as the stream has started (so its timing excludes generation); the
 request waits for ``chat.context.background_tasks``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,11 @@ import logging
 
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
-from rag_lab.pipeline.plugins.common import chat_options, prepare_messages_with_history, prepare_messages_with_model_context
+from rag_lab.pipeline.plugins.common import (
+    chat_options,
+    prepare_messages_with_history,
+    prepare_messages_with_model_context,
+)
 from rag_lab.stream.bus import BusEventType, EventBus, short_id
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
@@ -50,13 +55,17 @@ class PluginChatCompletionStream(StagePlugin):
             "pipeline.chat_completion_stream.lifetime", {"chat.model_id": chat.request.chat_model_id}
         )
         task = asyncio.ensure_future(
-            consume_stream(chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry), self.services.tracer, lifetime)
+            consume_stream(
+                chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry), self.services.tracer, lifetime
+            )
         )
         chat.context.background_tasks.append(task)
         return await next()
 
 
-async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec, tracer=None, span=None) -> None:
+async def consume_stream(
+    chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec, tracer=None, span=None
+) -> None:
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
     thinking_open = False
@@ -88,13 +97,17 @@ async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, th
                 chunk = await asyncio.wait_for(iterator.__anext__(), idle)
             except StopAsyncIteration:
                 break
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise TimeoutError(f"no answer chunk for {idle} s") from None
             if chat.context.cancelled():
                 break
             if chunk.response_type == "error":
                 stream_error = chunk.content
-                bus.emit(BusEventType.ERROR, {"error": chunk.content, "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
+                bus.emit(
+                    BusEventType.ERROR,
+                    {"error": chunk.content, "stage": "chat_completion_stream"},
+                    event_id=f"{short_id()}-error",
+                )
             elif chunk.response_type == "thinking":
                 content = thinking_dec.feed(chunk.content)
                 if chunk.done:
@@ -123,19 +136,27 @@ async def consume_stream(chat: ChatManage, bus: EventBus, stream, answer_dec, th
                         chat.state.diagnostics["usage"] = dict(chunk.usage)
                 answer_text += content
                 close_thinking()
-                bus.emit(BusEventType.FINAL_ANSWER, {"content": content, "done": chunk.done, **data}, event_id=answer_id)
+                bus.emit(
+                    BusEventType.FINAL_ANSWER, {"content": content, "done": chunk.done, **data}, event_id=answer_id
+                )
     except Exception as exc:  # a transport failure mid-stream: report it like an error chunk
         log.warning("answer stream failed: %s", exc)
         stream_error = str(exc)
-        bus.emit(BusEventType.ERROR, {"error": str(exc), "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error")
+        bus.emit(
+            BusEventType.ERROR, {"error": str(exc), "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error"
+        )
     flush_decoders()
     close_thinking()
     chat.state.chat_response = answer_text
     if tracer is not None:
         usage = chat.state.diagnostics.get("usage") or {}
-        tracer.end_span(span, {
-            "answer.completed": answer_completed,
-            "answer.chars": len(answer_text),
-            "usage.prompt_tokens": usage.get("prompt_tokens"),
-            "usage.completion_tokens": usage.get("completion_tokens"),
-        }, error=stream_error)
+        tracer.end_span(
+            span,
+            {
+                "answer.completed": answer_completed,
+                "answer.chars": len(answer_text),
+                "usage.prompt_tokens": usage.get("prompt_tokens"),
+                "usage.completion_tokens": usage.get("completion_tokens"),
+            },
+            error=stream_error,
+        )

@@ -1,5 +1,6 @@
 """Shared by CHAT_COMPLETION and CHAT_COMPLETION_STREAM: model options and message assembly
 (spec §4.12.1–§4.12.2) including the model context (aliases, protocol prompt, retrieval XML)."""
+
 from __future__ import annotations
 
 import re
@@ -68,7 +69,9 @@ def prepare_messages_with_model_context(chat: ChatManage, messages: list[ChatMes
     messages[0].content = messages[0].content.rstrip() + protocol_prompt(registry)
     if state.merge_result:
         xml = render_retrieval_contexts(
-            state.merge_result, registry, faq_priority=req.faq_priority_enabled,
+            state.merge_result,
+            registry,
+            faq_priority=req.faq_priority_enabled,
             web_snippet_max_runes=req.params.web_snippet_max_runes,
         )
         messages = substitute_retrieval_contexts(messages, state.rendered_contexts, xml)

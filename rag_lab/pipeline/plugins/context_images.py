@@ -1,6 +1,7 @@
 """Retrieved images for a vision chat model (seed, INTO_CHAT_MESSAGE): images of image hits
 (``image_vector``) and of results that absorbed one (``image_vector_match``), deduplicated, at
 most N, PNG / JPEG / WebP / GIF of at most ``context_image_max_bytes``, as data URIs."""
+
 from __future__ import annotations
 
 import base64
@@ -50,7 +51,9 @@ def read_local_image(url: str, base_dir: Path | None, max_bytes: int) -> bytes |
         return None
 
 
-def collect_context_images(results: list[SearchResult], params: PipelineParams, base_dir: Path | None = None) -> list[str]:
+def collect_context_images(
+    results: list[SearchResult], params: PipelineParams, base_dir: Path | None = None
+) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for r in results:

@@ -9,6 +9,7 @@ A chat model that cannot follow instructions (the offline extractive answerer,
 ``follows_instructions = False``) cannot write SQL: the stage is skipped with that reason, never
 faked.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,7 +42,10 @@ RESPONSE_FORMAT: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "knowledge_id": {"type": "string", "description": "the knowledge id of the data file"},
-                "sql": {"type": "string", "description": "one DuckDB SELECT query, or empty when no analysis is needed"},
+                "sql": {
+                    "type": "string",
+                    "description": "one DuckDB SELECT query, or empty when no analysis is needed",
+                },
             },
             "required": ["knowledge_id", "sql"],
             "additionalProperties": False,
@@ -114,7 +118,9 @@ class PluginDataAnalysis(StagePlugin):
         try:  # 5
             path = stored_table_path(ws, doc)
             tool = DataAnalysisTool(
-                path, file_name=doc.file_name, table_name=(doc.metadata or {}).get("table_name") or None,
+                path,
+                file_name=doc.file_name,
+                table_name=(doc.metadata or {}).get("table_name") or None,
                 max_rows=p.data_analysis_max_rows,
                 timeout_s=p.data_analysis_timeout_s,
             )
@@ -141,7 +147,12 @@ class PluginDataAnalysis(StagePlugin):
                 )
 
             tpl = self._template()  # 7
-            values = {"query": chat.request.query, "knowledge_id": doc.id, "schema": schema_text, "table": schema.table_name}
+            values = {
+                "query": chat.request.query,
+                "knowledge_id": doc.id,
+                "schema": schema_text,
+                "table": schema.table_name,
+            }
             messages = [
                 ChatMessage("system", render_prompt_placeholders(tpl.content, values)),
                 ChatMessage("user", render_prompt_placeholders(tpl.user, values)),

@@ -11,6 +11,7 @@ rewrite when there is one) goes to the chat model with the few-shot "Q:/A:" prom
 follow instructions (the offline extractive answerer), or no chat model at all, is replaced by the
 offline extractor run on the question. Any error means no entities, and the stage continues.
 """
+
 from __future__ import annotations
 
 import json
@@ -142,7 +143,8 @@ class PluginExtractEntity(StagePlugin):
         messages = build_extract_entity_messages(tpl.content, list(tpl.extra.get("examples") or []), query)
         options = ChatOptions(
             temperature=chat.request.params.entity_extract_temperature,
-            max_completion_tokens=chat.request.params.entity_extract_max_tokens, thinking=False
+            max_completion_tokens=chat.request.params.entity_extract_max_tokens,
+            thinking=False,
         )
         resp = await model.chat(messages, options)
         diag["raw"] = resp.content

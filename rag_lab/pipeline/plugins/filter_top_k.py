@@ -1,4 +1,5 @@
 """FILTER_TOP_K: deterministic sort and truncation to rerank_top_k (spec §4.9, seed)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """INTO_CHAT_MESSAGE: validate the query and assemble the user turn with its contexts (§4.11)."""
+
 from __future__ import annotations
 
 import logging
@@ -12,7 +13,6 @@ from rag_lab.searchutil.text import html_escape5 as _escape5
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
-
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,11 @@ class PluginIntoChatMessage(StagePlugin):
         else:
             out += "\n".join(f'<context id="{i}">{chat_passage(r)}</context>' for i, r in enumerate(results, 1))
         state.rendered_contexts = out
-        user = render_prompt_placeholders(template, {"query": safe_query, "contexts": out, "language": req.language}) if template else ""
+        user = (
+            render_prompt_placeholders(template, {"query": safe_query, "contexts": out, "language": req.language})
+            if template
+            else ""
+        )
         state.user_content = _append_extras(chat, user)
         if req.chat_model_supports_vision:
             ws = self.services.workspace

@@ -1,4 +1,5 @@
 """LOAD_HISTORY: the last rounds of the session as (query, answer, references) pairs (§4.1)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,6 @@
 """MemoryAffinity (innermost layer of chunk_rerank): documents the caller cited at least twice in
 past answers get a logarithmic boost of at most ×1.15 (spec §4.6.5)."""
+
 from __future__ import annotations
 
 import math

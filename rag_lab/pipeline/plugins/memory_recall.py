@@ -6,6 +6,7 @@ Skipped without a memory service. ``memory.recall(user_id, query)`` returns ``{p
 ``used_memories`` and a ``memory_recalled`` event carries them when there are any. The stage never
 fails: a memory error is logged and the question goes on without memories.
 """
+
 from __future__ import annotations
 
 import asyncio

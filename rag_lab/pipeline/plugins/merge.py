@@ -5,6 +5,7 @@
 7 neighbour expansion of short text chunks · 8 merge again, dedup, partial-overlap removal.
 Every decision is appended to ``state.diagnostics["merge"]`` for the merge view.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,19 @@ from rag_lab.knowledge.models import FAQEntry
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
-from rag_lab.searchutil.chunkmerge import append_with_exact_overlap, append_with_overlap, contains_chunk_content, join_chunk_content
-from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
-from rag_lab.searchutil.imageinfo import filter_image_info_by_content_urls, merge_image_info, prune_markdown_images_by_image_info
 from rag_lab.reranking.image import is_image_hit
+from rag_lab.searchutil.chunkmerge import (
+    append_with_exact_overlap,
+    append_with_overlap,
+    contains_chunk_content,
+    join_chunk_content,
+)
+from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
+from rag_lab.searchutil.imageinfo import (
+    filter_image_info_by_content_urls,
+    merge_image_info,
+    prune_markdown_images_by_image_info,
+)
 from rag_lab.searchutil.text import content_overlap_ratio, jaccard, normalize_content, tokenize_simple
 from rag_lab.types.chat_manage import ChatManage, History
 from rag_lab.types.events import EventType
@@ -123,8 +133,17 @@ def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, l
         if action == "extend":
             overlap = last.end_at - cur.start_at
             text, ok = append_with_exact_overlap(last.content, cur.content, overlap)
-            last.content = text if ok else append_with_overlap(
-                last.content, cur.content, overlap, params.join_min_overlap, params.join_span, params.append_head_slack
+            last.content = (
+                text
+                if ok
+                else append_with_overlap(
+                    last.content,
+                    cur.content,
+                    overlap,
+                    params.join_min_overlap,
+                    params.join_span,
+                    params.append_head_slack,
+                )
             )
             last.end_at = cur.end_at
         elif action in ("join_distinct", "join_text"):
@@ -194,7 +213,13 @@ class PluginMerge(StagePlugin):
         else:
             state.search_result.sort(key=lambda r: -r.score)
             results = list(state.search_result)
-        mlog.append({"step": "input", "source": "rerank_result" if state.rerank_result else "search_result", "ids": [r.id for r in results]})
+        mlog.append(
+            {
+                "step": "input",
+                "source": "rerank_result" if state.rerank_result else "search_result",
+                "ids": [r.id for r in results],
+            }
+        )
         results = remove_duplicate_results(results)
         injected = inject_history_references(results, state.history, state.rewrite_query or chat.request.query, p, mlog)
         if injected:
@@ -238,7 +263,10 @@ class PluginMerge(StagePlugin):
                 for r in results
                 if r.chunk_type in ("image_ocr", "image_caption")
                 for par in [parents.get(r.parent_chunk_id)]
-                if par is not None and par.chunk_type == "text" and par.parent_chunk_id and par.parent_chunk_id not in parents
+                if par is not None
+                and par.chunk_type == "text"
+                and par.parent_chunk_id
+                and par.parent_chunk_id not in parents
             }
         )
         if grand_ids:
@@ -306,8 +334,14 @@ class PluginMerge(StagePlugin):
                         r.content = text
 
     # -- step 7 ---------------------------------------------------------------------------
-    def expand_short_contexts(self, results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]) -> None:
-        targets = [r for r in results if r is not None and r.id and r.content and r.chunk_type == "text" and len(r.content) < p.expansion_min_len]
+    def expand_short_contexts(
+        self, results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]
+    ) -> None:
+        targets = [
+            r
+            for r in results
+            if r is not None and r.id and r.content and r.chunk_type == "text" and len(r.content) < p.expansion_min_len
+        ]
         if not targets:
             return
         try:
@@ -385,4 +419,6 @@ class PluginMerge(StagePlugin):
                     if cid not in r.sub_chunk_id:
                         r.sub_chunk_id.append(cid)
                 if prev_ids or next_ids:
-                    mlog.append({"step": "expand", "id": r.id, "prev": prev_ids, "next": next_ids, "length": len(merged)})
+                    mlog.append(
+                        {"step": "expand", "id": r.id, "prev": prev_ids, "next": next_ids, "length": len(merged)}
+                    )

@@ -3,6 +3,7 @@
 Up to N local variants (keywords, quoted phrases, clause segments, question word removed), each
 searched keyword-side against every target with a lowered keyword threshold.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,23 @@ STOPWORDS = frozenset(
     "why when where which who whom whose".split()
 )
 QUESTION_PREFIXES = (
-    "什么是", "什么", "如何", "怎么", "怎样", "为什么", "为何", "哪个", "哪些", "谁", "何时", "何地",
-    "请问", "请告诉我", "帮我", "我想知道", "我想了解",
+    "什么是",
+    "什么",
+    "如何",
+    "怎么",
+    "怎样",
+    "为什么",
+    "为何",
+    "哪个",
+    "哪些",
+    "谁",
+    "何时",
+    "何地",
+    "请问",
+    "请告诉我",
+    "帮我",
+    "我想知道",
+    "我想了解",
 )
 _QUOTE_CHARS = "\"'「」『』"
 _PHRASE = re.compile(f"[{_QUOTE_CHARS}]([^{_QUOTE_CHARS}]+)[{_QUOTE_CHARS}]")
@@ -105,7 +121,7 @@ def generate_expansion_variants(rewrite_query: str, query: str = "", max_variant
     stripped = q
     for prefix in QUESTION_PREFIXES:
         if stripped.startswith(prefix):
-            stripped = stripped[len(prefix):]
+            stripped = stripped[len(prefix) :]
             break
     stripped = stripped.strip()
     if stripped != q:
@@ -113,7 +129,7 @@ def generate_expansion_variants(rewrite_query: str, query: str = "", max_variant
     return out[:max_variants]
 
 
-async def expand_search(chat: ChatManage, services: "Services") -> list[SearchResult]:
+async def expand_search(chat: ChatManage, services: Services) -> list[SearchResult]:
     """Keyword-side searches for each (variant × target); errors are logged and ignored."""
     req, p = chat.request, chat.request.params
     if services.searcher is None:
@@ -121,7 +137,9 @@ async def expand_search(chat: ChatManage, services: "Services") -> list[SearchRe
     searcher = services.searcher.with_params(p)
     variants = generate_expansion_variants(chat.state.rewrite_query, req.query, p.query_expansion_max_variants)
     chat.state.diagnostics["query_expansion_variants"] = list(variants)
-    exp_top_k = max(req.embedding_top_k * p.query_expansion_top_k_factor, req.rerank_top_k * p.query_expansion_top_k_factor)
+    exp_top_k = max(
+        req.embedding_top_k * p.query_expansion_top_k_factor, req.rerank_top_k * p.query_expansion_top_k_factor
+    )
     exp_kw = req.keyword_threshold * p.query_expansion_keyword_factor
     jobs = [(v, t) for v in variants for t in req.search_targets if t is not None and t.knowledge_base_id]
     if not jobs:

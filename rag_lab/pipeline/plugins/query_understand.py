@@ -20,6 +20,7 @@
   call and no rewrite; :func:`detect_smalltalk` labels clear greetings and small talk (English and
   Chinese) ``greeting`` / ``chitchat``, everything else keeps intent "" (retrieval).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -273,7 +274,9 @@ see ya|good night|take care|ok|okay|k|cool|great|nice|awesome|perfect|got it|sou
 sure|no problem|np|lol|haha|hahaha|how are you|how are you doing|how is it going|hows it going|how's it going|
 what's up|whats up|sup|how do you do|who are you|what are you|what is your name|what's your name|whats your name|
 are you a bot|are you there|you are welcome|you're welcome|welcome|well done|good job|i see"""
-_EN_SUFFIX = "there|all|everyone|everybody|folks|guys|team|friend|buddy|bot|assistant|again|mate|man|so much|a lot|very much"
+_EN_SUFFIX = (
+    "there|all|everyone|everybody|folks|guys|team|friend|buddy|bot|assistant|again|mate|man|so much|a lot|very much"
+)
 _ZH_GREETING = "你好|您好|你们好|大家好|嗨|哈喽|哈啰|喂|早|早上好|早安|上午好|中午好|下午好|晚上好|在吗|在不在|很高兴认识你|初次见面"
 _ZH_CHITCHAT = """谢谢|谢谢你|谢谢您|多谢|感谢|非常感谢|太感谢了|谢了|辛苦了|再见|拜拜|回头见|晚安|好的|好|嗯|嗯嗯|哦|明白了|
 知道了|收到|没问题|哈哈|哈哈哈|你好吗|最近怎么样|你是谁|你叫什么名字|你是机器人吗|不客气|太棒了|厉害|棒"""
@@ -419,7 +422,9 @@ class PluginQueryUnderstand(StagePlugin):
         except (TypeError, ValueError) as exc:
             log.warning("query_understand: attachments ignored: %s", exc)
             attachment_prompt = ""
-        query = build_understanding_query(req.query, len(req.images), attachment_prompt, await self._asker_background(chat))
+        query = build_understanding_query(
+            req.query, len(req.images), attachment_prompt, await self._asker_background(chat)
+        )
         prompts = self.services.prompts
         tpl = prompts.get("default_rewrite") if prompts is not None and "default_rewrite" in prompts.by_id else None
         system_t = req.rewrite_prompt_system or (tpl.content if tpl else "")
@@ -427,7 +432,9 @@ class PluginQueryUnderstand(StagePlugin):
         values = {"conversation": format_conversation(history), "query": query, "language": req.language}
         messages = [
             ChatMessage("system", render_prompt_placeholders(system_t, values)),
-            ChatMessage("user", render_prompt_placeholders(user_t, values), images=list(req.images) if use_images else []),
+            ChatMessage(
+                "user", render_prompt_placeholders(user_t, values), images=list(req.images) if use_images else []
+            ),
         ]
         p = req.params
         options = ChatOptions(
@@ -437,8 +444,10 @@ class PluginQueryUnderstand(StagePlugin):
         )
         try:
             resp = await asyncio.wait_for(model.chat(messages, options), p.query_understand_timeout_s)
-        except asyncio.TimeoutError:
-            log.warning("query_understand call timed out after %s s, keeping the original query", p.query_understand_timeout_s)
+        except TimeoutError:
+            log.warning(
+                "query_understand call timed out after %s s, keeping the original query", p.query_understand_timeout_s
+            )
             diag["error"] = f"timed out after {p.query_understand_timeout_s} s"
             return await next()
         except Exception as exc:
@@ -453,7 +462,9 @@ class PluginQueryUnderstand(StagePlugin):
         if parsed is None and content.strip():
             parsed = recover_truncated_understanding(content)
             partial = parsed is not None
-        diag.update(raw=content, finish_reason=finish, truncated=finish in TRUNCATION_REASONS, partial=partial, parsed=parsed)
+        diag.update(
+            raw=content, finish_reason=finish, truncated=finish in TRUNCATION_REASONS, partial=partial, parsed=parsed
+        )
         if parsed is not None:
             if parsed["rewrite_query"]:
                 state.rewrite_query = parsed["rewrite_query"]
@@ -476,7 +487,11 @@ class PluginQueryUnderstand(StagePlugin):
             return []
         try:
             history = await asyncio.to_thread(
-                load_and_process_history, store, req.session_id, req.max_rounds, req.params.query_understand_history_fetch
+                load_and_process_history,
+                store,
+                req.session_id,
+                req.max_rounds,
+                req.params.query_understand_history_fetch,
             )
         except Exception as exc:
             log.warning("query_understand: history unavailable, continuing without: %s", exc)

@@ -5,6 +5,7 @@ Spec §4.6.1 with the seed's refinements (model passage = title + heading + body
 score as base, FAQ boost not capped). Every decision is written to ``state.diagnostics["rerank"]``
 for the workbench's composite-score and MMR views.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,8 +55,11 @@ def select_candidates(results: list[SearchResult], limit: int) -> list[SearchRes
 
 
 def score_reranked(
-    candidates: list[SearchResult], kept: list[RerankScore], params: PipelineParams,
-    faq_priority: bool, faq_boost: float,
+    candidates: list[SearchResult],
+    kept: list[RerankScore],
+    params: PipelineParams,
+    faq_priority: bool,
+    faq_boost: float,
 ) -> list[SearchResult]:
     """Composite score (and FAQ boost) for each kept item, in place; returns them in kept order."""
     out: list[SearchResult] = []
@@ -150,8 +154,10 @@ class PluginRerank(StagePlugin):
             images_scored=images_scored,
             images_kept=len(kept_images),
             weights={
-                "model": p.composite_model_weight, "base": p.composite_base_weight,
-                "source": p.composite_source_weight, "web_source_weight": p.web_source_weight,
+                "model": p.composite_model_weight,
+                "base": p.composite_base_weight,
+                "source": p.composite_source_weight,
+                "web_source_weight": p.web_source_weight,
             },
             rows=[
                 {

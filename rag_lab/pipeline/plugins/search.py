@@ -3,6 +3,7 @@
 Targets are grouped by embedding-model identity; the query is embedded once per group; whole-KB
 targets share one HybridSearch call, constrained targets get one call each.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,10 @@ class PluginSearch(StagePlugin):
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req = chat.request
-        if not has_knowledge_retrieval_scope(req.search_targets, req.knowledge_base_ids, req.knowledge_ids) and not req.web_search_enabled:
+        if (
+            not has_knowledge_retrieval_scope(req.search_targets, req.knowledge_base_ids, req.knowledge_ids)
+            and not req.web_search_enabled
+        ):
             log.error("chunk_search: no knowledge scope and web search disabled")
             return None  # spec App. B.17: success without next()
         kb_task = asyncio.ensure_future(self.search_by_targets(chat))
@@ -125,8 +129,10 @@ class PluginSearch(StagePlugin):
         async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
             try:
                 return await asyncio.wait_for(searcher.search(primary, sp), req.params.search_timeout_s)
-            except asyncio.TimeoutError:
-                errors.append(TimeoutError(f"hybrid search on {primary} took longer than {req.params.search_timeout_s} s"))
+            except TimeoutError:
+                errors.append(
+                    TimeoutError(f"hybrid search on {primary} took longer than {req.params.search_timeout_s} s")
+                )
                 return []
             except Exception as exc:
                 errors.append(exc)

@@ -16,6 +16,7 @@ seed entity_search). Run by CHUNK_SEARCH_PARALLEL on its own clone of the chat.
    type graph (6), ``seq = chunk_index``, metadata from the document.
 6. Append, remove duplicates (§6.5); empty → ErrSearchNothing, otherwise ``next()``.
 """
+
 from __future__ import annotations
 
 import asyncio

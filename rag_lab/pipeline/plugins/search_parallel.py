@@ -1,4 +1,5 @@
 """CHUNK_SEARCH_PARALLEL: chunk search ∥ entity search on clones, merged and deduplicated (§4.4)."""
+
 from __future__ import annotations
 
 import logging

@@ -11,6 +11,7 @@ logged and never fail the stage. After a rerank error or without a rerank model,
 Replaced items are copies (the ``search_result`` item keeps its snippet). What happened to each
 URL is recorded in ``state.diagnostics["web_fetch"]``.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """WikiBoost (middle layer of chunk_rerank): after ``next()``, wiki pages ×1.3 when a wiki KB is
 in scope, then a stable re-sort (spec §4.6.6)."""
+
 from __future__ import annotations
 
 from rag_lab.pipeline.plugin import NextFn, PluginError

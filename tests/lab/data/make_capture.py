@@ -7,6 +7,7 @@ so that several chunks reach rerank, MMR and the merge), fully offline, and save
 fusion trace as ``lighthouse.capture.jsonl`` next to this file. The tests also import
 ``build_lab`` to make live runs with the same setup.
 """
+
 from __future__ import annotations
 
 import sys
