@@ -9,7 +9,9 @@ Units are the subpackages of ``rag_lab`` (``rag_lab.retrieval.engine`` belongs t
 and the top-level modules (``cli``, ``demo``, ``asyncutil``), with one exception: the HTTP server
 of the stream package (:data:`SERVE_MODULES`) is its own unit ``serve``, which sits above ``lab``
 (it builds a Lab per process and serves sessions), while the rest of ``stream`` (bus, managers,
-handler, coalescing) is a bottom-layer service that the pipeline publishes to.
+handler, coalescing) is a bottom-layer service that the pipeline publishes to. Likewise
+``rag_lab.lab.launch`` (``make lab``: ingests the demo KB, starts JupyterLab) is an entry point,
+unit ``launch``, at the top with ``cli`` and ``demo``.
 
 The layer order, bottom first (a unit may import its own layer and the layers below):
 
@@ -24,7 +26,7 @@ The layer order, bottom first (a unit may import its own layer and the layers be
  5    pipeline
  6    lab
  7    eval, serve
- 8    cli, demo
+ 8    cli, demo, launch
 ====  ==================================================================
 
 Edges to the root package (``import rag_lab`` for ``__version__``) are ignored: the root
@@ -56,9 +58,11 @@ LAYERS: list[set[str]] = [
     {"pipeline"},
     {"lab"},
     {"eval", "serve"},
-    {"cli", "demo"},
+    {"cli", "demo", "launch"},
 ]
 SERVE_MODULES = frozenset({"rag_lab.stream.server", "rag_lab.stream.serve_cli"})
+#: executable entry points that live inside a subpackage but sit at the top (unit ``launch``)
+ENTRY_MODULES = frozenset({"rag_lab.lab.launch"})
 #: module cycles still inside one unit (frozensets of module names); may only shrink
 KNOWN_MODULE_CYCLES: set[frozenset[str]] = {
     # runner.evaluate_suites builds report.EvalReport; report reads runner.QueryRecord (being split)
@@ -135,6 +139,8 @@ def _resolve(candidates: list[str], modules: dict[str, Path]) -> str | None:
 def _unit(module: str) -> str:
     if module in SERVE_MODULES:
         return "serve"
+    if module in ENTRY_MODULES:
+        return "launch"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "rag_lab"
 
