@@ -24,6 +24,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"rag-lab ingest: {path}: no such file or folder", file=sys.stderr)
         return 2
     lab = _lab(args)
+    if args.tenant is not None:
+        lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
     report = lab.ingest(path, kb=args.kb, progress=not args.quiet)
     print(report)
     return 0
@@ -100,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
+    p.add_argument("--tenant", type=int, default=None, help="tenant owning a new KB (default 1; see docs/security.md)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)
 

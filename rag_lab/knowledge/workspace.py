@@ -137,9 +137,14 @@ class Workspace:
         keyword_enabled: bool = True,
         bm25: dict[str, Any] | None = None,
         graph_enabled: bool = False,
+        tenant_id: int = 1,
     ) -> KnowledgeBase:
         """Create a KB bound to ``embedder``'s space (``None``: keyword-only). ``bm25`` may set
-        ``k1``, ``b`` and ``method`` for its keyword index."""
+        ``k1``, ``b`` and ``method`` for its keyword index. ``tenant_id`` owns the KB: on the
+        server only that tenant (and tenants in ``metadata["shared_with"]``) can search it; its
+        chunks carry no tenant of their own, they belong to the KB's (docs/security.md)."""
+        if isinstance(tenant_id, bool) or not isinstance(tenant_id, int) or tenant_id < 1:
+            raise ValueError(f"tenant_id={tenant_id!r} must be an integer >= 1")
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"knowledge base name={name!r} must be a non-empty string")
         if kb_type not in KB_TYPES:
@@ -154,6 +159,7 @@ class Workspace:
             name=name,
             description=description,
             type=kb_type,
+            tenant_id=tenant_id,
             embedding_model_key=embedder.model_key if embedder is not None else "",
             embedding_dim=int(embedder.dimension) if embedder is not None else 0,
             vector_enabled=embedder is not None,
@@ -171,7 +177,14 @@ class Workspace:
                     raise KnowledgeBaseExists(f"knowledge base {name!r} already exists (id {existing.id})")
                 diffs = [
                     f"{f}: existing {getattr(existing, f)!r}, requested {getattr(kb, f)!r}"
-                    for f in ("type", "embedding_model_key", "embedding_dim", "chunk_size", "chunk_overlap")
+                    for f in (
+                        "type",
+                        "tenant_id",
+                        "embedding_model_key",
+                        "embedding_dim",
+                        "chunk_size",
+                        "chunk_overlap",
+                    )
                     if getattr(existing, f) != getattr(kb, f)
                 ]
                 if existing.metadata.get("parent_chunk_size", 0) != parent_chunk_size:

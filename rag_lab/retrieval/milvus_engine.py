@@ -10,7 +10,7 @@ keyword-only KBs share ``<prefix>_keywords``, which has no dense field). One row
 entry of a chunk (the chunk itself, or each question of an FAQ chunk, ids as in the local
 vector index), carrying the fields retrieval filters on: ``kb_id``, ``knowledge_id``,
 ``tag_id``, ``is_enabled``, ``chunk_type``, ``status`` (the chunk's ``index_status``) and
-``tenant_id`` (the chunk's owner tenant; the KB's tenant while chunks carry none). ``dense`` is
+``tenant_id`` (the owner tenant: a chunk belongs to its KB's tenant, docs/security.md). ``dense`` is
 an HNSW index with the COSINE metric; ``sparse`` is filled by Milvus itself from ``text`` with a
 ``BM25`` function, analysed with the ``jieba`` tokenizer (the ``standard`` one finds nothing in
 Chinese) plus lower-casing, punctuation removal and the same English stop words as the local
@@ -254,7 +254,7 @@ def chunk_rows(kb: KnowledgeBase, chunk: Chunk, vectors: Mapping[str, np.ndarray
     ``vectors`` maps entry ids to their vectors; a missing one is an error naming the entry."""
     from rag_lab.knowledge.ingestion import _vector_entries as vector_entries
 
-    tenant = int(getattr(chunk, "tenant_id", 0) or kb.tenant_id)
+    tenant = int(kb.tenant_id)  # a chunk belongs to its KB's owner tenant (docs/security.md)
     base = {
         "chunk_id": _check_id(chunk.id, "the chunk id", chunk.id),
         "kb_id": chunk.knowledge_base_id,

@@ -70,7 +70,7 @@ def engines(tmp_path_factory):
     ws.mirror_for = lambda kb: milvus
     kbs = {
         "alpha": ws.create_kb("alpha", emb, chunk_size=400, chunk_overlap=0),
-        "beta": ws.create_kb("beta", emb, chunk_size=400, chunk_overlap=0),
+        "beta": ws.create_kb("beta", emb, chunk_size=400, chunk_overlap=0, tenant_id=7),
         "faq": ws.create_kb("faq", emb, kb_type="faq"),
         "words": ws.create_kb("words", None),
     }
@@ -221,15 +221,17 @@ def test_faq_questions_are_entries(engines):
 
 
 def test_tenant_field_written_and_filtered(engines):
-    ws, _, milvus, emb, kbs = engines
+    """Rows carry the KB owner's tenant; a search for another tenant's rows finds nothing."""
+    _, _, milvus, emb, kbs = engines
     name = milvus.collection_for(kbs["alpha"])
-    rows = milvus.client.query(
-        name, filter=f"kb_id == {literal(kbs['alpha'].id)}", output_fields=["tenant_id"], limit=3
-    )
-    assert {r["tenant_id"] for r in rows} == {kbs["alpha"].tenant_id}
-    expr = build_filter([kbs["alpha"].id], [kbs["alpha"].tenant_id + 1])
+    for kb, tenant in ((kbs["alpha"], 1), (kbs["beta"], 7)):
+        rows = milvus.client.query(name, filter=f"kb_id == {literal(kb.id)}", output_fields=["tenant_id"], limit=500)
+        assert {r["tenant_id"] for r in rows} == {tenant}
     v = emb.embed(["river"])[0].tolist()
-    assert milvus.client.search(name, data=[v], anns_field="dense", limit=5, filter=expr)[0] == []
+    both = [kbs["alpha"].id, kbs["beta"].id]
+    hits = milvus.client.search(name, data=[v], anns_field="dense", limit=200, filter=build_filter(both, [7]))[0]
+    assert hits and all(h["id"].startswith(kbs["beta"].id) for h in hits)
+    assert milvus.client.search(name, data=[v], anns_field="dense", limit=5, filter=build_filter(both, [3]))[0] == []
 
 
 def test_sqlite_stays_the_source_of_truth(tmp_path, embedder):
