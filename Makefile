@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus]"
 	touch $(STAMP)
 
 venv: $(STAMP)

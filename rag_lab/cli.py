@@ -66,8 +66,38 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Copy a KB's chunks from the SQLite store into an external engine (Milvus)."""
+    lab = _lab(args)
+    kb = lab.workspace.get_kb(args.kb)
+    routed = lab.engines.config_for(kb)
+    cfg = dict(routed) if routed["type"] == "milvus" else dict(lab.engines.default)
+    if cfg.get("type") != "milvus":
+        cfg = {"type": "milvus", "uri": str(lab.workspace.root / "milvus.db")}
+    if args.uri:
+        cfg["uri"] = args.uri
+    from rag_lab.retrieval.milvus_engine import MilvusConfig, MilvusEngineError
+
+    engine = lab.engines.milvus(cfg)
+    try:
+        counts = engine.index_documents(kb, embedder=lab.embedder)
+    except MilvusEngineError as exc:
+        print(f"rag-lab reindex: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lab.engines.close()
+    print(f"reindexed {kb.name!r} into Milvus at {engine.config.uri}: {counts}")
+    if routed["type"] != "milvus" or MilvusConfig.from_mapping(routed).key != engine.config.key:
+        print(
+            f"note: the lab config does not route {kb.name!r} to this store; set "
+            f"knowledge_bases: {{{kb.name}: {{engine: {{type: milvus, uri: {engine.config.uri}}}}}}} to search it there",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def add_core_commands(sub: Any) -> None:
-    """``ingest`` and ``ask``."""
+    """``ingest``, ``ask`` and ``reindex``."""
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
@@ -81,6 +111,16 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("reindex", help="copy a knowledge base from the SQLite store into Milvus")
+    p.add_argument("--kb", required=True, help="knowledge base name or id")
+    p.add_argument("--engine", choices=["milvus"], default="milvus", help="target engine (default: milvus)")
+    p.add_argument(
+        "--uri",
+        default=None,
+        help="Milvus uri (default: the KB's engine in the lab config, else <workspace>/milvus.db)",
+    )
+    p.set_defaults(func=cmd_reindex)
 
 
 def build_parser() -> argparse.ArgumentParser:

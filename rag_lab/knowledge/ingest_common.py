@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.types.errors import MixedEmbeddingSpaces
+from rag_lab.retrieval.spaces import check_embedder as check_embedder
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import KnowledgeBase
@@ -27,28 +27,6 @@ DEFAULT_BATCH_SIZE = 64
 
 class IngestError(ValueError):
     """Bad ingestion input; the message names the path / document, field and value."""
-
-
-def check_embedder(kb: KnowledgeBase, embedder: Embedder | None) -> None:
-    """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
-    if not kb.embedding_model_key:
-        if embedder is not None:
-            raise MixedEmbeddingSpaces(
-                f"knowledge base {kb.name!r} ({kb.id}) has no embedding model (keyword-only), but an embedder "
-                f"with model_key {embedder.model_key!r} was given; pass embedder=None"
-            )
-        return
-    if embedder is None:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r}; an embedder "
-            "for it is required"
-        )
-    if embedder.model_key != kb.embedding_model_key or int(embedder.dimension) != kb.embedding_dim:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r} "
-            f"(dimension {kb.embedding_dim}) but the embedder is {embedder.model_key!r} "
-            f"(dimension {embedder.dimension})"
-        )
 
 
 @dataclass(slots=True)

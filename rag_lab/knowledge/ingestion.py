@@ -39,6 +39,7 @@ from rag_lab.knowledge.ingest_common import (
     _remove_document,
 )
 from rag_lab.knowledge.models import Chunk, FAQEntry, Knowledge, KnowledgeBase
+from rag_lab.retrieval.spaces import vector_entries as _vector_entries
 from rag_lab.types.errors import MixedEmbeddingSpaces
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
@@ -202,20 +203,6 @@ def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
         id_prefix=prefix,
         tag_id=doc.tag_id,
     )
-
-
-def _vector_entries(chunk: Chunk) -> list[tuple[str, str | None, str]]:
-    """``(entry_id, own_text, text_to_embed)`` per vector of a chunk."""
-    if chunk.chunk_type == "faq":
-        meta = chunk.metadata or {}
-        questions = [meta.get("standard_question", "")] + list(meta.get("similar_questions") or [])
-        out = []
-        for i, q in enumerate(questions):
-            q = (q or "").strip()
-            if q:
-                out.append((f"{chunk.id}#q{i}", q, q))
-        return out
-    return [(chunk.id, None, chunk.content)]
 
 
 def _ingest(

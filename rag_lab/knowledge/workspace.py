@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,10 @@ class Workspace:
         self.write_lock = threading.RLock()
         self._engine: LocalEngine | None = None
         self._graph: Any = None
+        #: ``mirror_for(kb)`` → an external engine holding a copy of the KB's chunks (a
+        #: :class:`~rag_lab.retrieval.milvus_engine.MilvusEngine`) or ``None``; set by the Lab
+        #: from its config. Ingestion and deletion keep that copy in step with SQLite.
+        self.mirror_for: Callable[[KnowledgeBase], Any] | None = None
 
     @property
     def graph(self) -> Any:
@@ -187,8 +191,15 @@ class Workspace:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.store.list_kbs()
 
+    def mirror(self, kb: KnowledgeBase) -> Any:
+        """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``."""
+        return self.mirror_for(kb) if self.mirror_for is not None else None
+
     def delete_kb(self, id_or_name: str | KnowledgeBase) -> None:
         kb = self.get_kb(id_or_name)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.drop_kb(kb)
         with self.write_lock, self._lock:
             self.store.delete_kb(kb.id)
             self._vec.pop(kb.id, None)
@@ -302,6 +313,10 @@ class Workspace:
         )
 
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
+        mirror = self.mirror(kb)
+        if mirror is not None and report.changed:
+            with self.write_lock:
+                mirror.index_documents(kb, report.added + report.updated)
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
 
@@ -320,6 +335,9 @@ class Workspace:
 
         kb = self.get_kb(kb)
         removed = delete_document(self, kb, knowledge_id)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.delete_documents(kb, [knowledge_id])
         if kb.metadata.get("graph_enabled"):
             from rag_lab.knowledge.graph import NameSpace
 
