@@ -24,6 +24,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"rag-lab ingest: {path}: no such file or folder", file=sys.stderr)
         return 2
     lab = _lab(args)
+    if args.tenant is not None:
+        lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
     report = lab.ingest(path, kb=args.kb, progress=not args.quiet)
     print(report)
     return 0
@@ -61,6 +63,36 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Copy a KB's chunks from the SQLite store into an external engine (Milvus)."""
+    lab = _lab(args)
+    kb = lab.workspace.get_kb(args.kb)
+    routed = lab.engines.config_for(kb)
+    cfg = dict(routed) if routed["type"] == "milvus" else dict(lab.engines.default)
+    if cfg.get("type") != "milvus":
+        cfg = {"type": "milvus", "uri": str(lab.workspace.root / "milvus.db")}
+    if args.uri:
+        cfg["uri"] = args.uri
+    from rag_lab.retrieval.milvus_engine import MilvusConfig, MilvusEngineError
+
+    engine = lab.engines.milvus(cfg)
+    try:
+        counts = engine.index_documents(kb, embedder=lab.embedder)
+    except MilvusEngineError as exc:
+        print(f"rag-lab reindex: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lab.engines.close()
+    print(f"reindexed {kb.name!r} into Milvus at {engine.config.uri}: {counts}")
+    if routed["type"] != "milvus" or MilvusConfig.from_mapping(routed).key != engine.config.key:
+        print(
+            f"note: the lab config does not route {kb.name!r} to this store; set "
+            f"knowledge_bases: {{{kb.name}: {{engine: {{type: milvus, uri: {engine.config.uri}}}}}}} to search it there",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rag-lab", description=__doc__)
     ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
@@ -70,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
+    p.add_argument("--tenant", type=int, default=None, help="tenant owning a new KB (default 1; see docs/security.md)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)
 
@@ -79,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("reindex", help="copy a knowledge base from the SQLite store into Milvus")
+    p.add_argument("--kb", required=True, help="knowledge base name or id")
+    p.add_argument("--engine", choices=["milvus"], default="milvus", help="target engine (default: milvus)")
+    p.add_argument(
+        "--uri",
+        default=None,
+        help="Milvus uri (default: the KB's engine in the lab config, else <workspace>/milvus.db)",
+    )
+    p.set_defaults(func=cmd_reindex)
 
     from rag_lab.eval.cli import add_eval_commands
     from rag_lab.lab.replay import add_replay_command

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +93,10 @@ class Workspace:
         self.write_lock = threading.RLock()
         self._engine: LocalEngine | None = None
         self._graph: Any = None
+        #: ``mirror_for(kb)`` → an external engine holding a copy of the KB's chunks (a
+        #: :class:`~rag_lab.retrieval.milvus_engine.MilvusEngine`) or ``None``; set by the Lab
+        #: from its config. Ingestion and deletion keep that copy in step with SQLite.
+        self.mirror_for: Callable[[KnowledgeBase], Any] | None = None
 
     @property
     def graph(self) -> Any:
@@ -133,9 +137,14 @@ class Workspace:
         keyword_enabled: bool = True,
         bm25: dict[str, Any] | None = None,
         graph_enabled: bool = False,
+        tenant_id: int = 1,
     ) -> KnowledgeBase:
         """Create a KB bound to ``embedder``'s space (``None``: keyword-only). ``bm25`` may set
-        ``k1``, ``b`` and ``method`` for its keyword index."""
+        ``k1``, ``b`` and ``method`` for its keyword index. ``tenant_id`` owns the KB: on the
+        server only that tenant (and tenants in ``metadata["shared_with"]``) can search it; its
+        chunks carry no tenant of their own, they belong to the KB's (docs/security.md)."""
+        if isinstance(tenant_id, bool) or not isinstance(tenant_id, int) or tenant_id < 1:
+            raise ValueError(f"tenant_id={tenant_id!r} must be an integer >= 1")
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"knowledge base name={name!r} must be a non-empty string")
         if kb_type not in KB_TYPES:
@@ -150,6 +159,7 @@ class Workspace:
             name=name,
             description=description,
             type=kb_type,
+            tenant_id=tenant_id,
             embedding_model_key=embedder.model_key if embedder is not None else "",
             embedding_dim=int(embedder.dimension) if embedder is not None else 0,
             vector_enabled=embedder is not None,
@@ -167,7 +177,14 @@ class Workspace:
                     raise KnowledgeBaseExists(f"knowledge base {name!r} already exists (id {existing.id})")
                 diffs = [
                     f"{f}: existing {getattr(existing, f)!r}, requested {getattr(kb, f)!r}"
-                    for f in ("type", "embedding_model_key", "embedding_dim", "chunk_size", "chunk_overlap")
+                    for f in (
+                        "type",
+                        "tenant_id",
+                        "embedding_model_key",
+                        "embedding_dim",
+                        "chunk_size",
+                        "chunk_overlap",
+                    )
                     if getattr(existing, f) != getattr(kb, f)
                 ]
                 if existing.metadata.get("parent_chunk_size", 0) != parent_chunk_size:
@@ -204,8 +221,15 @@ class Workspace:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.store.list_kbs()
 
+    def mirror(self, kb: KnowledgeBase) -> Any:
+        """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``."""
+        return self.mirror_for(kb) if self.mirror_for is not None else None
+
     def delete_kb(self, id_or_name: str | KnowledgeBase) -> None:
         kb = self.get_kb(id_or_name)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.drop_kb(kb)
         with self.write_lock, self._lock:
             self.store.delete_kb(kb.id)
             self._vec.pop(kb.id, None)
@@ -319,6 +343,10 @@ class Workspace:
         )
 
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
+        mirror = self.mirror(kb)
+        if mirror is not None and report.changed:
+            with self.write_lock:
+                mirror.index_documents(kb, report.added + report.updated)
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
 
@@ -337,6 +365,9 @@ class Workspace:
 
         kb = self.get_kb(kb)
         removed = delete_document(self, kb, knowledge_id)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.delete_documents(kb, [knowledge_id])
         if kb.metadata.get("graph_enabled"):
             from rag_lab.knowledge.graph import NameSpace
 

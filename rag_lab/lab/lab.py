@@ -42,6 +42,9 @@ _TOP_KEYS = {
     "prices",
     "memory",
     "web",
+    "engine",
+    "knowledge_bases",
+    "server",
 }
 
 
@@ -112,6 +115,18 @@ class Run:
         return pd.DataFrame([t.__dict__ for t in self.timings])
 
 
+def ensure_owned_session(store: Any, session_id: str, user_id: str, tenant_id: int = 0) -> Any:
+    """The session, created for (user, tenant) when missing. A session owned by anyone else
+    raises ``SessionNotFound``, exactly as a missing one would read (its history is never loaded)."""
+    session = store.ensure_session(session_id, user_id, tenant_id=tenant_id)
+    owner = (getattr(session, "user_id", user_id), getattr(session, "tenant_id", tenant_id))
+    if owner != (user_id, tenant_id):
+        from rag_lab.session.sqlite_store import SessionNotFound
+
+        raise SessionNotFound(f"session '{session_id}' not found")
+    return session
+
+
 def _run_sync(coro_factory: Callable[[], Any]) -> Any:
     from rag_lab.asyncutil import run_sync
 
@@ -176,6 +191,14 @@ class Lab:
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
         self.workspace = Workspace(root)
+        from rag_lab.retrieval.engines import EngineConfigError, EngineRouter
+
+        try:
+            #: which retrieval engine serves each KB (``engine`` / ``knowledge_bases`` in the config)
+            self.engines = EngineRouter(self.workspace, cfg.get("engine"), cfg.get("knowledge_bases"), source=source)
+        except EngineConfigError as exc:
+            raise LabConfigError(str(exc)) from None
+        self.workspace.mirror_for = self.engines.mirror_for
         #: optional image-text embedder (an ``ImageEmbedder``: text and image towers in one space)
         #: for image recall; none ships offline, so it is set by the user (``lab.image_embedder = …``)
         self.image_embedder: Any = None
@@ -190,7 +213,11 @@ class Lab:
         self.services = Services(
             workspace=self.workspace,
             searcher=HybridSearcher(
-                self.workspace, self._embedder_for, self.params, image_embedder_for=lambda kb: self.image_embedder
+                self.workspace,
+                self._embedder_for,
+                self.params,
+                engine_for=self.engines.engine_for,
+                image_embedder_for=lambda kb: self.image_embedder,
             ),
             embedder_for=self._embedder_for,
             chat_models={CHAT_MODEL_ID: self.chat_model},
@@ -250,12 +277,18 @@ class Lab:
 
     # -- knowledge --------------------------------------------------------------------------
     def kb(self, name: str, create: bool = True, **kwargs: Any):
+        from rag_lab.knowledge.workspace import KnowledgeBaseExists, KnowledgeBaseNotFound
+
         try:
-            return self.workspace.get_kb(name)
-        except Exception:
+            kb = self.workspace.get_kb(name)
+        except KnowledgeBaseNotFound:
             if not create:
                 raise
             return self.workspace.create_kb(name, self.embedder, **kwargs)
+        tenant = kwargs.get("tenant_id")
+        if tenant is not None and kb.tenant_id != tenant:
+            raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")
+        return kb
 
     def graph_extractor(self) -> Any:
         """Entities and relations for a KB's graph: the chat model when it follows instructions,
@@ -285,17 +318,47 @@ class Lab:
         )
 
     # -- asking -----------------------------------------------------------------------------
+    def visible_kbs(self, tenant_id: int = 0) -> list[Any]:
+        """The KBs a tenant may search: its own and those shared with it (tenant 0: every KB)."""
+        from rag_lab.retrieval.hybrid_search import can_view
+
+        return [k for k in self.workspace.list_kbs() if can_view(k, tenant_id)]
+
+    def _tenant_kb(self, ref: str, tenant_id: int) -> Any:
+        """A KB by id or name as ``tenant_id`` sees it: another tenant's KB is "unknown", with a
+        message that names neither the workspace nor the other KBs."""
+        from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+        from rag_lab.retrieval.hybrid_search import can_view
+
+        if not tenant_id:
+            return self.workspace.get_kb(ref)
+        store = self.workspace.store
+        kb = store.get_kb(ref) or store.get_kb_by_name(ref)
+        if kb is None or not can_view(kb, tenant_id):
+            raise KnowledgeBaseNotFound(f"unknown knowledge base {ref!r}")
+        return kb
+
     def new_chat(
-        self, question: str, kbs: list[str], params: PipelineParams | None = None, session_id: str = ""
+        self,
+        question: str,
+        kbs: list[str],
+        params: PipelineParams | None = None,
+        session_id: str = "",
+        *,
+        user_id: str = "lab",
+        tenant_id: int = 0,
     ) -> ChatManage:
-        """ChatManage initialised as spec §3.2.4 does for the lab's agent-less requests."""
+        """ChatManage initialised as spec §3.2.4 does for the lab's agent-less requests.
+        ``user_id`` / ``tenant_id`` are the caller (the server's authenticated principal; tenant 0
+        is the single-user lab, which sees every KB)."""
         p = params or self.params
-        kb_objs = [self.workspace.get_kb(k) for k in kbs]
+        kb_objs = [self._tenant_kb(k, tenant_id) for k in kbs]
         req = PipelineRequest.from_params(
             p,
             query=question,
             session_id=session_id or str(uuid.uuid4()),
-            user_id="lab",
+            user_id=user_id,
+            tenant_id=tenant_id,
             knowledge_base_ids=[kb.id for kb in kb_objs],
             search_targets=[
                 SearchTarget(type="knowledge_base", knowledge_base_id=kb.id, tenant_id=kb.tenant_id) for kb in kb_objs
@@ -334,18 +397,23 @@ class Lab:
         message_id: str = "",
         cancel_event: Any = None,
         pause: StagePause | None = None,
+        user_id: str = "lab",
+        tenant_id: int = 0,
     ) -> Run:
         """Run the pipeline for one question. ``cancel_event`` (an ``asyncio.Event``) stops it
         after the current stage / stream chunk, like the user's stop button; ``pause`` is awaited
-        after every stage with (event, snapshot) — the step-through uses it."""
+        after every stage with (event, snapshot) — the step-through uses it. ``user_id`` and
+        ``tenant_id`` name the caller: without ``kb`` the tenant's visible KBs are searched, a KB
+        of another tenant is unknown, and a session of another user raises
+        :class:`~rag_lab.session.sqlite_store.SessionNotFound`."""
         p = self._params(params)
-        kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.workspace.list_kbs()])
-        chat = self.new_chat(question, kbs, p, session_id)
+        kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.visible_kbs(tenant_id)])
+        chat = self.new_chat(question, kbs, p, session_id, user_id=user_id, tenant_id=tenant_id)
         chat.context.message_id = message_id or str(uuid.uuid4())
         chat.context.cancel_event = cancel_event
         store = self.services.messages
         if store is not None:  # the user message exists before the run (§3.1 step 1)
-            store.ensure_session(chat.request.session_id, chat.request.user_id)
+            ensure_owned_session(store, chat.request.session_id, user_id, tenant_id)
             user_msg = store.add_message(
                 chat.request.session_id, "user", question, chat.context.message_id, image_urls=list(chat.request.images)
             )

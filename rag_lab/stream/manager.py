@@ -5,9 +5,10 @@ so a reader can reconnect and resume at any time. The Redis backend
 (:mod:`rag_lab.stream.redis_manager`) implements the same two methods; :mod:`rag_lab.stream.factory`
 chooses one from the config.
 
-A :class:`StreamDirectory` sits next to each backend: who owns a session and the request id of
-each message's stream. The HTTP layer needs it to refuse other users and to label replayed frames;
-it lives in the same backend as the events so that several server replicas share it.
+A :class:`StreamDirectory` sits next to each backend: the request id of each message's stream
+(and a first-claim session owner, which the HTTP layer no longer reads: owners live in the SQLite
+session store, see docs/security.md). It lives in the same backend as the events so that several
+server replicas share it.
 """
 
 from __future__ import annotations

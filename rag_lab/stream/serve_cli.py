@@ -24,7 +24,10 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
             "Serve the lab over HTTP. Endpoints: POST /knowledge-chat/{session_id} {query, "
             "knowledge_base_ids?} streams the answer as SSE; GET /sessions/continue-stream/"
             "{session_id}?message_id=... replays and follows it; POST /sessions/{session_id}/stop "
-            "{message_id} stops it. The caller is the X-User-ID header (default 'anonymous')."
+            "{message_id} stops it; POST/GET /sessions, GET/DELETE /sessions/{session_id} manage sessions. "
+            "With API keys (server.api_keys in the config, or RAG_LAB_API_KEYS) every call needs "
+            "'Authorization: Bearer <key>'; without keys the server is single-user and binds to "
+            "loopback only (see docs/security.md)."
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -55,9 +58,14 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     if getattr(args, "workspace", None):
         overrides["workspace"] = args.workspace
     lab = Lab.from_config(getattr(args, "config", None), **overrides)
+    from rag_lab.stream.auth import check_bind
+    from rag_lab.stream.server_config import ServerConfig
+
+    server = ServerConfig.from_config(lab.config.get("server"))
+    check_bind(getattr(args, "host", "127.0.0.1"), server.keys)
     spec = args.stream_manager if args.stream_manager else lab.config.get("stream_manager")
     manager = build_stream_manager(spec, check=True)
-    return create_app(lab, manager=manager), lab, manager
+    return create_app(lab, manager=manager, server=server), lab, manager
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -68,8 +76,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app, lab, manager = build_app(args)
     kbs = ", ".join(kb.name for kb in lab.workspace.list_kbs()) or "none (run `rag-lab ingest` first)"
     backend = "memory" if type(manager).__name__ == "MemoryStreamManager" else repr(manager)
+    keys = app.state.service.config.keys
+    auth = f"{len(keys)} API key(s)" if keys else "keyless (one local user, loopback only)"
     print(
-        f"rag-lab serve: http://{args.host}:{args.port}  stream manager: {backend}  knowledge bases: {kbs}",
+        f"rag-lab serve: http://{args.host}:{args.port}  auth: {auth}  stream manager: {backend}  "
+        f"knowledge bases: {kbs}",
         file=sys.stderr,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

@@ -10,10 +10,19 @@
 * ``POST /sessions/{session_id}/stop`` ``{message_id}``: owner only; cancels the generation and
   keeps the partial answer.
 
+* ``POST /sessions`` creates a session with a server-chosen id; ``GET /sessions`` lists the
+  caller's sessions; ``GET /sessions/{session_id}`` (with its messages) and ``DELETE
+  /sessions/{session_id}`` read and delete one.
+
 Nothing writes to a socket but the readers of the log, so a client may drop and come back (to
-any replica, with the Redis backend) and the answer keeps being generated. The caller is the
-``X-User-ID`` header (default ``anonymous``); a session belongs to the user whose request created
-it, and any other user gets 404 for it, as if it did not exist.
+any replica, with the Redis backend) and the answer keeps being generated.
+
+Who is calling (see :mod:`rag_lab.stream.auth` and docs/security.md): with API keys configured,
+every route but a bare ``GET /health`` needs ``Authorization: Bearer <key>`` (401 otherwise), and
+the key names the user and tenant. Without keys the server is keyless: one local user, only from
+loopback peers. Sessions (and so their messages and streams) belong to the (user, tenant) stored
+with them in SQLite; KBs belong to a tenant. Whatever is not the caller's answers exactly like
+what does not exist (404 for sessions and messages, 400 "unknown knowledge base" for KBs).
 
 Why a plain ``StreamingResponse`` and not sse-starlette: the spec fixes the frame bytes
 (``event:message\\ndata:<json>\\n\\n``, no space after the colons, Go's ``\\u003c`` escapes), which
@@ -37,17 +46,19 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request  # this module is the HTTP layer: import it only to serve
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from rag_lab.stream.auth import LOCAL_PRINCIPAL, Principal, bearer_token, is_loopback
 from rag_lab.stream.bus import short_id
 from rag_lab.stream.coalesce import coalesce_events
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
 from rag_lab.stream.redis_manager import json_default
+from rag_lab.stream.server_config import ServerConfig
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent, StreamResponse
 
@@ -67,7 +78,6 @@ SSE_HEADERS = {
 }
 STOPPED_CONTENT = "Generation stopped by user"
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
-DEFAULT_USER = "anonymous"
 _TERMINAL = {ResponseType.COMPLETE.value, STOP_RESPONSE_TYPE}
 
 
@@ -139,11 +149,12 @@ def sse_frame(resp: StreamResponse) -> bytes:
 class ApiError(Exception):
     """A 4xx/5xx answer ``{"success": false, "error": ..., "field": ...}``."""
 
-    def __init__(self, status: int, message: str, field: str = "") -> None:
+    def __init__(self, status: int, message: str, field: str = "", headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"success": False, "error": self.message}
@@ -168,9 +179,53 @@ def _check_resource_urls(request: Request) -> None:
         raise ApiError(400, f"resource_urls: expected 'handle' or 'public', got {mode!r}", "resource_urls")
 
 
-def _caller(request: Request) -> str:
-    user = (request.headers.get("x-user-id") or "").strip()
-    return user or DEFAULT_USER
+def authenticate(request: Request, config: ServerConfig) -> Principal:
+    """The caller: the principal of the bearer key, or the local user of a keyless server
+    (loopback peers only). 401 otherwise; the key itself is never logged nor echoed."""
+    challenge = {"WWW-Authenticate": 'Bearer realm="rag-lab"'}
+    if config.keyless:
+        peer = request.client.host if request.client else ""
+        if not is_loopback(peer):
+            raise ApiError(401, "this server has no API keys and only answers loopback clients", "authorization")
+        return LOCAL_PRINCIPAL
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        raise ApiError(
+            401, "authentication required: send 'Authorization: Bearer <API key>'", "authorization", challenge
+        )
+    principal = config.keys.authenticate(token)
+    if principal is None:
+        raise ApiError(401, "invalid API key", "authorization", challenge)
+    return principal
+
+
+def owns(session: Any, principal: Principal) -> bool:
+    return (session.user_id, int(session.tenant_id or 0)) == (principal.user_id, principal.tenant_id)
+
+
+def session_dict(session: Any) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "title": session.title,
+        "description": session.description,
+        "is_pinned": session.is_pinned,
+        "parent_session_id": session.parent_session_id,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+    }
+
+
+def message_dict(message: Any) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "request_id": message.request_id,
+        "role": message.role,
+        "content": message.content,
+        "is_completed": message.is_completed,
+        "is_fallback": message.is_fallback,
+        "knowledge_references": [r.to_dict() for r in message.knowledge_references],
+        "created_at": message.created_at,
+    }
 
 
 async def _json_object(request: Request, example: str) -> dict[str, Any]:
@@ -212,6 +267,7 @@ class Generation:
     user_id: str
     query: str
     kbs: list[str]
+    tenant_id: int = 0
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
     stop_requested: bool = False
@@ -233,11 +289,15 @@ class StreamService:
         manager: StreamManager,
         directory: StreamDirectory,
         settings: StreamServerSettings,
+        config: ServerConfig | None = None,
     ) -> None:
         self.lab = lab
         self.manager = manager
         self.directory = directory
         self.settings = settings
+        self.config = config or ServerConfig()
+        #: the owner of every session (and so of its messages and streams) is stored here
+        self.sessions = lab.sessions
         self.generations: dict[tuple[str, str], Generation] = {}
         self.active_followers = 0
         # the in-memory backends never block; Redis calls go to a worker thread
@@ -265,7 +325,6 @@ class StreamService:
         from rag_lab.stream.handler import AgentStreamHandler
 
         try:
-            await self.call(sessions.ensure_session, gen.session_id, gen.user_id)
             bus = EventBus()
             AgentStreamHandler(self.manager, gen.session_id, gen.message_id).subscribe(bus)
             generate_title_async(
@@ -291,6 +350,8 @@ class StreamService:
                 message_id=gen.message_id,
                 cancel_event=gen.cancel_event,
                 snapshots=False,
+                user_id=gen.user_id,
+                tenant_id=gen.tenant_id,
             )
         except Exception as exc:  # §3.1 step 9.4: reported unless the request was cancelled
             gen.error = str(exc) or type(exc).__name__
@@ -419,14 +480,42 @@ class StreamService:
             self.active_followers -= 1
 
     # -- endpoints' logic ----------------------------------------------------------------
-    async def owned_session(self, session_id: str, user: str) -> None:
-        owner = await self.call(self.directory.session_owner, session_id)
-        if owner is None:  # the directory lost it (Redis restarted without persistence):
-            local = next((g for g in self.generations.values() if g.session_id == session_id), None)
-            if local is not None:  # this process still knows who started the session
-                owner = await self.call(self.directory.claim_session, session_id, local.user_id)
-        if owner is None or owner != user:
+    async def owned_session(self, session_id: str, principal: Principal) -> Any:
+        """The caller's session from the SQLite store; missing and not-yours are the same 404."""
+        from rag_lab.session.sqlite_store import SessionNotFound
+
+        try:
+            session = await self.call(self.sessions.get_session, session_id)
+        except SessionNotFound:
+            session = None
+        if session is None or not owns(session, principal):
             raise ApiError(404, "Session not found", "session_id")
+        return session
+
+    async def session_for_ask(self, session_id: str, principal: Principal) -> Any:
+        """The session an ask goes to: the caller's own, or (when the server creates sessions on
+        first use) a new one owned by the caller. Someone else's is 404, like a missing one."""
+        from rag_lab.session.sqlite_store import SessionNotFound
+
+        try:
+            return await self.owned_session(session_id, principal)
+        except ApiError:
+            if not self.config.creates_sessions:
+                raise
+        try:
+            await self.call(self.sessions.get_session, session_id)
+            raise ApiError(404, "Session not found", "session_id")  # exists, not the caller's
+        except SessionNotFound:
+            pass
+        try:
+            await self.call(
+                lambda: self.sessions.create_session(
+                    principal.user_id, session_id=session_id, tenant_id=principal.tenant_id
+                )
+            )
+        except ValueError:  # created by someone else in between
+            pass
+        return await self.owned_session(session_id, principal)
 
     async def request_id_of(self, session_id: str, message_id: str) -> str:
         gen = self.generations.get((session_id, message_id))
@@ -435,15 +524,17 @@ class StreamService:
         rid = await self.call(self.directory.message_request_id, session_id, message_id)
         return rid or message_id
 
-    def resolve_kbs(self, names: list[str]) -> list[str]:
-        from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+    def resolve_kbs(self, names: list[str], principal: Principal) -> list[str]:
+        """KB ids for names or ids the caller's tenant may search. An unknown KB and another
+        tenant's KB get the same 400, which names only what the caller sent."""
+        from rag_lab.retrieval.hybrid_search import can_view
 
+        store = self.lab.workspace.store
         out: list[str] = []
         for name in names:
-            try:
-                kb = self.lab.workspace.get_kb(name)
-            except KnowledgeBaseNotFound as exc:
-                raise ApiError(400, f"knowledge_base_ids: {exc}", "knowledge_base_ids") from None
+            kb = store.get_kb(name) or store.get_kb_by_name(name)
+            if kb is None or not can_view(kb, principal.tenant_id):
+                raise ApiError(400, f"knowledge_base_ids: unknown knowledge base {name!r}", "knowledge_base_ids")
             if kb.id not in out:
                 out.append(kb.id)
         return out
@@ -487,19 +578,25 @@ def create_app(
     manager: StreamManager | None = None,
     directory: StreamDirectory | None = None,
     settings: StreamServerSettings | None = None,
+    server: ServerConfig | Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``lab``. ``manager`` replaces ``lab.stream_manager`` when given;
-    the directory defaults to the one that lives beside the manager (Redis next to Redis)."""
+    the directory defaults to the one that lives beside the manager (Redis next to Redis).
+    ``server`` (keys and limits) defaults to the lab config's ``server`` section plus the
+    ``RAG_LAB_API_KEYS`` environment variable."""
     from rag_lab.stream.factory import build_stream_directory
 
     if manager is not None:
         lab.stream_manager = manager
     manager = lab.stream_manager
+    if not isinstance(server, ServerConfig):
+        server = ServerConfig.from_config(server if server is not None else (lab.config.get("server") or {}))
     service = StreamService(
         lab,
         manager,
         directory or build_stream_directory(manager),
         settings or StreamServerSettings.from_params(lab.params),
+        server,
     )
 
     @contextlib.asynccontextmanager
@@ -512,23 +609,68 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    def caller(request: Request) -> Principal:
+        return authenticate(request, service.config)
 
     def stream(frames: AsyncIterator[bytes], session_id: str, message_id: str) -> StreamingResponse:
         headers = dict(SSE_HEADERS, **{"X-Session-ID": session_id, "X-Message-ID": message_id})
         return StreamingResponse(frames, headers=headers)
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {
-            "status": "ok",
-            "stream_manager": type(manager).__name__,
-            "running": sum(1 for g in service.generations.values() if not g.finished()),
-        }
+    async def health(request: Request) -> dict[str, Any]:
+        """``{"status": "ok"}`` for anyone (load balancers); the details for authenticated callers."""
+        out: dict[str, Any] = {"status": "ok"}
+        if service.config.keyless or bearer_token(request.headers.get("authorization")):
+            caller(request)
+            out["stream_manager"] = type(manager).__name__
+            out["running"] = sum(1 for g in service.generations.values() if not g.finished())
+        return out
+
+    @app.post("/sessions")
+    async def create_session(request: Request) -> JSONResponse:
+        principal = caller(request)
+        raw = await request.body()
+        body = await _json_object(request, '{"title": "..."}') if raw.strip() else {}
+        title = body.get("title", "")
+        if not isinstance(title, str) or len(title) > 200:
+            raise ApiError(400, f"title: expected a string of at most 200 characters, got {title!r:.60}", "title")
+        session = await service.call(
+            lambda: service.sessions.create_session(principal.user_id, tenant_id=principal.tenant_id, title=title)
+        )
+        return JSONResponse({"success": True, "data": session_dict(session)}, status_code=201)
+
+    @app.get("/sessions")
+    async def list_sessions(request: Request) -> dict[str, Any]:
+        principal = caller(request)
+        try:
+            page = int(request.query_params.get("page", "1"))
+            page_size = int(request.query_params.get("page_size", "20"))
+            got = await service.call(service.sessions.list_sessions, principal.user_id, page, page_size)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "page") from None
+        items = [session_dict(x) for x in got.items if owns(x, principal)]
+        return {"success": True, "data": items, "total": got.total, "page": got.page, "page_size": got.page_size}
+
+    @app.get("/sessions/{session_id}")
+    async def get_session(session_id: str, request: Request) -> dict[str, Any]:
+        _check_id(session_id, "session_id")
+        session = await service.owned_session(session_id, caller(request))
+        messages = await service.call(service.sessions.list_messages, session_id)
+        return {"success": True, "data": dict(session_dict(session), messages=[message_dict(m) for m in messages])}
+
+    @app.delete("/sessions/{session_id}")
+    async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
+        _check_id(session_id, "session_id")
+        await service.owned_session(session_id, caller(request))
+        await service.call(service.sessions.delete_session, session_id)
+        return {"success": True}
 
     @app.post("/knowledge-chat/{session_id}")
     async def knowledge_chat(session_id: str, request: Request):
         _check_id(session_id, "session_id")
+        principal = caller(request)
         _check_resource_urls(request)
         body = await _json_object(request, '{"query": "When was the lighthouse built?"}')
         if "query" not in body:
@@ -539,16 +681,13 @@ def create_app(
         if not query.strip():
             raise ApiError(400, "query: must not be empty", "query")
         names = _string_list(body, "knowledge_base_ids") + _string_list(body, "kb")
-        kbs = service.resolve_kbs(list(dict.fromkeys(names)))
-        user = _caller(request)
-        owner = await service.call(service.directory.claim_session, session_id, user)
-        if owner != user:
-            raise ApiError(404, "Session not found", "session_id")
+        kbs = service.resolve_kbs(list(dict.fromkeys(names)), principal)
+        await service.session_for_ask(session_id, principal)
         message_id = str(uuid.uuid4())
         rid = (request.headers.get("x-request-id") or "").strip()
         request_id = rid if ID_PATTERN.match(rid) else str(uuid.uuid4())
         await service.call(service.directory.record_message, session_id, message_id, request_id)
-        gen = Generation(session_id, message_id, request_id, user, query, kbs)
+        gen = Generation(session_id, message_id, request_id, principal.user_id, query, kbs, principal.tenant_id)
         service.start(gen)
         return stream(service.follow(session_id, message_id, request_id, 0), session_id, message_id)
 
@@ -560,7 +699,7 @@ def create_app(
             raise ApiError(400, "message_id: required query parameter", "message_id")
         _check_id(message_id, "message_id")
         _check_resource_urls(request)
-        await service.owned_session(session_id, _caller(request))
+        await service.owned_session(session_id, caller(request))
         events, next_offset = await service.call(manager.get_events, session_id, message_id, 0)
         if not events:
             raise ApiError(404, "No stream events found", "message_id")
@@ -571,12 +710,13 @@ def create_app(
     @app.post("/sessions/{session_id}/stop")
     async def stop(session_id: str, request: Request) -> dict[str, Any]:
         _check_id(session_id, "session_id")
+        principal = caller(request)
         body = await _json_object(request, '{"message_id": "..."}')
         message_id = body.get("message_id")
         if not isinstance(message_id, str) or not message_id:
             raise ApiError(400, f"message_id: required string, got {message_id!r}", "message_id")
         _check_id(message_id, "message_id")
-        await service.owned_session(session_id, _caller(request))
+        await service.owned_session(session_id, principal)
         return await service.stop(session_id, message_id)
 
     return app

@@ -101,12 +101,13 @@ def serve(stream_lab, paced):
 
     started: list[ServerThread] = []
 
-    def start(manager: Any = None, directory: Any = None, **settings: Any) -> ServerThread:
+    def start(manager: Any = None, directory: Any = None, server: Any = None, **settings: Any) -> ServerThread:
         app = create_app(
             stream_lab,
             manager=manager or MemoryStreamManager(),
             directory=directory,
             settings=StreamServerSettings(**settings),
+            server=server,
         )
         srv = ServerThread(app).__enter__()
         started.append(srv)

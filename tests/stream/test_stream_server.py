@@ -224,29 +224,34 @@ def quiet_server(stream_lab):
 
 
 def test_only_the_owner_can_resume_stop_or_ask_and_strangers_learn_nothing(serve):
-    srv = serve()
+    keys = {
+        "alice-key-0000000000000a": {"user": "alice", "tenant": 1},
+        "bob-key-00000000000000b": {"user": "bob", "tenant": 1},
+    }
+    alice, bob = ({"Authorization": f"Bearer {k}"} for k in keys)
+    srv = serve(server={"api_keys": keys, "auto_create_sessions": True})
     with httpx.Client(timeout=30, base_url=srv.url) as c:
-        r = c.post("/knowledge-chat/s-own", json={"query": Q}, headers={"X-User-ID": "alice"})
+        r = c.post("/knowledge-chat/s-own", json={"query": Q}, headers=alice)
         mid = r.headers["x-message-id"]
-        unknown = c.get("/sessions/continue-stream/s-nobody", params={"message_id": mid}, headers={"X-User-ID": "bob"})
+        unknown = c.get("/sessions/continue-stream/s-nobody", params={"message_id": mid}, headers=bob)
         assert unknown.status_code == 404
         assert unknown.json() == {"success": False, "error": "Session not found", "field": "session_id"}
-        for user in ({"X-User-ID": "bob"}, {}):  # another user, or anonymous
+        for user in (bob, {"X-User-ID": "alice", **bob}):  # another user, even naming the owner
             r = c.get("/sessions/continue-stream/s-own", params={"message_id": mid}, headers=user)
             assert (r.status_code, r.json()) == (404, unknown.json())
             r = c.post("/sessions/s-own/stop", json={"message_id": mid}, headers=user)
             assert (r.status_code, r.json()) == (404, unknown.json())
             r = c.post("/knowledge-chat/s-own", json={"query": Q}, headers=user)
             assert (r.status_code, r.json()) == (404, unknown.json())
-        r = c.get(
-            "/sessions/continue-stream/s-own", params={"message_id": "no-such-message"}, headers={"X-User-ID": "alice"}
-        )
-        assert (r.status_code, r.json()["error"]) == (404, "No stream events found")
-        r = c.post("/sessions/s-own/stop", json={"message_id": "no-such-message"}, headers={"X-User-ID": "alice"})
-        assert (r.status_code, r.json()["error"]) == (404, "Message not found")
-        r = c.post("/sessions/s-own/stop", json={"message_id": mid}, headers={"X-User-ID": "alice"})
-        assert (r.status_code, r.json()) == (200, {"success": True, "message": "Message already completed"})
         r = c.get("/sessions/continue-stream/s-own", params={"message_id": mid}, headers={"X-User-ID": "alice"})
+        assert r.status_code == 401  # anonymous
+        r = c.get("/sessions/continue-stream/s-own", params={"message_id": "no-such-message"}, headers=alice)
+        assert (r.status_code, r.json()["error"]) == (404, "No stream events found")
+        r = c.post("/sessions/s-own/stop", json={"message_id": "no-such-message"}, headers=alice)
+        assert (r.status_code, r.json()["error"]) == (404, "Message not found")
+        r = c.post("/sessions/s-own/stop", json={"message_id": mid}, headers=alice)
+        assert (r.status_code, r.json()) == (200, {"success": True, "message": "Message already completed"})
+        r = c.get("/sessions/continue-stream/s-own", params={"message_id": mid}, headers=alice)
         assert r.status_code == 200 and parse_frames(iter(r.text.split("\n")))[-1].type == "complete"
 
 
@@ -309,11 +314,12 @@ def test_malformed_requests_get_a_4xx_naming_the_field(quiet_server, method, pat
     assert not srv.service.generations  # nothing was started
 
 
-def test_unknown_kb_message_lists_the_known_ones(quiet_server):
+def test_unknown_kb_message_names_only_what_was_asked(quiet_server, stream_lab):
     srv = quiet_server
     with httpx.Client(timeout=10, base_url=srv.url) as c:
         r = c.post("/knowledge-chat/s1", json={"query": "q", "knowledge_base_ids": ["demo", "nope"]})
-    assert r.status_code == 400 and "'demo'" in r.json()["error"] and "'nope'" in r.json()["error"]
+    assert r.status_code == 400 and r.json()["error"] == "knowledge_base_ids: unknown knowledge base 'nope'"
+    assert str(stream_lab.workspace.root) not in r.text  # neither the workspace nor the other KBs
 
 
 # -- stop ----------------------------------------------------------------------------------------

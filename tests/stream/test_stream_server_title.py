@@ -52,4 +52,4 @@ def test_first_turn_gets_a_title_event_and_the_session_keeps_it(tmp_path, docs_d
             assert wait_until(
                 lambda: "session_title" in [e.type for e in srv.service.manager.get_events("s-title", mid, 0)[0]]
             )
-        assert lab.sessions.get_session("s-title").user_id == "alice"
+        assert lab.sessions.get_session("s-title").user_id == "lab"  # keyless: the one local user

@@ -1,0 +1,82 @@
+"""Content-addressed stage cache: search results, rerank-model scores and query embeddings on disk.
+
+A sweep over post-retrieval params (rerank threshold, MMR λ, composite weights, top-K, merge
+overlap, …) asks the same questions again and again; only the stages after retrieval see other
+inputs. :func:`enable_stage_cache` wraps three services of a :class:`~rag_lab.lab.lab.Lab` without
+touching any pipeline plugin:
+
+* ``lab.services.searcher`` → :class:`CachingSearcher`, keyed by the primary KB, every
+  :class:`~rag_lab.retrieval.base.SearchParams` field (the query embedding by the SHA-256 of its
+  float32 bytes), the :class:`~rag_lab.types.params.PipelineParams` fields HybridSearch reads
+  (:data:`SEARCH_PARAM_FIELDS`), each searched KB's settings, embedding model key, BM25 settings
+  (tokenizer identity, k1, b, method, dtype) and content version (:class:`KbVersioner`), and the
+  code version of the retrieval sources;
+* each rerank model → :class:`CachingReranker`, keyed by model id, query and the SHA-256 of every
+  passage, in order;
+* ``lab.services.embedder_for`` → embedders wrapped in :class:`CachingEmbedder` (query
+  embeddings), keyed by the embedding model key and the text.
+
+Every key also holds ``rag_lab.__version__`` and a hash of the source files of that stage
+(:func:`code_version`), so editing the retrieval code invalidates cached searches.
+
+On disk: ``<root>/<stage>/<key[:2]>/<key>.json`` holding ``{"format", "stage", "key", "payload"}``
+(plain JSON, no pickle). The file name is the SHA-256 of the canonical JSON of the key; a read
+checks the stored key equals the asked one. Writes go to a temporary file in the same folder and
+are renamed into place (``os.replace``), so concurrent processes and threads never see a partial
+entry and the last writer of identical content wins. Unreadable entries count as misses (and as
+``errors``) and are rewritten. Hit / miss / write / error counters are kept per stage.
+
+The BM25 index cache (:class:`Bm25IndexCache`) keeps built keyword indexes keyed by tokenizer
+identity, k1, b, method, dtype and the hash of the indexed texts, so a sweep over BM25 settings
+builds each index once.
+
+The package is split by responsibility: :mod:`.keys` (canonical JSON, digests, code and KB content
+versions), :mod:`.store` (the on-disk store and counters), :mod:`.wrappers` (the caching services
+and the BM25 index cache), :mod:`.enable` (installing them on a lab).
+"""
+
+from __future__ import annotations
+
+from rag_lab.eval.cache.enable import StageCacheHandle, enable_stage_cache
+from rag_lab.eval.cache.keys import (
+    CACHE_FORMAT,
+    SEARCH_PARAM_FIELDS,
+    SEARCH_PARAMS_WITHOUT_EFFECT,
+    STAGE_SOURCES,
+    KbVersioner,
+    array_digest,
+    canonical_json,
+    code_version,
+    key_digest,
+    text_digest,
+)
+from rag_lab.eval.cache.store import CacheStats, StageCache
+from rag_lab.eval.cache.wrappers import (
+    Bm25IndexCache,
+    CachingEmbedder,
+    CachingReranker,
+    CachingSearcher,
+    use_bm25_settings,
+)
+
+__all__ = [
+    "CACHE_FORMAT",
+    "STAGE_SOURCES",
+    "array_digest",
+    "text_digest",
+    "use_bm25_settings",
+    "Bm25IndexCache",
+    "CacheStats",
+    "CachingEmbedder",
+    "CachingReranker",
+    "CachingSearcher",
+    "KbVersioner",
+    "SEARCH_PARAM_FIELDS",
+    "SEARCH_PARAMS_WITHOUT_EFFECT",
+    "StageCache",
+    "StageCacheHandle",
+    "canonical_json",
+    "code_version",
+    "enable_stage_cache",
+    "key_digest",
+]

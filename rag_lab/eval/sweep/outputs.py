@@ -1,0 +1,197 @@
+"""The result of a sweep (:class:`SweepResult`: rows, best config, tables) and writing it to disk."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+# --------------------------------------------------------------------------- result
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@dataclass
+class SweepResult:
+    """One row per evaluated config: its values, suite-mean metrics, latency, failures."""
+
+    param_names: list[str]
+    objective: str
+    direction: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    base_params: dict[str, Any] = field(default_factory=dict)
+    suites: list[str] = field(default_factory=list)
+    cache_stats: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def to_csv(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.frame().to_csv(p, index=False)
+        return p
+
+    def best(self) -> dict[str, Any]:
+        """The best row by the objective (NaN rows never win; ties: first evaluated)."""
+        ok = [r for r in self.rows if _finite(r.get(self.objective))]
+        if not ok:
+            raise SweepError(f"no config has a finite {self.objective}")
+        sign = 1 if self.direction == "maximize" else -1
+        return max(ok, key=lambda r: (sign * r[self.objective], -r["config_index"]))
+
+    def best_config(self) -> dict[str, Any]:
+        b = self.best()
+        return {k: b[k] for k in self.param_names}
+
+    def export_best_yaml(self, path: str | Path) -> Path:
+        """``params:`` = the sweep's base overrides plus the best config (PipelineParams fields only;
+        index settings go in a comment), loadable by ``PipelineParams.from_yaml``."""
+        import yaml
+
+        from rag_lab.types.params import PipelineParams
+
+        best = self.best()
+        cfg = {**self.base_params, **self.best_config()}
+        params = {k: v for k, v in cfg.items() if k not in INDEX_PARAMS}
+        index = {k: v for k, v in cfg.items() if k in INDEX_PARAMS}
+        PipelineParams.from_mapping(params, source="best config")  # validate before writing
+        header = [
+            f"# best of {len(self.rows)} configs by {self.objective} ({self.direction}) = {best[self.objective]:.6f}",
+            f"# suites: {', '.join(self.suites)}; mean latency {best['latency_ms']:.1f} ms",
+        ]
+        if index:
+            header.append(f"# KB index settings (not PipelineParams): {index}")
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(header) + "\n" + yaml.safe_dump({"params": params}, sort_keys=True), encoding="utf-8")
+        return p
+
+    def pareto_front(self, quality: str | None = None, cost: str = "latency_ms") -> list[dict[str, Any]]:
+        """Rows not dominated in (higher quality, lower cost), by increasing cost."""
+        q = quality or self.objective
+        pts = [r for r in self.rows if math.isfinite(r.get(q, math.nan)) and math.isfinite(r.get(cost, math.nan))]
+        pts.sort(key=lambda r: (r[cost], -r[q]))
+        front: list[dict[str, Any]] = []
+        best_q = -math.inf
+        for r in pts:
+            if r[q] > best_q:
+                front.append(r)
+                best_q = r[q]
+        return front
+
+    def plot_metric_vs_param(self, path: str | Path, metric: str | None = None) -> Path:
+        """One panel per parameter: the metric of every config (dots) and its mean per value (line)."""
+        from rag_lab.eval.report import _figure
+
+        m = metric or self.objective
+        names = self.param_names or ["config_index"]
+        fig = _figure(4.2 * len(names), 3.4)
+        axes = fig.subplots(1, len(names), squeeze=False)[0]
+        for ax, name in zip(axes, names):
+            xs = [r[name] for r in self.rows if math.isfinite(r.get(m, math.nan))]
+            ys = [r[m] for r in self.rows if math.isfinite(r.get(m, math.nan))]
+            numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+            labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
+            pos = (lambda v: v) if numeric else (lambda v: labels.index(v))  # type: ignore[union-attr]  # noqa: B023 (called within this iteration)
+            ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
+            means: dict[Any, list[float]] = {}
+            for x, y in zip(xs, ys):
+                means.setdefault(x, []).append(y)
+            keys = sorted(means, key=lambda v: pos(v))
+            ax.plot(
+                [pos(k) for k in keys],
+                [sum(means[k]) / len(means[k]) for k in keys],
+                color="#cc3311",
+                marker="o",
+                label="mean over other params",
+            )
+            if not numeric and labels is not None:
+                ax.set_xticks(range(len(labels)), [str(v) for v in labels])
+            ax.set_xlabel(name)
+            ax.set_ylabel(m)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{m} vs parameter ({len(self.rows)} configs)")
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, format="png", bbox_inches="tight")
+        return p
+
+    def plot_pareto(self, path: str | Path, quality: str | None = None, cost: str = "latency_ms") -> Path:
+        """Quality vs latency for every config, the Pareto front joined, the best config marked."""
+        from rag_lab.eval.report import _figure
+
+        q = quality or self.objective
+        fig = _figure(6.0, 4.2)
+        ax = fig.subplots()
+        pts = [r for r in self.rows if math.isfinite(r.get(q, math.nan)) and math.isfinite(r.get(cost, math.nan))]
+        ax.scatter([r[cost] for r in pts], [r[q] for r in pts], s=16, color="#999999", label="configs")
+        front = self.pareto_front(q, cost)
+        ax.plot([r[cost] for r in front], [r[q] for r in front], color="#cc3311", marker="o", label="Pareto front")
+        if q == self.objective and pts:
+            b = self.best()
+            ax.scatter([b[cost]], [b[q]], s=90, facecolors="none", edgecolors="black", label="best")
+        ax.set_xlabel(f"{cost} (mean per question, as run)")
+        ax.set_ylabel(q)
+        ax.set_title(f"{q} vs {cost}")
+        ax.legend(fontsize=8)
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, format="png", bbox_inches="tight")
+        return p
+
+    def markdown(self, top: int = 10) -> str:
+        metrics = [self.objective, "latency_ms", "errors", "fallbacks"]
+        sign = -1 if self.direction == "maximize" else 1
+        rows = sorted(
+            self.rows,
+            key=lambda r: (
+                sign * r.get(self.objective, math.nan) if math.isfinite(r.get(self.objective, math.nan)) else math.inf
+            ),
+        )
+        head = self.param_names + metrics
+        lines = [
+            f"# Sweep: {self.objective} ({self.direction})",
+            "",
+            f"{len(self.rows)} configs on {', '.join(self.suites)} in {self.seconds:.1f} s; "
+            f"base params {self.base_params or 'lab defaults'}; stage cache {self.cache_stats or 'off'}.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        for r in rows[:top]:
+            lines.append(
+                "| " + " | ".join(f"{r[h]:.4f}" if isinstance(r.get(h), float) else str(r.get(h)) for h in head) + " |"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "sweep") -> dict[str, Path]:
+    """CSV, metric-vs-param and Pareto PNGs, best-config YAML and a Markdown summary."""
+    out = Path(out_dir)
+    paths = {
+        "csv": result.to_csv(out / f"{name}.csv"),
+        "metric_vs_param": result.plot_metric_vs_param(out / f"{name}_metric_vs_param.png"),
+        "pareto": result.plot_pareto(out / f"{name}_pareto.png"),
+        "best_yaml": result.export_best_yaml(out / f"{name}_best.yaml"),
+    }
+    md = out / f"{name}.md"
+    md.write_text(
+        result.markdown() + f"\n![metric vs parameter]({paths['metric_vs_param'].name})\n\n"
+        f"![Pareto]({paths['pareto'].name})\n",
+        encoding="utf-8",
+    )
+    paths["md"] = md
+    return paths

@@ -1,0 +1,312 @@
+"""Running sweeps: the per-config evaluator (stage cache, BM25 index settings) and the grid /
+optuna drivers."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rag_lab.eval.sweep.outputs import SweepResult
+from rag_lab.eval.sweep.specs import (
+    _DEFAULT_BM25,
+    INDEX_PARAMS,
+    ParamSpace,
+    SweepError,
+    grid_configs,
+    objective_direction,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.lab.lab import Lab
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Suite:
+    name: str
+    dataset: Dataset
+    kb: str
+
+
+def _split(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    params = {k: v for k, v in config.items() if k not in INDEX_PARAMS}
+    index = {k: v for k, v in config.items() if k in INDEX_PARAMS}
+    return params, index
+
+
+class _Evaluator:
+    """Evaluates configs on the suites (shared by grid and optuna)."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        suites: Sequence[_Suite],
+        objective: str,
+        ks: Sequence[int],
+        ragas_metrics: Sequence[str],
+        base_params: Mapping[str, Any],
+        cache_dir: str | Path | None,
+        pbar: Any,
+    ) -> None:
+        from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
+
+        self.lab, self.suites, self.objective, self.ks = lab, list(suites), objective, tuple(ks)
+        metrics = list(ragas_metrics)
+        if objective in OFFLINE_METRICS and objective not in metrics:
+            metrics.append(objective)
+        self.ragas_metrics = metrics
+        self.base_params = dict(base_params)
+        self.pbar = pbar
+        self.handle = None
+        self.own_handle = False
+        self.bm25_cache = None
+        if cache_dir is not None:
+            from rag_lab.eval.cache import Bm25IndexCache, enable_stage_cache
+
+            already = getattr(lab, "_stage_cache_handle", None)
+            self.handle = enable_stage_cache(lab, cache_dir)
+            self.own_handle = self.handle is not already
+            self.bm25_cache = Bm25IndexCache(self.handle.cache)
+        self.rows: list[dict[str, Any]] = []
+
+    def _apply_index(self, index: Mapping[str, Any]) -> None:
+        if not index:
+            return
+        if self.bm25_cache is None:
+            from rag_lab.eval.cache import Bm25IndexCache, StageCache
+
+            self.bm25_cache = Bm25IndexCache(StageCache(Path(self.lab.workspace.root) / "stage_cache"))
+        from rag_lab.eval.cache import use_bm25_settings
+
+        s = {**_DEFAULT_BM25, **index}
+        for suite in self.suites:
+            use_bm25_settings(
+                self.lab,
+                suite.kb,
+                self.bm25_cache,
+                k1=float(s["bm25_k1"]),
+                b=float(s["bm25_b"]),
+                method=str(s["bm25_method"]),
+            )
+
+    def close(self, restore_index: bool) -> None:
+        """Undo what the sweep changed on the lab (stage cache it enabled, swapped BM25 indexes)."""
+        if restore_index:
+            self.restore_index()
+        if self.handle is not None and self.own_handle:
+            self.handle.disable()
+
+    def restore_index(self) -> None:
+        """Drop the swapped BM25 indexes so the KBs' own are loaded again."""
+        ws = self.lab.workspace
+        for suite in self.suites:
+            kb = ws.get_kb(suite.kb)
+            with ws._lock:
+                ws._kw.pop(kb.id, None)
+
+    async def warm_up(self, config: Mapping[str, Any]) -> None:
+        """Run ``config`` once unrecorded, so the stage cache is filled before latencies are timed
+        (otherwise the first config would carry every cache miss)."""
+        from rag_lab.eval.runner import evaluate_lab
+
+        params, index = _split({**self.base_params, **config})
+        self._apply_index(index)
+        p = self.lab.params.with_changes(**params)
+        for suite in self.suites:
+            await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False)
+
+    async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        from rag_lab.eval.runner import evaluate_lab
+
+        params, index = _split({**self.base_params, **config})
+        try:
+            p = self.lab.params.with_changes(**params)
+        except ValueError as exc:
+            raise SweepError(f"config {dict(config)}: {exc}") from None
+        self._apply_index(index)
+        row: dict[str, Any] = {"config_index": len(self.rows), **dict(config)}
+        per_metric: dict[str, list[float]] = {}
+        latencies: list[float] = []
+        costs: list[float] = []
+        tokens: list[float] = []
+        errors = fallbacks = nan_samples = 0
+        first_error = ""
+        for suite in self.suites:
+            res = await evaluate_lab(
+                self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False, pbar=self.pbar
+            )
+            summ = dict(res.summary())
+            if self.ragas_metrics:
+                from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
+
+                rr = await ascore_samples(samples_from_records(res.records, suite.dataset), self.ragas_metrics)
+                summ.update(rr.summary())
+                nan_samples += sum(c["n_nan"] + c["n_failed"] for c in rr.counts().values())
+            for k, v in summ.items():
+                per_metric.setdefault(k, []).append(v)
+                if len(self.suites) > 1:
+                    row[f"{suite.name}:{k}"] = v
+            latencies += [r.latency_ms for r in res.records if not r.error]
+            costs += [r.cost_usd for r in res.records]
+            tokens += [r.tokens_in + r.tokens_out for r in res.records]
+            errors += res.errors
+            first_error = first_error or next((f"{r.qid}: {r.error}" for r in res.records if r.error), "")
+            fallbacks += res.fallbacks
+        for k, vs in per_metric.items():
+            row[k] = sum(vs) / len(vs) if all(math.isfinite(v) for v in vs) else math.nan
+        lat = sorted(latencies)
+        row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
+        row["p95_latency_ms"] = lat[min(len(lat) - 1, int(math.ceil(0.95 * len(lat))) - 1)] if lat else math.nan
+        # the trial's ledger, per question (the quality-vs-cost Pareto plot reads cost_usd)
+        row["cost_usd"] = sum(costs) / len(costs) if costs else math.nan
+        row["tokens"] = sum(tokens) / len(tokens) if tokens else math.nan
+        row["errors"] = errors
+        row["fallbacks"] = fallbacks
+        row["nan_samples"] = nan_samples
+        row["first_error"] = first_error
+        if self.objective not in row:
+            raise SweepError(
+                f"objective {self.objective!r} is not among the computed metrics "
+                f"({', '.join(k for k in row if not k.startswith('config'))})"
+            )
+        self.rows.append(row)
+        return row
+
+    def stats(self) -> dict[str, Any]:
+        if self.handle is None:
+            return {}
+        return {k: {"hits": v.hits, "misses": v.misses} for k, v in self.handle.stats().items()}
+
+
+def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
+    """Suites as (spec or (dataset, kb)); specs are loaded and ingested."""
+    from rag_lab.eval.runner import SuiteSpec, ingest_dataset
+
+    out: list[_Suite] = []
+    for s in suites:
+        if isinstance(s, SuiteSpec):
+            ds = s.load()
+            ingest_dataset(lab, ds, s.kb_name)
+            out.append(_Suite(s.name, ds, s.kb_name))
+        else:
+            ds, kb = s
+            out.append(_Suite(ds.name, ds, kb))
+    if not out:
+        raise SweepError("a sweep needs at least one dataset")
+    return out
+
+
+def _bar(total: int, progress: bool, desc: str) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="q", disable=not progress, smoothing=0.1)
+
+
+async def run_grid(
+    lab: Lab,
+    suites: Iterable[Any],
+    spaces: Sequence[ParamSpace],
+    objective: str = "ndcg@10",
+    *,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    ragas_metrics: Sequence[str] = (),
+    base_params: Mapping[str, Any] | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Evaluate every grid config; ``suites`` are SuiteSpecs or ``(dataset, kb)`` pairs (already
+    ingested). ``cache_dir=None`` runs without the stage cache."""
+    direction = objective_direction(objective)
+    configs = grid_configs(spaces)
+    prepared = _prepare(lab, suites)
+    n_q = sum(len(s.dataset.queries) for s in prepared)
+    t0 = time.perf_counter()
+    bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
+    ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
+    try:
+        if cache_dir is not None and configs:
+            bar.set_description_str("sweep: filling the stage cache")
+            await ev.warm_up(configs[0])
+            bar.set_description_str(f"sweep {len(configs)} configs")
+        for cfg in configs:
+            row = await ev.evaluate(cfg)
+            bar.set_postfix_str(f"{objective}={row[objective]:.4f}", refresh=False)
+    finally:
+        bar.close()
+        stats = ev.stats()
+        ev.close(any(s.name in INDEX_PARAMS for s in spaces))
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        ev.rows,
+        dict(base_params or {}),
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )
+
+
+async def run_optuna(
+    lab: Lab,
+    suites: Iterable[Any],
+    spaces: Sequence[ParamSpace],
+    n_trials: int,
+    objective: str = "ndcg@10",
+    *,
+    seed: int = 0,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    ragas_metrics: Sequence[str] = (),
+    base_params: Mapping[str, Any] | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid."""
+    try:
+        import optuna
+    except ImportError:
+        raise SweepError("optuna is not installed: pip install 'rag_lab[eval]' (or pip install optuna)") from None
+    if n_trials < 1:
+        raise SweepError(f"--optuna-trials must be >= 1, got {n_trials}")
+    direction = objective_direction(objective)
+    prepared = _prepare(lab, suites)
+    n_q = sum(len(s.dataset.queries) for s in prepared)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
+    t0 = time.perf_counter()
+    bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
+    ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
+    try:
+        for i in range(n_trials):
+            trial = study.ask()
+            cfg = {s.name: s.suggest(trial) for s in spaces}
+            if i == 0 and cache_dir is not None:
+                await ev.warm_up(cfg)
+            row = await ev.evaluate(cfg)
+            value = row[objective]
+            if math.isfinite(value):
+                study.tell(trial, value)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            bar.set_postfix_str(f"{objective}={value:.4f}", refresh=False)
+    finally:
+        bar.close()
+        stats = ev.stats()
+        ev.close(any(s.name in INDEX_PARAMS for s in spaces))
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        ev.rows,
+        dict(base_params or {}),
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )

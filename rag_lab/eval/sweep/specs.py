@@ -1,0 +1,187 @@
+"""Sweep parameter specs (``--param``): parsing, ranges checked against PipelineParams, grid
+expansion, and the objective's direction."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+#: KB index settings a sweep may vary besides PipelineParams.
+INDEX_PARAMS: dict[str, tuple[str, Any]] = {
+    "bm25_k1": ("float", (0.0, 10.0)),
+    "bm25_b": ("float", (0.0, 1.0)),
+    "bm25_method": ("choice", ("robertson", "lucene", "atire", "bm25l", "bm25+")),
+}
+_DEFAULT_BM25 = {"bm25_k1": 1.5, "bm25_b": 0.75, "bm25_method": "robertson"}
+_MAX_GRID_STEPS = 10_000
+
+
+class SweepError(ValueError):
+    """A bad --param spec, objective or sweep setting; the message names it."""
+
+
+# --------------------------------------------------------------------------- parameter specs
+
+
+@dataclass
+class ParamSpace:
+    """One swept parameter: grid ``values`` and, for numbers, the optuna range."""
+
+    name: str
+    kind: str  # "float" | "int" | "bool" | "choice"
+    values: list[Any] | None = None  # None: continuous (optuna only)
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+
+    def suggest(self, trial: Any) -> Any:
+        if self.kind in ("bool", "choice") or (self.values is not None and self.step is None):
+            return trial.suggest_categorical(self.name, list(self.values or []))
+        if self.kind == "int":
+            return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1))
+        v = trial.suggest_float(self.name, float(self.low), float(self.high), step=self.step)
+        return round(v, 10) if self.step else v  # grid values, not 0.30000000000000004
+
+
+def _field_kind(name: str) -> tuple[str, Any]:
+    """(kind, range or choices) of a PipelineParams field or index param."""
+    from rag_lab.types.params import PipelineParams
+
+    if name in INDEX_PARAMS:
+        return INDEX_PARAMS[name]
+    fields = PipelineParams.model_fields
+    if name not in fields:
+        close = [f for f in fields if name.split("_")[0] in f][:5]
+        hint = f"; similar: {', '.join(close)}" if close else ""
+        raise SweepError(f"--param {name}: not a PipelineParams field nor one of {', '.join(INDEX_PARAMS)}{hint}")
+    ann = fields[name].annotation
+    if typing.get_origin(ann) is typing.Literal:
+        return "choice", typing.get_args(ann)
+    if ann is bool:
+        return "bool", (False, True)
+    rng = PipelineParams.field_ranges().get(name, (None, None))
+    if ann is int:
+        return "int", rng
+    if ann is float:
+        return "float", rng
+    raise SweepError(f"--param {name}: field type {getattr(ann, '__name__', ann)} cannot be swept")
+
+
+def _number(text: str, kind: str, where: str) -> float | int:
+    try:
+        v = float(text)
+    except ValueError:
+        raise SweepError(f"{where}: {text!r} is not a number") from None
+    if kind == "int":
+        if v != int(v):
+            raise SweepError(f"{where}: {text!r} must be an integer")
+        return int(v)
+    return v
+
+
+def _check_range(name: str, v: float, rng: Any, where: str) -> None:
+    lo, hi = rng if isinstance(rng, tuple) and len(rng) == 2 else (None, None)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise SweepError(f"{where}: {name}={v!r} is outside the declared range [{lo}, {hi}]")
+
+
+def parse_param(spec: str) -> ParamSpace:
+    """Parse ``name=lo:hi:step`` / ``name=lo:hi`` / ``name=a,b,c`` / ``name=v`` (see the module doc)."""
+    where = f"--param {spec!r}"
+    if "=" not in spec:
+        raise SweepError(f"{where}: expected NAME=SPEC (e.g. rerank_threshold=0.1:0.9:0.1)")
+    name, _, body = (x.strip() for x in spec.partition("="))
+    kind, rng = _field_kind(name)
+    if not body:
+        raise SweepError(f"{where}: empty value spec")
+    if kind in ("bool", "choice"):
+        items = [x.strip() for x in body.split(",") if x.strip()]
+        vals: list[Any] = []
+        for it in items:
+            if kind == "bool":
+                low = it.lower()
+                if low not in ("true", "false", "1", "0", "yes", "no"):
+                    raise SweepError(f"{where}: {it!r} is not a boolean (true/false)")
+                vals.append(low in ("true", "1", "yes"))
+            else:
+                if it not in rng:
+                    raise SweepError(f"{where}: {it!r} is not one of {', '.join(map(str, rng))}")
+                vals.append(it)
+        return ParamSpace(name, kind, list(dict.fromkeys(vals)))
+    if ":" in body:
+        parts = body.split(":")
+        if len(parts) not in (2, 3):
+            raise SweepError(f"{where}: a range is lo:hi or lo:hi:step")
+        lo, hi = _number(parts[0], kind, where), _number(parts[1], kind, where)
+        if hi < lo:
+            raise SweepError(f"{where}: high {hi} < low {lo}")
+        _check_range(name, lo, rng, where)
+        _check_range(name, hi, rng, where)
+        if len(parts) == 2:
+            if kind == "int":
+                return ParamSpace(name, kind, list(range(int(lo), int(hi) + 1)), lo, hi, 1)
+            return ParamSpace(name, kind, None, lo, hi, None)
+        step = _number(parts[2], kind, where)
+        if step <= 0:
+            raise SweepError(f"{where}: step must be > 0")
+        n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+        if n > _MAX_GRID_STEPS:
+            raise SweepError(f"{where}: {n} grid values (limit {_MAX_GRID_STEPS})")
+        if kind == "int":
+            values: list[Any] = [int(lo + i * step) for i in range(n)]
+        else:
+            values = [round(lo + i * step, 10) for i in range(n)]
+            hi = values[-1]  # optuna needs (high - low) to be a multiple of step
+        return ParamSpace(name, kind, values, lo, hi, step)
+    vals = [_number(x.strip(), kind, where) for x in body.split(",") if x.strip()]
+    for v in vals:
+        _check_range(name, v, rng, where)
+    return ParamSpace(name, kind, list(dict.fromkeys(vals)))
+
+
+def grid_configs(spaces: Sequence[ParamSpace]) -> list[dict[str, Any]]:
+    """The cartesian product of the spaces' values, first space varying slowest."""
+    for s in spaces:
+        if s.values is None:
+            raise SweepError(
+                f"--param {s.name}={s.low}:{s.high} is continuous: give a step for a grid, or use --optuna-trials"
+            )
+    names = [s.name for s in spaces]
+    if len(set(names)) != len(names):
+        raise SweepError(f"a parameter is given twice: {names}")
+    return [dict(zip(names, combo)) for combo in itertools.product(*(s.values or [] for s in spaces))]
+
+
+# --------------------------------------------------------------------------- objective
+
+
+def objective_direction(objective: str) -> str:
+    """'maximize' for quality metrics, 'minimize' for latency; raises for LLM / unknown metrics."""
+    from rag_lab.eval.ragas_adapter import LLM_METRICS, OFFLINE_METRICS
+
+    if objective in ("latency_ms", "p95_latency_ms"):
+        return "minimize"
+    if objective in LLM_METRICS:
+        raise SweepError(
+            f"objective {objective!r} needs an LLM judge: sweeps rank configs by LLM-free metrics; "
+            "evaluate the best config with `rag-lab eval --ragas-llm`"
+        )
+    if objective in OFFLINE_METRICS:
+        return "maximize"
+    prefix, _, k = objective.partition("@")
+    if objective in ("mrr", "map") or (
+        prefix in ("recall", "precision", "hit", "ndcg", "mrr") and k.isdigit() and int(k) > 0
+    ):
+        return "maximize"
+    raise SweepError(
+        f"unknown objective {objective!r}: use a retrieval metric (ndcg@10, recall@5, mrr, map, …), "
+        f"an offline ragas metric ({', '.join(OFFLINE_METRICS)}) or latency_ms"
+    )
