@@ -137,9 +137,9 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
 
 
 def _run(coro_factory: Any) -> Any:
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(coro_factory)
+    return run_sync(coro_factory)
 
 
 # --------------------------------------------------------------------------- commands
@@ -437,10 +437,10 @@ def add_eval_commands(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rag_lab.eval.cli …`` is the ``rag-lab`` command itself (same parser, same errors)."""
-    from rag_lab.cli import main as cli_main
+    """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
+    from rag_lab.cliutil import command_parser, run_command
 
-    return cli_main(argv)
+    return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)
 
 
 if __name__ == "__main__":

@@ -605,6 +605,6 @@ def score_samples(
     embedder: Any = None,
 ) -> RagasResult:
     """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(lambda: ascore_samples(samples, metrics, judge, embedder))
+    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder))

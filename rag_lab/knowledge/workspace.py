@@ -22,8 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.chunking import ChunkingConfig
+from rag_lab.knowledge.ingest_common import IngestError as IngestError
+from rag_lab.knowledge.ingest_common import check_embedder as check_embedder
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore
+from rag_lab.types.errors import KnowledgeBaseNotFound as KnowledgeBaseNotFound
+from rag_lab.types.errors import MixedEmbeddingSpaces as MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.ingestion import IngestReport
@@ -35,46 +39,12 @@ if TYPE_CHECKING:
 KB_TYPES = ("document", "faq", "wiki")
 
 
-class KnowledgeBaseNotFound(LookupError):
-    """An unknown KB id or name; the message lists the known names."""
-
-
 class KnowledgeBaseExists(ValueError):
     """``create_kb`` with a name that exists (and ``exist_ok`` not set, or other settings)."""
 
 
-class MixedEmbeddingSpaces(ValueError):
-    """Two different embedding model keys met (KB vs embedder, or KBs searched together)."""
-
-
-class IngestError(ValueError):
-    """Bad ingestion input; the message names the path / document, field and value."""
-
-
 def kb_id_for_name(name: str) -> str:
     return "kb_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
-
-
-def check_embedder(kb: KnowledgeBase, embedder: Embedder | None) -> None:
-    """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
-    if not kb.embedding_model_key:
-        if embedder is not None:
-            raise MixedEmbeddingSpaces(
-                f"knowledge base {kb.name!r} ({kb.id}) has no embedding model (keyword-only), but an embedder "
-                f"with model_key {embedder.model_key!r} was given; pass embedder=None"
-            )
-        return
-    if embedder is None:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r}; an embedder "
-            "for it is required"
-        )
-    if embedder.model_key != kb.embedding_model_key or int(embedder.dimension) != kb.embedding_dim:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r} "
-            f"(dimension {kb.embedding_dim}) but the embedder is {embedder.model_key!r} "
-            f"(dimension {embedder.dimension})"
-        )
 
 
 class Workspace:

@@ -124,7 +124,7 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
     ``HybridSearcher.search_with_trace``. Pass the result to :func:`save_capture` (``fusion=``) or
     to the fusion views.
     """
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
     from rag_lab.retrieval.base import SearchParams
 
     snap = _snapshot(run, "search")
@@ -173,7 +173,7 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
             out.append(fusion_record(trace, req.params, query, sp.knowledge_base_ids or [primary]))
         return out
 
-    return _run_sync(go)
+    return run_sync(go)
 
 
 def fusion_data(obj: Any, fusion: Any = None) -> list[dict[str, Any]] | None:
