@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 export RAGAS_DO_NOT_TRACK := true
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-fast notebooks venv clean
+.PHONY: demo test test-fast notebooks venv clean lab
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,6 +25,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests
+
+# JupyterLab on 127.0.0.1 over notebooks/, the demo KB ingested first (LAB_ARGS="--port 9999 --no-browser")
+lab: $(STAMP)
+	$(PY) -m rag_lab.lab.launch $(LAB_ARGS)
 
 notebooks: $(STAMP)
 	$(PY) notebooks/build_notebooks.py

@@ -235,6 +235,33 @@ for t in (0.2, 0.5, 0.8, 0.95):
     ),
     ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4))"""),
     ("code", """pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])"""),
+    (
+        "md",
+        """## The same, with sliders
+
+In JupyterLab (`make lab`) these two views respond to their sliders: the threshold replays the
+ladder on the stored model scores and redraws the composite plot; λ re-runs MMR on the stored scores
+and token sets, and the picks that differ from the run's own λ are in bold. Nothing is recomputed by
+a model, so the sliders are instant. (A static copy of the notebook shows the views as they opened.)""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.widgets import CompositeView, MMRView
+threshold_view = CompositeView(run)
+threshold_view""",
+    ),
+    (
+        "code",
+        """mmr_view = MMRView(run)
+mmr_view""",
+    ),
+    (
+        "code",
+        """# the views are plain Python objects too: what the sliders do, from code
+threshold_view.slider.value = 0.8
+mmr_view.slider.value = 0.2
+print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_view.picks)""",
+    ),
 ]
 
 NOTEBOOKS["04_merge"] = [
@@ -425,6 +452,66 @@ paths = write_report(regressed, workspace, "regressed")
         """from IPython.display import Image
 from rag_lab.eval.report import plot_png
 Image(data=plot_png(regressed.suites[0]))""",
+    ),
+]
+
+NOTEBOOKS["08_workbench_tour"] = [
+    (
+        "md",
+        """# 08 · Workbench tour
+
+Five minutes with the widgets: ask one question, save the run as a capture (a JSONL file with every
+stage's snapshot and every stream event), then open the capture in the **workbench** — tabs for the
+stream player, the composite score with its threshold slider, MMR with its λ slider, fusion, merge
+and stage timings. A capture needs no model and no knowledge base: send the file to a colleague and
+the same views open on their machine.
+
+Under `make lab` this notebook uses the demo knowledge base that `make lab` prepared; elsewhere it
+ingests a slice of the same corpus into a temporary workspace.""",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """demo_ws = os.environ.get("RAG_LAB_WORKSPACE")          # set by `make lab`
+lab = Lab.from_config(workspace=demo_ws or workspace)
+if not any(kb.name == "hotpotqa" for kb in lab.workspace.list_kbs()):
+    ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
+    print(lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpotqa", progress=False))
+run = lab.ask("If Gallu is a demon Lilu is what?", kb="hotpotqa")
+print(run.answer[:300])""",
+    ),
+    (
+        "code",
+        """from pathlib import Path
+from rag_lab.lab.capture import load_capture, save_capture
+from rag_lab.lab.frames import fusion_trace
+path = save_capture(run, Path(workspace) / "tour.capture.jsonl", fusion=fusion_trace(lab, run))
+cap = load_capture(path)
+print(path.name, f"{path.stat().st_size / 1024:.0f} KiB,", len(cap.events), "stream events,", len(cap.snapshots), "snapshots")""",
+    ),
+    (
+        "md",
+        "The workbench: click through the tabs. *Stream* replays the answer as it arrived (play, or drag the slider); *Composite score* and *MMR* have the sliders of notebook 03.",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.widgets import workbench
+workbench(cap)""",
+    ),
+    (
+        "md",
+        "The same capture as one self-contained HTML page (its own small player, no server, no network), and the fusion plot as a picture:",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.widgets import export_replay_html
+page = export_replay_html(cap, Path(workspace) / "tour.html")
+print(page.name, f"{page.stat().st_size / 1024:.0f} KiB")""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_fusion
+plot_fusion(cap)""",
     ),
 ]
 

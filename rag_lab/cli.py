@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from rag_lab.cliutil import command_parser, run_command
 
 
 def _lab(args: argparse.Namespace):
@@ -63,12 +66,38 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rag-lab", description=__doc__)
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
-    sub = ap.add_subparsers(dest="command", required=True)
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Copy a KB's chunks from the SQLite store into an external engine (Milvus)."""
+    lab = _lab(args)
+    kb = lab.workspace.get_kb(args.kb)
+    routed = lab.engines.config_for(kb)
+    cfg = dict(routed) if routed["type"] == "milvus" else dict(lab.engines.default)
+    if cfg.get("type") != "milvus":
+        cfg = {"type": "milvus", "uri": str(lab.workspace.root / "milvus.db")}
+    if args.uri:
+        cfg["uri"] = args.uri
+    from rag_lab.retrieval.milvus_engine import MilvusConfig, MilvusEngineError
 
+    engine = lab.engines.milvus(cfg)
+    try:
+        counts = engine.index_documents(kb, embedder=lab.embedder)
+    except MilvusEngineError as exc:
+        print(f"rag-lab reindex: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lab.engines.close()
+    print(f"reindexed {kb.name!r} into Milvus at {engine.config.uri}: {counts}")
+    if routed["type"] != "milvus" or MilvusConfig.from_mapping(routed).key != engine.config.key:
+        print(
+            f"note: the lab config does not route {kb.name!r} to this store; set "
+            f"knowledge_bases: {{{kb.name}: {{engine: {{type: milvus, uri: {engine.config.uri}}}}}}} to search it there",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def add_core_commands(sub: Any) -> None:
+    """``ingest``, ``ask`` and ``reindex``."""
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
@@ -83,24 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ask)
 
+    p = sub.add_parser("reindex", help="copy a knowledge base from the SQLite store into Milvus")
+    p.add_argument("--kb", required=True, help="knowledge base name or id")
+    p.add_argument("--engine", choices=["milvus"], default="milvus", help="target engine (default: milvus)")
+    p.add_argument(
+        "--uri",
+        default=None,
+        help="Milvus uri (default: the KB's engine in the lab config, else <workspace>/milvus.db)",
+    )
+    p.set_defaults(func=cmd_reindex)
+
+
+def build_parser() -> argparse.ArgumentParser:
     from rag_lab.eval.cli import add_eval_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
-    add_eval_commands(sub)
-    add_replay_command(sub)
-    add_serve_command(sub)
-
-    return ap
+    return command_parser(__doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, LookupError) as exc:
-        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

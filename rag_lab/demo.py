@@ -22,6 +22,24 @@ KB = "hotpotqa"
 _answering = {"started": False}
 
 
+def demo_documents(max_docs: int | None = None) -> list[dict]:
+    """The demo corpus as ingestable dicts (``max_docs``: a slice keeping the first queries' gold
+    documents, for quick starts and tests)."""
+    ds = load_dataset(DATASET)
+    if max_docs is not None:
+        ds = ds.subset(min(20, len(ds.queries)), max_docs=max_docs)
+    return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
+
+
+def ensure_demo_kb(lab: Lab, max_docs: int | None = None, progress: bool = True):
+    """Ingest the demo corpus into the knowledge base ``hotpotqa`` unless it already holds
+    documents. Returns the ingest report, or ``None`` when the KB was ready."""
+    for kb in lab.workspace.list_kbs():
+        if kb.name == KB and lab.workspace.store.count_chunks(kb.id) > 0:
+            return None
+    return lab.ingest_documents(demo_documents(max_docs), kb=KB, progress=progress)
+
+
 def _printer(ev: BusEvent) -> None:
     if ev.type == BusEventType.FINAL_ANSWER:
         if not _answering["started"]:
@@ -39,9 +57,7 @@ async def main() -> int:
     lab = Lab.from_config()
     ds = load_dataset(DATASET)
     t0 = time.perf_counter()
-    report = lab.ingest_documents(
-        [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus], kb=KB
-    )
+    report = lab.ingest_documents(demo_documents(), kb=KB)
     print(f"Ingested {DATASET}: {report} ({time.perf_counter() - t0:.1f} s)\n")
 
     for q in ds.queries[:3]:

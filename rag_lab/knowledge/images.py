@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_lab.knowledge.ingest_common import IngestError
 from rag_lab.knowledge.ingestion import IngestReport
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
-from rag_lab.knowledge.workspace import IngestError, MixedEmbeddingSpaces
+from rag_lab.types.errors import MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.workspace import Workspace

@@ -24,11 +24,10 @@ from typing import Any, TypeVar
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
+from rag_lab.types.search_result import UNSEARCHABLE_STATUSES as UNSEARCHABLE_STATUSES
 
 T = TypeVar("T")
 
-#: index statuses that exclude a chunk from retrieval (spec §1.6)
-UNSEARCHABLE_STATUSES = ("processing", "failed")
 # literal SQL (not bound parameters) so that SQLite can use the partial index below
 _UNSEARCHABLE_SQL = "(is_enabled = 0 OR index_status IN ({}))".format(
     ", ".join(f"'{s}'" for s in UNSEARCHABLE_STATUSES)
@@ -341,6 +340,16 @@ class KnowledgeStore:
             f"AND chunk_type IN ({', '.join('?' * len(types))}) LIMIT 1"
         )
         return self._conn().execute(q, (kb_id, *types)).fetchone() is not None
+
+    def unsearchable_chunk_ids(self, kb_id: str) -> set[str]:
+        """Ids of the KB's chunks of a searchable type that retrieval must not return now
+        (disabled, or ``processing`` / ``failed``): what an external engine's copy excludes."""
+        types = sorted(SEARCHABLE_CHUNK_TYPES)
+        q = (
+            f"SELECT id FROM chunks WHERE knowledge_base_id = ? AND {_UNSEARCHABLE_SQL} "
+            f"AND chunk_type IN ({', '.join('?' * len(types))})"
+        )
+        return {r[0] for r in self._conn().execute(q, (kb_id, *types))}
 
     def count_chunks(self, kb_id: str) -> int:
         return int(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from rag_lab.knowledge.ingestion import (
+from rag_lab.knowledge.ingest_common import (
     DEFAULT_BATCH_SIZE,
     IngestError,
     IngestReport,

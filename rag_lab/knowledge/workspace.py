@@ -31,8 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.chunking import ChunkingConfig
+from rag_lab.knowledge.ingest_common import IngestError as IngestError
+from rag_lab.knowledge.ingest_common import check_embedder as check_embedder
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore
+from rag_lab.types.errors import KnowledgeBaseNotFound as KnowledgeBaseNotFound
+from rag_lab.types.errors import MixedEmbeddingSpaces as MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.ingestion import IngestReport
@@ -45,46 +49,12 @@ KB_TYPES = ("document", "faq", "wiki")
 log = logging.getLogger(__name__)
 
 
-class KnowledgeBaseNotFound(LookupError):
-    """An unknown KB id or name; the message lists the known names."""
-
-
 class KnowledgeBaseExists(ValueError):
     """``create_kb`` with a name that exists (and ``exist_ok`` not set, or other settings)."""
 
 
-class MixedEmbeddingSpaces(ValueError):
-    """Two different embedding model keys met (KB vs embedder, or KBs searched together)."""
-
-
-class IngestError(ValueError):
-    """Bad ingestion input; the message names the path / document, field and value."""
-
-
 def kb_id_for_name(name: str) -> str:
     return "kb_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
-
-
-def check_embedder(kb: KnowledgeBase, embedder: Embedder | None) -> None:
-    """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
-    if not kb.embedding_model_key:
-        if embedder is not None:
-            raise MixedEmbeddingSpaces(
-                f"knowledge base {kb.name!r} ({kb.id}) has no embedding model (keyword-only), but an embedder "
-                f"with model_key {embedder.model_key!r} was given; pass embedder=None"
-            )
-        return
-    if embedder is None:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r}; an embedder "
-            "for it is required"
-        )
-    if embedder.model_key != kb.embedding_model_key or int(embedder.dimension) != kb.embedding_dim:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r} "
-            f"(dimension {kb.embedding_dim}) but the embedder is {embedder.model_key!r} "
-            f"(dimension {embedder.dimension})"
-        )
 
 
 class Workspace:
@@ -107,6 +77,10 @@ class Workspace:
         self.embedder_for: Callable[[KnowledgeBase], Embedder | None] | None = None
         self._engine: LocalEngine | None = None
         self._graph: Any = None
+        #: ``mirror_for(kb)`` → an external engine holding a copy of the KB's chunks (a
+        #: :class:`~rag_lab.retrieval.milvus_engine.MilvusEngine`) or ``None``; set by the Lab
+        #: from its config. Ingestion and deletion keep that copy in step with SQLite.
+        self.mirror_for: Callable[[KnowledgeBase], Any] | None = None
 
     @property
     def graph(self) -> Any:
@@ -231,8 +205,15 @@ class Workspace:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.store.list_kbs()
 
+    def mirror(self, kb: KnowledgeBase) -> Any:
+        """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``."""
+        return self.mirror_for(kb) if self.mirror_for is not None else None
+
     def delete_kb(self, id_or_name: str | KnowledgeBase) -> None:
         kb = self.get_kb(id_or_name)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.drop_kb(kb)
         with self.kb_lock(kb), self._lock:
             self.store.delete_kb(kb.id)
             self._vec.pop(kb.id, None)
@@ -418,6 +399,10 @@ class Workspace:
         )
 
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
+        mirror = self.mirror(kb)
+        if mirror is not None and report.changed:
+            with self.kb_lock(kb):
+                mirror.index_documents(kb, report.added + report.updated)
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
 
@@ -436,6 +421,9 @@ class Workspace:
 
         kb = self.get_kb(kb)
         removed = delete_document(self, kb, knowledge_id)
+        mirror = self.mirror(kb)
+        if mirror is not None:
+            mirror.delete_documents(kb, [knowledge_id])
         if kb.metadata.get("graph_enabled"):
             from rag_lab.knowledge.graph import NameSpace
 

@@ -42,6 +42,8 @@ _TOP_KEYS = {
     "prices",
     "memory",
     "web",
+    "engine",
+    "knowledge_bases",
     "server",
 }
 
@@ -193,6 +195,14 @@ class Lab:
         self.workspace.embedder_for = lambda kb: (
             self.embedder if getattr(kb, "embedding_model_key", "") == self.embedder.model_key else None
         )
+        from rag_lab.retrieval.engines import EngineConfigError, EngineRouter
+
+        try:
+            #: which retrieval engine serves each KB (``engine`` / ``knowledge_bases`` in the config)
+            self.engines = EngineRouter(self.workspace, cfg.get("engine"), cfg.get("knowledge_bases"), source=source)
+        except EngineConfigError as exc:
+            raise LabConfigError(str(exc)) from None
+        self.workspace.mirror_for = self.engines.mirror_for
         #: optional image-text embedder (an ``ImageEmbedder``: text and image towers in one space)
         #: for image recall; none ships offline, so it is set by the user (``lab.image_embedder = …``)
         self.image_embedder: Any = None
@@ -207,7 +217,11 @@ class Lab:
         self.services = Services(
             workspace=self.workspace,
             searcher=HybridSearcher(
-                self.workspace, self._embedder_for, self.params, image_embedder_for=lambda kb: self.image_embedder
+                self.workspace,
+                self._embedder_for,
+                self.params,
+                engine_for=self.engines.engine_for,
+                image_embedder_for=lambda kb: self.image_embedder,
             ),
             embedder_for=self._embedder_for,
             chat_models={CHAT_MODEL_ID: self.chat_model},

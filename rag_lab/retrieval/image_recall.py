@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.retrieval.vector_index import VectorIndex
 

@@ -139,10 +139,14 @@ def test_mmr(cap):
     assert ax_s.get_title() == "MMR steps at λ = 0.7 (k = 4, 4 candidates)"
     labels = [t.get_text() for t in ax_l.get_yticklabels()]
     assert labels == ["λ=0", "λ=0.3", "λ=0.5", "λ=0.7 (run)", "λ=0.9", "λ=1"]
-    # the λ=0 row shows the re-selected picks in order
+    # the λ=0 row shows the re-selected picks in order, named by relevance rank (#1 = best score)
     cells = _texts(ax_l)
     k = inputs["k"]
-    assert cells[:k] == [s["id"].split(":")[1] for s in mmr_selection(inputs, 0.0)]
+    order = sorted(range(len(inputs["ids"])), key=lambda i: -inputs["scores"][i])
+    rank = {i: n for n, i in enumerate(order, 1)}
+    assert cells[:k] == [f"#{rank[s['index']]}" for s in mmr_selection(inputs, 0.0)]
+    key = fig.axes[2].texts[0].get_text().splitlines()
+    assert key[0].split()[:2] == ["#1", inputs["ids"][order[0]].split(":")[1]]
     other = plot_mmr(cap, lambdas=(0.2,), lam=0.2)
     assert other.axes[0].get_title().startswith("MMR steps at λ = 0.2")
     assert [t.get_text() for t in other.axes[1].get_yticklabels()] == ["λ=0.2", "λ=0.7 (run)"]
@@ -158,7 +162,8 @@ def test_fusion(cap):
     assert widths == pytest.approx(expect)
     assert widths[0] + widths[1] == pytest.approx(1.0)  # first in both lists: the best attainable score
     assert any("(v#1, k#1)" in t for t in _texts(ax_b))
-    assert len(ax_s.collections) == len(rows)
+    drawn = sum(len(c.get_offsets()) for c in ax_s.collections)
+    assert drawn == len(rows)
     with pytest.raises(ValueError, match="no fusion trace"):
         plot_fusion(Capture(snapshots=cap.snapshots))
 
@@ -204,3 +209,76 @@ def test_plots_never_touch_pyplot(tmp_path):
     assert out.stdout.strip() == "False"
     for name in ("plot_composite_scores", "plot_mmr", "plot_fusion", "plot_merge", "plot_stage_timings"):
         assert (tmp_path / f"{name}.png").read_bytes().startswith(PNG)
+
+
+# -- display and readability ------------------------------------------------------------------
+PLOTS = ("plot_composite_scores", "plot_mmr", "plot_fusion", "plot_merge", "plot_stage_timings")
+
+
+@pytest.mark.parametrize("name", PLOTS)
+def test_every_plot_displays_as_png_in_ipython(cap, name):
+    """IPython's display formatter (what Jupyter calls on a cell's last value) gets a PNG, not the
+    text ``<Figure size … with 2 Axes>`` a bare Figure gives without pyplot."""
+    from IPython.core.formatters import DisplayFormatter
+
+    import rag_lab.lab.plots as plots
+
+    fig = getattr(plots, name)(cap)
+    data, _ = DisplayFormatter().format(fig)
+    assert data["image/png"].startswith(PNG)
+
+
+def _overlaps(texts, renderer) -> list[tuple[str, str]]:
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_text() and t.get_visible()]
+    out = []
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            if boxes[i][1].overlaps(boxes[j][1]):
+                out.append((boxes[i][0], boxes[j][0]))
+    return out
+
+
+def _renderer(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+@pytest.mark.parametrize("n,k", [(150, 10), (200, 20)])
+def test_mmr_selection_grid_stays_legible(n, k):
+    """With 150-200 candidates and k up to 20 no two cell labels of the λ grid overlap, nor the
+    step labels, and the figure stays under 11 inches (1,100 px at 100 dpi)."""
+    from tests.lab.data.large_capture import large_capture
+
+    fig = plot_mmr(large_capture(n, k))
+    ax_s, ax_l = fig.axes[:2]
+    r = _renderer(fig)
+    assert len(ax_l.texts) == k * 6
+    assert _overlaps(ax_l.texts, r) == []
+    assert _overlaps(ax_s.get_xticklabels(), r) == []
+    assert fig.get_size_inches()[1] <= 11.0
+
+
+@pytest.mark.parametrize("n", [150, 200])
+def test_fusion_and_composite_stay_readable_at_many_candidates(n):
+    """The fusion plot draws the top 30 as bars (tick labels do not overlap), every candidate as a
+    point, and stays under 11 inches tall; the composite plot likewise."""
+    from tests.lab.data.large_capture import large_capture
+
+    big = large_capture(n)
+    fig = plot_fusion(big)
+    ax_b, ax_s, ax_r = fig.axes[:3]
+    assert fig.get_size_inches()[1] <= 11.0
+    assert len(ax_b.get_yticklabels()) == 30
+    assert sum(len(c.get_offsets()) for c in ax_s.collections) == n
+    assert "top 30 of " + str(n) in ax_b.get_title()
+    r = _renderer(fig)
+    assert _overlaps(ax_b.get_yticklabels(), r) == []
+    # the tick labels keep each id's end (the chunk suffix) visible
+    assert all(t.get_text().split("#")[-1].startswith("c") for t in ax_b.get_yticklabels())
+    comp = plot_composite_scores(big)
+    assert comp.get_size_inches()[1] <= 11.0
+    assert _overlaps(comp.axes[0].get_yticklabels(), _renderer(comp)) == []
+    assert f"of {n} survive" in comp.axes[0].get_title()

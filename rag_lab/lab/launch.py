@@ -1,0 +1,93 @@
+"""`make lab`: prepare the demo knowledge base and open JupyterLab on the notebooks.
+
+    .venv/bin/python -m rag_lab.lab.launch [--port 8888] [--no-browser] [--workspace .rag_lab]
+
+It ingests the demo corpus into the knowledge base ``hotpotqa`` of the workspace (once; later runs
+find it ready), then starts JupyterLab bound to 127.0.0.1 only, with the ``notebooks/`` folder as
+its root and ``RAG_LAB_WORKSPACE`` pointing the notebooks at the prepared workspace. Arguments
+after ``--`` go to ``jupyter lab`` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from rag_lab.prompts.templates import REPO_ROOT
+
+__all__ = ["free_port", "jupyter_command", "main"]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def jupyter_command(
+    port: int, root: Path, open_browser: bool = True, token: str | None = None, extra: list[str] | None = None
+) -> list[str]:
+    """The ``jupyter lab`` command line: loopback only, ``root`` as the file browser's root."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.open_browser=" + ("True" if open_browser else "False"),
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",  # no PyPI queries from the extension manager
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI run as root
+        cmd.append("--allow-root")
+    if token is not None:
+        cmd.append(f"--IdentityProvider.token={token}")
+    return cmd + list(extra or [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    ap = argparse.ArgumentParser(prog="make lab", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=int(os.environ.get("RAG_LAB_LAB_PORT", "8888")))
+    ap.add_argument("--no-browser", action="store_true", help="do not open a browser (headless, CI)")
+    ap.add_argument("--workspace", default=str(REPO_ROOT / ".rag_lab"), help="workspace holding the demo KB")
+    ap.add_argument("--notebooks", default=str(REPO_ROOT / "notebooks"), help="JupyterLab's root folder")
+    ap.add_argument("--demo-docs", type=int, default=None, help="ingest only a slice of the demo corpus (N docs)")
+    ap.add_argument("--token", default=None, help="server token (default: JupyterLab makes one and prints it)")
+    args = ap.parse_args(argv)
+
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        print("JupyterLab is not installed in this environment: run `make lab` (it installs the notebook extra)")
+        return 2
+
+    from rag_lab.demo import KB, ensure_demo_kb
+    from rag_lab.lab.lab import Lab
+
+    workspace = Path(args.workspace).resolve()
+    lab = Lab.from_config(workspace=workspace)
+    try:
+        report = ensure_demo_kb(lab, max_docs=args.demo_docs, progress=True)
+    finally:
+        lab.workspace.close()
+    print(f"demo knowledge base '{KB}' in {workspace}: " + ("ready" if report is None else f"ingested ({report})"))
+    env = dict(os.environ, RAG_LAB_WORKSPACE=str(workspace))
+    cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, args.token, extra)
+    print(f"JupyterLab on http://127.0.0.1:{args.port}/lab (notebooks: {args.notebooks}); Ctrl-C stops it", flush=True)
+    os.execve(sys.executable, cmd, env)
+    return 0  # pragma: no cover - execve does not return
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
