@@ -60,6 +60,19 @@ def _suites(args: argparse.Namespace) -> list[Any]:
     return specs
 
 
+def _with_language_metrics(spec: Any, chosen: list[str] | None) -> dict[str, Any]:
+    """A suite spec as a dict; a Chinese dataset also gets the jieba-segmented answer metrics
+    (``bleu_zh``, ``rouge_l_zh``) unless the metrics were chosen with --ragas-metric."""
+    from rag_lab.eval.ragas_adapter import OFFLINE_METRICS, SEGMENTED_METRICS, contains_han
+
+    d = spec.to_dict()
+    if not chosen and spec.ragas_metrics is None:
+        ds = spec.load()
+        if any(contains_han(q.question) for q in ds.queries[:20]):
+            d["ragas_metrics"] = list(OFFLINE_METRICS) + list(SEGMENTED_METRICS)
+    return d
+
+
 def _ragas_metrics(args: argparse.Namespace) -> list[str]:
     from rag_lab.eval.ragas_adapter import LLM_METRICS, OFFLINE_METRICS
 
@@ -124,9 +137,9 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
 
 
 def _run(coro_factory: Any) -> Any:
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(coro_factory)
+    return run_sync(coro_factory)
 
 
 # --------------------------------------------------------------------------- commands
@@ -190,7 +203,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise ValueError("give --dataset (to evaluate) or --from REPORT.json (to re-render)")
         report = _evaluate(args)
         name = args.name or "report"
-    paths = write_report(report, args.out, name, include_texts=args.include_texts)
+    paths = write_report(report, args.out, name, include_texts=args.include_texts, sort_by=args.sort)
     print(suites_table(report.suites))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
@@ -301,7 +314,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 
             spec = {
-                "suites": [s.to_dict() for s in _suites(args)],
+                "suites": [_with_language_metrics(s, args.ragas_metric) for s in _suites(args)],
                 "ks": [1, 3, 5, 10],
                 "ragas_metrics": list(args.ragas_metric or OFFLINE_METRICS),
                 "params": params,
@@ -327,6 +340,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         test=args.test,
         n_resamples=args.resamples,
         seed=args.seed,
+        fail_on_change=args.fail_on_change,
+        ci_level=args.ci_level,
     )
     result = run_gate(
         args.baseline,
@@ -340,9 +355,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     print(result.table())
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "gate.junit.xml").write_text(result.junit(), encoding="utf-8")
-        (out / "gate.md").write_text(result.markdown(), encoding="utf-8")
+        result.write(out)
         if result.current is not None and args.current is None:
             write_report(result.current, out, "gate_current", formats=["json", "md"])
     return result.exit_code
@@ -381,6 +394,7 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default=None)
     p.add_argument("--include-texts", action="store_true", help="keep context texts in the JSON")
+    p.add_argument("--sort", default=None, metavar="METRIC", help="per-query rows by this metric, lowest first")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_report)
 
@@ -442,7 +456,15 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--test", choices=("permutation", "bootstrap"), default="permutation")
     p.add_argument("--resamples", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="write gate.md, gate.junit.xml and the current report here")
+    p.add_argument(
+        "--fail-on-change",
+        action="store_true",
+        help="fail when any question's ranking, contexts or answer changed (deterministic setups)",
+    )
+    p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the deltas' bootstrap CIs")
+    p.add_argument(
+        "--out", default=None, help="write gate.json, gate.md, gate.html, gate.junit.xml and the current report here"
+    )
     p.add_argument("--update", action="store_true", help="re-run and write the baseline instead of gating")
     p.add_argument("--dataset", action="append", default=None, help="with --update: the suites of a new baseline")
     p.add_argument("--limit", type=int, default=None)
@@ -463,10 +485,10 @@ def add_eval_commands(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rag_lab.eval.cli …`` is the ``rag-lab`` command itself (same parser, same errors)."""
-    from rag_lab.cli import main as cli_main
+    """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
+    from rag_lab.cliutil import command_parser, run_command
 
-    return cli_main(argv)
+    return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)
 
 
 if __name__ == "__main__":

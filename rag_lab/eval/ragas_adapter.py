@@ -15,12 +15,20 @@ Offline metrics (no model at all):
 ``nonllm_context_precision`` ragas NonLLMContextPrecisionWithReference: average precision of the
                             contexts matching (>= 0.5) some gold document
 ``string_similarity``       ragas NonLLMStringSimilarity: 1 - normalised Levenshtein(answer, reference)
-``bleu``                    ragas BleuScore (sacrebleu), with effective order so that short answers
-                            can score; ``tokenize="none"`` on jieba tokens when the text is Chinese
-``rouge_l``                 ragas RougeScore (rougeL F-measure); Chinese text goes through the same
-                            rouge_score scorer with a jieba tokenizer (its default tokenizer drops
-                            non-ASCII characters, so identical Chinese strings would score 0)
+``bleu``                    ragas BleuScore, unchanged (sacrebleu corpus BLEU over the ". "-split
+                            sentences, default options: an answer under 4 tokens scores 0)
+``rouge_l``                 ragas RougeScore (rougeL F-measure), unchanged: rouge_score's default
+                            tokenizer keeps only ASCII letters and digits, so on Chinese text it
+                            scores (near) 0 — use ``rouge_l_zh`` there
 ``chrf``                    ragas CHRFScore (character n-grams, language-independent)
+==========================  ================================================================
+
+Segmented variants (computed here, not by ragas, hence their own names):
+
+==========================  ================================================================
+``bleu_zh``                 sentence BLEU (sacrebleu, effective order, ``tokenize="none"``) over
+                            jieba tokens (precise mode, lower-cased, punctuation dropped)
+``rouge_l_zh``              ROUGE-L F-measure (rouge_score) over the same jieba tokens
 ==========================  ================================================================
 
 LLM metrics (a judge on any OpenAI-compatible endpoint, see :class:`JudgeConfig`):
@@ -49,7 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from rag_lab.eval.datasets import Dataset
-    from rag_lab.eval.runner import QueryRecord
+    from rag_lab.eval.records import QueryRecord
 
 __all__ = [
     "ALL_METRICS",
@@ -59,6 +67,7 @@ __all__ = [
     "RagasError",
     "RagasResult",
     "RagasSample",
+    "SEGMENTED_METRICS",
     "contains_han",
     "metric_tokens",
     "samples_from_records",
@@ -75,8 +84,10 @@ OFFLINE_METRICS: tuple[str, ...] = (
     "rouge_l",
     "chrf",
 )
+#: jieba-segmented answer metrics (rag_lab's own, for Chinese; see the module docstring)
+SEGMENTED_METRICS: tuple[str, ...] = ("bleu_zh", "rouge_l_zh")
 LLM_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "llm_context_precision")
-ALL_METRICS: tuple[str, ...] = OFFLINE_METRICS + LLM_METRICS
+ALL_METRICS: tuple[str, ...] = OFFLINE_METRICS + SEGMENTED_METRICS + LLM_METRICS
 
 _HAN_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
 _WORDISH_RE = re.compile(r"[^\W_]", re.UNICODE)
@@ -126,7 +137,7 @@ def samples_from_records(records: Iterable[QueryRecord], dataset: Dataset) -> li
     """Samples from evaluation records: contexts = the final contexts (chunk texts, with their
     document ids), reference = the first reference answer, reference contexts = the gold
     documents' texts, response = the answer without citation tags."""
-    from rag_lab.eval.runner import answer_text
+    from rag_lab.eval.records import answer_text
 
     texts = {d.id: d.text for d in dataset.corpus}
     out: list[RagasSample] = []
@@ -228,7 +239,7 @@ class JudgeConfig:
 
     model: str
     base_url: str
-    api_key: str = ""
+    api_key: str = field(default="", repr=False)  # never in printed forms or logs
     timeout: float = 60.0
     max_retries: int = 0
     temperature: float = 0.0
@@ -375,7 +386,7 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     nl_recall = _legacy("NonLLMContextRecall")()
     nl_precision = _legacy("NonLLMContextPrecisionWithReference")()
     similarity = NonLLMStringSimilarity()
-    bleu_plain = BleuScore(kwargs={"use_effective_order": True})
+    bleu_ragas = BleuScore()
     bleu_tokens = BleuScore(kwargs={"use_effective_order": True, "tokenize": "none"})
     rouge = RougeScore(rouge_type="rougeL", mode="fmeasure")
     chrf = CHRFScore()
@@ -421,29 +432,31 @@ def _offline_scorers() -> dict[str, ScoreFn]:
 
     async def bleu(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
-        if not resp.strip():
-            return 0.0
-        if contains_han(ref) or contains_han(resp):
-            ref_t, resp_t = " ".join(metric_tokens(ref)), " ".join(metric_tokens(resp))
-            if not ref_t or not resp_t:
-                return 0.0
-            return (await bleu_tokens.ascore(reference=ref_t, response=resp_t)).value
-        return (await bleu_plain.ascore(reference=ref, response=resp)).value
+        return (await bleu_ragas.ascore(reference=ref, response=resp)).value
 
     async def rouge_l(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
-        if contains_han(ref) or contains_han(resp):
-            from rouge_score import rouge_scorer
-
-            class _JiebaTokenizer:
-                def tokenize(self, text: str) -> list[str]:
-                    return metric_tokens(text)
-
-            with _NoRootConfig():
-                scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_JiebaTokenizer())
-                return float(scorer.score(ref, resp)["rougeL"].fmeasure)
         with _NoRootConfig():
             return (await rouge.ascore(reference=ref, response=resp)).value
+
+    async def bleu_zh(s: RagasSample) -> float:
+        ref, resp = _answer_pair(s)
+        ref_t, resp_t = " ".join(metric_tokens(ref)), " ".join(metric_tokens(resp))
+        if not ref_t or not resp_t:
+            return 0.0
+        return (await bleu_tokens.ascore(reference=ref_t, response=resp_t)).value
+
+    async def rouge_l_zh(s: RagasSample) -> float:
+        ref, resp = _answer_pair(s)
+        from rouge_score import rouge_scorer
+
+        class _JiebaTokenizer:
+            def tokenize(self, text: str) -> list[str]:
+                return metric_tokens(text)
+
+        with _NoRootConfig():
+            scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_JiebaTokenizer())
+            return float(scorer.score(ref, resp)["rougeL"].fmeasure)
 
     async def chrf_score(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
@@ -458,6 +471,8 @@ def _offline_scorers() -> dict[str, ScoreFn]:
         "bleu": bleu,
         "rouge_l": rouge_l,
         "chrf": chrf_score,
+        "bleu_zh": bleu_zh,
+        "rouge_l_zh": rouge_l_zh,
     }
 
 
@@ -534,7 +549,7 @@ async def ascore_samples(
             "or pass a JudgeConfig"
         )
     _import_ragas()
-    scorers = _offline_scorers() if any(m in OFFLINE_METRICS for m in names) else {}
+    scorers = _offline_scorers() if any(m not in LLM_METRICS for m in names) else {}
     if llm_wanted:
         assert judge is not None
         scorers.update(_llm_scorers(judge, embedder, llm_wanted))
@@ -590,6 +605,6 @@ def score_samples(
     embedder: Any = None,
 ) -> RagasResult:
     """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(lambda: ascore_samples(samples, metrics, judge, embedder))
+    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder))

@@ -29,7 +29,7 @@ from xml.etree import ElementTree as ET
 import rag_lab
 from rag_lab.eval.metrics import RetrievalReport
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.runner import QueryRecord
+from rag_lab.eval.records import QueryRecord, answer_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -354,7 +354,7 @@ def _failures(suite: SuiteResult) -> list[str]:
     return lines
 
 
-def render_markdown(report: EvalReport, max_rows: int = 200) -> str:
+def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None = None) -> str:
     out = ["# rag_lab evaluation report", ""]
     meta = report.meta
     out.append(f"Created {meta.get('created_at')} · rag_lab {meta.get('rag_lab')} · Python {meta.get('python')}")
@@ -380,15 +380,23 @@ def render_markdown(report: EvalReport, max_rows: int = 200) -> str:
         out += [f"| {m} | {v} | {n} | {ok} | {nn} | {nf} |" for m, v, n, ok, nn, nf in _summary_rows(suite)]
         main = _main_metrics(suite)
         vals = suite.values()
-        out += ["", f"### Per query (first {min(max_rows, len(suite.records))} of {len(suite.records)})", ""]
-        out.append("| qid | " + " | ".join(main) + " | top documents | gold | ms | error |")
-        out.append("|---" * (len(main) + 5) + "|")
-        for r in suite.records[:max_rows]:
+        rows = _query_rows(suite, sort_by)
+        order = f", sorted by {sort_by} (lowest first)" if sort_by else ""
+        out += ["", f"### Per query (first {min(max_rows, len(rows))} of {len(rows)}{order})", ""]
+        out.append(
+            "| qid | question | answer | reference | gold titles | top contexts | "
+            + " | ".join(main)
+            + " | ms | error |"
+        )
+        out.append("|---" * (len(main) + 8) + "|")
+        for r in rows[:max_rows]:
             cells = [_fmt(vals[m].get(r.qid, math.nan)) for m in main]
             out.append(
-                f"| {r.qid} | "
+                f"| {r.qid} | {md_cell(short_text(r.question, 100))} | {md_cell(short_text(answer_text(r.answer), 140))} | "
+                f"{md_cell(short_text(r.answers[0] if r.answers else '', 80))} | {md_cell(', '.join(_gold_titles(r)))} | "
+                f"{md_cell(', '.join(_context_titles(r)[:3]))} | "
                 + " | ".join(cells)
-                + f" | {', '.join(r.retrieved_doc_ids[:3])} | {', '.join(r.gold_ids)} | {r.latency_ms:.0f} | {r.error} |"
+                + f" | {r.latency_ms:.0f} | {md_cell(r.error)} |"
             )
         fails = _failures(suite)
         out += ["", f"### NaN and failed samples ({len(fails)})", ""]
@@ -403,14 +411,93 @@ def _img(png: bytes | None, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
 
 
-_CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}th{background:#eee}.bad{background:#fdd}"
-    "img{max-width:100%}"
+CSS = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;vertical-align:top}th{background:#eee}"
+    ".bad{background:#fdd}.worse{color:#a00}.better{color:#070}img{max-width:100%}"
+    "table.sortable th{cursor:pointer}table.sortable th[data-dir=asc]:after{content:' ▲'}"
+    "table.sortable th[data-dir=desc]:after{content:' ▼'}"
 )
+_CSS = CSS
+
+#: click a header of a ``table.sortable`` to sort its body by that column (numbers by ``data-v``)
+SORT_SCRIPT = """<script>
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('thead th').forEach(function (th) {
+    th.addEventListener('click', function () {
+      var col = th.cellIndex, body = table.tBodies[0], asc = th.dataset.dir !== 'asc';
+      table.querySelectorAll('thead th').forEach(function (h) { delete h.dataset.dir; });
+      th.dataset.dir = asc ? 'asc' : 'desc';
+      var key = function (row) {
+        var cell = row.cells[col];
+        return cell.dataset.v !== undefined ? parseFloat(cell.dataset.v) : cell.textContent.trim();
+      };
+      Array.from(body.rows).sort(function (a, b) {
+        var x = key(a), y = key(b);
+        var c = (typeof x === 'number' && typeof y === 'number')
+          ? ((isNaN(x) ? Infinity : x) - (isNaN(y) ? Infinity : y)) : String(x).localeCompare(String(y));
+        return asc ? c : -c;
+      }).forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+</script>"""
 
 
-def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True) -> str:
+def _num_td(v: Any, fmt: str = "{:.4f}") -> str:
+    """A numeric cell whose sort key is its value (NaN sorts last)."""
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return f"<td data-v='{float(v)!r}'>{fmt.format(v)}</td>"
+    return "<td data-v='NaN'>NaN</td>"
+
+
+def short_text(text: str, n: int) -> str:
+    """``text`` on one line, cut to ``n`` characters with an ellipsis."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def md_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell."""
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _gold_titles(r: QueryRecord) -> list[str]:
+    """Gold documents by title (their id where the record has no title)."""
+    titles = list(r.gold_titles or [])
+    return [t or g for g, t in zip(r.gold_ids, titles + [""] * len(r.gold_ids))]
+
+
+def _context_titles(r: QueryRecord) -> list[str]:
+    """The final contexts' document titles, each document once, in rank order (ids as fallback)."""
+    ids = r.context_doc_ids or r.retrieved_doc_ids
+    titles = list(r.context_titles or []) if r.context_doc_ids else []
+    seen: list[str] = []
+    for i, d in enumerate(ids):
+        t = (titles[i] if i < len(titles) else "") or d
+        if t not in seen:
+            seen.append(t)
+    return seen
+
+
+def _query_rows(suite: SuiteResult, sort_by: str | None) -> list[QueryRecord]:
+    """The suite's records, in dataset order or by ``sort_by`` ascending (worst first; NaN first)."""
+    if not sort_by:
+        return list(suite.records)
+    vals = suite.values().get(sort_by)
+    if vals is None:
+        raise ValueError(
+            f"sort_by={sort_by!r}: no such metric in suite {suite.name!r} ({', '.join(suite.metric_names())})"
+        )
+
+    def key(r: QueryRecord) -> tuple[float, str]:
+        v = vals.get(r.qid, math.nan)
+        return (v if math.isfinite(v) else -math.inf, r.qid)
+
+    return sorted(suite.records, key=key)
+
+
+def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True, sort_by: str | None = None) -> str:
     e = html.escape
     meta = report.meta
     parts = [
@@ -438,25 +525,31 @@ def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True) -> 
         parts.append("</table>")
         main = _main_metrics(suite)
         vals = suite.values()
+        rows = _query_rows(suite, sort_by)
         parts.append(
-            "<table><tr><th>qid</th>"
+            f"<h3>Per query ({min(max_rows, len(rows))} of {len(rows)}; click a column to sort)</h3>"
+            "<table class='sortable'><thead><tr><th>qid</th><th>question</th><th>answer</th><th>reference</th>"
+            "<th>gold titles</th><th>top contexts</th>"
             + "".join(f"<th>{e(m)}</th>" for m in main)
-            + "<th>top documents</th><th>gold</th><th>ms</th><th>error</th></tr>"
+            + "<th>ms</th><th>error</th></tr></thead><tbody>"
         )
-        for r in suite.records[:max_rows]:
+        for r in rows[:max_rows]:
             cls = " class='bad'" if r.error else ""
+            ctx = _context_titles(r)
             parts.append(
-                f"<tr{cls}><td>{e(r.qid)}</td>"
-                + "".join(f"<td>{_fmt(vals[m].get(r.qid, math.nan))}</td>" for m in main)
-                + f"<td>{e(', '.join(r.retrieved_doc_ids[:3]))}</td><td>{e(', '.join(r.gold_ids))}</td>"
-                f"<td>{r.latency_ms:.0f}</td><td>{e(r.error)}</td></tr>"
+                f"<tr{cls}><td>{e(r.qid)}</td><td>{e(r.question)}</td>"
+                f"<td title='{e(r.answer)}'>{e(short_text(answer_text(r.answer), 300))}</td>"
+                f"<td>{e(r.answers[0] if r.answers else '')}</td>"
+                f"<td>{e(', '.join(_gold_titles(r)))}</td><td>{e(', '.join(ctx[:5]))}</td>"
+                + "".join(_num_td(vals[m].get(r.qid, math.nan)) for m in main)
+                + f"{_num_td(r.latency_ms, '{:.0f}')}<td>{e(r.error)}</td></tr>"
             )
-        parts.append("</table>")
+        parts.append("</tbody></table>")
         fails = _failures(suite)
         parts.append(
             f"<h3>NaN and failed samples ({len(fails)})</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in fails) + "</ul>"
         )
-    parts.append("</body></html>")
+    parts.append(SORT_SCRIPT + "</body></html>")
     return "\n".join(parts) + "\n"
 
 
@@ -501,6 +594,7 @@ def write_report(
     formats: Iterable[str] = FORMATS,
     include_texts: bool = False,
     plots: bool = True,
+    sort_by: str | None = None,
 ) -> dict[str, Path]:
     """Write ``<name>.md``, ``<name>.html``, ``<name>.json`` and ``<name>.junit.xml`` (those asked)."""
     fmts = list(dict.fromkeys(formats))
@@ -512,9 +606,9 @@ def write_report(
     paths: dict[str, Path] = {}
     for f in fmts:
         if f == "md":
-            p, text = out / f"{name}.md", render_markdown(report)
+            p, text = out / f"{name}.md", render_markdown(report, sort_by=sort_by)
         elif f == "html":
-            p, text = out / f"{name}.html", render_html(report, plots=plots)
+            p, text = out / f"{name}.html", render_html(report, plots=plots, sort_by=sort_by)
         elif f == "json":
             p, text = out / f"{name}.json", report.to_json(include_texts)
         else:

@@ -12,15 +12,15 @@ import datetime as _dt
 import json
 import math
 import platform
-import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
+from rag_lab.eval.records import QueryRecord, answer_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab, Run
@@ -40,52 +40,10 @@ __all__ = [
     "write_retrieval_report",
 ]
 
-_PUBLIC_TAG_RE = re.compile(r"<(?:kb|web)(?![0-9A-Za-z_])[^>]*>", re.IGNORECASE | re.DOTALL)
-_SPACE_BEFORE_PUNCT_RE = re.compile(r"[ \t]+([.,;:!?。，；：！？])")
 
-
-def answer_text(answer: str) -> str:
-    """The answer without citation tags (``<kb …/>``, ``<web …/>``), spaces tidied: what string
-    metrics compare with the reference answer."""
-    text = _PUBLIC_TAG_RE.sub("", answer or "")
-    text = _SPACE_BEFORE_PUNCT_RE.sub(r"\1", text)
-    return re.sub(r"[ \t]{2,}", " ", text).strip()
-
-
-@dataclass
-class QueryRecord:
-    """One question's outcome, JSON-serialisable (``to_dict`` / ``from_dict``)."""
-
-    qid: str
-    question: str
-    gold_ids: list[str]
-    answers: list[str]
-    retrieved_doc_ids: list[str] = field(default_factory=list)
-    context_ids: list[str] = field(default_factory=list)  # chunk ids of the final contexts, in order
-    context_doc_ids: list[str] = field(default_factory=list)  # their document ids (aligned)
-    contexts: list[str] = field(default_factory=list)  # their texts (aligned)
-    answer: str = ""
-    latency_ms: float = 0.0
-    stage_ms: dict[str, float] = field(default_factory=dict)
-    error: str = ""
-    is_fallback: bool = False
-    #: the run's ledger: model calls per kind, tokens in/out, cost from the price table
-    model_calls: dict[str, int] = field(default_factory=dict)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> QueryRecord:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def record_from_run(q: Any, run: Run) -> QueryRecord:
-    """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run`."""
+def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -> QueryRecord:
+    """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run` (``titles``: corpus
+    id -> title, for the gold documents' titles)."""
     stage_ms: dict[str, float] = {}
     for t in run.timings:
         stage_ms[t.event] = stage_ms.get(t.event, 0.0) + float(t.duration_ms)
@@ -98,6 +56,8 @@ def record_from_run(q: Any, run: Run) -> QueryRecord:
         context_ids=[r.id for r in run.references],
         context_doc_ids=[r.knowledge_id for r in run.references],
         contexts=[r.content for r in run.references],
+        context_titles=[r.knowledge_title for r in run.references],
+        gold_titles=[(titles or {}).get(g, "") for g in q.gold_ids],
         answer=run.answer,
         latency_ms=float(run.total_ms),
         stage_ms=stage_ms,
@@ -223,6 +183,7 @@ async def evaluate_lab(
     runs: dict[str, Run] = {}
     records: list[QueryRecord] = []
     kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
+    titles = {d.id: d.title for d in dataset.corpus}
     try:
         for q in queries:
             try:
@@ -231,11 +192,16 @@ async def evaluate_lab(
             except Exception as exc:  # the record keeps the failure; the query scores 0
                 records.append(
                     QueryRecord(
-                        q.id, q.question, list(q.gold_ids), list(q.answers), error=f"{type(exc).__name__}: {exc}"
+                        q.id,
+                        q.question,
+                        list(q.gold_ids),
+                        list(q.answers),
+                        gold_titles=[titles.get(g, "") for g in q.gold_ids],
+                        error=f"{type(exc).__name__}: {exc}",
                     )
                 )
             else:
-                records.append(record_from_run(q, run))
+                records.append(record_from_run(q, run, titles))
                 if keep_runs:
                     runs[q.id] = run
             if pbar is not None:
@@ -312,8 +278,12 @@ class SuiteSpec:
     max_docs: int | None = None
     seed: int = 0
     name: str = ""
+    #: ragas metrics of this suite (None: the run's list), e.g. the jieba variants for a Chinese slice
+    ragas_metrics: list[str] | None = None
 
     def __post_init__(self) -> None:
+        if self.ragas_metrics is not None:
+            self.ragas_metrics = [str(m) for m in self.ragas_metrics]
         for fname in ("n_queries", "max_docs"):
             v = getattr(self, fname)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -336,18 +306,27 @@ class SuiteSpec:
         return base if self.max_docs is None else f"{base}-d{self.max_docs}-s{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "dataset": self.dataset,
             "n_queries": self.n_queries,
             "max_docs": self.max_docs,
             "seed": self.seed,
             "name": self.name,
         }
+        if self.ragas_metrics is not None:
+            d["ragas_metrics"] = list(self.ragas_metrics)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SuiteSpec:
+        rm = d.get("ragas_metrics")
         return cls(
-            str(d["dataset"]), d.get("n_queries"), d.get("max_docs"), int(d.get("seed") or 0), str(d.get("name") or "")
+            str(d["dataset"]),
+            d.get("n_queries"),
+            d.get("max_docs"),
+            int(d.get("seed") or 0),
+            str(d.get("name") or ""),
+            list(rm) if rm is not None else None,
         )
 
 
@@ -390,11 +369,15 @@ async def evaluate_suites(
         ingest_dataset(lab, ds, spec.kb_name, progress=False)
         res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
         ragas = None
-        if metrics:
+        suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
+        if suite_metrics:
             from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
 
             ragas = await ascore_samples(
-                samples_from_records(res.records, ds), metrics, judge=judge, embedder=getattr(lab, "embedder", None)
+                samples_from_records(res.records, ds),
+                suite_metrics,
+                judge=judge,
+                embedder=getattr(lab, "embedder", None),
             )
         suites.append(
             SuiteResult(
@@ -415,4 +398,5 @@ async def evaluate_suites(
         "ragas_metrics": metrics,
         "params": params_overrides(params, lab.params) if params is not None else {},
     }
-    return EvalReport(suites, {"spec": run_spec, **dict(meta or {})})
+    lab_params = lab.params.model_dump(mode="json") if hasattr(lab.params, "model_dump") else {}
+    return EvalReport(suites, {"spec": run_spec, "lab_params": lab_params, **dict(meta or {})})

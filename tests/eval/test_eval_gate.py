@@ -17,8 +17,12 @@ from hypothesis import strategies as st
 from rag_lab.eval.gate import (
     GateError,
     GatePolicy,
+    bootstrap_ci,
     compare_reports,
+    detectable_effect,
+    effect_size,
     evaluate_spec,
+    min_queries_to_detect,
     paired_bootstrap_pvalue,
     paired_permutation_pvalue,
     parse_metric_tolerances,
@@ -108,10 +112,13 @@ def test_unchanged_passes_and_table_lists_every_check() -> None:
     res = compare_reports(base, EvalReport([suite(GOOD, [0.5] * 10)]))
     assert res.passed and res.exit_code == 0
     names = [c.metric for c in res.checks]
-    assert names == ["ndcg@10", "ndcg@5", "recall@5", "recall@10", "precision@5", "hit@1", "mrr", "map", "chrf"]
+    # one name per quantity (no ndcg@5 / id_context_recall aliases), plus the suite's error count
+    assert names == ["ndcg@10", "recall@5", "recall@10", "precision@5", "hit@1", "mrr", "map", "chrf", "model_errors"]
     table = res.table()
     assert table.splitlines()[0].split()[:3] == ["suite", "metric", "baseline"]
-    assert table.endswith("GATE PASSED: 9 checks, test=permutation, alpha=0.05")
+    assert "per-question changes: none" in table and "params: unchanged from the baseline" in table
+    assert table.endswith("GATE PASSED: 9 checks, test=permutation, alpha=0.05; 0 questions changed")
+    assert res.changes == [] and res.params_changed == {}
 
 
 def test_planted_regression_small_drop_and_improvement() -> None:
@@ -142,7 +149,7 @@ def test_nan_and_missing_fail() -> None:
     all_nan = compare_reports(base, EvalReport([suite(GOOD, [math.nan] * 10)]))
     assert [f.note for f in all_nan.failures()] == ["current mean is NaN (no valid sample)"]
     missing_suite = compare_reports(base, EvalReport([suite(GOOD, [0.5] * 10, name="other")]))
-    assert {f.status for f in missing_suite.failures()} == {"missing"} and len(missing_suite.failures()) == 9
+    assert {f.status for f in missing_suite.failures()} == {"missing"} and len(missing_suite.failures()) == 8
     fewer = {q: r for q, r in GOOD.items() if q != "q9"}
     cur = suite(fewer, [0.5] * 10)
     cur.retrieval.rows = [r for r in cur.retrieval.rows if r["qid"] != "q9"]
@@ -161,15 +168,232 @@ def test_gate_cli_exit_codes_with_report_files(tmp_path: Path, capsys: pytest.Ca
     bad = write_report(EvalReport([suite(worse)]), tmp_path, "bad", formats=["json"])["json"]
     assert main(["gate", "--baseline", str(b), "--current", str(same), "--quiet", "--out", str(tmp_path / "g")]) == 0
     assert "GATE PASSED" in capsys.readouterr().out
-    assert (tmp_path / "g" / "gate.junit.xml").is_file() and (tmp_path / "g" / "gate.md").is_file()
+    for f in ("gate.junit.xml", "gate.md", "gate.html", "gate.json"):
+        assert (tmp_path / "g" / f).is_file(), f
     assert main(["gate", "--baseline", str(b), "--current", str(bad), "--quiet", "--metric", "mrr"]) == 1
     out = capsys.readouterr().out
-    assert "REGRESSION" in out and "GATE FAILED: 1 of 1" in out
+    assert "REGRESSION" in out and "GATE FAILED: 1 of 2" in out  # mrr and the suite's error count
     assert main(["gate", "--baseline", str(tmp_path / "missing.json"), "--current", str(bad)]) == 2
     assert "missing.json: file not found" in capsys.readouterr().err
     # a report without a spec cannot be re-run
     assert main(["gate", "--baseline", str(b), "--quiet"]) == 2
     assert "no meta.spec.suites" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- statistics and per-question changes
+
+
+def test_confidence_interval_effect_size_and_detectable_effect() -> None:
+    d = [-1.0] * 6 + [0.0] * 4
+    lo, hi = bootstrap_ci(d, 0.95, n_resamples=4000, seed=0)
+    assert lo < -0.6 < hi <= -0.2 and lo >= -1.0
+    assert bootstrap_ci([0.0] * 5) == (0.0, 0.0)
+    sd = math.sqrt((6 * 0.4**2 + 4 * 0.6**2) / 9)
+    assert effect_size(d) == pytest.approx(-0.6 / sd)  # Cohen's d_z = -1.1619
+    assert effect_size([0.0, 0.0]) == 0.0 and math.isnan(effect_size([-0.5, -0.5]))
+    # sign-flip test: k equal drops, the rest ties, give p = 2^-k → 5 are needed at alpha 0.05 (1/32)
+    assert min_queries_to_detect(30, 0.05) == 5 and min_queries_to_detect(4, 0.05) is None
+    assert paired_permutation_pvalue([-1.0] * 4 + [0.0] * 26) == pytest.approx(1 / 16, abs=0.01)  # 4 of 30 pass
+    assert min_queries_to_detect(30, 0.05, "bootstrap") == 3  # 0.9^30 = 0.042
+    # (z_0.95 + z_0.8) * SD / sqrt(n) with SD of five 1s and five 0s
+    assert detectable_effect([1.0] * 5 + [0.0] * 5) == pytest.approx((1.644854 + 0.841621) * 0.527046 / math.sqrt(10))
+
+
+def test_one_changed_question_is_listed_and_fail_on_change_fails() -> None:
+    base = EvalReport([suite(GOOD, [0.5] * 10)])
+    one = dict(GOOD, q3=["x", "g3"])  # q3's gold document falls to rank 2
+    cur_suite = suite(one, [0.5] * 10)
+    cur_suite.records[3].question = "which gold is third?"
+    res = compare_reports(base, EvalReport([cur_suite]))
+    assert res.passed  # one question: p = 1/2, not significant
+    (ch,) = res.changes
+    assert (ch.suite, ch.qid, ch.changed) == ("s", "q3", ["ranking"])
+    assert ch.deltas["mrr"] == pytest.approx(-0.5) and ch.deltas["hit@1"] == -1.0 and ch.worst == -1.0
+    assert ch.baseline_ids == ["g3", "x"] and ch.current_ids == ["x", "g3"]
+    assert "s/q3" in res.table() and "ranking [g3, x] → [x, g3]" in res.table()
+    mrr = next(c for c in res.checks if c.metric == "mrr")
+    assert (mrr.n_worse, mrr.n_better, mrr.min_queries) == (1, 0, 5)  # 5 drops of 10: p = 2^-5 < 0.05
+    strict = compare_reports(base, EvalReport([cur_suite]), GatePolicy(fail_on_change=True))
+    assert not strict.passed and strict.exit_code == 1
+    assert "1 questions changed (--fail-on-change)" in strict.verdict()
+    # answers count as changes too, even when no metric moved
+    ans = suite(GOOD, [0.5] * 10)
+    ans.records[0].answer = "a different answer"
+    (c2,) = compare_reports(base, EvalReport([ans])).changes
+    assert c2.changed == ["answer"] and c2.deltas == {}
+
+
+def test_changes_sorted_worst_first_and_gate_outputs(tmp_path: Path) -> None:
+    base = EvalReport([suite(GOOD, [0.5] * 10)])
+    runs = dict(GOOD, q1=["x", "g1"], q7=["x", "y"])  # q7 loses its gold (worst), q1 drops to rank 2
+    cur = suite(runs, [0.5] * 10)
+    cur.params = {"rerank_threshold": 0.9}
+    res = compare_reports(base, EvalReport([cur]))
+    assert [c.qid for c in res.changes] == ["q7", "q1"]
+    assert res.params_changed == {"s": {"rerank_threshold": [None, 0.9]}}
+    assert "params changed: rerank_threshold None → 0.9" in res.table()
+    paths = res.write(tmp_path)
+    data = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert data["kind"] == "rag_lab.gate" and data["passed"] is True
+    first = data["checks"][0]
+    assert {"suite", "metric", "baseline", "current", "delta", "p", "status", "ci", "effect_size", "mde"} <= set(first)
+    mrr = next(c for c in data["checks"] if c["metric"] == "mrr")
+    assert mrr["delta"] == pytest.approx(-0.15) and mrr["status"] == "ok" and mrr["family"] == "retrieval"
+    assert mrr["ci"][0] <= -0.15 <= mrr["ci"][1]
+    assert [q["qid"] for q in data["query_changes"]] == ["q7", "q1"]
+    assert data["params_changed"] == {"s": {"rerank_threshold": [None, 0.9]}}
+    md = paths["md"].read_text(encoding="utf-8")
+    assert "## Per-question changes (2, worst first)" in md and md.index("| s | q7 |") < md.index("| s | q1 |")
+    html = paths["html"].read_text(encoding="utf-8")
+    assert html.count("<table class='sortable'>") == 2 and "cellIndex" in html
+    assert html.index("<td>q7</td>") < html.index("<td>q1</td>") and "rerank_threshold" in html
+
+
+def test_metrics_without_headroom_are_not_gated_and_errors_fail() -> None:
+    base = EvalReport([suite(GOOD, [0.01] * 10)])  # chrf 0.01 cannot drop by more than 0.02
+    res = compare_reports(base, EvalReport([suite(GOOD, [0.0] * 10)]))
+    assert "chrf" not in [c.metric for c in res.checks]
+    assert "baseline mean 0.0100 <= tolerance 0.02" in res.not_gated["s"]["chrf"]
+    assert "not gated: chrf" in res.table()
+    broken = suite(GOOD, [0.01] * 10)
+    broken.records[2].error = "APIConnectionError: chat endpoint down"
+    bad = compare_reports(base, EvalReport([broken]))
+    (f,) = bad.failures()
+    assert (f.metric, f.status, f.baseline, f.current) == ("model_errors", "errors", 0.0, 1.0)
+    assert "q2: APIConnectionError" in f.note
+
+
+# --------------------------------------------------------------------------- planted regressions on the committed baseline
+# The committed baseline's stored per-query results are edited (no pipeline re-run): the gate must
+# fail naming the metric for each gated family, pass a no-op, and list a one-question change.
+
+
+def _committed_copy() -> EvalReport:
+    return load_report(BASELINE)
+
+
+def _gated(rep: EvalReport, family: str) -> tuple[SuiteResult, str]:
+    """The gated metric of ``family`` with the most room to fall (highest baseline mean)."""
+    res = compare_reports(rep, rep)
+    fam = [c for c in res.checks if c.family == family]
+    assert fam, f"no gated {family} metric in the committed baseline"
+    best = max(fam, key=lambda c: c.baseline)
+    return rep.suite(best.suite), best.metric
+
+
+def _gate_cli(tmp_path: Path, cur: EvalReport, *extra: str) -> tuple[int, str]:
+    from rag_lab.eval.cli import main
+
+    cpath = write_report(cur, tmp_path, "current", formats=["json"])["json"]
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(
+            ["gate", "--baseline", str(BASELINE), "--current", str(cpath), "--quiet", "--out", str(tmp_path), *extra]
+        )
+    return code, buf.getvalue()
+
+
+def test_planted_noop_passes(tmp_path: Path) -> None:
+    code, out = _gate_cli(tmp_path, _committed_copy())
+    assert code == 0, out
+    assert "per-question changes: none" in out
+    data = json.loads((tmp_path / "gate.json").read_text(encoding="utf-8"))
+    assert data["passed"] and all(c["delta"] in (0, 0.0) for c in data["checks"])
+
+
+def test_planted_retrieval_regression_fails_naming_the_metric(tmp_path: Path) -> None:
+    rep = _committed_copy()
+    s, metric = _gated(rep, "retrieval")
+    for r in s.records[: (len(s.records) * 2) // 5]:  # 40 % of the questions lose every gold document
+        r.retrieved_doc_ids = [d for d in r.retrieved_doc_ids if d not in r.gold_ids]
+    s.retrieval = evaluate_retrieval(
+        {r.qid: r.retrieved_doc_ids for r in s.records}, {r.qid: set(r.gold_ids) for r in s.records}, ks=s.retrieval.ks
+    )
+    code, out = _gate_cli(tmp_path, rep)
+    assert code == 1
+    assert f"{s.name}/{metric} regression" in out
+    data = json.loads((tmp_path / "gate.json").read_text(encoding="utf-8"))
+    failed = {(c["suite"], c["metric"]) for c in data["checks"] if c["failed"]}
+    assert (s.name, metric) in failed
+    assert len([q for q in data["query_changes"] if q["suite"] == s.name]) >= (len(s.records) * 2) // 5
+
+
+def _rescore(s: SuiteResult, metric: str, samples: list[Any]) -> None:
+    from rag_lab.eval.ragas_adapter import score_samples
+
+    assert s.ragas is not None
+    new = score_samples(samples, [metric])
+    by_q = dict(zip(new.qids, new.values[metric]))
+    s.ragas.values[metric] = [by_q.get(q, v) for q, v in zip(s.ragas.qids, s.ragas.values[metric])]
+
+
+def test_planted_ragas_retrieval_regression_fails_naming_the_metric(tmp_path: Path) -> None:
+    from rag_lab.eval.ragas_adapter import RagasSample
+
+    rep = _committed_copy()
+    s, metric = _gated(rep, "ragas retrieval")
+    assert metric in ("id_context_precision", "nonllm_context_precision")
+    samples = []
+    for r in s.records[: len(s.records) // 2]:  # half the questions: contexts from non-gold documents only
+        r.context_doc_ids = [f"distractor-{i}" for i in range(max(1, len(r.context_doc_ids)))]
+        r.context_ids = [f"{d}-0" for d in r.context_doc_ids]
+        r.contexts = ["An unrelated paragraph about nothing in particular."] * len(r.context_doc_ids)
+        samples.append(
+            RagasSample(
+                r.qid,
+                r.question,
+                r.contexts,
+                r.context_doc_ids,
+                r.answers[0] if r.answers else "",
+                r.gold_ids,
+                ["gold text that the distractors do not match at all, " * 3],
+                r.answer,
+            )
+        )
+    _rescore(s, metric, samples)
+    code, out = _gate_cli(tmp_path, rep)
+    assert code == 1 and f"{s.name}/{metric} regression" in out, out
+
+
+def test_planted_answer_similarity_regression_fails_naming_the_metric(tmp_path: Path) -> None:
+    from rag_lab.eval.ragas_adapter import RagasSample
+    from rag_lab.eval.runner import answer_text
+
+    rep = _committed_copy()
+    s, metric = _gated(rep, "answer similarity")
+    samples = []
+    for r in s.records[: len(s.records) // 2]:  # half the answers become empty
+        r.answer = ""
+        samples.append(
+            RagasSample(
+                r.qid, r.question, [], [], r.answers[0] if r.answers else "", r.gold_ids, [], answer_text(r.answer)
+            )
+        )
+    _rescore(s, metric, samples)
+    code, out = _gate_cli(tmp_path, rep)
+    assert code == 1 and f"{s.name}/{metric} regression" in out, out
+    data = json.loads((tmp_path / "gate.json").read_text(encoding="utf-8"))
+    assert any("answer" in q["changed"] for q in data["query_changes"])
+
+
+def test_planted_one_question_change_is_listed(tmp_path: Path) -> None:
+    rep = _committed_copy()
+    s = rep.suites[0]
+    r = s.records[0]
+    r.retrieved_doc_ids = list(reversed(r.retrieved_doc_ids)) + ["not-a-gold-doc"]
+    s.retrieval = evaluate_retrieval(
+        {x.qid: x.retrieved_doc_ids for x in s.records}, {x.qid: set(x.gold_ids) for x in s.records}, ks=s.retrieval.ks
+    )
+    code, out = _gate_cli(tmp_path, rep)
+    assert code == 0, out
+    assert "per-question changes: 1" in out and f"{s.name}/{r.qid}" in out
+    md = (tmp_path / "gate.md").read_text(encoding="utf-8")
+    assert r.question[:40].replace("|", "\\|") in md
+    code, out = _gate_cli(tmp_path, rep, "--fail-on-change")
+    assert code == 1 and "1 questions changed (--fail-on-change)" in out
 
 
 # --------------------------------------------------------------------------- the real pipeline
@@ -236,3 +460,16 @@ def test_committed_baseline_is_reproducible_spec_and_matches_pytrec_eval() -> No
         assert all(c["n_nan"] + c["n_failed"] == 0 for c in counts.values()), counts
     raw = json.loads(BASELINE.read_text(encoding="utf-8"))
     assert raw["kind"] == "rag_lab.eval.report"
+
+
+def test_changed_params_compare_the_effective_params() -> None:
+    """The lab's params (``meta.lab_params``) with each suite's overrides on top: a changed lab
+    default shows up even when neither run overrode it."""
+    b = EvalReport([suite(GOOD)], {"lab_params": {"mmr_lambda": 0.7, "rerank_threshold": 0.3}})
+    cur = suite(GOOD)
+    cur.params = {"rerank_threshold": 0.3}  # an override equal to the default: no change
+    c = EvalReport([cur], {"lab_params": {"mmr_lambda": 0.5, "rerank_threshold": 0.3}})
+    res = compare_reports(b, c)
+    assert res.params_changed == {"s": {"mmr_lambda": [0.7, 0.5]}}
+    assert res.params_line() == "params changed: mmr_lambda 0.7 → 0.5"
+    assert compare_reports(b, b).params_line() == "params: unchanged from the baseline"

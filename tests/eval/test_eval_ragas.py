@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rag_lab.eval.datasets import CorpusDoc, Dataset, QueryItem
 from rag_lab.eval.ragas_adapter import (
     OFFLINE_METRICS,
+    SEGMENTED_METRICS,
     JudgeConfig,
     RagasError,
     RagasSample,
@@ -90,9 +91,13 @@ def test_offline_metrics_concrete_values() -> None:
     assert v["id_context_precision"] == 0.5  # d1 of {d1, d9}
     assert v["nonllm_context_recall"] == 0.5  # the first gold text is matched exactly, the second by nothing
     assert v["nonllm_context_precision"] == pytest.approx(1.0)  # relevant context ranked first: AP = 1
-    for m in ("string_similarity", "bleu", "rouge_l", "chrf"):
+    for m in ("string_similarity", "rouge_l", "chrf"):
         assert v[m] == pytest.approx(1.0), m
+    # ragas' BleuScore uses sacrebleu's defaults: a two-word answer has no 3- or 4-grams → 0
+    assert v["bleu"] == 0.0
     assert r.counts()["bleu"] == {"n": 1, "n_valid": 1, "n_nan": 0, "n_failed": 0}
+    seg = score_samples([s], ["bleu_zh", "rouge_l_zh"])  # effective order: identical short answers score 1
+    assert seg.values == {"bleu_zh": [pytest.approx(1.0)], "rouge_l_zh": [pytest.approx(1.0)]}
 
 
 def test_string_metrics_on_different_answers() -> None:
@@ -102,18 +107,62 @@ def test_string_metrics_on_different_answers() -> None:
     assert 0.0 < r.values["chrf"][0] < 1.0
 
 
-def test_identical_chinese_strings_score_one_and_are_tokenised_with_jieba() -> None:
+def test_chinese_keeps_ragas_values_and_the_jieba_variants_have_their_own_names() -> None:
     zh = "北京是中国的首都"
     assert contains_han(zh) and not contains_han("Beijing")
     assert metric_tokens(zh) == ["北京", "是", "中国", "的", "首都"]
     r = score_samples(
-        [sample(reference=zh, response=zh, retrieved_contexts=[zh], reference_contexts=[zh])], OFFLINE_METRICS
+        [sample(reference=zh, response=zh, retrieved_contexts=[zh], reference_contexts=[zh])],
+        OFFLINE_METRICS + SEGMENTED_METRICS,
     )
-    for m in OFFLINE_METRICS:
-        assert r.values[m][0] == pytest.approx(1.0), m
+    v = {m: r.values[m][0] for m in r.metrics}
+    # what ragas itself computes: rouge_score's tokenizer drops every Han character and the
+    # unsegmented string is one BLEU token, so identical Chinese strings score 0 on both
+    assert v["rouge_l"] == 0.0 and v["bleu"] == 0.0
+    for m in set(OFFLINE_METRICS) - {"rouge_l", "bleu"}:
+        assert v[m] == pytest.approx(1.0), m
+    assert v["rouge_l_zh"] == pytest.approx(1.0) and v["bleu_zh"] == pytest.approx(1.0)
     # word-level ROUGE-L on jieba tokens: 首都 missing → P = 4/4, R = 4/5
-    r2 = score_samples([sample(reference=zh, response="北京是中国的")], ["rouge_l"])
-    assert r2.values["rouge_l"][0] == pytest.approx(2 * 1.0 * 0.8 / 1.8)
+    r2 = score_samples([sample(reference=zh, response="北京是中国的")], ["rouge_l_zh"])
+    assert r2.values["rouge_l_zh"][0] == pytest.approx(2 * 1.0 * 0.8 / 1.8)
+
+
+def _ragas_direct(metric: str, ref: str, resp: str) -> float:
+    """The value ragas' own metric class gives (no rag_lab code in between)."""
+    from ragas.metrics.collections import BleuScore, CHRFScore, NonLLMStringSimilarity, RougeScore
+
+    from rag_lab.lab.lab import _run_sync
+
+    cls = {"bleu": BleuScore, "rouge_l": RougeScore, "chrf": CHRFScore, "string_similarity": NonLLMStringSimilarity}
+    return _run_sync(lambda: cls[metric]().ascore(reference=ref, response=resp)).value
+
+
+def test_answer_metrics_equal_ragas_on_the_same_samples_english_and_chinese() -> None:
+    """On real dataset samples (HotpotQA answers and CMRC 2018 answers, each scored against a
+    sentence of its gold paragraph), every ragas-named metric equals ragas' own class."""
+    from rag_lab.eval.datasets import load_dataset
+
+    pairs: list[tuple[str, str]] = []
+    for name in ("hotpotqa_hipporag100", "cmrc2018"):
+        ds = load_dataset(name)
+        texts = {d.id: d.text for d in ds.corpus}
+        for q in ds.queries[:12]:
+            para = texts[q.gold_ids[0]]
+            sent = re.split(r"(?<=[.。!?！？])", para)[0]
+            pairs.append((q.answers[0], sent))
+            pairs.append((q.answers[0], q.answers[0] + (" indeed" if name.startswith("hotpot") else "。")))
+    samples = [sample(f"q{i}", reference=ref, response=resp) for i, (ref, resp) in enumerate(pairs)]
+    metrics = ["bleu", "rouge_l", "chrf", "string_similarity"]
+    r = score_samples(samples, metrics)
+    zh_differs = 0
+    for i, (ref, resp) in enumerate(pairs):
+        for m in metrics:
+            assert r.values[m][i] == pytest.approx(_ragas_direct(m, ref, resp), abs=1e-12), (m, ref, resp)
+    seg = score_samples(samples, ["rouge_l_zh"])
+    for i, (ref, _resp) in enumerate(pairs):
+        if contains_han(ref):
+            zh_differs += seg.values["rouge_l_zh"][i] != pytest.approx(r.values["rouge_l"][i])
+    assert zh_differs >= 12  # the segmented variant is a different metric on Chinese, hence its name
 
 
 def test_nan_and_failures_are_counted_not_dropped() -> None:
@@ -153,9 +202,9 @@ def test_judge_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RagasError, match="'JUDGE_KEY' \\(api_key_env\\) is not set"):
         JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"})
     monkeypatch.setenv("JUDGE_KEY", "secret")
-    assert (
-        JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"}).api_key == "secret"
-    )
+    cfg = JudgeConfig.from_mapping({"model": "m", "base_url": "http://x", "api_key_env": "JUDGE_KEY"})
+    assert cfg.api_key == "secret"
+    assert "secret" not in repr(cfg) and "secret" not in str(cfg) and "model='m'" in repr(cfg)
 
 
 @settings(max_examples=25, deadline=None)

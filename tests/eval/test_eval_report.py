@@ -35,7 +35,10 @@ def make_suite(
             sorted(g),
             ["ans"],
             retrieved_doc_ids=runs.get(q, []),
-            answer="an answer",
+            context_doc_ids=runs.get(q, [])[:2],
+            context_titles=[f"Title {d.upper()}" for d in runs.get(q, [])[:2]],
+            gold_titles=[f"Gold {g}" for g in sorted(g)],
+            answer=f"answer to {q} <kb doc=1 chunk_id=c1/>",
             latency_ms=10.0 * (i + 1),
             error="boom" if q == "q3" else "",
         )
@@ -135,3 +138,22 @@ def test_markdown_html_junit(tmp_path: Path) -> None:
 def test_unknown_format_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown report format.*pdf"):
         write_report(EvalReport([make_suite()]), tmp_path, "r", formats=["pdf"])
+
+
+def test_per_query_rows_show_question_answer_titles_and_sort(tmp_path: Path) -> None:
+    rep = EvalReport([make_suite()])
+    paths = write_report(rep, tmp_path, "r", formats=["md", "html"], plots=False, sort_by="mrr")
+    md = paths["md"].read_text(encoding="utf-8")
+    assert "sorted by mrr (lowest first)" in md
+    # q3 (mrr 0) first; question, answer without the citation tag, reference, gold and context titles
+    rows = [line for line in md.splitlines() if line.startswith("| q") and not line.startswith("| qid")]
+    assert [r.split(" | ")[0] for r in rows] == ["| q3", "| q1", "| q2"]
+    assert rows[1].startswith("| q1 | question q1? | answer to q1 | ans | Gold a | Title A, Title X |")
+    html = paths["html"].read_text(encoding="utf-8")
+    assert "<table class='sortable'><thead><tr><th>qid</th><th>question</th><th>answer</th>" in html
+    assert "<td>question q2?</td>" in html and "<td>Gold b, Gold c</td>" in html and "<td>Title C, Title Y</td>" in html
+    assert "<td data-v='0.9197207891481876'>0.9197</td>" in html  # q2's nDCG@10: numeric sort key
+    assert "th.cellIndex" in html and "localeCompare" in html
+    assert html.index("<td>q3</td>") < html.index("<td>q1</td>")
+    with pytest.raises(ValueError, match="sort_by='nope': no such metric"):
+        write_report(rep, tmp_path, "r", formats=["md"], sort_by="nope")
