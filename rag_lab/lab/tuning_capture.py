@@ -71,8 +71,11 @@ async def acapture_questions(
                     store=memo,
                     references=list(run.references),
                     error=run.error or "no search stage ran",
+                    latency_ms=run.total_ms,
                 )
             )
             continue
-        out.append(await capture_question(q.qid, before, lab.services, memo, references=run.references))
+        captured = await capture_question(q.qid, before, lab.services, memo, references=run.references)
+        captured.latency_ms = run.total_ms
+        out.append(captured)
     return out

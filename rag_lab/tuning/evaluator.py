@@ -137,12 +137,13 @@ class FastEvaluator:
         if cr.error:
             return "model_error", None
         n = len(cr.candidates)
+        fallback_min = 0.0 if cr.recall_override else p.rerank_fallback_min_score
         lad = threshold_ladder(
             cr.model_index,
             cr.model_score,
             n,
             p.rerank_threshold,
-            cr.fallback_min,
+            fallback_min,
             degraded_threshold(p.rerank_threshold, p),
         )
         sel = cr.model_index[lad.positions]

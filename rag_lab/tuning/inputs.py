@@ -14,6 +14,7 @@ cache serves) answers identically.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ class CapturedRerank:
     error: str = ""  # the model call failed: raw search order goes on
     pictorial: list[int] = field(default_factory=list)
     images_scored: int = 0
-    fallback_min: float = 0.0
+    recall_override: bool = False  # a target disables recall thresholds: the top-1 fallback has no floor
     search_score: np.ndarray = field(default_factory=lambda: np.zeros(0))
     is_graph: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # base = the model score
     is_web: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # source weight: web_source_weight
@@ -98,6 +99,7 @@ class QuestionInputs:
     store: StoreMemo | None
     references: list[SearchResult] = field(default_factory=list)  # the capture run's own final contexts
     error: str = ""  # the capture run failed before or in retrieval: no contexts under any config
+    latency_ms: float = math.nan  # the capture run's (the whole pipeline at the retrieval config)
 
 
 def _is_web(r: SearchResult) -> bool:
@@ -157,7 +159,6 @@ async def capture_question(
     if not candidates:
         inputs.rerank = CapturedRerank(candidates=[], model_index=np.zeros(0, dtype=np.intp), model_score=np.zeros(0))
         return inputs
-    fallback_min = 0.0 if has_recall_threshold_override(req.search_targets) else p.rerank_fallback_min_score
     pictorial = pictorial_indices(candidates, p)
     error = ""
     images_scored = 0
@@ -174,7 +175,7 @@ async def capture_question(
         error=error,
         pictorial=pictorial,
         images_scored=images_scored,
-        fallback_min=fallback_min,
+        recall_override=has_recall_threshold_override(req.search_targets),
         search_score=np.array([r.score for r in candidates], dtype=np.float64),
         is_graph=np.array([r.match_type == MatchType.GRAPH for r in candidates], dtype=bool),
         is_web=np.array([_is_web(r) for r in candidates], dtype=bool),
