@@ -163,7 +163,7 @@ def ingest_images(
         )
         prepared.append(_Image(doc, chunk, given))
     store = workspace.store
-    with workspace.write_lock:
+    with workspace.kb_lock(kb):
         todo: list[_Image] = []
         for im in prepared:
             old = store.get_document(kb.id, im.doc.id)

@@ -220,7 +220,7 @@ def _ingest(
     if batch_size <= 0:
         raise IngestError(f"batch_size={batch_size} must be positive")
     store = ws.store
-    with ws.write_lock:
+    with ws.kb_lock(kb, embedder):  # other processes too; starts from the newest, repaired index
         vindex = ws.vector_index(kb)
         kindex = ws.keyword_index(kb) if kb.keyword_enabled else None
         pending: list[tuple[str, str, str | None, str]] = []  # chunk_id, entry_id, own text, text to embed
@@ -277,7 +277,7 @@ def _ingest(
 
 def delete_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
     """Delete a document, its chunks and their index entries; returns the chunks removed."""
-    with ws.write_lock:
+    with ws.kb_lock(kb):
         if ws.store.get_document(kb.id, knowledge_id) is None:
             raise IngestError(f"knowledge base {kb.name!r} has no document {knowledge_id!r}")
         n = _remove_document(ws, kb, knowledge_id)

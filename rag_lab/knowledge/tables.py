@@ -218,7 +218,7 @@ def ingest_table(
     chunks = table_chunks(schema, kb.id, kid, sample.columns, sample.rows, tag_id=tag_id)
 
     store = ws.store
-    with ws.write_lock:
+    with ws.kb_lock(kb, embedder):
         existing = store.get_document(kb.id, kid)
         if existing is not None and existing.content_hash == k.content_hash and dest.is_file():
             report.unchanged.append(kid)

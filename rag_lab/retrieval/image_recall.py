@@ -200,8 +200,9 @@ _CACHE_LOCK = threading.Lock()
 
 def _stamp(path: Path) -> int:
     from rag_lab.retrieval.vector_index import VectorIndex
+    from rag_lab.retrieval.versioned import current_dir
 
-    f = path / VectorIndex.IDS_FILE
+    f = current_dir(path)[0] / VectorIndex.IDS_FILE
     return f.stat().st_mtime_ns if f.exists() else -1
 
 

@@ -31,6 +31,7 @@ from rag_lab.retrieval.image_recall import (
     image_top_k,
     recall_images,
 )
+from rag_lab.retrieval.versioned import current_dir
 from rag_lab.types import ChatManage, EventType, PipelineParams, PipelineRequest
 from tests.knowledge.hash_embedder import HashEmbedder
 
@@ -148,7 +149,7 @@ def test_ingestion_marks_kb_and_stores_image_chunks(setup):
     ]
     cat = chunks[f"{kb.id}:cat.png#img"]
     assert cat.content == "figure two" and json.loads(cat.image_info)[0]["url"].endswith("pics/cat.png")
-    assert (image_index_dir(ws, kb.id) / "vectors.faiss").is_file()
+    assert (current_dir(image_index_dir(ws, kb.id))[0] / "vectors.faiss").is_file()
     # idempotent: nothing re-embedded the second time
     calls = img.image_calls
     again = ingest_images(ws, kb, [str(Path(json.loads(cat.image_info)[0]["url"]))], img, captions=["figure two"])
@@ -210,8 +211,8 @@ async def test_corrupt_image_index_is_best_effort(setup):
     ws, kb, emb, img = setup
     good, _ = await searcher(ws, emb, img).search_with_trace(kb.id, sp("steel cables bridge"))
     d = image_index_dir(ws, kb.id)
-    (d / "vectors.faiss").write_bytes(b"not a faiss index")
-    (d / "ids.json").write_text('{"dimension": 512, "next_id": 9, "entries": []}')  # new stamp: reload
+    (current_dir(d)[0] / "vectors.faiss").write_bytes(b"not a faiss index")
+    (current_dir(d)[0] / "ids.json").write_text('{"dimension": 512, "next_id": 9, "entries": []}')  # new stamp: reload
     results, trace = await searcher(ws, emb, img).search_with_trace(kb.id, sp("steel cables bridge"))
     assert trace.image_hits == [] and trace.image_errors and "cannot read" in trace.image_errors[0]
     text = [r.id for r in good if r.chunk_type == "text"]

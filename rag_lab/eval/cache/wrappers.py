@@ -292,7 +292,7 @@ class Bm25IndexCache:
         folder = self.cache.root / self.stage / digest
         settings = dict(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         with self._lock:
-            if (folder / KeywordIndex.META_FILE).is_file():
+            if KeywordIndex.exists(folder):
                 try:
                     idx = KeywordIndex.load(folder, **settings)
                     self.cache._count(self.stage, "hits")
