@@ -221,7 +221,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     n_configs = args.optuna_trials or _grid_size(spaces)
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
-    if args.optuna_trials:
+    from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
+
+    n_q = sum(s.n_queries or 0 for s in suites)
+    address = None if args.ray == "local" else args.ray
+    choice = choose_executor(
+        n_configs,
+        n_q,
+        address,
+        requested=args.ray is not None,
+        workers=args.ray_workers,
+        min_configs=args.ray_min_configs,
+    )
+    if args.ray is not None or not args.quiet:
+        print(choice, file=sys.stderr)
+    if choice.kind == "ray":
+        result = _run(
+            lambda: run_sweep_on_ray(
+                lab,
+                suites,
+                spaces,
+                args.objective,
+                n_trials=args.optuna_trials,
+                seed=args.seed,
+                ragas_metrics=metrics,
+                base_params=base,
+                cache_dir=cache_dir,
+                ray_address=address,
+                workers=args.ray_workers,
+                progress=not args.quiet,
+            )
+        )
+    elif args.optuna_trials:
         result = _run(
             lambda: run_optuna(
                 lab,
@@ -391,6 +422,23 @@ def add_eval_commands(subparsers: Any) -> None:
         default=None,
         metavar="USD",
         help="refuse to start when the projected model cost (all configs, no cache) is over this",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the configs on Ray Tune (extra 'distributed'): no ADDRESS = a local cluster started for the run, "
+        "'auto' = this machine's cluster, 'ray://head:10001' = a remote one",
+    )
+    p.add_argument("--ray-workers", type=int, default=2, help="concurrent trials (CPUs of a local cluster)")
+    p.add_argument(
+        "--ray-min-configs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="smaller sweeps stay in-process even with --ray (0 = always Ray)",
     )
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default="sweep")
