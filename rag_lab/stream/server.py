@@ -206,6 +206,18 @@ def authenticate(request: Request, config: ServerConfig) -> Principal:
     return principal
 
 
+def _warm_imports() -> None:
+    """Import what the first request would otherwise import on the event loop (the openai
+    client's resources take seconds cold, during which no stream, stop or health is served)."""
+    import importlib
+
+    for name in ("openai.resources.chat.completions", "openai.resources.embeddings"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def owns(session: Any, principal: Principal) -> bool:
     return (session.user_id, int(session.tenant_id or 0)) == (principal.user_id, principal.tenant_id)
 
@@ -393,6 +405,7 @@ class StreamService:
         from rag_lab.stream.recovery import LIVE_INSTANCES
 
         LIVE_INSTANCES.add(self.instance)
+        await asyncio.to_thread(_warm_imports)
         await self.recover()
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="stream-maintenance")
 
