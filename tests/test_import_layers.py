@@ -24,9 +24,10 @@ The layer order, bottom first (a unit may import its own layer and the layers be
                                       TYPE_CHECKING annotations)
  4    memory, web, session
  5    pipeline
- 6    lab
- 7    eval, serve
- 8    cli, demo, launch
+ 6    tuning                         (the fast post-retrieval evaluator)
+ 7    lab
+ 8    eval, serve
+ 9    cli, demo, launch
 ====  ==================================================================
 
 Edges to the root package (``import rag_lab`` for ``__version__``) are ignored: the root
@@ -56,6 +57,7 @@ LAYERS: list[set[str]] = [
     {"knowledge"},
     {"memory", "web", "session"},
     {"pipeline"},
+    {"tuning"},
     {"lab"},
     {"eval", "serve"},
     {"cli", "demo", "launch"},

@@ -265,6 +265,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 base_params=base,
                 cache_dir=cache_dir,
                 progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
             )
         )
     else:
@@ -278,6 +280,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 base_params=base,
                 cache_dir=cache_dir,
                 progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
+                check_seed=args.seed,
             )
         )
     paths = write_sweep_outputs(result, args.out, args.name)
@@ -294,10 +299,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"best {args.objective} = {best[args.objective]:.4f} with "
         + ", ".join(f"{k}={best[k]}" for k in result.param_names)
     )
-    if result.cache_stats:
+    stats = dict(result.cache_stats)
+    fast = stats.pop("fast_path", None)
+    if stats:
+        print("stage cache: " + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in stats.items()))
+    if fast is not None:
         print(
-            "stage cache: "
-            + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items())
+            f"fast evaluator: {len(result.rows)} configs in {fast['evaluate_s']:.3f} s after {fast['captures']} "
+            f"capture(s) ({fast['capture_s']:.1f} s); configs {fast['checked_configs']} re-checked on the full "
+            "pipeline: identical"
         )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
@@ -416,6 +426,18 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
     p.add_argument("--no-cache", action="store_true", help="re-run every stage for every config")
+    p.add_argument(
+        "--no-fast",
+        action="store_true",
+        help="run every config through the full pipeline (default: the fast evaluator, checked on a sample)",
+    )
+    p.add_argument(
+        "--check",
+        type=int,
+        default=5,
+        metavar="N",
+        help="configs re-run on the full pipeline to check the fast evaluator (random, seeded by --seed)",
+    )
     p.add_argument(
         "--budget",
         type=float,

@@ -11,8 +11,9 @@ the tuning evaluator run thousands of configs per second:
 * :func:`composite_scores`, :func:`faq_boost`, :func:`boost_and_sort`: the composite score, the FAQ
   boost and the wiki / memory-affinity boosts with their stable re-sort;
 * :func:`select_mmr_overlap`: greedy MMR from a precomputed intersection-count matrix (Jaccard =
-  ``|a∩b| / (|a|+|b|-|a∩b|)``), one pick = one vector update; :func:`select_mmr_ids` does the same
-  from token-id arrays without building the matrix (one row per pick);
+  ``|a∩b| / (|a|+|b|-|a∩b|)``), one pick = one vector update; :func:`select_mmr_jaccard` from the
+  Jaccard matrix itself (what the tuning evaluator captures); :func:`select_mmr_ids` from token-id
+  arrays without building the matrix (one row per pick, the live stage);
 * :func:`top_k_order`: FILTER_TOP_K's deterministic sort and truncation.
 
 Scores must be finite (callers fall back to the reference functions otherwise).
@@ -35,6 +36,7 @@ __all__ = [
     "composite_scores",
     "faq_boost",
     "select_mmr_ids",
+    "select_mmr_jaccard",
     "select_mmr_overlap",
     "stable_desc_order",
     "threshold_ladder",
@@ -138,12 +140,12 @@ def boost_and_sort(scores: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray,
 
 def _mmr_core(
     scores: np.ndarray,
-    sizes: np.ndarray,
     k: int,
     lam: float,
-    row_counts: Callable[[int], np.ndarray] | None,
+    similarity: Callable[[int], np.ndarray] | None,
     trace_width: int | None,
 ) -> tuple[list[int], list[MMRStep]]:
+    """Greedy MMR; ``similarity(c)`` is the Jaccard of every candidate with pick ``c``."""
     n = scores.size
     if k <= 0 or n == 0:
         return [], []
@@ -153,8 +155,6 @@ def _mmr_core(
     red = np.zeros(n, dtype=np.float64)
     selected: list[int] = []
     steps: list[MMRStep] = []
-    size_f = sizes.astype(np.float64)
-    all_nonempty = bool(size_f.all())
     for step in range(k):
         values = rel - w * red
         c = int(values.argmax())  # first maximum: the earliest index on ties
@@ -164,15 +164,25 @@ def _mmr_core(
         rel[c] = -np.inf
         if step == k - 1:
             break
-        assert row_counts is not None
+        assert similarity is not None
+        np.maximum(red, similarity(c), out=red)
+    return selected, steps
+
+
+def _jaccard_rows(row_counts: Callable[[int], np.ndarray], sizes: np.ndarray) -> Callable[[int], np.ndarray]:
+    """Jaccard rows ``|a∩b| / (|a|+|b|-|a∩b|)`` from intersection-count rows (0 for two empty sets)."""
+    size_f = sizes.astype(np.float64)
+    all_nonempty = bool(size_f.all())
+    n = size_f.size
+
+    def row(c: int) -> np.ndarray:
         common = row_counts(c)
         union = size_f + (size_f[c] - common)
         if all_nonempty:  # |a ∪ b| >= |b| > 0
-            sim = common / union
-        else:  # two empty sets have a Jaccard of 0
-            sim = np.divide(common, union, out=np.zeros(n, dtype=np.float64), where=union > 0)
-        np.maximum(red, sim, out=red)
-    return selected, steps
+            return common / union
+        return np.divide(common, union, out=np.zeros(n, dtype=np.float64), where=union > 0)
+
+    return row
 
 
 def _trace_step(
@@ -210,7 +220,16 @@ def select_mmr_overlap(
     with ``trace_width``, the steps as :func:`~rag_lab.reranking.mmr.mmr_trace` gives them."""
     s = np.asarray(scores, dtype=np.float64)
     rows = np.asarray(counts, dtype=np.float64)
-    return _mmr_core(s, np.asarray(sizes), k, lam, rows.__getitem__, trace_width)
+    return _mmr_core(s, k, lam, _jaccard_rows(rows.__getitem__, np.asarray(sizes)), trace_width)
+
+
+def select_mmr_jaccard(
+    scores: np.ndarray, jaccard: np.ndarray, k: int, lam: float, trace_width: int | None = None
+) -> tuple[list[int], list[MMRStep]]:
+    """:func:`select_mmr_overlap` from a precomputed Jaccard matrix (``jaccard[i, j]`` as MMR
+    computes it from the counts): one pick is one ``maximum`` over a matrix row."""
+    s = np.asarray(scores, dtype=np.float64)
+    return _mmr_core(s, k, lam, np.asarray(jaccard, dtype=np.float64).__getitem__, trace_width)
 
 
 def select_mmr_ids(
@@ -228,9 +247,8 @@ def select_mmr_ids(
     if n != sizes.size:
         raise ValueError(f"select_mmr_ids: {sizes.size} token arrays for {n} scores")
     if k <= 1 or n <= 1:
-        return _mmr_core(s, sizes, k, lam, None, trace_width)
-    row = intersection_row_counter(ids)
-    return _mmr_core(s, sizes, k, lam, row, trace_width)
+        return _mmr_core(s, k, lam, None, trace_width)
+    return _mmr_core(s, k, lam, _jaccard_rows(intersection_row_counter(ids), sizes), trace_width)
 
 
 # --------------------------------------------------------------------------- FILTER_TOP_K

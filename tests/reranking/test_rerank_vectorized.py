@@ -17,6 +17,7 @@ from rag_lab.reranking.vectorized import (
     composite_scores,
     faq_boost,
     select_mmr_ids,
+    select_mmr_jaccard,
     select_mmr_overlap,
     stable_desc_order,
     threshold_ladder,
@@ -139,6 +140,9 @@ def test_vectorised_mmr_picks_and_traces_like_the_reference(
     sizes = np.array([len(t) for t in sets])
     picks, steps = select_mmr_overlap(np.array(scores), counts, sizes, k, lam, trace_width=3)
     assert picks == ref
+    from rag_lab.tuning.inputs import jaccard_matrix
+
+    assert select_mmr_jaccard(np.array(scores), jaccard_matrix(ids), k, lam)[0] == ref
     picks_ids, steps_ids = select_mmr_ids(np.array(scores), ids, k, lam, trace_width=3)
     assert picks_ids == ref
     ref_trace = [s.to_dict() for s in mmr_trace(scores, k, lam, sets if k > 1 else None)]

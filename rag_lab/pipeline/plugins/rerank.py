@@ -112,22 +112,29 @@ def score_reranked(
 ) -> list[SearchResult]:
     """Composite score (and FAQ boost) for each kept item, in place; returns them in kept order."""
     out: list[SearchResult] = []
+    boost = faq_boost if faq_priority and faq_boost > 1.0 else None
     for s in kept:
         if not 0 <= s.index < len(candidates):
             continue
         r = candidates[s.index]
         base = s.relevance_score if r.match_type == MatchType.GRAPH else r.score
-        r.metadata = r.metadata or {}
-        r.metadata["base_score"] = format_score(base)
-        r.metadata["model_score"] = format_score(s.relevance_score)
-        r.score = composite_score(r, s.relevance_score, base, params)
-        r.metadata["composite_score"] = format_score(r.score)
-        if faq_priority and faq_boost > 1.0 and r.chunk_type == "faq":
-            r.metadata["faq_original_score"] = format_score(r.score)
-            r.score = r.score * faq_boost
-            r.metadata["faq_boosted"] = "true"
+        annotate_reranked(r, s.relevance_score, base, composite_score(r, s.relevance_score, base, params), boost)
         out.append(r)
     return out
+
+
+def annotate_reranked(r: SearchResult, model: float, base: float, composite: float, faq_boost: float | None) -> None:
+    """Write a kept item's score and its metadata (base, model, composite; FAQ boost when given and
+    the item is an FAQ), as the rerank stage leaves them."""
+    r.metadata = r.metadata or {}
+    r.metadata["base_score"] = format_score(base)
+    r.metadata["model_score"] = format_score(model)
+    r.score = composite
+    r.metadata["composite_score"] = format_score(composite)
+    if faq_boost is not None and r.chunk_type == "faq":
+        r.metadata["faq_original_score"] = format_score(composite)
+        r.score = composite * faq_boost
+        r.metadata["faq_boosted"] = "true"
 
 
 class PluginRerank(StagePlugin):
