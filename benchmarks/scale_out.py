@@ -1,7 +1,8 @@
 """Scale-out figures: Milvus Lite vs the local engine, and Ray vs in-process sweeps.
 
 Usage:
-    .venv/bin/python benchmarks/scale_out.py                       # both parts, sizes for a 2-core VM
+    .venv/bin/python benchmarks/scale_out.py                       # both parts, ~3 min on a 2-core VM
+    .venv/bin/python benchmarks/scale_out.py --part ray --workers 1 2   # by number of workers (~4 min)
     .venv/bin/python benchmarks/scale_out.py --part milvus --docs 20000 --queries 200
     .venv/bin/python benchmarks/scale_out.py --part ray --configs 12 --questions 10 --workers 1 2 4
 
@@ -21,9 +22,10 @@ server would do.
 
 **Ray** (extra ``distributed``), on a HotpotQA slice with the stage cache:
 
-* the in-process grid (``run_grid``) and the same grid on a local Ray cluster for each number of
-  workers (``run_sweep_on_ray``): wall time, (config x question) evaluations per second, and the
-  cluster start measured apart;
+* the in-process grid (``run_grid``) on the full pipeline and with the fast evaluator, and the
+  same grid on a local Ray cluster for each number of workers (``run_sweep_on_ray``: Tune trials
+  on the pipeline, then tasks per chunk of configs with the fast evaluator): wall time,
+  (config x question) evaluations per second, and the cluster start measured apart;
 * Ray's own costs on the same cluster: a no-op Tune trial (seconds per trial with 1 concurrent
   trial) and a no-op remote task (ms per task).
 
@@ -142,6 +144,11 @@ def bench_milvus(n_docs: int, n_queries: int) -> None:
 # --------------------------------------------------------------------------- Ray
 
 
+def _same_metrics(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = [k for k in a if "@" in k or k in ("mrr", "map")]
+    return all(a[k] == b[k] for k in keys) and bool(keys)
+
+
 def _noop_trial(config: dict[str, Any]) -> None:
     from ray import tune
 
@@ -169,9 +176,16 @@ def bench_ray(n_configs: int, n_questions: int, n_docs: int, workers: list[int])
     ingest_dataset(lab, ds, spec.kb_name)
     suites = [(ds, spec.kb_name)]
     t0 = time.perf_counter()
-    local = asyncio.run(run_grid(lab, suites, spaces, cache_dir=tmp / "cache_local", progress=False))
+    local = asyncio.run(run_grid(lab, suites, spaces, cache_dir=tmp / "cache_local", progress=False, fast=False))
     t_local = time.perf_counter() - t0
-    print(f"in-process: {t_local:.1f} s, {n_evals / t_local:.1f} evaluations/s (incl. one warm-up config)")
+    print(f"in-process, pipeline: {t_local:.1f} s, {n_evals / t_local:.1f} evaluations/s (incl. one warm-up config)")
+    t0 = time.perf_counter()
+    local_fast = asyncio.run(run_grid(lab, suites, spaces, cache_dir=tmp / "cache_fast", progress=False, check=1))
+    t_fast = time.perf_counter() - t0
+    print(
+        f"in-process, fast evaluator: {t_fast:.1f} s, {n_evals / t_fast:.1f} evaluations/s "
+        "(capture + configs + 1 config re-checked on the pipeline)"
+    )
     for w in workers:
         t0 = time.perf_counter()
         conn = init_ray(None, w)
@@ -182,13 +196,25 @@ def bench_ray(n_configs: int, n_questions: int, n_docs: int, workers: list[int])
                 run_sweep_on_ray(lab, suites, spaces, cache_dir=tmp / f"cache_{w}", workers=w, progress=False)
             )
             t_ray = time.perf_counter() - t0
-            same = all(
-                a["ndcg@10"] == b["ndcg@10"] and a["recall@5"] == b["recall@5"] for a, b in zip(local.rows, remote.rows)
-            )
+            same = all(_same_metrics(a, b) for a, b in zip(local.rows, remote.rows))
             pids = len({r["worker_pid"] for r in remote.rows})
             print(
-                f"ray {w} worker(s): cluster start {t_start:.1f} s; sweep {t_ray:.1f} s, {n_evals / t_ray:.1f} evaluations/s "
-                f"(in-process/ray time = {t_local / t_ray:.2f}x); {pids} worker processes; same metrics: {same}"
+                f"ray {w} worker(s), pipeline (Tune trials): cluster start {t_start:.1f} s; sweep {t_ray:.1f} s, "
+                f"{n_evals / t_ray:.1f} evaluations/s (in-process/ray time = {t_local / t_ray:.2f}x); "
+                f"{pids} worker processes; same metrics: {same}"
+            )
+            t0 = time.perf_counter()
+            remote_fast = asyncio.run(
+                run_sweep_on_ray(
+                    lab, suites, spaces, cache_dir=tmp / f"cache_f{w}", workers=w, progress=False, fast=True, check=1
+                )
+            )
+            t_rf = time.perf_counter() - t0
+            same = all(_same_metrics(a, b) for a, b in zip(local_fast.rows, remote_fast.rows))
+            print(
+                f"ray {w} worker(s), fast evaluator (tasks per chunk of configs): sweep {t_rf:.1f} s, "
+                f"{n_evals / t_rf:.1f} evaluations/s (in-process fast/ray fast time = {t_fast / t_rf:.2f}x); "
+                f"same metrics: {same}"
             )
             if w == workers[0]:
                 n_noop = 6
@@ -230,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", type=int, default=6, help="grid size for the Ray part")
     ap.add_argument("--questions", type=int, default=6)
     ap.add_argument("--hotpot-docs", type=int, default=60)
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--workers", type=int, nargs="+", default=[2], help="cluster sizes to measure, e.g. 1 2")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.part in ("all", "milvus"):
