@@ -17,11 +17,13 @@ import logging
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.prompts.templates import PromptTemplate, PromptTemplates, TemplateError, render_prompt_placeholders
 from rag_lab.tools.data_analysis import DATA_FILE_SUFFIXES  # DuckDB itself is imported lazily
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import DataAnalysisDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import ChunkType, MatchType, SearchResult
@@ -61,6 +63,12 @@ def is_data_file(result: SearchResult | None) -> bool:
 
 class PluginDataAnalysis(StagePlugin):
     events = (EventType.DATA_ANALYSIS,)
+    contract = StageContract(
+        reads=("request.chat_model_id", "request.query", "state.intent", "state.merge_result"),
+        writes=("state.diagnostics.data_analysis", "state.merge_result"),
+        params=("data_analysis_max_rows", "data_analysis_temperature", "data_analysis_timeout_s"),
+        kb=(),
+    )
 
     def _template(self) -> PromptTemplate:
         prompts = self.services.prompts
@@ -75,7 +83,7 @@ class PluginDataAnalysis(StagePlugin):
         if not needs_retrieval(chat):
             return await next()
         state = chat.state
-        diag: dict[str, Any] = {"status": "skipped", "reason": ""}
+        diag = DataAnalysisDiagnostics(status="skipped", reason="")
         state.diagnostics["data_analysis"] = diag
         # 1-2: data files, then table chunks out of the contexts whatever happens next
         data_files = [r for r in state.merge_result if is_data_file(r)]
@@ -95,7 +103,7 @@ class PluginDataAnalysis(StagePlugin):
         return await next()
 
     async def _analyse(
-        self, chat: ChatManage, first: SearchResult, diag: dict[str, Any]
+        self, chat: ChatManage, first: SearchResult, diag: DataAnalysisDiagnostics
     ) -> SearchResult | PluginError | None:
         """Steps 4-8 for the first data file: the result to append, ErrGetChatModel, or None
         (continue without a result; the reason is in ``diag``)."""
@@ -197,7 +205,7 @@ class PluginDataAnalysis(StagePlugin):
         )
 
 
-def _skip(diag: dict[str, Any], reason: str, status: str = "skipped") -> None:
+def _skip(diag: DataAnalysisDiagnostics, reason: str, status: str = "skipped") -> None:
     """Record why no result is added (``status`` "skipped" by choice, "failed" on an error)."""
     diag["status"], diag["reason"] = status, reason
     log.info("data_analysis %s: %s", status, reason)

@@ -20,9 +20,11 @@ from typing import Any
 
 from rag_lab.knowledge.entities import OfflineEntityExtractor, parse_graph_reply
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import EntityExtractionDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_kb_retrieval
 
@@ -65,6 +67,21 @@ def build_extract_entity_messages(description: str, examples: list[dict[str, Any
 
 class PluginExtractEntity(StagePlugin):
     events = (EventType.QUERY_UNDERSTAND,)
+    contract = StageContract(
+        reads=(
+            "request.chat_model_id",
+            "request.knowledge_base_ids",
+            "request.knowledge_ids",
+            "request.query",
+            "request.search_targets",
+            "state.entity",
+            "state.intent",
+            "state.rewrite_query",
+        ),
+        writes=("state.diagnostics.extract_entity", "state.entity", "state.entity_kb_ids", "state.entity_knowledge"),
+        params=("entity_extract_max_tokens", "entity_extract_temperature"),
+        kb=("metadata",),
+    )
 
     def __init__(self, services, offline: OfflineEntityExtractor | None = None) -> None:
         super().__init__(services)
@@ -76,7 +93,7 @@ class PluginExtractEntity(StagePlugin):
             return await next()
         if not needs_kb_retrieval(state.intent):
             return await next()
-        diag: dict[str, Any] = {}
+        diag = EntityExtractionDiagnostics()
         state.diagnostics["extract_entity"] = diag
         try:
             kb_ids, knowledge = self._scope(chat)
@@ -123,7 +140,7 @@ class PluginExtractEntity(StagePlugin):
         kb_ids.extend(knowledge.values())
         return list(dict.fromkeys(kb_ids)), knowledge
 
-    async def _extract(self, chat: ChatManage, query: str, diag: dict[str, Any]) -> list[str]:
+    async def _extract(self, chat: ChatManage, query: str, diag: EntityExtractionDiagnostics) -> list[str]:
         if not query:
             return []
         model = None

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import FilterTopKDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import SearchResult
@@ -40,6 +42,12 @@ def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[Searc
 
 class PluginFilterTopK(StagePlugin):
     events = (EventType.FILTER_TOP_K,)
+    contract = StageContract(
+        reads=("request.rerank_top_k", "state.intent", "state.merge_result"),
+        writes=("state.diagnostics.filter_top_k", "state.merge_result"),
+        params=(),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):
@@ -54,6 +62,8 @@ class PluginFilterTopK(StagePlugin):
             return await next()
         kept, before = filter_top_k(results, chat.request.rerank_top_k)
         if before is not None:
-            state.diagnostics["filter_top_k"] = {"field": name, "before": before, "after": chat.request.rerank_top_k}
+            state.diagnostics["filter_top_k"] = FilterTopKDiagnostics(
+                field=name, before=before, after=chat.request.rerank_top_k
+            )
         setattr(state, name, kept)
         return await next()

@@ -14,6 +14,7 @@ from typing import Any
 
 from rag_lab.knowledge.ingestion import faq_content
 from rag_lab.knowledge.models import FAQEntry
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
@@ -32,6 +33,7 @@ from rag_lab.searchutil.imageinfo import (
 )
 from rag_lab.searchutil.text import content_overlap_ratio, jaccard, normalize_content, tokenize_simple
 from rag_lab.types.chat_manage import ChatManage, History
+from rag_lab.types.diagnostics import MergeDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.params import PipelineParams
@@ -57,8 +59,6 @@ def inject_history_references(
             break
     if not raw:
         return []
-    for r in raw:
-        r.match_type = MatchType.HISTORY
     q_tokens = tokenize_simple(query)
     present = {r.id for r in current}
     kept: list[SearchResult] = []
@@ -239,18 +239,41 @@ def merge_results(
 
 class PluginMerge(StagePlugin):
     events = (EventType.CHUNK_MERGE,)
+    contract = StageContract(
+        reads=(
+            "request.query",
+            "state.history",
+            "state.intent",
+            "state.rerank_result",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.merge", "state.merge_result"),
+        params=(
+            "append_head_slack",
+            "expansion_max_len",
+            "expansion_min_len",
+            "history_max_refs",
+            "history_overlap_threshold",
+            "history_score_factor",
+            "join_min_overlap",
+            "join_span",
+            "overlap_threshold",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):
             return await next()
         state, p = chat.state, chat.request.params
         mlog: list[dict[str, Any]] = []
-        state.diagnostics["merge"] = mlog
+        state.diagnostics["merge"] = MergeDiagnostics(steps=mlog)
+        # copies: the stage rewrites contents and sub-chunk lists; its inputs stay as they were
         if state.rerank_result:
-            results = [r for r in state.rerank_result]
+            results = [r.copy() for r in state.rerank_result]
         else:
-            state.search_result.sort(key=lambda r: -r.score)
-            results = list(state.search_result)
+            results = sorted((r.copy() for r in state.search_result), key=lambda r: -r.score)
         mlog.append(
             {
                 "step": "input",
