@@ -249,3 +249,40 @@ class FastSweep:
             row["evaluated_by"] = "fast, checked"
         self.checked = chosen
         return chosen
+
+
+def tuning_panel(
+    lab: Any,
+    dataset: Any,
+    kb: str,
+    n_questions: int = 100,
+    params: Mapping[str, Any] | None = None,
+    metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
+    **kw: Any,
+) -> Any:
+    """A :class:`rag_lab.lab.tuning_widget.TuningPanel` over the first ``n_questions`` of
+    ``dataset`` (ingested as ``kb``; histories replayed), scored with the evaluation's retrieval
+    metrics. ``params``: overrides of the lab's params the sliders start from."""
+    from rag_lab.asyncutil import run_sync
+    from rag_lab.eval.runner import _replay_history, faq_kb_name
+    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+    from rag_lab.lab.tuning_widget import TuningPanel
+
+    queries = dataset.queries[:n_questions]
+    base = lab.params.with_changes(**dict(params or {}))
+    questions = [
+        CaptureQuestion(
+            q.id, q.question, _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
+        )
+        for q in queries
+    ]
+    kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
+    inputs = run_sync(lambda: acapture_questions(lab, questions, kbs, base))
+    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries})
+    names = list(metrics)
+
+    def score(runs: Mapping[str, list[str]]) -> dict[str, float]:
+        summary = memo.report(runs).summary()
+        return {m: summary[m] for m in names}
+
+    return TuningPanel(inputs, base, score, **kw)
