@@ -96,8 +96,31 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stages(args: argparse.Namespace) -> int:
+    """The declared stage contracts, in registration (chain) order."""
+    import json
+
+    from rag_lab.pipeline.container import Services, default_plugins
+    from rag_lab.pipeline.contracts import stage_table, stage_table_markdown
+
+    plugins = default_plugins(Services())
+    if args.format == "markdown":
+        sys.stdout.write(stage_table_markdown(plugins))
+    elif args.format == "json":
+        print(json.dumps(stage_table(plugins), indent=2))
+    else:
+        for row in stage_table(plugins):
+            print(f"{row['stage']} ({', '.join(row['events'])})")
+            for key in ("reads", "writes", "params", "kb"):
+                print(f"  {key:<7} {', '.join(row[key]) or '-'}")
+    return 0
+
+
 def add_core_commands(sub: Any) -> None:
-    """``ingest``, ``ask`` and ``reindex``."""
+    """``ingest``, ``ask``, ``reindex`` and ``stages``."""
+    p = sub.add_parser("stages", help="print each stage's declared reads, writes, params and KB settings")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.set_defaults(func=cmd_stages)
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")

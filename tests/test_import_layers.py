@@ -1,9 +1,9 @@
 """One-way layers: the import graph of ``rag_lab`` has no cycle and no upward edge.
 
-Every module under ``rag_lab/`` is parsed with :mod:`ast` (nothing is imported). An edge is any
-``import rag_lab.x`` / ``from rag_lab.x import y`` / ``from . import y`` / a literal
-``importlib.import_module("rag_lab.x")``, **wherever it sits**: a function-level (lazy) import is
-still a dependency. Only imports under ``if TYPE_CHECKING:`` do not count (annotations only).
+Every module under ``rag_lab/`` is parsed with :mod:`ast` (:mod:`rag_lab.importgraph`; nothing is
+imported). An edge is any ``import rag_lab.x`` / ``from rag_lab.x import y`` / ``from . import y``
+/ a literal ``importlib.import_module("rag_lab.x")``, **wherever it sits**: a function-level (lazy)
+import is still a dependency. Only imports under ``if TYPE_CHECKING:`` do not count.
 
 Units are the subpackages of ``rag_lab`` (``rag_lab.retrieval.engine`` belongs to ``retrieval``)
 and the top-level modules (``cli``, ``demo``, ``asyncutil``), with one exception: the HTTP server
@@ -16,7 +16,7 @@ unit ``launch``, at the top with ``cli`` and ``demo``.
 The layer order, bottom first (a unit may import its own layer and the layers below):
 
 ====  ==================================================================
- 0    types, asyncutil, cliutil
+ 0    types, asyncutil, cliutil, importgraph
  1    models, prompts, searchutil, tools, stream, observability
  2    reranking, retrieval, modelcontext
  3    knowledge                      (workspace builds indexes; retrieval
@@ -44,14 +44,11 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from pathlib import Path
 
-import rag_lab
-
-ROOT = Path(rag_lab.__file__).resolve().parent
+from rag_lab.importgraph import imported_names, module_edges, package_modules
 
 LAYERS: list[set[str]] = [
-    {"types", "asyncutil", "cliutil"},
+    {"types", "asyncutil", "cliutil", "importgraph"},
     {"models", "prompts", "searchutil", "tools", "stream", "observability"},
     {"reranking", "retrieval", "modelcontext"},
     {"knowledge"},
@@ -69,72 +66,6 @@ ENTRY_MODULES = frozenset({"rag_lab.lab.launch"})
 KNOWN_MODULE_CYCLES: set[frozenset[str]] = set()
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py")) if "_vendor" not in p.parts}
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imported_names(tree: ast.AST, module: str, is_package: bool) -> list[tuple[list[str], int]]:
-    """(candidate target names, line) per import; the first candidate that is a module wins."""
-    out: list[tuple[list[str], int]] = []
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                for stmt in child.orelse:
-                    visit_stmt(stmt)
-                continue
-            visit_stmt(child)
-
-    def visit_stmt(node: ast.AST) -> None:
-        if isinstance(node, ast.Import):
-            out.extend(([a.name], node.lineno) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            # ``from pkg import sub`` depends on pkg.sub when sub is a module, else on pkg
-            out.extend(([f"{target}.{a.name}", target], node.lineno) for a in node.names)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "import_module"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            out.append(([node.args[0].value], node.lineno))
-        visit(node)
-
-    visit(tree)
-    return out
-
-
-def _resolve(candidates: list[str], modules: dict[str, Path]) -> str | None:
-    for name in candidates:
-        if name in modules:
-            return name
-    name = candidates[-1]
-    while name and name not in modules:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
 def _unit(module: str) -> str:
     if module in SERVE_MODULES:
         return "serve"
@@ -142,21 +73,6 @@ def _unit(module: str) -> str:
         return "launch"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "rag_lab"
-
-
-def _module_edges() -> dict[str, dict[str, int]]:
-    modules = _modules()
-    edges: dict[str, dict[str, int]] = defaultdict(dict)
-    for mod, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for candidates, line in _imported_names(tree, mod, path.name == "__init__.py"):
-            if not candidates[-1].startswith("rag_lab"):
-                continue
-            target = _resolve(candidates, modules)
-            if target is None or target == "rag_lab" or target == mod:
-                continue
-            edges[mod].setdefault(target, line)
-    return edges
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -216,7 +132,7 @@ def _describe(comp: frozenset[str], edges: dict[str, dict[str, int]], unit_of=la
 
 def test_every_unit_has_a_layer() -> None:
     layered = set().union(*LAYERS)
-    units = {_unit(m) for m in _modules()} - {"rag_lab"}
+    units = {_unit(m) for m in package_modules()} - {"rag_lab"}
     assert units <= layered, f"units without a layer (add them to LAYERS): {sorted(units - layered)}"
     assert sum(len(layer) for layer in LAYERS) == len(layered), "a unit is listed in two layers"
 
@@ -224,7 +140,7 @@ def test_every_unit_has_a_layer() -> None:
 def test_no_upward_edge_between_units() -> None:
     level = {u: i for i, layer in enumerate(LAYERS) for u in layer}
     bad = []
-    for a, targets in sorted(_module_edges().items()):
+    for a, targets in sorted(module_edges().items()):
         ua = _unit(a)
         for b, line in sorted(targets.items()):
             ub = _unit(b)
@@ -234,7 +150,7 @@ def test_no_upward_edge_between_units() -> None:
 
 
 def test_no_cycle_between_units() -> None:
-    edges = _module_edges()
+    edges = module_edges()
     graph: dict[str, set[str]] = defaultdict(set)
     for a, targets in edges.items():
         for b in targets:
@@ -244,8 +160,8 @@ def test_no_cycle_between_units() -> None:
     assert not cycles, "\n".join(f"cycle {sorted(c)}:\n{_describe(c, edges, _unit)}" for c in cycles)
 
 
-def test_no_cycle_between_modules() -> None:
-    edges = _module_edges()
+def test_no_cycle_betweenpackage_modules() -> None:
+    edges = module_edges()
     graph = {a: set(t) for a, t in edges.items()}
     found = set(_cycles(graph))
     new = found - KNOWN_MODULE_CYCLES
@@ -262,12 +178,17 @@ def test_the_checker_sees_lazy_imports_and_skips_type_checking() -> None:
         "from . import frames\n"
         "import importlib\nimportlib.import_module('rag_lab.stream.server')\n"
     )
-    got = _imported_names(ast.parse(src), "rag_lab.lab.capture", False)
+    got = imported_names(ast.parse(src), "rag_lab.lab.capture", False)
     assert [c for c, _ in got if c[-1].startswith("rag_lab")] == [
         ["rag_lab.eval.report.EvalReport", "rag_lab.eval.report"],
         ["rag_lab.cli"],
         ["rag_lab.lab.frames", "rag_lab.lab"],
         ["rag_lab.stream.server"],
     ]
+    from rag_lab.importgraph import import_closure
+
+    closure = import_closure(["rag_lab.retrieval.hybrid_search"])
+    assert {"rag_lab.retrieval.image_recall", "rag_lab.retrieval.fusion", "rag_lab.types.params"} <= set(closure)
+    assert "rag_lab.eval.gate" not in closure and "rag_lab.retrieval" in closure  # package __init__ runs first
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
     assert _unit("rag_lab.stream.server") == "serve" and _unit("rag_lab.stream.bus") == "stream"

@@ -312,10 +312,14 @@ def ingest_folder(
     report = IngestReport(kb_id=kb.id)
     docs: list[_Doc] = []
     tables: list[tuple[Path, str]] = []
+    real_root = root.resolve()
     for f in files:
         rel = f.relative_to(root).as_posix()
         if any(part.startswith(".") for part in f.relative_to(root).parts):
             report.skipped.append((rel, "hidden file"))
+            continue
+        if not f.resolve().is_relative_to(real_root):  # a symlink (or a linked folder) out of the tree
+            report.skipped.append((rel, f"symbolic link to {f.resolve()}, outside the ingested folder"))
             continue
         suffix = f.suffix.lower()
         if suffix in TABLE_FILE_SUFFIXES:

@@ -41,8 +41,11 @@ def current_dir(root: Path) -> tuple[Path, str | None]:
     """(folder holding the live files, version name or None for the legacy layout)."""
     root = Path(root)
     name = read_pointer(root)
-    if name is None or not (root / name).is_dir():
+    if name is None:
         return root, None
+    # A pointer that names a missing folder is a version pruned after the pointer was read (or a
+    # damaged index): return it anyway so that the loader reports it and reads the pointer again,
+    # never the legacy layout, which would look like an empty index.
     return root / name, name
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -40,6 +41,12 @@ def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[Searc
 
 class PluginFilterTopK(StagePlugin):
     events = (EventType.FILTER_TOP_K,)
+    contract = StageContract(
+        reads=("request.rerank_top_k", "state.intent", "state.merge_result"),
+        writes=("state.diagnostics.filter_top_k", "state.merge_result"),
+        params=(),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):

@@ -14,6 +14,7 @@ from typing import Any
 
 from rag_lab.knowledge.ingestion import faq_content
 from rag_lab.knowledge.models import FAQEntry
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
@@ -57,8 +58,6 @@ def inject_history_references(
             break
     if not raw:
         return []
-    for r in raw:
-        r.match_type = MatchType.HISTORY
     q_tokens = tokenize_simple(query)
     present = {r.id for r in current}
     kept: list[SearchResult] = []
@@ -239,6 +238,29 @@ def merge_results(
 
 class PluginMerge(StagePlugin):
     events = (EventType.CHUNK_MERGE,)
+    contract = StageContract(
+        reads=(
+            "request.query",
+            "state.history",
+            "state.intent",
+            "state.rerank_result",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.merge", "state.merge_result"),
+        params=(
+            "append_head_slack",
+            "expansion_max_len",
+            "expansion_min_len",
+            "history_max_refs",
+            "history_overlap_threshold",
+            "history_score_factor",
+            "join_min_overlap",
+            "join_span",
+            "overlap_threshold",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):
@@ -246,11 +268,11 @@ class PluginMerge(StagePlugin):
         state, p = chat.state, chat.request.params
         mlog: list[dict[str, Any]] = []
         state.diagnostics["merge"] = mlog
+        # copies: the stage rewrites contents and sub-chunk lists; its inputs stay as they were
         if state.rerank_result:
-            results = [r for r in state.rerank_result]
+            results = [r.copy() for r in state.rerank_result]
         else:
-            state.search_result.sort(key=lambda r: -r.score)
-            results = list(state.search_result)
+            results = sorted((r.copy() for r in state.search_result), key=lambda r: -r.score)
         mlog.append(
             {
                 "step": "input",

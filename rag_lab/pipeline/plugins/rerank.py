@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rag_lab.models.base import RerankScore
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.reranking.composite import composite_score, format_score
@@ -139,6 +140,38 @@ def annotate_reranked(r: SearchResult, model: float, base: float, composite: flo
 
 class PluginRerank(StagePlugin):
     events = (EventType.CHUNK_RERANK,)
+    contract = StageContract(
+        reads=(
+            "request.faq_priority_enabled",
+            "request.faq_score_boost",
+            "request.query",
+            "request.rerank_model_id",
+            "request.rerank_threshold",
+            "request.rerank_top_k",
+            "request.search_targets",
+            "request.vector_threshold",
+            "state.intent",
+            "state.rerank_result",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.rerank", "state.rerank_result", "state.search_result"),
+        params=(
+            "composite_base_weight",
+            "composite_model_weight",
+            "composite_source_weight",
+            "image_keep_min_score",
+            "image_max_kept",
+            "mmr_lambda",
+            "rerank_degrade_factor",
+            "rerank_degrade_floor",
+            "rerank_fallback_min_score",
+            "rerank_max_candidates",
+            "rerank_timeout_s",
+            "web_source_weight",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req, state, p = chat.request, chat.state, chat.request.params
@@ -150,9 +183,12 @@ class PluginRerank(StagePlugin):
             return ErrGetRerankModel.with_error(exc)
 
         candidates, enriched, passages = candidate_passages(state.search_result, p.rerank_max_candidates)
+        # the stage scores copies: its input (state.search_result) is never changed in place (seed)
+        candidates = [r.copy() for r in candidates]
         diag: dict[str, Any] = {"model_id": req.rerank_model_id, "candidates": len(candidates)}
         state.diagnostics["rerank"] = diag
         if not candidates:
+            diag.update(outcome="no_candidates")
             return await next()
         base_scores = [r.score for r in candidates]
         query = state.rewrite_query or req.query
