@@ -41,13 +41,65 @@ def is_searchable(chunk: Chunk) -> bool:
     )
 
 
+#: a hit's chunk fields (knowledge id, chunk type, tag id, enabled, searchable, content)
+_HitRow = tuple[str, str, str, bool, bool, str]
+
+
 class LocalEngine:
-    """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`."""
+    """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`.
+
+    The chunk fields a hit carries are kept in memory after their first load (at most
+    :attr:`max_cached_rows`), keyed on the store's change token: any write, in this process or
+    another, empties the cache. Small searches run their retrievers in the caller's thread
+    (:meth:`runs_inline`): below :attr:`inline_max_vectors` vectors a worker-thread hand-off costs
+    more than the search."""
 
     engine_type = ENGINE_TYPE
+    max_cached_rows = 200_000
+    inline_max_vectors = 20_000
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
+        self._rows: dict[str, _HitRow | None] = {}
+        self._rows_token: tuple[int, int] | None = None
+        self._inline: dict[tuple[str, ...], tuple[tuple[int, int], bool]] = {}
+
+    def runs_inline(self, kb_ids: Sequence[str]) -> bool:
+        """True when the KBs are small enough to search without a worker thread (decided once per
+        KB set and store state)."""
+        key = tuple(kb_ids)
+        token = self.workspace.store.change_token()
+        found = self._inline.get(key)
+        if found is not None and found[0] == token:
+            return found[1]
+        total = 0
+        try:
+            for kb in self._kbs(kb_ids):
+                index = self.workspace.vector_index(kb) if kb.vector_enabled else None
+                total += len(index) if index is not None else 0
+        except Exception:
+            return False  # let the threaded path raise it
+        self._inline[key] = (token, total <= self.inline_max_vectors)
+        return total <= self.inline_max_vectors
+
+    def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
+        store = self.workspace.store
+        token = store.change_token()
+        if token != self._rows_token or len(self._rows) > self.max_cached_rows:
+            self._rows = {}
+            self._rows_token = token
+        rows = self._rows
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
+        if missing:
+            loaded = store.get_chunks(missing)
+            for cid in missing:
+                c = loaded.get(cid)
+                rows[cid] = (
+                    None
+                    if c is None
+                    else (c.knowledge_id, c.chunk_type, c.tag_id, c.is_enabled, is_searchable(c), c.content)
+                )
+        return rows
 
     def supports_vector(self) -> bool:
         return True
@@ -79,25 +131,26 @@ class LocalEngine:
     ) -> list[IndexWithScore]:
         """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
         raw.sort(key=lambda r: (-r[4], r[0]))
-        chunks = self.workspace.store.get_chunks(r[1] for r in raw)
+        rows = self._hit_rows([r[1] for r in raw])
         out: list[IndexWithScore] = []
         for entry_id, chunk_id, own_text, kb_id, score in raw:
-            c = chunks.get(chunk_id)
-            if c is None or not is_searchable(c):
+            row = rows.get(chunk_id)
+            if row is None or not row[4]:
                 continue  # index entry of a chunk deleted or disabled since
+            knowledge_id, chunk_type, tag_id, enabled, _, content = row
             out.append(
                 IndexWithScore(
                     id=entry_id,
-                    content=own_text if own_text is not None else c.content,
+                    content=own_text if own_text is not None else content,
                     chunk_id=chunk_id,
-                    knowledge_id=c.knowledge_id,
+                    knowledge_id=knowledge_id,
                     knowledge_base_id=kb_id,
                     score=score,
                     match_type=match_type,
                     source_id=entry_id,
-                    source_type="faq" if c.chunk_type == "faq" else "chunk",
-                    tag_id=c.tag_id,
-                    is_enabled=c.is_enabled,
+                    source_type="faq" if chunk_type == "faq" else "chunk",
+                    tag_id=tag_id,
+                    is_enabled=enabled,
                 )
             )
             if len(out) >= top_k:
