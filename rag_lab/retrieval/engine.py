@@ -17,7 +17,7 @@ matched (the chunk content, or the FAQ question).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,7 +61,8 @@ class LocalEngine:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self._rows: dict[str, _HitRow | None] = {}
-        self._rows_token: tuple[int, int] | None = None
+        self._memo_token: tuple[int, int] | None = None
+        self._memo: dict[str, Any] = {}
         self._inline: dict[tuple[str, ...], tuple[tuple[int, int], bool]] = {}
 
     def runs_inline(self, kb_ids: Sequence[str]) -> bool:
@@ -84,10 +85,7 @@ class LocalEngine:
 
     def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
         store = self.workspace.store
-        token = store.change_token()
-        if token != self._rows_token or len(self._rows) > self.max_cached_rows:
-            self._rows = {}
-            self._rows_token = token
+        self._state()
         rows = self._rows
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
         if missing:
@@ -108,18 +106,34 @@ class LocalEngine:
         return True
 
     # -- helpers ----------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        """Per-store-state memo (KB rows, whether a KB has unsearchable indexed chunks, hit rows):
+        emptied whenever the store's change token moves."""
+        token = self.workspace.store.change_token()
+        if token != self._memo_token or len(self._rows) > self.max_cached_rows:
+            self._memo_token = token
+            self._memo = {"kbs": {}, "unsearchable": {}}
+            self._rows = {}
+        return self._memo
+
     def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
         ids = list(dict.fromkeys(kb_ids))
-        found = self.workspace.store.get_kbs(ids)
-        missing = [i for i in ids if i not in found]
+        known: dict[str, KnowledgeBase] = self._state()["kbs"]
+        todo = [i for i in ids if i not in known]
+        if todo:
+            known.update(self.workspace.store.get_kbs(todo))
+        missing = [i for i in ids if i not in known]
         if missing:
             raise KnowledgeBaseNotFound(self.workspace._not_found_message(missing))
-        return [found[i] for i in ids]
+        return [known[i] for i in ids]
 
     def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
         """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
         store = self.workspace.store
-        if knowledge_ids or tag_ids or store.has_unsearchable_indexed_chunks(kb.id):
+        flags: dict[str, bool] = self._state()["unsearchable"]
+        if kb.id not in flags:
+            flags[kb.id] = store.has_unsearchable_indexed_chunks(kb.id)
+        if knowledge_ids or tag_ids or flags[kb.id]:
             return store.searchable_chunk_ids(kb.id, knowledge_ids, tag_ids)
         return None
 
