@@ -52,8 +52,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
         key, value = kv.split("=", 1)
         parsed[key.strip()] = yaml.safe_load(value)
+    if parsed:
+        from rag_lab.pipeline.knobs import apply_overrides
+
+        apply_overrides(lab.params, parsed, source="--param")  # unknown names: did-you-mean
     run = lab.ask(args.question, kb=args.kb, params=parsed or None, on_event=show, snapshots=False)
     print()
+    for w in run.warnings:  # knobs that could not change this answer
+        print(f"warning: {w}", file=sys.stderr)
     cited = set(run.cited_chunk_ids)
     if run.references:
         print("\nReferences:")

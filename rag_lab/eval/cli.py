@@ -293,6 +293,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"{with_errors[0]['first_error']}",
             file=sys.stderr,
         )
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     best = result.best()
     print(result.markdown(top=args.top))
     print(

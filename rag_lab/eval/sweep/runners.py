@@ -3,6 +3,7 @@ optuna drivers."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -154,6 +155,7 @@ class _Evaluator:
         tokens: list[float] = []
         errors = fallbacks = nan_samples = 0
         first_error = ""
+        outcome = hashlib.sha1()  # every question's final contexts: equal digests = same retrieval
         for suite, res in results:
             summ = dict(res.summary())
             if self.ragas_metrics:
@@ -166,6 +168,8 @@ class _Evaluator:
                 per_metric.setdefault(k, []).append(v)
                 if len(self.suites) > 1:
                     row[f"{suite.name}:{k}"] = v
+            for r in res.records:
+                outcome.update(f"{suite.name}\x1f{r.qid}\x1f{'|'.join(r.context_ids)}\x1e".encode())
             latencies += [r.latency_ms for r in res.records if not r.error]
             costs += [r.cost_usd for r in res.records]
             tokens += [r.tokens_in + r.tokens_out for r in res.records]
@@ -184,6 +188,7 @@ class _Evaluator:
         row["fallbacks"] = fallbacks
         row["nan_samples"] = nan_samples
         row["first_error"] = first_error
+        row["contexts_digest"] = outcome.hexdigest()[:16]
         if self.objective not in row:
             raise SweepError(
                 f"objective {self.objective!r} is not among the computed metrics "
