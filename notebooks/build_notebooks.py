@@ -460,6 +460,33 @@ for value in (0.2, 0.4, 0.6):
           f"ndcg@10 {panel.metrics_of(panel.config)['ndcg@10']:.4f}")
 print(panel.best_yaml())""",
     ),
+    (
+        "md",
+        """## The same sweep on Ray
+
+With the `distributed` extra, `run_sweep_on_ray` (or `rag-lab sweep … --ray [ADDRESS]`) runs the
+configs as Ray Tune trials, the workspace and stage cache put once in the object store. Here a
+local 2-worker cluster is started for the run and shut down after it; on a cluster only the
+address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`). The
+metrics are the same config for config; only latency and the worker process differ. Ray costs
+seconds to start and per trial, so `rag-lab sweep` keeps sweeps under 8 configs in-process.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.sweep.distributed import ray_available, run_sweep_on_ray
+if not ray_available():
+    print("Ray is not installed here (pip install 'rag_lab[distributed]'): the Ray sweep is skipped. "
+          "It evaluates the same configs with the same code as run_grid above.")
+else:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    small, two = SuiteSpec("hotpotqa_hipporag100", n_queries=6, max_docs=60, seed=1), [parse_param("rerank_threshold=0.2,0.7")]
+    cols = ["rerank_threshold", "ndcg@10", "recall@10", "mrr"]
+    here = await run_grid(lab, [small], two, cache_dir=os.path.join(workspace, "cache"), progress=False)
+    on_ray = await run_sweep_on_ray(lab, [small], two, cache_dir=os.path.join(workspace, "cache"), workers=2, progress=False)
+    assert here.frame()[cols].equals(on_ray.frame()[cols])
+    print(f"in-process {here.seconds:.1f} s, Ray (cluster start included) {on_ray.seconds:.1f} s")
+    display(here.frame()[cols].merge(on_ray.frame()[cols + ["worker_pid"]], on=cols))""",
+    ),
 ]
 
 NOTEBOOKS["07_ragas_regression_report"] = [
