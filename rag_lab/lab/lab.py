@@ -312,9 +312,11 @@ class Lab:
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True):
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any):
+        """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
+        :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
         return self.workspace.ingest_folder(
-            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor()
+            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
