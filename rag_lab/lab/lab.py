@@ -77,6 +77,11 @@ class Run:
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def degraded(self) -> bool:
+        """The model failed and the answer is the fallback (partial text kept): ``error`` says why."""
+        return bool(self.error) and self.is_fallback
+
     def state(self, event: EventType | str) -> ChatManage:
         """The ChatManage snapshot taken right after ``event`` (or ``"final"``)."""
         key = str(event)
@@ -312,9 +317,11 @@ class Lab:
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True):
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any):
+        """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
+        :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
         return self.workspace.ingest_folder(
-            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor()
+            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
@@ -529,7 +536,7 @@ class Lab:
             timings=outcome.timings,
             snapshots=snaps,
             stages=[str(e) for e in outcome.events],
-            error=str(outcome.error) if outcome.error else "",
+            error=str(outcome.error) if outcome.error else outcome.model_error,
             is_fallback=outcome.is_fallback,
             session_id=chat.request.session_id,
             message_id=chat.context.message_id,

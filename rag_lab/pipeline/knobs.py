@@ -113,11 +113,11 @@ def param_warnings(params: PipelineParams, changed: Iterable[str] | None = None)
     return out
 
 
-def rerank_warnings(
-    params: PipelineParams, diag: Mapping[str, Any] | None, changed: Iterable[str] | None = None
-) -> list[KnobWarning]:
+def rerank_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | None = None) -> list[KnobWarning]:
     """Warnings from one run's rerank diagnostics (``state.diagnostics["rerank"]``): λ when MMR
     had nothing to choose, a threshold no candidate reached (the fallback ladder decided)."""
+    if diag is not None and not isinstance(diag, Mapping):  # a typed diagnostics record
+        diag = {k: getattr(diag, k, None) for k in ("ranked_ids", "outcome", "threshold_used")}
     if not isinstance(diag, Mapping):
         return []
     turned = set(changed_fields(params) if changed is None else changed)
@@ -167,10 +167,11 @@ def rerank_warnings(
     return out
 
 
-def run_warnings(params: PipelineParams, diagnostics: Mapping[str, Any] | None) -> list[KnobWarning]:
+def run_warnings(params: PipelineParams, diagnostics: Any) -> list[KnobWarning]:
     """All warnings for one run: :func:`param_warnings` and :func:`rerank_warnings`."""
     turned = changed_fields(params)
-    return param_warnings(params, turned) + rerank_warnings(params, (diagnostics or {}).get("rerank"), turned)
+    diag = diagnostics.get("rerank") if diagnostics is not None else None
+    return param_warnings(params, turned) + rerank_warnings(params, diag, turned)
 
 
 def sweep_warnings(

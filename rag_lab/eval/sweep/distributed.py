@@ -392,7 +392,7 @@ async def run_sweep_on_ray(
     if any(s.name in INDEX_PARAMS for s in spaces):
         raise SweepError("BM25 index settings (bm25_k1, bm25_b, bm25_method) are swept in-process only for now")
     t0 = time.perf_counter()
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     base = dict(base_params or {})
     cache_tar = None
     stats: dict[str, Any] = {}

@@ -203,7 +203,7 @@ class _Evaluator:
         return {k: {"hits": v.hits, "misses": v.misses} for k, v in self.handle.stats().items()}
 
 
-def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
+def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Suite]:
     """Suites as (spec or (dataset, kb)); specs are loaded and ingested."""
     from rag_lab.eval.runner import SuiteSpec, ingest_dataset
 
@@ -211,7 +211,7 @@ def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
     for s in suites:
         if isinstance(s, SuiteSpec):
             ds = s.load()
-            ingest_dataset(lab, ds, s.kb_name)
+            ingest_dataset(lab, ds, s.kb_name, progress=progress)
             out.append(_Suite(s.name, ds, s.kb_name))
         else:
             ds, kb = s
@@ -270,7 +270,7 @@ async def run_grid(
     that read the answer use the full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     n_q = sum(len(s.dataset.queries) for s in prepared)
     t0 = time.perf_counter()
     bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
@@ -328,7 +328,7 @@ async def run_optuna(
     if n_trials < 1:
         raise SweepError(f"--optuna-trials must be >= 1, got {n_trials}")
     direction = objective_direction(objective)
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     n_q = sum(len(s.dataset.queries) for s in prepared)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
