@@ -465,11 +465,13 @@ print(panel.best_yaml())""",
         """## The same sweep on Ray
 
 With the `distributed` extra, `run_sweep_on_ray` (or `rag-lab sweep … --ray [ADDRESS]`) runs the
-configs as Ray Tune trials, the workspace and stage cache put once in the object store. Here a
-local 2-worker cluster is started for the run and shut down after it; on a cluster only the
-address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`). The
-metrics are the same config for config; only latency and the worker process differ. Ray costs
-seconds to start and per trial, so `rag-lab sweep` keeps sweeps under 8 configs in-process.""",
+configs as Ray Tune trials through the full pipeline (or, with `fast=True`, Ray tasks scoring
+chunks of configs with the fast evaluator), the workspace and stage cache put once in the object
+store. Here a local 2-worker cluster is started for the run and shut down after it; on a cluster
+only the address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`).
+The metrics equal the in-process fast sweep's config for config; only latency and the worker
+process differ. Ray costs seconds to start and per trial, so `rag-lab sweep --ray` keeps sweeps
+under 8 configs (2,000 with the fast evaluator) in-process and says so.""",
     ),
     (
         "code",
