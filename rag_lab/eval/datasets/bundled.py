@@ -392,6 +392,10 @@ CONVERTERS: dict[str, Callable[[Path], Converted]] = {
     "hotpotqa_hipporag100": convert_hotpotqa,
     "pubmedqa_pqal": convert_pubmedqa,
 }
+# the harder slices derive from the converters above (imported here, after them, on purpose)
+from rag_lab.eval.datasets.bundled_hard import HARD_CONVERTERS  # noqa: E402
+
+CONVERTERS.update(HARD_CONVERTERS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
