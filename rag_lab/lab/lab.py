@@ -175,6 +175,10 @@ class Lab:
         try:
             self.prices = PriceTable(cfg.get("prices") or {})
             self.tracer = build_tracer(cfg.get("tracing"))
+            from rag_lab.observability.ledger import Ledger
+
+            #: model calls made outside a question's run (session titles started by the server)
+            self.background_ledger = Ledger(self.prices)
         except ValueError as exc:
             raise LabConfigError(f"{source}: {exc}") from None
         self.prompts = PromptTemplates()
@@ -500,7 +504,7 @@ class Lab:
             timings=outcome.timings,
             snapshots=snaps,
             stages=[str(e) for e in outcome.events],
-            error=str(outcome.error) if outcome.error else "",
+            error=str(outcome.error) if outcome.error else outcome.stream_error,
             is_fallback=outcome.is_fallback,
             session_id=chat.request.session_id,
             message_id=chat.context.message_id,

@@ -49,11 +49,19 @@ class Projection:
 
 
 def project_suites(
-    lab: Lab, suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1
+    lab: Lab,
+    suites: Sequence[Any],
+    params: PipelineParams | None = None,
+    repeat: int = 1,
+    judge: Any = None,
+    ragas_metrics: Sequence[str] = (),
 ) -> Projection:
     """The projection of an evaluation (or sweep) over dataset slices, before anything is ingested:
-    chunk sizes are estimated from the corpus texts and the KB chunk size."""
+    chunk sizes are estimated from the corpus texts and the KB chunk size. With a ``judge``
+    (:class:`~rag_lab.eval.ragas_adapter.JudgeConfig`) the LLM metrics' judge calls are added
+    (kind ``judge``, priced under the judge's model)."""
     total = Projection(questions=0)
+    p = params or lab.params
     for suite in suites:
         ds = suite.load()
         docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]
@@ -61,6 +69,19 @@ def project_suites(
         part = project_run(
             lab, [q.question for q in ds.queries], params=params, chunk_tokens=per_chunk, n_kbs=1, repeat=repeat
         )
+        metrics = getattr(suite, "ragas_metrics", None)
+        metrics = list(ragas_metrics) if metrics is None else metrics
+        if judge is not None and metrics:
+            from rag_lab.eval.ragas_adapter import project_judge
+
+            n_ctx = min(p.rerank_top_k, 10)
+            calls, tin, tout = project_judge(len(ds.queries) * max(1, repeat), metrics, n_ctx, per_chunk, judge)
+            if calls:
+                part.calls["judge"] = part.calls.get("judge", 0) + calls
+                part.tokens_in += tin
+                part.tokens_out += tout
+                part.cost_usd += lab.prices.cost(judge.model, tin, tout)
+                part.notes.append("judge calls counted with ragas' retries (up to 4 attempts each)")
         total.questions += part.questions
         for k, v in part.calls.items():
             total.calls[k] = total.calls.get(k, 0) + v

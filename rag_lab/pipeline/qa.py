@@ -35,6 +35,9 @@ class QAOutcome:
     is_fallback: bool = False
     completed: bool = False
     total_ms: float = 0.0
+    #: the answer stream's failure (endpoint down, stream cut, idle timeout): the first error event
+    #: the answer stream emitted; empty when it ended normally
+    stream_error: str = ""
 
 
 async def run_knowledge_qa(
@@ -92,7 +95,12 @@ async def run_knowledge_qa(
                 },
             )
 
+    def on_error(ev: BusEvent) -> None:
+        if ev.data.get("stage") == "chat_completion_stream" and not outcome.stream_error:
+            outcome.stream_error = str(ev.data.get("error") or "answer stream failed")
+
     bus.on(BusEventType.FINAL_ANSWER, on_final_answer)
+    bus.on(BusEventType.ERROR, on_error)
     with services.tracer.span("pipeline.request", {"session.id": session_id, "message.id": message_id}) as span:
         try:
             outcome.error = await knowledge_qa_by_event(
