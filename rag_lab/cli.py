@@ -124,12 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reindex)
 
     from rag_lab.eval.cli import add_eval_commands
+    from rag_lab.eval.judge_server import add_judge_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
     add_eval_commands(sub)
     add_replay_command(sub)
     add_serve_command(sub)
+    add_judge_commands(sub)
 
     return ap
 
