@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed]"
 	touch $(STAMP)
 
 venv: $(STAMP)

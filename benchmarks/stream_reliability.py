@@ -51,14 +51,20 @@ def free_port() -> int:
 
 
 REDIS_BIN = shutil.which("redis-server")
+#: the Redis config rag-lab ships for the stream manager (AOF, fsync every second)
+REDIS_CONF = Path(__file__).resolve().parents[1] / "config" / "redis-stream.conf"
 
 
 class RedisServer:
-    """A redis-server process we own, without persistence, restartable on the same port."""
+    """A redis-server process we own, restartable on the same port. ``aof=True`` (the default)
+    runs the shipped ``config/redis-stream.conf`` (append-only file, ``appendfsync everysec``);
+    ``aof=False`` runs without any persistence (``--save '' --appendonly no``), to show what a
+    Redis that loses its data does to streams."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, aof: bool = True) -> None:
         self.workdir = Path(workdir)
         self.port = port or free_port()
+        self.aof = aof
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -69,9 +75,11 @@ class RedisServer:
         if REDIS_BIN is None:
             raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        persistence = [str(REDIS_CONF)] if self.aof else []
         self.proc = subprocess.Popen(
             [
                 REDIS_BIN,
+                *persistence,
                 "--port",
                 str(self.port),
                 "--bind",
@@ -79,7 +87,7 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.aof else "no",
                 "--dir",
                 str(self.workdir),
                 "--daemonize",
@@ -113,6 +121,15 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL (a crash): with AOF, writes of the last second may be lost."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
         if self.proc is not None and self.proc.stderr is not None:
             self.proc.stderr.close()
         self.proc = None

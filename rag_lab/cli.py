@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from rag_lab.cliutil import command_parser, run_command
 
 
 def _lab(args: argparse.Namespace):
@@ -93,12 +96,31 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rag-lab", description=__doc__)
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
-    sub = ap.add_subparsers(dest="command", required=True)
+def cmd_stages(args: argparse.Namespace) -> int:
+    """The declared stage contracts, in registration (chain) order."""
+    import json
 
+    from rag_lab.pipeline.container import Services, default_plugins
+    from rag_lab.pipeline.contracts import stage_table, stage_table_markdown
+
+    plugins = default_plugins(Services())
+    if args.format == "markdown":
+        sys.stdout.write(stage_table_markdown(plugins))
+    elif args.format == "json":
+        print(json.dumps(stage_table(plugins), indent=2))
+    else:
+        for row in stage_table(plugins):
+            print(f"{row['stage']} ({', '.join(row['events'])})")
+            for key in ("reads", "writes", "params", "kb"):
+                print(f"  {key:<7} {', '.join(row[key]) or '-'}")
+    return 0
+
+
+def add_core_commands(sub: Any) -> None:
+    """``ingest``, ``ask``, ``reindex`` and ``stages``."""
+    p = sub.add_parser("stages", help="print each stage's declared reads, writes, params and KB settings")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.set_defaults(func=cmd_stages)
     p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
@@ -123,26 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_reindex)
 
+
+def build_parser() -> argparse.ArgumentParser:
     from rag_lab.eval.cli import add_eval_commands
     from rag_lab.eval.judge_server import add_judge_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
-    add_eval_commands(sub)
-    add_replay_command(sub)
-    add_serve_command(sub)
-    add_judge_commands(sub)
-
-    return ap
+    return command_parser(
+        __doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command, add_judge_commands
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, LookupError) as exc:
-        print(f"rag-lab {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

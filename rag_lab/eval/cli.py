@@ -164,9 +164,9 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
 
 
 def _run(coro_factory: Any) -> Any:
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(coro_factory)
+    return run_sync(coro_factory)
 
 
 # --------------------------------------------------------------------------- commands
@@ -257,7 +257,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     n_configs = args.optuna_trials or _grid_size(spaces)
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
-    if args.optuna_trials:
+    from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
+
+    n_q = sum(s.n_queries or 0 for s in suites)
+    address = None if args.ray == "local" else args.ray
+    choice = choose_executor(
+        n_configs,
+        n_q,
+        address,
+        requested=args.ray is not None,
+        workers=args.ray_workers,
+        min_configs=args.ray_min_configs,
+    )
+    if args.ray is not None or not args.quiet:
+        print(choice, file=sys.stderr)
+    if choice.kind == "ray":
+        result = _run(
+            lambda: run_sweep_on_ray(
+                lab,
+                suites,
+                spaces,
+                args.objective,
+                n_trials=args.optuna_trials,
+                seed=args.seed,
+                ragas_metrics=metrics,
+                base_params=base,
+                cache_dir=cache_dir,
+                ray_address=address,
+                workers=args.ray_workers,
+                progress=not args.quiet,
+            )
+        )
+    elif args.optuna_trials:
         result = _run(
             lambda: run_optuna(
                 lab,
@@ -270,6 +301,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 base_params=base,
                 cache_dir=cache_dir,
                 progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
             )
         )
     else:
@@ -283,6 +316,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 base_params=base,
                 cache_dir=cache_dir,
                 progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
+                check_seed=args.seed,
             )
         )
     paths = write_sweep_outputs(result, args.out, args.name)
@@ -299,10 +335,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"best {args.objective} = {best[args.objective]:.4f} with "
         + ", ".join(f"{k}={best[k]}" for k in result.param_names)
     )
-    if result.cache_stats:
+    stats = dict(result.cache_stats)
+    fast = stats.pop("fast_path", None)
+    if stats:
+        print("stage cache: " + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in stats.items()))
+    if fast is not None:
         print(
-            "stage cache: "
-            + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items())
+            f"fast evaluator: {len(result.rows)} configs in {fast['evaluate_s']:.3f} s after {fast['captures']} "
+            f"capture(s) ({fast['capture_s']:.1f} s); configs {fast['checked_configs']} re-checked on the full "
+            "pipeline: identical"
         )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
@@ -423,11 +464,40 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
     p.add_argument("--no-cache", action="store_true", help="re-run every stage for every config")
     p.add_argument(
+        "--no-fast",
+        action="store_true",
+        help="run every config through the full pipeline (default: the fast evaluator, checked on a sample)",
+    )
+    p.add_argument(
+        "--check",
+        type=int,
+        default=5,
+        metavar="N",
+        help="configs re-run on the full pipeline to check the fast evaluator (random, seeded by --seed)",
+    )
+    p.add_argument(
         "--budget",
         type=float,
         default=None,
         metavar="USD",
         help="refuse to start when the projected model cost (all configs, no cache) is over this",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the configs on Ray Tune (extra 'distributed'): no ADDRESS = a local cluster started for the run, "
+        "'auto' = this machine's cluster, 'ray://head:10001' = a remote one",
+    )
+    p.add_argument("--ray-workers", type=int, default=2, help="concurrent trials (CPUs of a local cluster)")
+    p.add_argument(
+        "--ray-min-configs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="smaller sweeps stay in-process even with --ray (0 = always Ray)",
     )
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default="sweep")
@@ -480,10 +550,10 @@ def add_eval_commands(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rag_lab.eval.cli …`` is the ``rag-lab`` command itself (same parser, same errors)."""
-    from rag_lab.cli import main as cli_main
+    """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
+    from rag_lab.cliutil import command_parser, run_command
 
-    return cli_main(argv)
+    return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)
 
 
 if __name__ == "__main__":

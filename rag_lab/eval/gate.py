@@ -887,8 +887,9 @@ def evaluate_spec(
     ``params`` are applied on top of the spec's params. ``lab_factory(workspace_path)`` builds the
     lab (default: ``Lab.from_config(config, workspace=...)``, the offline defaults).
     """
+    from rag_lab.asyncutil import run_sync
     from rag_lab.eval.runner import SuiteSpec, evaluate_suites
-    from rag_lab.lab.lab import Lab, _run_sync
+    from rag_lab.lab.lab import Lab
 
     suites = [SuiteSpec.from_dict(s) for s in spec["suites"]]
     merged = {**dict(spec.get("params") or {}), **dict(params or {})}
@@ -898,7 +899,7 @@ def evaluate_spec(
     def run(ws: Path) -> EvalReport:
         lab = lab_factory(ws) if lab_factory else Lab.from_config(config, workspace=ws)
         try:
-            return _run_sync(
+            return run_sync(
                 lambda: evaluate_suites(
                     lab,
                     suites,

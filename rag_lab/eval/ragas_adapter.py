@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from rag_lab.eval.datasets import Dataset
-    from rag_lab.eval.runner import QueryRecord
+    from rag_lab.eval.records import QueryRecord
 
 __all__ = [
     "ALL_METRICS",
@@ -137,7 +137,7 @@ def samples_from_records(records: Iterable[QueryRecord], dataset: Dataset) -> li
     """Samples from evaluation records: contexts = the final contexts (chunk texts, with their
     document ids), reference = the first reference answer, reference contexts = the gold
     documents' texts, response = the answer without citation tags."""
-    from rag_lab.eval.runner import answer_text
+    from rag_lab.eval.records import answer_text
 
     texts = {d.id: d.text for d in dataset.corpus}
     out: list[RagasSample] = []
@@ -713,6 +713,6 @@ def score_samples(
     ledger: Any = None,
 ) -> RagasResult:
     """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
 
-    return _run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger))
+    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger))

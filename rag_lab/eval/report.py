@@ -29,7 +29,7 @@ from xml.etree import ElementTree as ET
 import rag_lab
 from rag_lab.eval.metrics import RetrievalReport
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.runner import QueryRecord, answer_text
+from rag_lab.eval.records import QueryRecord, answer_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_lab.knowledge.ingest_common import IngestError
 from rag_lab.knowledge.ingestion import IngestReport
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
-from rag_lab.knowledge.workspace import IngestError, MixedEmbeddingSpaces
+from rag_lab.types.errors import MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.workspace import Workspace
@@ -162,7 +163,7 @@ def ingest_images(
         )
         prepared.append(_Image(doc, chunk, given))
     store = workspace.store
-    with workspace.write_lock:
+    with workspace.kb_lock(kb):
         todo: list[_Image] = []
         for im in prepared:
             old = store.get_document(kb.id, im.doc.id)

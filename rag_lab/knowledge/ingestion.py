@@ -23,16 +23,24 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from rag_lab.knowledge.chunking import chunk_text
+from rag_lab.knowledge.ingest_common import (
+    DEFAULT_BATCH_SIZE,
+    IngestError,
+    IngestReport,
+    _check_kb,
+    _content_hash,
+    _embed,
+    _remove_document,
+)
 from rag_lab.knowledge.models import Chunk, FAQEntry, Knowledge, KnowledgeBase
-from rag_lab.knowledge.workspace import IngestError, MixedEmbeddingSpaces, check_embedder
+from rag_lab.retrieval.spaces import vector_entries as _vector_entries
+from rag_lab.types.errors import MixedEmbeddingSpaces
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
 if TYPE_CHECKING:
@@ -42,34 +50,7 @@ if TYPE_CHECKING:
 SUPPORTED_SUFFIXES = {".txt": "txt", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 #: CSV / Excel files: ingested as tables by rag_lab.knowledge.tables.ingest_table
 TABLE_FILE_SUFFIXES = (".csv", ".xlsx", ".xls")
-DEFAULT_BATCH_SIZE = 64
 _WS = re.compile(r"\s+")
-
-
-@dataclass(slots=True)
-class IngestReport:
-    """What one ingestion call did."""
-
-    kb_id: str
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or id, reason)
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    vectors_added: int = 0
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated)
-
-    def __str__(self) -> str:
-        return (
-            f"IngestReport(kb={self.kb_id}: {len(self.added)} added, {len(self.updated)} updated, "
-            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped; {self.chunks_added} chunks added, "
-            f"{self.chunks_removed} removed, {self.vectors_added} vectors; {self.seconds:.2f}s)"
-        )
 
 
 # -- HTML / file reading ---------------------------------------------------------------------
@@ -196,29 +177,6 @@ class _Doc:
     faq: FAQEntry | None = None
 
 
-def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: Any = None) -> str:
-    h = hashlib.sha256()
-    for part in (
-        title,
-        text,
-        json.dumps(metadata, sort_keys=True, ensure_ascii=False, default=str),
-        json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str),
-    ):
-        h.update(part.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def _embed(embedder: Embedder, texts: list[str], where: str) -> np.ndarray:
-    vecs = np.asarray(embedder.embed(texts), dtype=np.float32)
-    if vecs.ndim != 2 or vecs.shape != (len(texts), int(embedder.dimension)):
-        raise IngestError(
-            f"{where}: embedder {embedder.model_key!r} returned shape {vecs.shape}, expected "
-            f"({len(texts)}, {embedder.dimension})"
-        )
-    return vecs
-
-
 def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
     kid = doc.knowledge.id
     prefix = f"{kb.id}:{kid}"
@@ -247,20 +205,6 @@ def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
     )
 
 
-def _vector_entries(chunk: Chunk) -> list[tuple[str, str | None, str]]:
-    """``(entry_id, own_text, text_to_embed)`` per vector of a chunk."""
-    if chunk.chunk_type == "faq":
-        meta = chunk.metadata or {}
-        questions = [meta.get("standard_question", "")] + list(meta.get("similar_questions") or [])
-        out = []
-        for i, q in enumerate(questions):
-            q = (q or "").strip()
-            if q:
-                out.append((f"{chunk.id}#q{i}", q, q))
-        return out
-    return [(chunk.id, None, chunk.content)]
-
-
 def _ingest(
     ws: Workspace,
     kb: KnowledgeBase,
@@ -276,7 +220,7 @@ def _ingest(
     if batch_size <= 0:
         raise IngestError(f"batch_size={batch_size} must be positive")
     store = ws.store
-    with ws.write_lock:
+    with ws.kb_lock(kb, embedder):  # other processes too; starts from the newest, repaired index
         vindex = ws.vector_index(kb)
         kindex = ws.keyword_index(kb) if kb.keyword_enabled else None
         pending: list[tuple[str, str, str | None, str]] = []  # chunk_id, entry_id, own text, text to embed
@@ -331,21 +275,9 @@ def _ingest(
     return report
 
 
-def _remove_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
-    """Delete a document row and its chunks from the store and the indexes; returns the number
-    of chunks removed. Indexes are not saved here."""
-    chunk_ids = ws.store.delete_knowledge(kb.id, knowledge_id)
-    vindex = ws.vector_index(kb)
-    if vindex is not None:
-        vindex.remove_chunks(chunk_ids)
-    if kb.keyword_enabled:
-        ws.keyword_index(kb).remove_chunks(chunk_ids)
-    return len(chunk_ids)
-
-
 def delete_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
     """Delete a document, its chunks and their index entries; returns the chunks removed."""
-    with ws.write_lock:
+    with ws.kb_lock(kb):
         if ws.store.get_document(kb.id, knowledge_id) is None:
             raise IngestError(f"knowledge base {kb.name!r} has no document {knowledge_id!r}")
         n = _remove_document(ws, kb, knowledge_id)
@@ -355,14 +287,6 @@ def delete_document(ws: Workspace, kb: KnowledgeBase, knowledge_id: str) -> int:
         if kb.keyword_enabled:
             ws.keyword_index(kb).save()
         return n
-
-
-def _check_kb(kb: KnowledgeBase, embedder: Embedder | None, want_faq: bool) -> None:
-    if want_faq and kb.type != "faq":
-        raise IngestError(f"knowledge base {kb.name!r} has type {kb.type!r}; FAQ entries need an 'faq' KB")
-    if not want_faq and kb.type == "faq":
-        raise IngestError(f"knowledge base {kb.name!r} is an FAQ KB; ingest its entries with ingest_faq")
-    check_embedder(kb, embedder)
 
 
 # -- public entry points ---------------------------------------------------------------------
@@ -388,10 +312,14 @@ def ingest_folder(
     report = IngestReport(kb_id=kb.id)
     docs: list[_Doc] = []
     tables: list[tuple[Path, str]] = []
+    real_root = root.resolve()
     for f in files:
         rel = f.relative_to(root).as_posix()
         if any(part.startswith(".") for part in f.relative_to(root).parts):
             report.skipped.append((rel, "hidden file"))
+            continue
+        if not f.resolve().is_relative_to(real_root):  # a symlink (or a linked folder) out of the tree
+            report.skipped.append((rel, f"symbolic link to {f.resolve()}, outside the ingested folder"))
             continue
         suffix = f.suffix.lower()
         if suffix in TABLE_FILE_SUFFIXES:

@@ -24,11 +24,10 @@ from typing import Any, TypeVar
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
+from rag_lab.types.search_result import UNSEARCHABLE_STATUSES as UNSEARCHABLE_STATUSES
 
 T = TypeVar("T")
 
-#: index statuses that exclude a chunk from retrieval (spec §1.6)
-UNSEARCHABLE_STATUSES = ("processing", "failed")
 # literal SQL (not bound parameters) so that SQLite can use the partial index below
 _UNSEARCHABLE_SQL = "(is_enabled = 0 OR index_status IN ({}))".format(
     ", ".join(f"'{s}'" for s in UNSEARCHABLE_STATUSES)

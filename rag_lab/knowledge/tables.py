@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from rag_lab.knowledge.ingestion import (
+from rag_lab.knowledge.ingest_common import (
     DEFAULT_BATCH_SIZE,
     IngestError,
     IngestReport,
@@ -45,6 +45,82 @@ TABLE_SUFFIXES = {".csv": "csv", ".xlsx": "xlsx", ".xls": "xls"}
 FILES_DIR = "files"
 #: rows of the file shown in the summary chunk
 SUMMARY_SAMPLE_ROWS = 3
+#: caps checked before a table is loaded (a small .xlsx can unpack into a million rows)
+MAX_TABLE_FILE_BYTES = 100 << 20
+MAX_TABLE_ROWS = 200_000
+MAX_XLSX_EXPANDED_BYTES = 128 << 20
+
+
+def check_table_limits(
+    src: Path,
+    *,
+    sheet: int | str = 0,
+    max_bytes: int = MAX_TABLE_FILE_BYTES,
+    max_rows: int = MAX_TABLE_ROWS,
+    max_expanded_bytes: int = MAX_XLSX_EXPANDED_BYTES,
+) -> None:
+    """Refuse a table file before loading it when it is larger than ``max_bytes``, an ``.xlsx``
+    whose parts unpack to more than ``max_expanded_bytes``, or a sheet / CSV with more than
+    ``max_rows`` data rows. Counting streams the file (constant memory); the error names the
+    file, the measured value and the cap."""
+    import zipfile
+
+    size = src.stat().st_size
+    if size > max_bytes:
+        raise IngestError(f"{src}: {size} bytes is larger than the table cap of {max_bytes} bytes (max_bytes)")
+    suffix = src.suffix.lower()
+    rows: int | None = None
+    exact = True
+    if suffix == ".csv":
+        lines, last = 0, b"\n"
+        with src.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+                if lines > max_rows + 1:
+                    exact = False
+                    break
+        rows = lines + (exact and last != b"\n") - 1  # minus the header line
+    elif suffix == ".xlsx" and zipfile.is_zipfile(src):
+        with zipfile.ZipFile(src) as zf:
+            expanded = sum(i.file_size for i in zf.infolist())
+        if expanded > max_expanded_bytes:
+            raise IngestError(
+                f"{src}: the workbook unpacks to {expanded} bytes, more than the cap of {max_expanded_bytes} "
+                "(max_expanded_bytes)"
+            )
+        rows = _xlsx_rows(src, sheet, max_rows)
+        exact = rows is None or rows <= max_rows
+        rows = max_rows if not exact else rows
+    if rows is not None and (rows > max_rows or not exact):
+        what = f"more than {max_rows} rows" if not exact else f"{rows} rows"
+        raise IngestError(f"{src}: {what}; the cap is {max_rows} (max_rows)")
+
+
+def _xlsx_rows(src: Path, sheet: int | str, cap: int) -> int | None:
+    """Data rows of one sheet, counted by streaming its XML (stops at ``cap + 1``); None when
+    openpyxl cannot read it (the loader then reports the problem)."""
+    try:
+        import openpyxl
+    except ImportError:
+        return None
+    try:
+        book = openpyxl.load_workbook(src, read_only=True, data_only=True)
+    except Exception:
+        return None
+    try:
+        names = book.sheetnames
+        name = names[sheet] if isinstance(sheet, int) and 0 <= sheet < len(names) else sheet
+        if name not in names:
+            return None
+        n = 0
+        for _ in book[name].iter_rows(values_only=True):
+            n += 1
+            if n > cap + 1:
+                return n - 1
+        return max(0, n - 1)
+    finally:
+        book.close()
 
 
 def table_file_dir(ws: Workspace, kb_id: str, knowledge_id: str) -> Path:
@@ -158,6 +234,9 @@ def ingest_table(
     sheet: int | str = 0,
     report: IngestReport | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    max_rows: int = MAX_TABLE_ROWS,
+    max_bytes: int = MAX_TABLE_FILE_BYTES,
+    max_expanded_bytes: int = MAX_XLSX_EXPANDED_BYTES,
 ) -> IngestReport:
     """Ingest one CSV / Excel file as a table document of ``kb``.
 
@@ -187,6 +266,7 @@ def ingest_table(
     if not isinstance(title, str):
         raise IngestError(f"{src}: title={title!r} must be a string")
 
+    check_table_limits(src, sheet=sheet, max_bytes=max_bytes, max_rows=max_rows, max_expanded_bytes=max_expanded_bytes)
     dest_dir = table_file_dir(ws, kb.id, kid)
     dest = dest_dir / src.name
     rel = dest.relative_to(ws.root).as_posix()
@@ -196,6 +276,8 @@ def ingest_table(
             sample = tool.run_sql(f"SELECT * FROM {_quoted(schema.table_name)} LIMIT {SUMMARY_SAMPLE_ROWS}")
     except DataAnalysisError as exc:
         raise IngestError(f"{src}: cannot read as a table: {exc}") from None
+    if schema.row_count > max_rows:  # the sheet's XML said fewer rows than it holds
+        raise IngestError(f"{src}: {schema.row_count} rows; the cap is {max_rows} (max_rows)")
     meta = {
         "stored_path": rel,
         "table_name": schema.table_name,
@@ -218,7 +300,7 @@ def ingest_table(
     chunks = table_chunks(schema, kb.id, kid, sample.columns, sample.rows, tag_id=tag_id)
 
     store = ws.store
-    with ws.write_lock:
+    with ws.kb_lock(kb, embedder):
         existing = store.get_document(kb.id, kid)
         if existing is not None and existing.content_hash == k.content_hash and dest.is_file():
             report.unchanged.append(kid)

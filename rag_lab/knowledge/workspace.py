@@ -3,9 +3,16 @@
 Layout::
 
     <root>/store.sqlite                    KBs, documents, chunks (KnowledgeStore)
-    <root>/indexes/<kb_id>/vectors.faiss   faiss vectors  (VectorIndex)
-    <root>/indexes/<kb_id>/ids.json        faiss id → entry / chunk id
-    <root>/indexes/<kb_id>/bm25/           bm25s index + tokens (KeywordIndex)
+    <root>/indexes/<kb_id>/CURRENT         name of the live vector index version
+    <root>/indexes/<kb_id>/v…/             vectors.faiss + ids.json (VectorIndex)
+    <root>/indexes/<kb_id>/bm25/CURRENT    name of the live keyword index version
+    <root>/indexes/<kb_id>/bm25/v…/        bm25s index + tokens (KeywordIndex)
+    <root>/locks/<kb_id>.lock              the KB's cross-process write lock
+
+Writers hold :meth:`Workspace.kb_lock` (a file lock shared by every process on the workspace,
+plus a thread lock) and start from the newest saved index; saves switch versions atomically
+(:mod:`rag_lab.retrieval.versioned`). SQLite is the source of truth: an index that disagrees
+with it when opened is repaired with a warning (:mod:`rag_lab.knowledge.index_repair`).
 
 A KB records the ``model_key`` and ``dimension`` of the embedder it was created with; ingesting
 or searching with another embedder raises :class:`MixedEmbeddingSpaces`. KB ids are derived from
@@ -14,16 +21,22 @@ the name (``kb_`` + 12 hex digits of its SHA-1), so a KB recreated under the sam
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.chunking import ChunkingConfig
+from rag_lab.knowledge.ingest_common import IngestError as IngestError
+from rag_lab.knowledge.ingest_common import check_embedder as check_embedder
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore
+from rag_lab.types.errors import KnowledgeBaseNotFound as KnowledgeBaseNotFound
+from rag_lab.types.errors import MixedEmbeddingSpaces as MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.ingestion import IngestReport
@@ -33,48 +46,15 @@ if TYPE_CHECKING:
     from rag_lab.retrieval.vector_index import VectorIndex
 
 KB_TYPES = ("document", "faq", "wiki")
-
-
-class KnowledgeBaseNotFound(LookupError):
-    """An unknown KB id or name; the message lists the known names."""
+log = logging.getLogger(__name__)
 
 
 class KnowledgeBaseExists(ValueError):
     """``create_kb`` with a name that exists (and ``exist_ok`` not set, or other settings)."""
 
 
-class MixedEmbeddingSpaces(ValueError):
-    """Two different embedding model keys met (KB vs embedder, or KBs searched together)."""
-
-
-class IngestError(ValueError):
-    """Bad ingestion input; the message names the path / document, field and value."""
-
-
 def kb_id_for_name(name: str) -> str:
     return "kb_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
-
-
-def check_embedder(kb: KnowledgeBase, embedder: Embedder | None) -> None:
-    """Raise :class:`MixedEmbeddingSpaces` unless ``embedder`` produces ``kb``'s embedding space."""
-    if not kb.embedding_model_key:
-        if embedder is not None:
-            raise MixedEmbeddingSpaces(
-                f"knowledge base {kb.name!r} ({kb.id}) has no embedding model (keyword-only), but an embedder "
-                f"with model_key {embedder.model_key!r} was given; pass embedder=None"
-            )
-        return
-    if embedder is None:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r}; an embedder "
-            "for it is required"
-        )
-    if embedder.model_key != kb.embedding_model_key or int(embedder.dimension) != kb.embedding_dim:
-        raise MixedEmbeddingSpaces(
-            f"knowledge base {kb.name!r} ({kb.id}) uses embedding model {kb.embedding_model_key!r} "
-            f"(dimension {kb.embedding_dim}) but the embedder is {embedder.model_key!r} "
-            f"(dimension {embedder.dimension})"
-        )
 
 
 class Workspace:
@@ -89,8 +69,12 @@ class Workspace:
         self._vec: dict[str, VectorIndex] = {}
         self._kw: dict[str, KeywordIndex] = {}
         self._lock = threading.RLock()
-        #: serialises ingestion per workspace (index rebuilds are not concurrent-safe across writers)
+        #: serialises writers in this process (see :meth:`kb_lock` for writers in other processes)
         self.write_lock = threading.RLock()
+        self._file_locks: dict[str, Any] = {}
+        #: ``embedder_for(kb)`` → an embedder of the KB's space, used to re-embed chunks an index
+        #: lacks when it is opened (the Lab sets it; None: missing vectors wait for the next ingest)
+        self.embedder_for: Callable[[KnowledgeBase], Embedder | None] | None = None
         self._engine: LocalEngine | None = None
         self._graph: Any = None
         #: ``mirror_for(kb)`` → an external engine holding a copy of the KB's chunks (a
@@ -170,7 +154,7 @@ class Workspace:
         )
         if embedder is not None and not embedder.model_key:
             raise ValueError("the embedder's model_key is empty; it must name the embedding space")
-        with self._lock:
+        with self._lock, self._file_lock("_kbs"):  # one creator at a time, across processes
             existing = self.store.get_kb_by_name(name)
             if existing is not None:
                 if not exist_ok:
@@ -230,7 +214,7 @@ class Workspace:
         mirror = self.mirror(kb)
         if mirror is not None:
             mirror.drop_kb(kb)
-        with self.write_lock, self._lock:
+        with self.kb_lock(kb), self._lock:
             self.store.delete_kb(kb.id)
             self._vec.pop(kb.id, None)
             self._kw.pop(kb.id, None)
@@ -247,40 +231,112 @@ class Workspace:
     def index_dir(self, kb_id: str) -> Path:
         return self.root / "indexes" / kb_id
 
+    def _file_lock(self, kb_id: str) -> Any:
+        from filelock import FileLock
+
+        with self._lock:
+            lock = self._file_locks.get(kb_id)
+            if lock is None:
+                (self.root / "locks").mkdir(exist_ok=True)
+                lock = self._file_locks[kb_id] = FileLock(str(self.root / "locks" / f"{kb_id}.lock"))
+            return lock
+
+    @contextlib.contextmanager
+    def kb_lock(self, kb: KnowledgeBase | str, embedder: Embedder | None = None) -> Iterator[None]:
+        """Exclusive write access to one KB across threads and processes (ingestion, deletion).
+        On entry the KB's cached indexes are dropped when another process saved newer ones, and
+        with ``embedder`` they are repaired against the store, so the writer starts from the truth."""
+        kb_id = kb.id if isinstance(kb, KnowledgeBase) else self.get_kb(kb).id
+        with self.write_lock, self._file_lock(kb_id):
+            self._drop_stale(kb_id)
+            if embedder is not None:
+                kb_obj = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb_id)
+                vindex = self.vector_index(kb_obj)
+                if vindex is not None:
+                    from rag_lab.knowledge.index_repair import repair_vector_index
+
+                    repair_vector_index(self, kb_obj, vindex, embedder)
+            yield
+
+    def _drop_stale(self, kb_id: str) -> None:
+        """Forget cached indexes whose on-disk version changed (another process saved)."""
+        from rag_lab.retrieval.versioned import read_pointer
+
+        with self._lock:
+            vec = self._vec.get(kb_id)
+            if vec is not None and vec.version != read_pointer(self.index_dir(kb_id)):
+                del self._vec[kb_id]
+            kw = self._kw.get(kb_id)
+            if kw is not None and kw.version != read_pointer(self.index_dir(kb_id) / "bm25"):
+                del self._kw[kb_id]
+
+    def _repair_when_free(self, kb: KnowledgeBase, repair: Callable[[], Any]) -> None:
+        """Run ``repair`` under the KB's lock if no writer holds it now (a writer in progress is
+        expected to disagree with the store until it saves; it leaves a consistent state)."""
+        from filelock import Timeout
+
+        lock = self._file_lock(kb.id)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.debug("knowledge base %r: a writer holds the lock; index check skipped", kb.name)
+            return
+        try:
+            repair()
+        finally:
+            lock.release()
+
     def vector_index(self, kb: KnowledgeBase | str) -> VectorIndex | None:
-        """The KB's vector index (loaded once), or ``None`` for a KB without embeddings."""
+        """The KB's vector index (loaded once, reloaded when another process saved a newer
+        version; checked against the store when loaded), or ``None`` for a KB without embeddings."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
         if not kb.embedding_model_key or kb.embedding_dim <= 0:
             return None
+        self._drop_stale(kb.id)
         with self._lock:
             idx = self._vec.get(kb.id)
-            if idx is None:
-                from rag_lab.retrieval.vector_index import VectorIndex
+            if idx is not None:
+                return idx
+            from rag_lab.retrieval.vector_index import VectorIndex, VectorIndexError
 
+            try:
                 idx = VectorIndex.load(self.index_dir(kb.id), kb.embedding_dim)
-                self._vec[kb.id] = idx
-            return idx
+            except VectorIndexError as exc:
+                log.warning("knowledge base %r: %s; rebuilding the vector index from the store", kb.name, exc)
+                idx = VectorIndex(kb.embedding_dim, self.index_dir(kb.id))
+            self._vec[kb.id] = idx
+        from rag_lab.knowledge.index_repair import repair_vector_index
+
+        embedder = self.embedder_for(kb) if self.embedder_for is not None else None
+        self._repair_when_free(kb, lambda: repair_vector_index(self, kb, idx, embedder))
+        return idx
 
     def keyword_index(self, kb: KnowledgeBase | str) -> KeywordIndex:
-        """The KB's keyword index (loaded once; rebuilt from the stored chunks if it was built
-        with another tokenizer)."""
+        """The KB's keyword index (loaded once, reloaded when another process saved a newer
+        version; rebuilt from the stored chunks if it was built with another tokenizer, cannot be
+        read, or disagrees with the store)."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
+        self._drop_stale(kb.id)
         with self._lock:
             idx = self._kw.get(kb.id)
-            if idx is None:
-                from rag_lab.retrieval.keyword_index import KeywordIndex, StaleKeywordIndex
+            if idx is not None:
+                return idx
+            from rag_lab.retrieval.keyword_index import KeywordIndex, KeywordIndexError, StaleKeywordIndex
 
-                path = self.index_dir(kb.id) / "bm25"
-                settings = dict(kb.metadata.get("bm25") or {})
-                try:
-                    idx = KeywordIndex.load(path, **settings)
-                except StaleKeywordIndex:
-                    idx = KeywordIndex(path, **settings)
-                    chunks = [c for c in self.store.list_chunks(kb.id) if _indexable(c.chunk_type)]
-                    idx.add([c.id for c in chunks], [c.content for c in chunks])
-                    idx.save()
-                self._kw[kb.id] = idx
-            return idx
+            path = self.index_dir(kb.id) / "bm25"
+            settings = dict(kb.metadata.get("bm25") or {})
+            try:
+                idx = KeywordIndex.load(path, **settings)
+            except StaleKeywordIndex:
+                idx = KeywordIndex(path, **settings)
+            except KeywordIndexError as exc:
+                log.warning("knowledge base %r: %s; rebuilding the keyword index from the store", kb.name, exc)
+                idx = KeywordIndex(path, **settings)
+            self._kw[kb.id] = idx
+        from rag_lab.knowledge.index_repair import repair_keyword_index
+
+        self._repair_when_free(kb, lambda: repair_keyword_index(self, kb, idx))
+        return idx
 
     def engine(self) -> LocalEngine:
         """The in-process retrieval engine over this workspace."""
@@ -345,7 +401,7 @@ class Workspace:
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
         mirror = self.mirror(kb)
         if mirror is not None and report.changed:
-            with self.write_lock:
+            with self.kb_lock(kb):
                 mirror.index_documents(kb, report.added + report.updated)
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
@@ -373,9 +429,3 @@ class Workspace:
 
             self.graph.delete_namespace(NameSpace(kb.id, knowledge_id))
         return removed
-
-
-def _indexable(chunk_type: str) -> bool:
-    from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
-
-    return chunk_type in SEARCHABLE_CHUNK_TYPES

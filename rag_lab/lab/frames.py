@@ -124,7 +124,7 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
     ``HybridSearcher.search_with_trace``. Pass the result to :func:`save_capture` (``fusion=``) or
     to the fusion views.
     """
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync
     from rag_lab.retrieval.base import SearchParams
 
     snap = _snapshot(run, "search")
@@ -173,7 +173,7 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
             out.append(fusion_record(trace, req.params, query, sp.knowledge_base_ids or [primary]))
         return out
 
-    return _run_sync(go)
+    return run_sync(go)
 
 
 def fusion_data(obj: Any, fusion: Any = None) -> list[dict[str, Any]] | None:
@@ -398,17 +398,13 @@ def threshold_outcome(
     best alone if >= ``fallback_min``; still none and threshold > floor → retry once at
     ``max(threshold × factor, floor)``. ``None`` scores (the model returned none) never pass."""
     from rag_lab.models.base import RerankScore
-    from rag_lab.pipeline.plugins.rerank import filter_by_threshold
+    from rag_lab.pipeline.plugins.rerank import apply_threshold_ladder
+    from rag_lab.types.params import PipelineParams
 
     n = len(model_scores)
     scores = [RerankScore(i, float(s)) for i, s in enumerate(model_scores) if s is not None]
-    kept, outcome = filter_by_threshold(scores, n, threshold, fallback_min)
-    used = threshold
-    if not kept and threshold > degrade_floor:
-        used = max(threshold * degrade_factor, degrade_floor)
-        kept, outcome = filter_by_threshold(scores, n, used, fallback_min)
-        if kept:
-            outcome = "threshold_degraded"
+    ladder = PipelineParams().with_changes(rerank_degrade_factor=degrade_factor, rerank_degrade_floor=degrade_floor)
+    kept, outcome, used = apply_threshold_ladder(scores, n, threshold, fallback_min, ladder)
     return ThresholdOutcome(threshold, used, outcome, tuple(sorted(s.index for s in kept)), fallback_min)
 
 

@@ -195,6 +195,10 @@ class Lab:
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
         self.workspace = Workspace(root)
+        # an index found disagreeing with the store re-embeds what it lacks with this lab's model
+        self.workspace.embedder_for = lambda kb: (
+            self.embedder if getattr(kb, "embedding_model_key", "") == self.embedder.model_key else None
+        )
         from rag_lab.retrieval.engines import EngineConfigError, EngineRouter
 
         try:
@@ -288,7 +292,8 @@ class Lab:
         except KnowledgeBaseNotFound:
             if not create:
                 raise
-            return self.workspace.create_kb(name, self.embedder, **kwargs)
+            # exist_ok: another process may create it at the same moment (same settings: fine)
+            kb = self.workspace.create_kb(name, self.embedder, exist_ok=True, **kwargs)
         tenant = kwargs.get("tenant_id")
         if tenant is not None and kb.tenant_id != tenant:
             raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")

@@ -59,9 +59,9 @@ class Services:
 
 
 def default_plugins(services: Services) -> list[Plugin]:
-    """The registered plugins, in the container's order. Stages that a later issue brings (web
-    fetch, data analysis, entity extraction/search, memory recall) are simply not registered yet:
-    triggering an event without plugins is a no-op, exactly as for an unconfigured service."""
+    """The seventeen stage plugins, in the container's order (= chain order on a shared event).
+    Every stage is registered; one whose service is not configured (memory, web, graph) or whose
+    switch is off passes through. Each declares its reads / writes / params (``contract``)."""
     from rag_lab.pipeline.plugins.chat_completion import PluginChatCompletion
     from rag_lab.pipeline.plugins.chat_completion_stream import PluginChatCompletionStream
     from rag_lab.pipeline.plugins.data_analysis import PluginDataAnalysis

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import lru_cache
 from typing import Any
 
 from rag_lab.reranking.clean import clean_passage
 from rag_lab.searchutil.imageinfo import parse_image_info
 from rag_lab.searchutil.text import go_trim
 
-__all__ = ["CONTEXT_HEADER_KEY", "generated_questions", "enriched_passage", "model_passage"]
+__all__ = ["CONTEXT_HEADER_KEY", "generated_questions", "enriched_passage", "model_passage", "passages_of"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ def _has_chunk_metadata(value: Any) -> bool:
     return True
 
 
+#: ``clean_passage`` is pure and the same chunks come back question after question
+_clean = lru_cache(maxsize=65536)(clean_passage)
+
+
 def enriched_passage(result: Any) -> str:
     """``clean_passage(content)`` plus enrichments (§4.6.3, A.1).
 
@@ -78,11 +83,14 @@ def enriched_passage(result: Any) -> str:
     one per line. Invalid image info or chunk metadata is logged and ignored.
     """
     content = result.content or ""
-    text = clean_passage(content)
+    text = _clean(content)
+    info = getattr(result, "image_info", "") or ""
+    chunk_meta = getattr(result, "chunk_metadata", None)
+    if not info and not chunk_meta:
+        return text
     body = go_trim(content)
     enrichments: list[str] = []
 
-    info = getattr(result, "image_info", "") or ""
     if info:
         entries = parse_image_info(info)
         if entries is None:
@@ -94,7 +102,6 @@ def enriched_passage(result: Any) -> str:
                     if value and go_trim(value) != body:
                         enrichments.append(value)
 
-    chunk_meta = getattr(result, "chunk_metadata", None)
     if _has_chunk_metadata(chunk_meta):
         questions = generated_questions(chunk_meta)
         if questions is None:
@@ -116,9 +123,14 @@ def model_passage(result: Any) -> str:
     ``knowledge_title``, the trimmed ``metadata["context_header"]`` and the enriched passage
     is included when non-blank, joined with ``"\\n\\n"``.
     """
+    return passages_of(result)[1]
+
+
+def passages_of(result: Any) -> tuple[str, str]:
+    """``(enriched_passage(result), model_passage(result))``, the enriched passage built once."""
     passage = enriched_passage(result)
     if not go_trim(passage) or (result.chunk_type or "") == "faq":
-        return passage
+        return passage, passage
     parts: list[str] = []
     title = go_trim(result.knowledge_title or "")
     if title:
@@ -127,5 +139,7 @@ def model_passage(result: Any) -> str:
     header = go_trim(str(metadata.get(CONTEXT_HEADER_KEY) or ""))
     if header:
         parts.append(header)
+    if not parts:
+        return passage, passage
     parts.append(passage)
-    return "\n\n".join(parts)
+    return passage, "\n\n".join(parts)

@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag_lab.knowledge.models import Chunk, KnowledgeBase
-from rag_lab.knowledge.store import UNSEARCHABLE_STATUSES
-from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
 from rag_lab.retrieval.base import IndexWithScore
-from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, MatchType
+from rag_lab.types.errors import KnowledgeBaseNotFound
+from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, UNSEARCHABLE_STATUSES, MatchType
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk, KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
 
 ENGINE_TYPE = "faiss+bm25s"

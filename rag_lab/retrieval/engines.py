@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.retrieval.base import RetrieveEngine
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.retrieval.milvus_engine import MilvusEngine
 
@@ -91,7 +91,7 @@ class EngineRouter:
         self._milvus: dict[str, MilvusEngine] = {}
 
     def config_for(self, kb: KnowledgeBase | str) -> dict[str, Any]:
-        name = kb.name if isinstance(kb, KnowledgeBase) else kb
+        name = kb if isinstance(kb, str) else kb.name
         return self.per_kb.get(name, self.default)
 
     def milvus(self, cfg: Mapping[str, Any]) -> MilvusEngine:

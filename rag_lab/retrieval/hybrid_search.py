@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
-from rag_lab.knowledge.workspace import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
 from rag_lab.retrieval.engine import is_searchable
 from rag_lab.retrieval.fusion import (
@@ -49,10 +47,12 @@ from rag_lab.retrieval.image_recall import (
     recall_images,
     search_image_indexes,
 )
+from rag_lab.types.errors import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.models.base import Embedder
 
@@ -250,7 +250,7 @@ class HybridTrace:
     image_errors: list[str] = field(default_factory=list)
 
 
-EngineFor = Callable[[KnowledgeBase], tuple[str, RetrieveEngine]]
+EngineFor = Callable[["KnowledgeBase"], tuple[str, RetrieveEngine]]
 
 
 def can_view(kb: KnowledgeBase, tenant_id: int) -> bool:

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.retrieval.vector_index import VectorIndex
 
@@ -200,8 +200,9 @@ _CACHE_LOCK = threading.Lock()
 
 def _stamp(path: Path) -> int:
     from rag_lab.retrieval.vector_index import VectorIndex
+    from rag_lab.retrieval.versioned import current_dir
 
-    f = path / VectorIndex.IDS_FILE
+    f = current_dir(path)[0] / VectorIndex.IDS_FILE
     return f.stat().st_mtime_ns if f.exists() else -1
 
 

@@ -19,8 +19,6 @@ the bm25s files, ``meta.json`` (params, tokenizer identity, chunk ids) and ``tok
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -73,6 +71,10 @@ class KeywordIndex:
         self._bm25: Any = None
         self._dirty = False
         self._lock = threading.RLock()
+        #: the folder the live files were read from (a version folder, see versioned.py)
+        self._data_dir: Path | None = self.path
+        #: the on-disk version this index was loaded from or last saved as
+        self.version: str | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -87,11 +89,12 @@ class KeywordIndex:
     # -- updates ----------------------------------------------------------------------------
     def _token_map(self) -> dict[str, list[str]]:
         if self._tokens is None:  # loaded index: read tokens lazily, only when updating
-            assert self.path is not None
+            assert self._data_dir is not None
+            f = self._data_dir / self.TOKENS_FILE
             try:
-                self._tokens = json.loads((self.path / self.TOKENS_FILE).read_text(encoding="utf-8"))
+                self._tokens = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise KeywordIndexError(f"{self.path / self.TOKENS_FILE}: cannot read tokens: {exc}") from None
+                raise KeywordIndexError(f"{f}: cannot read tokens: {exc}") from None
         return self._tokens
 
     def add(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> None:
@@ -129,6 +132,9 @@ class KeywordIndex:
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, path: str | Path | None = None) -> None:
+        """Write the index as a new version of ``path`` and switch to it atomically."""
+        from rag_lab.retrieval.versioned import write_version
+
         p = Path(path) if path is not None else self.path
         if p is None:
             raise KeywordIndexError("KeywordIndex.save: no path given and the index has none")
@@ -136,30 +142,55 @@ class KeywordIndex:
             if self._dirty:
                 self._build()
             tokens = self._token_map()
-            p.mkdir(parents=True, exist_ok=True)
-            bm_dir = p / self.BM25_DIR
-            tmp_dir = p / (self.BM25_DIR + ".tmp")
-            shutil.rmtree(tmp_dir, ignore_errors=True)
-            if self._bm25 is not None:
-                self._bm25.save(str(tmp_dir), show_progress=False)
-            else:
-                tmp_dir.mkdir()
-            shutil.rmtree(bm_dir, ignore_errors=True)
-            os.replace(tmp_dir, bm_dir)
-            _atomic_write(p / self.TOKENS_FILE, json.dumps(tokens, ensure_ascii=False))
-            meta = dict(self.params, chunk_ids=self._chunk_ids)
-            _atomic_write(p / self.META_FILE, json.dumps(meta, ensure_ascii=False))
+
+            def write(d: Path) -> None:
+                if self._bm25 is not None:
+                    self._bm25.save(str(d / self.BM25_DIR), show_progress=False)
+                else:
+                    (d / self.BM25_DIR).mkdir()
+                (d / self.TOKENS_FILE).write_text(json.dumps(tokens, ensure_ascii=False), encoding="utf-8")
+                meta = dict(self.params, chunk_ids=self._chunk_ids)
+                (d / self.META_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+
+            legacy = (self.BM25_DIR, self.TOKENS_FILE, self.META_FILE)
+            self.version = write_version(p, write, legacy_files=legacy)
             self.path = p
+            self._data_dir = p / self.version
+
+    @classmethod
+    def exists(cls, path: str | Path) -> bool:
+        """Whether ``path`` holds a saved index (versioned or the older flat layout)."""
+        from rag_lab.retrieval.versioned import current_dir
+
+        return (current_dir(Path(path))[0] / cls.META_FILE).is_file()
 
     @classmethod
     def load(cls, path: str | Path, **settings: Any) -> KeywordIndex:
         """Open the index in ``path`` (an absent one is new and empty). Raises
         :class:`StaleKeywordIndex` if it was built with another tokenizer; other changed settings
         (k1, b, method, dtype) just rebuild it from the stored tokens."""
+        from rag_lab.retrieval.versioned import current_dir, read_pointer
+
+        for attempt in range(3):
+            p, version = current_dir(Path(path))
+            try:
+                return cls._load_version(Path(path), p, version, settings)
+            except StaleKeywordIndex:
+                raise
+            except KeywordIndexError:  # a version pruned while being read: read the new one
+                if attempt == 2 or read_pointer(Path(path)) == version:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _load_version(cls, path: Path, p: Path, version: str | None, settings: dict[str, Any]) -> KeywordIndex:
         idx = cls(path, **settings)
-        p = Path(path)
+        idx.version = version
+        idx._data_dir = p
         meta_file = p / cls.META_FILE
         if not meta_file.exists():
+            if version is not None:
+                raise KeywordIndexError(f"{p}: version {version} has no {cls.META_FILE} (removed while being read)")
             return idx
         try:
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
@@ -240,9 +271,3 @@ class KeywordIndex:
         cand = np.flatnonzero(arr > 0)
         order = cand[np.argsort(-arr[cand], kind="stable")][:top_k]
         return [(ids[i], float(arr[i])) for i in order]
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -52,13 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.knowledge.models import Chunk, KnowledgeBase
-from rag_lab.knowledge.store import UNSEARCHABLE_STATUSES
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.tokenization import ENGLISH_STOPWORDS
-from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, MatchType
+from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, UNSEARCHABLE_STATUSES, MatchType
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk, KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.models.base import Embedder
 
@@ -252,7 +251,7 @@ def chunk_rows(kb: KnowledgeBase, chunk: Chunk, vectors: Mapping[str, np.ndarray
     """The Milvus rows of one searchable chunk: one per vector entry (ids and own texts as the
     local vector index has them), or one row without a vector in a keyword-only space.
     ``vectors`` maps entry ids to their vectors; a missing one is an error naming the entry."""
-    from rag_lab.knowledge.ingestion import _vector_entries as vector_entries
+    from rag_lab.retrieval.spaces import vector_entries
 
     tenant = int(kb.tenant_id)  # a chunk belongs to its KB's owner tenant (docs/security.md)
     base = {
@@ -489,12 +488,12 @@ class MilvusEngine:
     def _embed_missing(
         self, kb: KnowledgeBase, chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], embedder: Embedder | None
     ) -> int:
-        from rag_lab.knowledge.ingestion import _vector_entries as vector_entries
+        from rag_lab.retrieval.spaces import vector_entries
 
         missing = [(eid, text) for c in chunks for eid, _, text in vector_entries(c) if eid not in vectors]
         if not missing or embedder is None:
             return 0  # chunk_rows names the first missing entry
-        from rag_lab.knowledge.workspace import check_embedder
+        from rag_lab.retrieval.spaces import check_embedder
 
         check_embedder(kb, embedder)
         for start in range(0, len(missing), 64):

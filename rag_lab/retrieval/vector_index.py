@@ -200,6 +200,8 @@ class VectorIndex:
         self._next_id = 0
         self._graph: _Graph | None = None
         self._lock = threading.RLock()
+        #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
+        self.version: str | None = None
 
     # -- policy -----------------------------------------------------------------------------
     @property
@@ -235,11 +237,31 @@ class VectorIndex:
     # -- persistence ------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path, dimension: int, policy: IndexPolicy | None = None) -> VectorIndex:
-        """Open the index in ``path``; an absent index is a new empty one."""
-        p = Path(path)
-        idx = cls(dimension, p, policy)
+        """Open the index in ``path`` (its live version, see :mod:`rag_lab.retrieval.versioned`);
+        an absent index is a new empty one. A version replaced (and pruned) by a writer while it
+        was being read is read again from the new pointer."""
+        from rag_lab.retrieval.versioned import current_dir, read_pointer
+
+        root = Path(path)
+        for attempt in range(3):
+            p, version = current_dir(root)
+            try:
+                return cls._load_version(root, p, version, dimension, policy)
+            except VectorIndexError:
+                if attempt == 2 or read_pointer(root) == version:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _load_version(
+        cls, root: Path, p: Path, version: str | None, dimension: int, policy: IndexPolicy | None
+    ) -> VectorIndex:
+        idx = cls(dimension, root, policy)
+        idx.version = version
         vec_file, ids_file = p / cls.VECTORS_FILE, p / cls.IDS_FILE
         if not vec_file.exists() and not ids_file.exists():
+            if version is not None:
+                raise VectorIndexError(f"{p}: version {version} has no index files (removed while being read)")
             return idx
         try:
             meta = json.loads(ids_file.read_text(encoding="utf-8"))
@@ -281,11 +303,13 @@ class VectorIndex:
         return g
 
     def save(self, path: str | Path | None = None) -> None:
-        """Write the flat index (and the graph, built first when the policy asks for one)."""
+        """Write the flat index (and the graph, built first when the policy asks for one) as a
+        new version of ``path`` and switch to it atomically (:mod:`rag_lab.retrieval.versioned`)."""
+        from rag_lab.retrieval.versioned import write_version
+
         p = Path(path) if path is not None else self.path
         if p is None:
             raise VectorIndexError("VectorIndex.save: no path given and the index has none")
-        p.mkdir(parents=True, exist_ok=True)
         faiss = _faiss()
         with self._lock:
             graph = self._ready_graph()
@@ -294,27 +318,23 @@ class VectorIndex:
                 "next_id": self._next_id,
                 "entries": [[fid, e.entry_id, e.chunk_id, e.text] for fid, e in sorted(self._entries.items())],
             }
-            tmp_vec = p / (self.VECTORS_FILE + ".tmp")
-            tmp_ids = p / (self.IDS_FILE + ".tmp")
-            faiss.write_index(self._index, str(tmp_vec))
-            tmp_ids.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp_vec, p / self.VECTORS_FILE)
-            os.replace(tmp_ids, p / self.IDS_FILE)
-            if graph is None:
-                for name in (self.ANN_META_FILE, self.ANN_FILE):
-                    (p / name).unlink(missing_ok=True)
-                return
-            gmeta = {
-                "m": graph.m,
-                "ef_construction": graph.ef_construction,
-                "fids": graph.fids,
-                "dead": sorted(graph.dead),
-            }
-            tmp_ann, tmp_gmeta = p / (self.ANN_FILE + ".tmp"), p / (self.ANN_META_FILE + ".tmp")
-            faiss.write_index(graph.index, str(tmp_ann))
-            tmp_gmeta.write_text(json.dumps(gmeta), encoding="utf-8")
-            os.replace(tmp_ann, p / self.ANN_FILE)
-            os.replace(tmp_gmeta, p / self.ANN_META_FILE)
+
+            def write(d: Path) -> None:
+                faiss.write_index(self._index, str(d / self.VECTORS_FILE))
+                (d / self.IDS_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+                if graph is not None:
+                    gmeta = {
+                        "m": graph.m,
+                        "ef_construction": graph.ef_construction,
+                        "fids": graph.fids,
+                        "dead": sorted(graph.dead),
+                    }
+                    faiss.write_index(graph.index, str(d / self.ANN_FILE))
+                    (d / self.ANN_META_FILE).write_text(json.dumps(gmeta), encoding="utf-8")
+
+            legacy = (self.VECTORS_FILE, self.IDS_FILE, self.ANN_FILE, self.ANN_META_FILE)
+            self.version = write_version(p, write, legacy_files=legacy)
+            self.path = p
 
     # -- updates ----------------------------------------------------------------------------
     def _check(self, vectors: np.ndarray, n: int | None = None) -> np.ndarray:

@@ -18,6 +18,7 @@ __all__ = [
     "HEAD_SLACK",
     "contains_chunk_content",
     "join_chunk_content",
+    "longest_overlap",
     "append_with_exact_overlap",
     "append_with_overlap",
     "merge_text_chunks",
@@ -52,11 +53,27 @@ def join_chunk_content(acc: str, next: str, sep: str, min_overlap: int = MIN_OVE
         return acc
     if contains_chunk_content(next, acc, min_overlap):
         return next
-    max_ov = min(len(acc), len(next), span)
-    for ov in range(max_ov, min_overlap - 1, -1):
-        if ov > 0 and acc.endswith(next[:ov]):
-            return acc + next[ov:]
+    ov = longest_overlap(acc, next, max(min_overlap, 1), min(len(acc), len(next), span))
+    if ov:
+        return acc + next[ov:]
     return acc + sep + next
+
+
+def longest_overlap(acc: str, next: str, min_overlap: int, max_overlap: int) -> int:
+    """The largest ``ov`` in ``min_overlap..max_overlap`` with ``acc.endswith(next[:ov])``, else 0.
+
+    Only the places where ``next``'s first ``min_overlap`` runes occur in ``acc``'s tail can
+    start an overlap; the first one that matches to the end gives the longest."""
+    if max_overlap < min_overlap or min_overlap <= 0:
+        return 0
+    tail = acc[len(acc) - max_overlap :]
+    head = next[:min_overlap]
+    p = tail.find(head)
+    while p != -1:
+        if next.startswith(tail[p:]):
+            return len(tail) - p
+        p = tail.find(head, p + 1)
+    return 0
 
 
 def append_with_exact_overlap(acc: str, next: str, overlap: int) -> tuple[str, bool]:

@@ -7,11 +7,10 @@ from typing import Any, TypeVar
 
 from rag_lab.searchutil.text import (
     build_content_signature,
-    is_content_contained,
     normalize_content,
-    tokenize_simple,
     utf8_len,
 )
+from rag_lab.searchutil.tokens import cached_token_ids, intersection_counts
 from rag_lab.types.params import PipelineParams
 
 __all__ = ["remove_duplicate_results", "remove_partial_overlaps"]
@@ -58,21 +57,19 @@ def remove_partial_overlaps(
     items: list[Any] = list(results)
     norms = [normalize_content(r.content) for r in items]
     byte_lens = [utf8_len(s) for s in norms]
+    ids = [cached_token_ids(r.content) for r in items]
+    sizes = [a.size for a in ids]
+    # |tokens_a ∩ tokens_b| for every pair, from the cached token ids (one vector op per row)
+    common = intersection_counts(ids).tolist()
+    scores = [r.score for r in items]
     removed = [False] * n
-    token_cache: dict[int, set[str]] = {}
-
-    def tokens(k: int) -> set[str]:
-        if k not in token_cache:
-            token_cache[k] = tokenize_simple(items[k].content)
-        return token_cache[k]
 
     def overlap_ratio(a: int, b: int) -> float:
-        # content_overlap_ratio(items[a].content, items[b].content), with cached token sets.
-        ta, tb = tokens(a), tokens(b)
-        if not ta or not tb:
+        # content_overlap_ratio(items[a].content, items[b].content), from the intersection counts.
+        small = min(sizes[a], sizes[b])
+        if small == 0:
             return 0.0
-        small, large = (ta, tb) if len(ta) <= len(tb) else (tb, ta)
-        return len(small & large) / len(small)
+        return common[a][b] / small
 
     for i in range(n):
         if removed[i]:
@@ -81,9 +78,11 @@ def remove_partial_overlaps(
             if removed[j]:
                 continue
             short, long_ = (j, i) if byte_lens[i] > byte_lens[j] else (i, j)
-            contained = is_content_contained(norms[short], norms[long_])
+            # is_content_contained(norms[short], norms[long_]) with the byte lengths known
+            short_n = norms[short]
+            contained = bool(short_n) and byte_lens[short] <= byte_lens[long_] and short_n in norms[long_]
             if not contained and overlap_ratio(short, long_) < threshold:
                 continue
-            victim = long_ if items[short].score > items[long_].score else short
+            victim = long_ if scores[short] > scores[long_] else short
             removed[victim] = True
     return [r for r, gone in zip(items, removed) if not gone]

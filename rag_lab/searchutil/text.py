@@ -18,6 +18,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, MutableSequence
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -153,7 +154,8 @@ def tokenize_simple(text: str) -> set[str]:
     out: set[str] = set()
     for piece in pieces:
         tok = go_trim(piece)
-        if len(tok) > 1 and not all(_is_noise_char(c) for c in tok):
+        # letters and digits are never noise: the isalnum() test spares the per-character check
+        if len(tok) > 1 and (tok.isalnum() or not all(_is_noise_char(c) for c in tok)):
             out.add(tok)
     return out
 
@@ -169,6 +171,7 @@ def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float
     return inter / union
 
 
+@lru_cache(maxsize=32768)  # pure; merge and dedup normalise the same contents several times
 def normalize_content(s: str) -> str:
     """Lower-case, trim and collapse whitespace runs to single spaces (§6.3)."""
     t = go_lower(go_trim(s))
@@ -196,6 +199,7 @@ def content_overlap_ratio(a: str, b: str) -> float:
     return len(small & large) / len(small)
 
 
+@lru_cache(maxsize=32768)
 def build_content_signature(content: str) -> str:
     """Lower-case hex MD5 of the normalised content; ``""`` for blank content (§6.4)."""
     norm = normalize_content(content)

@@ -64,6 +64,22 @@ CREATE TABLE IF NOT EXISTS messages (
     updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, created_at);
+CREATE TABLE IF NOT EXISTS in_flight (
+    session_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    request_id TEXT NOT NULL DEFAULT '',
+    user_id TEXT NOT NULL DEFAULT '',
+    tenant_id INTEGER NOT NULL DEFAULT 0,
+    query TEXT NOT NULL DEFAULT '',
+    host TEXT NOT NULL DEFAULT '',
+    pid INTEGER NOT NULL DEFAULT 0,
+    instance TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    partial TEXT NOT NULL DEFAULT '',
+    knowledge_references TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (session_id, message_id)
+);
 """
 
 # chronological order; at equal timestamps the user message comes first (spec §4.1), then insertion
@@ -98,6 +114,25 @@ class Session:
     last_request_state: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A generation a server started and has not finished (see :meth:`SQLiteSessionStore.begin_generation`)."""
+
+    session_id: str
+    message_id: str
+    request_id: str
+    user_id: str
+    tenant_id: int
+    query: str
+    host: str
+    pid: int
+    instance: str
+    started_at: float
+    heartbeat: float
+    partial: str = ""
+    knowledge_references: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -532,6 +567,71 @@ class SQLiteSessionStore:
         """Every message of the session in chronological order."""
         with self._lock:
             return [self._message(r) for r in self._chronological_rows(session_id)]
+
+    def find_message(self, session_id: str, request_id: str, role: str = "assistant") -> Message | None:
+        """The newest message of ``role`` for a request id (the stream's message id), or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND request_id = ? AND role = ? ORDER BY rowid DESC LIMIT 1",
+                (session_id, request_id, role),
+            ).fetchone()
+        return self._message(row) if row is not None else None
+
+    # -- generations in flight (crash recovery) ---------------------------------------------
+    def begin_generation(
+        self,
+        session_id: str,
+        message_id: str,
+        *,
+        request_id: str = "",
+        user_id: str = "",
+        tenant_id: int = 0,
+        query: str = "",
+        host: str = "",
+        pid: int = 0,
+        instance: str = "",
+    ) -> None:
+        """Record that a server process started answering (session, message); a server that
+        finds the record of a dead process finishes the message (rag_lab.stream.recovery)."""
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO in_flight (session_id, message_id, request_id, user_id, tenant_id, query, host,"
+                " pid, instance, started_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (session_id, message_id, request_id, user_id, tenant_id, query, host, pid, instance, now, now),
+            )
+
+    def heartbeat_generations(self, instance: str, partials: dict[tuple[str, str], tuple[str, list[Any]]]) -> None:
+        """Refresh ``instance``'s records, saving each one's answer so far and references."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute("UPDATE in_flight SET heartbeat = ? WHERE instance = ?", (now, instance))
+                for (sid, mid), (text, refs) in partials.items():
+                    self._db.execute(
+                        "UPDATE in_flight SET partial = ?, knowledge_references = ? WHERE session_id = ? AND message_id = ?",
+                        (text, _dumps(list(refs), "knowledge_references"), sid, mid),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def end_generation(self, session_id: str, message_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM in_flight WHERE session_id = ? AND message_id = ?", (session_id, message_id))
+
+    def list_generations(self) -> list[InFlight]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM in_flight ORDER BY started_at").fetchall()
+        return [
+            InFlight(
+                **{k: r[k] for k in r.keys() if k != "knowledge_references"},
+                knowledge_references=json.loads(r["knowledge_references"]),
+            )
+            for r in rows
+        ]
 
     def message_count(self, session_id: str) -> int:
         with self._lock:

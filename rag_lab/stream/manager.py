@@ -13,10 +13,20 @@ server replicas share it.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from rag_lab.types.params import PipelineParams
 from rag_lab.types.stream import StreamEvent
+
+log = logging.getLogger(__name__)
+#: the spec's stream TTL (§8.1: 1 h), used by both backends
+DEFAULT_TTL_S: int = PipelineParams.model_fields["stream_ttl_s"].default
 
 
 class StreamManager(Protocol):
@@ -25,25 +35,137 @@ class StreamManager(Protocol):
     def get_events(self, session_id: str, message_id: str, from_offset: int = 0) -> tuple[list[StreamEvent], int]: ...
 
 
-class MemoryStreamManager:
-    """Single-process backend: nested dict + lock; reads return copies."""
+@dataclass(slots=True)
+class _Log:
+    events: list[StreamEvent] = field(default_factory=list)
+    append_ids: set[str] = field(default_factory=set)
+    nbytes: int = 0
+    last_append: float = 0.0
+    dropped: int = 0
 
-    def __init__(self) -> None:
+
+#: event types a full stream still accepts, so that its readers always learn that it ended
+_TERMINAL_TYPES = frozenset({"complete", "stop", "error"})
+
+
+def _event_bytes(event: StreamEvent) -> int:
+    from rag_lab.stream.redis_manager import encode_event
+
+    return len(encode_event(event).encode("utf-8"))
+
+
+class MemoryStreamManager:
+    """Single-process backend: one event list per (session, message) behind a lock; reads return
+    copies. Bounded (beyond the spec, whose memory backend never forgets anything):
+
+    * a stream expires ``ttl_s`` after its last append (the spec's 1 h stream TTL, as Redis);
+    * a stream keeps at most ``max_events_per_stream`` events and ``max_stream_bytes`` bytes of
+      JSON; past that, further non-terminal events are dropped (counted and logged once) while
+      ``complete`` / ``stop`` / ``error`` are still stored so readers end;
+    * all streams together hold at most ``max_total_bytes``; the least recently appended streams
+      are evicted first.
+
+    Appends are idempotent by :attr:`StreamEvent.append_id`."""
+
+    def __init__(
+        self,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        max_events_per_stream: int = 50_000,
+        max_stream_bytes: int = 32 << 20,
+        max_total_bytes: int = 512 << 20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, v in (
+            ("ttl_s", ttl_s),
+            ("max_events_per_stream", max_events_per_stream),
+            ("max_stream_bytes", max_stream_bytes),
+            ("max_total_bytes", max_total_bytes),
+        ):
+            if not v > 0:
+                raise ValueError(f"MemoryStreamManager {name}={v!r} must be > 0")
+        self.ttl_s = float(ttl_s)
+        self.max_events_per_stream = int(max_events_per_stream)
+        self.max_stream_bytes = int(max_stream_bytes)
+        self.max_total_bytes = int(max_total_bytes)
+        self._clock = clock
         self._lock = threading.RLock()
-        self._streams: dict[str, dict[str, list[StreamEvent]]] = {}
+        # insertion order = least recently appended first (moved to the end on every append)
+        self._logs: OrderedDict[tuple[str, str], _Log] = OrderedDict()
+        self.total_bytes = 0
+        self._next_sweep = 0.0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._logs)
+
+    def _expire(self, now: float) -> None:
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(self.ttl_s / 10, 30.0)
+        cutoff = now - self.ttl_s
+        while self._logs:
+            key, log_ = next(iter(self._logs.items()))
+            if log_.last_append > cutoff:
+                break
+            self._drop(key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        log_ = self._logs.pop(key)
+        self.total_bytes -= log_.nbytes
 
     def append_event(self, session_id: str, message_id: str, event: StreamEvent) -> None:
         event.stamp()
+        size = _event_bytes(event)
+        key = (session_id, message_id)
         with self._lock:
-            self._streams.setdefault(session_id, {}).setdefault(message_id, []).append(event)
+            now = self._clock()
+            self._expire(now)
+            log_ = self._logs.get(key)
+            if log_ is None:
+                log_ = self._logs[key] = _Log()
+            if event.append_id in log_.append_ids:
+                return  # a retry of an append that was already stored
+            full = len(log_.events) >= self.max_events_per_stream or log_.nbytes + size > self.max_stream_bytes
+            if full and str(event.type) not in _TERMINAL_TYPES:
+                if not log_.dropped:
+                    log.warning(
+                        "stream %s/%s is full (%d events, %d bytes); dropping further events",
+                        session_id,
+                        message_id,
+                        len(log_.events),
+                        log_.nbytes,
+                    )
+                log_.dropped += 1
+                return
+            log_.events.append(StreamEvent.from_dict(event.to_dict()))
+            log_.append_ids.add(event.append_id)
+            log_.nbytes += size
+            log_.last_append = now
+            self.total_bytes += size
+            self._logs.move_to_end(key)
+            while self.total_bytes > self.max_total_bytes and len(self._logs) > 1:
+                oldest = next(iter(self._logs))
+                if oldest == key:
+                    break
+                log.warning("memory stream store over %d bytes: evicting stream %s/%s", self.max_total_bytes, *oldest)
+                self._drop(oldest)
 
     def get_events(self, session_id: str, message_id: str, from_offset: int = 0) -> tuple[list[StreamEvent], int]:
         with self._lock:
-            events = self._streams.get(session_id, {}).get(message_id)
+            self._expire(self._clock())
+            log_ = self._logs.get((session_id, message_id))
+            events = log_.events if log_ is not None else None
             if events is None or from_offset >= len(events):
                 return [], from_offset
             start = max(0, from_offset)
             return [StreamEvent.from_dict(e.to_dict()) for e in events[start:]], len(events)
+
+    def dropped(self, session_id: str, message_id: str) -> int:
+        """How many events a full stream refused."""
+        with self._lock:
+            log_ = self._logs.get((session_id, message_id))
+            return log_.dropped if log_ is not None else 0
 
 
 class StreamDirectory(Protocol):

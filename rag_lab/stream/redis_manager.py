@@ -19,7 +19,12 @@ Two behaviours beyond the spec, both for a Redis that lost data (restart without
   from normal growth when more than ``from_offset`` events were appended after the cut before its
   next read; docs/streams.md says what is lost;
 * connection errors are retried with exponential backoff (a restarting server comes back within
-  the retry window); a command whose reply was lost may then be applied twice.
+  the retry window). Appends are idempotent: a Lua script pushes an event only if its
+  ``append_id`` is not yet in the stream's id set (``<prefix>#ids:<session>:<message>``, same TTL),
+  so an append retried after a lost reply is stored once.
+
+Durability is Redis's: run it with the shipped ``config/redis-stream.conf`` (AOF,
+``appendfsync everysec``) and a restart loses nothing; without persistence it loses everything.
 """
 
 from __future__ import annotations
@@ -38,6 +43,17 @@ DEFAULT_PREFIX = "stream:events"
 #: TTL the factory wires (spec §8.1: 1 h)
 DEFAULT_TTL_S: int = PipelineParams.model_fields["stream_ttl_s"].default
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+#: KEYS[1] the event list, KEYS[2] its append-id set; ARGV: append id, event JSON, TTL seconds
+_APPEND_ONCE = """
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
 
 
 def json_default(obj: Any) -> Any:
@@ -132,6 +148,7 @@ class RedisStreamManager:
         self.url = url
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
+        self._append_once: Any = None  # registered on first use (EVALSHA, reloaded after a restart)
 
     def __repr__(self) -> str:
         return f"RedisStreamManager(url={redact_url(self.url)!r}, prefix={self.prefix!r}, ttl_s={self.ttl_s})"
@@ -146,13 +163,14 @@ class RedisStreamManager:
         self.client.close()
 
     def append_event(self, session_id: str, message_id: str, event: StreamEvent) -> None:
-        """RPUSH the JSON event and refresh the key's TTL, in one MULTI/EXEC."""
+        """RPUSH the JSON event and refresh the key's TTL, atomically and at most once per
+        ``event.append_id`` (a Lua script; see the module docstring)."""
         event.stamp()
         key = self.key(session_id, message_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.rpush(key, encode_event(event))
-        pipe.expire(key, self.ttl_s)
-        pipe.execute()
+        ids = f"{self.prefix}#ids:{session_id}:{message_id}"
+        if self._append_once is None:
+            self._append_once = self.client.register_script(_APPEND_ONCE)
+        self._append_once(keys=[key, ids], args=[event.append_id, encode_event(event), self.ttl_s])
 
     def get_events(self, session_id: str, message_id: str, from_offset: int = 0) -> tuple[list[StreamEvent], int]:
         """Events from ``from_offset`` on and the next offset (``from + raw count``); entries that
@@ -179,7 +197,7 @@ class RedisStreamManager:
         return events, start + len(raw)
 
     def delete(self, session_id: str, message_id: str) -> None:
-        self.client.delete(self.key(session_id, message_id))
+        self.client.delete(self.key(session_id, message_id), f"{self.prefix}#ids:{session_id}:{message_id}")
 
 
 class RedisStreamDirectory:

@@ -89,9 +89,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rag_lab.stream.serve_cli serve …`` is ``rag-lab serve …``."""
-    from rag_lab.cli import main as cli_main
+    from rag_lab.cliutil import command_parser, run_command
 
-    return cli_main(argv)
+    return run_command(command_parser("rag-lab serve", add_serve_command), argv)
 
 
 if __name__ == "__main__":

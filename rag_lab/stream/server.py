@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -57,6 +58,7 @@ from rag_lab.stream.auth import LOCAL_PRINCIPAL, Principal, bearer_token, is_loo
 from rag_lab.stream.bus import short_id
 from rag_lab.stream.coalesce import coalesce_events
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
+from rag_lab.stream.recovery import HOST as RECOVERY_HOST
 from rag_lab.stream.redis_manager import json_default
 from rag_lab.stream.server_config import ServerConfig
 from rag_lab.types.params import PipelineParams
@@ -92,8 +94,13 @@ class StreamServerSettings:
     error_grace_s: float = 5.0
     #: a follower without a local generation ends after this long without any new event
     idle_timeout_s: float = 600.0
-    #: POST /stop waits this long for a local generation to wind down before answering
-    stop_wait_s: float = 10.0
+    #: POST /stop waits this long for a local generation to flush before writing ``stop`` (readers
+    #: end on it, so this bounds how long a reader of a stopped message waits)
+    stop_wait_s: float = 0.5
+    #: running generations refresh their crash-recovery record (and answer so far) this often
+    heartbeat_s: float = 1.0
+    #: a record of another host whose heartbeat is older than this is finished by this server
+    orphan_after_s: float = 15.0
     #: finished generations are forgotten this long after they end (the log keeps their events)
     keep_finished_s: float = 600.0
 
@@ -199,6 +206,18 @@ def authenticate(request: Request, config: ServerConfig) -> Principal:
     return principal
 
 
+def _warm_imports() -> None:
+    """Import what the first request would otherwise import on the event loop (the openai
+    client's resources take seconds cold, during which no stream, stop or health is served)."""
+    import importlib
+
+    for name in ("openai.resources.chat.completions", "openai.resources.embeddings"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def owns(session: Any, principal: Principal) -> bool:
     return (session.user_id, int(session.tenant_id or 0)) == (principal.user_id, principal.tenant_id)
 
@@ -228,18 +247,84 @@ def message_dict(message: Any) -> dict[str, Any]:
     }
 
 
-async def _json_object(request: Request, example: str) -> dict[str, Any]:
-    raw = await request.body()
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes
+    (from ``Content-Length`` before anything is read, else while streaming it)."""
+    declared = request.headers.get("content-length")
+    too_big = ApiError(
+        413, f"request body is larger than {limit} bytes (server.max_body_bytes); send a shorter request", "body"
+    )
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    buf = bytearray()
+    async for chunk in request.stream():
+        buf += chunk
+        if len(buf) > limit:
+            raise too_big
+    return bytes(buf)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def _bad_text(value: Any, path: str = "body") -> tuple[str, str] | None:
+    """(field path, description) of the first string (key or value) holding NUL or a lone
+    UTF-16 surrogate, which no later stage could store or encode; None when clean."""
+    stack = [(value, path)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, str):
+            m = _BAD_CHARS.search(v)
+            if m:
+                ch = m.group()
+                what = "a NUL character" if ch == "\x00" else f"a lone surrogate U+{ord(ch):04X}"
+                return where, f"{what} at position {m.start()}"
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                stack.append((k, f"{where} key"))
+                stack.append((x, k if where == "body" else f"{where}.{k}"))
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+    return None
+
+
+async def _json_object(request: Request, example: str, config: ServerConfig | None = None) -> dict[str, Any]:
+    config = config or ServerConfig()
+    raw = await read_body(request, config.max_body_bytes)
     if not raw.strip():
         raise ApiError(400, f"request body is empty; expected a JSON object such as {example}", "body")
     try:
         body = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, f"request body is nested deeper than {config.max_json_depth} levels", "body") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(
             400, f"request body is not valid JSON ({exc}); expected an object such as {example}", "body"
-        ) from exc
+        ) from None
     if not isinstance(body, dict):
         raise ApiError(400, f"request body must be a JSON object such as {example}, got {type(body).__name__}", "body")
+    if _depth(body) > config.max_json_depth:
+        raise ApiError(
+            400, f"request body is nested deeper than {config.max_json_depth} levels (server.max_json_depth)", "body"
+        )
+    bad = _bad_text(body)
+    if bad is not None:
+        field = re.split(r"[ .\[]", bad[0], maxsplit=1)[0]  # the top-level field
+        raise ApiError(400, f"{bad[0]}: contains {bad[1]}; send valid Unicode text", field)
     return body
 
 
@@ -269,6 +354,9 @@ class Generation:
     kbs: list[str]
     tenant_id: int = 0
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the answer so far and the references, saved by the heartbeat for crash recovery
+    partial: str = ""
+    references: list[dict[str, Any]] = field(default_factory=list)
     task: asyncio.Task | None = None
     stop_requested: bool = False
     stop_written: bool = False
@@ -300,6 +388,9 @@ class StreamService:
         self.sessions = lab.sessions
         self.generations: dict[tuple[str, str], Generation] = {}
         self.active_followers = 0
+        #: this server's identity in the crash-recovery records (rag_lab.stream.recovery)
+        self.instance = uuid.uuid4().hex
+        self._maintenance: asyncio.Task | None = None
         # the in-memory backends never block; Redis calls go to a worker thread
         self._inline = isinstance(manager, MemoryStreamManager) and isinstance(directory, MemoryStreamDirectory)
 
@@ -307,6 +398,55 @@ class StreamService:
         if self._inline:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)
+
+    # -- crash recovery --------------------------------------------------------------------
+    async def startup(self) -> None:
+        """Finish what dead servers left in flight, then keep this server's records fresh."""
+        from rag_lab.stream.recovery import LIVE_INSTANCES
+
+        LIVE_INSTANCES.add(self.instance)
+        await asyncio.to_thread(_warm_imports)
+        await self.recover()
+        self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="stream-maintenance")
+
+    async def recover(self) -> int:
+        from rag_lab.stream.recovery import recover_orphans
+
+        try:
+            return await asyncio.to_thread(recover_orphans, self.manager, self.sessions, self.settings.orphan_after_s)
+        except Exception as exc:
+            log.warning("crash recovery failed (retrying later): %s", exc)
+            return 0
+
+    async def _maintain(self) -> None:
+        sweep_every = max(1, int(5 / max(self.settings.heartbeat_s, 0.01)))
+        tick = 0
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_s)
+            tick += 1
+            running = {k: (g.partial, list(g.references)) for k, g in self.generations.items() if not g.finished()}
+            try:
+                if running:
+                    await asyncio.to_thread(self.sessions.heartbeat_generations, self.instance, running)
+            except Exception as exc:
+                log.warning("could not refresh the in-flight records: %s", exc)
+            if tick % sweep_every == 0:  # orphans of other hosts / hung processes
+                await self.recover()
+
+    def _track(self, gen: Generation) -> Callable[[Any], None]:
+        """A bus listener keeping the generation's answer so far and references."""
+        from rag_lab.stream.bus import BusEventType
+        from rag_lab.types.search_result import SearchResult
+
+        def on_event(ev: Any) -> None:
+            if ev.type == BusEventType.FINAL_ANSWER:
+                gen.partial += str(ev.data.get("content", ""))
+            elif ev.type == BusEventType.REFERENCES:
+                gen.references.extend(
+                    r.to_dict() if isinstance(r, SearchResult) else dict(r) for r in ev.data.get("references") or []
+                )
+
+        return on_event
 
     # -- generation ----------------------------------------------------------------------
     def start(self, gen: Generation) -> None:
@@ -353,6 +493,7 @@ class StreamService:
                 snapshots=False,
                 user_id=gen.user_id,
                 tenant_id=gen.tenant_id,
+                on_event=self._track(gen),
             )
         except Exception as exc:  # §3.1 step 9.4: reported unless the request was cancelled
             gen.error = str(exc) or type(exc).__name__
@@ -375,6 +516,10 @@ class StreamService:
             if gen.stop_requested and not gen.stop_written:
                 gen.stop_written = True
                 await self._append_quietly(gen, self.stop_event(gen.session_id, gen.message_id))
+            try:  # the turn is saved (or failed): nothing left to recover
+                await asyncio.to_thread(self.sessions.end_generation, gen.session_id, gen.message_id)
+            except Exception as exc:
+                log.warning("could not clear the in-flight record of %s/%s: %s", gen.session_id, gen.message_id, exc)
             gen.finished_at = time.monotonic()
 
     def _forget_finished(self) -> None:
@@ -420,11 +565,18 @@ class StreamService:
 
     async def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel what is still running (server exit) and wait a little for it to wind down."""
+        from rag_lab.stream.recovery import LIVE_INSTANCES
+
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
         running = [g for g in self.generations.values() if g.task is not None and not g.task.done()]
         for g in running:
             g.cancel_event.set()
         if running:
             await asyncio.wait([g.task for g in running if g.task is not None], timeout=timeout)
+        LIVE_INSTANCES.discard(self.instance)
 
     # -- reading -------------------------------------------------------------------------
     async def follow(
@@ -544,6 +696,8 @@ class StreamService:
         gen = self.generations.get((session_id, message_id))
         events, _ = await self.call(self.manager.get_events, session_id, message_id, 0)
         if gen is None and not events:
+            if await self.call(self.sessions.find_message, session_id, message_id) is not None:
+                return {"success": True, "message": "Message already completed"}  # its log is gone
             raise ApiError(404, "Message not found", "message_id")
         kinds = {e.type for e in events}
         if STOP_RESPONSE_TYPE in kinds:
@@ -602,6 +756,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        await service.startup()
         yield
         await service.shutdown()
 
@@ -632,8 +787,10 @@ def create_app(
     @app.post("/sessions")
     async def create_session(request: Request) -> JSONResponse:
         principal = caller(request)
-        raw = await request.body()
-        body = await _json_object(request, '{"title": "..."}') if raw.strip() else {}
+        has_body = (request.headers.get("content-length") or "0") != "0" or "chunked" in (
+            request.headers.get("transfer-encoding") or ""
+        )
+        body = await _json_object(request, '{"title": "..."}', service.config) if has_body else {}
         title = body.get("title", "")
         if not isinstance(title, str) or len(title) > 200:
             raise ApiError(400, f"title: expected a string of at most 200 characters, got {title!r:.60}", "title")
@@ -673,7 +830,7 @@ def create_app(
         _check_id(session_id, "session_id")
         principal = caller(request)
         _check_resource_urls(request)
-        body = await _json_object(request, '{"query": "When was the lighthouse built?"}')
+        body = await _json_object(request, '{"query": "When was the lighthouse built?"}', service.config)
         if "query" not in body:
             raise ApiError(400, "query: required (the question to answer)", "query")
         query = body["query"]
@@ -681,6 +838,13 @@ def create_app(
             raise ApiError(400, f"query: expected a string, got {type(query).__name__}", "query")
         if not query.strip():
             raise ApiError(400, "query: must not be empty", "query")
+        if len(query) > service.config.max_query_chars:
+            raise ApiError(
+                400,
+                f"query: {len(query)} characters is more than {service.config.max_query_chars} "
+                "(server.max_query_chars); ask a shorter question",
+                "query",
+            )
         names = _string_list(body, "knowledge_base_ids") + _string_list(body, "kb")
         kbs = service.resolve_kbs(list(dict.fromkeys(names)), principal)
         await service.session_for_ask(session_id, principal)
@@ -688,6 +852,19 @@ def create_app(
         rid = (request.headers.get("x-request-id") or "").strip()
         request_id = rid if ID_PATTERN.match(rid) else str(uuid.uuid4())
         await service.call(service.directory.record_message, session_id, message_id, request_id)
+        await asyncio.to_thread(
+            lambda: service.sessions.begin_generation(
+                session_id,
+                message_id,
+                request_id=request_id,
+                user_id=principal.user_id,
+                tenant_id=principal.tenant_id,
+                query=query,
+                host=RECOVERY_HOST,
+                pid=os.getpid(),
+                instance=service.instance,
+            )
+        )
         gen = Generation(session_id, message_id, request_id, principal.user_id, query, kbs, principal.tenant_id)
         service.start(gen)
         return stream(service.follow(session_id, message_id, request_id, 0), session_id, message_id)
@@ -702,8 +879,13 @@ def create_app(
         _check_resource_urls(request)
         await service.owned_session(session_id, caller(request))
         events, next_offset = await service.call(manager.get_events, session_id, message_id, 0)
-        if not events:
-            raise ApiError(404, "No stream events found", "message_id")
+        if not events:  # the log is gone (memory backend restarted, expiry): replay the saved turn
+            from rag_lab.stream.recovery import events_from_message
+
+            saved = await service.call(service.sessions.find_message, session_id, message_id)
+            if saved is None:
+                raise ApiError(404, "No stream events found", "message_id")
+            events, next_offset = events_from_message(session_id, message_id, saved), 0
         request_id = await service.request_id_of(session_id, message_id)
         frames = service.follow(session_id, message_id, request_id, next_offset, coalesce_events(events))
         return stream(frames, session_id, message_id)
@@ -712,7 +894,7 @@ def create_app(
     async def stop(session_id: str, request: Request) -> dict[str, Any]:
         _check_id(session_id, "session_id")
         principal = caller(request)
-        body = await _json_object(request, '{"message_id": "..."}')
+        body = await _json_object(request, '{"message_id": "..."}', service.config)
         message_id = body.get("message_id")
         if not isinstance(message_id, str) or not message_id:
             raise ApiError(400, f"message_id: required string, got {message_id!r}", "message_id")

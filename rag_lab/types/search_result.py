@@ -42,6 +42,8 @@ class ChunkType(str, Enum):
 SEARCHABLE_CHUNK_TYPES = frozenset(
     {"text", "summary", "table_column", "table_summary", "faq", "image_ocr", "image_caption"}
 )
+#: index statuses that exclude a chunk from retrieval (spec §1.6)
+UNSEARCHABLE_STATUSES = ("processing", "failed")
 
 # Fields serialised only when non-empty (``omitempty`` in the persisted format).
 _OMIT_EMPTY = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -74,6 +75,9 @@ class StreamEvent:
     done: bool = False
     timestamp: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
+    #: unique per append (``id`` is shared by all deltas of one answer): a store that sees the
+    #: same append id twice (a retried write whose reply was lost) keeps one copy
+    append_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,6 +89,8 @@ class StreamEvent:
         }
         if self.data:
             out["data"] = self.data
+        if self.append_id:
+            out["append_id"] = self.append_id
         return out
 
     @classmethod
@@ -96,9 +102,13 @@ class StreamEvent:
             done=bool(d.get("done", False)),
             timestamp=float(d.get("timestamp") or 0.0),
             data=dict(d.get("data") or {}),
+            append_id=str(d.get("append_id") or ""),
         )
 
     def stamp(self) -> StreamEvent:
+        """Set the timestamp and the append id when missing (a retry keeps both)."""
         if not self.timestamp:
             self.timestamp = time.time()
+        if not self.append_id:
+            self.append_id = uuid.uuid4().hex
         return self

@@ -12,8 +12,13 @@ The lab config's ``web:`` section builds them (:func:`web_services_from_config`)
       fetch:
         timeout_s: 10
         max_download_bytes: 2000000
-        allow_file: false           # true lets WEB_FETCH read file:// URLs (local_folder pages)
+        allow_file: false           # true lets WEB_FETCH read file:// URLs under file_root
+        file_root: web_pages        # default with allow_file: the local_folder search folder
+        allow_addresses: []         # CIDR networks fetched although not public, e.g. [10.1.0.0/16]
         extractor: trafilatura      # or html.parser
+
+Page URLs come from data, so fetching is guarded (rag_lab.web.policy): public addresses only,
+re-checked on every redirect and on the connected address, no proxies, size and time caps.
 
 Either part may be left out; web search and fetch still have to be switched on per request
 (``web_search_enabled`` / ``web_fetch_enabled`` params).
@@ -60,7 +65,17 @@ SEARCH_TYPES = {
     "searxng": ("base_url", "path", "timeout_s", "default_max_results", "params", "headers", "trust_env"),
     "http_json": ("base_url", "path", "timeout_s", "default_max_results", "params", "headers", "trust_env"),
 }
-FETCH_KEYS = ("timeout_s", "max_download_bytes", "allow_file", "extractor", "user_agent", "max_redirects", "trust_env")
+FETCH_KEYS = (
+    "timeout_s",
+    "max_download_bytes",
+    "allow_file",
+    "file_root",
+    "allow_addresses",
+    "extractor",
+    "user_agent",
+    "max_redirects",
+    "trust_env",
+)
 
 
 class WebConfigError(ValueError):
@@ -123,5 +138,12 @@ def web_services_from_config(
     if unknown:
         raise WebConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: fetch, search")
     provider = build_web_search(web["search"], f"{source}.search", base_dir) if web.get("search") is not None else None
-    fetcher = build_page_fetcher(web["fetch"], f"{source}.fetch") if "fetch" in web else None
+    fetch_cfg = _mapping(web.get("fetch"), f"{source}.fetch")
+    if fetch_cfg.get("file_root") is not None:
+        root = Path(fetch_cfg["file_root"])
+        if not root.is_absolute() and base_dir is not None:
+            fetch_cfg["file_root"] = Path(base_dir) / root
+    elif fetch_cfg.get("allow_file") and isinstance(provider, LocalFolderProvider):
+        fetch_cfg["file_root"] = provider.folder  # the saved pages the search returns, nothing else
+    fetcher = build_page_fetcher(fetch_cfg, f"{source}.fetch") if "fetch" in web else None
     return provider, fetcher

@@ -7,9 +7,12 @@ the response headers, before the body is read), decodes with the declared charse
 trafilatura. When trafilatura is not installed or finds nothing, a stdlib ``html.parser`` text
 extraction is used instead; :attr:`FetchedPage.extractor` says which one produced the text.
 
-Only ``http`` and ``https`` URLs are fetched; ``file://`` URLs only when ``allow_file=True``
-(offline labs over a folder of saved pages). Every failure raises :class:`FetchError` naming the
-URL and what went wrong; the WEB_FETCH stage logs it and keeps the search snippet.
+URLs come from data (search results, page front matter), so every fetch goes through the
+:class:`~rag_lab.web.policy.FetchPolicy`: ``http`` / ``https`` to public addresses only (checked
+on every redirect hop and again on the address each connection really opens), ``file://`` only
+under ``file_root`` (offline labs over a folder of saved pages), at most ``max_download_bytes``
+and ``timeout_s`` per page. Every failure raises :class:`FetchError` naming the URL and what went
+wrong; the WEB_FETCH stage logs it and keeps the search snippet.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
+
+from rag_lab.web.policy import FetchPolicy, GuardedBackend, PolicyError, guarded_transport
 
 log = logging.getLogger(__name__)
 
@@ -173,10 +178,14 @@ def extract_main_text(html: str, url: str = "", extractor: str = "trafilatura") 
 class PageFetcher:
     """``await fetch(url) -> str``: the main text of a web page (see the module docstring).
 
-    ``timeout_s`` bounds the whole download (connect, headers and body); ``max_download_bytes``
-    caps the body read; ``extractor`` is ``"trafilatura"`` (falls back to ``"html.parser"``) or
-    ``"html.parser"``. A new ``httpx.AsyncClient`` is made per call unless ``client`` is given
-    (clients are bound to one event loop, and the lab may run each question on its own loop)."""
+    ``timeout_s`` bounds the whole download (connect, headers, redirects and body);
+    ``max_download_bytes`` caps the body read; ``extractor`` is ``"trafilatura"`` (falls back to
+    ``"html.parser"``) or ``"html.parser"``. ``file_root`` allows ``file://`` URLs under that
+    folder (``allow_file=True`` alone is refused: it needs the root); ``allow_addresses`` lists
+    CIDR networks that may be fetched although not public (an intranet, a test's loopback
+    server). A new ``httpx.AsyncClient`` on the guarded transport is made per call unless
+    ``client`` is given (then the connect-time address check is that client's business; the
+    per-hop checks still run)."""
 
     def __init__(
         self,
@@ -187,8 +196,10 @@ class PageFetcher:
         extractor: str = "trafilatura",
         user_agent: str = DEFAULT_USER_AGENT,
         max_redirects: int = 5,
-        trust_env: bool = True,
+        trust_env: bool = False,
         client: Any = None,
+        file_root: str | Path | None = None,
+        allow_addresses: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"PageFetcher timeout_s={timeout_s!r} must be > 0")
@@ -198,9 +209,18 @@ class PageFetcher:
             raise ValueError(f"PageFetcher extractor={extractor!r} is not one of {EXTRACTORS}")
         if max_redirects < 0:
             raise ValueError(f"PageFetcher max_redirects={max_redirects!r} must be >= 0")
+        if allow_file and file_root is None:
+            raise ValueError(
+                "PageFetcher allow_file=True needs file_root (the folder file:// URLs may read); "
+                "without it any file on disk could be read"
+            )
+        try:
+            self.policy = FetchPolicy.build(allow_addresses, file_root)
+        except PolicyError as exc:
+            raise ValueError(f"PageFetcher {exc}") from None
         self.timeout_s = float(timeout_s)
         self.max_download_bytes = int(max_download_bytes)
-        self.allow_file = bool(allow_file)
+        self.allow_file = self.policy.file_root is not None
         self.extractor = extractor
         self.user_agent = user_agent
         self.max_redirects = int(max_redirects)
@@ -210,7 +230,7 @@ class PageFetcher:
     def __repr__(self) -> str:
         return (
             f"PageFetcher(timeout_s={self.timeout_s:g}, max_download_bytes={self.max_download_bytes}, "
-            f"allow_file={self.allow_file}, extractor={self.extractor!r})"
+            f"file_root={str(self.policy.file_root) if self.policy.file_root else None!r}, extractor={self.extractor!r})"
         )
 
     async def fetch(self, url: str) -> str:
@@ -225,7 +245,7 @@ class PageFetcher:
             raise FetchError(url, "empty URL")
         if scheme == "file":
             if not self.allow_file:
-                raise FetchError(url, "file:// URLs are not allowed (PageFetcher(allow_file=True) enables them)")
+                raise FetchError(url, "file:// URLs are not allowed (PageFetcher(file_root=FOLDER) allows that folder)")
             page = await asyncio.to_thread(self._read_file, url)
         elif scheme in ("http", "https"):
             try:
@@ -265,52 +285,75 @@ class PageFetcher:
             "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1",
         }
         own = self._client is None
+        #: the last connections' (host, address), for tests and logs
+        self.backend = GuardedBackend(self.policy)
         client = self._client or httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout_s),
-            follow_redirects=True,
-            max_redirects=self.max_redirects,
-            trust_env=self.trust_env,
+            follow_redirects=False,
+            transport=guarded_transport(self.policy, self.backend),
+            trust_env=False,  # environment proxies would resolve names where they cannot be checked
         )
+        current = url
         try:
-            async with client.stream("GET", url, headers=headers) as resp:
-                final_url = str(resp.url)
-                if final_url != url and urlsplit(final_url).scheme.lower() not in ("http", "https"):
-                    raise FetchError(url, f"redirected to a non-http URL {final_url!r}")
-                if resp.status_code >= 300:
-                    reason = resp.reason_phrase or ""
-                    raise FetchError(url, f"HTTP {resp.status_code}{' ' + reason if reason else ''}")
-                ctype = resp.headers.get("content-type", "")
-                mt = media_type(ctype)
-                if mt and mt not in SUPPORTED_MEDIA_TYPES:
-                    raise FetchError(
-                        url, f"unsupported content type {mt!r} (expected one of {', '.join(SUPPORTED_MEDIA_TYPES)})"
-                    )
-                buf = bytearray()
-                truncated = False
-                async for chunk in resp.aiter_bytes():
-                    buf += chunk
-                    if len(buf) > self.max_download_bytes:
-                        truncated = True
-                        del buf[self.max_download_bytes :]
-                        break
-                return bytes(buf), ctype, resp.status_code, final_url, truncated
+            for _hop in range(self.max_redirects + 1):
+                target = httpx.URL(current)
+                try:  # every hop: scheme, then each address the host resolves to
+                    self.policy.check_scheme(target.scheme)
+                    await self.policy.resolve(target.host, target.port or (443 if target.scheme == "https" else 80))
+                except PolicyError as exc:
+                    where = "" if current == url else f"redirect to {current!r}: "
+                    raise FetchError(url, where + str(exc)) from None
+                resp = await client.send(client.build_request("GET", target, headers=headers), stream=True)
+                try:
+                    if resp.is_redirect and resp.next_request is not None:
+                        current = str(resp.next_request.url)
+                        continue
+                    return await self._read_body(url, resp)
+                finally:
+                    await resp.aclose()
+            raise FetchError(url, f"more than {self.max_redirects} redirects")
         except FetchError:
             raise
-        except httpx.TooManyRedirects:
-            raise FetchError(url, f"more than {self.max_redirects} redirects") from None
+        except httpx.InvalidURL as exc:  # e.g. an octal IPv4 spelling httpx refuses to parse
+            raise FetchError(url, f"invalid URL: {exc}") from None
         except httpx.TimeoutException:
             raise FetchError(url, f"timed out after {self.timeout_s:g}s") from None
         except httpx.HTTPError as exc:
-            raise FetchError(url, f"{type(exc).__name__}: {exc}") from None
+            text = str(exc)
+            raise FetchError(url, text if "only public addresses" in text else f"{type(exc).__name__}: {exc}") from None
         finally:
             if own:
                 await client.aclose()
+
+    async def _read_body(self, url: str, resp: Any) -> tuple[bytes, str, int, str, bool]:
+        final_url = str(resp.url)
+        if resp.status_code >= 300:
+            reason = resp.reason_phrase or ""
+            raise FetchError(url, f"HTTP {resp.status_code}{' ' + reason if reason else ''}")
+        ctype = resp.headers.get("content-type", "")
+        mt = media_type(ctype)
+        if mt and mt not in SUPPORTED_MEDIA_TYPES:
+            raise FetchError(
+                url, f"unsupported content type {mt!r} (expected one of {', '.join(SUPPORTED_MEDIA_TYPES)})"
+            )
+        buf = bytearray()
+        truncated = False
+        async for chunk in resp.aiter_bytes():
+            buf += chunk
+            if len(buf) > self.max_download_bytes:
+                truncated = True
+                del buf[self.max_download_bytes :]
+                break
+        return bytes(buf), ctype, resp.status_code, final_url, truncated
 
     def _read_file(self, url: str) -> tuple[bytes, str, int, str, bool]:
         parts = urlsplit(url)
         if parts.netloc not in ("", "localhost"):
             raise FetchError(url, f"file:// URL with a remote host {parts.netloc!r}")
-        path = Path(url2pathname(parts.path))
+        try:
+            path = self.policy.check_file(Path(url2pathname(parts.path)))
+        except PolicyError as exc:
+            raise FetchError(url, str(exc)) from None
         ctype = FILE_MEDIA_TYPES.get(path.suffix.lower())
         if ctype is None:
             raise FetchError(url, f"unsupported file type {path.suffix!r} (supported: {', '.join(FILE_MEDIA_TYPES)})")

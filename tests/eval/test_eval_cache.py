@@ -15,16 +15,17 @@ import pytest
 
 import rag_lab
 from rag_lab.eval.cache import (
-    SEARCH_PARAM_FIELDS,
-    SEARCH_PARAMS_WITHOUT_EFFECT,
     Bm25IndexCache,
     CachingEmbedder,
     CachingReranker,
     StageCache,
     canonical_json,
     code_version,
+    code_version_for,
     enable_stage_cache,
     key_digest,
+    search_kb_fields,
+    search_param_fields,
 )
 from rag_lab.eval.runner import evaluate_lab
 from rag_lab.types.params import PipelineParams
@@ -104,22 +105,114 @@ def test_concurrent_writers_never_expose_partial_entries(tmp_path: Path) -> None
     assert c2.stats()["s"].misses == 800
 
 
-def test_code_version_hashes_the_stage_sources() -> None:
+def test_code_version_hashes_the_stage_import_closure() -> None:
     v = code_version("search")
     assert re.fullmatch(rf"{re.escape(rag_lab.__version__)}\+[0-9a-f]{{12}}", v)
     assert code_version("search") != code_version("rerank")
     with pytest.raises(ValueError, match="unknown stage 'merge'"):
         code_version("merge")
+    # the wrapped object's class adds its module: a model defined outside rag_lab counts by its file
+    assert code_version_for("rerank", CountingReranker()) != code_version("rerank")
+    assert code_version_for("rerank", CountingReranker()) == code_version_for("rerank", CountingReranker())
 
 
-def test_search_param_fields_cover_what_hybrid_search_reads() -> None:
-    """Guard: every PipelineParams field that hybrid_search.py reads is either in the search key or
-    declared without effect on results (a new field read there must be added to the key)."""
-    src = (Path(rag_lab.__file__).parent / "retrieval" / "hybrid_search.py").read_text(encoding="utf-8")
-    read = set(re.findall(r"\b(?:p|params|self\.params)\.([a-z_]+)\b", src)) & set(PipelineParams.model_fields)
-    assert read <= set(SEARCH_PARAM_FIELDS) | set(SEARCH_PARAMS_WITHOUT_EFFECT), read - set(SEARCH_PARAM_FIELDS)
-    assert set(SEARCH_PARAM_FIELDS) <= set(PipelineParams.model_fields)
-    assert {"rrf_k", "rrf_vector_weight", "over_recall_factor", "retrieval_pool_max"} <= read
+def test_editing_any_module_in_the_search_closure_changes_the_version(tmp_path: Path) -> None:
+    """On a copy of the package: an edit in a module the search imports (even lazily, like
+    image_recall) changes the digest; an edit elsewhere (the gate) does not."""
+    import shutil
+
+    from rag_lab.eval.cache.keys import STAGE_CODE_ROOTS
+    from rag_lab.importgraph import closure_digest, import_closure
+
+    root = tmp_path / "rag_lab"
+    shutil.copytree(Path(rag_lab.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__", "_vendor"))
+    roots = STAGE_CODE_ROOTS["search"]
+    closure = import_closure(roots, root)
+    assert {"rag_lab.retrieval.image_recall", "rag_lab.retrieval.vector_index", "rag_lab.retrieval.fusion"} <= set(
+        closure
+    )
+    before = closure_digest(roots, root)
+    assert before == closure_digest(roots)  # the copy hashes like the package
+    gate = root / "eval" / "gate.py"
+    gate.write_text(gate.read_text(encoding="utf-8") + "\n# unrelated\n", encoding="utf-8")
+    assert closure_digest(roots, root) == before
+    for rel in ("retrieval/image_recall.py", "retrieval/fusion.py", "knowledge/store.py"):
+        f = root / rel
+        text = f.read_text(encoding="utf-8")
+        f.write_text(text + "\n# edited\n", encoding="utf-8")
+        assert closure_digest(roots, root) != before, rel
+        f.write_text(text, encoding="utf-8")
+    assert closure_digest(roots, root) == before
+
+
+def test_search_key_params_are_the_search_stage_contract() -> None:
+    """No hand-kept list: the key holds the contract's params; and the contract covers every
+    PipelineParams field the search code reads (``p.`` / ``params.`` attribute reads in the
+    retrieval, plugin and searchutil modules of the search closure), image recall included."""
+    from rag_lab.eval.cache.keys import STAGE_CODE_ROOTS
+    from rag_lab.importgraph import import_closure, package_modules
+    from rag_lab.pipeline.contracts import contract_of
+    from rag_lab.pipeline.plugins.search import PluginSearch
+
+    assert search_param_fields() == contract_of(PluginSearch).params
+    assert search_kb_fields() == contract_of(PluginSearch).kb
+    modules = package_modules()
+    closure = import_closure(("rag_lab.pipeline.plugins.search", *STAGE_CODE_ROOTS["search"]))
+    read: set[str] = set()
+    for m in closure:
+        if m.startswith(("rag_lab.retrieval", "rag_lab.pipeline.plugins", "rag_lab.searchutil")):
+            src = modules[m].read_text(encoding="utf-8")
+            read |= set(re.findall(r"\b(?:p|params|self\.params)\.([a-z_0-9]+)\b", src)) & set(
+                PipelineParams.model_fields
+            )
+    assert read <= set(search_param_fields()), sorted(read - set(search_param_fields()))
+    assert {"image_vector_threshold", "image_recall_top_k_factor", "image_recall_max_requests", "rrf_k"} <= read
+
+
+@pytest.mark.slow
+def test_image_recall_sweep_with_the_cache_equals_the_uncached_sweep(tmp_path: Path) -> None:
+    """Regression: sweeping ``image_vector_threshold`` with the cache on gave every value the first
+    value's cached search. Now each value has its own key: results differ between values and equal
+    the uncached ones, value by value."""
+    from rag_lab.lab.lab import Lab
+    from tests.retrieval.joint_embedder import JointHashEmbedder, write_png
+
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    lab.ingest_documents(
+        [
+            {"id": "bridge", "title": "Bridges", "text": "Suspension bridges hang their deck from steel cables."},
+            {"id": "tides", "title": "Tides", "text": "Tides follow the moon."},
+        ],
+        kb="mixed",
+        progress=False,
+    )
+    lab.image_embedder = JointHashEmbedder()
+    pics = tmp_path / "pics"
+    pics.mkdir()
+    lab.ingest_images(
+        [{"path": str(write_png(pics / "red.png", "red bridge river")), "caption": "figure one"}], kb="mixed"
+    )
+    question = "red bridge"  # cosine 2/sqrt(6) = 0.816 with the picture's words
+    values = (0.0, 0.5, 0.99)  # image threshold min(vector 0.9, v): 0, 0.5, 0.9
+
+    def image_hits(run: Any) -> list[tuple[str, float]]:
+        snap = run.state("chunk_search_parallel")
+        return [(r.id, round(r.score, 6)) for r in snap.state.search_result if r.chunk_type.startswith("image")]
+
+    configs = {v: {"vector_threshold": 0.9, "image_vector_threshold": v} for v in values}
+    plain = {v: image_hits(lab.ask(question, kb="mixed", params=p)) for v, p in configs.items()}
+    handle = enable_stage_cache(lab, tmp_path / "cache")
+    try:
+        cached = {v: image_hits(lab.ask(question, kb="mixed", params=p)) for v, p in configs.items()}
+        first = handle.stats()["search"]
+        again = {v: image_hits(lab.ask(question, kb="mixed", params=p)) for v, p in configs.items()}
+        second = handle.stats()["search"]
+    finally:
+        handle.disable()
+    assert cached == plain and again == plain
+    assert plain[0.0] and not plain[0.99]  # the threshold decides whether the picture is recalled
+    assert first.misses >= len(values) and first.hits == 0  # each value searched on its own
+    assert second.misses == first.misses and second.hits == first.misses  # then reused
 
 
 # --------------------------------------------------------------------------- wrappers

@@ -15,6 +15,7 @@ from rag_lab.knowledge.workspace import (
     Workspace,
     kb_id_for_name,
 )
+from rag_lab.retrieval.versioned import current_dir
 
 HTML = """<html><head><title>The &amp; Title</title><style>body { color: red }</style>
 <script>var secret = "drop me";</script></head>
@@ -241,8 +242,8 @@ def test_reopen_keeps_everything(tmp_path, embedder):
         ]
         ws.ingest_documents(kb, docs, embedder, progress=False)
         vec_before = ws.vector_index(kb).search(embedder.embed(["alpha"])[0], 5)
-    assert (root / "indexes" / kb.id / "vectors.faiss").is_file()
-    assert (root / "indexes" / kb.id / "bm25" / "meta.json").is_file()
+    assert (current_dir(root / "indexes" / kb.id)[0] / "vectors.faiss").is_file()
+    assert (current_dir(root / "indexes" / kb.id / "bm25")[0] / "meta.json").is_file()
     with Workspace(root) as ws2:
         kb2 = ws2.get_kb("p")
         assert kb2 == kb
@@ -285,12 +286,12 @@ def test_keyword_index_built_with_another_tokenizer_is_rebuilt(tmp_path, embedde
     with Workspace(root) as ws:
         kb = ws.create_kb("k", embedder)
         ws.ingest_documents(kb, docs, embedder, progress=False)
-    meta_file = root / "indexes" / kb.id / "bm25" / "meta.json"
+    meta_file = current_dir(root / "indexes" / kb.id / "bm25")[0] / "meta.json"
     meta = json.loads(meta_file.read_text(encoding="utf-8"))
     meta["tokenizer"] = "some-older-tokenizer/v0"
     meta_file.write_text(json.dumps(meta), encoding="utf-8")
     with Workspace(root) as ws2:
         idx = ws2.keyword_index(kb.id)  # rebuilt from the stored chunk texts
         assert idx.search("magma", 3)[0][0] == f"{kb.id}:a#c0"
-    rebuilt = json.loads(meta_file.read_text(encoding="utf-8"))
+    rebuilt = json.loads((current_dir(root / "indexes" / kb.id / "bm25")[0] / "meta.json").read_text("utf-8"))
     assert rebuilt["tokenizer"] == idx.tokenizer.identity

@@ -35,8 +35,16 @@ class JupyterLab:
 
 
 @contextmanager
-def running_jupyterlab(notebooks: Path, workspace: Path, log_dir: Path, demo_docs: int = 60, timeout_s: float = 180):
-    """JupyterLab serving ``notebooks`` (demo KB in ``workspace``, a slice of ``demo_docs``)."""
+def running_jupyterlab(
+    notebooks: Path,
+    workspace: Path,
+    log_dir: Path,
+    demo_docs: int = 60,
+    timeout_s: float = 180,
+    extra: list[str] | None = None,
+):
+    """JupyterLab serving ``notebooks`` (demo KB in ``workspace``, a slice of ``demo_docs``);
+    ``extra`` goes to ``jupyter lab`` after ``--``."""
     port, token = free_port(), secrets.token_hex(16)
     log = log_dir / f"jupyterlab-{port}.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -59,6 +67,8 @@ def running_jupyterlab(notebooks: Path, workspace: Path, log_dir: Path, demo_doc
         "--demo-docs",
         str(demo_docs),
     ]
+    if extra:
+        cmd += ["--", *extra]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
     server = JupyterLab(port, token, log)

@@ -157,6 +157,10 @@ class FakeOpenAIServer:
 
     def __init__(self, *, embedding_dim: int = 8, host: str = "127.0.0.1") -> None:
         self.embedding_dim = embedding_dim
+        #: seconds between streamed SSE events (a slow model); ``stream_reply`` answers every
+        #: streamed chat request that has no scripted reply
+        self.piece_delay = 0.001
+        self.stream_reply: ReplyLike | None = None
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, list[ReplyLike]] = {}
         self._lock = threading.Lock()
@@ -219,6 +223,8 @@ class FakeOpenAIServer:
             self.requests.append(req)
             queue = self._scripts.get(req.path)
             scripted = queue.pop(0) if queue else None
+        if scripted is None and req.stream and self.stream_reply is not None:
+            scripted = self.stream_reply
         if scripted is not None:
             return scripted(req) if callable(scripted) and not isinstance(scripted, Reply) else scripted
         return self._default_reply(req)
@@ -331,7 +337,7 @@ class FakeOpenAIServer:
                         return
                     data = event if isinstance(event, str) else json.dumps(event)
                     self._chunk(f"data: {data}\n\n".encode())
-                    time.sleep(0.001)
+                    time.sleep(server.piece_delay)
                 if drop_after is not None and drop_after <= len(events):
                     self._cut()
                     return

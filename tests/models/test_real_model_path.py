@@ -77,7 +77,7 @@ def test_eval_counts_model_errors_per_suite_and_the_gate_fails(tmp_path: Path, d
     from rag_lab.eval.gate import compare_reports
     from rag_lab.eval.report import EvalReport, SuiteResult
     from rag_lab.eval.runner import evaluate_lab, ingest_dataset
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync as _run_sync
 
     ds = Dataset(
         "tiny",

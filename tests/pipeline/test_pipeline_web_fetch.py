@@ -71,7 +71,8 @@ def run_stage(chat: ChatManage, fetcher=None) -> tuple[object, bool]:
 
 
 def fetcher(**kw) -> PageFetcher:
-    return PageFetcher(trust_env=False, **kw)
+    kw.setdefault("allow_addresses", ["127.0.0.1/32"])  # the loopback test site; refused by default
+    return PageFetcher(**kw)
 
 
 # -- selection and gating ----------------------------------------------------------------------

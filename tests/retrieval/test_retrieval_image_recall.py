@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
-import struct
-import zlib
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,63 +27,12 @@ from rag_lab.retrieval.image_recall import (
     image_top_k,
     recall_images,
 )
+from rag_lab.retrieval.versioned import current_dir
 from rag_lab.types import ChatManage, EventType, PipelineParams, PipelineRequest
 from tests.knowledge.hash_embedder import HashEmbedder
+from tests.retrieval.joint_embedder import JointHashEmbedder, write_png
 
 P = PipelineParams()
-
-
-# -- a tiny joint embedder: words hashed into one space by both towers -----------------------
-def write_png(path: Path, words: str) -> Path:
-    """A real 1×1 PNG whose tEXt chunk ``Description`` holds ``words``."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    body = chunk(b"IHDR", ihdr) + chunk(b"tEXt", b"Description\0" + words.encode("latin-1"))
-    body += chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
-    return path
-
-
-def png_words(path: str) -> str:
-    data = Path(path).read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: not a PNG"
-    pos, words = 8, []
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
-        if kind == b"tEXt":
-            words.append(body.split(b"\0", 1)[1].decode("latin-1"))
-        pos += 12 + n
-    return " ".join(words)
-
-
-class JointHashEmbedder:
-    """Each lower-cased word → one of ``dimension`` buckets (BLAKE2b); rows L2-normalised. The image
-    tower reads the PNG's tEXt words, so a picture and its words share the space."""
-
-    def __init__(self, dimension: int = 512) -> None:
-        self.dimension = dimension
-        self.model_key = f"test-joint-hash-{dimension}|local"
-        self.image_calls = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[
-                    i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") % self.dimension
-                ] += 1
-            n = np.linalg.norm(out[i])
-            if n:
-                out[i] /= n
-        return out
-
-    def embed_images(self, paths: Sequence[str]) -> np.ndarray:
-        self.image_calls += 1
-        return self.embed([png_words(p) for p in paths])
 
 
 @pytest.fixture
@@ -148,7 +93,7 @@ def test_ingestion_marks_kb_and_stores_image_chunks(setup):
     ]
     cat = chunks[f"{kb.id}:cat.png#img"]
     assert cat.content == "figure two" and json.loads(cat.image_info)[0]["url"].endswith("pics/cat.png")
-    assert (image_index_dir(ws, kb.id) / "vectors.faiss").is_file()
+    assert (current_dir(image_index_dir(ws, kb.id))[0] / "vectors.faiss").is_file()
     # idempotent: nothing re-embedded the second time
     calls = img.image_calls
     again = ingest_images(ws, kb, [str(Path(json.loads(cat.image_info)[0]["url"]))], img, captions=["figure two"])
@@ -210,8 +155,8 @@ async def test_corrupt_image_index_is_best_effort(setup):
     ws, kb, emb, img = setup
     good, _ = await searcher(ws, emb, img).search_with_trace(kb.id, sp("steel cables bridge"))
     d = image_index_dir(ws, kb.id)
-    (d / "vectors.faiss").write_bytes(b"not a faiss index")
-    (d / "ids.json").write_text('{"dimension": 512, "next_id": 9, "entries": []}')  # new stamp: reload
+    (current_dir(d)[0] / "vectors.faiss").write_bytes(b"not a faiss index")
+    (current_dir(d)[0] / "ids.json").write_text('{"dimension": 512, "next_id": 9, "entries": []}')  # new stamp: reload
     results, trace = await searcher(ws, emb, img).search_with_trace(kb.id, sp("steel cables bridge"))
     assert trace.image_hits == [] and trace.image_errors and "cannot read" in trace.image_errors[0]
     text = [r.id for r in good if r.chunk_type == "text"]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from rag_lab.retrieval.vector_index import VectorIndex, VectorIndexError
+from rag_lab.retrieval.versioned import current_dir
 
 
 def _unit(*xs: float) -> np.ndarray:
@@ -187,7 +188,8 @@ def test_hnsw_graph_is_persisted_and_reloaded_without_a_rebuild(tmp_path, monkey
     idx.search(x[0], 1)  # builds the graph
     idx.remove_chunks(["c007"])  # tombstoned in it
     idx.save()
-    assert (tmp_path / "v" / "vectors.hnsw").exists() and (tmp_path / "v" / "ann.json").exists()
+    live = current_dir(tmp_path / "v")[0]
+    assert (live / "vectors.hnsw").exists() and (live / "ann.json").exists()
     before = [idx.search(x[i], 5) for i in range(0, 120, 17)]
 
     def no_rebuild(self):
@@ -199,13 +201,13 @@ def test_hnsw_graph_is_persisted_and_reloaded_without_a_rebuild(tmp_path, monkey
     assert again.ann_info()["tombstones"] == 1
     monkeypatch.undo()
     # a damaged graph file is derived data: rebuilt from the flat index, same answers
-    (tmp_path / "v" / "ann.json").write_text("{not json", encoding="utf-8")
+    (current_dir(tmp_path / "v")[0] / "ann.json").write_text("{not json", encoding="utf-8")
     rebuilt = VectorIndex.load(tmp_path / "v", 16, policy=pol)
     assert [c for c, _ in rebuilt.search(x[0], 5)] == [c for c, _ in idx.search(x[0], 5)]
     # a KB that shrinks below the threshold drops its graph files at the next save
     rebuilt.remove_chunks(ids[:60])
     rebuilt.save()
-    assert rebuilt.kind == "flat" and not (tmp_path / "v" / "vectors.hnsw").exists()
+    assert rebuilt.kind == "flat" and not (current_dir(tmp_path / "v")[0] / "vectors.hnsw").exists()
 
 
 def test_policy_change_rebuilds_with_new_settings_and_bad_settings_are_named():

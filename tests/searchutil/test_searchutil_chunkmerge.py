@@ -152,3 +152,34 @@ def test_merge_text_chunks_edge_cases() -> None:
     # The first chunk has no end: every later chunk is a gap.
     assert merge_text_chunks([_Chunk("a", 0, 0, 0), _Chunk("b", 0, 3, 1)], "+") == "a+b"
     assert merge_text_chunks([_Chunk("abc", 0, 3, 0), _Chunk("def", 3, 6, 1)], "") == "abcdef"
+
+
+# --- longest_overlap: the search join_chunk_content uses, against the plain loop ---------------
+
+
+def _longest_overlap_loop(acc: str, nxt: str, min_overlap: int, max_overlap: int) -> int:
+    for ov in range(max_overlap, min_overlap - 1, -1):
+        if ov > 0 and acc.endswith(nxt[:ov]):
+            return ov
+    return 0
+
+
+@given(
+    st.text(alphabet="abc北", max_size=30),
+    st.text(alphabet="abc北", max_size=30),
+    st.integers(1, 6),
+    st.integers(0, 40),
+)
+def test_longest_overlap_matches_the_plain_loop(acc: str, nxt: str, min_overlap: int, span: int) -> None:
+    from rag_lab.searchutil.chunkmerge import longest_overlap
+
+    max_ov = min(len(acc), len(nxt), span)
+    assert longest_overlap(acc, nxt, min_overlap, max_ov) == _longest_overlap_loop(acc, nxt, min_overlap, max_ov)
+
+
+def test_longest_overlap_examples() -> None:
+    from rag_lab.searchutil.chunkmerge import longest_overlap
+
+    assert longest_overlap("xx abcabc", "abcabc yy", 3, 9) == 6  # the longest of 3 and 6
+    assert longest_overlap("xx abc", "abd", 3, 3) == 0
+    assert longest_overlap("aaaa", "aaaa", 1, 4) == 4

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
@@ -75,3 +75,44 @@ def test_remove_partial_overlaps_tie_on_bytes_makes_i_short() -> None:
     i = _r("i", "abc def", 0.5)
     j = _r("j", "ABC DEF", 0.5)  # same normalised text and byte length: i is short, i goes
     assert [r.id for r in remove_partial_overlaps([i, j])] == ["j"]
+
+
+def _remove_partial_overlaps_reference(results: list[SearchResult], threshold: float) -> list[SearchResult]:
+    """§6.6 written plainly with set intersections (what the cached-token version must equal)."""
+    from rag_lab.searchutil.text import content_overlap_ratio, is_content_contained, normalize_content, utf8_len
+
+    n = len(results)
+    norms = [normalize_content(r.content) for r in results]
+    removed = [False] * n
+    for i in range(n):
+        if removed[i]:
+            continue
+        for j in range(i + 1, n):
+            if removed[j]:
+                continue
+            short, long_ = (j, i) if utf8_len(norms[i]) > utf8_len(norms[j]) else (i, j)
+            contained = is_content_contained(norms[short], norms[long_])
+            ratio = content_overlap_ratio(results[short].content, results[long_].content)
+            if not contained and ratio < threshold:
+                continue
+            removed[long_ if results[short].score > results[long_].score else short] = True
+    return [r for r, gone in zip(results, removed) if not gone]
+
+
+@settings(max_examples=200, deadline=None)  # the first example loads jieba's dictionary
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["w1", "w2", "w3", "W1", "北京", "大学", "x", "!!", "w4 w5"]), max_size=7).map(
+                " ".join
+            ),
+            st.sampled_from([0.1, 0.5, 0.5, 0.9]),
+        ),
+        max_size=8,
+    ),
+    st.sampled_from([0.0, 0.5, 0.85, 1.0]),
+)
+def test_remove_partial_overlaps_matches_the_plain_version(rows: list[tuple[str, float]], threshold: float) -> None:
+    results = [_r(str(i), c, s) for i, (c, s) in enumerate(rows)]
+    got = [r.id for r in remove_partial_overlaps(results, threshold)]
+    assert got == [r.id for r in _remove_partial_overlaps_reference(results, threshold)]

@@ -2,8 +2,9 @@
 a lab on the shared tiny corpus. The loopback pieces (RedisServer, ServerThread, PacedChatModel,
 the SSE frame parser) live in benchmarks/stream_reliability.py, which the tests share.
 
-redis-server: the tests start their own (``--save '' --appendonly no`` in a temporary folder, on
-a free 127.0.0.1 port). When the binary is missing the Redis tests are skipped with the reason,
+redis-server: the tests start their own, with the shipped ``config/redis-stream.conf`` (AOF,
+``appendfsync everysec``) in a temporary folder on a free 127.0.0.1 port; ``volatile_redis`` is one
+without any persistence, for the tests of what a Redis that loses its data does. When the binary is missing the Redis tests are skipped with the reason,
 except under ``CI`` where a missing redis-server is a failure (CI installs it with apt).
 """
 
@@ -61,9 +62,18 @@ def redis_url(redis_server) -> str:
 
 @pytest.fixture
 def own_redis(tmp_path) -> Iterator[RedisServer]:
-    """A redis-server for one test (for restarts that must not disturb the others)."""
+    """A redis-server (AOF) for one test (for restarts that must not disturb the others)."""
     _need_redis()
     srv = RedisServer(tmp_path / "redis").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def volatile_redis(tmp_path) -> Iterator[RedisServer]:
+    """A redis-server without persistence: a restart empties it."""
+    _need_redis()
+    srv = RedisServer(tmp_path / "redis", aof=False).start()
     yield srv
     srv.stop()
 

@@ -103,16 +103,16 @@ def test_two_managers_share_one_log(redis_url):
 
 
 @pytest.mark.redis
-def test_appends_work_after_a_redis_restart_and_a_reader_is_not_stranded(own_redis):
+def test_appends_work_after_a_redis_restart_and_a_reader_is_not_stranded(volatile_redis):
     """With --save '' a restart empties Redis: the events stored before are gone. Appends after it
     must work without a new client, and a reader positioned past the new list's end restarts at 0
     so it receives the new events instead of waiting for the list to outgrow its old offset."""
-    m = RedisStreamManager(url=own_redis.url)
+    m = RedisStreamManager(url=volatile_redis.url)
     for i in range(3):
         m.append_event("s", "m", answer(i))
     _, offset = m.get_events("s", "m", 0)
     assert offset == 3
-    own_redis.restart()
+    volatile_redis.restart()
     m.append_event("s", "m", answer(3))  # the client reconnects by itself
     m.append_event("s", "m", answer(4))
     events, nxt = m.get_events("s", "m", offset)
@@ -123,17 +123,17 @@ def test_appends_work_after_a_redis_restart_and_a_reader_is_not_stranded(own_red
 
 
 @pytest.mark.redis
-def test_redis_down_fails_loudly_then_recovers(own_redis):
+def test_redis_down_fails_loudly_then_recovers(volatile_redis):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    m = RedisStreamManager(url=own_redis.url, retries=1)
+    m = RedisStreamManager(url=volatile_redis.url, retries=1)
     m.append_event("s", "m", answer(0))
-    own_redis.stop()
+    volatile_redis.stop()
     with pytest.raises(RedisConnectionError):
         m.append_event("s", "m", answer(1))
     with pytest.raises(RedisConnectionError):
         m.get_events("s", "m", 0)
-    own_redis.start()
+    volatile_redis.start()
     m.append_event("s", "m", answer(2))
     assert [e.data["i"] for e in m.get_events("s", "m", 0)[0]] == [2]
 

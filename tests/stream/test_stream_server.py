@@ -469,18 +469,18 @@ def test_50_concurrent_streams_with_random_disconnects_and_resumes_lose_nothing(
 
 
 @pytest.mark.redis
-def test_a_redis_restart_mid_stream_loses_only_what_was_stored_before(serve, paced, stream_lab, own_redis):
+def test_a_redis_restart_mid_stream_loses_only_what_was_stored_before(serve, paced, stream_lab, volatile_redis):
     """--save '': the restart empties Redis (events and session owners). The generation goes on,
     the live reader (past the end of the new, shorter list) picks the new events up from 0 and
     ends with `complete`; the replica running the generation still knows the session's owner."""
-    srv = serve(RedisStreamManager(url=own_redis.url))
+    srv = serve(RedisStreamManager(url=volatile_redis.url))
     paced.delay_s = 0.05
     live = LiveRead(srv.url, "s-restart")
     live.start()
     assert wait_until(lambda: live.message_id != "", 5)
     mid = live.message_id
     assert wait_until(lambda: answer_events_stored(srv, "s-restart", mid) >= 3, 10)
-    own_redis.restart()
+    volatile_redis.restart()
     live.join(20)
     assert not live.is_alive() and live.frames[-1].type == "complete"
     gen = srv.service.generations[("s-restart", mid)]

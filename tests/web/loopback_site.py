@@ -83,6 +83,7 @@ class Site:
             "/missing": lambda h, q: self.send(h, 404, "text/html", b"not here"),
             "/doc.pdf": lambda h, q: self.send(h, 200, "application/pdf", b"%PDF-1.4 ..."),
             "/redirect": self.redirect,
+            "/goto": self.goto,
             "/empty.html": lambda h, q: self.send(h, 200, "text/html", b"<html><body>  </body></html>"),
             "/pause": self.pause,
             "/slow": self.slow,
@@ -105,6 +106,13 @@ class Site:
     def redirect(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
         h.send_response(302)
         h.send_header("Location", "/article.html")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    def goto(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
+        """``/goto?to=URL``: a 302 to any URL (the SSRF tests redirect into refused addresses)."""
+        h.send_response(302)
+        h.send_header("Location", (q.get("to") or ["/article.html"])[0])
         h.send_header("Content-Length", "0")
         h.end_headers()
 

@@ -28,7 +28,8 @@ def site():
 
 
 def fetch(url: str, **kw):
-    return asyncio.run(PageFetcher(trust_env=False, **kw).fetch_page(url))
+    kw.setdefault("allow_addresses", ["127.0.0.1/32"])  # the loopback test site; refused by default
+    return asyncio.run(PageFetcher(**kw).fetch_page(url))
 
 
 # -- truncation (§4.7 step 5) ------------------------------------------------------------------
@@ -143,13 +144,13 @@ def test_timeouts_cover_slow_headers_and_a_trickling_body(site):
 def test_schemes(tmp_path, site):
     page_file = tmp_path / "saved.html"
     page_file.write_text("<html><body><article><p>Saved page about gannets.</p></article></body></html>")
-    with pytest.raises(FetchError, match=r"file:// URLs are not allowed \(PageFetcher\(allow_file=True\)"):
+    with pytest.raises(FetchError, match=r"file:// URLs are not allowed \(PageFetcher\(file_root=FOLDER\)"):
         fetch(page_file.as_uri())
-    assert "gannets" in fetch(page_file.as_uri(), allow_file=True).text
+    assert "gannets" in fetch(page_file.as_uri(), file_root=tmp_path).text
     with pytest.raises(FetchError, match="unsupported file type '.pdf'"):
-        fetch((tmp_path / "x.pdf").as_uri(), allow_file=True)
+        fetch((tmp_path / "x.pdf").as_uri(), file_root=tmp_path)
     with pytest.raises(FetchError, match="cannot read"):
-        fetch((tmp_path / "gone.html").as_uri(), allow_file=True)
+        fetch((tmp_path / "gone.html").as_uri(), file_root=tmp_path)
     with pytest.raises(FetchError, match=r"scheme 'ftp' is not allowed \(allowed: http, https\)"):
         fetch("ftp://example.org/a.html")
     with pytest.raises(FetchError, match="scheme '\\(none\\)'"):
@@ -159,7 +160,7 @@ def test_schemes(tmp_path, site):
 
 
 def test_fetch_returns_the_text_and_settings_are_checked(site):
-    assert "07:40" in asyncio.run(PageFetcher(trust_env=False).fetch(site.base + "/article.html"))
+    assert "07:40" in asyncio.run(PageFetcher(allow_addresses=["127.0.0.1/32"]).fetch(site.base + "/article.html"))
     for bad, msg in (
         ({"timeout_s": 0}, "timeout_s=0"),
         ({"max_download_bytes": 0}, "max_download_bytes=0"),

@@ -7,17 +7,20 @@ touching any pipeline plugin:
 
 * ``lab.services.searcher`` → :class:`CachingSearcher`, keyed by the primary KB, every
   :class:`~rag_lab.retrieval.base.SearchParams` field (the query embedding by the SHA-256 of its
-  float32 bytes), the :class:`~rag_lab.types.params.PipelineParams` fields HybridSearch reads
-  (:data:`SEARCH_PARAM_FIELDS`), each searched KB's settings, embedding model key, BM25 settings
-  (tokenizer identity, k1, b, method, dtype) and content version (:class:`KbVersioner`), and the
-  code version of the retrieval sources;
+  float32 bytes), the :class:`~rag_lab.types.params.PipelineParams` fields and the KB settings
+  the chunk-search stage's contract declares (:func:`search_param_fields`,
+  :func:`search_kb_fields`; a test keeps the contract true), each searched KB's BM25 settings
+  (tokenizer identity, k1, b, method, dtype), engine, image embedder and content version
+  (:class:`KbVersioner`), and the search code version;
 * each rerank model → :class:`CachingReranker`, keyed by model id, query and the SHA-256 of every
   passage, in order;
 * ``lab.services.embedder_for`` → embedders wrapped in :class:`CachingEmbedder` (query
   embeddings), keyed by the embedding model key and the text.
 
-Every key also holds ``rag_lab.__version__`` and a hash of the source files of that stage
-(:func:`code_version`), so editing the retrieval code invalidates cached searches.
+Every key also holds ``rag_lab.__version__`` and the hash of the sources of the stage's import
+closure inside rag_lab (:func:`code_version_for`: the modules of the searcher, workspace and engine
+router, or of the wrapped model, and every module they import, lazily or not), so editing any
+module a cached stage runs invalidates its entries.
 
 On disk: ``<root>/<stage>/<key[:2]>/<key>.json`` holding ``{"format", "stage", "key", "payload"}``
 (plain JSON, no pickle). The file name is the SHA-256 of the canonical JSON of the key; a read
@@ -40,14 +43,15 @@ from __future__ import annotations
 from rag_lab.eval.cache.enable import StageCacheHandle, enable_stage_cache
 from rag_lab.eval.cache.keys import (
     CACHE_FORMAT,
-    SEARCH_PARAM_FIELDS,
-    SEARCH_PARAMS_WITHOUT_EFFECT,
-    STAGE_SOURCES,
+    STAGE_CODE_ROOTS,
     KbVersioner,
     array_digest,
     canonical_json,
     code_version,
+    code_version_for,
     key_digest,
+    search_kb_fields,
+    search_param_fields,
     text_digest,
 )
 from rag_lab.eval.cache.store import CacheStats, StageCache
@@ -61,7 +65,10 @@ from rag_lab.eval.cache.wrappers import (
 
 __all__ = [
     "CACHE_FORMAT",
-    "STAGE_SOURCES",
+    "STAGE_CODE_ROOTS",
+    "code_version_for",
+    "search_kb_fields",
+    "search_param_fields",
     "array_digest",
     "text_digest",
     "use_bm25_settings",
@@ -71,8 +78,6 @@ __all__ = [
     "CachingReranker",
     "CachingSearcher",
     "KbVersioner",
-    "SEARCH_PARAM_FIELDS",
-    "SEARCH_PARAMS_WITHOUT_EFFECT",
     "StageCache",
     "StageCacheHandle",
     "canonical_json",

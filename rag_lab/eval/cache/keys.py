@@ -1,5 +1,6 @@
-"""Stage cache keys: canonical JSON, digests, the params a search depends on, code versions and
-the KB content version (:class:`KbVersioner`)."""
+"""Stage cache keys: canonical JSON, digests, the params and KB settings a search depends on (from
+the chunk-search stage contract), code versions (import closures) and the KB content version
+(:class:`KbVersioner`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import functools
 import hashlib
 import json
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,41 +19,31 @@ import rag_lab
 
 CACHE_FORMAT = 1
 
-#: PipelineParams fields HybridSearch reads that change its results (rag_lab/retrieval/hybrid_search.py).
-SEARCH_PARAM_FIELDS: tuple[str, ...] = (
-    "default_retrieval_top_k",
-    "over_recall_factor",
-    "over_recall_min",
-    "retrieval_pool_max",
-    "rrf_k",
-    "rrf_vector_weight",
-    "rrf_keyword_weight",
-    "faq_iteration_start_factor",
-    "faq_iteration_max_rounds",
-)
-#: Fields HybridSearch reads that only bound concurrency / time (a timeout raises, which is never cached).
-SEARCH_PARAMS_WITHOUT_EFFECT: tuple[str, ...] = ("store_fanout_concurrency", "store_fanout_timeout_s")
-
-#: Source files (relative to the package) whose code decides each stage's output.
-STAGE_SOURCES: dict[str, tuple[str, ...]] = {
-    "search": (
-        "retrieval/base.py",
-        "retrieval/engine.py",
-        "retrieval/fusion.py",
-        "retrieval/hybrid_search.py",
-        "retrieval/keyword_index.py",
-        "retrieval/tokenization.py",
-        "retrieval/vector_index.py",
-        "knowledge/models.py",
-        "knowledge/store.py",
-        "knowledge/workspace.py",
-        "types/search_result.py",
-        "types/params.py",
-    ),
-    "rerank": ("models/rerank.py", "models/embedding.py", "models/base.py"),
-    "embed": ("models/embedding.py", "models/base.py"),
-    "bm25": ("retrieval/keyword_index.py", "retrieval/tokenization.py"),
+#: Modules whose import closure (inside rag_lab) decides each cached stage's output, when the
+#: wrapped objects do not say more (:func:`code_version_for` adds the modules of their classes).
+STAGE_CODE_ROOTS: dict[str, tuple[str, ...]] = {
+    "search": ("rag_lab.retrieval.hybrid_search", "rag_lab.knowledge.workspace"),
+    "rerank": ("rag_lab.models.rerank",),
+    "embed": ("rag_lab.models.embedding",),
+    "bm25": ("rag_lab.retrieval.keyword_index",),
 }
+
+
+def search_param_fields() -> tuple[str, ...]:
+    """The PipelineParams fields a cached search is keyed by: exactly those the chunk-search
+    stage's contract declares (:class:`~rag_lab.pipeline.plugins.search.PluginSearch`)."""
+    from rag_lab.pipeline.contracts import contract_of
+    from rag_lab.pipeline.plugins.search import PluginSearch
+
+    return contract_of(PluginSearch).params
+
+
+def search_kb_fields() -> tuple[str, ...]:
+    """The KnowledgeBase settings a cached search is keyed by (the same contract's ``kb``)."""
+    from rag_lab.pipeline.contracts import contract_of
+    from rag_lab.pipeline.plugins.search import PluginSearch
+
+    return contract_of(PluginSearch).kb
 
 
 def _json_default(obj: Any) -> Any:
@@ -86,18 +78,48 @@ def array_digest(arr: Any) -> str:
     return hashlib.sha256(a.tobytes()).hexdigest()
 
 
+def _external_source(module: str) -> bytes:
+    """Source bytes of a module outside rag_lab (a user's model class), or its name alone."""
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None)
+    try:
+        return Path(path).read_bytes() if path else module.encode()
+    except OSError:
+        return module.encode()
+
+
 @functools.cache
-def code_version(stage: str) -> str:
-    """``"<rag_lab version>+<12 hex of the SHA-256 of the stage's source files>"``."""
-    if stage not in STAGE_SOURCES:
-        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(sorted(STAGE_SOURCES))}")
-    root = Path(rag_lab.__file__).resolve().parent
-    h = hashlib.sha256()
-    for rel in STAGE_SOURCES[stage]:
-        path = root / rel
-        h.update(rel.encode())
-        h.update(path.read_bytes() if path.is_file() else b"<missing>")
+def _version(roots: tuple[str, ...], external: tuple[str, ...]) -> str:
+    from rag_lab.importgraph import closure_digest
+
+    h = hashlib.sha256(closure_digest(roots).encode())
+    for module in external:
+        h.update(b"\x00" + module.encode() + b"\x00" + _external_source(module))
     return f"{rag_lab.__version__}+{h.hexdigest()[:12]}"
+
+
+def code_version_for(stage: str, *objects: Any) -> str:
+    """``"<rag_lab version>+<12 hex>"``: the hash of the sources of the import closure of the
+    stage's :data:`STAGE_CODE_ROOTS` and of the modules defining ``objects``' classes (a class
+    defined outside rag_lab contributes its module's source file). Editing any module a cached
+    stage runs therefore changes its keys."""
+    if stage not in STAGE_CODE_ROOTS:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(sorted(STAGE_CODE_ROOTS))}")
+    from rag_lab.importgraph import package_modules
+
+    known = package_modules()
+    roots, external = set(STAGE_CODE_ROOTS[stage]), set()
+    for obj in objects:
+        if obj is None:
+            continue
+        module = type(obj).__module__
+        (roots if module in known else external).add(module)
+    return _version(tuple(sorted(roots)), tuple(sorted(external)))
+
+
+def code_version(stage: str) -> str:
+    """:func:`code_version_for` the stage's own roots."""
+    return code_version_for(stage)
 
 
 # --------------------------------------------------------------------------- KB content version

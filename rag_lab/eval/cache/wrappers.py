@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_lab.eval.cache.keys import (
-    SEARCH_PARAM_FIELDS,
     KbVersioner,
     array_digest,
     code_version,
+    code_version_for,
     key_digest,
+    search_kb_fields,
+    search_param_fields,
     text_digest,
 )
 from rag_lab.eval.cache.store import StageCache
@@ -80,18 +82,25 @@ class CachingSearcher:
         return self if other is self.inner else CachingSearcher(other, self.cache, self.versioner)
 
     def _kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "id": kb.id,
-            "type": kb.type,
-            "embedding_model_key": kb.embedding_model_key,
-            "embedding_dim": kb.embedding_dim,
-            "vector_enabled": kb.vector_enabled,
-            "keyword_enabled": kb.keyword_enabled,
-            "content_version": self.versioner.version(kb.id),
-        }
+        """The KB settings the search stage's contract declares, the content version, the BM25
+        settings, the engine serving the KB and the image embedder searching its image vectors."""
+        entry: dict[str, Any] = {name: getattr(kb, name) for name in search_kb_fields()}
+        entry["content_version"] = self.versioner.version(kb.id)
         if kb.keyword_enabled:
             entry["bm25"] = ws.keyword_index(kb).params  # tokenizer identity, k1, b, method, dtype
+        group, engine = self.inner.engine_for(kb)
+        entry["engine"] = [str(group), f"{type(engine).__module__}.{type(engine).__qualname__}"]
+        image_for = getattr(self.inner, "image_embedder_for", None)
+        img = image_for(kb) if image_for is not None else None
+        if img is not None:
+            entry["image_embedder"] = str(getattr(img, "model_key", "") or type(img).__qualname__)
         return entry
+
+    def code_version(self) -> str:
+        """The search code version: the import closure of the searcher's, workspace's and engine
+        router's modules (with the stage's default roots)."""
+        router = getattr(self.inner.engine_for, "__self__", None)
+        return code_version_for(self.stage, self.inner, self.inner.workspace, router)
 
     def search_key(self, primary_kb_id: str, sp: SearchParams) -> dict[str, Any] | None:
         """The cache key of a search, or ``None`` when a KB cannot be resolved."""
@@ -115,10 +124,10 @@ class CachingSearcher:
         params = self.inner.params
         return {
             "stage": self.stage,
-            "code": code_version(self.stage),
+            "code": self.code_version(),
             "primary": primary_kb_id,
             "search_params": sp_fields,
-            "params": {name: getattr(params, name) for name in SEARCH_PARAM_FIELDS},
+            "params": {name: getattr(params, name) for name in search_param_fields()},
             "kbs": {ref: self._kb_entry(ws, kb) for ref, kb in zip(refs, kbs)},
         }
 
@@ -156,7 +165,7 @@ class CachingReranker:
     def rerank_key(self, query: str, passages: Sequence[str]) -> dict[str, Any]:
         return {
             "stage": self.stage,
-            "code": code_version(self.stage),
+            "code": code_version_for(self.stage, self.inner),
             "model_id": self.model_id,
             "query": query,
             "passages": [text_digest(p) for p in passages],
@@ -200,7 +209,12 @@ class CachingEmbedder:
         return int(self.inner.dimension)
 
     def embed_key(self, text: str) -> dict[str, Any]:
-        return {"stage": self.stage, "code": code_version(self.stage), "model_key": self.model_key, "text": text}
+        return {
+            "stage": self.stage,
+            "code": code_version_for(self.stage, self.inner),
+            "model_key": self.model_key,
+            "text": text,
+        }
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = list(texts)
@@ -292,7 +306,7 @@ class Bm25IndexCache:
         folder = self.cache.root / self.stage / digest
         settings = dict(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         with self._lock:
-            if (folder / KeywordIndex.META_FILE).is_file():
+            if KeywordIndex.exists(folder):
                 try:
                     idx = KeywordIndex.load(folder, **settings)
                     self.cache._count(self.stage, "hits")

@@ -123,6 +123,11 @@ class _Evaluator:
             await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False)
 
     async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Run ``config`` through the full pipeline on every suite and record its row."""
+        return await self.record(config, await self.pipeline_results(config))
+
+    async def pipeline_results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
+        """``(suite, EvalResult)`` of ``config`` run through the full pipeline (nothing recorded)."""
         from rag_lab.eval.runner import evaluate_lab
 
         params, index = _split({**self.base_params, **config})
@@ -131,6 +136,17 @@ class _Evaluator:
         except ValueError as exc:
             raise SweepError(f"config {dict(config)}: {exc}") from None
         self._apply_index(index)
+        results = []
+        for suite in self.suites:
+            res = await evaluate_lab(
+                self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False, pbar=self.pbar
+            )
+            results.append((suite, res))
+        return results
+
+    async def record(self, config: Mapping[str, Any], results: Sequence[tuple[Any, Any]]) -> dict[str, Any]:
+        """The row of ``config`` from its per-suite ``(suite, EvalResult)`` (metrics, ragas metrics,
+        latency, cost, errors), appended to :attr:`rows`."""
         row: dict[str, Any] = {"config_index": len(self.rows), **dict(config)}
         per_metric: dict[str, list[float]] = {}
         latencies: list[float] = []
@@ -138,10 +154,7 @@ class _Evaluator:
         tokens: list[float] = []
         errors = fallbacks = nan_samples = 0
         first_error = ""
-        for suite in self.suites:
-            res = await evaluate_lab(
-                self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False, pbar=self.pbar
-            )
+        for suite, res in results:
             summ = dict(res.summary())
             if self.ragas_metrics:
                 from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
@@ -203,6 +216,27 @@ def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
     return out
 
 
+def _fast_sweep(ev: _Evaluator, fast: bool, check: int, seed: int) -> Any:
+    """The fast path for this sweep, or None (disabled, or the metrics read the answer)."""
+    from rag_lab.eval.sweep.fast import FastSweep, fast_path_reason
+
+    if not fast or fast_path_reason(ev.objective, ev.ragas_metrics):
+        return None
+    return FastSweep(ev, check=check, seed=seed)
+
+
+def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
+    stats = ev.stats()
+    if fs is not None:
+        stats["fast_path"] = {
+            "captures": len(fs._groups),
+            "capture_s": round(fs.capture_seconds, 2),
+            "evaluate_s": round(fs.eval_seconds, 3),
+            "checked_configs": list(fs.checked),
+        }
+    return stats
+
+
 def _bar(total: int, progress: bool, desc: str) -> Any:
     from tqdm.auto import tqdm
 
@@ -220,9 +254,15 @@ async def run_grid(
     base_params: Mapping[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    fast: bool = True,
+    check: int = 5,
+    check_seed: int = 0,
 ) -> SweepResult:
     """Evaluate every grid config; ``suites`` are SuiteSpecs or ``(dataset, kb)`` pairs (already
-    ingested). ``cache_dir=None`` runs without the stage cache."""
+    ingested). ``cache_dir=None`` runs without the stage cache. ``fast`` (default) evaluates the
+    configs with the tuning evaluator from inputs captured once per retrieval config and re-checks
+    ``check`` random configs through the full pipeline (:mod:`rag_lab.eval.sweep.fast`); objectives
+    that read the answer use the full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
     prepared = _prepare(lab, suites)
@@ -230,17 +270,21 @@ async def run_grid(
     t0 = time.perf_counter()
     bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
+    fs = _fast_sweep(ev, fast, check, check_seed)
     try:
-        if cache_dir is not None and configs:
+        if fs is None and cache_dir is not None and configs:
             bar.set_description_str("sweep: filling the stage cache")
             await ev.warm_up(configs[0])
             bar.set_description_str(f"sweep {len(configs)} configs")
         for cfg in configs:
-            row = await ev.evaluate(cfg)
+            row = await (fs.evaluate(cfg) if fs is not None else ev.evaluate(cfg))
             bar.set_postfix_str(f"{objective}={row[objective]:.4f}", refresh=False)
+        if fs is not None:
+            bar.set_description_str(f"sweep: checking {min(check, len(configs))} configs on the pipeline")
+            await fs.verify()
     finally:
         bar.close()
-        stats = ev.stats()
+        stats = _stats(ev, fs)
         ev.close(any(s.name in INDEX_PARAMS for s in spaces))
     return SweepResult(
         [s.name for s in spaces],
@@ -267,8 +311,11 @@ async def run_optuna(
     base_params: Mapping[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    fast: bool = True,
+    check: int = 5,
 ) -> SweepResult:
-    """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid."""
+    """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid
+    (fast path and pipeline re-check included)."""
     try:
         import optuna
     except ImportError:
@@ -283,22 +330,25 @@ async def run_optuna(
     t0 = time.perf_counter()
     bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
+    fs = _fast_sweep(ev, fast, check, seed)
     try:
         for i in range(n_trials):
             trial = study.ask()
             cfg = {s.name: s.suggest(trial) for s in spaces}
-            if i == 0 and cache_dir is not None:
+            if i == 0 and cache_dir is not None and fs is None:
                 await ev.warm_up(cfg)
-            row = await ev.evaluate(cfg)
+            row = await (fs.evaluate(cfg) if fs is not None else ev.evaluate(cfg))
             value = row[objective]
             if math.isfinite(value):
                 study.tell(trial, value)
             else:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             bar.set_postfix_str(f"{objective}={value:.4f}", refresh=False)
+        if fs is not None:
+            await fs.verify()
     finally:
         bar.close()
-        stats = ev.stats()
+        stats = _stats(ev, fs)
         ev.close(any(s.name in INDEX_PARAMS for s in spaces))
     return SweepResult(
         [s.name for s in spaces],

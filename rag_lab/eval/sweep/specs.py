@@ -47,8 +47,14 @@ class ParamSpace:
             return trial.suggest_categorical(self.name, list(self.values or []))
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1))
-        v = trial.suggest_float(self.name, float(self.low), float(self.high), step=self.step)
-        return round(v, 10) if self.step else v  # grid values, not 0.30000000000000004
+        return self.normalise(trial.suggest_float(self.name, float(self.low), float(self.high), step=self.step))
+
+    def normalise(self, value: Any) -> Any:
+        """A sampled value as the sweep records it: stepped floats rounded to grid values (0.3,
+        not 0.30000000000000004); anything else unchanged."""
+        if self.kind == "float" and self.step and isinstance(value, float):
+            return round(value, 10)
+        return value
 
 
 def _field_kind(name: str) -> tuple[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.common import (
@@ -15,6 +16,26 @@ from rag_lab.types.events import EventType
 
 class PluginChatCompletion(StagePlugin):
     events = (EventType.CHAT_COMPLETION,)
+    contract = StageContract(
+        reads=(
+            "request.chat_model_id",
+            "request.chat_model_supports_vision",
+            "request.citation_enabled",
+            "request.faq_priority_enabled",
+            "request.language",
+            "request.query",
+            "request.summary_config",
+            "state.history",
+            "state.memory_prompt",
+            "state.merge_result",
+            "state.rendered_contexts",
+            "state.system_prompt_override",
+            "state.user_content",
+        ),
+        writes=("state.chat_response",),
+        params=("web_snippet_max_runes",),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         from rag_lab.modelcontext import decode_output_text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.common import (
@@ -32,6 +33,34 @@ TRUNCATED_EMPTY_MESSAGE = (
 
 class PluginChatCompletionStream(StagePlugin):
     events = (EventType.CHAT_COMPLETION_STREAM,)
+    contract = StageContract(
+        reads=(
+            "context.background_tasks",
+            "context.cancel_event",
+            "context.event_bus",
+            "request.chat_model_id",
+            "request.chat_model_supports_vision",
+            "request.citation_enabled",
+            "request.faq_priority_enabled",
+            "request.language",
+            "request.query",
+            "request.summary_config",
+            "state.history",
+            "state.memory_prompt",
+            "state.merge_result",
+            "state.rendered_contexts",
+            "state.system_prompt_override",
+            "state.user_content",
+        ),
+        writes=(
+            "context.background_tasks",
+            "state.chat_response",
+            "state.diagnostics.chat_messages",
+            "state.diagnostics.usage",
+        ),
+        params=("chat_stream_idle_timeout_s", "web_snippet_max_runes"),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         from rag_lab.modelcontext import StreamDecoder

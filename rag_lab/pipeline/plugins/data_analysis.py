@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.prompts.templates import PromptTemplate, PromptTemplates, TemplateError, render_prompt_placeholders
@@ -61,6 +62,12 @@ def is_data_file(result: SearchResult | None) -> bool:
 
 class PluginDataAnalysis(StagePlugin):
     events = (EventType.DATA_ANALYSIS,)
+    contract = StageContract(
+        reads=("request.chat_model_id", "request.query", "state.intent", "state.merge_result"),
+        writes=("state.diagnostics.data_analysis", "state.merge_result"),
+        params=("data_analysis_max_rows", "data_analysis_temperature", "data_analysis_timeout_s"),
+        kb=(),
+    )
 
     def _template(self) -> PromptTemplate:
         prompts = self.services.prompts

@@ -20,6 +20,7 @@ from typing import Any
 
 from rag_lab.knowledge.entities import OfflineEntityExtractor, parse_graph_reply
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -65,6 +66,21 @@ def build_extract_entity_messages(description: str, examples: list[dict[str, Any
 
 class PluginExtractEntity(StagePlugin):
     events = (EventType.QUERY_UNDERSTAND,)
+    contract = StageContract(
+        reads=(
+            "request.chat_model_id",
+            "request.knowledge_base_ids",
+            "request.knowledge_ids",
+            "request.query",
+            "request.search_targets",
+            "state.entity",
+            "state.intent",
+            "state.rewrite_query",
+        ),
+        writes=("state.diagnostics.extract_entity", "state.entity", "state.entity_kb_ids", "state.entity_knowledge"),
+        params=("entity_extract_max_tokens", "entity_extract_temperature"),
+        kb=("metadata",),
+    )
 
     def __init__(self, services, offline: OfflineEntityExtractor | None = None) -> None:
         super().__init__(services)

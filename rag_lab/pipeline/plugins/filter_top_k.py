@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -25,8 +26,27 @@ def sort_search_results_deterministically(results: list[SearchResult | None]) ->
     return present + [None] * (len(results) - len(present))  # type: ignore[list-item]
 
 
+def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[SearchResult | None], int | None]:
+    """The deterministic sort, then the first ``k`` (when ``k > 0``) of the results not kept by
+    the rerank outside the top-K (``kept_by``, e.g. images), which follow. Returns the list and,
+    when it truncated, how many competed for the ``k`` places."""
+    ordered = sort_search_results_deterministically(results)
+    # seed: results kept by the rerank outside the top-K (kept_by, images) do not take a place
+    extra = [r for r in ordered if r is not None and r.metadata.get("kept_by")]
+    main = [r for r in ordered if r is None or not r.metadata.get("kept_by")]
+    if k > 0 and len(main) > k:
+        return main[:k] + extra, len(main)
+    return main + extra, None
+
+
 class PluginFilterTopK(StagePlugin):
     events = (EventType.FILTER_TOP_K,)
+    contract = StageContract(
+        reads=("request.rerank_top_k", "state.intent", "state.merge_result"),
+        writes=("state.diagnostics.filter_top_k", "state.merge_result"),
+        params=(),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):
@@ -39,13 +59,8 @@ class PluginFilterTopK(StagePlugin):
         else:
             log.info("filter_top_k: nothing to filter")
             return await next()
-        ordered = sort_search_results_deterministically(results)
-        # seed: results kept by the rerank outside the top-K (kept_by, images) do not take a place
-        extra = [r for r in ordered if r is not None and r.metadata.get("kept_by")]
-        main = [r for r in ordered if r is None or not r.metadata.get("kept_by")]
-        k = chat.request.rerank_top_k
-        if k > 0 and len(main) > k:
-            state.diagnostics["filter_top_k"] = {"field": name, "before": len(main), "after": k}
-            main = main[:k]
-        setattr(state, name, main + extra)
+        kept, before = filter_top_k(results, chat.request.rerank_top_k)
+        if before is not None:
+            state.diagnostics["filter_top_k"] = {"field": name, "before": before, "after": chat.request.rerank_top_k}
+        setattr(state, name, kept)
         return await next()

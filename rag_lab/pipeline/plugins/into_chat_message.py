@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrTemplateExecute, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.context_images import collect_context_images
@@ -81,6 +82,28 @@ def _append_extras(chat: ChatManage, text: str) -> str:
 
 class PluginIntoChatMessage(StagePlugin):
     events = (EventType.INTO_CHAT_MESSAGE,)
+    contract = StageContract(
+        reads=(
+            "context.user_message_id",
+            "request.attachments",
+            "request.chat_model_supports_vision",
+            "request.faq_direct_answer_threshold",
+            "request.faq_priority_enabled",
+            "request.language",
+            "request.query",
+            "request.session_id",
+            "request.summary_config",
+            "state.image_description",
+            "state.intent",
+            "state.merge_result",
+            "state.quoted_context",
+            "state.rewrite_query",
+            "state.user_content",
+        ),
+        writes=("state.context_images", "state.rendered_contexts", "state.user_content"),
+        params=(),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         from rag_lab.modelcontext import chat_passage

@@ -6,6 +6,7 @@ import logging
 import re
 from typing import Any
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL
@@ -45,6 +46,12 @@ def load_and_process_history(messages_store: Any, session_id: str, max_rounds: i
 
 class PluginLoadHistory(StagePlugin):
     events = (EventType.LOAD_HISTORY,)
+    contract = StageContract(
+        reads=("request.max_rounds", "request.session_id"),
+        writes=("state.history",),
+        params=("history_fetch_extra",),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req = chat.request

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -22,6 +23,17 @@ def affinity_factor(hits: int, params: PipelineParams) -> float:
 
 class PluginMemoryAffinity(StagePlugin):
     events = (EventType.CHUNK_RERANK,)
+    contract = StageContract(
+        reads=("request.user_id", "state.rerank_result"),
+        writes=("state.rerank_result",),
+        params=(
+            "memory_affinity_max_boost",
+            "memory_affinity_max_ids",
+            "memory_affinity_min_hits",
+            "memory_affinity_saturation_hits",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         err = await next()

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.stream.bus import BusEventType
@@ -30,6 +31,12 @@ def _part(result: Any, name: str) -> Any:
 
 class PluginMemoryRecall(StagePlugin):
     events = (EventType.MEMORY_RECALL,)
+    contract = StageContract(
+        reads=("context.event_bus", "request.query", "request.user_id"),
+        writes=("state.diagnostics.memory_recall", "state.memory_prompt", "state.used_memories"),
+        params=(),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         memory = self.services.memory

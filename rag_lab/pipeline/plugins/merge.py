@@ -14,6 +14,7 @@ from typing import Any
 
 from rag_lab.knowledge.ingestion import faq_content
 from rag_lab.knowledge.models import FAQEntry
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
@@ -57,8 +58,6 @@ def inject_history_references(
             break
     if not raw:
         return []
-    for r in raw:
-        r.match_type = MatchType.HISTORY
     q_tokens = tokenize_simple(query)
     present = {r.id for r in current}
     kept: list[SearchResult] = []
@@ -199,8 +198,69 @@ def mark_image_vector_matches(dropped: list[SearchResult], kept: list[SearchResu
                 break
 
 
+def merge_results(
+    results: list[SearchResult],
+    history: list[History],
+    query: str,
+    params: PipelineParams,
+    store: Any,
+    mlog: list[dict[str, Any]],
+) -> list[SearchResult]:
+    """Steps 2–8 on the stage's input (step 1: the rerank result, else the search result by score):
+    dedup, history references, parent chunks, sequential merge, FAQ answers, neighbour expansion,
+    merge again, dedup and partial-overlap removal. ``store`` (``get_chunks(ids)``; may be None)
+    gives parents, FAQ entries and neighbours. Results are changed in place; decisions go to
+    ``mlog``. The tuning evaluator calls this on copies."""
+    p = params
+    results = remove_duplicate_results(results)
+    injected = inject_history_references(results, history, query, p, mlog)
+    if injected:
+        results = remove_duplicate_results(results + injected)
+    if not results:
+        log.info("chunk_merge: nothing to merge")
+        return []
+    if store is not None:
+        results = resolve_parent_chunks(results, store, mlog)
+    results = group_and_merge(results, p, mlog)
+    if store is not None:
+        populate_faq_answers(results, store)
+        expand_short_contexts(results, store, p, mlog)
+    results = group_and_merge(results, p, mlog)
+    before = list(results)
+    results = remove_partial_overlaps(remove_duplicate_results(results), p.overlap_threshold)
+    after = {r.id for r in results}
+    for r in before:
+        if r.id not in after:
+            mlog.append({"step": "overlap", "id": r.id, "action": "dropped"})
+    mark_image_vector_matches([r for r in before if r.id not in after], results, mlog)
+    return results
+
+
 class PluginMerge(StagePlugin):
     events = (EventType.CHUNK_MERGE,)
+    contract = StageContract(
+        reads=(
+            "request.query",
+            "state.history",
+            "state.intent",
+            "state.rerank_result",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.merge", "state.merge_result"),
+        params=(
+            "append_head_slack",
+            "expansion_max_len",
+            "expansion_min_len",
+            "history_max_refs",
+            "history_overlap_threshold",
+            "history_score_factor",
+            "join_min_overlap",
+            "join_span",
+            "overlap_threshold",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         if not needs_retrieval(chat):
@@ -208,11 +268,11 @@ class PluginMerge(StagePlugin):
         state, p = chat.state, chat.request.params
         mlog: list[dict[str, Any]] = []
         state.diagnostics["merge"] = mlog
+        # copies: the stage rewrites contents and sub-chunk lists; its inputs stay as they were
         if state.rerank_result:
-            results = [r for r in state.rerank_result]
+            results = [r.copy() for r in state.rerank_result]
         else:
-            state.search_result.sort(key=lambda r: -r.score)
-            results = list(state.search_result)
+            results = sorted((r.copy() for r in state.search_result), key=lambda r: -r.score)
         mlog.append(
             {
                 "step": "input",
@@ -220,205 +280,183 @@ class PluginMerge(StagePlugin):
                 "ids": [r.id for r in results],
             }
         )
-        results = remove_duplicate_results(results)
-        injected = inject_history_references(results, state.history, state.rewrite_query or chat.request.query, p, mlog)
-        if injected:
-            results = remove_duplicate_results(results + injected)
-        if not results:
-            log.info("chunk_merge: nothing to merge")
-            state.merge_result = []
-            return await next()
-
         store = self.services.workspace.store if self.services.workspace is not None else None
-        if store is not None:
-            results = self.resolve_parent_chunks(results, store, mlog)
-        results = group_and_merge(results, p, mlog)
-        if store is not None:
-            self.populate_faq_answers(results, store)
-            self.expand_short_contexts(results, store, p, mlog)
-        results = group_and_merge(results, p, mlog)
-        before = list(results)
-        results = remove_partial_overlaps(remove_duplicate_results(results), p.overlap_threshold)
-        after = {r.id for r in results}
-        for r in before:
-            if r.id not in after:
-                mlog.append({"step": "overlap", "id": r.id, "action": "dropped"})
-        mark_image_vector_matches([r for r in before if r.id not in after], results, mlog)
-        state.merge_result = results
+        state.merge_result = merge_results(
+            results, state.history, state.rewrite_query or chat.request.query, p, store, mlog
+        )
         return await next()
 
-    # -- step 4 ---------------------------------------------------------------------------
-    def resolve_parent_chunks(self, results: list[SearchResult], store: Any, mlog: list[dict]) -> list[SearchResult]:
-        parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
-        if not parent_ids:
-            return results
-        try:
-            parents = store.get_chunks(parent_ids)
-        except Exception as exc:
-            log.warning("parent chunks: load failed: %s", exc)
-            return results
-        grand_ids = sorted(
-            {
-                par.parent_chunk_id
-                for r in results
-                if r.chunk_type in ("image_ocr", "image_caption")
-                for par in [parents.get(r.parent_chunk_id)]
-                if par is not None
-                and par.chunk_type == "text"
-                and par.parent_chunk_id
-                and par.parent_chunk_id not in parents
-            }
-        )
-        if grand_ids:
-            try:
-                parents.update(store.get_chunks(grand_ids))
-            except Exception as exc:
-                log.warning("grandparent chunks: load failed: %s", exc)
-        for r in results:
-            par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
-            if par is None or not par.content:
-                continue
-            if r.chunk_type == "text" and par.chunk_type == "parent_text":
-                r.image_info = filter_image_info_by_content_urls(r.content, r.image_info) if r.image_info else ""
-                pruned = prune_markdown_images_by_image_info(par.content, r.image_info)
-                r.content = join_chunk_content(pruned, r.content, SEP)
-                r.content_rewritten = True
-                if r.id not in r.sub_chunk_id:
-                    r.sub_chunk_id.append(r.id)
-                mlog.append({"step": "parent", "id": r.id, "parent": par.id})
-            elif r.chunk_type in ("image_ocr", "image_caption") and par.chunk_type == "text":
-                hit_info = r.image_info
-                grand = parents.get(par.parent_chunk_id) if par.parent_chunk_id else None
-                source = grand if grand is not None and grand.chunk_type == "parent_text" and grand.content else par
-                r.chunk_index = par.chunk_index
-                info = filter_image_info_by_content_urls(par.content, hit_info) if hit_info else ""
-                r.image_info = info
-                r.content = join_chunk_content(
-                    prune_markdown_images_by_image_info(source.content, info),
-                    prune_markdown_images_by_image_info(par.content, info),
-                    SEP,
-                )
-                r.content_rewritten = True
-                if r.id not in r.sub_chunk_id:
-                    r.sub_chunk_id.append(r.id)
-                mlog.append({"step": "parent", "id": r.id, "parent": par.id})
+
+# -- step 4 -------------------------------------------------------------------------------
+def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[dict]) -> list[SearchResult]:
+    parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
+    if not parent_ids:
         return results
-
-    # -- step 6 ---------------------------------------------------------------------------
-    def populate_faq_answers(self, results: list[SearchResult], store: Any) -> None:
-        faq_ids = sorted({r.id for r in results if r.chunk_type == "faq"})
-        if not faq_ids:
-            return
-        try:
-            chunks = store.get_chunks(faq_ids)
-        except Exception as exc:
-            log.warning("faq answers: load failed: %s", exc)
-            return
-        for cid, chunk in chunks.items():
-            meta = chunk.metadata
-            if isinstance(meta, str):
-                try:
-                    meta = json.loads(meta)
-                except ValueError:
-                    continue
-            if not isinstance(meta, dict) or not meta:
-                continue
-            entry = FAQEntry(
-                standard_question=str(meta.get("standard_question") or ""),
-                answers=[str(a) for a in meta.get("answers") or []],
-            )
-            text = faq_content(entry)
-            if text:
-                for r in results:
-                    if r.id == cid:
-                        r.content = text
-
-    # -- step 7 ---------------------------------------------------------------------------
-    def expand_short_contexts(
-        self, results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]
-    ) -> None:
-        targets = [
-            r
+    try:
+        parents = store.get_chunks(parent_ids)
+    except Exception as exc:
+        log.warning("parent chunks: load failed: %s", exc)
+        return results
+    grand_ids = sorted(
+        {
+            par.parent_chunk_id
             for r in results
-            if r is not None and r.id and r.content and r.chunk_type == "text" and len(r.content) < p.expansion_min_len
-        ]
-        if not targets:
-            return
+            if r.chunk_type in ("image_ocr", "image_caption")
+            for par in [parents.get(r.parent_chunk_id)]
+            if par is not None
+            and par.chunk_type == "text"
+            and par.parent_chunk_id
+            and par.parent_chunk_id not in parents
+        }
+    )
+    if grand_ids:
         try:
-            cache: dict[str, Any] = dict(store.get_chunks([r.id for r in targets]))
+            parents.update(store.get_chunks(grand_ids))
         except Exception as exc:
-            log.warning("neighbour expansion: load failed: %s", exc)
-            return
-        neighbour_ids = sorted(
-            {x for c in cache.values() for x in (c.pre_chunk_id, c.next_chunk_id) if x and x not in cache}
-        )
-        if neighbour_ids:
+            log.warning("grandparent chunks: load failed: %s", exc)
+    for r in results:
+        par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
+        if par is None or not par.content:
+            continue
+        if r.chunk_type == "text" and par.chunk_type == "parent_text":
+            r.image_info = filter_image_info_by_content_urls(r.content, r.image_info) if r.image_info else ""
+            pruned = prune_markdown_images_by_image_info(par.content, r.image_info)
+            r.content = join_chunk_content(pruned, r.content, SEP)
+            r.content_rewritten = True
+            if r.id not in r.sub_chunk_id:
+                r.sub_chunk_id.append(r.id)
+            mlog.append({"step": "parent", "id": r.id, "parent": par.id})
+        elif r.chunk_type in ("image_ocr", "image_caption") and par.chunk_type == "text":
+            hit_info = r.image_info
+            grand = parents.get(par.parent_chunk_id) if par.parent_chunk_id else None
+            source = grand if grand is not None and grand.chunk_type == "parent_text" and grand.content else par
+            r.chunk_index = par.chunk_index
+            info = filter_image_info_by_content_urls(par.content, hit_info) if hit_info else ""
+            r.image_info = info
+            r.content = join_chunk_content(
+                prune_markdown_images_by_image_info(source.content, info),
+                prune_markdown_images_by_image_info(par.content, info),
+                SEP,
+            )
+            r.content_rewritten = True
+            if r.id not in r.sub_chunk_id:
+                r.sub_chunk_id.append(r.id)
+            mlog.append({"step": "parent", "id": r.id, "parent": par.id})
+    return results
+
+
+# -- step 6 -------------------------------------------------------------------------------
+def populate_faq_answers(results: list[SearchResult], store: Any) -> None:
+    faq_ids = sorted({r.id for r in results if r.chunk_type == "faq"})
+    if not faq_ids:
+        return
+    try:
+        chunks = store.get_chunks(faq_ids)
+    except Exception as exc:
+        log.warning("faq answers: load failed: %s", exc)
+        return
+    for cid, chunk in chunks.items():
+        meta = chunk.metadata
+        if isinstance(meta, str):
             try:
-                cache.update(store.get_chunks(neighbour_ids))
-            except Exception:
-                pass
-
-        def load(cid: str) -> Any:
-            if cid not in cache:
-                try:
-                    cache[cid] = store.get_chunks([cid]).get(cid)
-                except Exception:
-                    cache[cid] = None
-            return cache[cid]
-
-        for r in targets:
-            base = load(r.id)
-            if base is None or not base.content or base.chunk_type != "text":
+                meta = json.loads(meta)
+            except ValueError:
                 continue
-            prev = nxt = ""
-            prev_ids: list[str] = []
-            next_ids: list[str] = []
-            pc = load(base.pre_chunk_id) if base.pre_chunk_id else None
-            if pc is not None and pc.knowledge_id == base.knowledge_id:
-                prev, prev_ids, prev_cursor = pc.content, [pc.id], pc.pre_chunk_id
-            else:
-                prev_cursor = ""
-            nc = load(base.next_chunk_id) if base.next_chunk_id else None
-            if nc is not None and nc.knowledge_id == base.knowledge_id:
-                nxt, next_ids, next_cursor = nc.content, [nc.id], nc.next_chunk_id
-            else:
-                next_cursor = ""
-            while True:
-                merged = merge_ordered(prev, base.content, nxt, p)
-                if not merged or len(merged) >= p.expansion_min_len or (not prev_cursor and not next_cursor):
-                    break
-                progress = False
-                if prev_cursor:
-                    c = load(prev_cursor)
-                    if c is not None and c.knowledge_id == base.knowledge_id:
-                        prev = join_chunk_content(c.content, prev, SEP, p.join_min_overlap, p.join_span)
-                        prev_ids.insert(0, c.id)
-                        prev_cursor = c.pre_chunk_id
-                        progress = True
-                    else:
-                        prev_cursor = ""
-                merged = merge_ordered(prev, base.content, nxt, p)
-                if len(merged) >= p.expansion_min_len:
-                    break
-                if next_cursor:
-                    c = load(next_cursor)
-                    if c is not None and c.knowledge_id == base.knowledge_id:
-                        nxt = join_chunk_content(nxt, c.content, SEP, p.join_min_overlap, p.join_span)
-                        next_ids.append(c.id)
-                        next_cursor = c.next_chunk_id
-                        progress = True
-                    else:
-                        next_cursor = ""
-                if not progress:
-                    break
+        if not isinstance(meta, dict) or not meta:
+            continue
+        entry = FAQEntry(
+            standard_question=str(meta.get("standard_question") or ""),
+            answers=[str(a) for a in meta.get("answers") or []],
+        )
+        text = faq_content(entry)
+        if text:
+            for r in results:
+                if r.id == cid:
+                    r.content = text
+
+
+# -- step 7 -------------------------------------------------------------------------------
+def expand_short_contexts(results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]) -> None:
+    targets = [
+        r
+        for r in results
+        if r is not None and r.id and r.content and r.chunk_type == "text" and len(r.content) < p.expansion_min_len
+    ]
+    if not targets:
+        return
+    try:
+        cache: dict[str, Any] = dict(store.get_chunks([r.id for r in targets]))
+    except Exception as exc:
+        log.warning("neighbour expansion: load failed: %s", exc)
+        return
+    neighbour_ids = sorted(
+        {x for c in cache.values() for x in (c.pre_chunk_id, c.next_chunk_id) if x and x not in cache}
+    )
+    if neighbour_ids:
+        try:
+            cache.update(store.get_chunks(neighbour_ids))
+        except Exception:
+            pass
+
+    def load(cid: str) -> Any:
+        if cid not in cache:
+            try:
+                cache[cid] = store.get_chunks([cid]).get(cid)
+            except Exception:
+                cache[cid] = None
+        return cache[cid]
+
+    for r in targets:
+        base = load(r.id)
+        if base is None or not base.content or base.chunk_type != "text":
+            continue
+        prev = nxt = ""
+        prev_ids: list[str] = []
+        next_ids: list[str] = []
+        pc = load(base.pre_chunk_id) if base.pre_chunk_id else None
+        if pc is not None and pc.knowledge_id == base.knowledge_id:
+            prev, prev_ids, prev_cursor = pc.content, [pc.id], pc.pre_chunk_id
+        else:
+            prev_cursor = ""
+        nc = load(base.next_chunk_id) if base.next_chunk_id else None
+        if nc is not None and nc.knowledge_id == base.knowledge_id:
+            nxt, next_ids, next_cursor = nc.content, [nc.id], nc.next_chunk_id
+        else:
+            next_cursor = ""
+        while True:
             merged = merge_ordered(prev, base.content, nxt, p)
-            if merged:
-                r.content = merged
-                r.content_rewritten = True
-                for cid in prev_ids + next_ids:
-                    if cid not in r.sub_chunk_id:
-                        r.sub_chunk_id.append(cid)
-                if prev_ids or next_ids:
-                    mlog.append(
-                        {"step": "expand", "id": r.id, "prev": prev_ids, "next": next_ids, "length": len(merged)}
-                    )
+            if not merged or len(merged) >= p.expansion_min_len or (not prev_cursor and not next_cursor):
+                break
+            progress = False
+            if prev_cursor:
+                c = load(prev_cursor)
+                if c is not None and c.knowledge_id == base.knowledge_id:
+                    prev = join_chunk_content(c.content, prev, SEP, p.join_min_overlap, p.join_span)
+                    prev_ids.insert(0, c.id)
+                    prev_cursor = c.pre_chunk_id
+                    progress = True
+                else:
+                    prev_cursor = ""
+            merged = merge_ordered(prev, base.content, nxt, p)
+            if len(merged) >= p.expansion_min_len:
+                break
+            if next_cursor:
+                c = load(next_cursor)
+                if c is not None and c.knowledge_id == base.knowledge_id:
+                    nxt = join_chunk_content(nxt, c.content, SEP, p.join_min_overlap, p.join_span)
+                    next_ids.append(c.id)
+                    next_cursor = c.next_chunk_id
+                    progress = True
+                else:
+                    next_cursor = ""
+            if not progress:
+                break
+        merged = merge_ordered(prev, base.content, nxt, p)
+        if merged:
+            r.content = merged
+            r.content_rewritten = True
+            for cid in prev_ids + next_ids:
+                if cid not in r.sub_chunk_id:
+                    r.sub_chunk_id.append(cid)
+            if prev_ids or next_ids:
+                mlog.append({"step": "expand", "id": r.id, "prev": prev_ids, "next": next_ids, "length": len(merged)})

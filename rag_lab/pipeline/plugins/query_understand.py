@@ -41,6 +41,7 @@ import unicodedata
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.load_history import load_and_process_history
@@ -463,6 +464,45 @@ def build_understanding_query(query: str, image_count: int, attachment_prompt: s
 # -- the plugin ----------------------------------------------------------------------------------
 class PluginQueryUnderstand(StagePlugin):
     events = (EventType.QUERY_UNDERSTAND,)
+    contract = StageContract(
+        reads=(
+            "request.attachments",
+            "request.chat_model_id",
+            "request.chat_model_supports_vision",
+            "request.enable_rewrite",
+            "request.images",
+            "request.intent_prompt_overrides",
+            "request.language",
+            "request.max_rounds",
+            "request.query",
+            "request.query_understand_model_id",
+            "request.rewrite_prompt_system",
+            "request.rewrite_prompt_user",
+            "request.session_id",
+            "request.user_id",
+            "request.vlm_model_id",
+            "state.history",
+            "state.image_description",
+            "state.intent",
+            "state.system_prompt_override",
+        ),
+        writes=(
+            "state.diagnostics.query_understand",
+            "state.history",
+            "state.image_description",
+            "state.intent",
+            "state.rewrite_query",
+            "state.system_prompt_override",
+        ),
+        params=(
+            "query_understand_history_fetch",
+            "query_understand_max_tokens",
+            "query_understand_max_tokens_images",
+            "query_understand_temperature",
+            "query_understand_timeout_s",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req, state = chat.request, chat.state

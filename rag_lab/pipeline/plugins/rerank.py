@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any
 
+import numpy as np
+
 from rag_lab.models.base import RerankScore
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.reranking.composite import composite_score, format_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images, pictorial_indices, score_images_with_vision
 from rag_lab.reranking.mmr import mmr_trace
-from rag_lab.reranking.passage import enriched_passage, model_passage
-from rag_lab.searchutil.text import tokenize_simple
+from rag_lab.reranking.passage import passages_of
+from rag_lab.reranking.vectorized import select_mmr_ids
+from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set
 from rag_lab.types.chat_manage import ChatManage, has_recall_threshold_override
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
@@ -45,13 +50,58 @@ def filter_by_threshold(
     return [], "all_below_threshold"
 
 
+def degraded_threshold(threshold: float, params: PipelineParams) -> float | None:
+    """The retry threshold of the ladder, ``max(threshold × factor, floor)``, or ``None`` when the
+    threshold is not above the floor (no retry)."""
+    if threshold > params.rerank_degrade_floor:
+        return max(threshold * params.rerank_degrade_factor, params.rerank_degrade_floor)
+    return None
+
+
+def apply_threshold_ladder(
+    scores: list[RerankScore], n: int, threshold: float, fallback_min: float, params: PipelineParams
+) -> tuple[list[RerankScore], str, float]:
+    """``filter_by_threshold``, then once more at :func:`degraded_threshold` when nothing was kept
+    (outcome ``threshold_degraded`` when the retry keeps something); returns (kept, outcome,
+    threshold used). The stage calls the model again for the retry; a deterministic model gives
+    these same scores."""
+    kept, outcome = filter_by_threshold(scores, n, threshold, fallback_min)
+    used = threshold
+    retry = degraded_threshold(threshold, params) if not kept else None
+    if retry is not None:
+        used = retry
+        kept, outcome = filter_by_threshold(scores, n, retry, fallback_min)
+        if kept:
+            outcome = "threshold_degraded"
+    return kept, outcome, used
+
+
+def candidate_passages(results: list[SearchResult], limit: int) -> tuple[list[SearchResult], list[str], list[str]]:
+    """:func:`select_candidates` with each candidate's model passage and enriched passage (the MMR
+    token source), each built once."""
+    built = [(r, *passages_of(r)) for r in results]
+    cands = [b for b in built if b[2].strip()]
+    if len(cands) > limit:
+        keep = {id(b[0]) for b in sorted(cands, key=lambda b: -b[0].score)[:limit]}
+        cands = [b for b in cands if id(b[0]) in keep]
+    return [b[0] for b in cands], [b[1] for b in cands], [b[2] for b in cands]
+
+
 def select_candidates(results: list[SearchResult], limit: int) -> list[SearchResult]:
     """Results with a non-blank model passage; the ``limit`` best by search score, order kept."""
-    cands = [r for r in results if model_passage(r).strip()]
-    if len(cands) <= limit:
-        return cands
-    keep = {id(r) for r in sorted(cands, key=lambda r: -r.score)[:limit]}
-    return [r for r in cands if id(r) in keep]
+    return candidate_passages(results, limit)[0]
+
+
+def mmr_steps(scores: list[float], enriched: list[str], k: int, lam: float) -> list[Any]:
+    """``mmr_trace(scores, k, lam, token sets of the enriched passages)`` (3 runner-ups), computed
+    with the vectorised MMR over cached token ids when the scores are finite."""
+    if not scores:
+        return []
+    if k > 1 and all(math.isfinite(x) for x in scores):
+        _, steps = select_mmr_ids(np.array(scores), [cached_token_ids(t) for t in enriched], k, lam, trace_width=3)
+        return steps
+    tokens = [cached_token_set(t) for t in enriched] if k > 1 else None
+    return mmr_trace(scores, k, lam, tokens)
 
 
 def score_reranked(
@@ -63,26 +113,65 @@ def score_reranked(
 ) -> list[SearchResult]:
     """Composite score (and FAQ boost) for each kept item, in place; returns them in kept order."""
     out: list[SearchResult] = []
+    boost = faq_boost if faq_priority and faq_boost > 1.0 else None
     for s in kept:
         if not 0 <= s.index < len(candidates):
             continue
         r = candidates[s.index]
         base = s.relevance_score if r.match_type == MatchType.GRAPH else r.score
-        r.metadata = r.metadata or {}
-        r.metadata["base_score"] = format_score(base)
-        r.metadata["model_score"] = format_score(s.relevance_score)
-        r.score = composite_score(r, s.relevance_score, base, params)
-        r.metadata["composite_score"] = format_score(r.score)
-        if faq_priority and faq_boost > 1.0 and r.chunk_type == "faq":
-            r.metadata["faq_original_score"] = format_score(r.score)
-            r.score = r.score * faq_boost
-            r.metadata["faq_boosted"] = "true"
+        annotate_reranked(r, s.relevance_score, base, composite_score(r, s.relevance_score, base, params), boost)
         out.append(r)
     return out
 
 
+def annotate_reranked(r: SearchResult, model: float, base: float, composite: float, faq_boost: float | None) -> None:
+    """Write a kept item's score and its metadata (base, model, composite; FAQ boost when given and
+    the item is an FAQ), as the rerank stage leaves them."""
+    r.metadata = r.metadata or {}
+    r.metadata["base_score"] = format_score(base)
+    r.metadata["model_score"] = format_score(model)
+    r.score = composite
+    r.metadata["composite_score"] = format_score(composite)
+    if faq_boost is not None and r.chunk_type == "faq":
+        r.metadata["faq_original_score"] = format_score(composite)
+        r.score = composite * faq_boost
+        r.metadata["faq_boosted"] = "true"
+
+
 class PluginRerank(StagePlugin):
     events = (EventType.CHUNK_RERANK,)
+    contract = StageContract(
+        reads=(
+            "request.faq_priority_enabled",
+            "request.faq_score_boost",
+            "request.query",
+            "request.rerank_model_id",
+            "request.rerank_threshold",
+            "request.rerank_top_k",
+            "request.search_targets",
+            "request.vector_threshold",
+            "state.intent",
+            "state.rerank_result",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.rerank", "state.rerank_result", "state.search_result"),
+        params=(
+            "composite_base_weight",
+            "composite_model_weight",
+            "composite_source_weight",
+            "image_keep_min_score",
+            "image_max_kept",
+            "mmr_lambda",
+            "rerank_degrade_factor",
+            "rerank_degrade_floor",
+            "rerank_fallback_min_score",
+            "rerank_max_candidates",
+            "rerank_timeout_s",
+            "web_source_weight",
+        ),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req, state, p = chat.request, chat.state, chat.request.params
@@ -93,13 +182,15 @@ class PluginRerank(StagePlugin):
         except Exception as exc:
             return ErrGetRerankModel.with_error(exc)
 
-        candidates = select_candidates(state.search_result, p.rerank_max_candidates)
+        candidates, enriched, passages = candidate_passages(state.search_result, p.rerank_max_candidates)
+        # the stage scores copies: its input (state.search_result) is never changed in place (seed)
+        candidates = [r.copy() for r in candidates]
         diag: dict[str, Any] = {"model_id": req.rerank_model_id, "candidates": len(candidates)}
         state.diagnostics["rerank"] = diag
         if not candidates:
+            diag.update(outcome="no_candidates")
             return await next()
         base_scores = [r.score for r in candidates]
-        passages = [model_passage(r) for r in candidates]
         query = state.rewrite_query or req.query
         fallback_min = 0.0 if has_recall_threshold_override(req.search_targets) else p.rerank_fallback_min_score
         pictorial = pictorial_indices(candidates, p)
@@ -115,8 +206,9 @@ class PluginRerank(StagePlugin):
         threshold = req.rerank_threshold
         try:
             scores, kept, outcome = await rerank_once(threshold)
-            if not kept and threshold > p.rerank_degrade_floor:
-                threshold = max(threshold * p.rerank_degrade_factor, p.rerank_degrade_floor)
+            retry = degraded_threshold(threshold, p) if not kept else None
+            if retry is not None:
+                threshold = retry
                 scores, kept, outcome = await rerank_once(threshold)
                 if kept:
                     outcome = "threshold_degraded"
@@ -137,8 +229,8 @@ class PluginRerank(StagePlugin):
         for r in kept_images:
             r.metadata["kept_by"] = IMAGE_VECTOR
         k = min(len(reranked), max(1, req.rerank_top_k))
-        tokens = [tokenize_simple(enriched_passage(r)) for r in reranked] if k > 1 else None
-        trace = mmr_trace([r.score for r in reranked], k, p.mmr_lambda, tokens) if reranked else []
+        enriched_of = {id(r): e for r, e in zip(candidates, enriched)}
+        trace = mmr_steps([r.score for r in reranked], [enriched_of[id(r)] for r in reranked], k, p.mmr_lambda)
         state.rerank_result = [reranked[step.index] for step in trace] + kept_images
 
         kept_ids = {id(r) for r in reranked} | {id(r) for r in kept_images}

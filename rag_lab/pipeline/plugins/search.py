@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Any
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.base import SearchParams
@@ -22,6 +23,64 @@ log = logging.getLogger(__name__)
 
 class PluginSearch(StagePlugin):
     events = (EventType.CHUNK_SEARCH,)
+    contract = StageContract(
+        reads=(
+            "request.embedding_top_k",
+            "request.enable_query_expansion",
+            "request.keyword_threshold",
+            "request.knowledge_base_ids",
+            "request.knowledge_ids",
+            "request.query",
+            "request.rerank_top_k",
+            "request.search_targets",
+            "request.tenant_id",
+            "request.vector_threshold",
+            "request.web_search_enabled",
+            "request.web_search_max_results",
+            "request.web_search_provider_id",
+            "state.rewrite_query",
+            "state.search_result",
+        ),
+        writes=(
+            "state.diagnostics.query_expansion",
+            "state.diagnostics.query_expansion_variants",
+            "state.search_result",
+        ),
+        # with what HybridSearch reads (image recall, FAQ iteration): the stage cache keys on these
+        params=(
+            "default_retrieval_top_k",
+            "faq_iteration_max_rounds",
+            "faq_iteration_start_factor",
+            "image_recall_max_requests",
+            "image_recall_top_k_factor",
+            "image_vector_threshold",
+            "over_recall_factor",
+            "over_recall_min",
+            "query_expansion_concurrency",
+            "query_expansion_keyword_factor",
+            "query_expansion_max_variants",
+            "query_expansion_top_k_factor",
+            "retrieval_pool_max",
+            "rrf_k",
+            "rrf_keyword_weight",
+            "rrf_vector_weight",
+            "search_timeout_s",
+            "store_fanout_concurrency",
+            "store_fanout_timeout_s",
+            "web_result_score",
+        ),
+        kb=(
+            "embedding_dim",
+            "embedding_model_key",
+            "id",
+            "keyword_enabled",
+            "metadata",
+            "name",
+            "tenant_id",
+            "type",
+            "vector_enabled",
+        ),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req = chat.request

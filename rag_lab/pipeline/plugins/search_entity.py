@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from rag_lab.knowledge.graph import GraphData, NameSpace
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
@@ -58,6 +59,19 @@ def turn_kb_ids(chat: ChatManage) -> set[str]:
 
 class PluginSearchEntity(StagePlugin):
     events = (EventType.ENTITY_SEARCH,)
+    contract = StageContract(
+        reads=(
+            "request.knowledge_base_ids",
+            "request.search_targets",
+            "state.entity",
+            "state.entity_kb_ids",
+            "state.entity_knowledge",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.entity_search", "state.graph_result", "state.search_result"),
+        params=("entity_hit_score", "entity_search_max_chunks"),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         state = chat.state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError, run_parallel
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.searchutil.dedup import remove_duplicate_results
@@ -20,6 +21,18 @@ async def _noop() -> PluginError | None:
 
 class PluginSearchParallel(StagePlugin):
     events = (EventType.CHUNK_SEARCH_PARALLEL,)
+    contract = StageContract(
+        reads=("state.entity", "state.graph_result", "state.intent", "state.search_result"),
+        writes=(
+            "state.diagnostics.entity_search",
+            "state.diagnostics.query_expansion",
+            "state.diagnostics.query_expansion_variants",
+            "state.graph_result",
+            "state.search_result",
+        ),
+        params=(),
+        kb=(),
+    )
 
     def __init__(self, services, search, entity=None) -> None:
         super().__init__(services)

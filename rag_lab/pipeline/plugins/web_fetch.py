@@ -19,6 +19,7 @@ import logging
 import time
 from typing import Any
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -51,6 +52,17 @@ def _fetch_url(r: SearchResult) -> str:
 
 class PluginWebFetch(StagePlugin):
     events = (EventType.WEB_FETCH,)
+    contract = StageContract(
+        reads=(
+            "request.web_fetch_enabled",
+            "request.web_fetch_top_n",
+            "request.web_search_enabled",
+            "state.rerank_result",
+        ),
+        writes=("state.diagnostics.web_fetch", "state.rerank_result"),
+        params=("web_fetch_max_bytes", "web_fetch_top_n"),
+        kb=(),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         req, state = chat.request, chat.state

@@ -3,6 +3,7 @@ in scope, then a stable re-sort (spec §4.6.6)."""
 
 from __future__ import annotations
 
+from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
@@ -11,6 +12,12 @@ from rag_lab.types.events import EventType
 
 class PluginWikiBoost(StagePlugin):
     events = (EventType.CHUNK_RERANK,)
+    contract = StageContract(
+        reads=("request.search_targets", "state.rerank_result"),
+        writes=("state.rerank_result",),
+        params=("wiki_boost_factor",),
+        kb=("wiki_enabled",),
+    )
 
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
         err = await next()

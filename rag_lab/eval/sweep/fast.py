@@ -1,0 +1,221 @@
+"""The sweep's fast path: configs evaluated by :class:`rag_lab.tuning.FastEvaluator` from stage
+inputs captured once, checked against the full pipeline.
+
+* Configs are grouped by their retrieval part (:func:`rag_lab.tuning.params.split_config`: search
+  settings, BM25 index settings, anything not post-retrieval). Each distinct retrieval config is
+  captured once: one pipeline run per question (:func:`rag_lab.lab.tuning_capture.acapture_questions`)
+  keeps what the post-retrieval stages read. Questions whose search ran query expansion are
+  captured again for each ``rerank_top_k`` (the expansion's top-k reads it).
+* Every config is then evaluated without the event pipeline: final contexts → the same
+  :class:`~rag_lab.eval.records.QueryRecord` fields the pipeline fills (contexts, their ids and
+  documents) → the same metrics.
+* A random sample of configs (``check``, default 5, seeded) runs through the full pipeline too;
+  any difference in any question's contexts raises :class:`~rag_lab.eval.sweep.specs.SweepError`
+  naming the config, question and field.
+
+Answers are not written on the fast path, so objectives and ragas metrics that read the answer
+(``chrf``, ``bleu``, ``latency_ms``, …) use the full pipeline; :func:`fast_path_reason` says why.
+Latency in a fast row is that of the capture runs (the pipeline at the retrieval config), marked
+by ``evaluated_by = "fast"``; checked rows carry the pipeline's own latency.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.sweep.runners import _Evaluator, _Suite
+    from rag_lab.tuning import FastEvaluator, QuestionInputs
+
+__all__ = ["CONTEXT_METRICS", "FastSweep", "fast_path_reason"]
+
+#: ragas offline metrics that read only the contexts (not the answer)
+CONTEXT_METRICS = ("id_context_recall", "id_context_precision", "nonllm_context_recall", "nonllm_context_precision")
+
+
+def fast_path_reason(objective: str, ragas_metrics: Sequence[str]) -> str:
+    """``""`` when the fast path can serve this sweep, else why not."""
+    if objective in ("latency_ms", "p95_latency_ms"):
+        return f"objective {objective} is measured on the pipeline"
+    from rag_lab.eval.ragas_adapter import OFFLINE_METRICS, SEGMENTED_METRICS
+
+    answer_metrics = [m for m in [objective, *ragas_metrics] if m in OFFLINE_METRICS + SEGMENTED_METRICS]
+    answer_metrics = [m for m in answer_metrics if m not in CONTEXT_METRICS]
+    if answer_metrics:
+        return f"{', '.join(dict.fromkeys(answer_metrics))} read the answer, which the fast path does not write"
+    return ""
+
+
+class FastSweep:
+    """Fast evaluation of configs for one :class:`_Evaluator` (its lab, suites, base params)."""
+
+    def __init__(self, ev: _Evaluator, check: int = 5, seed: int = 0) -> None:
+        if check < 0:
+            raise SweepError(f"--check must be >= 0, got {check}")
+        self.ev = ev
+        self.check = check
+        self.rng = random.Random(seed)
+        self._groups: dict[tuple[tuple[str, Any], ...], dict[str, FastEvaluator]] = {}
+        self._recaptured: dict[tuple[str, str, int, tuple[tuple[str, Any], ...]], QuestionInputs] = {}
+        self.fast_records: dict[int, tuple[dict[str, Any], list[tuple[Any, Any]]]] = {}
+        self.capture_seconds = 0.0
+        self.eval_seconds = 0.0
+        self.checked: list[int] = []
+
+    # -- capture ----------------------------------------------------------------------------------
+    def _split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from rag_lab.tuning.params import split_config
+
+        post, other = split_config({**self.ev.base_params, **config})
+        return post, other
+
+    async def _capture(self, suite: _Suite, params: Any, only: set[str] | None = None) -> list[QuestionInputs]:
+        from rag_lab.eval.runner import _replay_history, faq_kb_name
+        from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+
+        ds = suite.dataset
+        lab = self.ev.lab
+        questions = [
+            CaptureQuestion(q.id, q.question, _replay_history(lab, ds.history[q.id]) if q.id in ds.history else "")
+            for q in ds.queries
+            if only is None or q.id in only
+        ]
+        kbs = [suite.kb] + ([faq_kb_name(suite.kb)] if ds.faq else [])
+        return await acapture_questions(lab, questions, kbs, params)
+
+    async def _group(self, other: dict[str, Any]) -> dict[str, FastEvaluator]:
+        from rag_lab.tuning import FastEvaluator
+
+        key = tuple(sorted(other.items()))
+        found = self._groups.get(key)
+        if found is not None:
+            return found
+        t0 = time.perf_counter()
+        params = {k: v for k, v in other.items() if k not in INDEX_PARAMS}
+        self.ev._apply_index({k: v for k, v in other.items() if k in INDEX_PARAMS})
+        try:
+            p = self.ev.lab.params.with_changes(**params)
+        except ValueError as exc:
+            raise SweepError(f"config {other}: {exc}") from None
+        group: dict[str, FastEvaluator] = {}
+        for suite in self.ev.suites:
+            group[suite.name] = FastEvaluator(await self._capture(suite, p), p)
+        self._groups[key] = group
+        self.capture_seconds += time.perf_counter() - t0
+        return group
+
+    async def _recapture(self, suite: _Suite, fe: FastEvaluator, q: QuestionInputs, post: Mapping[str, Any]) -> Any:
+        """``q`` captured again under ``rerank_top_k`` (its search ran query expansion)."""
+        top_k = int(post.get("rerank_top_k", fe.base.rerank_top_k))
+        key = (suite.name, q.qid, top_k, tuple(sorted((k, v) for k, v in fe.base.model_dump().items())))
+        found = self._recaptured.get(key)
+        if found is None:
+            t0 = time.perf_counter()
+            (found,) = await self._capture(suite, fe.base.with_changes(rerank_top_k=top_k), only={q.qid})
+            self._recaptured[key] = found
+            self.capture_seconds += time.perf_counter() - t0
+        return found
+
+    # -- evaluation ---------------------------------------------------------------------------------
+    async def results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
+        """``(suite, EvalResult)`` of ``config`` from the fast evaluator."""
+        from rag_lab.eval.metrics import evaluate_retrieval
+        from rag_lab.eval.records import QueryRecord
+        from rag_lab.eval.runner import EvalResult
+        from rag_lab.tuning import FastEvaluator, doc_ids
+
+        post, other = self._split(config)
+        group = await self._group(other)
+        out: list[tuple[_Suite, Any]] = []
+        for suite in self.ev.suites:
+            fe = group[suite.name]
+            t0 = time.perf_counter()
+            p = fe.params_for(post)
+            refs: dict[str, list[Any]] = {}
+            outcomes: dict[str, str] = {}
+            for q in fe.inputs:
+                if fe.needs_recapture(q, p):
+                    q2 = await self._recapture(suite, fe, q, post)
+                    outcomes[q.qid], refs[q.qid] = FastEvaluator([q2], fe.base).references(q2, p)
+                else:
+                    outcomes[q.qid], refs[q.qid] = fe.references(q, p)
+            titles = {d.id: d.title for d in suite.dataset.corpus}
+            by_id = {q.qid: q for q in fe.inputs}
+            records = []
+            for dq in suite.dataset.queries:
+                r = refs[dq.id]
+                captured = by_id[dq.id]
+                records.append(
+                    QueryRecord(
+                        qid=dq.id,
+                        question=dq.question,
+                        gold_ids=list(dq.gold_ids),
+                        answers=list(dq.answers),
+                        retrieved_doc_ids=doc_ids(r),
+                        context_ids=[x.id for x in r],
+                        context_doc_ids=[x.knowledge_id for x in r],
+                        contexts=[x.content for x in r],
+                        context_titles=[x.knowledge_title for x in r],
+                        gold_titles=[titles.get(g, "") for g in dq.gold_ids],
+                        latency_ms=captured.latency_ms,
+                        error=captured.error,
+                        is_fallback=outcomes[dq.id] == "nothing"
+                        or (captured.needs_retrieval and not captured.search_result and not captured.error),
+                    )
+                )
+            report = evaluate_retrieval(
+                {r.qid: r.retrieved_doc_ids for r in records},
+                {q.id: set(q.gold_ids) for q in suite.dataset.queries},
+                ks=self.ev.ks,
+            )
+            self.eval_seconds += time.perf_counter() - t0
+            res = EvalResult(dataset=suite.dataset.name, kb=suite.kb, report=report, records=records, params=dict(post))
+            out.append((suite, res))
+            if self.ev.pbar is not None:
+                self.ev.pbar.update(len(records))
+        return out
+
+    async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Record ``config``'s row from the fast evaluator (``evaluated_by = "fast"``)."""
+        results = await self.results(config)
+        index = len(self.ev.rows)
+        row = await self.ev.record(config, results)
+        row["evaluated_by"] = "fast"
+        self.fast_records[index] = (dict(config), results)
+        return row
+
+    async def verify(self, indices: Sequence[int] | None = None) -> list[int]:
+        """Run a random sample of ``check`` evaluated configs (or ``indices``) through the full
+        pipeline; raise :class:`SweepError` on the first question whose contexts differ. Checked
+        rows get ``evaluated_by = "fast, checked"`` and the pipeline's latency."""
+        rows = self.ev.rows
+        pool = list(self.fast_records)
+        chosen = list(indices) if indices is not None else sorted(self.rng.sample(pool, min(self.check, len(pool))))
+        for i in chosen:
+            row = rows[i]
+            config, fast_results = self.fast_records[i]
+            pipeline = await self.ev.pipeline_results(config)
+            for (suite, fast_res), (_, slow_res) in zip(fast_results, pipeline):
+                for a, b in zip(slow_res.records, fast_res.records):
+                    for name in ("context_ids", "context_doc_ids", "contexts", "retrieved_doc_ids"):
+                        if getattr(a, name) != getattr(b, name):
+                            raise SweepError(
+                                f"fast evaluator and pipeline differ for config {config} on {suite.name} question "
+                                f"{a.qid}: {name} {getattr(a, name)!r} (pipeline) vs {getattr(b, name)!r} (fast)"
+                            )
+                if slow_res.summary() != fast_res.summary():
+                    raise SweepError(
+                        f"fast evaluator and pipeline metrics differ for config {config} on {suite.name}: "
+                        f"{slow_res.summary()} (pipeline) vs {fast_res.summary()} (fast)"
+                    )
+            lat = sorted(r.latency_ms for _, res in pipeline for r in res.records if not r.error)
+            row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
+            row["evaluated_by"] = "fast, checked"
+        self.checked = chosen
+        return chosen

@@ -1,0 +1,195 @@
+"""Token sets computed once per text (spec §6.1 ``tokenize_simple``), cached by content.
+
+MMR tokenises each candidate's enriched passage, partial-overlap removal each merged content, and
+the same chunks come back question after question: tokenising them again is most of the
+post-retrieval time. :func:`cached_token_set` returns ``frozenset(tokenize_simple(text))`` and
+remembers it under the exact text, so a text is tokenised once per process.
+
+The cache is keyed by the text itself (an exact match, no collision is possible) and versioned
+with the tokenizer: :data:`TOKENIZER_VERSION` names the tokenisation rules and jieba's version,
+and :func:`token_key` (a BLAKE2b digest of the version and the text) is the key under which a
+token set may be stored on disk. Only the joined text's own set is ever returned: jieba's tokens
+of a joined text are not the union of its parts' tokens, so a merged content is tokenised as the
+string it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from rag_lab.searchutil.text import tokenize_simple
+
+__all__ = [
+    "TOKENIZER_VERSION",
+    "TokenSetCache",
+    "cached_token_ids",
+    "cached_token_set",
+    "cached_token_sets",
+    "intersection_counts",
+    "intersection_row_counter",
+    "token_cache",
+    "token_key",
+]
+
+#: rules of ``tokenize_simple`` (bump when they change) and the jieba release that segments Han text
+_RULES_VERSION = "tokenize_simple/1"
+
+
+def _jieba_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("jieba")
+    except Exception:  # pragma: no cover - jieba is a dependency
+        return "none"
+
+
+TOKENIZER_VERSION = f"{_RULES_VERSION}+jieba-{_jieba_version()}"
+
+
+def token_key(text: str) -> str:
+    """Content-hash key of ``text``'s token set: BLAKE2b-128 of the tokenizer version and the text."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(TOKENIZER_VERSION.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+class TokenSetCache:
+    """``text → frozenset(tokenize_simple(text))`` for up to ``max_entries`` texts (oldest dropped
+    first). Thread-safe; hits and misses are counted.
+
+    :meth:`ids` gives the same set as a sorted ``int32`` array of token ids (ids are interned once
+    per cache, never reused), which is what the vectorised MMR counts intersections with.
+    """
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        if max_entries < 1:
+            raise ValueError(f"TokenSetCache: max_entries must be >= 1, got {max_entries}")
+        self.max_entries = max_entries
+        self.version = TOKENIZER_VERSION
+        self._sets: dict[str, frozenset[str]] = {}
+        self._ids: dict[str, np.ndarray] = {}
+        self.vocabulary: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._sets
+
+    def get(self, text: str) -> frozenset[str]:
+        """The token set of ``text`` (computed on first sight)."""
+        found = self._sets.get(text)
+        if found is not None:
+            self.hits += 1
+            return found
+        tokens = frozenset(tokenize_simple(text))
+        with self._lock:
+            self.misses += 1
+            if len(self._sets) >= self.max_entries:
+                for old in list(self._sets)[: max(1, self.max_entries // 10)]:
+                    del self._sets[old]
+                    self._ids.pop(old, None)
+            self._sets[text] = tokens
+        return tokens
+
+    def ids(self, text: str) -> np.ndarray:
+        """The token set of ``text`` as sorted token ids (read-only ``int32`` array)."""
+        found = self._ids.get(text)
+        if found is not None:
+            return found
+        tokens = self.get(text)
+        with self._lock:
+            vocab = self.vocabulary
+            arr = np.array(sorted(vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32)
+            arr.flags.writeable = False
+            if text in self._sets:
+                self._ids[text] = arr
+        return arr
+
+    def get_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
+        get = self.get
+        return [get(t) for t in texts]
+
+    def items(self) -> list[tuple[str, frozenset[str]]]:
+        """A copy of the cached (text, token set) pairs."""
+        with self._lock:
+            return list(self._sets.items())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+            self._ids.clear()
+            self.hits = self.misses = 0
+
+
+#: the process-wide cache the rerank and merge stages share
+token_cache = TokenSetCache()
+
+
+def cached_token_set(text: str) -> frozenset[str]:
+    """``frozenset(tokenize_simple(text))`` from the process-wide cache."""
+    return token_cache.get(text)
+
+
+def cached_token_ids(text: str) -> np.ndarray:
+    """:meth:`TokenSetCache.ids` of the process-wide cache."""
+    return token_cache.ids(text)
+
+
+def cached_token_sets(texts: Iterable[str]) -> list[frozenset[str]]:
+    """:func:`cached_token_set` of each text."""
+    return token_cache.get_many(texts)
+
+
+def intersection_counts(ids: Sequence[np.ndarray]) -> np.ndarray:
+    """``counts[i, j] = |tokens_i ∩ tokens_j|`` for token-id arrays (sorted, unique), ``int32``."""
+    n = len(ids)
+    out = np.zeros((n, n), dtype=np.int32)
+    if n:
+        row = intersection_row_counter(ids)
+        for i in range(n):
+            out[i] = row(i)
+        np.fill_diagonal(out, [a.size for a in ids])
+    return out
+
+
+def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.ndarray]:
+    """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``: the
+    tokens two candidates share (only they can count), flattened row by row (each row closed by a sentinel token that is never marked, so no
+    segment is empty), are gathered against a mark of ``c``'s tokens and summed per row."""
+    n = len(ids)
+    row_of, tok = _flat(ids)
+    seen = np.bincount(tok) if tok.size else np.zeros(0, dtype=np.intp)
+    shared = seen[tok] > 1 if tok.size else np.zeros(0, dtype=bool)
+    sentinel = seen.size
+    keep_tok = np.concatenate((tok[shared].astype(np.intp), np.full(n, sentinel, dtype=np.intp)))
+    keep_row = np.concatenate((row_of[shared], np.arange(n)))
+    order = np.argsort(keep_row, kind="stable")
+    flat = keep_tok[order]
+    offsets = np.searchsorted(keep_row[order], np.arange(n))
+    mark = np.zeros(sentinel + 1, dtype=bool)
+
+    def row(c: int) -> np.ndarray:
+        a = ids[c]
+        mark[a] = True
+        counts = np.add.reduceat(mark.take(flat), offsets)
+        mark[a] = False
+        return counts
+
+    return row
+
+
+def _flat(ids: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    sizes = np.fromiter((a.size for a in ids), dtype=np.intp, count=len(ids))
+    tok = np.concatenate(ids) if len(ids) else np.empty(0, dtype=np.int32)
+    return np.repeat(np.arange(len(ids)), sizes), tok

@@ -1,0 +1,287 @@
+"""The fast evaluator: a config's final contexts for every captured question, without the event
+pipeline (spec §4.6–§4.9 replayed from :mod:`rag_lab.tuning.inputs`).
+
+Per question and config:
+
+1. rerank, vectorised (:mod:`rag_lab.reranking.vectorized`): the threshold ladder on the captured
+   model scores, the composite score and FAQ boost, the stable sort, the image hits kept by vector
+   score, MMR over the captured Jaccard matrix (one vector update per pick), the wiki boost;
+2. merge, the stage's own :func:`~rag_lab.pipeline.plugins.merge.merge_results` on copies of the
+   picked results only (text is joined for them alone), its store reads served by the capture's
+   :class:`~rag_lab.tuning.inputs.StoreMemo`;
+3. FILTER_TOP_K's :func:`~rag_lab.pipeline.plugins.filter_top_k.filter_top_k`.
+
+Merge results are memoised by what merge reads (the picked items with their scores, the merge
+params and top-K), so configs that pick the same results for a question share one merge. The
+pipeline stays the reference: ``rag-lab sweep`` re-checks a random sample of configs through it
+and fails on any difference (:func:`compare_references`).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from rag_lab.pipeline.plugins.filter_top_k import filter_top_k
+from rag_lab.pipeline.plugins.merge import merge_results
+from rag_lab.pipeline.plugins.rerank import annotate_reranked, degraded_threshold
+from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images
+from rag_lab.reranking.vectorized import (
+    composite_scores,
+    faq_boost,
+    select_mmr_jaccard,
+    stable_desc_order,
+    threshold_ladder,
+)
+from rag_lab.tuning.inputs import QuestionInputs
+from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS
+from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import SearchResult
+
+__all__ = ["FastEvaluator", "Picked", "compare_references", "doc_ids", "result_copy"]
+
+_FIELDS = [f.name for f in fields(SearchResult)]
+_GET = operator.attrgetter(*_FIELDS)
+
+
+def result_copy(r: SearchResult) -> SearchResult:
+    """A copy whose lists and metadata are not shared (what merge may change), without deepcopy."""
+    out = SearchResult(*_GET(r))
+    out.metadata = dict(r.metadata)
+    out.sub_chunk_id = list(r.sub_chunk_id)
+    return out
+
+
+def doc_ids(references: Sequence[SearchResult]) -> list[str]:
+    """Document ids of the final contexts in rank order, each once (``Run.retrieved_doc_ids``)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for r in references:
+        if r.knowledge_id and r.knowledge_id not in seen:
+            seen.add(r.knowledge_id)
+            out.append(r.knowledge_id)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """One result of the rerank stage: candidate position, model / base / composite / final score,
+    FAQ-boosted, kept by vector score (image), wiki-boosted."""
+
+    index: int
+    model: float
+    base: float
+    composite: float
+    score: float
+    faq_boosted: bool = False
+    image: bool = False
+    wiki: bool = False
+
+
+@dataclass
+class EvaluatorStats:
+    evaluations: int = 0
+    merges: int = 0
+    merge_hits: int = 0
+    seconds: float = 0.0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class FastEvaluator:
+    """Evaluates configs (overrides of post-retrieval params) on captured questions.
+
+    ``inputs``: the questions captured under ``base`` params (one retrieval config). A config
+    naming any other param raises ``ValueError``: the caller captures again for it (see
+    :mod:`rag_lab.tuning.params`)."""
+
+    def __init__(self, inputs: Sequence[QuestionInputs], base: PipelineParams) -> None:
+        self.inputs = list(inputs)
+        self.base = base
+        self.stats = EvaluatorStats()
+        self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
+        self._merged: dict[tuple[Any, ...], list[SearchResult]] = {}
+
+    # -- params ---------------------------------------------------------------------------------
+    def params_for(self, config: Mapping[str, Any]) -> PipelineParams:
+        """The base params with ``config`` applied (validated once per distinct config)."""
+        key = tuple(sorted(config.items()))
+        p = self._params.get(key)
+        if p is None:
+            bad = sorted(k for k in config if k not in POST_RETRIEVAL_PARAMS and k not in ANSWER_PARAMS)
+            if bad:
+                raise ValueError(
+                    f"fast evaluator: {', '.join(bad)} change the captured stage inputs (retrieval side); "
+                    "capture again with them"
+                )
+            p = self.base.with_changes(**config) if config else self.base
+            self._params[key] = p
+        return p
+
+    def needs_recapture(self, q: QuestionInputs, p: PipelineParams) -> bool:
+        """True when ``q``'s search ran query expansion, whose top-k reads ``rerank_top_k``."""
+        return q.expanded and p.rerank_top_k != q.rerank_top_k
+
+    # -- rerank -----------------------------------------------------------------------------------
+    def rerank(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[Picked] | None]:
+        """``(outcome, picks)``: the rerank stage's result as candidate positions with scores, in
+        the stage's order; ``None`` when the stage leaves no rerank result (not run, no candidate,
+        model error: merge then reads the search results)."""
+        cr = q.rerank
+        if cr is None or not cr.candidates:
+            return "not_run", None
+        if cr.error:
+            return "model_error", None
+        n = len(cr.candidates)
+        fallback_min = 0.0 if cr.recall_override else p.rerank_fallback_min_score
+        lad = threshold_ladder(
+            cr.model_index,
+            cr.model_score,
+            n,
+            p.rerank_threshold,
+            fallback_min,
+            degraded_threshold(p.rerank_threshold, p),
+        )
+        sel = cr.model_index[lad.positions]
+        rel = cr.model_score[lad.positions]
+        boost = p.faq_score_boost if p.faq_priority_enabled and p.faq_score_boost > 1.0 else None
+        base = np.where(cr.is_graph[sel], rel, cr.search_score[sel])
+        w_src = np.where(cr.is_web[sel], p.web_source_weight, 1.0)
+        comp = composite_scores(
+            rel, base, w_src, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
+        )
+        final = faq_boost(comp, cr.is_faq[sel], boost is not None, boost or 1.0)
+        order = stable_desc_order(final)
+        idx, final, comp, base, rel = sel[order], final[order], comp[order], base[order], rel[order]
+        picks: list[Picked] = []
+        if idx.size:
+            k = min(idx.size, max(1, p.rerank_top_k))
+            sub = cr.jaccard[np.ix_(idx, idx)] if k > 1 else cr.jaccard  # k == 1 reads no similarity
+            chosen, _ = select_mmr_jaccard(final, sub, k, p.mmr_lambda)
+            faq_sel = cr.is_faq[idx]
+            for j in chosen:
+                picks.append(
+                    Picked(
+                        int(idx[j]),
+                        float(rel[j]),
+                        float(base[j]),
+                        float(comp[j]),
+                        float(final[j]),
+                        bool(boost is not None and faq_sel[j]),
+                    )
+                )
+        if cr.pictorial:
+            passed = set(sel.tolist())
+            model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
+            for i in keep_rejected_images(cr.candidates, cr.pictorial, passed, q.vector_threshold, p):
+                m = model_scores.get(i, 0.0)
+                b = m if cr.is_graph[i] else float(cr.search_score[i])
+                c = float(
+                    composite_scores(
+                        np.array([m]),
+                        np.array([b]),
+                        np.array([p.web_source_weight if cr.is_web[i] else 1.0]),
+                        p.composite_model_weight,
+                        p.composite_base_weight,
+                        p.composite_source_weight,
+                    )[0]
+                )
+                is_faq = bool(boost is not None and cr.is_faq[i])
+                picks.append(Picked(i, m, b, c, c * boost if is_faq else c, is_faq, image=True))
+        if q.wiki_in_scope and any(cr.is_wiki[x.index] for x in picks):
+            boosted = [
+                Picked(
+                    x.index, x.model, x.base, x.composite, x.score * p.wiki_boost_factor, x.faq_boosted, x.image, True
+                )
+                if cr.is_wiki[x.index]
+                else x
+                for x in picks
+            ]
+            picks = sorted(boosted, key=lambda x: -x.score)
+        return lad.outcome, picks
+
+    # -- merge and top-K ----------------------------------------------------------------------------
+    def _merge_input(
+        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams
+    ) -> list[SearchResult]:
+        if picks is None:
+            source = q.rerank.candidates if outcome == "model_error" and q.rerank is not None else q.search_result
+            return sorted((result_copy(r) for r in source), key=lambda r: -r.score)
+        assert q.rerank is not None
+        out: list[SearchResult] = []
+        for x in picks:
+            r = result_copy(q.rerank.candidates[x.index])
+            annotate_reranked(r, x.model, x.base, x.composite, p.faq_score_boost if x.faq_boosted else None)
+            r.score = x.score  # the wiki boost included
+            if x.image:
+                r.metadata["kept_by"] = IMAGE_VECTOR
+            if x.wiki:
+                r.metadata["wiki_boosted"] = "true"
+            out.append(r)
+        return out
+
+    def references(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult]]:
+        """``(outcome, final contexts)`` of question ``q`` under ``p`` (outcome ``nothing``: the
+        rerank kept nothing, the pipeline answers with its fallback)."""
+        if q.error:
+            return "error", []
+        if not q.needs_retrieval:
+            return "no_retrieval", []
+        outcome, picks = self.rerank(q, p)
+        if picks is not None and not picks:
+            return "nothing", []
+        key = (
+            q.qid,
+            outcome if picks is None else None,
+            tuple(picks) if picks is not None else None,
+            p.rerank_top_k,
+            tuple(getattr(p, name) for name in sorted(MERGE_PARAMS)),
+        )
+        hit = self._merged.get(key)
+        if hit is not None:
+            self.stats.merge_hits += 1
+            return outcome, hit
+        self.stats.merges += 1
+        merged = merge_results(self._merge_input(q, picks, outcome, p), q.history, q.query, p, q.store, [])
+        refs, _ = filter_top_k(merged, p.rerank_top_k)
+        out = [r for r in refs if r is not None]
+        self._merged[key] = out
+        return outcome, out
+
+    def evaluate(self, config: Mapping[str, Any], until: str = "merge") -> dict[str, list[SearchResult]]:
+        """Final contexts per question id under ``config``. ``until="rerank"`` stops after the
+        rerank stage and returns its picks as results (no merge, no top-K)."""
+        p = self.params_for(config)
+        t0 = time.perf_counter()
+        out: dict[str, list[SearchResult]] = {}
+        outcomes = self.stats.outcomes
+        for q in self.inputs:
+            if until == "rerank":
+                outcome, picks = self.rerank(q, p) if q.needs_retrieval and not q.error else ("no_retrieval", None)
+                cands = q.rerank.candidates if q.rerank is not None else []
+                out[q.qid] = [cands[x.index] for x in picks or []]
+            else:
+                outcome, out[q.qid] = self.references(q, p)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.stats.evaluations += len(self.inputs)
+        self.stats.seconds += time.perf_counter() - t0
+        return out
+
+
+def compare_references(expected: Sequence[SearchResult], got: Sequence[SearchResult]) -> str:
+    """``""`` when two context lists are the same (ids, documents, texts and scores in order),
+    else a description of the first difference."""
+    if len(expected) != len(got):
+        return f"{len(expected)} contexts in the pipeline, {len(got)} in the fast evaluator"
+    for i, (a, b) in enumerate(zip(expected, got)):
+        for name in ("id", "knowledge_id", "content", "score"):
+            va, vb = getattr(a, name), getattr(b, name)
+            if va != vb:
+                shown_a = va if name != "content" else f"{len(va)} chars"
+                shown_b = vb if name != "content" else f"{len(vb)} chars"
+                return f"context {i} ({a.id}): {name} {shown_a!r} in the pipeline, {shown_b!r} in the fast evaluator"
+    return ""

@@ -1,0 +1,146 @@
+"""Sweeps on a local Ray cluster of 2 workers give the same metrics as the in-process sweep.
+
+The cluster is started once for the module (``init_ray``: its own session folder under /tmp,
+``RAY_AUTH_MODE=disabled``, a temporary HOME) and always shut down; the sweeps under test find it
+initialised and reuse it, as they would in a notebook.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray.tune", reason="Ray sweeps need the 'distributed' extra (make test installs it)")
+pytest.importorskip("optuna")
+
+from rag_lab.eval.sweep import parse_param, run_grid  # noqa: E402
+from rag_lab.eval.sweep.distributed import (  # noqa: E402
+    choose_executor,
+    init_ray,
+    pack_folder,
+    run_sweep_on_ray,
+    unpack_folder,
+)
+from rag_lab.eval.sweep.runners import _Evaluator, _prepare  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+#: columns that legitimately differ between executors
+_VOLATILE = {"latency_ms", "p95_latency_ms", "worker_pid", "config_index"}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    saved = {k: os.environ.get(k) for k in ("HOME", "RAY_AUTH_MODE")}
+    os.environ["HOME"] = str(home)
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    before = set(Path("/tmp").glob("rag_lab_ray_*")) | set(Path("/tmp").glob("rag_lab_tune_*"))
+    conn = init_ray(None, 2)
+    try:
+        import ray
+
+        assert conn.started and ray.cluster_resources()["CPU"] == 2
+        yield home
+    finally:
+        conn.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert not Path(conn.temp_dir).exists()  # session folder and worker scratch folders removed
+    after = set(Path("/tmp").glob("rag_lab_ray_*")) | set(Path("/tmp").glob("rag_lab_tune_*"))
+    assert after <= before
+    assert not (home / "ray_results").exists() and not (home / ".ray").exists()
+
+
+def _same(a: dict, b: dict) -> None:
+    keys = (set(a) | set(b)) - _VOLATILE
+    assert set(a) - _VOLATILE == set(b) - _VOLATILE
+    for k in sorted(keys):
+        x, y = a[k], b[k]
+        if isinstance(x, float) and math.isnan(x):
+            assert isinstance(y, float) and math.isnan(y), k
+        else:
+            assert x == y, (k, x, y)
+
+
+SPACES = ["rerank_threshold=0.1,0.6", "mmr_lambda=0.5,0.9"]
+
+
+async def test_grid_on_ray_equals_in_process(ray_cluster, eval_lab, small_spec, small_ds, tmp_path):
+    spaces = [parse_param(s) for s in SPACES]
+    suites = [(small_ds, small_spec.kb_name)]
+    local = await run_grid(eval_lab, suites, spaces, cache_dir=tmp_path / "c1", progress=False)
+    remote = await run_sweep_on_ray(eval_lab, suites, spaces, cache_dir=tmp_path / "c2", workers=2, progress=False)
+    assert [r["config_index"] for r in remote.rows] == [0, 1, 2, 3]
+    assert [(r["rerank_threshold"], r["mmr_lambda"]) for r in remote.rows] == [
+        (0.1, 0.5),
+        (0.1, 0.9),
+        (0.6, 0.5),
+        (0.6, 0.9),
+    ]
+    for a, b in zip(local.rows, remote.rows):
+        _same(a, b)
+    assert {r["worker_pid"] for r in remote.rows}.isdisjoint({os.getpid()})  # evaluated in Ray workers
+    assert local.best_config() == remote.best_config()
+    # the threshold matters on this slice, so equality is not vacuous
+    assert len({r["ndcg@10"] for r in local.rows}) > 1
+
+
+async def test_optuna_on_ray_scores_each_config_as_in_process(ray_cluster, eval_lab, small_spec, small_ds, tmp_path):
+    spaces = [parse_param("rerank_threshold=0.1:0.7:0.1"), parse_param("rerank_top_k=3:8")]
+    suites = [(small_ds, small_spec.kb_name)]
+    remote = await run_sweep_on_ray(
+        eval_lab, suites, spaces, n_trials=4, seed=3, cache_dir=tmp_path / "c", workers=2, progress=False
+    )
+    assert len(remote.rows) == 4
+    for r in remote.rows:
+        assert r["rerank_threshold"] in {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7} and 3 <= r["rerank_top_k"] <= 8
+    ev = _Evaluator(eval_lab, _prepare(eval_lab, suites), "ndcg@10", (1, 3, 5, 10), (), {}, tmp_path / "c", None)
+    try:
+        for r in remote.rows:
+            _same(await ev.evaluate({k: r[k] for k in remote.param_names}), r)
+    finally:
+        ev.close(restore_index=False)
+
+
+def test_cli_says_which_executor_and_why(ray_cluster, eval_lab, small_spec, tmp_path, capsys):
+    from rag_lab.eval.cli import main
+
+    ws = str(eval_lab.workspace.root)
+    args = ["--workspace", ws, "sweep", "--dataset", "hotpotqa_hipporag100:4:32", "--param", "rerank_threshold=0.2,0.6"]
+    args += ["--out", str(tmp_path), "--quiet"]
+    assert main(args + ["--ray"]) == 0
+    err = capsys.readouterr().err
+    assert "executor: in-process (2 configs < --ray-min-configs 8" in err
+    assert main(args + ["--ray", "--ray-min-configs", "2", "--name", "on_ray"]) == 0
+    out = capsys.readouterr()
+    assert "executor: ray (2 configs x 4 questions on a local cluster with 2 workers" in out.err
+    assert (tmp_path / "on_ray.csv").exists() and "best ndcg@10" in out.out
+    assert not (ray_cluster / "ray_results").exists()  # Tune wrote to a temporary storage folder
+
+
+def test_choose_executor_rules():
+    assert choose_executor(40, 10, None, requested=False, workers=2).kind == "in-process"
+    small = choose_executor(3, 10, "auto", requested=True, workers=2)
+    assert small.kind == "in-process" and "3 configs < --ray-min-configs 8" in small.reason
+    big = choose_executor(12, 10, "ray://head:10001", requested=True, workers=4)
+    assert big.kind == "ray" and "on ray://head:10001 with 4 workers" in str(big)
+    assert choose_executor(1, 10, None, requested=True, workers=2, min_configs=0).kind == "in-process"
+
+
+def test_pack_round_trip(tmp_path):
+    src = tmp_path / "src"
+    (src / "indexes" / "kb").mkdir(parents=True)
+    (src / "store.sqlite").write_bytes(b"\x00sqlite")
+    (src / "indexes" / "kb" / "ids.json").write_text('{"a": 1}')
+    (src / "sessions.sqlite").write_text("skip me")
+    out = unpack_folder(pack_folder(src, ["sessions.sqlite"]), tmp_path / "dst")
+    assert (out / "store.sqlite").read_bytes() == b"\x00sqlite"
+    assert (out / "indexes" / "kb" / "ids.json").read_text() == '{"a": 1}'
+    assert not (out / "sessions.sqlite").exists()

@@ -1,0 +1,151 @@
+"""The workbench in a real JupyterLab, driven by a real browser.
+
+Playwright for Python drives Debian's ``chromium`` (``executable_path``: no browser download).
+JupyterLab is started by `make lab`'s launcher on a free loopback port over a folder holding one
+notebook that opens :func:`~rag_lab.lab.widgets.workbench` on the stored capture. The test runs the
+notebook, drags the λ slider of the MMR tab and the threshold slider of the composite tab with the
+mouse, and checks that the rendered summary and the plot image change. Screenshots are kept under
+``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose another folder).
+
+These tests never skip: without chromium or the playwright package they fail and say how to
+install them (`.ci/run` installs chromium; `make test` installs playwright with the dev extra).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.lab.data.make_capture import CAPTURE
+from tests.lab.jlab_launch import ROOT, running_jupyterlab
+
+ARTIFACTS = Path(os.environ.get("RAG_LAB_ARTIFACTS") or ROOT / "reports" / "browser")
+CELL = f"""from rag_lab.lab.capture import load_capture
+from rag_lab.lab.widgets import workbench
+cap = load_capture({str(CAPTURE)!r})
+workbench(cap)"""
+
+
+def _chromium() -> str:
+    found = os.environ.get("RAG_LAB_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("the JupyterLab browser tests need Debian's chromium: apt-get install -y chromium")
+    return found
+
+
+@pytest.fixture(scope="module")
+def jlab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jlab_root")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell(CELL))
+    nbformat.write(nb, root / "workbench.ipynb")
+    ws = tmp_path_factory.mktemp("jlab_ws")
+    with running_jupyterlab(
+        root, ws, tmp_path_factory.mktemp("jlab_logs"), demo_docs=40, extra=["--LabApp.expose_app_in_browser=True"]
+    ) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def page(jlab):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the JupyterLab browser tests need playwright: pip install 'playwright>=1.45' (the dev extra)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=_chromium(),
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = ctx.new_page()
+        pg.set_default_timeout(90_000)
+        pg.goto(jlab.url("/lab/tree/workbench.ipynb"))
+        pg.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+        pg.wait_for_selector(".jp-Notebook .jp-Cell")
+        # wait for the kernel, then run the cell (the same command as Run ▸ Run All Cells)
+        pg.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
+        # not awaited: the command's promise settles with the execution, the widget wait follows
+        pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        pg.wait_for_selector(".jupyter-widgets.widget-tab, .widget-tab", timeout=120_000)
+        try:
+            yield pg
+        finally:
+            pg.screenshot(path=str(ARTIFACTS / "jupyterlab-final.png"), full_page=True)
+            ctx.close()
+            browser.close()
+
+
+def _tab(page, title: str) -> None:
+    page.locator(".widget-tab .lm-TabBar-tab", has_text=title).first.click()
+
+
+def _visible_panel(page):
+    return page.locator(".widget-tab-contents > .lm-Widget:not(.lm-mod-hidden)").first
+
+
+def _drag_slider(page, panel, to_fraction: float) -> None:
+    """Drag the panel's slider handle with the mouse to ``to_fraction`` of its track."""
+    track = panel.locator(".widget-slider .noUi-target").first
+    handle = panel.locator(".widget-slider .noUi-handle").first
+    tb, hb = track.bounding_box(), handle.bounding_box()
+    assert tb and hb, "slider not rendered"
+    page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(tb["x"] + tb["width"] * to_fraction, hb["y"] + hb["height"] / 2, steps=12)
+    page.mouse.up()
+
+
+def _image_src(panel) -> str:
+    return panel.locator("img").first.get_attribute("src") or ""
+
+
+def _wait_image_change(page, panel, old: str) -> None:
+    """The kernel re-renders the plot after the summary: wait for the new PNG to arrive."""
+    img = panel.locator("img").first.element_handle()
+    page.wait_for_function("([img, old]) => img.getAttribute('src') !== old", arg=[img, old])
+    assert _image_src(panel) != old
+
+
+def test_the_workbench_opens_with_all_tabs(page):
+    tabs = [t.strip() for t in page.locator(".widget-tab .lm-TabBar-tab").all_inner_texts()]
+    assert tabs == ["Stream", "Composite score", "MMR", "Fusion", "Merge", "Timings"]
+    # the stream player opened on the final state: the answer with its citation mark
+    assert "Mara Quill" in page.locator(".widget-tab").first.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-workbench.png"))
+
+
+def test_moving_lambda_changes_the_picks_and_the_plot(page):
+    _tab(page, "MMR")
+    panel = _visible_panel(page)
+    summary = panel.locator(".widget-html").first
+    page.wait_for_function("(el) => el.innerText.includes('same picks as the run')", arg=summary.element_handle())
+    before_text, before_img = summary.inner_text(), _image_src(panel)
+    assert before_text.startswith("λ = 0.70")
+    _drag_slider(page, panel, 0.0)  # λ = 0: diversity only
+    page.wait_for_function("(el) => el.innerText.startsWith('λ = 0.00')", arg=summary.element_handle())
+    after = summary.inner_text()
+    assert "2 pick(s) differ from the run's λ=0.7" in after
+    _wait_image_change(page, panel, before_img)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-mmr-lambda0.png"))
+
+
+def test_moving_the_threshold_changes_the_survivors_and_the_plot(page):
+    _tab(page, "Composite score")
+    panel = _visible_panel(page)
+    summary = panel.locator(".widget-html").first
+    page.wait_for_function("(el) => el.innerText.includes('4 of 4')", arg=summary.element_handle())
+    before_img = _image_src(panel)
+    _drag_slider(page, panel, 1.0)  # threshold 1.0: nothing passes; the top-1 fallback keeps one
+    page.wait_for_function("(el) => el.innerText.includes('1 of 4')", arg=summary.element_handle())
+    text = summary.inner_text()
+    assert "threshold 1.00" in text and "fallback_top1" in text
+    _wait_image_change(page, panel, before_img)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-threshold1.png"))

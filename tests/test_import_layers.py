@@ -1,0 +1,194 @@
+"""One-way layers: the import graph of ``rag_lab`` has no cycle and no upward edge.
+
+Every module under ``rag_lab/`` is parsed with :mod:`ast` (:mod:`rag_lab.importgraph`; nothing is
+imported). An edge is any ``import rag_lab.x`` / ``from rag_lab.x import y`` / ``from . import y``
+/ a literal ``importlib.import_module("rag_lab.x")``, **wherever it sits**: a function-level (lazy)
+import is still a dependency. Only imports under ``if TYPE_CHECKING:`` do not count.
+
+Units are the subpackages of ``rag_lab`` (``rag_lab.retrieval.engine`` belongs to ``retrieval``)
+and the top-level modules (``cli``, ``demo``, ``asyncutil``), with one exception: the HTTP server
+of the stream package (:data:`SERVE_MODULES`) is its own unit ``serve``, which sits above ``lab``
+(it builds a Lab per process and serves sessions), while the rest of ``stream`` (bus, managers,
+handler, coalescing) is a bottom-layer service that the pipeline publishes to. Likewise
+``rag_lab.lab.launch`` (``make lab``: ingests the demo KB, starts JupyterLab) is an entry point,
+unit ``launch``, at the top with ``cli`` and ``demo``.
+
+The layer order, bottom first (a unit may import its own layer and the layers below):
+
+====  ==================================================================
+ 0    types, asyncutil, cliutil, importgraph
+ 1    models, prompts, searchutil, tools, stream, observability
+ 2    reranking, retrieval, modelcontext
+ 3    knowledge                      (workspace builds indexes; retrieval
+                                      sees the workspace only through
+                                      TYPE_CHECKING annotations)
+ 4    memory, web, session
+ 5    pipeline
+ 6    tuning                         (the fast post-retrieval evaluator)
+ 7    lab
+ 8    eval, serve
+ 9    cli, demo, launch
+====  ==================================================================
+
+Edges to the root package (``import rag_lab`` for ``__version__``) are ignored: the root
+``__init__`` is the public facade and resolves its names lazily by string.
+
+Besides the unit graph, modules must not form cycles among themselves either (the ones this test
+removed: ``eval.runner`` ↔ ``report`` ↔ ``ragas_adapter``, ``lab.lab`` ↔ ``capture`` ↔ ``frames``,
+``cli`` ↔ ``eval.cli`` ↔ ``stream.serve_cli``). :data:`KNOWN_MODULE_CYCLES` lists the cycles
+still inside one unit; the test fails if a new one appears, and also if a listed one is gone (so
+the list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+
+from rag_lab.importgraph import imported_names, module_edges, package_modules
+
+LAYERS: list[set[str]] = [
+    {"types", "asyncutil", "cliutil", "importgraph"},
+    {"models", "prompts", "searchutil", "tools", "stream", "observability"},
+    {"reranking", "retrieval", "modelcontext"},
+    {"knowledge"},
+    {"memory", "web", "session"},
+    {"pipeline"},
+    {"tuning"},
+    {"lab"},
+    {"eval", "serve"},
+    {"cli", "demo", "launch"},
+]
+SERVE_MODULES = frozenset({"rag_lab.stream.server", "rag_lab.stream.serve_cli"})
+#: executable entry points that live inside a subpackage but sit at the top (unit ``launch``)
+ENTRY_MODULES = frozenset({"rag_lab.lab.launch"})
+#: module cycles still inside one unit (frozensets of module names); may only shrink
+KNOWN_MODULE_CYCLES: set[frozenset[str]] = set()
+
+
+def _unit(module: str) -> str:
+    if module in SERVE_MODULES:
+        return "serve"
+    if module in ENTRY_MODULES:
+        return "launch"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rag_lab"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+    counter = 0
+    nodes = sorted(set(graph) | {t for ts in graph.values() for t in ts})
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.add(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(frozenset(comp))
+    return out
+
+
+def _describe(comp: frozenset[str], edges: dict[str, dict[str, int]], unit_of=lambda m: m) -> str:
+    lines = []
+    for a, targets in sorted(edges.items()):
+        for b, line in sorted(targets.items()):
+            if unit_of(a) in comp and unit_of(b) in comp and unit_of(a) != unit_of(b):
+                lines.append(f"  {a}:{line} -> {b}")
+    return "\n".join(lines)
+
+
+def test_every_unit_has_a_layer() -> None:
+    layered = set().union(*LAYERS)
+    units = {_unit(m) for m in package_modules()} - {"rag_lab"}
+    assert units <= layered, f"units without a layer (add them to LAYERS): {sorted(units - layered)}"
+    assert sum(len(layer) for layer in LAYERS) == len(layered), "a unit is listed in two layers"
+
+
+def test_no_upward_edge_between_units() -> None:
+    level = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    bad = []
+    for a, targets in sorted(module_edges().items()):
+        ua = _unit(a)
+        for b, line in sorted(targets.items()):
+            ub = _unit(b)
+            if ua != ub and ua in level and ub in level and level[ub] > level[ua]:
+                bad.append(f"{a}:{line} imports {b} ({ua}, layer {level[ua]} -> {ub}, layer {level[ub]})")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_no_cycle_between_units() -> None:
+    edges = module_edges()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, targets in edges.items():
+        for b in targets:
+            if _unit(a) != _unit(b):
+                graph[_unit(a)].add(_unit(b))
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(f"cycle {sorted(c)}:\n{_describe(c, edges, _unit)}" for c in cycles)
+
+
+def test_no_cycle_betweenpackage_modules() -> None:
+    edges = module_edges()
+    graph = {a: set(t) for a, t in edges.items()}
+    found = set(_cycles(graph))
+    new = found - KNOWN_MODULE_CYCLES
+    assert not new, "\n".join(f"module cycle {sorted(c)}:\n{_describe(c, edges)}" for c in new)
+    gone = KNOWN_MODULE_CYCLES - found
+    assert not gone, f"these cycles are gone, remove them from KNOWN_MODULE_CYCLES: {[sorted(c) for c in gone]}"
+
+
+def test_the_checker_sees_lazy_imports_and_skips_type_checking() -> None:
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from rag_lab.lab.lab import Lab\n"
+        "def f():\n    from rag_lab.eval.report import EvalReport\n    import rag_lab.cli\n"
+        "from . import frames\n"
+        "import importlib\nimportlib.import_module('rag_lab.stream.server')\n"
+    )
+    got = imported_names(ast.parse(src), "rag_lab.lab.capture", False)
+    assert [c for c, _ in got if c[-1].startswith("rag_lab")] == [
+        ["rag_lab.eval.report.EvalReport", "rag_lab.eval.report"],
+        ["rag_lab.cli"],
+        ["rag_lab.lab.frames", "rag_lab.lab"],
+        ["rag_lab.stream.server"],
+    ]
+    from rag_lab.importgraph import import_closure
+
+    closure = import_closure(["rag_lab.retrieval.hybrid_search"])
+    assert {"rag_lab.retrieval.image_recall", "rag_lab.retrieval.fusion", "rag_lab.types.params"} <= set(closure)
+    assert "rag_lab.eval.gate" not in closure and "rag_lab.retrieval" in closure  # package __init__ runs first
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+    assert _unit("rag_lab.stream.server") == "serve" and _unit("rag_lab.stream.bus") == "stream"
