@@ -183,10 +183,12 @@ def _project(
 ) -> None:
     """Print the projected model calls / tokens / cost (the LLM judge's included); refuse to start
     over --budget."""
+    from rag_lab.eval.ragas_adapter import add_judge_projection
     from rag_lab.observability.projection import project_suites
 
     p = lab.params.with_changes(**params) if params else lab.params
-    projection = project_suites(lab, suites, p, repeat=repeat, judge=judge, ragas_metrics=ragas_metrics)
+    projection = project_suites(lab, suites, p, repeat=repeat)
+    add_judge_projection(projection, lab, suites, judge, ragas_metrics, p, repeat)
     if not getattr(args, "quiet", False):
         print("projected: " + projection.describe(), file=sys.stderr)
     projection.check_budget(getattr(args, "budget", None))

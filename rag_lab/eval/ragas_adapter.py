@@ -563,6 +563,45 @@ def project_judge(
     return calls, calls * prompt, calls * judge.max_tokens
 
 
+def add_judge_projection(
+    projection: Any,
+    lab: Any,
+    suites: Sequence[Any],
+    judge: JudgeConfig | None,
+    ragas_metrics: Sequence[str] = (),
+    params: Any = None,
+    repeat: int = 1,
+) -> Any:
+    """Add the judge calls of the LLM metrics (each suite's own metrics, else ``ragas_metrics``)
+    to ``projection`` (an :class:`~rag_lab.observability.projection.Projection`) as kind ``judge``,
+    priced under the judge's model; returns it."""
+    from rag_lab.observability.projection import Projection, corpus_chunk_tokens
+
+    if judge is None:
+        return projection
+    p = params or lab.params
+    for suite in suites:
+        metrics = getattr(suite, "ragas_metrics", None)
+        metrics = list(ragas_metrics) if metrics is None else metrics
+        if not any(m in LLM_METRICS for m in metrics):
+            continue
+        ds = suite.load()
+        calls, tin, tout = project_judge(
+            len(ds.queries) * max(1, repeat), metrics, min(p.rerank_top_k, 10), corpus_chunk_tokens(ds), judge
+        )
+        projection.add(
+            Projection(
+                0,
+                {"judge": calls},
+                tin,
+                tout,
+                lab.prices.cost(judge.model, tin, tout),
+                [f"judge calls counted with ragas' retries (up to {JUDGE_MAX_ATTEMPTS} attempts each)"],
+            )
+        )
+    return projection
+
+
 def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None) -> dict[str, ScoreFn]:
     """The LLM metrics as closures; the OpenAI client is created here, in the running loop, with a
     transport that records every attempt in ``ledger``."""

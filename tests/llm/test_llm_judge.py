@@ -77,8 +77,8 @@ def test_query_understanding_json_schema_and_streamed_answer(llm_lab: Any) -> No
 
 
 def test_judge_metrics_give_numbers_or_nan_with_a_reason(llama: LlamaServer, llm_lab: Any) -> None:
-    from rag_lab.eval.ragas_adapter import JudgeConfig, RagasSample, ascore_samples
     from rag_lab.asyncutil import run_sync as _run_sync
+    from rag_lab.eval.ragas_adapter import JudgeConfig, RagasSample, ascore_samples
     from rag_lab.observability.ledger import Ledger
 
     judge = JudgeConfig.from_mapping(

@@ -73,11 +73,11 @@ def test_endpoint_down_is_a_run_error_with_calls_at_zero_tokens(tmp_path: Path, 
 
 
 def test_eval_counts_model_errors_per_suite_and_the_gate_fails(tmp_path: Path, docs_dir: Path) -> None:
+    from rag_lab.asyncutil import run_sync as _run_sync
     from rag_lab.eval.datasets import CorpusDoc, Dataset, QueryItem
     from rag_lab.eval.gate import compare_reports
     from rag_lab.eval.report import EvalReport, SuiteResult
     from rag_lab.eval.runner import evaluate_lab, ingest_dataset
-    from rag_lab.asyncutil import run_sync as _run_sync
 
     ds = Dataset(
         "tiny",
@@ -277,7 +277,7 @@ def test_judge_calls_are_in_the_ledger_report_and_projection(tmp_path: Path) -> 
 
 def test_projection_and_budget_count_the_judge(tmp_path: Path) -> None:
     from rag_lab.eval.datasets import CorpusDoc, QueryItem, write_dataset
-    from rag_lab.eval.ragas_adapter import JUDGE_MAX_ATTEMPTS, JudgeConfig
+    from rag_lab.eval.ragas_adapter import JUDGE_MAX_ATTEMPTS, JudgeConfig, add_judge_projection
     from rag_lab.eval.runner import SuiteSpec
     from rag_lab.observability.projection import BudgetExceeded, project_suites
 
@@ -292,7 +292,7 @@ def test_projection_and_budget_count_the_judge(tmp_path: Path) -> None:
     judge = JudgeConfig.from_mapping({"model": "judge-m", "base_url": "http://127.0.0.1:9/v1", "max_tokens": 100})
     suites = [SuiteSpec(str(tmp_path / "tiny"))]
     without = project_suites(lab, suites)
-    proj = project_suites(lab, suites, judge=judge, ragas_metrics=["faithfulness", "chrf"])
+    proj = add_judge_projection(project_suites(lab, suites), lab, suites, judge, ["faithfulness", "chrf"])
     assert "judge" not in without.calls
     assert proj.calls["judge"] == 2 * 2 * JUDGE_MAX_ATTEMPTS  # 2 questions x 2 faithfulness calls x attempts
     assert proj.tokens_out - without.tokens_out == proj.calls["judge"] * 100
