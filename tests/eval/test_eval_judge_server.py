@@ -64,3 +64,16 @@ def test_free_port_is_bindable() -> None:
     port = judge_server.free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_environment_overrides_and_their_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    binary, model = tmp_path / "llama-server", tmp_path / "model.gguf"
+    binary.write_bytes(b"")
+    model.write_bytes(b"")
+    monkeypatch.setenv("RAG_LAB_LLAMA_SERVER", str(binary))
+    monkeypatch.setenv("RAG_LAB_JUDGE_GGUF", str(model))
+    assert judge_server.find_llama_server() == binary and judge_server.find_gguf() == model
+    assert judge_server.judge_available() == ""
+    monkeypatch.setenv("RAG_LAB_JUDGE_GGUF", str(tmp_path / "nope.gguf"))
+    with pytest.raises(JudgeServerError, match="RAG_LAB_JUDGE_GGUF=.*nope.gguf.*no such file"):
+        judge_server.find_gguf()

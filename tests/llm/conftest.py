@@ -25,6 +25,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def llama() -> Iterator[LlamaServer]:
     t0 = time.perf_counter()
-    with LlamaServer(threads=2, ctx_size=4096, startup_timeout=180) as srv:
+    with LlamaServer(ctx_size=4096, startup_timeout=180) as srv:
         srv.startup_s = time.perf_counter() - t0  # type: ignore[attr-defined]
         yield srv

@@ -58,6 +58,11 @@ def test_query_understanding_json_schema_and_streamed_answer(llm_lab: Any) -> No
     assert diag["parsed"]["intent"] in {i.value for i in QueryIntent if i.value}  # the schema's enum
     qu = run.state("query_understand").state
     assert qu.rewrite_query.strip()  # the model's rewrite, or the original when it was rejected
+    assert diag["parsed"]["intent"] not in ("web_search", "image_only", "doc_only")  # not offered
+    # the answer path, retrieval guaranteed (the tiny model's intent may skip it): no rewrite
+    t0 = time.perf_counter()
+    run = llm_lab.ask("Who built the Brightwater lighthouse?", kb="demo", params={"enable_rewrite": False})
+    _timed("ask (streamed answer, rewrite off)", t0)
     # streamed: several answer events, completed, no error
     answers = [e for e in run.events if e.type == "answer"]
     assert len(answers) > 2 and answers[-1].done and not run.error
@@ -68,12 +73,12 @@ def test_query_understanding_json_schema_and_streamed_answer(llm_lab: Any) -> No
         assert chunk_id in ref_ids
     # usage tokens from the server, not estimates; every call bounded in time
     chat_calls = [c for c in run.ledger.calls if c.kind == "chat"]
-    assert len(chat_calls) == 2
+    assert len(chat_calls) == 1
     for c in chat_calls:
         assert not c.estimated and c.tokens_in > 0 and c.tokens_out > 0 and not c.error, c
         assert c.ms < CALL_BOUND_S * 1000
         print(f"[timing] {c.stage}: {c.ms / 1000:.1f} s, {c.tokens_in} tokens in, {c.tokens_out} out")
-    assert total < 2 * CALL_BOUND_S + 30
+    assert total < CALL_BOUND_S + 30
 
 
 def test_judge_metrics_give_numbers_or_nan_with_a_reason(llama: LlamaServer, llm_lab: Any) -> None:
@@ -82,7 +87,7 @@ def test_judge_metrics_give_numbers_or_nan_with_a_reason(llama: LlamaServer, llm
     from rag_lab.observability.ledger import Ledger
 
     judge = JudgeConfig.from_mapping(
-        {**llama.config()["models"]["judge"], "timeout": CALL_BOUND_S, "max_tokens": 256, "concurrency": 1}
+        {**llama.config()["models"]["judge"], "timeout": CALL_BOUND_S, "max_tokens": 384, "concurrency": 1}
     )
     samples = [
         RagasSample(
@@ -109,11 +114,9 @@ def test_judge_metrics_give_numbers_or_nan_with_a_reason(llama: LlamaServer, llm
     ledger = Ledger()
     t0 = time.perf_counter()
     r = _run_sync(
-        lambda: ascore_samples(
-            samples, ["faithfulness", "llm_context_precision", "answer_relevancy"], judge, llm_lab.embedder, ledger
-        )
+        lambda: ascore_samples(samples[:1], ["faithfulness", "llm_context_precision"], judge, llm_lab.embedder, ledger)
     )
-    _timed("3 judge metrics x 2 samples", t0)
+    _timed("2 judge metrics x 1 sample", t0)
     for m in r.metrics:
         for qid, v in zip(r.qids, r.values[m]):
             if math.isfinite(v):

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 from rag_lab.lab import Lab
-from rag_lab.pipeline.plugins.query_understand import UNDERSTANDING_RESPONSE_FORMAT, rewrite_rejection
+from rag_lab.pipeline.plugins.query_understand import (
+    UNDERSTANDING_RESPONSE_FORMAT,
+    allowed_intents,
+    rewrite_rejection,
+)
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 CHAT = "/v1/chat/completions"
@@ -124,7 +128,17 @@ def test_timed_out_understanding_call_is_in_the_ledger_with_one_timeout(tmp_path
     assert len(qu_calls) == 1 and qu_calls[0].error
     assert qu_calls[0].ms < 2500  # the stage's 0.5 s, not the client's 120 s
     assert "timed out" in qu_calls[0].error or "cancelled" in qu_calls[0].error
-    assert first["response_format"] == UNDERSTANDING_RESPONSE_FORMAT
+    assert first["response_format"]["json_schema"]["schema"] == {
+        **UNDERSTANDING_RESPONSE_FORMAT["json_schema"]["schema"],
+        "properties": {
+            **UNDERSTANDING_RESPONSE_FORMAT["json_schema"]["schema"]["properties"],
+            # web search off, no image, no attachment: those intents cannot be chosen
+            "intent": {"type": "string", "enum": allowed_intents(False, False, False)},
+        },
+    }
+    assert set(UNDERSTANDING_RESPONSE_FORMAT["json_schema"]["schema"]["properties"]["intent"]["enum"]) - set(
+        allowed_intents(False, False, False)
+    ) == {"web_search", "image_only", "doc_only"}
 
 
 def test_cancelled_call_is_recorded() -> None:
@@ -170,6 +184,7 @@ def test_response_format_is_sent_and_bad_rewrites_fall_back(tmp_path: Path, docs
         "image_description",
     ]
     assert "kb_search" in fmt["json_schema"]["schema"]["properties"]["intent"]["enum"]
+    assert "web_search" not in fmt["json_schema"]["schema"]["properties"]["intent"]["enum"]
     assert "response_format" not in sent[1].json  # the answer is free text
     assert bad.state("query_understand").state.rewrite_query == "who built the lighthouse?"
     assert "date/time the user did not write" in _qu(bad)["rewrite_rejected"]

@@ -17,9 +17,10 @@
   intent prompt override; the image description is written, in the background, to the first
   image caption of the user message.
 * **Structured output**: the call sends an OpenAI ``response_format`` of type ``json_schema``
-  (:data:`UNDERSTANDING_RESPONSE_FORMAT`; llama-server, vLLM and OpenAI constrain decoding to it,
-  so even a tiny model replies with the object), and the tolerant parser still reads replies from
-  endpoints that ignore it.
+  (:func:`understanding_response_format`; llama-server, vLLM and OpenAI constrain decoding to it,
+  so even a tiny model replies with the object), its intent limited to the labels the request can
+  act on (:func:`allowed_intents`); the tolerant parser still reads replies from endpoints that
+  ignore it.
 * **Rewrite check**: a rewrite that is not a question about the user's message —
   empty, without any word, a timestamp or the prompt's runtime line copied over, a piece of the
   prompt echoed back, a bare intent label — is dropped and the original query is kept
@@ -64,24 +65,49 @@ ASKER_BACKGROUND_NOTE = (
 )
 _TEXT_ESCAPE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
-#: ``response_format`` of the query-understanding call: the three keys, in the prompt's order
-UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "query_understanding",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {
-                "rewrite_query": {"type": "string"},
-                "intent": {"type": "string", "enum": [i.value for i in QueryIntent if i.value]},
-                "image_description": {"type": "string"},
+
+def understanding_response_format(intents: list[str] | None = None) -> dict[str, Any]:
+    """The ``response_format`` of the query-understanding call: a strict JSON schema of the three
+    keys, in the prompt's order, the intent one of ``intents`` (default: every label)."""
+    labels = intents if intents is not None else [i.value for i in QueryIntent if i.value]
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "query_understanding",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "rewrite_query": {"type": "string"},
+                    "intent": {"type": "string", "enum": list(labels)},
+                    "image_description": {"type": "string"},
+                },
+                "required": ["rewrite_query", "intent", "image_description"],
+                "additionalProperties": False,
             },
-            "required": ["rewrite_query", "intent", "image_description"],
-            "additionalProperties": False,
         },
-    },
-}
+    }
+
+
+UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = understanding_response_format()
+
+
+def allowed_intents(web_search: bool, images: bool, attachments: bool) -> list[str]:
+    """The labels the request can act on: ``web_search`` only with web search on, ``image_only``
+    only with images, ``doc_only`` only with an attached document (a small model constrained to the
+    schema otherwise picks labels whose path is switched off)."""
+    out = []
+    for i in QueryIntent:
+        if not i.value:
+            continue
+        if (i is QueryIntent.WEB_SEARCH and not web_search) or (i is QueryIntent.IMAGE_ONLY and not images):
+            continue
+        if i is QueryIntent.DOC_ONLY and not attachments:
+            continue
+        out.append(i.value)
+    return out
+
+
 _DATE_TIME_RE = re.compile(
     r"\d{4}[-/.年]\d{1,2}[-/.月]\d{1,2}日?(?:[ T]*\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b"
 )
@@ -556,7 +582,9 @@ class PluginQueryUnderstand(StagePlugin):
             temperature=p.query_understand_temperature,
             max_completion_tokens=p.query_understand_max_tokens_images if use_images else p.query_understand_max_tokens,
             thinking=False,
-            response_format=UNDERSTANDING_RESPONSE_FORMAT,
+            response_format=understanding_response_format(
+                allowed_intents(bool(req.web_search_enabled), has_images, bool(req.attachments))
+            ),
             timeout=p.query_understand_timeout_s,
         )
         try:
