@@ -260,6 +260,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
     from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
+    from rag_lab.eval.sweep.fast import fast_path_reason
 
     n_q = sum(s.n_queries or 0 for s in suites)
     address = None if args.ray == "local" else args.ray
@@ -270,6 +271,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         requested=args.ray is not None,
         workers=args.ray_workers,
         min_configs=args.ray_min_configs,
+        fast=not args.no_fast and not args.optuna_trials and not fast_path_reason(args.objective, metrics),
     )
     if args.ray is not None or not args.quiet:
         print(choice, file=sys.stderr)
@@ -288,6 +290,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 ray_address=address,
                 workers=args.ray_workers,
                 progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
+                check_seed=args.seed,
             )
         )
     elif args.optuna_trials:
@@ -331,6 +336,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"{with_errors[0]['first_error']}",
             file=sys.stderr,
         )
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     best = result.best()
     print(result.markdown(top=args.top))
     print(

@@ -366,7 +366,7 @@ async def evaluate_suites(
     suites: list[SuiteResult] = []
     for spec in spec_list:
         ds = spec.load()
-        ingest_dataset(lab, ds, spec.kb_name, progress=False)
+        ingest_dataset(lab, ds, spec.kb_name, progress=progress)
         res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics

@@ -38,6 +38,7 @@ from rag_lab.types.chat_manage import (
     SearchTarget,
     SummaryConfig,
 )
+from rag_lab.types.diagnostics import diagnostics_from_dict
 from rag_lab.types.params import ParamsError, PipelineParams
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
@@ -210,7 +211,10 @@ def chat_manage_from_dict(
         name: _results(st_d.pop(name, None), f"state.{name}")
         for name in ("search_result", "rerank_result", "merge_result")
     }
-    state = PipelineState(**_known(PipelineState, st_d, "state", warnings), history=history, **lists)
+    diagnostics = diagnostics_from_dict(st_d.pop("diagnostics", None) or {})
+    state = PipelineState(
+        **_known(PipelineState, st_d, "state", warnings), history=history, diagnostics=diagnostics, **lists
+    )
     ctx_d = data.get("context") or {}
     ctx = PipelineContext(
         message_id=str(ctx_d.get("message_id", "")), user_message_id=str(ctx_d.get("user_message_id", ""))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import MergeDiagnostics, QueryExpansionDiagnostics, RerankDiagnostics
 from rag_lab.types.search_result import MatchType, SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,10 +81,16 @@ def _snapshot(obj: Any, which: str) -> ChatManage:
     raise KeyError(f"the '{which}' view needs a snapshot after {' or '.join(_STAGE_FOR[which])}; this run has: {have}")
 
 
-def _rerank_diag(snap: ChatManage) -> dict[str, Any]:
-    diag = snap.state.diagnostics.get("rerank")
-    if not isinstance(diag, dict) or "rows" not in diag:
-        outcome = diag.get("outcome") if isinstance(diag, dict) else None
+def _typed(snap: ChatManage, cls: type[Any]) -> Any:
+    """The stage's typed diagnostics (a capture or an old snapshot may still hold a plain dict)."""
+    value = snap.state.diagnostics.get(cls.KEY)
+    return None if value is None else cls.from_dict(value)
+
+
+def _rerank_diag(snap: ChatManage) -> RerankDiagnostics:
+    diag = _typed(snap, RerankDiagnostics)
+    if diag is None or diag.rows is None:
+        outcome = diag.outcome if diag is not None else None
         why = f" (rerank outcome: {outcome})" if outcome else " (the rerank stage did not score anything)"
         raise ValueError("no rerank score rows in this snapshot" + why)
     return diag
@@ -260,8 +267,8 @@ def search_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
     if recs:
         for row in fusion_rows(obj, recs):
             ranks.setdefault(row["chunk_id"], row)
-    exp = snap.state.diagnostics.get("query_expansion") or {}
-    exp_ids = set(exp.get("ids") or [])
+    exp = _typed(snap, QueryExpansionDiagnostics)
+    exp_ids = set((exp.ids if exp is not None else None) or [])
     rows = []
     for i, r in enumerate(snap.state.search_result, 1):
         fr = ranks.get(r.id, {})
@@ -294,15 +301,15 @@ def search_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
 
 
 # -- rerank ---------------------------------------------------------------------------------
-def _ranked_rows(diag: dict[str, Any]) -> list[int]:
+def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
     """Row indices of the results MMR chose from, in its input order (composite score
-    descending, stable). Uses ``diag["ranked_ids"]`` when the stage recorded it."""
-    rows = diag["rows"]
-    if diag.get("ranked_ids"):
+    descending, stable). Uses ``diag.ranked_ids`` when the stage recorded it."""
+    rows = diag.rows or []
+    if diag.ranked_ids:
         first: dict[str, int] = {}
         for i, r in enumerate(rows):
             first.setdefault(r["id"], i)
-        return [first[cid] for cid in diag["ranked_ids"] if cid in first]
+        return [first[cid] for cid in diag.ranked_ids if cid in first]
     passed = [i for i, r in enumerate(rows) if r.get("passed_threshold") and r.get("final_score") is not None]
     return sorted(passed, key=lambda i: -float(rows[i]["final_score"]))
 
@@ -313,13 +320,13 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
     and MMR step (relevance, max redundancy, MMR value)."""
     snap = _snapshot(obj, "rerank")
     diag = _rerank_diag(snap)
-    w = diag.get("weights") or {}
+    w = diag.weights or {}
     wm, wb, ws = float(w.get("model", 0.0)), float(w.get("base", 0.0)), float(w.get("source", 0.0))
     web_w = float(w.get("web_source_weight", 1.0))
-    rows = diag["rows"]
+    rows = diag.rows or []
     ranked = _ranked_rows(diag)
     step_of: dict[int, dict[str, Any]] = {}
-    for st in diag.get("mmr") or []:
+    for st in diag.mmr or []:
         idx = int(st["index"])
         if 0 <= idx < len(ranked):
             step_of[ranked[idx]] = st
@@ -414,10 +421,14 @@ def rerank_threshold_outcome(obj: Any, threshold: float | None = None) -> Thresh
 
     diag = _rerank_diag(_snapshot(obj, "rerank"))
     p = getattr(obj, "params", None) or getattr(getattr(obj, "request", None), "params", None) or PipelineParams()
-    t = float(diag.get("threshold", p.rerank_threshold) if threshold is None else threshold)
-    fallback_min = float(diag.get("fallback_min", p.rerank_fallback_min_score))
+    t = float((p.rerank_threshold if diag.threshold is None else diag.threshold) if threshold is None else threshold)
+    fallback_min = float(p.rerank_fallback_min_score if diag.fallback_min is None else diag.fallback_min)
     return threshold_outcome(
-        [r.get("model_score") for r in diag["rows"]], t, fallback_min, p.rerank_degrade_factor, p.rerank_degrade_floor
+        [r.get("model_score") for r in diag.rows or []],
+        t,
+        fallback_min,
+        p.rerank_degrade_factor,
+        p.rerank_degrade_floor,
     )
 
 
@@ -433,10 +444,10 @@ def mmr_inputs(obj: Any) -> dict[str, Any] | None:
     from rag_lab.searchutil.text import tokenize_simple
 
     snap = _snapshot(obj, "rerank")
-    diag = snap.state.diagnostics.get("rerank")
-    if not isinstance(diag, dict) or "rows" not in diag or "mmr_k" not in diag:
+    diag = _typed(snap, RerankDiagnostics)
+    if diag is None or diag.rows is None or diag.mmr_k is None:
         return None
-    rows = diag["rows"]
+    rows = diag.rows
     ranked = _ranked_rows(diag)
     by_id: dict[str, SearchResult] = {}
     for r in snap.state.search_result:
@@ -451,9 +462,9 @@ def mmr_inputs(obj: Any) -> dict[str, Any] | None:
         "ids": [rows[i]["id"] for i in ranked],
         "scores": [float(rows[i]["final_score"]) for i in ranked],
         "tokens": tokens,
-        "k": int(diag["mmr_k"]),
-        "lambda": float(diag["mmr_lambda"]),
-        "trace": list(diag.get("mmr") or []),
+        "k": int(diag.mmr_k),
+        "lambda": float(diag.mmr_lambda if diag.mmr_lambda is not None else 0.0),
+        "trace": list(diag.mmr or []),
     }
 
 
@@ -480,8 +491,9 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
     (kept, merged into another, dropped as overlap / duplicate), what it absorbed, its parent,
     the neighbours it was expanded with, and its text before and after."""
     snap = _snapshot(obj, "merge")
-    log = snap.state.diagnostics.get("merge")
-    if not isinstance(log, list) or not log:
+    merge = _typed(snap, MergeDiagnostics)
+    log = merge.steps if merge is not None else []
+    if not log:
         raise ValueError("no merge decisions in this snapshot (the merge stage did not run or had nothing to merge)")
     before: dict[str, SearchResult] = {}
     if not isinstance(obj, ChatManage):

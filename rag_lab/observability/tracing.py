@@ -201,9 +201,12 @@ def stage_attributes_after(chat: ChatManage, event: str) -> dict[str, Any]:
     if event == "query_understand":
         attrs.update({"query.rewritten": s.rewrite_query != chat.request.query, "query.intent": s.intent})
     if event == "chunk_rerank":
-        diag = s.diagnostics.get("rerank") or {}
-        if diag.get("outcome"):
-            attrs["rerank.outcome"] = diag["outcome"]
-        if diag.get("threshold_used") is not None:
-            attrs["rerank.threshold_used"] = diag["threshold_used"]
+        from rag_lab.types.diagnostics import RerankDiagnostics
+
+        raw = s.diagnostics.get("rerank")
+        diag = RerankDiagnostics.from_dict(raw) if raw is not None else RerankDiagnostics()
+        if diag.outcome:
+            attrs["rerank.outcome"] = diag.outcome
+        if diag.threshold_used is not None:
+            attrs["rerank.threshold_used"] = diag.threshold_used
     return attrs

@@ -482,8 +482,18 @@ class MilvusEngine:
                 batch = []
         if batch:
             counts.rows += self._insert(name, batch)
+        self._flush(name)
         counts.seconds = time.perf_counter() - t0
         return counts
+
+    def _flush(self, name: str) -> None:
+        """Seal what was written. Milvus Lite rebuilds the index of its unsealed (mutable) rows at
+        every search, which costs ~0.3-0.7 s per query at 3k rows (measured); a server seals on
+        its own, and one flush per ingestion call is cheap there."""
+        try:
+            self.client.flush(name)
+        except Exception as exc:
+            raise MilvusEngineError(f"Milvus flush of {name!r} failed: {exc}") from exc
 
     def _embed_missing(
         self, kb: KnowledgeBase, chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], embedder: Embedder | None
@@ -520,6 +530,7 @@ class MilvusEngine:
         if knowledge_ids:
             name = self.ensure_collection(kb)
             self._delete(name, f"(kb_id == {literal(kb.id)}) and ({in_list('knowledge_id', sorted(knowledge_ids))})")
+            self._flush(name)
 
     def drop_kb(self, kb: KnowledgeBase) -> None:
         """Delete every row of ``kb`` (the collection stays: other KBs of the space share it)."""

@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from rag_lab.types.diagnostics import StageDiagnostics
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
@@ -265,6 +266,8 @@ class ChatManage:
 def _plain(obj: Any, skip: tuple[str, ...] = ()) -> Any:
     if isinstance(obj, SearchResult):
         return obj.to_dict()
+    if isinstance(obj, StageDiagnostics):
+        return _plain(obj.to_dict())
     if hasattr(obj, "__dataclass_fields__"):
         return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if f.name not in skip}
     if isinstance(obj, list):

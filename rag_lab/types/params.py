@@ -227,13 +227,30 @@ class PipelineParams(BaseModel):
         return out
 
 
+def suggest_fields(name: str, n: int = 3) -> list[str]:
+    """Closest PipelineParams field names to ``name`` (typos, a missing ``rerank_`` prefix)."""
+    import difflib
+
+    fields = list(PipelineParams.model_fields)
+    close = difflib.get_close_matches(name, fields, n=n, cutoff=0.6)
+    if not close:  # a fragment: "lambda" → mmr_lambda
+        close = [f for f in fields if name and name.lower() in f][:n]
+    return close
+
+
+def did_you_mean(name: str) -> str:
+    """``"; did you mean 'mmr_lambda'?"`` for an unknown field name, or ``""``."""
+    hint = suggest_fields(name)
+    return f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
+
+
 def _format_errors(exc: ValidationError, data: dict[str, Any], source: str) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err.get("loc", ())) or "<root>"
         value = data.get(err["loc"][0]) if err.get("loc") else None
         if err.get("type") == "extra_forbidden":
-            lines.append(f"{source}: unknown field '{loc}' (value {value!r})")
+            lines.append(f"{source}: unknown field '{loc}' (value {value!r}){did_you_mean(loc)}")
         else:
             lines.append(f"{source}: field '{loc}' = {value!r}: {err.get('msg')}")
     return "; ".join(lines)

@@ -20,6 +20,7 @@ from rag_lab.pipeline.plugins.common import (
 )
 from rag_lab.stream.bus import BusEventType, EventBus, short_id
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import ChatDiagnostics
 from rag_lab.types.events import EventType
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,9 @@ class PluginChatCompletionStream(StagePlugin):
         except Exception as exc:
             return ErrGetChatModel.with_error(exc)
         messages, registry = prepare_messages_with_model_context(chat, prepare_messages_with_history(chat))
-        chat.state.diagnostics["chat_messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        chat.state.diagnostics["chat_messages"] = ChatDiagnostics(
+            messages=[{"role": m.role, "content": m.content} for m in messages]
+        )
         try:
             stream = model.chat_stream(messages, chat_options(chat))
         except Exception as exc:

@@ -23,6 +23,7 @@ from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.prompts.templates import PromptTemplate, PromptTemplates, TemplateError, render_prompt_placeholders
 from rag_lab.tools.data_analysis import DATA_FILE_SUFFIXES  # DuckDB itself is imported lazily
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import DataAnalysisDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import ChunkType, MatchType, SearchResult
@@ -82,7 +83,7 @@ class PluginDataAnalysis(StagePlugin):
         if not needs_retrieval(chat):
             return await next()
         state = chat.state
-        diag: dict[str, Any] = {"status": "skipped", "reason": ""}
+        diag = DataAnalysisDiagnostics(status="skipped", reason="")
         state.diagnostics["data_analysis"] = diag
         # 1-2: data files, then table chunks out of the contexts whatever happens next
         data_files = [r for r in state.merge_result if is_data_file(r)]
@@ -102,7 +103,7 @@ class PluginDataAnalysis(StagePlugin):
         return await next()
 
     async def _analyse(
-        self, chat: ChatManage, first: SearchResult, diag: dict[str, Any]
+        self, chat: ChatManage, first: SearchResult, diag: DataAnalysisDiagnostics
     ) -> SearchResult | PluginError | None:
         """Steps 4-8 for the first data file: the result to append, ErrGetChatModel, or None
         (continue without a result; the reason is in ``diag``)."""
@@ -204,7 +205,7 @@ class PluginDataAnalysis(StagePlugin):
         )
 
 
-def _skip(diag: dict[str, Any], reason: str, status: str = "skipped") -> None:
+def _skip(diag: DataAnalysisDiagnostics, reason: str, status: str = "skipped") -> None:
     """Record why no result is added (``status`` "skipped" by choice, "failed" on an error)."""
     diag["status"], diag["reason"] = status, reason
     log.info("data_analysis %s: %s", status, reason)

@@ -24,6 +24,7 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import EntityExtractionDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_kb_retrieval
 
@@ -92,7 +93,7 @@ class PluginExtractEntity(StagePlugin):
             return await next()
         if not needs_kb_retrieval(state.intent):
             return await next()
-        diag: dict[str, Any] = {}
+        diag = EntityExtractionDiagnostics()
         state.diagnostics["extract_entity"] = diag
         try:
             kb_ids, knowledge = self._scope(chat)
@@ -139,7 +140,7 @@ class PluginExtractEntity(StagePlugin):
         kb_ids.extend(knowledge.values())
         return list(dict.fromkeys(kb_ids)), knowledge
 
-    async def _extract(self, chat: ChatManage, query: str, diag: dict[str, Any]) -> list[str]:
+    async def _extract(self, chat: ChatManage, query: str, diag: EntityExtractionDiagnostics) -> list[str]:
         if not query:
             return []
         model = None

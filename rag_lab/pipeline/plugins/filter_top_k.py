@@ -8,6 +8,7 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import FilterTopKDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import SearchResult
@@ -61,6 +62,8 @@ class PluginFilterTopK(StagePlugin):
             return await next()
         kept, before = filter_top_k(results, chat.request.rerank_top_k)
         if before is not None:
-            state.diagnostics["filter_top_k"] = {"field": name, "before": before, "after": chat.request.rerank_top_k}
+            state.diagnostics["filter_top_k"] = FilterTopKDiagnostics(
+                field=name, before=before, after=chat.request.rerank_top_k
+            )
         setattr(state, name, kept)
         return await next()

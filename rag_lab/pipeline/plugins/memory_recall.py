@@ -18,6 +18,7 @@ from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.stream.bus import BusEventType
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import MemoryRecallDiagnostics
 from rag_lab.types.events import EventType
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,9 @@ class PluginMemoryRecall(StagePlugin):
                 raise TypeError(f"recall returned a {type(prompt).__name__} prompt, expected str")
         except Exception as exc:
             log.warning("memory_recall failed, continuing without memories: %s", exc)
-            state.diagnostics["memory_recall"] = {"error": str(exc)}
+            state.diagnostics["memory_recall"] = MemoryRecallDiagnostics(error=str(exc))
             return await next()
-        state.diagnostics["memory_recall"] = {"items": len(items), "prompt_chars": len(prompt)}
+        state.diagnostics["memory_recall"] = MemoryRecallDiagnostics(items=len(items), prompt_chars=len(prompt))
         if prompt:
             state.memory_prompt = prompt
             state.used_memories = items

@@ -33,6 +33,7 @@ from rag_lab.searchutil.imageinfo import (
 )
 from rag_lab.searchutil.text import content_overlap_ratio, jaccard, normalize_content, tokenize_simple
 from rag_lab.types.chat_manage import ChatManage, History
+from rag_lab.types.diagnostics import MergeDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.params import PipelineParams
@@ -267,7 +268,7 @@ class PluginMerge(StagePlugin):
             return await next()
         state, p = chat.state, chat.request.params
         mlog: list[dict[str, Any]] = []
-        state.diagnostics["merge"] = mlog
+        state.diagnostics["merge"] = MergeDiagnostics(steps=mlog)
         # copies: the stage rewrites contents and sub-chunk lists; its inputs stay as they were
         if state.rerank_result:
             results = [r.copy() for r in state.rerank_result]

@@ -48,6 +48,7 @@ from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.load_history import load_and_process_history
 from rag_lab.prompts.templates import render_prompt_placeholders
 from rag_lab.types.chat_manage import ChatManage, History
+from rag_lab.types.diagnostics import QueryUnderstandDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import QueryIntent, needs_retrieval, normalize_query_intent
 
@@ -536,7 +537,7 @@ class PluginQueryUnderstand(StagePlugin):
         has_images = bool(req.images)
         if not req.enable_rewrite and not has_images:
             return await next()
-        diag: dict[str, Any] = {}
+        diag = QueryUnderstandDiagnostics()
         state.diagnostics["query_understand"] = diag
 
         history = await self._history(chat)

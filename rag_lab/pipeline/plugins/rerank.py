@@ -26,6 +26,7 @@ from rag_lab.reranking.passage import passages_of
 from rag_lab.reranking.vectorized import select_mmr_ids
 from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set
 from rag_lab.types.chat_manage import ChatManage, has_recall_threshold_override
+from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.params import PipelineParams
@@ -185,7 +186,7 @@ class PluginRerank(StagePlugin):
         candidates, enriched, passages = candidate_passages(state.search_result, p.rerank_max_candidates)
         # the stage scores copies: its input (state.search_result) is never changed in place (seed)
         candidates = [r.copy() for r in candidates]
-        diag: dict[str, Any] = {"model_id": req.rerank_model_id, "candidates": len(candidates)}
+        diag = RerankDiagnostics(model_id=req.rerank_model_id, candidates=len(candidates))
         state.diagnostics["rerank"] = diag
         if not candidates:
             diag.update(outcome="no_candidates")

@@ -15,6 +15,7 @@ from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginE
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.base import SearchParams
 from rag_lab.types.chat_manage import ChatManage, SearchTarget, has_knowledge_retrieval_scope
+from rag_lab.types.diagnostics import QueryExpansionDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 
@@ -113,7 +114,7 @@ class PluginSearch(StagePlugin):
 
             extra = await expand_search(chat, self.services)
             chat.state.search_result = results + extra
-            chat.state.diagnostics["query_expansion"] = {"triggered": True, "added": len(extra)}
+            chat.state.diagnostics["query_expansion"] = QueryExpansionDiagnostics(triggered=True, added=len(extra))
 
         if chat.state.search_result:
             return await next()

@@ -30,6 +30,7 @@ from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
 from rag_lab.searchutil.dedup import remove_duplicate_results
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import EntitySearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import MatchType, SearchResult
 
@@ -114,15 +115,15 @@ class PluginSearchEntity(StagePlugin):
             hits = []
         state.search_result = remove_duplicate_results(state.search_result + hits)
         if self.services.diagnostics:
-            state.diagnostics["entity_search"] = {
-                "entities": names,
-                "namespaces": [[ns.knowledge_base, ns.knowledge] for ns in namespaces],
-                "nodes": [(n.name, n.knowledge_id, n.score) for n in data.nodes],
-                "candidates": new_ids,
-                "kept": [h.id for h in hits],
-                "dropped": dropped,
-                "errors": errors,
-            }
+            state.diagnostics["entity_search"] = EntitySearchDiagnostics(
+                entities=names,
+                namespaces=[[ns.knowledge_base, ns.knowledge] for ns in namespaces],
+                nodes=[(n.name, n.knowledge_id, n.score) for n in data.nodes],
+                candidates=new_ids,
+                kept=[h.id for h in hits],
+                dropped=dropped,
+                errors=errors,
+            )
         if not state.search_result:
             return ErrSearchNothing
         return await next()

@@ -23,6 +23,7 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import WebFetchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 from rag_lab.web.fetch import TRUNCATION_MARKER, truncate_utf8
@@ -72,7 +73,7 @@ class PluginWebFetch(StagePlugin):
         top_n = req.web_fetch_top_n if req.web_fetch_top_n > 0 else params.web_fetch_top_n
         max_bytes = params.web_fetch_max_bytes
         positions = select_web_results(state.rerank_result, top_n)
-        diag: dict[str, Any] = {"top_n": top_n, "max_bytes": max_bytes, "pages": []}
+        diag = WebFetchDiagnostics(top_n=top_n, max_bytes=max_bytes, pages=[])
         state.diagnostics["web_fetch"] = diag
         fetcher = self.services.web_fetcher
         if fetcher is None:
