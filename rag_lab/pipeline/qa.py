@@ -35,9 +35,8 @@ class QAOutcome:
     is_fallback: bool = False
     completed: bool = False
     total_ms: float = 0.0
-    #: the answer stream's failure (endpoint down, stream cut, idle timeout): the first error event
-    #: the answer stream emitted; empty when it ended normally
-    stream_error: str = ""
+    #: the chat model's failure when the answer fell back because of it ("" otherwise)
+    model_error: str = ""
 
 
 async def run_knowledge_qa(
@@ -95,12 +94,7 @@ async def run_knowledge_qa(
                 },
             )
 
-    def on_error(ev: BusEvent) -> None:
-        if ev.data.get("stage") == "chat_completion_stream" and not outcome.stream_error:
-            outcome.stream_error = str(ev.data.get("error") or "answer stream failed")
-
     bus.on(BusEventType.FINAL_ANSWER, on_final_answer)
-    bus.on(BusEventType.ERROR, on_error)
     with services.tracer.span("pipeline.request", {"session.id": session_id, "message.id": message_id}) as span:
         try:
             outcome.error = await knowledge_qa_by_event(
@@ -121,5 +115,6 @@ async def run_knowledge_qa(
             await wait_background(chat)  # the stream flushes its decoders before the turn is saved
             span.set_attribute("request.cancelled", True)
     outcome.cancelled = chat.context.cancelled()
+    outcome.model_error = str(chat.state.diagnostics.get("model_error") or "")
     outcome.total_ms = (time.perf_counter() - t0) * 1000
     return outcome
