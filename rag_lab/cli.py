@@ -73,6 +73,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         for i, r in enumerate(run.references, 1):
             mark = "*" if r.id in cited else " "
             print(f" {mark}[{i}] {r.score:.3f} {r.knowledge_title or r.knowledge_filename} ({r.id})")
+    if run.degraded:  # the model failed: the fallback answer was printed above
+        print(f"degraded: the chat model failed ({run.error}); the answer above is the fallback", file=sys.stderr)
+        return 3
     if run.error:
         print(f"error: {run.error}", file=sys.stderr)
         return 1
@@ -145,7 +148,10 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("ask", help="ask a question; the answer streams to the terminal")
+    p = sub.add_parser(
+        "ask",
+        help="ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
+    )
     p.add_argument("question")
     p.add_argument("--kb", action="append", help="knowledge base name (repeatable; default: all)")
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override")
@@ -165,10 +171,13 @@ def add_core_commands(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rag_lab.eval.cli import add_eval_commands
+    from rag_lab.eval.judge_server import add_judge_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
-    return command_parser(__doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command)
+    return command_parser(
+        __doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command, add_judge_commands
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

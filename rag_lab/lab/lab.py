@@ -77,6 +77,11 @@ class Run:
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def degraded(self) -> bool:
+        """The model failed and the answer is the fallback (partial text kept): ``error`` says why."""
+        return bool(self.error) and self.is_fallback
+
     def state(self, event: EventType | str) -> ChatManage:
         """The ChatManage snapshot taken right after ``event`` (or ``"final"``)."""
         key = str(event)
@@ -183,6 +188,10 @@ class Lab:
         try:
             self.prices = PriceTable(cfg.get("prices") or {})
             self.tracer = build_tracer(cfg.get("tracing"))
+            from rag_lab.observability.ledger import Ledger
+
+            #: model calls made outside a question's run (session titles started by the server)
+            self.background_ledger = Ledger(self.prices)
         except ValueError as exc:
             raise LabConfigError(f"{source}: {exc}") from None
         self.prompts = PromptTemplates()
@@ -532,7 +541,7 @@ class Lab:
             timings=outcome.timings,
             snapshots=snaps,
             stages=[str(e) for e in outcome.events],
-            error=str(outcome.error) if outcome.error else "",
+            error=str(outcome.error) if outcome.error else outcome.model_error,
             is_fallback=outcome.is_fallback,
             session_id=chat.request.session_id,
             message_id=chat.context.message_id,

@@ -48,6 +48,12 @@ class PipelineParams(BaseModel):
     fallback_response: str = _f(
         "Sorry, I am unable to answer this question.", doc="Fixed fallback text", section="§3.6"
     )
+    model_failure_answer: Literal["references", "fixed"] = _f(
+        "references", doc="Answer when the chat model fails: the references found, or the fixed text", section="§3.6"
+    )
+    model_failure_deadline_s: float = _f(
+        30.0, 0.0, 600.0, "Longest wait for a failing answer stream to recover before the fallback answer", "§3.6"
+    )
     faq_priority_enabled: bool = _f(False, doc="FAQ first in context and FAQ score boost", section="§4.11")
     faq_direct_answer_threshold: float = _f(0.9, 0.0, 10.0, "FAQ 'exact' hint threshold", "§4.11")
     faq_score_boost: float = _f(1.2, 0.0, 10.0, "FAQ score multiplier when > 1 (not capped)", "§4.6.1")
