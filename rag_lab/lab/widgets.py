@@ -238,8 +238,11 @@ class MMRView(_View):
         from rag_lab.lab.frames import mmr_selection, short_id
         from rag_lab.lab.plots import plot_mmr
 
-        self.picks = [s["id"] for s in mmr_selection(self.inputs, lam)]
-        base = [s["id"] for s in mmr_selection(self.inputs, self.run_lambda)]
+        inputs = self.inputs
+        if inputs is None:  # MMR did not run: nothing to redraw
+            return
+        self.picks = [s["id"] for s in mmr_selection(inputs, lam)]
+        base = [s["id"] for s in mmr_selection(inputs, self.run_lambda)]
         changed = [i for i, (a, b) in enumerate(zip(self.picks, base)) if a != b]
         verdict = (
             "same picks as the run"

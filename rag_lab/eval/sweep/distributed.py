@@ -380,7 +380,7 @@ def _run_tune(
         )
         grid = tuner.fit()
         out: list[tuple[int, dict[str, Any]]] = []
-        for res in grid:
+        for res in (grid[i] for i in range(len(grid))):
             if res.error is not None:
                 raise SweepError(f"a Ray Tune trial failed: {res.error}")
             m = dict(res.metrics or {})

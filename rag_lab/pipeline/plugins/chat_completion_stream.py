@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
@@ -96,7 +97,13 @@ class PluginChatCompletionStream(StagePlugin):
 
 
 async def consume_stream(
-    chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec, tracer=None, span=None
+    chat: ChatManage,
+    bus: EventBus,
+    stream: Any,
+    answer_dec: Any,
+    thinking_dec: Any,
+    tracer: Any = None,
+    span: Any = None,
 ) -> None:
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
@@ -153,7 +160,7 @@ async def consume_stream(
                 if answer_completed:
                     continue
                 content = answer_dec.feed(chunk.content)
-                data: dict = {}
+                data: dict[str, Any] = {}
                 if chunk.done:
                     content += answer_dec.flush()
                     answer_completed = True

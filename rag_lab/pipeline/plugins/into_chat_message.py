@@ -14,6 +14,7 @@ from rag_lab.searchutil.text import html_escape5 as _escape5
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
+from rag_lab.types.search_result import SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def validate_input(text: str) -> tuple[bool, str]:
     return True, text.strip()
 
 
-def build_document_header(results) -> str:
+def build_document_header(results: list[SearchResult]) -> str:
     seen: set[str] = set()
     parts: list[str] = []
     for r in results:
@@ -126,7 +127,8 @@ class PluginIntoChatMessage(StagePlugin):
             return await next()
 
         results = state.merge_result
-        faq, docs = [], []
+        faq: list[SearchResult] = []
+        docs: list[SearchResult] = []
         if req.faq_priority_enabled:
             for r in results:
                 (faq if r.chunk_type == "faq" else docs).append(r)
