@@ -96,6 +96,42 @@ class PluginChatCompletionStream(StagePlugin):
         return await next()
 
 
+_CANCELLED = object()
+#: how often a cancel flag that cannot be awaited (a threading.Event) is polled while waiting
+CANCEL_POLL_S = 0.05
+
+
+async def next_chunk(iterator: Any, idle: float, cancel_event: Any) -> Any:
+    """The stream's next chunk, or :data:`_CANCELLED` as soon as ``cancel_event`` is set (§4.12.3:
+    the consumer notices a stop at once, not at the next model chunk). Raises StopAsyncIteration
+    at the end of the stream and TimeoutError after ``idle`` seconds without a chunk."""
+    if cancel_event is None:
+        return await asyncio.wait_for(iterator.__anext__(), idle)
+    if cancel_event.is_set():
+        return _CANCELLED
+    nxt = asyncio.ensure_future(iterator.__anext__())
+    stop = asyncio.ensure_future(cancel_event.wait()) if isinstance(cancel_event, asyncio.Event) else None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + idle
+    try:
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError
+            waiters = {nxt} if stop is None else {nxt, stop}
+            timeout = left if stop is not None else min(left, CANCEL_POLL_S)
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if nxt in done:
+                return nxt.result()
+            if cancel_event.is_set():
+                return _CANCELLED
+    finally:
+        if stop is not None:
+            stop.cancel()
+        if not nxt.done():
+            nxt.cancel()  # closes the model stream
+
+
 async def consume_stream(
     chat: ChatManage,
     bus: EventBus,
@@ -133,12 +169,12 @@ async def consume_stream(
     try:
         while True:
             try:
-                chunk = await asyncio.wait_for(iterator.__anext__(), idle)
+                chunk = await next_chunk(iterator, idle, chat.context.cancel_event)
             except StopAsyncIteration:
                 break
             except TimeoutError:
                 raise TimeoutError(f"no answer chunk for {idle} s") from None
-            if chat.context.cancelled():
+            if chunk is _CANCELLED or chat.context.cancelled():
                 break
             if chunk.response_type == "error":
                 stream_error = chunk.content
@@ -186,6 +222,11 @@ async def consume_stream(
         )
     flush_decoders()
     close_thinking()
+    if not answer_completed and not stream_error and not chat.context.cancelled():
+        # the model stream ended without a done chunk (upstream never completes, B.15): the
+        # answer so far is the answer
+        answer_completed = True
+        bus.emit(BusEventType.FINAL_ANSWER, {"content": "", "done": True, "finish_reason": ""}, event_id=answer_id)
     chat.state.chat_response = answer_text
     if tracer is not None:
         usage = chat.state.diagnostics.get("usage") or {}

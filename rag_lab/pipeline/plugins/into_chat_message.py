@@ -98,7 +98,6 @@ class PluginIntoChatMessage(StagePlugin):
             "state.intent",
             "state.merge_result",
             "state.quoted_context",
-            "state.rewrite_query",
             "state.user_content",
         ),
         writes=("state.context_images", "state.rendered_contexts", "state.user_content"),
@@ -116,11 +115,10 @@ class PluginIntoChatMessage(StagePlugin):
             return ErrTemplateExecute.with_error(ValueError("user query contains invalid content"))
 
         if not needs_retrieval(chat):
-            user = safe_query
-            rw_ok, rw = validate_input(state.rewrite_query)
-            if rw_ok and rw:
-                user = rw
-            user = _append_extras(chat, user)
+            # the user's own words on both paths (upstream sends the rewrite here and the original
+            # on the RAG path, B.10); the history messages give the model the context the rewrite
+            # resolved, and the rewrite stays a search artefact
+            user = _append_extras(chat, safe_query)
             if template:
                 user = render_prompt_placeholders(template, {"query": user, "contexts": "", "language": req.language})
             state.user_content = user
