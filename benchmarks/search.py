@@ -234,12 +234,13 @@ def _hits(ids: Sequence[str], scores: Sequence[float], match_type: int) -> list[
 
 
 class Fusion:
-    def __init__(self, params: PipelineParams) -> None:
+    def __init__(self, params: PipelineParams, top_k: int = TOP_K) -> None:
         self.k = resolve_rrf_k(params.rrf_k)
         self.wv, self.wk = resolve_rrf_weights(params.rrf_vector_weight, params.rrf_keyword_weight)
+        self.top_k = top_k
 
     def __call__(self, vec: list[IndexWithScore], kw: list[IndexWithScore]) -> list[str]:
-        return [h.chunk_id for h in fuse_hits(vec, kw, self.k, self.wv, self.wk)[:TOP_K]]
+        return [h.chunk_id for h in fuse_hits(vec, kw, self.k, self.wv, self.wk)[: self.top_k]]
 
 
 class RankBm25FaissStack:
@@ -295,17 +296,17 @@ class ExactStack:
 class RagLabStack:
     """``HybridSearcher.search`` on the corpus' workspace."""
 
-    def __init__(self, c: Corpus, params: PipelineParams, threshold: float) -> None:
+    def __init__(self, c: Corpus, params: PipelineParams, threshold: float, top_k: int = TOP_K) -> None:
         from rag_lab.retrieval.hybrid_search import HybridSearcher
 
         self.searcher = HybridSearcher(c.ws, lambda kb: c.embedder, params)
-        self.kb_id, self.threshold = c.kb.id, threshold
+        self.kb_id, self.threshold, self.top_k = c.kb.id, threshold, top_k
 
     async def search(self, query: str, qvec: np.ndarray) -> list[str]:
         sp = SearchParams(
             query_text=query,
             query_embedding=qvec,
-            match_count=TOP_K,
+            match_count=self.top_k,
             vector_threshold=self.threshold,
             knowledge_base_ids=[self.kb_id],
         )
@@ -317,110 +318,184 @@ class RagLabStack:
 class Row:
     corpus: str
     chunks: int
+    setting: str
     index: str
     stack: str
     p50: float
     p95: float
+    cpu: float  # mean CPU ms per query (this process)
     recall: float
-    results: list[list[str]] = field(repr=False, default_factory=list)
+    anchor_p50: float  # the rank-bm25 + FAISS stack's p50 measured in the same interleaved pass
 
 
-def _measure(
-    fn: Callable[[str, np.ndarray], list[str]], c: Corpus, warm: int = 5
-) -> tuple[list[float], list[list[str]]]:
-    for q, v in list(zip(c.queries, c.query_vectors))[:warm]:
-        fn(q, v)
-    times, out = [], []
-    for q, v in zip(c.queries, c.query_vectors):
-        t0 = time.perf_counter()
-        out.append(fn(q, v))
-        times.append((time.perf_counter() - t0) * 1000)
-    return times, out
+@dataclass(frozen=True)
+class Setting:
+    """What a search asks for: results, over-recall pool and vector threshold."""
+
+    name: str
+    top_k: int
+    pool: int
+    threshold: float
 
 
-async def _measure_async(stack: RagLabStack, c: Corpus, warm: int = 5) -> tuple[list[float], list[list[str]]]:
-    for q, v in list(zip(c.queries, c.query_vectors))[:warm]:
-        await stack.search(q, v)
-    times, out = [], []
-    for q, v in zip(c.queries, c.query_vectors):
-        t0 = time.perf_counter()
-        out.append(await stack.search(q, v))
-        times.append((time.perf_counter() - t0) * 1000)
-    return times, out
+def settings_for(params: PipelineParams) -> list[Setting]:
+    """The light setting (top 10, pool 50, no threshold) and the pipeline's own (CHUNK_SEARCH asks
+    for ``embedding_top_k`` results with the over-recall pool and ``vector_threshold``)."""
+    from rag_lab.retrieval.hybrid_search import pool_size
+
+    return [
+        Setting("light", TOP_K, pool_size(TOP_K, 1, params), 0.0),
+        Setting(
+            "pipeline",
+            params.embedding_top_k,
+            pool_size(params.embedding_top_k, 1, params),
+            params.vector_threshold,
+        ),
+    ]
 
 
 def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q))
 
 
-def recall_at_k(got: list[list[str]], ref: list[list[str]]) -> float:
-    vals = [len(set(g[:TOP_K]) & set(r[:TOP_K])) / len(r[:TOP_K]) for g, r in zip(got, ref) if r]
+def recall_at_k(got: list[list[str]], ref: list[list[str]], k: int = TOP_K) -> float:
+    vals = [len(set(g[:k]) & set(r[:k])) / len(r[:k]) for g, r in zip(got, ref) if r]
     return statistics.fmean(vals) if vals else float("nan")
 
 
+def interleaved(
+    stacks: dict[str, Callable[[str, np.ndarray], Any]], c: Corpus, warm: int = 5
+) -> dict[str, tuple[list[float], list[float], list[list[str]]]]:
+    """Every stack on every query, the stacks taking turns within each query (the order rotates),
+    so that a load spike on this shared machine hits all of them alike. Returns per stack the wall
+    ms, the CPU ms and the results, per query. Coroutine functions are awaited in one event loop."""
+    names = list(stacks)
+    out: dict[str, tuple[list[float], list[float], list[list[str]]]] = {n: ([], [], []) for n in names}
+
+    async def run() -> None:
+        async def call(fn: Callable[[str, np.ndarray], Any], q: str, v: np.ndarray) -> list[str]:
+            res = fn(q, v)
+            return await res if asyncio.iscoroutine(res) else res
+
+        pairs = list(zip(c.queries, c.query_vectors))
+        for q, v in pairs[:warm]:
+            for n in names:
+                await call(stacks[n], q, v)
+        for i, (q, v) in enumerate(pairs):
+            order = names[i % len(names) :] + names[: i % len(names)]
+            for n in order:
+                t0, c0 = time.perf_counter(), time.process_time()
+                res = await call(stacks[n], q, v)
+                out[n][0].append((time.perf_counter() - t0) * 1000)
+                out[n][1].append((time.process_time() - c0) * 1000)
+                out[n][2].append(res)
+
+    asyncio.run(run())
+    return out
+
+
 def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = ()) -> list[Row]:
-    from rag_lab.retrieval.hybrid_search import pool_size
     from rag_lab.retrieval.vector_index import IndexPolicy
 
-    threshold = 0.0
-    pool = pool_size(TOP_K, 1, params)
-    fusion = Fusion(params)
     n = len(c.chunk_ids)
     vindex = c.ws.vector_index(c.kb)
     kind = vindex.kind
     rows: list[Row] = []
-
-    exact = ExactStack(c, pool, fusion, threshold)
-    t, ref = _measure(exact.search, c)
-    rows.append(Row(c.name, n, "numpy", "exact", _pct(t, 50), _pct(t, 95), 1.0, ref))
-
-    lc = RankBm25FaissStack(c, pool, fusion, threshold)
-    c.notes.append(f"rank-bm25 + FAISS index build {lc.build_s:.1f} s")
-    t, got = _measure(lc.search, c)
-    rows.append(Row(c.name, n, "flat", "rank-bm25 + FAISS flat", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
-    del lc
-    gc.collect()
-
-    ours = RagLabStack(c, params, threshold)
-    t, got = asyncio.run(_measure_async(ours, c))
-    rows.append(Row(c.name, n, kind, "rag_lab", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
-    if kind != "flat":
-        saved = vindex.policy
-        rows[-1].stack = f"rag_lab (efSearch {saved.hnsw_ef_search})"
-        for ef in ef_search:
-            if ef == saved.hnsw_ef_search:
-                continue
-            vindex.policy = dataclasses.replace(saved, hnsw_ef_search=ef)
-            t, got = asyncio.run(_measure_async(ours, c))
+    for st in settings_for(params):
+        fusion = Fusion(params, st.top_k)
+        exact = ExactStack(c, st.pool, fusion, st.threshold)
+        anchor = RankBm25FaissStack(c, st.pool, fusion, st.threshold)
+        if st.name == "light":
+            c.notes.append(f"rank-bm25 + FAISS index build {anchor.build_s:.1f} s")
+        ours = RagLabStack(c, params, st.threshold, st.top_k)
+        label = "rag_lab" if kind == "flat" else f"rag_lab (efSearch {vindex.policy.hnsw_ef_search})"
+        got = interleaved({"exact": exact.search, "rank-bm25 + FAISS flat": anchor.search, label: ours.search}, c)
+        ref = got["exact"][2]
+        anchor_p50 = _pct(got["rank-bm25 + FAISS flat"][0], 50)
+        for stack, (wall, cpu, res) in got.items():
+            index = {"exact": "numpy", "rank-bm25 + FAISS flat": "flat"}.get(stack, kind)
             rows.append(
-                Row(c.name, n, kind, f"rag_lab (efSearch {ef})", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref))
+                Row(
+                    c.name,
+                    n,
+                    f"{st.name} (top {st.top_k}, pool {st.pool}, thr {st.threshold:g})",
+                    index,
+                    stack,
+                    _pct(wall, 50),
+                    _pct(wall, 95),
+                    statistics.fmean(cpu),
+                    1.0 if stack == "exact" else recall_at_k(res, ref, st.top_k),
+                    anchor_p50,
+                )
             )
-        hnsw_rows = sorted(rows[2:], key=lambda r: int(r.stack.split()[-1].rstrip(")")))
-        rows[2:] = hnsw_rows
-        vindex.policy = IndexPolicy(ann_min_vectors=0)
-        t, got = asyncio.run(_measure_async(ours, c))
-        vindex.policy = saved
-        rows.append(Row(c.name, n, "flat", "rag_lab (flat)", _pct(t, 50), _pct(t, 95), recall_at_k(got, ref)))
+        if kind != "flat":  # other efSearch values, then the forced flat scan, each against the anchor
+            saved = vindex.policy
+            variants = [(f"rag_lab (efSearch {ef})", dataclasses.replace(saved, hnsw_ef_search=ef)) for ef in ef_search]
+            variants = [v for v in variants if v[1].hnsw_ef_search != saved.hnsw_ef_search]
+            variants.append(("rag_lab (flat)", IndexPolicy(ann_min_vectors=0)))
+            for stack, policy in variants:
+                vindex.policy = policy
+                got = interleaved({"anchor": anchor.search, stack: ours.search}, c)
+                wall, cpu, res = got[stack]
+                a_wall = got["anchor"][0]
+                rows.append(
+                    Row(
+                        c.name,
+                        n,
+                        rows[-1].setting,
+                        "flat" if "flat" in stack else kind,
+                        stack,
+                        _pct(wall, 50),
+                        _pct(wall, 95),
+                        statistics.fmean(cpu),
+                        recall_at_k(res, ref, st.top_k),
+                        _pct(a_wall, 50),
+                    )
+                )
+            vindex.policy = saved
+        del anchor
+        gc.collect()
     return rows
 
 
 def print_table(rows: list[Row]) -> None:
-    base = {r.corpus: r.p50 for r in rows if r.stack.startswith("rank-bm25")}
-    head = f"| {'corpus':<22}| {'chunks':>8} | {'index':<6}| {'stack':<24}| {'p50 ms':>8} | {'p95 ms':>8} | {'recall@10':>9} | {'speed-up':>8} |"
+    head = (
+        f"| {'corpus':<16}| {'chunks':>8} | {'setting':<36}| {'index':<6}| {'stack':<24}| {'p50 ms':>7} | "
+        f"{'p95 ms':>7} | {'CPU ms':>7} | {'recall':>6} | {'speed-up':>8} |"
+    )
     print(head)
     print("|" + "|".join("-" * (len(p)) for p in head.split("|")[1:-1]) + "|")
     for r in rows:
-        sp = base[r.corpus] / r.p50 if r.p50 > 0 else float("nan")
+        sp = r.anchor_p50 / r.p50 if r.p50 > 0 else float("nan")
         print(
-            f"| {r.corpus:<22}| {r.chunks:>8,} | {r.index:<6}| {r.stack:<24}| {r.p50:>8.2f} | {r.p95:>8.2f} | "
-            f"{r.recall:>9.3f} | {sp:>7.2f}× |"
+            f"| {r.corpus:<16}| {r.chunks:>8,} | {r.setting:<36}| {r.index:<6}| {r.stack:<24}| {r.p50:>7.2f} | "
+            f"{r.p95:>7.2f} | {r.cpu:>7.2f} | {r.recall:>6.3f} | {sp:>7.2f}× |"
         )
+
+
+def print_scale_curve(rows: list[Row]) -> None:
+    """rag_lab's p50 and speed-up over the anchor by corpus size, per setting (the index the policy
+    picks: the first rag_lab row of each corpus and setting)."""
+    print("\nscale curve (synthetic corpora; speed-up = anchor p50 / rag_lab p50 in the same interleaved pass):")
+    for setting in dict.fromkeys(r.setting for r in rows):
+        seen: set[str] = set()
+        pts = []
+        for r in rows:
+            if r.setting == setting and r.corpus.startswith("synthetic") and r.stack.startswith("rag_lab"):
+                if r.corpus not in seen:
+                    seen.add(r.corpus)
+                    pts.append(r)
+        line = ", ".join(
+            f"{r.chunks:,}: {r.p50:.2f} ms ({r.anchor_p50 / r.p50:.1f}×, recall {r.recall:.3f})" for r in pts
+        )
+        print(f"  {setting}: {line}")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="hotpotqa + synthetic 10k, 50 queries (~1-2 min)")
-    ap.add_argument("--sizes", default=None, help="synthetic corpus sizes, comma-separated (default 10000,100000)")
+    ap.add_argument("--sizes", default=None, help="synthetic corpus sizes, comma-separated (default 1000,10000,100000)")
+    ap.add_argument("--with-300k", action="store_true", help="add the 300k synthetic corpus (HNSW build: minutes)")
     ap.add_argument(
         "--datasets", default=None, help=f"bundled corpora, comma-separated or 'none' (default {','.join(BUNDLED)})"
     )
@@ -436,7 +511,9 @@ def main(argv: list[str] | None = None) -> None:
         help="where MiniLM embeddings of the bundled corpora are kept between runs ('' = nowhere)",
     )
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "10000,100000")).split(",") if s]
+    sizes = [int(s) for s in (args.sizes or ("1000,10000" if args.quick else "1000,10000,100000")).split(",") if s]
+    if args.with_300k:
+        sizes.append(300_000)
     names = args.datasets or ("hotpotqa_hipporag100" if args.quick else ",".join(BUNDLED))
     datasets = [] if names == "none" else [n for n in names.split(",") if n]
     n_queries = args.queries or (50 if args.quick else 200)
@@ -495,6 +572,7 @@ def main(argv: list[str] | None = None) -> None:
             gc.collect()
     print()
     print_table(rows)
+    print_scale_curve(rows)
     print()
     for n in notes:
         print(f"- {n}")

@@ -10,13 +10,17 @@ resume read to the end. Every read is checked against the stored event log:
 
 * order violations: reads whose content is not a prefix of the log (in order, nothing skipped);
 * events lost: stored events the final resume did not deliver;
-* incomplete: streams whose final read did not end with ``complete``.
+* incomplete: streams whose final read did not end with ``complete``;
+* answer mismatches: streams whose answer in the log differs from the assistant message saved in
+  the session store (SQLite, an independent copy written by the generation itself);
+* duplicated: stored events whose append id occurs more than once in the log.
 
 Reads are compared as units: each character of an answer / thinking / reflection delta, and each
 other event whole, so a coalesced replay (Appendix A.2) compares equal to the raw log.
 
-It then restarts Redis (``--save ''``, no persistence) while streams are generating and prints
-what survives. The chat model is the offline extractive answerer paced at 20 ms per streamed
+It then restarts Redis while streams are generating, once with the shipped AOF config
+(``config/redis-stream.conf``: nothing may be lost or duplicated) and once without persistence
+(``--save ''``, for contrast), and prints what survives. The chat model is the offline extractive answerer paced at 20 ms per streamed
 chunk, so streams last long enough to be cut. The test suite runs a reduced version
 (tests/stream/test_stream_server.py) with the same harness.
 """
@@ -332,21 +336,24 @@ class Report:
     events_lost: int = 0
     order_violations: int = 0
     incomplete: int = 0
+    duplicated: int = 0
+    answers_checked: int = 0
+    answer_mismatches: int = 0
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
     def line(self) -> str:
         return (
             f"{self.backend:<8}{self.streams:>8}{self.disconnects:>12}{self.resumes:>9}{self.events_stored:>9}"
-            f"{self.frames_read:>9}{self.events_lost:>8}{self.order_violations:>8}{self.incomplete:>12}"
-            f"{self.wall_s:>8.1f}"
+            f"{self.frames_read:>9}{self.events_lost:>8}{self.duplicated:>6}{self.order_violations:>8}"
+            f"{self.incomplete:>12}{self.answer_mismatches:>6}/{self.answers_checked:<4}{self.wall_s:>8.1f}"
         )
 
     @staticmethod
     def header() -> str:
         return (
             f"{'backend':<8}{'streams':>8}{'disconnects':>12}{'resumes':>9}{'stored':>9}{'frames':>9}"
-            f"{'lost':>8}{'order':>8}{'incomplete':>12}{'wall s':>8}"
+            f"{'lost':>8}{'dup':>6}{'order':>8}{'incomplete':>12}{'≠store':>11}{'wall s':>8}"
         )
 
 
@@ -412,9 +419,43 @@ async def exercise_stream(
     return out
 
 
+def duplicated_events(log: Sequence[StreamEvent]) -> int:
+    """Stored events whose append id was already seen earlier in the log."""
+    seen: set[str] = set()
+    dup = 0
+    for e in log:
+        if e.append_id and e.append_id in seen:
+            dup += 1
+        seen.add(e.append_id)
+    return dup
+
+
+def log_answer(log: Sequence[StreamEvent]) -> str:
+    return "".join(e.content for e in log if e.type == "answer")
+
+
+def check_answer(report: Report, log: Sequence[StreamEvent], saved: str | None, where: str) -> None:
+    """Compare the answer in the log with the copy in the session store."""
+    report.answers_checked += 1
+    if saved is None or saved != log_answer(log):
+        report.answer_mismatches += 1
+        report.errors.append(f"{where}: the session store has {'no answer' if saved is None else 'another answer'}")
+
+
+def saved_answer(lab: Any, session_id: str, message_id: str, wait_s: float = 5.0) -> str | None:
+    """The assistant message the generation saved (waits a little: it is written after ``complete``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        msg = lab.sessions.find_message(session_id, message_id)
+        if msg is not None or time.monotonic() > deadline:
+            return msg.content if msg is not None else None
+        time.sleep(0.05)
+
+
 def check(report: Report, outcome: StreamOutcome, log: Sequence[StreamEvent]) -> None:
     """Add one stream's numbers to ``report`` (see the module docstring for the definitions)."""
     report.streams += 1
+    report.duplicated += duplicated_events(log)
     report.disconnects += outcome.disconnects
     report.resumes += outcome.resumes
     report.events_stored += len(log)
@@ -448,8 +489,10 @@ async def run_reliability(
     seed: int = 0,
     backend: str = "",
     prefix: str = "rel",
+    read_answer: Callable[[str, str], str | None] | None = None,
 ) -> Report:
-    """Run ``n_streams`` exercises at once against ``urls`` and check each against its log."""
+    """Run ``n_streams`` exercises at once against ``urls`` and check each against its log (and,
+    with ``read_answer(session, message)``, the log's answer against the session store's)."""
     import httpx
 
     rng = random.Random(seed)
@@ -473,7 +516,10 @@ async def run_reliability(
         )
     report.wall_s = time.perf_counter() - t0
     for o in outcomes:
-        check(report, o, read_log(o.session_id, o.message_id) if o.message_id else [])
+        log = read_log(o.session_id, o.message_id) if o.message_id else []
+        check(report, o, log)
+        if read_answer is not None and o.message_id:
+            check_answer(report, log, read_answer(o.session_id, o.message_id), o.session_id)
     return report
 
 
@@ -517,13 +563,15 @@ async def _live_read(client: Any, url: str, session_id: str, question: str, kb: 
 def redis_restart_scenario(
     lab: Any, redis: RedisServer, questions: Sequence[str], kb: str, n: int = 10, after_s: float = 0.3
 ) -> dict[str, Any]:
-    """``n`` live streams; Redis restarts ``after_s`` seconds in. Returns what survived."""
+    """``n`` live streams; Redis restarts ``after_s`` seconds in. Returns what survived: events
+    lost (appended but not in Redis), duplicated, and answers that differ from the session store."""
     import httpx
 
     from rag_lab.stream.redis_manager import RedisStreamManager
     from rag_lab.stream.server import create_app
 
-    manager = CountingManager(RedisStreamManager(url=redis.url, prefix="restart"))
+    prefix = f"restart-{'aof' if redis.aof else 'volatile'}-{time.time_ns()}"
+    manager = CountingManager(RedisStreamManager(url=redis.url, prefix=prefix))
     from rag_lab.stream.factory import build_stream_directory
 
     app = create_app(lab, manager=manager, directory=build_stream_directory(manager.inner))  # type: ignore[arg-type]
@@ -533,7 +581,7 @@ def redis_restart_scenario(
         async def go() -> list[list[Frame]]:
             async with httpx.AsyncClient(timeout=60) as client:
                 tasks = [
-                    asyncio.create_task(_live_read(client, srv.url, f"rs-{i}", questions[i % len(questions)], kb))
+                    asyncio.create_task(_live_read(client, srv.url, f"{prefix}-{i}", questions[i % len(questions)], kb))
                     for i in range(n)
                 ]
                 await asyncio.sleep(after_s)
@@ -544,19 +592,25 @@ def redis_restart_scenario(
         reads = asyncio.run(go())
         result["wall_s"] = time.perf_counter() - t0
         gens = list(srv.service.generations.values())
-        stored = attempted = 0
+        stored = attempted = duplicated = 0
+        answers = Report("answers")
         for g in gens:
             log, _ = manager.get_events(g.session_id, g.message_id, 0)
             stored += len(log)
+            duplicated += duplicated_events(log)
             attempted += manager.attempted.get((g.session_id, g.message_id), 0)
+            check_answer(answers, log, saved_answer(lab, g.session_id, g.message_id), g.session_id)
         result.update(
+            duplicated=duplicated,
+            answers_checked=answers.answers_checked,
+            answer_mismatches=answers.answer_mismatches,
             streams=n,
             live_reads_completed=sum(1 for r in reads if r and r[-1].type == "complete"),
             generations_completed=sum(1 for g in gens if g.run is not None and g.run.answer and not g.error),
             events_appended=attempted,
             appends_failed=manager.failed,
             events_kept=stored,
-            events_lost=attempted - stored,
+            events_lost=attempted - stored + duplicated,
         )
     return result
 
@@ -615,6 +669,8 @@ def main() -> None:
                     max_cycles,
                     seed,
                     "memory",
+                    prefix="mem",
+                    read_answer=lambda s, m: saved_answer(lab, s, m),
                 )
             )
         print(rep.line())
@@ -642,19 +698,28 @@ def main() -> None:
                             max_cycles,
                             seed,
                             "redis",
+                            prefix="red",
+                            read_answer=lambda s, m: saved_answer(lab, s, m),
                         )
                     )
             print(rep.line())
             for e in rep.errors[:5]:
                 print("  error:", e)
-            res = redis_restart_scenario(lab, redis, questions, "bench")
-            print(
-                f"redis restart mid-stream ({res['streams']} streams, --save ''): live SSE reads ended with "
-                f"complete {res['live_reads_completed']}/{res['streams']}, generations finished "
-                f"{res['generations_completed']}/{res['streams']}, events appended {res['events_appended']} "
-                f"(failed {res['appends_failed']}), kept in Redis {res['events_kept']}, lost "
-                f"{res['events_lost']} (those stored before the restart), {res['wall_s']:.1f} s"
-            )
+            volatile = RedisServer(Path(tmp) / "redis-volatile", aof=False).start()
+            try:
+                for server, label in ((redis, "AOF everysec"), (volatile, "--save '', no AOF")):
+                    res = redis_restart_scenario(lab, server, questions, "bench")
+                    print(
+                        f"redis restart mid-stream ({res['streams']} streams, {label}): live SSE reads ended with "
+                        f"complete {res['live_reads_completed']}/{res['streams']}, generations finished "
+                        f"{res['generations_completed']}/{res['streams']}, events appended {res['events_appended']} "
+                        f"(failed {res['appends_failed']}), kept {res['events_kept']}, lost {res['events_lost']}, "
+                        f"duplicated {res['duplicated']}, stored answer = session store "
+                        f"{res['answers_checked'] - res['answer_mismatches']}/{res['answers_checked']}, "
+                        f"{res['wall_s']:.1f} s"
+                    )
+            finally:
+                volatile.stop()
         finally:
             redis.stop()
 

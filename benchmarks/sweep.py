@@ -1,23 +1,24 @@
-"""Sweep throughput: (config × question) evaluations per second over post-retrieval params, with the
-stage cache vs re-running the whole pipeline for every config.
+"""Sweep throughput: (config × question) evaluations per second over post-retrieval params — the fast
+evaluator (``rag_lab.tuning``) vs the full pipeline vs the previous stage-cache sweep, side by side
+in one process on one lab, with identical metrics checked.
 
-Usage: .venv/bin/python benchmarks/sweep.py [N_QUESTIONS] [MAX_DOCS]
+Usage: .venv/bin/python benchmarks/sweep.py [N_QUESTIONS] [MAX_DOCS] [BIG_GRID]
 
-One process, one lab, one HotpotQA slice (default 20 questions, their gold documents plus
-distractors up to 80 documents). The grid (3 rerank thresholds × 3 MMR λ × 2 top-K = 18 configs)
-touches only stages after retrieval. Both modes first run one config unrecorded, so the in-process
-embedding caches (rerank passages, answer sentences) are warm in both and the comparison isolates
-what the stage cache saves: query embedding, hybrid search and rerank-model calls. Four numbers
-are printed side by side:
+One HotpotQA slice (default 20 questions, their gold documents plus distractors up to 80
+documents). The comparison grid (3 rerank thresholds × 3 MMR λ × 2 top-K = 18 configs) runs in
+every mode:
 
-* pipeline: every config re-runs every stage (no stage cache);
-* stage cache: search results, rerank scores and query embeddings come from the cache;
-* stage cache, new lab: a fresh Lab (cold in-memory caches) reading the already filled cache
-  folder, as a later sweep in another process would;
-* pipeline, new lab: a fresh Lab without the stage cache (what that later sweep costs without it).
+* full pipeline: every config re-runs every stage (no stage cache; warm in-process embedding caches);
+* stage cache (the previous sweep): search results, rerank scores and query embeddings read back;
+* fast evaluator: the stage inputs captured once (one pipeline run per question, timed separately),
+  then every config evaluated without the event pipeline, retrieval metrics included.
 
-It also checks that both modes produce the same metrics for every config. Ratios, not absolute
-times, are what to compare (the development machine is a shared 2-core VM).
+Then a large grid (default 540 configs: thresholds × λ × top-K × composite weights × overlap
+threshold) on the fast evaluator alone: evaluations/s stopping before merge (rerank result), and
+including merge with the merge memo off (every evaluation merges) and on (what ``rag-lab sweep``
+does). Every mode first runs one config unrecorded (warm-up: jieba, embedding caches).
+
+Among the output, for scripts: ``fast evaluator: N evaluations/s (R× full pipeline)``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from rag_lab.eval.cache import enable_stage_cache
 from rag_lab.eval.runner import SuiteSpec, evaluate_lab, ingest_dataset
+from rag_lab.eval.sweep.fast import RetrievalMemo
 from rag_lab.lab import Lab
+from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+from rag_lab.tuning import FastEvaluator, doc_ids
 
 GRID = [
     {"rerank_threshold": t, "mmr_lambda": m, "rerank_top_k": k}
@@ -39,82 +44,109 @@ GRID = [
 ]
 
 
-STAGES: dict[str, dict[str, list[float]]] = {}
+def big_grid(limit: int) -> list[dict[str, Any]]:
+    grid = [
+        {
+            "rerank_threshold": t,
+            "mmr_lambda": m,
+            "rerank_top_k": k,
+            "composite_model_weight": w,
+            "composite_base_weight": round(0.9 - w, 2),
+            "overlap_threshold": o,
+        }
+        for t, m, k, w, o in itertools.product(
+            (0.1, 0.2, 0.3, 0.4, 0.5), (0.3, 0.5, 0.7, 0.9), (3, 5, 10), (0.4, 0.6, 0.8), (0.7, 0.85, 0.95)
+        )
+    ]
+    return grid[:limit]
 
 
-async def sweep(lab: Lab, ds, kb: str, configs: list[dict], mode: str = "") -> tuple[float, list[dict]]:
+async def pipeline_sweep(lab: Lab, ds: Any, kb: str, configs: list[dict]) -> tuple[float, list[dict]]:
     t0 = time.perf_counter()
-    summaries = []
+    out = []
     for cfg in configs:
         res = await evaluate_lab(lab, ds, kb, progress=False, params=cfg, keep_runs=False)
-        summaries.append(res.summary())
-        if mode:
-            for r in res.records:
-                per = STAGES.setdefault(mode, {})
-                for stage, ms in r.stage_ms.items():
-                    per.setdefault(stage, []).append(ms)
-                per.setdefault("whole question (lab.aask)", []).append(r.latency_ms)
-    return time.perf_counter() - t0, summaries
+        out.append(res.summary())
+    return time.perf_counter() - t0, out
+
+
+def fast_sweep(
+    fe: FastEvaluator, ds: Any, configs: list[dict], until: str = "merge"
+) -> tuple[float, float, list[dict]]:
+    """Every config's retrieval metrics from the fast evaluator (as ``rag-lab sweep`` computes them:
+    per-question rows memoised by ranking); returns (wall s, CPU s, summaries)."""
+    metrics = RetrievalMemo({q.id: set(q.gold_ids) for q in ds.queries})
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = []
+    for cfg in configs:
+        refs = fe.evaluate(cfg, until=until)
+        out.append(metrics.report({qid: doc_ids(r) for qid, r in refs.items()}).summary())
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 async def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     max_docs = int(sys.argv[2]) if len(sys.argv) > 2 else 80
+    n_big = int(sys.argv[3]) if len(sys.argv) > 3 else 540
     spec = SuiteSpec("hotpotqa_hipporag100", n, max_docs)
     ds = spec.load()
     evals = len(GRID) * len(ds.queries)
     with tempfile.TemporaryDirectory() as tmp:
-        ws, cache_dir = Path(tmp) / "ws", Path(tmp) / "cache"
-        lab = Lab.from_config(workspace=ws)
+        lab = Lab.from_config(workspace=Path(tmp) / "ws")
         t0 = time.perf_counter()
         ingest_dataset(lab, ds, spec.kb_name)
         ingest_s = time.perf_counter() - t0
 
-        await sweep(lab, ds, spec.kb_name, GRID[:1])  # warm the in-process embedding caches
-        plain_s, plain = await sweep(lab, ds, spec.kb_name, GRID, "pipeline")
+        await pipeline_sweep(lab, ds, spec.kb_name, GRID[:1])  # warm-up: embedding caches, jieba
+        plain_s, plain = await pipeline_sweep(lab, ds, spec.kb_name, GRID)
 
-        handle = enable_stage_cache(lab, cache_dir)
-        t0 = time.perf_counter()
-        await sweep(lab, ds, spec.kb_name, GRID[:1])  # fills the stage cache
-        fill_s = time.perf_counter() - t0
-        cached_s, cached = await sweep(lab, ds, spec.kb_name, GRID, "stage cache")
-        stats = handle.stats()
+        handle = enable_stage_cache(lab, Path(tmp) / "cache")
+        await pipeline_sweep(lab, ds, spec.kb_name, GRID[:1])  # fills the stage cache
+        cached_s, cached = await pipeline_sweep(lab, ds, spec.kb_name, GRID)
         handle.disable()
 
-        fresh = Lab.from_config(workspace=ws)
-        enable_stage_cache(fresh, cache_dir)
-        fresh_cached_s, fresh_cached = await sweep(fresh, ds, spec.kb_name, GRID)
-        cold = Lab.from_config(workspace=ws)
-        cold_s, cold_plain = await sweep(cold, ds, spec.kb_name, GRID)
+        t0 = time.perf_counter()
+        inputs = await acapture_questions(lab, [CaptureQuestion(q.id, q.question) for q in ds.queries], spec.kb_name)
+        capture_s = time.perf_counter() - t0
+        fe = FastEvaluator(inputs, lab.params)
+        fast_sweep(fe, ds, GRID[:1])  # warm-up
+        fe = FastEvaluator(inputs, lab.params)
+        fast_s, _, fast = fast_sweep(fe, ds, GRID)
 
-    same = plain == cached == fresh_cached == cold_plain
+        big = big_grid(n_big)
+        big_evals = len(big) * len(ds.queries)
+        pre_s, pre_cpu, _ = fast_sweep(FastEvaluator(inputs, lab.params), ds, big, until="rerank")
+        nomemo = FastEvaluator(inputs, lab.params, memo=False)
+        nomemo_s, nomemo_cpu, _ = fast_sweep(nomemo, ds, big)
+        memo = FastEvaluator(inputs, lab.params)
+        memo_s, memo_cpu, _ = fast_sweep(memo, ds, big)
+
+    same = plain == cached == fast
     print(
         f"HotpotQA slice: {len(ds.queries)} questions, {len(ds.corpus)} documents (ingested in {ingest_s:.1f} s); "
         f"{len(GRID)} configs over rerank_threshold × mmr_lambda × rerank_top_k = {evals} evaluations per mode"
     )
-    print(f"{'mode':<28}{'seconds':>9}{'evals/s':>10}{'vs pipeline':>13}")
+    print(f"{'mode':<44}{'seconds':>9}{'evals/s':>11}{'vs pipeline':>13}")
     for name, secs in (
-        ("pipeline (warm lab)", plain_s),
-        ("stage cache (warm lab)", cached_s),
-        ("pipeline (new lab)", cold_s),
-        ("stage cache (new lab)", fresh_cached_s),
+        ("full pipeline (warm lab)", plain_s),
+        ("stage cache (the previous sweep)", cached_s),
+        ("fast evaluator (after capture)", fast_s),
+        ("fast evaluator, capture included", fast_s + capture_s),
     ):
-        print(f"{name:<28}{secs:>9.1f}{evals / secs:>10.1f}{plain_s / secs:>12.2f}x")
+        print(f"{name:<44}{secs:>9.3f}{evals / secs:>11.1f}{plain_s / secs:>12.1f}x")
+    print(f"capture: {capture_s:.1f} s for {len(ds.queries)} questions (one pipeline run each)")
     print(
-        f"stage cache speed-up, warm lab: {plain_s / cached_s:.2f}x; new lab: {cold_s / fresh_cached_s:.2f}x; "
-        f"filling the cache (one config): {fill_s:.1f} s"
+        f"large grid, fast evaluator only: {len(big)} configs × {len(ds.queries)} questions = {big_evals} evaluations "
+        "(evaluations/s by wall clock | by this process's CPU time, the machine being shared)"
     )
-    print(
-        "stage cache counters (warm sweep incl. fill): "
-        + ", ".join(f"{k} {v.hits} hits / {v.misses} misses" for k, v in stats.items())
-    )
-    print(f"mean ms per question, warm lab: {'stage':<28}{'pipeline':>10}{'cached':>10}")
-    for stage in STAGES["pipeline"]:
-        a = sum(STAGES["pipeline"][stage]) / len(STAGES["pipeline"][stage])
-        b = sum(STAGES["stage cache"][stage]) / len(STAGES["stage cache"][stage])
-        if a >= 0.5 or b >= 0.5:
-            print(f"{'':<32}{stage:<28}{a:>10.1f}{b:>10.1f}")
+    for name, secs, cpu in (
+        ("before merge (rerank result)", pre_s, pre_cpu),
+        (f"including merge, memo off ({nomemo.stats.merges} merges)", nomemo_s, nomemo_cpu),
+        (f"including merge, memo on ({memo.stats.merges} merges, {memo.stats.merge_hits} reused)", memo_s, memo_cpu),
+    ):
+        print(f"  {name:<58}{big_evals / secs:>10,.0f}/s | {big_evals / cpu:>8,.0f}/s")
     print(f"identical metrics in every mode for every config: {'yes' if same else 'NO'}")
+    print(f"fast evaluator: {evals / fast_s:.0f} evaluations/s ({plain_s / fast_s:.0f}× full pipeline)")
     if not same:
         raise SystemExit(1)
 

@@ -262,6 +262,21 @@ threshold_view.slider.value = 0.8
 mmr_view.slider.value = 0.2
 print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_view.picks)""",
     ),
+    (
+        "md",
+        """## λ and the threshold over many questions: the fast path
+
+One run shows *how* MMR picks; whether a λ is good shows over a set of questions. The fast
+evaluator (`rag_lab.tuning`, the same one `rag-lab sweep` uses) captures the 20 questions once and
+replays the rerank stage — ladder, composite, MMR over the captured Jaccard matrix — and merge for
+any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.sweep.fast import tuning_panel
+panel = tuning_panel(lab, ds, "hotpot", n_questions=20, metrics=("ndcg@10", "recall@10"))
+pd.DataFrame([{"mmr_lambda": v, **m} for v, m in panel.curve("mmr_lambda")]).round(4)""",
+    ),
 ]
 
 NOTEBOOKS["04_merge"] = [
@@ -360,9 +375,14 @@ NOTEBOOKS["06_tuning"] = [
         """# 06 · Tuning thresholds and weights
 
 Every constant of the pipeline is a `PipelineParams` field with a valid range. A sweep evaluates
-configurations on a dataset slice and ranks them by an LLM-free retrieval metric; the stage cache
-reuses search results and rerank-model scores when only downstream parameters change, so a sweep
-over rerank / MMR / merge parameters costs little more than one pass.""",
+configurations on a dataset slice and ranks them by an LLM-free retrieval metric. Configurations
+that change only post-retrieval parameters (rerank threshold and its ladder, composite weights,
+boosts, MMR λ and k, top-K, merge and overlap settings) go through the **fast evaluator**
+(`rag_lab.tuning`): each question runs once through the pipeline to capture what the stages after
+retrieval read (search results, raw rerank-model scores, token sets and their overlaps, the chunks
+merge loads), and every configuration is then replayed from those inputs without the event
+pipeline. A few configurations, drawn at random, are run through the full pipeline as well: the
+sweep fails loudly if any question's contexts differ.""",
     ),
     ("code", SETUP),
     (
@@ -378,18 +398,28 @@ pd.DataFrame([{"field": k, "default": getattr(PipelineParams(), k), "min": lo, "
 from rag_lab.eval.sweep import parse_param, run_grid
 lab = Lab.from_config(workspace=workspace)
 suite = SuiteSpec("hotpotqa_hipporag100", n_queries=20, max_docs=120)
-spaces = [parse_param("rerank_threshold=0.2,0.5,0.7"), parse_param("rerank_top_k=3,10")]
-result = await run_grid(lab, [suite], spaces, objective="ndcg@10", cache_dir=os.path.join(workspace, "cache"), progress=False)
-result.frame()[["rerank_threshold", "rerank_top_k", "ndcg@10", "recall@10", "mrr", "latency_ms"]]""",
+spaces = [parse_param("rerank_threshold=0.1:0.7:0.1"), parse_param("mmr_lambda=0.3,0.5,0.7,0.9"), parse_param("rerank_top_k=3,5,10")]
+result = await run_grid(lab, [suite], spaces, objective="ndcg@10", cache_dir=os.path.join(workspace, "cache"),
+                        progress=False, check=3)
+print(f"{len(result.rows)} configs × 20 questions in {result.seconds:.1f} s")
+result.frame()[["rerank_threshold", "mmr_lambda", "rerank_top_k", "ndcg@10", "recall@10", "mrr", "evaluated_by"]].head(8)""",
     ),
     (
         "code",
         """print("best:", result.best_config())
-print({k: f"{v['hits']} hits / {v['misses']} misses" for k, v in result.cache_stats.items()})""",
+fast = result.cache_stats["fast_path"]
+print(f"capture {fast['capture_s']} s (one pipeline run per question), then {len(result.rows)} configs in "
+      f"{fast['evaluate_s']} s; configs {fast['checked_configs']} re-run on the full pipeline: identical")""",
     ),
     (
         "md",
-        "The sweep writes a metric-vs-parameter plot, a quality-vs-latency Pareto plot, a CSV and the best configuration as a YAML file that `PipelineParams.from_yaml` loads.",
+        """Parameters that change what retrieval returns (search settings, BM25 `bm25_k1` / `bm25_b`,
+`embedding_top_k`, …) cannot be replayed: the sweep captures again once per distinct retrieval
+configuration, then evaluates the post-retrieval grid on each. Objectives that read the answer
+(`chrf`, `bleu`, latency) run every configuration through the pipeline (`--no-fast` forces it).
+
+The sweep writes a metric-vs-parameter plot, a quality-vs-latency Pareto plot, a CSV and the best
+configuration as a YAML file that `PipelineParams.from_yaml` loads.""",
     ),
     (
         "code",
@@ -398,11 +428,66 @@ from rag_lab.eval.sweep import write_sweep_outputs
 paths = write_sweep_outputs(result, workspace, "tuning")
 Image(filename=str(paths["metric_vs_param"]))""",
     ),
-    ("code", """Image(filename=str(paths["pareto"]))"""),
     (
         "code",
         """best = PipelineParams.from_yaml(paths["best_yaml"])
-best.rerank_threshold, best.rerank_top_k""",
+best.rerank_threshold, best.mmr_lambda, best.rerank_top_k""",
+    ),
+    (
+        "md",
+        """## Live tuning
+
+The same evaluator behind sliders: move a knob and the metric table and the metric-vs-parameter
+curve (the metric along the knob being moved, the others held) redraw while the hand is on the
+slider, from the captured questions, without a model. The curve along a knob is computed once per
+position of the other knobs; `benchmarks/tuning_slider.py` times the redraws on 100 questions.
+Here the panel uses the 20 questions of the sweep above (`n_questions=100` is the default); in
+JupyterLab (`make lab`) the sliders respond, a static copy shows the panel as it opened.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.runner import ingest_dataset
+from rag_lab.eval.sweep.fast import tuning_panel
+ds = suite.load()
+panel = tuning_panel(lab, ds, suite.kb_name, n_questions=20)
+panel""",
+    ),
+    (
+        "code",
+        """# what the sliders do, from code: each change returns its redraw time
+for value in (0.2, 0.4, 0.6):
+    print(f"rerank_threshold={value}: redraw {panel.set('rerank_threshold', value):.0f} ms, "
+          f"ndcg@10 {panel.metrics_of(panel.config)['ndcg@10']:.4f}")
+print(panel.best_yaml())""",
+    ),
+    (
+        "md",
+        """## The same sweep on Ray
+
+With the `distributed` extra, `run_sweep_on_ray` (or `rag-lab sweep … --ray [ADDRESS]`) runs the
+configs as Ray Tune trials through the full pipeline (or, with `fast=True`, Ray tasks scoring
+chunks of configs with the fast evaluator), the workspace and stage cache put once in the object
+store. Here a local 2-worker cluster is started for the run and shut down after it; on a cluster
+only the address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`).
+The metrics equal the in-process fast sweep's config for config; only latency and the worker
+process differ. Ray costs seconds to start and per trial, so `rag-lab sweep --ray` keeps sweeps
+under 8 configs (2,000 with the fast evaluator) in-process and says so.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.sweep.distributed import ray_available, run_sweep_on_ray
+if not ray_available():
+    print("Ray is not installed here (pip install 'rag_lab[distributed]'): the Ray sweep is skipped. "
+          "It evaluates the same configs with the same code as run_grid above.")
+else:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    small, two = SuiteSpec("hotpotqa_hipporag100", n_queries=6, max_docs=60, seed=1), [parse_param("rerank_threshold=0.2,0.7")]
+    cols = ["rerank_threshold", "ndcg@10", "recall@10", "mrr"]
+    here = await run_grid(lab, [small], two, cache_dir=os.path.join(workspace, "cache"), progress=False)
+    on_ray = await run_sweep_on_ray(lab, [small], two, cache_dir=os.path.join(workspace, "cache"), workers=2, progress=False)
+    assert here.frame()[cols].equals(on_ray.frame()[cols])
+    print(f"in-process {here.seconds:.1f} s, Ray (cluster start included) {on_ray.seconds:.1f} s")
+    display(here.frame()[cols].merge(on_ray.frame()[cols + ["worker_pid"]], on=cols))""",
     ),
 ]
 
@@ -413,17 +498,22 @@ NOTEBOOKS["07_ragas_regression_report"] = [
 
 `evaluate_suites` runs dataset slices through the pipeline and scores retrieval (equal to
 trec_eval) and ragas metrics — here the offline ones (ID-based and non-LLM context recall /
-precision, string similarity, BLEU, ROUGE, chrF; Chinese text is tokenised with jieba). The report
-is written as Markdown, HTML, JSON and JUnit XML; the gate compares it with a baseline per metric
-with a tolerance and a paired permutation test.""",
+precision, string similarity, BLEU, ROUGE, chrF, each with ragas' own value; for the Chinese slice
+also `bleu_zh` / `rouge_l_zh`, the same measures on jieba tokens, since ragas' ROUGE drops Han
+characters). The report is written as Markdown, HTML, JSON and JUnit XML; the gate compares it
+with a baseline per metric (tolerance, paired permutation test, bootstrap CI) and question by
+question.""",
     ),
     ("code", SETUP),
     (
         "code",
         """from rag_lab.eval.runner import SuiteSpec, evaluate_suites
-from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
+from rag_lab.eval.ragas_adapter import OFFLINE_METRICS, SEGMENTED_METRICS
 lab = Lab.from_config(workspace=workspace)
-suites = [SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80), SuiteSpec("cmrc2018", n_queries=10, max_docs=40)]
+suites = [
+    SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80),
+    SuiteSpec("cmrc2018", n_queries=10, max_docs=40, ragas_metrics=list(OFFLINE_METRICS + SEGMENTED_METRICS)),
+]
 baseline = await evaluate_suites(lab, suites, ragas_metrics=OFFLINE_METRICS, progress=False)
 from rag_lab.eval.report import suites_table
 print(suites_table(baseline.suites))""",
@@ -438,8 +528,18 @@ print(suites_table(baseline.suites))""",
 regressed = await evaluate_suites(lab, suites, params={"rerank_threshold": 0.95, "rerank_fallback_min_score": 0.9},
                                   ragas_metrics=OFFLINE_METRICS, progress=False)
 gate = compare_reports(baseline, regressed)
-print("gate passed:", gate.passed)
+print(gate.verdict())
+print(gate.params_line())
 print(gate.markdown()[:1500])""",
+    ),
+    (
+        "md",
+        "Every question whose ranking, contexts or answer changed is listed, worst first (the offline pipeline is deterministic, so each is a real change; `fail_on_change=True` — `--fail-on-change` — fails the gate on any of them):",
+    ),
+    (
+        "code",
+        """for ch in gate.changes[:5]:
+    print(f"{ch.suite}/{ch.qid} {ch.question[:60]!r}: {ch.describe()}")""",
     ),
     (
         "code",

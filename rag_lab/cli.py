@@ -1,4 +1,8 @@
-"""`rag-lab` command line: ingest a folder, ask a question (streamed), evaluate a dataset."""
+"""`rag-lab` command line: ingest a folder, ask a question (streamed), evaluate a dataset.
+
+``ingest`` exits 0 when every file was ingested or skipped for a stated reason, 1 when some files
+failed (each is listed with its reason; the others are ingested), 2 on a usage error or, with
+``--strict``, at the first file that fails."""
 
 from __future__ import annotations
 
@@ -29,9 +33,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     lab = _lab(args)
     if args.tenant is not None:
         lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
-    report = lab.ingest(path, kb=args.kb, progress=not args.quiet)
+    cap = None if args.max_file_mb <= 0 else int(args.max_file_mb * 1024 * 1024)
+    report = lab.ingest(path, kb=args.kb, progress=not args.quiet, strict=args.strict, max_file_bytes=cap)
     print(report)
-    return 0
+    if report.failed or report.skipped:
+        print(report.details())
+    return 1 if report.failed else 0
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -52,14 +59,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
         key, value = kv.split("=", 1)
         parsed[key.strip()] = yaml.safe_load(value)
+    if parsed:
+        from rag_lab.pipeline.knobs import apply_overrides
+
+        apply_overrides(lab.params, parsed, source="--param")  # unknown names: did-you-mean
     run = lab.ask(args.question, kb=args.kb, params=parsed or None, on_event=show, snapshots=False)
     print()
+    for w in run.warnings:  # knobs that could not change this answer
+        print(f"warning: {w}", file=sys.stderr)
     cited = set(run.cited_chunk_ids)
     if run.references:
         print("\nReferences:")
         for i, r in enumerate(run.references, 1):
             mark = "*" if r.id in cited else " "
             print(f" {mark}[{i}] {r.score:.3f} {r.knowledge_title or r.knowledge_filename} ({r.id})")
+    if run.degraded:  # the model failed: the fallback answer was printed above
+        print(f"degraded: the chat model failed ({run.error}); the answer above is the fallback", file=sys.stderr)
+        return 3
     if run.error:
         print(f"error: {run.error}", file=sys.stderr)
         return 1
@@ -125,10 +141,17 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
     p.add_argument("--tenant", type=int, default=None, help="tenant owning a new KB (default 1; see docs/security.md)")
+    p.add_argument("--strict", action="store_true", help="stop at the first file that cannot be read")
+    p.add_argument(
+        "--max-file-mb", type=float, default=256.0, help="skip files above this size (MB; 0 = no cap; default 256)"
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("ask", help="ask a question; the answer streams to the terminal")
+    p = sub.add_parser(
+        "ask",
+        help="ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
+    )
     p.add_argument("question")
     p.add_argument("--kb", action="append", help="knowledge base name (repeatable; default: all)")
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override")
@@ -148,10 +171,13 @@ def add_core_commands(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rag_lab.eval.cli import add_eval_commands
+    from rag_lab.eval.judge_server import add_judge_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
-    return command_parser(__doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command)
+    return command_parser(
+        __doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command, add_judge_commands
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

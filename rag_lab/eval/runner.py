@@ -368,18 +368,20 @@ async def evaluate_suites(
     suites: list[SuiteResult] = []
     for spec in spec_list:
         ds = spec.load()
-        ingest_dataset(lab, ds, spec.kb_name, progress=False)
+        ingest_dataset(lab, ds, spec.kb_name, progress=progress)
         res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
             from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
+            from rag_lab.observability.ledger import Ledger
 
             ragas = await ascore_samples(
                 samples_from_records(res.records, ds),
                 suite_metrics,
                 judge=judge,
                 embedder=getattr(lab, "embedder", None),
+                ledger=Ledger(getattr(lab, "prices", None) or Ledger().prices),
             )
         suites.append(
             SuiteResult(

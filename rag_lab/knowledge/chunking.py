@@ -18,6 +18,7 @@ chunks). ``chunk_index`` runs 0..n-1 and ``pre_chunk_id`` / ``next_chunk_id`` li
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from rag_lab.knowledge.models import Chunk
@@ -96,13 +97,26 @@ def _word_start(text: str, pos: int, end: int) -> int:
 def split_spans(text: str, chunk_size: int, chunk_overlap: int = 0) -> list[tuple[int, int]]:
     """``[(start, end), ...]`` code-point spans of the chunks of ``text`` (see module docstring)."""
     _check_sizes("chunk_size", chunk_size, "chunk_overlap", chunk_overlap)
+    if not text or text.isspace():
+        return []
+    spans, _, _ = _spans_from(text, chunk_size, chunk_overlap, 0, 0, final=True)
+    return spans
+
+
+def _spans_from(
+    text: str, chunk_size: int, chunk_overlap: int, start: int, prev_end: int, final: bool
+) -> tuple[list[tuple[int, int]], int, int]:
+    """The span loop from ``start`` (``prev_end``: the previous chunk's end). With ``final=False``
+    it stops before any decision that could depend on text past the end of ``text`` (more may
+    follow) and returns where to resume: ``(spans, start, prev_end)``."""
     n = len(text)
     spans: list[tuple[int, int]] = []
-    if not text or text.isspace():
-        return spans
     min_len = max(1, chunk_size // 2)
-    start = prev_end = 0
     while start < n:
+        # the window must hold chunk_size + 1 code points (a boundary at the limit, the next
+        # word start), else wait for more text
+        if not final and n - start <= chunk_size + 1:
+            return spans, start, prev_end
         if n - start <= chunk_size:
             end = n
         else:
@@ -113,11 +127,36 @@ def split_spans(text: str, chunk_size: int, chunk_overlap: int = 0) -> list[tupl
         if not text[start:end].isspace():
             spans.append((start, end))
         if end >= n:
-            break
+            return spans, n, end
         prev_end = end
         nxt = max(end - chunk_overlap, start + 1) if chunk_overlap else end
         start = _word_start(text, nxt, end) if nxt < end else end
-    return spans
+    return spans, start, prev_end
+
+
+def iter_spans(pieces: Iterable[str], chunk_size: int, chunk_overlap: int = 0) -> Iterator[tuple[int, int, str]]:
+    """:func:`split_spans` over text that arrives in pieces (a big file read block by block):
+    yields ``(start, end, content)`` with offsets into the whole text, exactly the spans
+    ``split_spans("".join(pieces), ...)`` gives, holding only a window of the text in memory."""
+    _check_sizes("chunk_size", chunk_size, "chunk_overlap", chunk_overlap)
+    buf, base = "", 0  # buf holds the text from absolute offset ``base``
+    start = prev_end = 0  # absolute
+    for piece in pieces:
+        if not piece:
+            continue
+        buf += piece
+        spans, start_rel, prev_rel = _spans_from(buf, chunk_size, chunk_overlap, start - base, prev_end - base, False)
+        for s, e in spans:
+            yield base + s, base + e, buf[s:e]
+        start, prev_end = base + start_rel, base + prev_rel
+        # later spans start at ``start`` or after; keep one code point before it
+        cut = start - base - 1
+        if cut > 0:
+            buf, base = buf[cut:], base + cut
+    if start < base + len(buf):
+        spans, _, _ = _spans_from(buf, chunk_size, chunk_overlap, start - base, prev_end - base, True)
+        for s, e in spans:
+            yield base + s, base + e, buf[s:e]
 
 
 def chunk_text(

@@ -38,6 +38,8 @@ class IngestReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or id, reason)
+    #: files that could not be ingested (unreadable, not UTF-8, a bad table): (path, reason)
+    failed: list[tuple[str, str]] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
     vectors_added: int = 0
@@ -50,9 +52,20 @@ class IngestReport:
     def __str__(self) -> str:
         return (
             f"IngestReport(kb={self.kb_id}: {len(self.added)} added, {len(self.updated)} updated, "
-            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped; {self.chunks_added} chunks added, "
-            f"{self.chunks_removed} removed, {self.vectors_added} vectors; {self.seconds:.2f}s)"
+            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed; "
+            f"{self.chunks_added} chunks added, {self.chunks_removed} removed, {self.vectors_added} vectors; "
+            f"{self.seconds:.2f}s)"
         )
+
+    def details(self, limit: int = 50) -> str:
+        """The skipped and failed files, one per line with the reason ('' when there are none)."""
+        lines = []
+        for title, items in (("failed", self.failed), ("skipped", self.skipped)):
+            for path, reason in items[:limit]:
+                lines.append(f"  {title}: {path}: {reason}")
+            if len(items) > limit:
+                lines.append(f"  … and {len(items) - limit} more {title}")
+        return "\n".join(lines)
 
 
 def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: Any = None) -> str:

@@ -28,7 +28,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_lab.knowledge.chunking import chunk_text
+from rag_lab.knowledge.chunking import chunk_text, iter_spans
 from rag_lab.knowledge.ingest_common import (
     DEFAULT_BATCH_SIZE,
     IngestError,
@@ -175,6 +175,85 @@ class _Doc:
     text: str
     tag_id: str = ""
     faq: FAQEntry | None = None
+    #: a big plain-text file chunked while it is read (``text`` stays empty)
+    stream_path: Path | None = None
+    #: UTF-8 bytes of the text (the progress bar counts bytes)
+    size: int = 0
+
+
+#: files above this many bytes are skipped (with the reason); ``max_file_bytes=`` to change it
+DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+#: .txt / .md files above this many bytes are chunked while they are read (bounded memory)
+STREAM_FILE_BYTES = 4 * 1024 * 1024
+#: chunks written, indexed and embedded together inside one document
+_CHUNK_BATCH = 256
+_READ_BLOCK = 1 << 20
+
+
+def _read_blocks(path: Path) -> Iterable[str]:
+    """The file's text in blocks, UTF-8 (BOM dropped), newlines normalised as read_document does."""
+    try:
+        with open(path, encoding="utf-8-sig", newline=None) as fh:
+            while block := fh.read(_READ_BLOCK):
+                yield block
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}: not valid UTF-8 (byte {exc.start} of a block: {exc.reason})") from None
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read file: {exc.strerror or exc}") from None
+
+
+def _streamed_hash(path: Path, title: str, meta: Mapping[str, Any]) -> tuple[str, bool]:
+    """:func:`_content_hash` of a file read block by block (the same digest as for the whole
+    text), and whether the text has any non-whitespace."""
+    h = hashlib.sha256()
+    h.update(title.encode("utf-8") + b"\x00")
+    blank = True
+    for block in _read_blocks(path):
+        h.update(block.encode("utf-8"))
+        blank = blank and block.isspace()
+    h.update(b"\x00")
+    for part in (json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str), json.dumps(None)):
+        h.update(part.encode("utf-8") + b"\x00")
+    return h.hexdigest(), not blank
+
+
+def _streamed_chunks(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> Iterable[Chunk]:
+    """Plain-mode chunks of a streamed file, the same as :func:`chunk_text` would make."""
+    assert doc.stream_path is not None
+    cfg = ws.chunking_config(kb).validate()
+    kid = doc.knowledge.id
+    prefix = f"{kb.id}:{kid}"
+    prev: Chunk | None = None
+    for i, (s, e, content) in enumerate(iter_spans(_read_blocks(doc.stream_path), cfg.chunk_size, cfg.chunk_overlap)):
+        c = Chunk(
+            id=f"{prefix}#c{i}",
+            knowledge_id=kid,
+            knowledge_base_id=kb.id,
+            content=content,
+            chunk_index=i,
+            chunk_type="text",
+            start_at=s,
+            end_at=e,
+            tag_id=doc.tag_id,
+        )
+        if prev is not None:
+            prev.next_chunk_id, c.pre_chunk_id = c.id, prev.id
+            yield prev
+        prev = c
+    if prev is not None:
+        yield prev
+
+
+def _chunk_batches(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> Iterable[list[Chunk]]:
+    chunks = _streamed_chunks(ws, kb, doc) if doc.stream_path is not None else iter(_chunks_for(ws, kb, doc))
+    batch: list[Chunk] = []
+    for c in chunks:
+        batch.append(c)
+        if len(batch) >= _CHUNK_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
@@ -226,52 +305,78 @@ def _ingest(
         pending: list[tuple[str, str, str | None, str]] = []  # chunk_id, entry_id, own text, text to embed
         done_docs: list[Knowledge] = []
 
-        def flush() -> None:
-            if not pending or vindex is None or embedder is None:
-                pending.clear()
-                return
-            vecs = _embed(embedder, [p[3] for p in pending], f"knowledge base {kb.name!r}")
-            vindex.add([p[0] for p in pending], vecs, entry_ids=[p[1] for p in pending], texts=[p[2] for p in pending])
-            report.vectors_added += len(pending)
-            pending.clear()
+        awaiting: list[Knowledge] = []  # written and keyword-indexed, vectors still pending
 
-        bar = tqdm(total=len(docs), desc=desc, unit="doc", disable=not progress)
+        def flush() -> None:
+            if pending and vindex is not None and embedder is not None:
+                vecs = _embed(embedder, [p[3] for p in pending], f"knowledge base {kb.name!r}")
+                vindex.add(
+                    [p[0] for p in pending], vecs, entry_ids=[p[1] for p in pending], texts=[p[2] for p in pending]
+                )
+                report.vectors_added += len(pending)
+            pending.clear()
+            done_docs.extend(awaiting)
+            awaiting.clear()
+
+        total = sum(d.size or len(d.text.encode("utf-8")) for d in docs)
+        bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=not progress)
+        current: str | None = None  # the document being written: removed again if we stop midway
         try:
             for doc in docs:
                 k = doc.knowledge
+                size = doc.size or len(doc.text.encode("utf-8"))
                 existing = store.get_document(kb.id, k.id)
                 if existing is not None and existing.content_hash == k.content_hash:
                     report.unchanged.append(k.id)
-                    bar.update(1)
+                    bar.update(size)
                     continue
                 if existing is not None:
                     # the row goes too; it is rewritten with the new hash once the chunks are indexed
                     report.chunks_removed += _remove_document(ws, kb, k.id)
-                    report.updated.append(k.id)
-                else:
-                    report.added.append(k.id)
-                chunks = _chunks_for(ws, kb, doc)
-                store.add_chunks(chunks)
-                report.chunks_added += len(chunks)
-                searchable = [c for c in chunks if c.chunk_type in SEARCHABLE_CHUNK_TYPES]
-                if kindex is not None and searchable:
-                    kindex.add([c.id for c in searchable], [c.content for c in searchable])
-                for c in searchable:
-                    for entry_id, own, to_embed in _vector_entries(c):
-                        pending.append((c.id, entry_id, own, to_embed))
-                if len(pending) >= batch_size:
-                    flush()
-                done_docs.append(k)
-                bar.update(1)
+                current = k.id
+                shown = 0
+                for chunks in _chunk_batches(ws, kb, doc):
+                    store.add_chunks(chunks)
+                    report.chunks_added += len(chunks)
+                    searchable = [c for c in chunks if c.chunk_type in SEARCHABLE_CHUNK_TYPES]
+                    if kindex is not None and searchable:
+                        kindex.add([c.id for c in searchable], [c.content for c in searchable])
+                    for c in searchable:
+                        for entry_id, own, to_embed in _vector_entries(c):
+                            pending.append((c.id, entry_id, own, to_embed))
+                    if len(pending) >= batch_size:
+                        flush()
+                    step = min(
+                        size - shown,
+                        sum(len(c.content.encode("utf-8")) for c in chunks if c.chunk_type != "parent_text"),
+                    )
+                    bar.update(max(0, step))
+                    shown += max(0, step)
+                bar.update(size - shown)
+                (report.updated if existing is not None else report.added).append(k.id)
+                awaiting.append(k)
+                current = None
             flush()
+        except BaseException:
+            # stopped midway (an error, Ctrl-C): half-written documents (and those whose vectors
+            # were not embedded yet) leave no rows behind; the documents finished so far are kept
+            # (rows, indexes) and found unchanged on the next run
+            pending.clear()
+            for kid in [k.id for k in awaiting] + ([current] if current is not None else []):
+                report.chunks_removed += _remove_document(ws, kb, kid)
+                for lst in (report.added, report.updated):
+                    if kid in lst:
+                        lst.remove(kid)
+            awaiting.clear()
+            raise
         finally:
             bar.close()
-        if report.changed:
-            if vindex is not None:
-                vindex.save(ws.index_dir(kb.id))
-            if kindex is not None:
-                kindex.save()
-            store.add_knowledge(done_docs)
+            if done_docs or report.chunks_removed:
+                if vindex is not None:
+                    vindex.save(ws.index_dir(kb.id))
+                if kindex is not None:
+                    kindex.save()
+                store.add_knowledge(done_docs)
     return report
 
 
@@ -299,8 +404,16 @@ def ingest_folder(
     *,
     recursive: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    strict: bool = False,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> IngestReport:
-    """Ingest the supported files under ``path`` (recursively by default)."""
+    """Ingest the supported files under ``path`` (recursively by default).
+
+    A file that cannot be read (permissions, not UTF-8, a broken table) is listed in
+    ``report.failed`` with the reason and the others are ingested; ``strict=True`` stops at the
+    first such file instead (nothing of the folder is written). Files above ``max_file_bytes``
+    are skipped with that reason (``None``: no cap); ``.txt`` / ``.md`` files above
+    :data:`STREAM_FILE_BYTES` are chunked while they are read."""
     _check_kb(kb, embedder, want_faq=False)
     t0 = time.perf_counter()
     root = Path(path)
@@ -328,24 +441,29 @@ def ingest_folder(
         if suffix not in SUPPORTED_SUFFIXES:
             report.skipped.append((rel, f"unsupported file type {suffix or '(none)'!r}"))
             continue
-        title, text = read_document(f)
-        if not text.strip():
+        try:
+            size = f.stat().st_size
+            if max_file_bytes is not None and size > max_file_bytes:
+                report.skipped.append(
+                    (
+                        rel,
+                        f"{size / 1e6:.1f} MB is above the size cap of {max_file_bytes / 1e6:.1f} MB (max_file_bytes)",
+                    )
+                )
+                continue
+            doc = _file_doc(kb, f, rel, suffix, size)
+        except IngestError as exc:
+            if strict:
+                raise
+            report.failed.append((rel, _reason(exc, f)))
+            continue
+        if doc is None:
             report.skipped.append((rel, "empty after text extraction"))
             continue
-        meta = {"path": rel}
-        k = Knowledge(
-            id=rel,
-            knowledge_base_id=kb.id,
-            title=title,
-            file_name=f.name,
-            file_type=SUPPORTED_SUFFIXES[suffix],
-            source="file",
-            metadata=meta,
-            content_hash=_content_hash(title, text, meta),
-        )
-        docs.append(_Doc(k, text))
+        docs.append(doc)
     if not docs and not tables:
-        detail = f"; skipped: {', '.join(f'{p} ({r})' for p, r in report.skipped[:10])}" if report.skipped else ""
+        found = report.failed + report.skipped
+        detail = f"; {', '.join(f'{p} ({r})' for p, r in found[:10])}" if found else ""
         raise IngestError(f"{root}: no ingestible .txt/.md/.html/.csv/.xlsx/.xls files found{detail}")
     if docs:
         _ingest(ws, kb, docs, embedder, progress, batch_size, report, f"ingest {kb.name}")
@@ -353,9 +471,56 @@ def ingest_folder(
         from rag_lab.knowledge.tables import ingest_table
 
         for f, rel in tables:
-            ingest_table(ws, kb, f, embedder, knowledge_id=rel, report=report, batch_size=batch_size)
+            try:
+                ingest_table(ws, kb, f, embedder, knowledge_id=rel, report=report, batch_size=batch_size)
+            except IngestError as exc:
+                if strict:
+                    raise
+                report.failed.append((rel, _reason(exc, f)))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _reason(exc: Exception, path: Path) -> str:
+    """An IngestError's message without the leading path (the report names the file)."""
+    msg = str(exc)
+    for prefix in (f"{path}: ", f"{path.name}: "):
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg
+
+
+def _file_doc(kb: KnowledgeBase, f: Path, rel: str, suffix: str, size: int) -> _Doc | None:
+    """The document of one file (``None`` when it has no text); big .txt/.md files are not read
+    into memory here but streamed at ingest time."""
+    kind = SUPPORTED_SUFFIXES[suffix]
+    meta = {"path": rel}
+
+    def knowledge(title: str, digest: str) -> Knowledge:
+        return Knowledge(
+            id=rel,
+            knowledge_base_id=kb.id,
+            title=title,
+            file_name=f.name,
+            file_type=kind,
+            source="file",
+            metadata=meta,
+            content_hash=digest,
+        )
+
+    if kind in ("txt", "md") and size > STREAM_FILE_BYTES:
+        title = f.stem
+        if kind == "md":
+            head = next(iter(_read_blocks(f)), "")
+            title = _md_title(head) or f.stem
+        digest, has_text = _streamed_hash(f, title, meta)
+        if not has_text:
+            return None
+        return _Doc(knowledge(title, digest), "", stream_path=f, size=size)
+    title, text = read_document(f)
+    if not text.strip():
+        return None
+    return _Doc(knowledge(title, _content_hash(title, text, meta)), text, size=len(text.encode("utf-8")))
 
 
 def _get(doc: Any, name: str, default: Any = None) -> Any:
@@ -494,4 +659,6 @@ __all__ = [
     "faq_content",
     "delete_document",
     "SUPPORTED_SUFFIXES",
+    "DEFAULT_MAX_FILE_BYTES",
+    "STREAM_FILE_BYTES",
 ]

@@ -116,14 +116,22 @@ class KnowledgeStore:
             raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
         self._write_lock = threading.RLock()
         self._conns = ThreadConnections(self.path, StoreError, "store", foreign_keys=True)
+        #: bumped by every write of this process (with PRAGMA data_version: any other writer)
+        self.generation = 0
         self._create_schema()
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
+    def change_token(self) -> tuple[int, int]:
+        """Changes when the store may have changed: this process' write count and SQLite's
+        ``data_version`` (which moves when another connection commits). Caches of store rows key on it."""
+        return self.generation, int(self._conn().execute("PRAGMA data_version").fetchone()[0])
+
     def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
         with self._write_lock:
+            self.generation += 1
             conn = self._conn()
             try:
                 with conn:
@@ -204,6 +212,7 @@ class KnowledgeStore:
     def delete_kb(self, kb_id: str) -> None:
         """Delete a KB with its documents and chunks."""
         with self._write_lock:
+            self.generation += 1
             conn = self._conn()
             with conn:
                 conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
@@ -258,6 +267,7 @@ class KnowledgeStore:
     def delete_knowledge(self, kb_id: str, knowledge_id: str) -> list[str]:
         """Delete a document and its chunks; returns the deleted chunk ids."""
         with self._write_lock:
+            self.generation += 1
             conn = self._conn()
             with conn:
                 ids = [

@@ -74,6 +74,13 @@ class Run:
     total_ms: float = 0.0
     params: PipelineParams = field(default_factory=PipelineParams)
     ledger: Any = None  # rag_lab.observability.ledger.Ledger: time, model calls, tokens, cost
+    #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def degraded(self) -> bool:
+        """The model failed and the answer is the fallback (partial text kept): ``error`` says why."""
+        return bool(self.error) and self.is_fallback
 
     def state(self, event: EventType | str) -> ChatManage:
         """The ChatManage snapshot taken right after ``event`` (or ``"final"``)."""
@@ -172,9 +179,19 @@ class Lab:
             )
         except ValueError as exc:
             raise LabConfigError(f"{source}: models: {exc}") from None
+        from rag_lab.pipeline.knobs import check_score_range
+
+        try:
+            check_score_range(self.params, self.rerank_score_range, self._reranker_name())
+        except ValueError as exc:
+            raise LabConfigError(f"{source}: params: {exc}") from None
         try:
             self.prices = PriceTable(cfg.get("prices") or {})
             self.tracer = build_tracer(cfg.get("tracing"))
+            from rag_lab.observability.ledger import Ledger
+
+            #: model calls made outside a question's run (session titles started by the server)
+            self.background_ledger = Ledger(self.prices)
         except ValueError as exc:
             raise LabConfigError(f"{source}: {exc}") from None
         self.prompts = PromptTemplates()
@@ -304,9 +321,11 @@ class Lab:
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True):
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any):
+        """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
+        :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
         return self.workspace.ingest_folder(
-            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor()
+            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
@@ -383,13 +402,28 @@ class Lab:
         chat.state.rewrite_query = question
         return chat
 
+    @property
+    def rerank_score_range(self) -> tuple[float, float] | None:
+        """The scores the configured reranker declares it gives (``None``: not declared)."""
+        model = getattr(self.reranker, "inner", self.reranker)
+        return getattr(model, "score_range", None)
+
+    def _reranker_name(self) -> str:
+        model = getattr(self.reranker, "inner", self.reranker)
+        return f"the reranker {getattr(model, 'model_id', type(model).__name__)}"
+
     def _params(
         self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None
     ) -> PipelineParams:
+        """Overrides applied to ``base`` (default: the lab's params): unknown names fail with a
+        did-you-mean, thresholds outside the reranker's score range are refused with that range."""
+        from rag_lab.pipeline.knobs import apply_overrides, check_score_range
+
         base = base or self.params
-        if isinstance(params, Mapping):
-            return base.with_changes(**params)
-        return params or base
+        p = apply_overrides(base, params, source="params") if isinstance(params, Mapping) else (params or base)
+        if p is not base:
+            check_score_range(p, self.rerank_score_range, self._reranker_name())
+        return p
 
     async def aask(
         self,
@@ -494,6 +528,7 @@ class Lab:
                     await pause(event, snap)
 
         from rag_lab.observability.ledger import Ledger, use_ledger
+        from rag_lab.pipeline.knobs import run_warnings
 
         if self._manager is None:  # plugins read the services at call time: build the chain once
             self._manager = build_event_manager(self.services)
@@ -518,13 +553,14 @@ class Lab:
             timings=outcome.timings,
             snapshots=snaps,
             stages=[str(e) for e in outcome.events],
-            error=str(outcome.error) if outcome.error else "",
+            error=str(outcome.error) if outcome.error else outcome.model_error,
             is_fallback=outcome.is_fallback,
             session_id=chat.request.session_id,
             message_id=chat.context.message_id,
             total_ms=outcome.total_ms,
             params=chat.request.params,
             ledger=ledger,
+            warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)],
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:

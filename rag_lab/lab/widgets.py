@@ -71,6 +71,17 @@ def _png(fig: Any) -> bytes:
     return figure_png(fig, dpi=80)
 
 
+def _params_of(capture: Any) -> Any:
+    from rag_lab.types.params import PipelineParams
+
+    return getattr(capture, "params", None) or PipelineParams()
+
+
+def _warning_html(warnings: list[str]) -> str:
+    """Knob warnings (rag_lab.pipeline.knobs) as an amber line per warning."""
+    return "".join(f"<div class='rag-lab-warning' style='color:#9a6700'>⚠ {html.escape(w)}</div>" for w in warnings)
+
+
 def _table(rows: list[dict[str, Any]], cols: list[str], max_text: int = 400) -> str:
     esc = html.escape
 
@@ -163,17 +174,23 @@ class CompositeView(_View):
     """The composite-score plot with a threshold slider: moving it replays the rerank ladder on the
     stored model scores and lists the chunks that survive."""
 
-    def __init__(self, capture: Any) -> None:
+    def __init__(self, capture: Any, score_range: tuple[float, float] = (0.0, 1.0)) -> None:
         from rag_lab.lab.frames import rerank_rows, rerank_threshold_outcome
 
         W = _widgets()
         self.capture = capture
         self.rows = rerank_rows(capture)
         start = rerank_threshold_outcome(capture).threshold
+        # the slider spans the reranker's score range (the offline re-scorer: [0, 1]), widened
+        # only if the stored scores lie outside it
+        scores = [float(r["model_score"]) for r in self.rows if r["model_score"] is not None]
+        lo = min([float(score_range[0]), *scores, start])
+        hi = max([float(score_range[1]), *scores, start])
+        self.warnings: list[str] = []
         self.slider = W.FloatSlider(
             value=start,
-            min=0.0,
-            max=1.0,
+            min=lo,
+            max=hi,
             step=0.01,
             description="threshold",
             continuous_update=False,
@@ -194,13 +211,23 @@ class CompositeView(_View):
     def update(self, threshold: float) -> None:
         from rag_lab.lab.frames import rerank_threshold_outcome
         from rag_lab.lab.plots import plot_composite_scores
+        from rag_lab.pipeline.knobs import rerank_warnings
 
         self.outcome = rerank_threshold_outcome(self.capture, threshold)
         o = self.outcome
         used = f" (retried at {o.threshold_used:.2f})" if o.threshold_used != o.threshold else ""
+        params = _params_of(self.capture).model_copy(update={"rerank_threshold": float(threshold)})
+        self.warnings = [
+            w.message
+            for w in rerank_warnings(
+                params, {"outcome": o.outcome, "threshold_used": o.threshold_used}, {"rerank_threshold"}
+            )
+        ]
         self.summary.value = (
             f"<b>{len(o.kept)} of {len(self.rows)}</b> candidates survive threshold {o.threshold:.2f}{used}: "
-            f"outcome <code>{html.escape(o.outcome)}</code><br>" + "<br>".join(html.escape(s) for s in self.survivors)
+            f"outcome <code>{html.escape(o.outcome)}</code><br>"
+            + _warning_html(self.warnings)
+            + "<br>".join(html.escape(s) for s in self.survivors)
         )
         self.image.value = _png(plot_composite_scores(self.capture, threshold))
 
@@ -237,6 +264,7 @@ class MMRView(_View):
     def update(self, lam: float) -> None:
         from rag_lab.lab.frames import mmr_selection, short_id
         from rag_lab.lab.plots import plot_mmr
+        from rag_lab.pipeline.knobs import rerank_warnings
 
         inputs = self.inputs
         if inputs is None:  # MMR did not run: nothing to redraw
@@ -249,9 +277,16 @@ class MMRView(_View):
             if not changed
             else f"{len(changed)} pick(s) differ from the run's λ={self.run_lambda:g}"
         )
-        self.summary.value = f"λ = {lam:.2f}: {html.escape(verdict)}<br>" + " → ".join(
-            (f"<b>{html.escape(short_id(p))}</b>" if i in changed else html.escape(short_id(p)))
-            for i, p in enumerate(self.picks)
+        params = _params_of(self.capture).model_copy(update={"mmr_lambda": float(lam)})
+        ranked = inputs["ids"] if inputs is not None else []
+        self.warnings = [w.message for w in rerank_warnings(params, {"ranked_ids": ranked}, {"mmr_lambda"})]
+        self.summary.value = (
+            f"λ = {lam:.2f}: {html.escape(verdict)}<br>"
+            + _warning_html(self.warnings)
+            + " → ".join(
+                (f"<b>{html.escape(short_id(p))}</b>" if i in changed else html.escape(short_id(p)))
+                for i, p in enumerate(self.picks)
+            )
         )
         self.image.value = _png(plot_mmr(self.capture, lam=lam))
 

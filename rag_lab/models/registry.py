@@ -31,7 +31,7 @@ _EMBEDDER_KEYS = {
 }
 _RERANKER_KEYS = {
     "embedding-rescorer": ({"embedder"}, set()),
-    "http": ({"api_key", "api_key_env", "timeout", "top_n", "documents_field"}, {"base_url", "model"}),
+    "http": ({"api_key", "api_key_env", "timeout", "top_n", "documents_field", "score_range"}, {"base_url", "model"}),
 }
 _CHAT_KEYS = {
     "extractive": (

@@ -36,6 +36,9 @@ class EmbeddingReranker:
     The (CPU-bound) embedding runs in a worker thread.
     """
 
+    #: the scores it can give: rerank thresholds outside this range are refused
+    score_range: tuple[float, float] = (0.0, 1.0)
+
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.model_id = "embedding-rescorer:" + embedder.model_key
@@ -70,6 +73,8 @@ class HttpReranker:
     "relevance_score"}]}`` (Jina / Cohere / vLLM) and a bare list ``[{"index", "score"}]`` (TEI).
     Anything else, an HTTP error status or a timeout raises ``ModelError`` naming the URL.
     A new ``httpx.AsyncClient`` is opened per call, so the object works from any event loop.
+    ``score_range`` (``[lo, hi]``, e.g. ``[0, 1]`` for a sigmoid cross-encoder) declares the scores
+    the model gives, so thresholds outside it are refused; ``None``: undeclared, not checked.
     """
 
     def __init__(
@@ -81,7 +86,13 @@ class HttpReranker:
         *,
         top_n: int | None = None,
         documents_field: str = "documents",
+        score_range: Sequence[float] | None = None,
     ) -> None:
+        if score_range is not None:
+            if len(score_range) != 2 or not float(score_range[0]) < float(score_range[1]):
+                raise ValueError(f"HttpReranker: score_range must be [low, high] with low < high, got {score_range!r}")
+            score_range = (float(score_range[0]), float(score_range[1]))
+        self.score_range = score_range
         if not base_url:
             raise ValueError("HttpReranker: base_url must be non-empty")
         if documents_field not in ("documents", "texts"):

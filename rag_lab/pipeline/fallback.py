@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from rag_lab.models.base import ChatMessage, ChatOptions
@@ -30,6 +31,54 @@ def emit_fixed_fallback(chat: ChatManage) -> None:
     bus.emit(
         BusEventType.FINAL_ANSWER,
         {"content": text, "done": True, "is_fallback": True},
+        event_id=f"{short_id()}-fallback",
+    )
+
+
+MODEL_FAILURE_INTRO = "The language model could not finish this answer. These sources were found for your question:"
+#: most references listed in a model-failure answer
+MODEL_FAILURE_MAX_SOURCES = 10
+_URL = re.compile(r"https?://\S+")
+
+
+def model_failure_text(chat: ChatManage) -> str:
+    """The fallback answer after a chat-model failure (ours, after §3.6): the documents of the
+    references already found (``model_failure_answer: references``, the default), else the fixed
+    fallback text."""
+    refs = chat.state.merge_result
+    if chat.request.params.model_failure_answer != "references" or not refs:
+        return chat.request.fallback_response
+    lines: list[str] = []
+    for r in refs:
+        title = r.knowledge_title or r.knowledge_filename or r.knowledge_id
+        line = f"- {title}"
+        if title and line not in lines:
+            lines.append(line)
+        if len(lines) >= MODEL_FAILURE_MAX_SOURCES:
+            break
+    return MODEL_FAILURE_INTRO + "\n" + "\n".join(lines)
+
+
+def public_model_error(error: str) -> str:
+    """The model error as stream readers see it: endpoint URLs removed (the full text is in the
+    run's ``error`` and the server log)."""
+    return _URL.sub("<model endpoint>", error).strip() or "model failure"
+
+
+def emit_model_failure_fallback(chat: ChatManage, error: str, partial: str = "") -> None:
+    """After the answer model failed: record the failure (``Run.error``), keep the partial answer
+    and emit the fallback answer as a separate done ``final_answer`` with ``is_fallback``."""
+    text = model_failure_text(chat)
+    if partial.strip():
+        text = "\n\n" + text
+    chat.state.diagnostics["model_error"] = error
+    chat.state.chat_response = partial + text
+    bus = chat.context.event_bus
+    if bus is None:
+        return
+    bus.emit(
+        BusEventType.FINAL_ANSWER,
+        {"content": text, "done": True, "is_fallback": True, "model_error": public_model_error(error)},
         event_id=f"{short_id()}-fallback",
     )
 

@@ -35,6 +35,8 @@ class QAOutcome:
     is_fallback: bool = False
     completed: bool = False
     total_ms: float = 0.0
+    #: the chat model's failure when the answer fell back because of it ("" otherwise)
+    model_error: str = ""
 
 
 async def run_knowledge_qa(
@@ -113,5 +115,6 @@ async def run_knowledge_qa(
             await wait_background(chat)  # the stream flushes its decoders before the turn is saved
             span.set_attribute("request.cancelled", True)
     outcome.cancelled = chat.context.cancelled()
+    outcome.model_error = str(chat.state.diagnostics.get("model_error") or "")
     outcome.total_ms = (time.perf_counter() - t0) * 1000
     return outcome

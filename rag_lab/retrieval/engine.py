@@ -17,7 +17,7 @@ matched (the chunk content, or the FAQ question).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,13 +41,63 @@ def is_searchable(chunk: Chunk) -> bool:
     )
 
 
+#: a hit's chunk fields (knowledge id, chunk type, tag id, enabled, searchable, content)
+_HitRow = tuple[str, str, str, bool, bool, str]
+
+
 class LocalEngine:
-    """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`."""
+    """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`.
+
+    The chunk fields a hit carries are kept in memory after their first load (at most
+    :attr:`max_cached_rows`), keyed on the store's change token: any write, in this process or
+    another, empties the cache. Small searches run their retrievers in the caller's thread
+    (:meth:`runs_inline`): below :attr:`inline_max_vectors` vectors a worker-thread hand-off costs
+    more than the search."""
 
     engine_type = ENGINE_TYPE
+    max_cached_rows = 200_000
+    inline_max_vectors = 20_000
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
+        self._rows: dict[str, _HitRow | None] = {}
+        self._memo_token: tuple[int, int] | None = None
+        self._memo: dict[str, Any] = {}
+        self._inline: dict[tuple[str, ...], tuple[tuple[int, int], bool]] = {}
+
+    def runs_inline(self, kb_ids: Sequence[str]) -> bool:
+        """True when the KBs are small enough to search without a worker thread (decided once per
+        KB set and store state)."""
+        key = tuple(kb_ids)
+        token = self.workspace.store.change_token()
+        found = self._inline.get(key)
+        if found is not None and found[0] == token:
+            return found[1]
+        total = 0
+        try:
+            for kb in self._kbs(kb_ids):
+                index = self.workspace.vector_index(kb) if kb.vector_enabled else None
+                total += len(index) if index is not None else 0
+        except Exception:
+            return False  # let the threaded path raise it
+        self._inline[key] = (token, total <= self.inline_max_vectors)
+        return total <= self.inline_max_vectors
+
+    def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
+        store = self.workspace.store
+        self._state()
+        rows = self._rows
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
+        if missing:
+            loaded = store.get_chunks(missing)
+            for cid in missing:
+                c = loaded.get(cid)
+                rows[cid] = (
+                    None
+                    if c is None
+                    else (c.knowledge_id, c.chunk_type, c.tag_id, c.is_enabled, is_searchable(c), c.content)
+                )
+        return rows
 
     def supports_vector(self) -> bool:
         return True
@@ -56,18 +106,34 @@ class LocalEngine:
         return True
 
     # -- helpers ----------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        """Per-store-state memo (KB rows, whether a KB has unsearchable indexed chunks, hit rows):
+        emptied whenever the store's change token moves."""
+        token = self.workspace.store.change_token()
+        if token != self._memo_token or len(self._rows) > self.max_cached_rows:
+            self._memo_token = token
+            self._memo = {"kbs": {}, "unsearchable": {}}
+            self._rows = {}
+        return self._memo
+
     def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
         ids = list(dict.fromkeys(kb_ids))
-        found = self.workspace.store.get_kbs(ids)
-        missing = [i for i in ids if i not in found]
+        known: dict[str, KnowledgeBase] = self._state()["kbs"]
+        todo = [i for i in ids if i not in known]
+        if todo:
+            known.update(self.workspace.store.get_kbs(todo))
+        missing = [i for i in ids if i not in known]
         if missing:
             raise KnowledgeBaseNotFound(self.workspace._not_found_message(missing))
-        return [found[i] for i in ids]
+        return [known[i] for i in ids]
 
     def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
         """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
         store = self.workspace.store
-        if knowledge_ids or tag_ids or store.has_unsearchable_indexed_chunks(kb.id):
+        flags: dict[str, bool] = self._state()["unsearchable"]
+        if kb.id not in flags:
+            flags[kb.id] = store.has_unsearchable_indexed_chunks(kb.id)
+        if knowledge_ids or tag_ids or flags[kb.id]:
             return store.searchable_chunk_ids(kb.id, knowledge_ids, tag_ids)
         return None
 
@@ -79,25 +145,26 @@ class LocalEngine:
     ) -> list[IndexWithScore]:
         """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
         raw.sort(key=lambda r: (-r[4], r[0]))
-        chunks = self.workspace.store.get_chunks(r[1] for r in raw)
+        rows = self._hit_rows([r[1] for r in raw])
         out: list[IndexWithScore] = []
         for entry_id, chunk_id, own_text, kb_id, score in raw:
-            c = chunks.get(chunk_id)
-            if c is None or not is_searchable(c):
+            row = rows.get(chunk_id)
+            if row is None or not row[4]:
                 continue  # index entry of a chunk deleted or disabled since
+            knowledge_id, chunk_type, tag_id, enabled, _, content = row
             out.append(
                 IndexWithScore(
                     id=entry_id,
-                    content=own_text if own_text is not None else c.content,
+                    content=own_text if own_text is not None else content,
                     chunk_id=chunk_id,
-                    knowledge_id=c.knowledge_id,
+                    knowledge_id=knowledge_id,
                     knowledge_base_id=kb_id,
                     score=score,
                     match_type=match_type,
                     source_id=entry_id,
-                    source_type="faq" if c.chunk_type == "faq" else "chunk",
-                    tag_id=c.tag_id,
-                    is_enabled=c.is_enabled,
+                    source_type="faq" if chunk_type == "faq" else "chunk",
+                    tag_id=tag_id,
+                    is_enabled=enabled,
                 )
             )
             if len(out) >= top_k:

@@ -23,6 +23,7 @@ import asyncio
 import copy
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -184,7 +185,11 @@ def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResul
 
 async def retrieve_group(group: StoreGroup) -> list[RetrieveResult]:
     """Run a group's requests concurrently (engine calls in worker threads); results in request
-    order. An engine error propagates."""
+    order. An engine error propagates. An engine that says a search is small (``runs_inline``)
+    is called in this thread, one request after the other: the hand-offs would cost more."""
+    inline = getattr(group.engine, "runs_inline", None)
+    if inline is not None and inline([k.id for k in group.kbs]):
+        return [_run_request(group.engine, r) for r in group.requests]
     return list(await asyncio.gather(*(asyncio.to_thread(_run_request, group.engine, r) for r in group.requests)))
 
 
@@ -302,6 +307,10 @@ def chunk_to_search_result(
     )
 
 
+#: query vectors kept per searcher (least recently used dropped first)
+QUERY_VECTOR_CACHE = 1024
+
+
 class HybridSearcher:
     """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
     (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
@@ -328,6 +337,8 @@ class HybridSearcher:
                 return "", engine
 
         self.engine_for: EngineFor = engine_for
+        #: query vectors by (embedding model, query text): a repeated question is embedded once
+        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
     def with_params(self, params: PipelineParams) -> HybridSearcher:
         """The same searcher reading another request's params (shares workspace and engines)."""
@@ -388,6 +399,11 @@ class HybridSearcher:
                 f"knowledge base {kb.name!r} uses embedding model {kb.embedding_model_key!r} but the embedder "
                 f"supplied for it is {embedder.model_key!r}"
             )
+        key = (embedder.model_key, query)
+        cached = self._query_vectors.get(key)
+        if cached is not None:
+            self._query_vectors.move_to_end(key)
+            return cached
         try:
             vecs = await asyncio.to_thread(embedder.embed, [query])
         except Exception as exc:
@@ -395,8 +411,12 @@ class HybridSearcher:
         arr = np.asarray(vecs, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] != 1:
             raise EmbeddingUnavailable(f"embedder {embedder.model_key!r} returned shape {arr.shape} for one query")
-        first: np.ndarray = arr[0]
-        return first
+        vec: np.ndarray = arr[0]
+        vec.flags.writeable = False
+        self._query_vectors[key] = vec
+        if len(self._query_vectors) > QUERY_VECTOR_CACHE:
+            self._query_vectors.popitem(last=False)
+        return vec
 
     def _groups(self, kbs: Sequence[KnowledgeBase]) -> list[StoreGroup]:
         groups: dict[str, StoreGroup] = {}
@@ -414,7 +434,7 @@ class HybridSearcher:
         p = self.params
         trace = HybridTrace()
         match_count = normalize_match_count(sp.match_count, p)
-        primary, kbs = await asyncio.to_thread(self._load_kbs, primary_kb_id, sp)
+        primary, kbs = self._load_kbs(primary_kb_id, sp)  # two indexed SQLite reads: no thread hand-off
         self._check_embedding_spaces(kbs)
         pool = pool_size(match_count, len(kbs), p)
         trace.match_count, trace.pool_size, trace.kb_ids = match_count, pool, [k.id for k in kbs]
@@ -487,7 +507,8 @@ class HybridSearcher:
                 fused = await self._negative_filter(fused, query, trace)
         trace.fused = fused
         hits = fused[:match_count]
-        results_out = await asyncio.to_thread(self._hydrate, hits, trace)
+        # hydration reads match_count rows: in this thread, a hand-off would cost more than the reads
+        results_out = self._hydrate(hits, trace)
         return results_out, trace
 
     async def _image_recall(

@@ -89,7 +89,7 @@ class AgentStreamHandler:
             data = self._timed(ev, done, {"event_id": ev.id})
             if d.get("is_fallback"):
                 data["is_fallback"] = True
-            for key in ("truncated", "finish_reason", "usage"):
+            for key in ("truncated", "finish_reason", "usage", "model_error"):
                 if d.get(key):
                     data[key] = d[key]
             self._append(StreamEvent(ev.id, ResponseType.ANSWER.value, content, done, data=data))

@@ -99,9 +99,10 @@ class FastEvaluator:
     naming any other param raises ``ValueError``: the caller captures again for it (see
     :mod:`rag_lab.tuning.params`)."""
 
-    def __init__(self, inputs: Sequence[QuestionInputs], base: PipelineParams) -> None:
+    def __init__(self, inputs: Sequence[QuestionInputs], base: PipelineParams, memo: bool = True) -> None:
         self.inputs = list(inputs)
         self.base = base
+        self.memo = memo  # False: every evaluation runs its merge (benchmarks)
         self.stats = EvaluatorStats()
         self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
         self._merged: dict[tuple[Any, ...], list[SearchResult]] = {}
@@ -249,7 +250,8 @@ class FastEvaluator:
         merged = merge_results(self._merge_input(q, picks, outcome, p), q.history, q.query, p, q.store, [])
         refs, _ = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
         out = [r for r in refs if r is not None]
-        self._merged[key] = out
+        if self.memo:
+            self._merged[key] = out
         return outcome, out
 
     def evaluate(self, config: Mapping[str, Any], until: str = "merge") -> dict[str, list[SearchResult]]:

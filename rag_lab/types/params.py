@@ -48,6 +48,12 @@ class PipelineParams(BaseModel):
     fallback_response: str = _f(
         "Sorry, I am unable to answer this question.", doc="Fixed fallback text", section="§3.6"
     )
+    model_failure_answer: Literal["references", "fixed"] = _f(
+        "references", doc="Answer when the chat model fails: the references found, or the fixed text", section="§3.6"
+    )
+    model_failure_deadline_s: float = _f(
+        30.0, 0.0, 600.0, "Longest wait for a failing answer stream to recover before the fallback answer", "§3.6"
+    )
     faq_priority_enabled: bool = _f(False, doc="FAQ first in context and FAQ score boost", section="§4.11")
     faq_direct_answer_threshold: float = _f(0.9, 0.0, 10.0, "FAQ 'exact' hint threshold", "§4.11")
     faq_score_boost: float = _f(1.2, 0.0, 10.0, "FAQ score multiplier when > 1 (not capped)", "§4.6.1")
@@ -227,13 +233,30 @@ class PipelineParams(BaseModel):
         return out
 
 
+def suggest_fields(name: str, n: int = 3) -> list[str]:
+    """Closest PipelineParams field names to ``name`` (typos, a missing ``rerank_`` prefix)."""
+    import difflib
+
+    fields = list(PipelineParams.model_fields)
+    close = difflib.get_close_matches(name, fields, n=n, cutoff=0.6)
+    if not close:  # a fragment: "lambda" → mmr_lambda
+        close = [f for f in fields if name and name.lower() in f][:n]
+    return close
+
+
+def did_you_mean(name: str) -> str:
+    """``"; did you mean 'mmr_lambda'?"`` for an unknown field name, or ``""``."""
+    hint = suggest_fields(name)
+    return f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
+
+
 def _format_errors(exc: ValidationError, data: dict[str, Any], source: str) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err.get("loc", ())) or "<root>"
         value = data.get(str(err["loc"][0])) if err.get("loc") else None
         if err.get("type") == "extra_forbidden":
-            lines.append(f"{source}: unknown field '{loc}' (value {value!r})")
+            lines.append(f"{source}: unknown field '{loc}' (value {value!r}){did_you_mean(loc)}")
         else:
             lines.append(f"{source}: field '{loc}' = {value!r}: {err.get('msg')}")
     return "; ".join(lines)

@@ -131,6 +131,23 @@ def test_sweep_fails_loudly_when_the_fast_path_differs(
         )
 
 
+def test_param_sets_follow_the_stage_contracts() -> None:
+    from rag_lab.pipeline.contracts import contract_of
+    from rag_lab.pipeline.plugins.merge import PluginMerge
+    from rag_lab.tuning import params as P
+
+    assert {"rerank_threshold", "mmr_lambda", "rerank_top_k", "composite_model_weight", "overlap_threshold"} <= (
+        P.POST_RETRIEVAL_PARAMS
+    )
+    assert {"embedding_top_k", "vector_threshold", "rrf_k", "enable_rewrite"} <= P.RETRIEVAL_PARAMS
+    assert not (P.RETRIEVAL_PARAMS & P.POST_RETRIEVAL_PARAMS) and not (P.ANSWER_PARAMS & P.POST_RETRIEVAL_PARAMS)
+    assert {"temperature", "citation_enabled"} <= P.ANSWER_PARAMS
+    assert P.MERGE_PARAMS == frozenset(contract_of(PluginMerge).params)
+    assert not P.CAPTURE_PARAMS & P.POST_RETRIEVAL_PARAMS and "data_analysis_enabled" not in P.ANSWER_PARAMS
+    post, other = P.split_config({"mmr_lambda": 0.5, "temperature": 0.1, "embedding_top_k": 5, "bm25_k1": 1.2})
+    assert post == {"mmr_lambda": 0.5, "temperature": 0.1} and other == {"embedding_top_k": 5, "bm25_k1": 1.2}
+
+
 def test_answer_metrics_use_the_full_pipeline() -> None:
     from rag_lab.eval.sweep.fast import fast_path_reason
 

@@ -44,7 +44,7 @@ def test_parse_ranges_lists_and_types() -> None:
     ("spec", "pattern"),
     [
         ("rerank_threshold", "expected NAME=SPEC"),
-        ("rerank_treshold=0.1", "not a PipelineParams field.*similar: rerank_"),
+        ("rerank_treshold=0.1", "not a PipelineParams field.*did you mean .rerank_threshold."),
         ("mmr_lambda=0.5:1.5:0.5", r"mmr_lambda=1.5 is outside the declared range \[0.0, 1.0\]"),
         ("mmr_lambda=-0.1", r"outside the declared range"),
         ("rerank_top_k=1.5", "must be an integer"),

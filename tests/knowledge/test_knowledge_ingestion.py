@@ -146,9 +146,14 @@ def test_folder_errors(workspace, embedder, tmp_path):
     latin.mkdir()
     (latin / "ok.txt").write_text("fine", encoding="utf-8")
     (latin / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
+    # strict: the first bad file stops the folder before anything is written
     with pytest.raises(IngestError, match=r"bad.txt: not valid UTF-8"):
-        workspace.ingest_folder(kb, latin, embedder, progress=False)
+        workspace.ingest_folder(kb, latin, embedder, progress=False, strict=True)
     assert workspace.store.list_knowledge(kb.id) == []  # nothing written, ok.txt included
+    # default: the bad file is listed with its reason, the others are ingested
+    report = workspace.ingest_folder(kb, latin, embedder, progress=False)
+    assert report.added == ["ok.txt"]
+    assert report.failed == [("bad.txt", "not valid UTF-8 (byte 3: unexpected end of data)")]
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user")

@@ -133,6 +133,8 @@ def test_moving_lambda_changes_the_picks_and_the_plot(page):
     page.wait_for_function("(el) => el.innerText.startsWith('λ = 0.00')", arg=summary.element_handle())
     after = summary.inner_text()
     assert "2 pick(s) differ from the run's λ=0.7" in after
+    # honest knobs: all four candidates are kept whatever λ is, and the view says so
+    assert "no effect on this question: 4 candidate(s) passed" in after
     _wait_image_change(page, panel, before_img)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-mmr-lambda0.png"))
 

@@ -1,4 +1,5 @@
-"""Sweeps on a Ray cluster: the same grid or optuna search, one Ray Tune trial per config.
+"""Sweeps on a Ray cluster: the same grid or optuna search, one Ray Tune trial per config (or,
+with the fast evaluator, Ray tasks scoring chunks of configs from stage inputs captured once).
 
 ``run_sweep_on_ray`` evaluates exactly what :func:`~rag_lab.eval.sweep.run_grid` /
 :func:`~rag_lab.eval.sweep.run_optuna` evaluate, with the same per-config evaluator, so a config
@@ -21,6 +22,11 @@ gets the same metrics either way (latency aside). What changes is where configs 
 (shut down afterwards), ``"auto"`` joins the cluster this machine belongs to, ``"ray://head:10001"``
 connects a Ray client. A cluster that was already initialised in this process (a notebook) is
 used as is and left running.
+
+With ``fast=True`` a grid whose metrics read no answer takes the fast path
+(:func:`_fast_grid_on_ray`): captures in the driver, shipped in the payload without their SQLite
+handles, Ray tasks per chunk of configs, the ``check`` sample re-scored by the driver and re-run
+on the full pipeline.
 
 Ray costs time before any evaluation: starting a local cluster (seconds), and per Tune trial an
 actor plus bookkeeping (~1-3 s measured by ``benchmarks/scale_out.py``). :func:`choose_executor`
@@ -50,6 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: below this many configs a sweep stays in-process unless forced (see choose_executor)
 DEFAULT_MIN_CONFIGS = 8
+#: with the fast evaluator, Ray needs this many times more configs (see choose_executor)
+FAST_MIN_FACTOR = 250
 #: workspace files a worker does not need (sessions, memories, a Milvus Lite file, the cache)
 _SKIP = ("sessions.sqlite", "memory.sqlite", "stage_cache")
 WORKER_TMP_ENV = "RAG_LAB_RAY_SCRATCH"
@@ -81,19 +89,35 @@ def choose_executor(
     requested: bool,
     workers: int,
     min_configs: int = DEFAULT_MIN_CONFIGS,
+    fast: bool = False,
 ) -> ExecutorChoice:
-    """Ray only when asked for, installed, and worth it: at least ``min_configs`` configs and
-    more configs than one worker would run (each Tune trial costs an actor start and bookkeeping,
-    ~1-3 s, which a small sweep never wins back)."""
+    """Ray only when asked for, installed, and worth it. On the full pipeline: at least
+    ``min_configs`` configs (each Tune trial costs an actor start and bookkeeping, ~2 s measured,
+    which a small sweep never wins back). With the fast evaluator (``fast``: a grid whose metrics
+    read no answer) a config costs milliseconds in-process, so Ray needs
+    ``FAST_MIN_FACTOR * min_configs`` configs (2,000 by default)."""
     where = ray_address or "a local cluster"
     if not requested:
         return ExecutorChoice("in-process", "no --ray given")
     if not ray_available():
         return ExecutorChoice("in-process", "Ray is not installed: pip install 'rag_lab[distributed]'")
+    if fast:
+        need = FAST_MIN_FACTOR * min_configs
+        if n_configs < 2 or n_configs < need:
+            return ExecutorChoice(
+                "in-process",
+                f"{n_configs} configs < {need} ({FAST_MIN_FACTOR} x --ray-min-configs): the fast evaluator scores "
+                "a config in milliseconds here, less than Ray costs to start; --no-fast or more configs for Ray",
+            )
+        return ExecutorChoice(
+            "ray",
+            f"{n_configs} configs x {n_queries} questions on {where} with {workers} workers: stage inputs captured "
+            "once here, Ray tasks score chunks of configs with the fast evaluator",
+        )
     if n_configs < 2 or n_configs < min_configs:
         return ExecutorChoice(
             "in-process",
-            f"{n_configs} configs < --ray-min-configs {min_configs}: a Ray Tune trial costs ~1-3 s to start, "
+            f"{n_configs} configs < --ray-min-configs {min_configs}: a Ray Tune trial costs ~2 s to start, "
             "more than a small sweep saves",
         )
     return ExecutorChoice(
@@ -141,6 +165,9 @@ class SweepPayload:
     configs: list[dict[str, Any]]  # the grid (empty for optuna)
     spaces: list[ParamSpace]
     token: str  # identifies this sweep's payload in a worker process
+    #: the fast path: per retrieval group key, per suite, (captured questions without their store,
+    #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
+    fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
 
 
 class _WorkerState:
@@ -163,6 +190,10 @@ class _WorkerState:
         self.evaluator = _Evaluator(
             self.lab, suites, payload.objective, payload.ks, payload.ragas_metrics, payload.base_params, cache_dir, None
         )
+
+        self.fast = None
+        if payload.fast_inputs is not None:
+            self.fast = _fast_sweep_from(self.evaluator, payload.fast_inputs)
 
     def close(self) -> None:
         self.evaluator.close(restore_index=False)
@@ -195,6 +226,59 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
     st.evaluator.rows.clear()
     row["worker_pid"] = os.getpid()
     return row
+
+
+def _ship_fast_inputs(fs: Any) -> dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]]:
+    """A FastSweep's captured groups without their SQLite handles (a worker reattaches its own)."""
+    import dataclasses
+
+    out: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] = {}
+    for key, per_suite in fs._groups.items():
+        out[key] = {}
+        for name, fe in per_suite.items():
+            memo: dict[str, Any] = {}
+            for q in fe.inputs:
+                if q.store is not None:
+                    memo.update(q.store.chunks)
+            out[key][name] = ([dataclasses.replace(q, store=None) for q in fe.inputs], memo, fe.base)
+    return out
+
+
+def _fast_sweep_from(ev: _Evaluator, shipped: Mapping[Any, Mapping[str, tuple[list[Any], dict[str, Any], Any]]]) -> Any:
+    """A FastSweep over ``ev`` (a worker's) holding the driver's captures, each question reading
+    chunks through a memo of the worker's own copy of the store."""
+    import dataclasses
+
+    from rag_lab.eval.sweep.fast import FastSweep
+    from rag_lab.tuning import FastEvaluator, StoreMemo
+
+    fs = FastSweep(ev, check=0)
+    for key, per_suite in shipped.items():
+        group = {}
+        for name, (inputs, chunks, base) in per_suite.items():
+            memo = StoreMemo(ev.lab.workspace.store)
+            memo.chunks.update(chunks)
+            group[name] = FastEvaluator([dataclasses.replace(q, store=memo) for q in inputs], base)
+        fs._groups[key] = group
+    return fs
+
+
+def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> list[dict[str, Any]]:
+    """Rows of the grid configs ``indices`` from the fast evaluator, in this process."""
+    from rag_lab.asyncutil import run_sync
+
+    st = _state_for(payload)
+    if st.fast is None:
+        raise SweepError("this sweep was not prepared for the fast evaluator")
+    rows = []
+    for i in indices:
+        row: dict[str, Any] = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))  # type: ignore[misc]
+        row["config_index"] = i
+        row["worker_pid"] = os.getpid()
+        rows.append(row)
+    st.evaluator.rows.clear()
+    st.fast.fast_records.clear()
+    return rows
 
 
 def _trainable(config: dict[str, Any], payload: SweepPayload) -> None:
@@ -284,10 +368,19 @@ async def run_sweep_on_ray(
     ray_address: str | None = None,
     workers: int = 2,
     progress: bool = True,
+    fast: bool = False,
+    check: int = 5,
+    check_seed: int = 0,
 ) -> SweepResult:
     """The grid (``n_trials == 0``) or an optuna search of ``n_trials`` trials on Ray Tune; rows
     in config order (grid) or trial order (optuna), each with the same columns as in-process plus
-    ``worker_pid``."""
+    ``worker_pid``.
+
+    ``fast`` (grids only, when the objective and metrics read no answer): the driver captures the
+    stage inputs of every retrieval config once (:mod:`rag_lab.eval.sweep.fast`), puts them in the
+    object store with the workspace, and Ray tasks evaluate chunks of configs with the fast
+    evaluator; ``check`` sampled configs are then scored again by the driver (same row asserted)
+    and run through the full pipeline (same contexts asserted), as the in-process fast sweep does."""
     if not ray_available():
         raise SweepError("Ray is not installed: pip install 'rag_lab[distributed]'")
     if workers < 1:
@@ -299,10 +392,17 @@ async def run_sweep_on_ray(
     if any(s.name in INDEX_PARAMS for s in spaces):
         raise SweepError("BM25 index settings (bm25_k1, bm25_b, bm25_method) are swept in-process only for now")
     t0 = time.perf_counter()
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     base = dict(base_params or {})
     cache_tar = None
     stats: dict[str, Any] = {}
+    from rag_lab.eval.sweep.fast import fast_path_reason
+
+    if fast and not n_trials and not fast_path_reason(objective, ragas_metrics):
+        return await _fast_grid_on_ray(
+            lab, prepared, spaces, configs, objective, direction, ks, ragas_metrics, base, cache_dir,
+            ray_address, workers, check, check_seed, t0,
+        )  # fmt: skip
     if cache_dir is not None:
         ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
         try:
@@ -337,6 +437,98 @@ async def run_sweep_on_ray(
         stats,
         time.perf_counter() - t0,
     )
+
+
+async def _fast_grid_on_ray(
+    lab: Lab,
+    prepared: list[_Suite],
+    spaces: Sequence[ParamSpace],
+    configs: list[dict[str, Any]],
+    objective: str,
+    direction: str,
+    ks: Sequence[int],
+    ragas_metrics: Sequence[str],
+    base: dict[str, Any],
+    cache_dir: str | Path | None,
+    ray_address: str | None,
+    workers: int,
+    check: int,
+    check_seed: int,
+    t0: float,
+) -> SweepResult:
+    import ray
+
+    from rag_lab.eval.sweep.fast import FastSweep
+    from rag_lab.eval.sweep.runners import _stats
+
+    ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
+    fs = FastSweep(ev, check=check, seed=check_seed)
+    try:
+        for cfg in configs:  # one capture per distinct retrieval config, in the driver
+            await fs._group(fs._split(cfg)[1])
+        payload = SweepPayload(
+            lab_config=dict(lab.config),
+            workspace_tar=pack_folder(lab.workspace.root, _SKIP),
+            cache_tar=pack_folder(cache_dir) if cache_dir is not None else None,
+            suites=[(s.name, s.dataset, s.kb) for s in prepared],
+            objective=objective,
+            ks=tuple(ks),
+            ragas_metrics=list(ragas_metrics),
+            base_params=base,
+            configs=configs,
+            spaces=list(spaces),
+            token=f"{os.getpid()}-{time.time_ns()}",
+            fast_inputs=_ship_fast_inputs(fs),
+        )
+        conn = init_ray(ray_address, workers)
+        try:
+            ref = ray.put(payload)  # once; every task reads the same object
+            task = ray.remote(num_cpus=1)(_evaluate_chunk_task)
+            n_chunks = min(len(configs), 4 * workers)
+            chunks = [list(range(len(configs)))[i::n_chunks] for i in range(n_chunks)]
+            rows_by_index: dict[int, dict[str, Any]] = {}
+            for part in ray.get([task.remote(ref, c) for c in chunks if c]):
+                for row in part:
+                    rows_by_index[int(row["config_index"])] = row
+        finally:
+            conn.close()
+        rows = [rows_by_index[i] for i in range(len(configs))]
+        pool = list(range(len(rows)))
+        chosen = sorted(fs.rng.sample(pool, min(check, len(pool))))
+        for i in chosen:  # the driver scores the sample itself, then on the full pipeline
+            mine = await fs.evaluate(configs[i])
+            theirs = rows[i]
+            diff = [
+                k for k in mine if k not in _LOCAL_KEYS and mine.get(k) != theirs.get(k) and mine.get(k) == mine.get(k)
+            ]
+            if diff:
+                raise SweepError(f"config {configs[i]}: a Ray worker's fast row differs from the driver's in {diff}")
+        checked = await fs.verify(list(range(len(chosen))))
+        for j, i in zip(checked, chosen):
+            rows[i]["latency_ms"] = ev.rows[j]["latency_ms"]
+            rows[i]["evaluated_by"] = ev.rows[j]["evaluated_by"]
+        fs.checked = chosen
+        stats = _stats(ev, fs)
+    finally:
+        ev.close(restore_index=False)
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        rows,
+        base,
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )
+
+
+#: row keys that differ between two processes evaluating the same config
+_LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms"})
+
+
+def _evaluate_chunk_task(payload: SweepPayload, indices: list[int]) -> list[dict[str, Any]]:
+    return evaluate_chunk_in_worker(payload, indices)
 
 
 def _run_tune(
@@ -431,9 +623,11 @@ def _trial_number(res: Any) -> int:
 
 __all__ = [
     "DEFAULT_MIN_CONFIGS",
+    "FAST_MIN_FACTOR",
     "ExecutorChoice",
     "SweepPayload",
     "choose_executor",
+    "evaluate_chunk_in_worker",
     "evaluate_in_worker",
     "RayConnection",
     "init_ray",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.sweep.runners import _Evaluator, _Suite
     from rag_lab.tuning import FastEvaluator, QuestionInputs
 
-__all__ = ["CONTEXT_METRICS", "FastSweep", "fast_path_reason"]
+__all__ = ["CONTEXT_METRICS", "FastSweep", "RetrievalMemo", "fast_path_reason"]
 
 #: ragas offline metrics that read only the contexts (not the answer)
 CONTEXT_METRICS = ("id_context_recall", "id_context_precision", "nonllm_context_recall", "nonllm_context_precision")
@@ -52,6 +52,35 @@ def fast_path_reason(objective: str, ragas_metrics: Sequence[str]) -> str:
     return ""
 
 
+class RetrievalMemo:
+    """:func:`rag_lab.eval.metrics.evaluate_retrieval` with each question's row computed once per
+    distinct ranking (configs that retrieve the same documents for a question share it)."""
+
+    def __init__(self, qrels: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)) -> None:
+        self.qrels = {qid: frozenset(g) for qid, g in qrels.items()}
+        self.ks = tuple(ks)
+        self._rows: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+    def report(self, runs: Mapping[str, Sequence[str]]) -> Any:
+        from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
+
+        rows: list[dict[str, Any]] = []
+        excluded: list[str] = []
+        for qid, gold in self.qrels.items():
+            if not gold:
+                excluded.append(qid)
+                continue
+            ranking = tuple(runs.get(qid, ()))
+            key = (qid, ranking)
+            row = self._rows.get(key)
+            if row is None:
+                row = evaluate_retrieval({qid: list(ranking)}, {qid: gold}, ks=self.ks).rows[0]
+                self._rows[key] = row
+            rows.append(row)
+        excluded.extend(qid for qid in runs if qid not in self.qrels)
+        return RetrievalReport(ks=self.ks, rows=rows, excluded_queries=excluded)
+
+
 class FastSweep:
     """Fast evaluation of configs for one :class:`_Evaluator` (its lab, suites, base params)."""
 
@@ -67,6 +96,7 @@ class FastSweep:
         self.capture_seconds = 0.0
         self.eval_seconds = 0.0
         self.checked: list[int] = []
+        self._metrics: dict[str, RetrievalMemo] = {}
 
     # -- capture ----------------------------------------------------------------------------------
     def _split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -125,7 +155,6 @@ class FastSweep:
     # -- evaluation ---------------------------------------------------------------------------------
     async def results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
         """``(suite, EvalResult)`` of ``config`` from the fast evaluator."""
-        from rag_lab.eval.metrics import evaluate_retrieval
         from rag_lab.eval.records import QueryRecord
         from rag_lab.eval.runner import EvalResult
         from rag_lab.tuning import FastEvaluator, doc_ids
@@ -169,11 +198,12 @@ class FastSweep:
                         or (captured.needs_retrieval and not captured.search_result and not captured.error),
                     )
                 )
-            report = evaluate_retrieval(
-                {r.qid: r.retrieved_doc_ids for r in records},
-                {q.id: set(q.gold_ids) for q in suite.dataset.queries},
-                ks=self.ev.ks,
-            )
+            memo = self._metrics.get(suite.name)
+            if memo is None:
+                memo = self._metrics[suite.name] = RetrievalMemo(
+                    {q.id: set(q.gold_ids) for q in suite.dataset.queries}, self.ev.ks
+                )
+            report = memo.report({r.qid: r.retrieved_doc_ids for r in records})
             self.eval_seconds += time.perf_counter() - t0
             res = EvalResult(dataset=suite.dataset.name, kb=suite.kb, report=report, records=records, params=dict(post))
             out.append((suite, res))
@@ -219,3 +249,40 @@ class FastSweep:
             row["evaluated_by"] = "fast, checked"
         self.checked = chosen
         return chosen
+
+
+def tuning_panel(
+    lab: Any,
+    dataset: Any,
+    kb: str,
+    n_questions: int = 100,
+    params: Mapping[str, Any] | None = None,
+    metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
+    **kw: Any,
+) -> Any:
+    """A :class:`rag_lab.lab.tuning_widget.TuningPanel` over the first ``n_questions`` of
+    ``dataset`` (ingested as ``kb``; histories replayed), scored with the evaluation's retrieval
+    metrics. ``params``: overrides of the lab's params the sliders start from."""
+    from rag_lab.asyncutil import run_sync
+    from rag_lab.eval.runner import _replay_history, faq_kb_name
+    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+    from rag_lab.lab.tuning_widget import TuningPanel
+
+    queries = dataset.queries[:n_questions]
+    base = lab.params.with_changes(**dict(params or {}))
+    questions = [
+        CaptureQuestion(
+            q.id, q.question, _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
+        )
+        for q in queries
+    ]
+    kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
+    inputs = run_sync(lambda: acapture_questions(lab, questions, kbs, base))
+    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries})
+    names = list(metrics)
+
+    def score(runs: Mapping[str, list[str]]) -> dict[str, float]:
+        summary = memo.report(runs).summary()
+        return {m: summary[m] for m in names}
+
+    return TuningPanel(inputs, base, score, **kw)

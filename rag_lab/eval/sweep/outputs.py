@@ -33,6 +33,30 @@ class SweepResult:
     cache_stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
+    @property
+    def warnings(self) -> list[str]:
+        """Swept params that could not change anything (rag_lab.pipeline.knobs): values that gave
+        the same contexts for every question (``contexts_digest``), RRF weights at 0."""
+        from rag_lab.pipeline.knobs import param_warnings, sweep_warnings
+        from rag_lab.types.params import PipelineParams
+
+        out = sweep_warnings(
+            [n for n in self.param_names if n not in INDEX_PARAMS],
+            self.rows,
+            {r["config_index"]: r.get("contexts_digest") for r in self.rows if r.get("contexts_digest")},
+        )
+        swept = set(self.param_names)
+        for r in self.rows:
+            cfg = {k: v for k, v in {**self.base_params, **r}.items() if k in PipelineParams.model_fields}
+            try:
+                p = PipelineParams.from_mapping(cfg)
+            except ValueError:
+                continue
+            for w in param_warnings(p, swept & set(cfg)):
+                if str(w) not in out:
+                    out.append(str(w))
+        return out
+
     def frame(self) -> pd.DataFrame:
         import pandas as pd
 
@@ -175,6 +199,9 @@ class SweepResult:
             lines.append(
                 "| " + " | ".join(f"{r[h]:.4f}" if isinstance(r.get(h), float) else str(r.get(h)) for h in head) + " |"
             )
+        warnings = self.warnings
+        if warnings:
+            lines += ["", "**Knobs that changed nothing:**", ""] + [f"- {w}" for w in warnings]
         return "\n".join(lines) + "\n"
 
 

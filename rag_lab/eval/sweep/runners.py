@@ -3,6 +3,7 @@ optuna drivers."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -154,6 +155,7 @@ class _Evaluator:
         tokens: list[float] = []
         errors = fallbacks = nan_samples = 0
         first_error = ""
+        outcome = hashlib.sha1()  # every question's final contexts: equal digests = same retrieval
         for suite, res in results:
             summ = dict(res.summary())
             if self.ragas_metrics:
@@ -166,6 +168,8 @@ class _Evaluator:
                 per_metric.setdefault(k, []).append(v)
                 if len(self.suites) > 1:
                     row[f"{suite.name}:{k}"] = v
+            for r in res.records:
+                outcome.update(f"{suite.name}\x1f{r.qid}\x1f{'|'.join(r.context_ids)}\x1e".encode())
             latencies += [r.latency_ms for r in res.records if not r.error]
             costs += [r.cost_usd for r in res.records]
             tokens += [r.tokens_in + r.tokens_out for r in res.records]
@@ -184,6 +188,7 @@ class _Evaluator:
         row["fallbacks"] = fallbacks
         row["nan_samples"] = nan_samples
         row["first_error"] = first_error
+        row["contexts_digest"] = outcome.hexdigest()[:16]
         if self.objective not in row:
             raise SweepError(
                 f"objective {self.objective!r} is not among the computed metrics "
@@ -198,7 +203,7 @@ class _Evaluator:
         return {k: {"hits": v.hits, "misses": v.misses} for k, v in self.handle.stats().items()}
 
 
-def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
+def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Suite]:
     """Suites as (spec or (dataset, kb)); specs are loaded and ingested."""
     from rag_lab.eval.runner import SuiteSpec, ingest_dataset
 
@@ -206,7 +211,7 @@ def _prepare(lab: Lab, suites: Iterable[Any]) -> list[_Suite]:
     for s in suites:
         if isinstance(s, SuiteSpec):
             ds = s.load()
-            ingest_dataset(lab, ds, s.kb_name)
+            ingest_dataset(lab, ds, s.kb_name, progress=progress)
             out.append(_Suite(s.name, ds, s.kb_name))
         else:
             ds, kb = s
@@ -265,7 +270,7 @@ async def run_grid(
     that read the answer use the full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     n_q = sum(len(s.dataset.queries) for s in prepared)
     t0 = time.perf_counter()
     bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
@@ -323,7 +328,7 @@ async def run_optuna(
     if n_trials < 1:
         raise SweepError(f"--optuna-trials must be >= 1, got {n_trials}")
     direction = objective_direction(objective)
-    prepared = _prepare(lab, suites)
+    prepared = _prepare(lab, suites, progress)
     n_q = sum(len(s.dataset.queries) for s in prepared)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(

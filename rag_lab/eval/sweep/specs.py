@@ -66,9 +66,11 @@ def _field_kind(name: str) -> tuple[str, Any]:
         return INDEX_PARAMS[name]
     fields = PipelineParams.model_fields
     if name not in fields:
-        close = [f for f in fields if name.split("_")[0] in f][:5]
-        hint = f"; similar: {', '.join(close)}" if close else ""
-        raise SweepError(f"--param {name}: not a PipelineParams field nor one of {', '.join(INDEX_PARAMS)}{hint}")
+        from rag_lab.types.params import did_you_mean
+
+        raise SweepError(
+            f"--param {name}: not a PipelineParams field nor one of {', '.join(INDEX_PARAMS)}{did_you_mean(name)}"
+        )
     ann = fields[name].annotation
     if typing.get_origin(ann) is typing.Literal:
         return "choice", typing.get_args(ann)

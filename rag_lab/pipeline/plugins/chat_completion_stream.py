@@ -3,15 +3,26 @@ across chunk boundaries and emit thinking / answer events (spec §4.12.3).
 
 The stage returns as soon as the stream has started (so its timing excludes generation); the
 request waits for ``chat.context.background_tasks``.
+
+When the model fails — the stream cannot start, the connection breaks, an ``error`` chunk is not
+followed by a finished answer within ``model_failure_deadline_s``, or the stream ends without a
+done chunk — the ``error`` event goes out as the spec says, and then (beyond the spec, which
+leaves the turn without an answer) the fallback answer: the partial text is kept and the
+fallback (the references found, or the fixed text, ``model_failure_answer``) follows as a done
+``final_answer`` with ``is_fallback``, so the turn completes and ``Run.error`` names the failure.
+A stop is not a failure: a cancelled stream ends without any fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from typing import Any
 
 from rag_lab.pipeline.contracts import StageContract
+from rag_lab.pipeline.fallback import emit_model_failure_fallback
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.common import (
@@ -43,6 +54,7 @@ class PluginChatCompletionStream(StagePlugin):
             "request.chat_model_id",
             "request.chat_model_supports_vision",
             "request.citation_enabled",
+            "request.fallback_response",
             "request.faq_priority_enabled",
             "request.language",
             "request.query",
@@ -58,9 +70,15 @@ class PluginChatCompletionStream(StagePlugin):
             "context.background_tasks",
             "state.chat_response",
             "state.diagnostics.chat_messages",
+            "state.diagnostics.model_error",
             "state.diagnostics.usage",
         ),
-        params=("chat_stream_idle_timeout_s", "web_snippet_max_runes"),
+        params=(
+            "chat_stream_idle_timeout_s",
+            "model_failure_answer",
+            "model_failure_deadline_s",
+            "web_snippet_max_runes",
+        ),
         kb=(),
     )
 
@@ -81,9 +99,18 @@ class PluginChatCompletionStream(StagePlugin):
         try:
             stream = model.chat_stream(messages, chat_options(chat))
         except Exception as exc:
-            return ErrModelCall.with_error(exc)
-        if stream is None:
-            return ErrModelCall.with_error(RuntimeError("model returned no stream"))
+            stream, start_error = None, f"{type(exc).__name__}: {exc}"
+        else:
+            start_error = "" if stream is not None else "the model returned no stream"
+        if stream is None:  # the model is down: answer with the fallback rather than nothing
+            log.warning("answer stream did not start: %s", start_error)
+            bus.emit(
+                BusEventType.ERROR,
+                {"error": start_error, "stage": "chat_completion_stream"},
+                event_id=f"{short_id()}-error",
+            )
+            emit_model_failure_fallback(chat, start_error)
+            return await next()
         lifetime = self.services.tracer.start_span(
             "pipeline.chat_completion_stream.lifetime", {"chat.model_id": chat.request.chat_model_id}
         )
@@ -96,40 +123,27 @@ class PluginChatCompletionStream(StagePlugin):
         return await next()
 
 
-_CANCELLED = object()
-#: how often a cancel flag that cannot be awaited (a threading.Event) is polled while waiting
-CANCEL_POLL_S = 0.05
-
-
-async def next_chunk(iterator: Any, idle: float, cancel_event: Any) -> Any:
-    """The stream's next chunk, or :data:`_CANCELLED` as soon as ``cancel_event`` is set (§4.12.3:
-    the consumer notices a stop at once, not at the next model chunk). Raises StopAsyncIteration
-    at the end of the stream and TimeoutError after ``idle`` seconds without a chunk."""
-    if cancel_event is None:
-        return await asyncio.wait_for(iterator.__anext__(), idle)
-    if cancel_event.is_set():
-        return _CANCELLED
+async def _next_chunk(iterator: Any, timeout: float, cancel: Any) -> Any:
+    """The next chunk, ``None`` once the request is cancelled (a stop does not wait for a model
+    that is slow or hung), ``TimeoutError`` after ``timeout`` s, ``StopAsyncIteration`` at the end."""
+    if not isinstance(cancel, asyncio.Event):
+        return await asyncio.wait_for(iterator.__anext__(), timeout)
+    if cancel.is_set():
+        return None
     nxt = asyncio.ensure_future(iterator.__anext__())
-    stop = asyncio.ensure_future(cancel_event.wait()) if isinstance(cancel_event, asyncio.Event) else None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + idle
+    stop = asyncio.ensure_future(cancel.wait())
     try:
-        while True:
-            left = deadline - loop.time()
-            if left <= 0:
-                raise TimeoutError
-            waiters = {nxt} if stop is None else {nxt, stop}
-            timeout = left if stop is not None else min(left, CANCEL_POLL_S)
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if nxt in done:
-                return nxt.result()
-            if cancel_event.is_set():
-                return _CANCELLED
+        done, _ = await asyncio.wait({nxt, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if stop is not None:
-            stop.cancel()
-        if not nxt.done():
-            nxt.cancel()  # closes the model stream
+        stop.cancel()
+    if nxt in done:
+        return nxt.result()
+    nxt.cancel()
+    with contextlib.suppress(BaseException):
+        await nxt
+    if stop in done:
+        return None
+    raise TimeoutError
 
 
 async def consume_stream(
@@ -165,19 +179,27 @@ async def consume_stream(
             bus.emit(BusEventType.FINAL_ANSWER, {"content": a, "done": False}, event_id=answer_id)
 
     idle = chat.request.params.chat_stream_idle_timeout_s
+    deadline_s = chat.request.params.model_failure_deadline_s
+    failed_at: float | None = None  # when the first error chunk came
     iterator = stream.__aiter__()
     try:
         while True:
+            wait = idle
+            if failed_at is not None:  # a failing stream gets model_failure_deadline_s to recover
+                wait = min(idle, max(0.0, deadline_s - (time.monotonic() - failed_at)))
             try:
-                chunk = await next_chunk(iterator, idle, chat.context.cancel_event)
+                chunk = await _next_chunk(iterator, wait, chat.context.cancel_event)
             except StopAsyncIteration:
                 break
             except TimeoutError:
+                if failed_at is not None:
+                    break  # the failure stands: answer with the fallback
                 raise TimeoutError(f"no answer chunk for {idle} s") from None
-            if chunk is _CANCELLED or chat.context.cancelled():
+            if chunk is None or chat.context.cancelled():
                 break
             if chunk.response_type == "error":
                 stream_error = chunk.content
+                failed_at = failed_at if failed_at is not None else time.monotonic()
                 bus.emit(
                     BusEventType.ERROR,
                     {"error": chunk.content, "stage": "chat_completion_stream"},
@@ -193,6 +215,7 @@ async def consume_stream(
                 if chunk.done:
                     close_thinking()
             elif chunk.response_type == "answer":
+                failed_at = None  # the stream recovered
                 if answer_completed:
                     continue
                 content = answer_dec.feed(chunk.content)
@@ -216,18 +239,19 @@ async def consume_stream(
                 )
     except Exception as exc:  # a transport failure mid-stream: report it like an error chunk
         log.warning("answer stream failed: %s", exc)
-        stream_error = str(exc)
+        stream_error = str(exc) or type(exc).__name__
         bus.emit(
-            BusEventType.ERROR, {"error": str(exc), "stage": "chat_completion_stream"}, event_id=f"{short_id()}-error"
+            BusEventType.ERROR,
+            {"error": stream_error, "stage": "chat_completion_stream"},
+            event_id=f"{short_id()}-error",
         )
     flush_decoders()
     close_thinking()
-    if not answer_completed and not stream_error and not chat.context.cancelled():
-        # the model stream ended without a done chunk (upstream never completes, B.15): the
-        # answer so far is the answer
-        answer_completed = True
-        bus.emit(BusEventType.FINAL_ANSWER, {"content": "", "done": True, "finish_reason": ""}, event_id=answer_id)
     chat.state.chat_response = answer_text
+    if not answer_completed and not chat.context.cancelled():
+        emit_model_failure_fallback(
+            chat, stream_error or "the answer stream ended without finishing (connection cut?)", answer_text
+        )
     if tracer is not None:
         usage = chat.state.diagnostics.get("usage") or {}
         tracer.end_span(

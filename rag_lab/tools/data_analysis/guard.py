@@ -188,6 +188,19 @@ def _tokenize(sql: str) -> list[_Tok]:
     return out
 
 
+def _name(t: _Tok) -> str:
+    """A word, or a double-quoted identifier unquoted (DuckDB resolves ``"read_csv"(…)`` as the
+    function ``read_csv``: quoting must not hide a name from the checks)."""
+    if t.kind == "ident":
+        return t.text[1:-1].replace('""', '"')
+    return t.text
+
+
+def _path_like(name: str) -> bool:
+    """A quoted table name DuckDB would read as a file (replacement scan): a path or a file name."""
+    return "/" in name or "\\" in name or "." in name or ":" in name
+
+
 def _forbidden_function(name: str) -> bool:
     low = name.lower()
     return (
@@ -221,6 +234,12 @@ def check_read_only_sql(sql: str) -> str:
         got = first.text if first is not None else "("
         raise SQLGuardError(f"only a single SELECT or WITH query is allowed; the SQL starts with {got!r}")
     for idx, t in enumerate(body):
+        nxt = body[idx + 1] if idx + 1 < len(body) else None
+        if t.kind == "ident":
+            name = _name(t)
+            if nxt is not None and nxt.kind == "punct" and nxt.text == "(" and _forbidden_function(name):
+                raise SQLGuardError(f"function {name!r} at character {t.pos} reads files or runs SQL; not allowed")
+            continue
         if t.kind != "word":
             continue
         up = t.text.upper()
@@ -229,11 +248,14 @@ def check_read_only_sql(sql: str) -> str:
                 f"keyword {t.text!r} at character {t.pos} is not allowed in a read-only query "
                 f"(a column with that name must be double-quoted)"
             )
-        nxt = body[idx + 1] if idx + 1 < len(body) else None
         if nxt is not None and nxt.kind == "punct" and nxt.text == "(" and _forbidden_function(t.text):
             raise SQLGuardError(f"function {t.text!r} at character {t.pos} reads files or runs SQL; not allowed")
         if up in ("FROM", "JOIN") and nxt is not None and nxt.kind == "string":
             raise SQLGuardError(f"{t.text} {nxt.text} at character {t.pos}: reading a file by name is not allowed")
+        if up in ("FROM", "JOIN") and nxt is not None and nxt.kind == "ident" and _path_like(_name(nxt)):
+            after = body[idx + 2] if idx + 2 < len(body) else None
+            if not (after is not None and after.kind == "punct" and after.text == "."):  # not "schema".table
+                raise SQLGuardError(f"{t.text} {nxt.text} at character {t.pos}: reading a file by name is not allowed")
     cleaned = sql[: toks[end].pos].rstrip() if end < len(toks) else sql.strip()
     import duckdb
 
