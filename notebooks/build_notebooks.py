@@ -465,11 +465,13 @@ print(panel.best_yaml())""",
         """## The same sweep on Ray
 
 With the `distributed` extra, `run_sweep_on_ray` (or `rag-lab sweep … --ray [ADDRESS]`) runs the
-configs as Ray Tune trials, the workspace and stage cache put once in the object store. Here a
-local 2-worker cluster is started for the run and shut down after it; on a cluster only the
-address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`). The
-metrics are the same config for config; only latency and the worker process differ. Ray costs
-seconds to start and per trial, so `rag-lab sweep` keeps sweeps under 8 configs in-process.""",
+configs as Ray Tune trials through the full pipeline (or, with `fast=True`, Ray tasks scoring
+chunks of configs with the fast evaluator), the workspace and stage cache put once in the object
+store. Here a local 2-worker cluster is started for the run and shut down after it; on a cluster
+only the address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`).
+The metrics equal the in-process fast sweep's config for config; only latency and the worker
+process differ. Ray costs seconds to start and per trial, so `rag-lab sweep --ray` keeps sweeps
+under 8 configs (2,000 with the fast evaluator) in-process and says so.""",
     ),
     (
         "code",
@@ -496,17 +498,22 @@ NOTEBOOKS["07_ragas_regression_report"] = [
 
 `evaluate_suites` runs dataset slices through the pipeline and scores retrieval (equal to
 trec_eval) and ragas metrics — here the offline ones (ID-based and non-LLM context recall /
-precision, string similarity, BLEU, ROUGE, chrF; Chinese text is tokenised with jieba). The report
-is written as Markdown, HTML, JSON and JUnit XML; the gate compares it with a baseline per metric
-with a tolerance and a paired permutation test.""",
+precision, string similarity, BLEU, ROUGE, chrF, each with ragas' own value; for the Chinese slice
+also `bleu_zh` / `rouge_l_zh`, the same measures on jieba tokens, since ragas' ROUGE drops Han
+characters). The report is written as Markdown, HTML, JSON and JUnit XML; the gate compares it
+with a baseline per metric (tolerance, paired permutation test, bootstrap CI) and question by
+question.""",
     ),
     ("code", SETUP),
     (
         "code",
         """from rag_lab.eval.runner import SuiteSpec, evaluate_suites
-from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
+from rag_lab.eval.ragas_adapter import OFFLINE_METRICS, SEGMENTED_METRICS
 lab = Lab.from_config(workspace=workspace)
-suites = [SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80), SuiteSpec("cmrc2018", n_queries=10, max_docs=40)]
+suites = [
+    SuiteSpec("hotpotqa_hipporag100", n_queries=15, max_docs=80),
+    SuiteSpec("cmrc2018", n_queries=10, max_docs=40, ragas_metrics=list(OFFLINE_METRICS + SEGMENTED_METRICS)),
+]
 baseline = await evaluate_suites(lab, suites, ragas_metrics=OFFLINE_METRICS, progress=False)
 from rag_lab.eval.report import suites_table
 print(suites_table(baseline.suites))""",
@@ -521,8 +528,18 @@ print(suites_table(baseline.suites))""",
 regressed = await evaluate_suites(lab, suites, params={"rerank_threshold": 0.95, "rerank_fallback_min_score": 0.9},
                                   ragas_metrics=OFFLINE_METRICS, progress=False)
 gate = compare_reports(baseline, regressed)
-print("gate passed:", gate.passed)
+print(gate.verdict())
+print(gate.params_line())
 print(gate.markdown()[:1500])""",
+    ),
+    (
+        "md",
+        "Every question whose ranking, contexts or answer changed is listed, worst first (the offline pipeline is deterministic, so each is a real change; `fail_on_change=True` — `--fail-on-change` — fails the gate on any of them):",
+    ),
+    (
+        "code",
+        """for ch in gate.changes[:5]:
+    print(f"{ch.suite}/{ch.qid} {ch.question[:60]!r}: {ch.describe()}")""",
     ),
     (
         "code",

@@ -95,6 +95,33 @@ def _judge(args: argparse.Namespace, lab: Any) -> Any:
     return judge_from_lab_config(lab.config)
 
 
+def _headroom(text: str) -> tuple[float, float]:
+    lo, sep, hi = str(text).partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return (float(lo), float(hi))
+    except ValueError:
+        raise ValueError(f"--headroom {text!r}: expected LO:HI, e.g. 0.05:0.95") from None
+
+
+def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
+    """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
+    None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
+    from rag_lab.eval.ragas_adapter import LLM_METRICS, RagasError
+
+    wanted = [m for m in metrics if m in LLM_METRICS]
+    if not wanted:
+        return None
+    judge = _judge(args, lab)
+    if judge is None:
+        raise RagasError(
+            f"LLM metric(s) {', '.join(wanted)} need a judge: set models.judge in the lab config "
+            "(see docs/evaluation.md) or give --judge-model and --judge-base-url"
+        )
+    return judge
+
+
 def _add_ragas_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("ragas")
     g.add_argument("--ragas", action="store_true", help="add the offline ragas metrics")
@@ -145,12 +172,23 @@ def _run(coro_factory: Any) -> Any:
 # --------------------------------------------------------------------------- commands
 
 
-def _project(args: argparse.Namespace, lab: Any, suites: Any, params: Any = None, repeat: int = 1) -> None:
-    """Print the projected model calls / tokens / cost; refuse to start over --budget."""
+def _project(
+    args: argparse.Namespace,
+    lab: Any,
+    suites: Any,
+    params: Any = None,
+    repeat: int = 1,
+    judge: Any = None,
+    ragas_metrics: Any = (),
+) -> None:
+    """Print the projected model calls / tokens / cost (the LLM judge's included); refuse to start
+    over --budget."""
+    from rag_lab.eval.ragas_adapter import add_judge_projection
     from rag_lab.observability.projection import project_suites
 
     p = lab.params.with_changes(**params) if params else lab.params
     projection = project_suites(lab, suites, p, repeat=repeat)
+    add_judge_projection(projection, lab, suites, judge, ragas_metrics, p, repeat)
     if not getattr(args, "quiet", False):
         print("projected: " + projection.describe(), file=sys.stderr)
     projection.check_budget(getattr(args, "budget", None))
@@ -161,9 +199,9 @@ def _evaluate(args: argparse.Namespace) -> Any:
 
     params = _overrides(args.param)
     lab = _lab(args)
-    _project(args, lab, _suites(args), params)
     metrics = _ragas_metrics(args)
-    judge = _judge(args, lab) if args.ragas_llm else None
+    judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
+    _project(args, lab, _suites(args), params, judge=judge, ragas_metrics=metrics)
     config = getattr(args, "config", None)
     return _run(
         lambda: evaluate_suites(
@@ -359,6 +397,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         seed=args.seed,
         fail_on_change=args.fail_on_change,
         ci_level=args.ci_level,
+        headroom=_headroom(args.headroom),
     )
     result = run_gate(
         args.baseline,
@@ -491,6 +530,12 @@ def add_eval_commands(subparsers: Any) -> None:
         help="fail when any question's ranking, contexts or answer changed (deterministic setups)",
     )
     p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the deltas' bootstrap CIs")
+    p.add_argument(
+        "--headroom",
+        default="0.05:0.95",
+        metavar="LO:HI",
+        help="gate a default metric only when its baseline mean is inside (LO, HI)",
+    )
     p.add_argument(
         "--out", default=None, help="write gate.json, gate.md, gate.html, gate.junit.xml and the current report here"
     )

@@ -28,8 +28,9 @@ tolerance with ``p < alpha`` is reported ``improved`` (passes; refresh the basel
 **Gated metrics** (unless ``GatePolicy.metrics`` names them): those of
 :data:`DEFAULT_GATE_METRICS` present in the baseline, one name per quantity (``id_context_recall``
 and ``nonllm_context_recall`` equal ``recall@10`` on these pipelines and are reported, not gated),
-and only where the baseline mean is above the tolerance: a metric that cannot drop by more than
-the tolerance cannot fail, so it is listed under ``not_gated`` with the reason instead.
+and only where the baseline mean lies inside ``headroom`` (default (0.05, 0.95)): a metric at
+the floor cannot fail and one at the ceiling can never show an improvement, so they are listed
+under ``not_gated`` with the reason instead (their per-question changes are still listed).
 
 **Per-question changes.** The baseline stores each question's ranked document ids, final context
 chunk ids and answer. Every question whose ranking, contexts or answer differ (or whose metric
@@ -239,12 +240,17 @@ class GatePolicy:
     seed: int = 0
     fail_on_change: bool = False  # deterministic setups: any changed question fails the gate
     ci_level: float = 0.95
+    #: default-gated metrics need a baseline mean strictly inside (lo, hi): room to fall and to rise
+    headroom: tuple[float, float] = (0.05, 0.95)
 
     def __post_init__(self) -> None:
         if self.test not in ("permutation", "bootstrap"):
             raise GateError(f"test={self.test!r}: use 'permutation' or 'bootstrap'")
         if not 0 < self.alpha < 1:
             raise GateError(f"alpha={self.alpha!r} must be in (0, 1)")
+        lo, hi = self.headroom
+        if not 0 <= lo < hi <= 1:
+            raise GateError(f"headroom={self.headroom!r} must satisfy 0 <= lo < hi <= 1")
         if not 0 < self.ci_level < 1:
             raise GateError(f"ci_level={self.ci_level!r} must be in (0, 1)")
         for name, tol in {"tolerance": self.tolerance, **self.tolerances}.items():
@@ -269,6 +275,7 @@ class GatePolicy:
             "seed": self.seed,
             "fail_on_change": self.fail_on_change,
             "ci_level": self.ci_level,
+            "headroom": list(self.headroom),
         }
 
 
@@ -722,11 +729,15 @@ def _errors_check(base: SuiteResult, cur: SuiteResult) -> MetricCheck:
     return check
 
 
-def _headroom_reason(metric: str, mean: float, tol: float) -> str:
+def _headroom_reason(mean: float, tol: float, headroom: tuple[float, float]) -> str:
     if not math.isfinite(mean):
         return ""
     if mean <= tol:
         return f"baseline mean {mean:.4f} <= tolerance {tol:g}: it cannot drop by more than the tolerance"
+    lo, hi = headroom
+    if not lo < mean < hi:
+        side = "cannot rise" if mean >= hi else "can barely fall"
+        return f"baseline mean {mean:.4f} outside ({lo:g}, {hi:g}): no headroom, it {side}"
     return ""
 
 
@@ -823,7 +834,7 @@ def compare_reports(baseline: EvalReport, current: EvalReport, policy: GatePolic
             for m in DEFAULT_GATE_METRICS:
                 if m not in names:
                     continue
-                why = _headroom_reason(m, summary.get(m, math.nan), pol.tolerance_for(m))
+                why = _headroom_reason(summary.get(m, math.nan), pol.tolerance_for(m), pol.headroom)
                 if why:
                     skipped[m] = why
                 else:

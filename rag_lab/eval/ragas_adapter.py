@@ -169,6 +169,8 @@ class RagasResult:
     values: dict[str, list[float]]
     reasons: dict[str, dict[str, str]] = field(default_factory=dict)  # metric -> qid -> reason
     failed: dict[str, list[str]] = field(default_factory=dict)  # metric -> qids that raised / lacked input
+    #: the judge's HTTP calls (every attempt): calls, failed, tokens_in, tokens_out, cost_usd, ms
+    judge: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
         """Mean over the valid (finite) samples; NaN when there is none."""
@@ -199,6 +201,7 @@ class RagasResult:
             "values": self.values,
             "reasons": self.reasons,
             "failed": self.failed,
+            "judge": dict(self.judge),
         }
 
     @classmethod
@@ -209,6 +212,7 @@ class RagasResult:
             {k: [float(x) for x in v] for k, v in data["values"].items()},
             {k: dict(v) for k, v in (data.get("reasons") or {}).items()},
             {k: list(v) for k, v in (data.get("failed") or {}).items()},
+            dict(data.get("judge") or {}),
         )
 
 
@@ -476,14 +480,147 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     }
 
 
-def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str]) -> dict[str, ScoreFn]:
-    """The LLM metrics as closures; the OpenAI client is created here, in the running loop."""
+#: calls ragas makes per sample: faithfulness (statements, then verdicts), answer_relevancy
+#: (``strictness`` = 3 generated questions), llm_context_precision (one per retrieved context)
+JUDGE_CALLS_PER_SAMPLE = {"faithfulness": 2, "answer_relevancy": 3}
+#: ragas' instructor client re-asks when a reply does not validate: up to this many attempts per call
+JUDGE_MAX_ATTEMPTS = 4
+
+
+def judge_ledger_transport(ledger: Any, model_id: str) -> Any:
+    """An httpx transport that records every HTTP attempt of the judge client in ``ledger``
+    (kind ``judge``): tokens from the reply's ``usage`` (0 and flagged when absent), failures with
+    the status or exception, connection failures at 0 tokens."""
+    import httpx
+
+    from rag_lab.observability.ledger import call_error, never_connected
+
+    class _Recording(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            import json as _json
+            import time as _time
+
+            t0 = _time.perf_counter()
+            try:
+                resp = await self.inner.handle_async_request(request)
+                body = await resp.aread()
+            except BaseException as exc:
+                down = never_connected(exc)
+                ledger.record("judge", model_id, 1, 0, 0, (_time.perf_counter() - t0) * 1000, not down, call_error(exc))
+                raise
+            tin = tout = 0
+            estimated = True
+            try:
+                usage = _json.loads(body).get("usage") or {}
+                if isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int):
+                    tin, tout, estimated = usage["prompt_tokens"], usage["completion_tokens"], False
+            except (ValueError, AttributeError):
+                pass
+            error = "" if resp.status_code < 400 else f"HTTP {resp.status_code}"
+            ledger.record("judge", model_id, 1, tin, tout, (_time.perf_counter() - t0) * 1000, estimated, error)
+            return httpx.Response(
+                resp.status_code, headers=resp.headers, content=body, request=request, extensions=resp.extensions
+            )
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return _Recording()
+
+
+def judge_summary(ledger: Any) -> dict[str, Any]:
+    """Totals of the judge calls recorded in ``ledger``."""
+    calls = [c for c in ledger.calls if c.kind == "judge"]
+    return {
+        "calls": len(calls),
+        "failed": sum(1 for c in calls if c.error),
+        "tokens_in": sum(c.tokens_in for c in calls),
+        "tokens_out": sum(c.tokens_out for c in calls),
+        "cost_usd": sum(c.cost for c in calls),
+        "ms": round(sum(c.ms for c in calls), 1),
+        "first_error": next((c.error for c in calls if c.error), ""),
+    }
+
+
+def project_judge(
+    samples: int, metrics: Sequence[str], contexts_per_sample: int, context_tokens: float, judge: JudgeConfig
+) -> tuple[int, int, int]:
+    """Upper bound of the judge's calls, tokens in and tokens out for ``samples`` samples:
+    calls per metric (:data:`JUDGE_CALLS_PER_SAMPLE`, one per context for llm_context_precision)
+    times :data:`JUDGE_MAX_ATTEMPTS`; each prompt ≤ the contexts plus 600 tokens of instructions,
+    each reply ≤ ``judge.max_tokens``."""
+    per_sample = 0
+    for m in metrics:
+        if m == "llm_context_precision":
+            per_sample += max(1, contexts_per_sample)
+        elif m in LLM_METRICS:
+            per_sample += JUDGE_CALLS_PER_SAMPLE[m]
+    calls = samples * per_sample * JUDGE_MAX_ATTEMPTS
+    prompt = int(contexts_per_sample * context_tokens) + 600
+    return calls, calls * prompt, calls * judge.max_tokens
+
+
+def add_judge_projection(
+    projection: Any,
+    lab: Any,
+    suites: Sequence[Any],
+    judge: JudgeConfig | None,
+    ragas_metrics: Sequence[str] = (),
+    params: Any = None,
+    repeat: int = 1,
+) -> Any:
+    """Add the judge calls of the LLM metrics (each suite's own metrics, else ``ragas_metrics``)
+    to ``projection`` (an :class:`~rag_lab.observability.projection.Projection`) as kind ``judge``,
+    priced under the judge's model; returns it."""
+    from rag_lab.observability.projection import Projection, corpus_chunk_tokens
+
+    if judge is None:
+        return projection
+    p = params or lab.params
+    for suite in suites:
+        metrics = getattr(suite, "ragas_metrics", None)
+        metrics = list(ragas_metrics) if metrics is None else metrics
+        if not any(m in LLM_METRICS for m in metrics):
+            continue
+        ds = suite.load()
+        calls, tin, tout = project_judge(
+            len(ds.queries) * max(1, repeat), metrics, min(p.rerank_top_k, 10), corpus_chunk_tokens(ds), judge
+        )
+        projection.add(
+            Projection(
+                0,
+                {"judge": calls},
+                tin,
+                tout,
+                lab.prices.cost(judge.model, tin, tout),
+                [f"judge calls counted with ragas' retries (up to {JUDGE_MAX_ATTEMPTS} attempts each)"],
+            )
+        )
+    return projection
+
+
+def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None) -> dict[str, ScoreFn]:
+    """The LLM metrics as closures; the OpenAI client is created here, in the running loop, with a
+    transport that records every attempt in ``ledger``."""
+    import httpx
     from openai import AsyncOpenAI
     from ragas.llms.base import llm_factory
     from ragas.metrics.collections import AnswerRelevancy, ContextPrecisionWithReference, Faithfulness
 
+    http_client = None
+    if ledger is not None:
+        http_client = httpx.AsyncClient(
+            transport=judge_ledger_transport(ledger, f"{judge.model}|{judge.base_url}"), timeout=judge.timeout
+        )
     client = AsyncOpenAI(
-        base_url=judge.base_url, api_key=judge.api_key, timeout=judge.timeout, max_retries=judge.max_retries
+        base_url=judge.base_url,
+        api_key=judge.api_key,
+        timeout=judge.timeout,
+        max_retries=judge.max_retries,
+        http_client=http_client,
     )
     llm = llm_factory(judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens, top_p=1.0)
     out: dict[str, ScoreFn] = {}
@@ -539,8 +676,12 @@ async def ascore_samples(
     metrics: Sequence[str] = OFFLINE_METRICS,
     judge: JudgeConfig | None = None,
     embedder: Any = None,
+    ledger: Any = None,
 ) -> RagasResult:
-    """Score every sample on every metric (see the module docstring for names and policies)."""
+    """Score every sample on every metric (see the module docstring for names and policies).
+
+    With LLM metrics every judge HTTP attempt is recorded in ``ledger`` (a fresh
+    :class:`~rag_lab.observability.ledger.Ledger` when None) and summed in ``RagasResult.judge``."""
     names = _check_metric_names(metrics)
     llm_wanted = [m for m in names if m in LLM_METRICS]
     if llm_wanted and judge is None:
@@ -552,7 +693,11 @@ async def ascore_samples(
     scorers = _offline_scorers() if any(m not in LLM_METRICS for m in names) else {}
     if llm_wanted:
         assert judge is not None
-        scorers.update(_llm_scorers(judge, embedder, llm_wanted))
+        if ledger is None:
+            from rag_lab.observability.ledger import Ledger
+
+            ledger = Ledger()
+        scorers.update(_llm_scorers(judge, embedder, llm_wanted, ledger))
     values: dict[str, list[float]] = {m: [math.nan] * len(samples) for m in names}
     reasons: dict[str, dict[str, str]] = {m: {} for m in names}
     failed: dict[str, list[str]] = {m: [] for m in names}
@@ -595,6 +740,7 @@ async def ascore_samples(
         values,
         {m: r for m, r in reasons.items() if r},
         {m: f for m, f in failed.items() if f},
+        judge_summary(ledger) if llm_wanted else {},
     )
 
 
@@ -603,8 +749,9 @@ def score_samples(
     metrics: Sequence[str] = OFFLINE_METRICS,
     judge: JudgeConfig | None = None,
     embedder: Any = None,
+    ledger: Any = None,
 ) -> RagasResult:
     """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
     from rag_lab.asyncutil import run_sync
 
-    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder))
+    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger))

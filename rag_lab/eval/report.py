@@ -117,16 +117,21 @@ class SuiteResult:
         return sum(lat) / len(lat) if lat else math.nan
 
     def ledger_totals(self) -> dict[str, Any]:
-        """Model calls per kind, tokens and cost summed over the questions."""
+        """Model calls per kind, tokens and cost summed over the questions, plus the LLM judge's
+        calls (every attempt, kind ``judge``; ``judge_failed`` of them failed)."""
         calls: dict[str, int] = {}
         for r in self.records:
             for k, v in (r.model_calls or {}).items():
                 calls[k] = calls.get(k, 0) + int(v)
+        judge = (self.ragas.judge if self.ragas is not None else None) or {}
+        if judge.get("calls"):
+            calls["judge"] = calls.get("judge", 0) + int(judge["calls"])
         return {
             "model_calls": calls,
-            "tokens_in": sum(r.tokens_in for r in self.records),
-            "tokens_out": sum(r.tokens_out for r in self.records),
-            "cost_usd": sum(r.cost_usd for r in self.records),
+            "tokens_in": sum(r.tokens_in for r in self.records) + int(judge.get("tokens_in", 0)),
+            "tokens_out": sum(r.tokens_out for r in self.records) + int(judge.get("tokens_out", 0)),
+            "cost_usd": sum(r.cost_usd for r in self.records) + float(judge.get("cost_usd", 0.0)),
+            "judge_failed": int(judge.get("failed", 0)),
         }
 
     @property
@@ -374,7 +379,8 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
         out += [
             "",
             f"Ledger: model calls {calls}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
-            f"cost ${led['cost_usd']:.4f}.",
+            f"cost ${led['cost_usd']:.4f}"
+            + (f"; {led['judge_failed']} judge calls failed." if led["judge_failed"] else "."),
         ]
         out += ["", "| metric | mean | n | valid | NaN | failed |", "|---|---|---|---|---|---|"]
         out += [f"| {m} | {v} | {n} | {ok} | {nn} | {nf} |" for m, v, n, ok, nn, nf in _summary_rows(suite)]
@@ -512,6 +518,14 @@ def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True, sor
             f"<h2>{e(suite.name)}</h2><p>Dataset <code>{e(suite.dataset)}</code>, {len(suite.records)} queries; "
             f"params: {e(params)}; mean latency {e(_fmt(suite.mean_latency_ms))} ms; "
             f"{suite.fallbacks} fallback answers; {suite.errors} pipeline errors.</p>"
+        )
+        led = suite.ledger_totals()
+        calls = ", ".join(f"{n} {k}" for k, n in sorted(led["model_calls"].items())) or "none"
+        parts.append(
+            f"<p>Ledger: model calls {e(calls)}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
+            f"cost ${led['cost_usd']:.4f}"
+            + (f"; {led['judge_failed']} judge calls failed" if led["judge_failed"] else "")
+            + ".</p>"
         )
         if plots:
             parts.append(_img(plot_png(suite), f"{suite.name} retrieval metrics"))

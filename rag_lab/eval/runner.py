@@ -372,12 +372,14 @@ async def evaluate_suites(
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
             from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
+            from rag_lab.observability.ledger import Ledger
 
             ragas = await ascore_samples(
                 samples_from_records(res.records, ds),
                 suite_metrics,
                 judge=judge,
                 embedder=getattr(lab, "embedder", None),
+                ledger=Ledger(getattr(lab, "prices", None) or Ledger().prices),
             )
         suites.append(
             SuiteResult(

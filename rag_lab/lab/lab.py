@@ -188,6 +188,10 @@ class Lab:
         try:
             self.prices = PriceTable(cfg.get("prices") or {})
             self.tracer = build_tracer(cfg.get("tracing"))
+            from rag_lab.observability.ledger import Ledger
+
+            #: model calls made outside a question's run (session titles started by the server)
+            self.background_ledger = Ledger(self.prices)
         except ValueError as exc:
             raise LabConfigError(f"{source}: {exc}") from None
         self.prompts = PromptTemplates()

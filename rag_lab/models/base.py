@@ -59,6 +59,8 @@ class ChatOptions:
     thinking: bool | None = None
     #: OpenAI ``response_format`` (e.g. a JSON schema), passed through when set
     response_format: dict[str, Any] | None = None
+    #: seconds for this call (the calling stage's timeout), replacing the client's default
+    timeout: float | None = None
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ _OPTION_FIELDS = (
     "frequency_penalty",
     "presence_penalty",
     "response_format",
+    "timeout",  # per request: the calling stage's timeout replaces the client's
 )
 
 
@@ -162,7 +163,7 @@ class OpenAIChatModel:
         kwargs["messages"] = messages_to_openai(messages, self.supports_vision, self.model)
         return kwargs
 
-    def _call_error(self, exc: BaseException) -> ModelError:
+    def _call_error(self, exc: BaseException, timeout: float | None = None) -> ModelError:
         import openai
 
         if isinstance(exc, openai.APIStatusError):
@@ -170,7 +171,7 @@ class OpenAIChatModel:
                 f"chat request to {self.url} failed: HTTP {exc.status_code}: {short_text(exc.response.text)}"
             )
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"chat request to {self.url} timed out after {self.timeout}s")
+            return ModelError(f"chat request to {self.url} timed out after {timeout or self.timeout}s")
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(f"chat request to {self.url} failed: cannot connect ({exc})")
         return ModelError(f"chat request to {self.url} failed: {type(exc).__name__}: {exc}")
@@ -183,7 +184,7 @@ class OpenAIChatModel:
             try:
                 resp = await client.chat.completions.create(**kwargs)
             except openai.OpenAIError as exc:
-                raise self._call_error(exc) from exc
+                raise self._call_error(exc, kwargs.get("timeout")) from exc
             except ValueError as exc:  # a body announced as JSON that does not parse
                 raise ModelError(f"chat reply from {self.url} is not valid JSON: {exc}") from exc
         if isinstance(resp, str):
@@ -215,7 +216,7 @@ class OpenAIChatModel:
                     **kwargs, stream=True, stream_options={"include_usage": True}
                 )
             except openai.OpenAIError as exc:
-                raise self._call_error(exc) from exc
+                raise self._call_error(exc, kwargs.get("timeout")) from exc
             finish_reason = ""
             usage: dict[str, Any] = {}
             try:

@@ -202,22 +202,57 @@ class _Proxy:
         return f"{type(self).__name__}({self.inner!r})"
 
 
+def never_connected(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) says the request never reached the
+    server: connection refused / reset before sending, DNS failure — not a timeout."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        name = type(cur).__name__
+        if name in ("APITimeoutError", "TimeoutError", "ReadTimeout", "WriteTimeout", "PoolTimeout"):
+            return False
+        if isinstance(cur, (ConnectionRefusedError, ConnectionResetError)) or name in (
+            "APIConnectionError",
+            "ConnectError",
+        ):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def call_error(exc: BaseException) -> str:
+    """The ledger's error text of a failed call: cancellations and timeouts named as such."""
+    import asyncio
+
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled (stage timeout or stop)"
+    if isinstance(exc, GeneratorExit):
+        return "cancelled (the reader stopped the stream)"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 class LedgerChatModel(_Proxy):
+    """Records every call, also failed, timed-out and cancelled ones (a cancellation is not an
+    ``Exception``). A call that never reached the server is charged 0 tokens; one that failed after
+    the request was sent is charged its estimated prompt tokens (flagged ``estimated``)."""
+
     async def chat(self, messages: Sequence[Any], options: Any) -> Any:
         ledger, t0 = _LEDGER.get(), time.perf_counter()
         try:
             resp = await self.inner.chat(messages, options)
-        except Exception as exc:
+        except BaseException as exc:
             if ledger is not None:
+                down = never_connected(exc)
                 ledger.record(
                     "chat",
                     self.inner.model_id,
                     1,
-                    _messages_tokens(messages),
+                    0 if down else _messages_tokens(messages),
                     0,
                     (time.perf_counter() - t0) * 1000,
-                    True,
-                    error=type(exc).__name__,
+                    not down,
+                    error=call_error(exc),
                 )
             raise
         if ledger is not None:
@@ -236,7 +271,7 @@ class LedgerChatModel(_Proxy):
     async def _recorded(
         self, stream: AsyncIterator[Any], messages: Sequence[Any], ledger: Ledger
     ) -> AsyncIterator[Any]:
-        t0, text, usage, error = time.perf_counter(), [], None, ""
+        t0, text, usage, error, down = time.perf_counter(), [], None, "", False
         try:
             async for chunk in stream:
                 if chunk.response_type == "answer":
@@ -246,11 +281,25 @@ class LedgerChatModel(_Proxy):
                 elif chunk.response_type == "error":
                     error = chunk.content
                 yield chunk
+        except BaseException as exc:
+            error = error or call_error(exc)
+            down = not text and never_connected(exc)
+            raise
         finally:
             used = _usage_tokens(usage)
-            tin, tout = used or (_messages_tokens(messages), estimate_tokens("".join(text)))
+            if down:
+                tin, tout = 0, 0
+            else:
+                tin, tout = used or (_messages_tokens(messages), estimate_tokens("".join(text)))
             ledger.record(
-                "chat", self.inner.model_id, 1, tin, tout, (time.perf_counter() - t0) * 1000, used is None, error
+                "chat",
+                self.inner.model_id,
+                1,
+                tin,
+                tout,
+                (time.perf_counter() - t0) * 1000,
+                used is None and not down,
+                error,
             )
 
 

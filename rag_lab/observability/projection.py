@@ -40,6 +40,16 @@ class Projection:
             f"≤ ${self.cost_usd:.4f}"
         )
 
+    def add(self, other: Projection) -> None:
+        """Add ``other``'s questions, calls, tokens and cost to this projection."""
+        self.questions += other.questions
+        for k, v in other.calls.items():
+            self.calls[k] = self.calls.get(k, 0) + v
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.cost_usd += other.cost_usd
+        self.notes += [n for n in other.notes if n not in self.notes]
+
     def check_budget(self, budget_usd: float | None) -> None:
         if budget_usd is not None and self.cost_usd > budget_usd:
             raise BudgetExceeded(
@@ -52,23 +62,28 @@ def project_suites(
     lab: Lab, suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1
 ) -> Projection:
     """The projection of an evaluation (or sweep) over dataset slices, before anything is ingested:
-    chunk sizes are estimated from the corpus texts and the KB chunk size."""
+    chunk sizes are estimated from the corpus texts and the KB chunk size (the LLM judge's calls
+    are added by :func:`rag_lab.eval.ragas_adapter.add_judge_projection`)."""
     total = Projection(questions=0)
     for suite in suites:
         ds = suite.load()
-        docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]
-        per_chunk = min(statistics.mean(docs) if docs else 0.0, 512 / 4)  # ~4 characters per token
         part = project_run(
-            lab, [q.question for q in ds.queries], params=params, chunk_tokens=per_chunk, n_kbs=1, repeat=repeat
+            lab,
+            [q.question for q in ds.queries],
+            params=params,
+            chunk_tokens=corpus_chunk_tokens(ds),
+            n_kbs=1,
+            repeat=repeat,
         )
-        total.questions += part.questions
-        for k, v in part.calls.items():
-            total.calls[k] = total.calls.get(k, 0) + v
-        total.tokens_in += part.tokens_in
-        total.tokens_out += part.tokens_out
-        total.cost_usd += part.cost_usd
-        total.notes = part.notes
+        total.add(part)
     return total
+
+
+def corpus_chunk_tokens(ds: Any) -> float:
+    """Mean tokens per chunk of a dataset not ingested yet: its documents' tokens, capped at the
+    chunk size (~4 characters per token)."""
+    docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]
+    return min(statistics.mean(docs) if docs else 0.0, 512 / 4)
 
 
 def _mean_chunk_tokens(lab: Lab, kb_ids: Sequence[str]) -> float:

@@ -97,6 +97,13 @@ class ProgressTracker:
         ok = err is None or err is ErrSearchNothing
         s = self.chat.state
         data = {"rewrite_query": s.rewrite_query, "intent": s.intent}
+        # the stage degrades to the original query on a failed / timed-out model call: not a success
+        failed_call = str((s.diagnostics.get("query_understand") or {}).get("error") or "")
+        if ok and failed_call:
+            msg = f"query understanding model call failed ({failed_call}); kept the original query"
+            self._close(self.query_window, False, "", msg, data)
+            self.query_window = None
+            return
         self._close(self.query_window, ok, "已完成问题理解" if ok else "", "" if ok else str(err), data)
         self.query_window = None
 

@@ -25,6 +25,11 @@ TITLE_TEMPLATE_ID = "default_session_title"
 EMPTY_THINK_PREFIX = "<think>\n\n</think>"
 TITLE_MAX_RUNES: int = PipelineParams.model_fields["session_title_max_runes"].default
 TITLE_TEMPERATURE: float = PipelineParams.model_fields["session_title_temperature"].default
+#: token cap of the title call: a title is a few words, and a model that ignores the instruction
+#: (or thinks aloud) must not keep generating after the answer has ended
+TITLE_MAX_TOKENS = 48
+#: seconds the title call may take
+TITLE_TIMEOUT_S = 30.0
 
 
 def sanitize_title(text: str, max_runes: int = TITLE_MAX_RUNES) -> str:
@@ -54,7 +59,12 @@ async def generate_title(
     system = render_prompt_placeholders(templates.resolve(TITLE_TEMPLATE_ID, overrides), {"language": language})
     resp = await model.chat(
         [ChatMessage("system", system), ChatMessage("user", query)],
-        ChatOptions(temperature=TITLE_TEMPERATURE, thinking=False),
+        ChatOptions(
+            temperature=TITLE_TEMPERATURE,
+            thinking=False,
+            max_completion_tokens=TITLE_MAX_TOKENS,
+            timeout=TITLE_TIMEOUT_S,
+        ),
     )
     return sanitize_title(resp.content, max_runes)
 
@@ -70,13 +80,16 @@ def generate_title_async(
     prompts: PromptTemplates | None = None,
     overrides: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    ledger: Any = None,
 ) -> asyncio.Task | None:
     """Start title generation when enabled, the model follows instructions and the session has
     no title; the task (or None).
 
     The task resolves to the saved title, or ``""`` when nothing was saved (model error, empty
     reply, a title set meanwhile). It is independent of the caller: cancelling the request that
-    started it does not cancel it.
+    started it does not cancel it. ``ledger`` (a :class:`~rag_lab.observability.ledger.Ledger`)
+    receives the call, under the stage ``session_title``; it is bounded by ``TITLE_MAX_TOKENS``
+    tokens and ``TITLE_TIMEOUT_S`` seconds.
     """
     if not enabled or model is None:
         return None
@@ -92,8 +105,24 @@ def generate_title_async(
         return None
 
     async def run() -> str:
+        from rag_lab.observability.ledger import reset_stage, set_stage, use_ledger
+
         try:
-            title = await generate_title(model, query, language=language, prompts=prompts, overrides=overrides)
+            token = set_stage("session_title")
+            try:
+                if ledger is not None:
+                    with use_ledger(ledger):
+                        title = await asyncio.wait_for(
+                            generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
+                            TITLE_TIMEOUT_S,
+                        )
+                else:
+                    title = await asyncio.wait_for(
+                        generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
+                        TITLE_TIMEOUT_S,
+                    )
+            finally:
+                reset_stage(token)
             if not title:
                 log.warning("title generation for session '%s': the model returned an empty title", session_id)
                 return ""

@@ -475,6 +475,7 @@ class StreamService:
                 language=self.lab.language,
                 bus=bus,
                 prompts=self.lab.prompts,
+                ledger=getattr(self.lab, "background_ledger", None),
             )
         except Exception as exc:  # a title never blocks an answer
             log.warning("title generation for %s not started: %s", gen.session_id, exc)

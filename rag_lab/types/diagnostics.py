@@ -151,6 +151,8 @@ class QueryUnderstandDiagnostics(StageDiagnostics):
     #: the reply was cut and recovered partially
     partial: bool | None = None
     parsed: dict[str, Any] | None = None
+    #: why the model's rewrite was dropped for the original query (not about the user's message)
+    rewrite_rejected: str | None = None
 
 
 @dataclass(eq=False)

@@ -260,7 +260,14 @@ def test_subset_properties(n_queries: int, max_docs: int, seed: int) -> None:
 
 def test_datasets_root_and_listing() -> None:
     assert datasets_root() == REPO / "datasets"
-    assert list_datasets() == ["cmrc2018", "hotpotqa_hipporag100", "pubmedqa_pqal"]
+    assert list_datasets() == [
+        "cmrc2018",
+        "cmrc2018_pool",
+        "hotpotqa_distractor40",
+        "hotpotqa_hipporag100",
+        "pubmedqa_long",
+        "pubmedqa_pqal",
+    ]
 
 
 def test_cmrc2018_loads() -> None:
@@ -302,6 +309,46 @@ def test_pubmedqa_test_split_first() -> None:
     d = ds.doc("21645374")
     starts = d.metadata["section_starts"]
     assert len(starts) == len(d.metadata["section_labels"]) and d.text[starts[1] - 2 : starts[1]] == "\n\n"
+
+
+def test_hotpotqa_distractor40_holds_each_questions_own_distractors() -> None:
+    ds = load_dataset("hotpotqa_distractor40")
+    full = load_dataset("hotpotqa_hipporag100")
+    assert (len(ds.corpus), len(ds.queries)) == (400, 40)
+    assert [q.id for q in ds.queries] == [q.id for q in full.queries[:40]]
+    ids = {d.id for d in ds.corpus}
+    for q in ds.queries:
+        assert set(q.metadata["context_ids"]) <= ids and set(q.gold_ids) <= ids
+    gold = {g for q in ds.queries for g in q.gold_ids}
+    assert len(gold) == 80  # 20 % of the corpus: 320 distractors, 8 of them chosen for each question
+    assert ds.doc(ds.corpus[0].id) == full.doc(ds.corpus[0].id)
+
+
+def test_cmrc2018_pool_dev_questions_over_dev_and_trial_paragraphs() -> None:
+    ds = load_dataset("cmrc2018_pool")
+    assert (len(ds.corpus), len(ds.queries)) == (1104, 848)
+    splits = [d.metadata["split"] for d in ds.corpus]
+    assert splits == ["dev"] * 848 + ["trial"] * 256
+    assert len({q.gold_ids[0] for q in ds.queries}) == 848  # one question per dev paragraph
+    q = ds.queries[0]
+    assert (q.id, q.question, q.answers, q.gold_ids) == (
+        "DEV_0_QUERY_0",
+        "《战国无双3》是由哪两个公司合作开发的？",
+        ["光荣和ω-force"],
+        ["DEV_0"],
+    )
+
+
+def test_pubmedqa_long_uses_the_long_answer_as_reference() -> None:
+    ds = load_dataset("pubmedqa_long")
+    labelled = load_dataset("pubmedqa_pqal")
+    assert (len(ds.corpus), len(ds.queries)) == (1000, 500)
+    by_id = {q.id: q for q in labelled.queries}
+    for q in ds.queries:
+        ref = by_id[q.id]
+        assert q.answers == [ref.answers[1]] and q.metadata["final_decision"] == ref.answers[0]
+        assert q.metadata["split"] == "test" and len(q.answers[0]) > 40
+        assert q.answers[0] not in ds.doc(q.id).text  # the conclusion is not part of the document
 
 
 def test_each_dataset_folder_is_small_and_licensed() -> None:

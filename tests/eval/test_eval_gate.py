@@ -104,7 +104,8 @@ def suite(runs: dict[str, list[str]], chrf: list[float] | None = None, name: str
     return SuiteResult(name, "d", "kb", {}, {}, rr, recs, rg)
 
 
-GOOD = {f"q{i}": [f"g{i}", "x"] for i in range(10)}
+# eight questions with their gold first, one at rank 2, one without: every metric has headroom
+GOOD = {**{f"q{i}": [f"g{i}", "x"] for i in range(8)}, "q8": ["x", "g8"], "q9": ["x", "y"]}
 
 
 def test_unchanged_passes_and_table_lists_every_check() -> None:
@@ -155,6 +156,8 @@ def test_nan_and_missing_fail() -> None:
     cur.retrieval.rows = [r for r in cur.retrieval.rows if r["qid"] != "q9"]
     res = compare_reports(base, EvalReport([cur]))
     assert not res.passed and "1 baseline queries missing" in res.failures()[0].note
+    with pytest.raises(GateError, match="headroom"):
+        GatePolicy(headroom=(0.9, 0.1))
     with pytest.raises(GateError, match="gated metric 'faithfulness' is not in the baseline"):
         compare_reports(base, base, GatePolicy(metrics=["faithfulness"]))
 
@@ -434,8 +437,17 @@ def test_committed_baseline_is_reproducible_spec_and_matches_pytrec_eval() -> No
     pytrec_eval = pytest.importorskip("pytrec_eval")
     base = load_report(BASELINE)
     spec = base.meta["spec"]
-    assert [s["dataset"] for s in spec["suites"]] == ["hotpotqa_hipporag100", "pubmedqa_pqal"]
+    assert [s["dataset"] for s in spec["suites"]] == ["hotpotqa_distractor40", "cmrc2018_pool", "pubmedqa_long"]
     assert spec["ragas_metrics"] and spec["params"] == {}
+    assert {"bleu_zh", "rouge_l_zh"} <= set(spec["suites"][1]["ragas_metrics"])  # the Chinese slice
+    # every gated baseline has headroom, and each family of the gate has at least one metric
+    gated = compare_reports(base, base).checks
+    fams = {c.family for c in gated}
+    assert {"retrieval", "ragas retrieval", "answer similarity"} <= fams
+    for c in gated:
+        if c.metric != "model_errors":
+            assert 0.05 < c.baseline < 0.95, (c.suite, c.metric, c.baseline)
+    assert {c.suite for c in gated} == {s["name"] for s in spec["suites"]}
     for s in base.suites:
         assert len(s.records) == s.spec["n_queries"]
         runs = {r.qid: r.retrieved_doc_ids for r in s.records}

@@ -131,7 +131,7 @@ def _ragas_direct(metric: str, ref: str, resp: str) -> float:
     """The value ragas' own metric class gives (no rag_lab code in between)."""
     from ragas.metrics.collections import BleuScore, CHRFScore, NonLLMStringSimilarity, RougeScore
 
-    from rag_lab.lab.lab import _run_sync
+    from rag_lab.asyncutil import run_sync as _run_sync
 
     cls = {"bleu": BleuScore, "rouge_l": RougeScore, "chrf": CHRFScore, "string_similarity": NonLLMStringSimilarity}
     return _run_sync(lambda: cls[metric]().ascore(reference=ref, response=resp)).value

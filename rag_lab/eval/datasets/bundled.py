@@ -1,15 +1,13 @@
 """Converters of the raw third-party QA datasets bundled under ``datasets/`` (CMRC 2018 trial,
-HotpotQA HippoRAG-100, PubMedQA PQA-L) and the command line of ``scripts/convert_datasets.py``.
+HotpotQA HippoRAG-100, PubMedQA PQA-L); their command line is :mod:`rag_lab.eval.datasets.convert_cli`.
 
 Long because each converter carries its dataset's provenance text; the shared helpers are in
 :mod:`rag_lab.eval.datasets.raw`."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from rag_lab.eval.datasets.raw import (
     dedupe_keep_order,
     load_json,
     norm_title,
-    write_converted,
 )
 
 # --------------------------------------------------------------------------- CMRC 2018
@@ -383,35 +380,3 @@ PUBMED_HEAD = """\
 | upstream files | `data/ori_pqal.json` (2,584,787 bytes, sha256 `8b3276be8942ebbd77f3ddcda12c1749bf0e490045a736fd8438ee40cf37a41d`), `data/test_ground_truth.json` (11,414 bytes, sha256 `939fe566f09017d13b1ca64d2ddfee0bc2374b366048152997669cccedc44d51`), both checked by the converter |
 | licence | **MIT** ("Copyright (c) 2019 pubmedqa") — text in `LICENSE`, to be kept with any copy. The texts are PubMed abstracts. |
 """
-
-
-# --------------------------------------------------------------------------- writing
-
-CONVERTERS: dict[str, Callable[[Path], Converted]] = {
-    "cmrc2018": convert_cmrc2018,
-    "hotpotqa_hipporag100": convert_hotpotqa,
-    "pubmedqa_pqal": convert_pubmedqa,
-}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(description="Convert the raw third-party QA datasets into rag_lab's format.")
-    parser.add_argument("--raw", type=Path, default=Path("../shared/datasets-raw"), help="raw datasets folder")
-    parser.add_argument("--out", type=Path, default=Path("datasets"), help="output folder")
-    parser.add_argument("--only", choices=sorted(CONVERTERS), action="append", help="convert only NAME (repeatable)")
-    args = parser.parse_args(argv)
-    if not args.raw.is_dir():
-        parser.error(f"--raw {args.raw}: not a folder")
-    for name in args.only or list(CONVERTERS):
-        try:
-            conv = CONVERTERS[name](args.raw)
-            sizes = write_converted(conv, args.out)
-        except ConversionError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(
-            f"{name}: {len(conv.corpus)} docs, {len(conv.queries)} queries, "
-            f"{sum(sizes.values()):,} bytes -> {args.out / name}"
-        )
-    return 0

@@ -164,9 +164,9 @@ class SweepPayload:
     base_params: dict[str, Any]
     configs: list[dict[str, Any]]  # the grid (empty for optuna)
     spaces: list[ParamSpace]
+    token: str  # identifies this sweep's payload in a worker process
     #: the fast path: per retrieval group key, per suite, (captured questions without their store,
     #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
-    token: str  # identifies this sweep's payload in a worker process
     fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
 
 

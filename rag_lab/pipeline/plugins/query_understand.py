@@ -16,6 +16,17 @@
 * The intent is normalised (seed ``NormalizeQueryIntent``); a non-retrieval intent applies the
   intent prompt override; the image description is written, in the background, to the first
   image caption of the user message.
+* **Structured output**: the call sends an OpenAI ``response_format`` of type ``json_schema``
+  (:func:`understanding_response_format`; llama-server, vLLM and OpenAI constrain decoding to it,
+  so even a tiny model replies with the object), its intent limited to the labels the request can
+  act on (:func:`allowed_intents`); the tolerant parser still reads replies from endpoints that
+  ignore it.
+* **Rewrite check**: a rewrite that is not a question about the user's message —
+  empty, without any word, a timestamp or the prompt's runtime line copied over, a piece of the
+  prompt echoed back, a bare intent label — is dropped and the original query is kept
+  (:func:`rewrite_rejection`; the reason goes to ``diagnostics["query_understand"]["rewrite_rejected"]``).
+* A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, also given
+  to the HTTP client) keeps the original query; the progress window reports it as not successful.
 * **Offline** (a model with ``follows_instructions = False``, the extractive answerer): no model
   call and no rewrite; :func:`detect_smalltalk` labels clear greetings and small talk (English and
   Chinese) ``greeting`` / ``chitchat``, everything else keeps intent "" (retrieval).
@@ -54,6 +65,96 @@ ASKER_BACKGROUND_NOTE = (
     "who is asking: use this only to resolve references and complete search terms; it is not part of the question"
 )
 _TEXT_ESCAPE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def understanding_response_format(intents: list[str] | None = None) -> dict[str, Any]:
+    """The ``response_format`` of the query-understanding call: a strict JSON schema of the three
+    keys, in the prompt's order, the intent one of ``intents`` (default: every label)."""
+    labels = intents if intents is not None else [i.value for i in QueryIntent if i.value]
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "query_understanding",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "rewrite_query": {"type": "string"},
+                    "intent": {"type": "string", "enum": list(labels)},
+                    "image_description": {"type": "string"},
+                },
+                "required": ["rewrite_query", "intent", "image_description"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = understanding_response_format()
+
+
+def allowed_intents(web_search: bool, images: bool, attachments: bool) -> list[str]:
+    """The labels the request can act on: ``web_search`` only with web search on, ``image_only``
+    only with images, ``doc_only`` only with an attached document (a small model constrained to the
+    schema otherwise picks labels whose path is switched off)."""
+    out = []
+    for i in QueryIntent:
+        if not i.value:
+            continue
+        if (i is QueryIntent.WEB_SEARCH and not web_search) or (i is QueryIntent.IMAGE_ONLY and not images):
+            continue
+        if i is QueryIntent.DOC_ONLY and not attachments:
+            continue
+        out.append(i.value)
+    return out
+
+
+_DATE_TIME_RE = re.compile(
+    r"\d{4}[-/.年]\d{1,2}[-/.月]\d{1,2}日?(?:[ T]*\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b"
+)
+_WEEKDAY_RE = re.compile(
+    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|星期[一二三四五六日天]|周[一二三四五六日]", re.IGNORECASE
+)
+_ECHO_NGRAM = 5
+
+
+def _words_of(text: str) -> list[str]:
+    return re.findall(r"\w+", unicodedata.normalize("NFKC", text or "").casefold())
+
+
+def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def rewrite_rejection(rewrite: str, user_text: str, prompt_text: str = "") -> str:
+    """Why ``rewrite`` cannot stand for the user's message, or "" when it can.
+
+    ``user_text`` is what the user wrote (the question and the conversation), ``prompt_text`` the
+    instructions around it. Rejected: an empty rewrite; one without a single letter; one that
+    carries a date or time (or a weekday) the user never wrote — the prompt's runtime line copied
+    over; one that is mostly that date/time; one repeating five or more consecutive words of the
+    prompt that the user did not write (the prompt echoed); a bare intent label.
+    """
+    text = (rewrite or "").strip()
+    if not text:
+        return "empty rewrite"
+    if not any(ch.isalpha() for ch in text):
+        return f"no words in the rewrite ({text[:40]!r})"
+    user = user_text or ""
+    stamps = [m.group(0) for m in _DATE_TIME_RE.finditer(text)] + [m.group(0) for m in _WEEKDAY_RE.finditer(text)]
+    foreign = [st for st in stamps if st.casefold() not in user.casefold()]
+    if foreign:
+        return f"the rewrite carries a date/time the user did not write ({foreign[0]!r}): the prompt's runtime line"
+    if text.casefold() in {i.value for i in QueryIntent if i.value} and text.casefold() not in user.casefold():
+        return f"the rewrite is an intent label ({text!r})"
+    words = _words_of(text)
+    if prompt_text and len(words) >= _ECHO_NGRAM:
+        echoed = (_ngrams(words, _ECHO_NGRAM) & _ngrams(_words_of(prompt_text), _ECHO_NGRAM)) - _ngrams(
+            _words_of(user), _ECHO_NGRAM
+        )
+        if echoed:
+            return f"the rewrite repeats the prompt ({' '.join(sorted(echoed)[0])!r})"
+    return ""
 
 
 # -- output parsing ------------------------------------------------------------------------------
@@ -482,6 +583,10 @@ class PluginQueryUnderstand(StagePlugin):
             temperature=p.query_understand_temperature,
             max_completion_tokens=p.query_understand_max_tokens_images if use_images else p.query_understand_max_tokens,
             thinking=False,
+            response_format=understanding_response_format(
+                allowed_intents(bool(req.web_search_enabled), has_images, bool(req.attachments))
+            ),
+            timeout=p.query_understand_timeout_s,
         )
         try:
             resp = await asyncio.wait_for(model.chat(messages, options), p.query_understand_timeout_s)
@@ -507,8 +612,18 @@ class PluginQueryUnderstand(StagePlugin):
             raw=content, finish_reason=finish, truncated=finish in TRUNCATION_REASONS, partial=partial, parsed=parsed
         )
         if parsed is not None:
-            if parsed["rewrite_query"]:
-                state.rewrite_query = parsed["rewrite_query"]
+            rewrite = parsed["rewrite_query"]
+            if rewrite:
+                why = rewrite_rejection(
+                    rewrite,
+                    "\n".join([req.query, values["conversation"]]),
+                    "\n".join([system_t, user_t]),
+                )
+                if why:
+                    log.warning("query_understand: rewrite %r dropped, keeping the original query: %s", rewrite, why)
+                    diag["rewrite_rejected"] = why
+                else:
+                    state.rewrite_query = rewrite
             state.intent = normalize_query_intent(parsed["intent"])
             state.image_description = parsed["image_description"]
             if state.image_description:
