@@ -36,7 +36,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     cap = None if args.max_file_mb <= 0 else int(args.max_file_mb * 1024 * 1024)
     report = lab.ingest(path, kb=args.kb, progress=not args.quiet, strict=args.strict, max_file_bytes=cap)
     print(report)
-    if report.failed or report.skipped:
+    if report.failed or report.skipped or report.warnings:
         print(report.details())
     return 1 if report.failed else 0
 

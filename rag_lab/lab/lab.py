@@ -529,6 +529,7 @@ class Lab:
 
         from rag_lab.observability.ledger import Ledger, use_ledger
         from rag_lab.pipeline.knobs import run_warnings
+        from rag_lab.searchutil.language import language_warning
 
         if self._manager is None:  # plugins read the services at call time: build the chain once
             self._manager = build_event_manager(self.services)
@@ -560,7 +561,8 @@ class Lab:
             total_ms=outcome.total_ms,
             params=chat.request.params,
             ledger=ledger,
-            warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)],
+            warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)]
+            + [w for w in [language_warning(chat.request.query, self.embedder, "this question")] if w],
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:
