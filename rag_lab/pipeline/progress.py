@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from rag_lab.pipeline.plugin import ErrSearchNothing, PluginError
 from rag_lab.stream.bus import BusEventType
@@ -79,19 +80,19 @@ class ProgressTracker:
         self.query_window: _Window | None = None
         self.retrieval_window: _Window | None = None
 
-    def _emit(self, event_type: str, data: dict) -> None:
+    def _emit(self, event_type: str, data: dict[str, Any]) -> None:
         bus = self.chat.context.event_bus
         if bus is not None:
             bus.emit(event_type, data)
 
-    def _open(self, tool: str, args: dict) -> _Window:
+    def _open(self, tool: str, args: dict[str, Any]) -> _Window:
         w = _Window(tool, str(uuid.uuid4()), time.time())
         self._emit(
             BusEventType.TOOL_CALL, {"tool_call_id": w.call_id, "tool_name": tool, "arguments": args, "iteration": 0}
         )
         return w
 
-    def _close(self, w: _Window, success: bool, output: str, error: str, data: dict) -> None:
+    def _close(self, w: _Window, success: bool, output: str, error: str, data: dict[str, Any]) -> None:
         self._emit(
             BusEventType.TOOL_RESULT,
             {
@@ -109,7 +110,7 @@ class ProgressTracker:
     # -- query understanding
     def open_query_understand(self) -> None:
         r = self.chat.request
-        args: dict = {}
+        args: dict[str, Any] = {}
         if r.query:
             args["query"] = r.query
         if r.images:
@@ -135,7 +136,7 @@ class ProgressTracker:
 
     # -- retrieval
     def open_retrieval(self) -> None:
-        args: dict = {"search_source": search_source(self.chat)}
+        args: dict[str, Any] = {"search_source": search_source(self.chat)}
         q = self.chat.state.rewrite_query or self.chat.request.query
         if q:
             args["query"] = q
