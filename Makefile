@@ -23,6 +23,9 @@ demo: $(STAMP)
 	$(PY) -m rag_lab.demo
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
+	$(VENV)/bin/ruff format --check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
+	$(PY) -m mypy rag_lab
 	$(PY) -m pytest -q --nbval-lax -m "not llm" tests notebooks
 	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --quiet --out reports
 

@@ -299,7 +299,7 @@ lab = Lab.from_config(workspace=workspace)
 lab.kb("pubmed", chunk_size=200, chunk_overlap=40)
 lab.ingest_documents([{"id": d.id, "title": d.title or d.id, "text": d.text} for d in long.corpus], kb="pubmed", progress=False)
 run = lab.ask(long.queries[0].question, kb="pubmed")
-pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"][:12])""",
+pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"].steps[:12])""",
     ),
     ("code", """run.frame("merge").head(10)"""),
     (
@@ -331,7 +331,7 @@ resumed from any offset.""",
     (
         "code",
         """run = lab.ask(ds.queries[4].question, kb="hotpot")
-system = run.state("chat_completion_stream").state.diagnostics["chat_messages"][0]["content"]
+system = run.state("chat_completion_stream").state.diagnostics["chat_messages"].messages[0]["content"]
 print(system[system.find("<retrieval"):][:700])""",
     ),
     ("md", "The decoder at work on a reply cut in awkward places:"),

@@ -272,7 +272,7 @@ def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> l
         raise SweepError("this sweep was not prepared for the fast evaluator")
     rows = []
     for i in indices:
-        row = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))
+        row: dict[str, Any] = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))  # type: ignore[misc]
         row["config_index"] = i
         row["worker_pid"] = os.getpid()
         rows.append(row)
@@ -576,7 +576,7 @@ def _run_tune(
         )
         grid = tuner.fit()
         out: list[tuple[int, dict[str, Any]]] = []
-        for res in grid:
+        for res in (grid[i] for i in range(len(grid))):
             if res.error is not None:
                 raise SweepError(f"a Ray Tune trial failed: {res.error}")
             m = dict(res.metrics or {})
