@@ -299,7 +299,7 @@ lab = Lab.from_config(workspace=workspace)
 lab.kb("pubmed", chunk_size=200, chunk_overlap=40)
 lab.ingest_documents([{"id": d.id, "title": d.title or d.id, "text": d.text} for d in long.corpus], kb="pubmed", progress=False)
 run = lab.ask(long.queries[0].question, kb="pubmed")
-pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"][:12])""",
+pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"].steps[:12])""",
     ),
     ("code", """run.frame("merge").head(10)"""),
     (
@@ -331,7 +331,7 @@ resumed from any offset.""",
     (
         "code",
         """run = lab.ask(ds.queries[4].question, kb="hotpot")
-system = run.state("chat_completion_stream").state.diagnostics["chat_messages"][0]["content"]
+system = run.state("chat_completion_stream").state.diagnostics["chat_messages"].messages[0]["content"]
 print(system[system.find("<retrieval"):][:700])""",
     ),
     ("md", "The decoder at work on a reply cut in awkward places:"),
@@ -465,11 +465,13 @@ print(panel.best_yaml())""",
         """## The same sweep on Ray
 
 With the `distributed` extra, `run_sweep_on_ray` (or `rag-lab sweep … --ray [ADDRESS]`) runs the
-configs as Ray Tune trials, the workspace and stage cache put once in the object store. Here a
-local 2-worker cluster is started for the run and shut down after it; on a cluster only the
-address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`). The
-metrics are the same config for config; only latency and the worker process differ. Ray costs
-seconds to start and per trial, so `rag-lab sweep` keeps sweeps under 8 configs in-process.""",
+configs as Ray Tune trials through the full pipeline (or, with `fast=True`, Ray tasks scoring
+chunks of configs with the fast evaluator), the workspace and stage cache put once in the object
+store. Here a local 2-worker cluster is started for the run and shut down after it; on a cluster
+only the address changes (`ray_address="auto"` or `"ray://head:10001"`, see `docs/scale-out.md`).
+The metrics equal the in-process fast sweep's config for config; only latency and the worker
+process differ. Ray costs seconds to start and per trial, so `rag-lab sweep --ray` keeps sweeps
+under 8 configs (2,000 with the fast evaluator) in-process and says so.""",
     ),
     (
         "code",

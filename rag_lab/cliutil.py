@@ -15,7 +15,7 @@ from typing import Any
 PROG = "rag-lab"
 
 #: a function that adds sub-commands to the sub-parsers action
-AddCommands = Callable[[Any], None]
+AddCommands = Callable[[Any], object]
 
 
 def command_parser(description: str | None, *add_commands: AddCommands) -> argparse.ArgumentParser:

@@ -375,10 +375,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 "params": params,
             }
         else:
-            spec = dict(load_report(args.baseline).meta.get("spec") or {})
+            raw_spec: Any = load_report(args.baseline).meta.get("spec") or {}
+            spec = dict(raw_spec)
             if not spec:
                 raise ValueError(f"{args.baseline}: has no spec; give --dataset to create a baseline")
-            spec["params"] = {**dict(spec.get("params") or {}), **params}
+            old_params: Any = spec.get("params") or {}
+            spec["params"] = {**dict(old_params), **params}
         report = evaluate_spec(spec, config=args.config, workspace=args.workspace, progress=not args.quiet)
         out = Path(args.baseline)
         paths = write_report(report, out.parent, out.name.removesuffix(".json"), formats=["json"])

@@ -928,7 +928,23 @@ def run_gate(
     **evaluate_kwargs: Any,
 ) -> GateResult:
     """Load the baseline, get the current report (given, or by re-running the baseline's spec with
-    :func:`evaluate_spec` and ``evaluate_kwargs``) and compare them."""
+    :func:`evaluate_spec` and ``evaluate_kwargs``) and compare them.
+
+    >>> from rag_lab.eval.metrics import evaluate_retrieval
+    >>> from rag_lab.eval.records import QueryRecord
+    >>> from rag_lab.eval.report import EvalReport, SuiteResult
+    >>> qrels = {f"q{i}": {f"d{i}"} for i in range(8)}
+    >>> def report(runs):
+    ...     recs = [QueryRecord(q, "?", sorted(g), [], retrieved_doc_ids=runs[q]) for q, g in qrels.items()]
+    ...     rr = evaluate_retrieval(runs, qrels, ks=(1, 5, 10))
+    ...     return EvalReport([SuiteResult("s", "demo", "kb", {}, {}, rr, recs)])
+    >>> good = report({q: [next(iter(g)), "x"] for q, g in qrels.items()})
+    >>> worse = report({q: ["x", "y"] for q in qrels})
+    >>> run_gate(good, good).passed, run_gate(good, worse).exit_code
+    (True, 1)
+    >>> all(c.current < c.baseline for c in run_gate(good, worse).failures())  # what regressed
+    True
+    """
     try:
         base = baseline if isinstance(baseline, EvalReport) else load_report(baseline)
         if current is None:

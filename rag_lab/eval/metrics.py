@@ -211,6 +211,11 @@ def evaluate_retrieval(
     """Score every query of ``qrels`` (and ``runs``) with the policies of the module docstring.
 
     Query order in the report: ``qrels`` order, then run-only queries (which are excluded).
+
+    >>> report = evaluate_retrieval({"q1": ["d2", "d1"], "q2": ["d9"]}, {"q1": {"d1"}, "q2": {"d3"}}, ks=[1, 2])
+    >>> s = report.summary()
+    >>> (s["recall@2"], s["mrr"], s["precision@2"])  # q1 finds d1 at rank 2, q2 finds nothing
+    (0.5, 0.25, 0.25)
     """
     ks_t = tuple(ks)
     if not ks_t:

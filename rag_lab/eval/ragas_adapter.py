@@ -399,7 +399,8 @@ def _offline_scorers() -> dict[str, ScoreFn]:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
         return await id_recall.single_turn_ascore(
             SingleTurnSample(
-                retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids
+                retrieved_context_ids=list[str | int](s.retrieved_context_ids),
+                reference_context_ids=list[str | int](s.reference_context_ids),
             )
         )
 
@@ -407,7 +408,8 @@ def _offline_scorers() -> dict[str, ScoreFn]:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
         return await id_precision.single_turn_ascore(
             SingleTurnSample(
-                retrieved_context_ids=s.retrieved_context_ids, reference_context_ids=s.reference_context_ids
+                retrieved_context_ids=list[str | int](s.retrieved_context_ids),
+                reference_context_ids=list[str | int](s.reference_context_ids),
             )
         )
 

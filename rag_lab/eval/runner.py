@@ -148,6 +148,8 @@ def _replay_history(lab: Lab, turns: Any) -> str:
 
     sid = f"eval-{uuid.uuid4()}"
     store = lab.services.messages
+    if store is None:
+        raise ValueError("replaying a dataset's history needs the lab's session store (services.messages)")
     store.ensure_session(sid, "lab")
     for t in turns:
         rid = str(uuid.uuid4())

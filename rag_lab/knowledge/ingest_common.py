@@ -40,6 +40,8 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or id, reason)
     #: files that could not be ingested (unreadable, not UTF-8, a bad table): (path, reason)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: things the caller should know (e.g. Chinese text with an English-only embedder)
+    warnings: list[str] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
     vectors_added: int = 0
@@ -58,8 +60,9 @@ class IngestReport:
         )
 
     def details(self, limit: int = 50) -> str:
-        """The skipped and failed files, one per line with the reason ('' when there are none)."""
-        lines = []
+        """Warnings, then the failed and skipped files, one per line with the reason ('' when
+        there are none)."""
+        lines = [f"  warning: {w}" for w in self.warnings]
         for title, items in (("failed", self.failed), ("skipped", self.skipped)):
             for path, reason in items[:limit]:
                 lines.append(f"  {title}: {path}: {reason}")

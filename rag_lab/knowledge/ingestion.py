@@ -40,6 +40,7 @@ from rag_lab.knowledge.ingest_common import (
 )
 from rag_lab.knowledge.models import Chunk, FAQEntry, Knowledge, KnowledgeBase
 from rag_lab.retrieval.spaces import vector_entries as _vector_entries
+from rag_lab.searchutil.language import language_warning, sample_text
 from rag_lab.types.errors import MixedEmbeddingSpaces
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
@@ -318,6 +319,12 @@ def _ingest(
             done_docs.extend(awaiting)
             awaiting.clear()
 
+        sample = sample_text(
+            d.text or next(iter(_read_blocks(d.stream_path)), "") if d.stream_path else d.text for d in docs
+        )
+        warning = language_warning(sample, embedder, f"the text of knowledge base {kb.name!r}") if embedder else ""
+        if warning:
+            report.warnings.append(warning)
         total = sum(d.size or len(d.text.encode("utf-8")) for d in docs)
         bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=not progress)
         current: str | None = None  # the document being written: removed again if we stop midway

@@ -207,7 +207,7 @@ def chat_manage_from_dict(
             hd.get("knowledge_references"), f"state.history[{i}].knowledge_references"
         )
         history.append(History(**hd))
-    lists = {
+    lists: dict[str, Any] = {
         name: _results(st_d.pop(name, None), f"state.{name}")
         for name in ("search_result", "rerank_result", "merge_result")
     }

@@ -331,8 +331,8 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
         if 0 <= idx < len(ranked):
             step_of[ranked[idx]] = st
     after_boosts: dict[str, SearchResult] = {}
-    for r in snap.state.rerank_result:
-        after_boosts.setdefault(r.id, r)
+    for boosted in snap.state.rerank_result:
+        after_boosts.setdefault(boosted.id, boosted)
     model_order = sorted(
         (i for i, r in enumerate(rows) if r.get("model_score") is not None),
         key=lambda i: -float(rows[i]["model_score"]),
@@ -347,9 +347,9 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
         composite = r.get("composite_score")
         final = r.get("final_score")
         res = after_boosts.get(r["id"])
-        meta = res.metadata if res is not None else {}
+        meta: dict[str, Any] = res.metadata if res is not None else {}
         memory = float(meta.get("memory_affinity") or 1.0)
-        st = step_of.get(i)
+        mstep = step_of.get(i)
         out.append(
             {
                 "search_rank": i + 1,
@@ -366,7 +366,7 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
                 "source_part": ws * sw,
                 "composite_score": composite,
                 "faq_boosted": bool(r.get("faq_boosted")),
-                "faq_factor": (float(final) / float(composite)) if (r.get("faq_boosted") and composite) else 1.0,
+                "faq_factor": (float(final or 0.0) / float(composite)) if (r.get("faq_boosted") and composite) else 1.0,
                 "final_score": final,
                 "wiki_boosted": meta.get("wiki_boosted") == "true",
                 "memory_affinity": memory,
@@ -374,10 +374,10 @@ def rerank_rows(obj: Any) -> list[dict[str, Any]]:
                 "passed_threshold": bool(r.get("passed_threshold")),
                 "kept_by": r.get("kept_by", ""),
                 "selected": bool(r.get("selected")),
-                "mmr_order": int(st["step"]) + 1 if st else None,
-                "mmr_relevance": st["relevance"] if st else None,
-                "mmr_redundancy": st["redundancy"] if st else None,
-                "mmr_value": st["mmr"] if st else None,
+                "mmr_order": int(mstep["step"]) + 1 if mstep else None,
+                "mmr_relevance": mstep["relevance"] if mstep else None,
+                "mmr_redundancy": mstep["redundancy"] if mstep else None,
+                "mmr_value": mstep["mmr"] if mstep else None,
             }
         )
     return out
@@ -499,8 +499,8 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
     if not isinstance(obj, ChatManage):
         try:
             src = _snapshot(obj, "rerank").state
-            for r in src.rerank_result or src.search_result:
-                before.setdefault(r.id, r)
+            for prior in src.rerank_result or src.search_result:
+                before.setdefault(prior.id, prior)
         except KeyError:
             pass
     rows: dict[str, dict[str, Any]] = {}
@@ -554,9 +554,9 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
             row(st["id"], "rerank")["fate"] = "dropped (overlap)"
         elif step == "image_vector_match":
             row(st["id"], "rerank")["image_hit"] = st.get("image_hit", "")
-    out_ids = {}
-    for n, r in enumerate(snap.state.merge_result, 1):
-        out_ids.setdefault(r.id, (n, r))
+    out_ids: dict[str, tuple[int, SearchResult]] = {}
+    for n, merged in enumerate(snap.state.merge_result, 1):
+        out_ids.setdefault(merged.id, (n, merged))
     for cid, r in rows.items():
         got = out_ids.get(cid)
         if got is not None:

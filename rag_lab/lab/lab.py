@@ -491,7 +491,20 @@ class Lab:
         return _run_sync(lambda: self.arerun(run, from_stage, params))
 
     def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
-        """Step through a question stage by stage (``st.next()``, ``await st.anext()``)."""
+        """Step through a question stage by stage (``st.next()``, ``await st.anext()``).
+
+        >>> import tempfile
+        >>> lab = Lab.from_config(workspace=tempfile.mkdtemp())
+        >>> _ = lab.ingest_documents([{"id": "bw-1874", "text": "Mara Quill built the lighthouse in 1874."}], kb="demo")
+        >>> st = lab.step("Who built the lighthouse?", kb="demo")
+        >>> st.next()
+        StageView(load_history: search=0 rerank=0 merge=0)
+        >>> view = st.run_to("chunk_rerank")
+        >>> [r.knowledge_id for r in view.state.state.rerank_result]
+        ['bw-1874']
+        >>> st.finish().references[0].knowledge_id
+        'bw-1874'
+        """
         from rag_lab.lab.stepper import Stepper
 
         return Stepper(self, question, kb, **kwargs)
@@ -516,6 +529,7 @@ class Lab:
 
         from rag_lab.observability.ledger import Ledger, use_ledger
         from rag_lab.pipeline.knobs import run_warnings
+        from rag_lab.searchutil.language import language_warning
 
         if self._manager is None:  # plugins read the services at call time: build the chain once
             self._manager = build_event_manager(self.services)
@@ -547,11 +561,22 @@ class Lab:
             total_ms=outcome.total_ms,
             params=chat.request.params,
             ledger=ledger,
-            warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)],
+            warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)]
+            + [w for w in [language_warning(chat.request.query, self.embedder, "this question")] if w],
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:
-        """Synchronous :meth:`aask` (works in plain scripts and inside Jupyter)."""
+        """Synchronous :meth:`aask` (works in plain scripts and inside Jupyter).
+
+        >>> import tempfile
+        >>> lab = Lab.from_config(workspace=tempfile.mkdtemp())  # the offline models
+        >>> _ = lab.ingest_documents([{"id": "bw-1874", "text": "Mara Quill built the lighthouse in 1874."}], kb="demo")
+        >>> run = lab.ask("Who built the lighthouse?", kb="demo")
+        >>> [r.knowledge_id for r in run.references], "Mara Quill" in run.answer, run.error
+        (['bw-1874'], True, '')
+        >>> run.stages[:4]
+        ['load_history', 'memory_recall', 'query_understand', 'chunk_search_parallel']
+        """
         return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
     async def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:

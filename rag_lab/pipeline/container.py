@@ -6,9 +6,10 @@ WikiBoost before MemoryAffinity on ``chunk_rerank``; QueryUnderstand before Extr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 from rag_lab.pipeline.plugin import EventManager, Plugin
@@ -19,23 +20,96 @@ class ModelNotFound(LookupError):
     pass
 
 
+# -- what the stages need from each service (the real classes are structural matches) ------------
+class SearcherService(Protocol):
+    """HybridSearch (:class:`~rag_lab.retrieval.hybrid_search.HybridSearcher`, or the stage cache's
+    CachingSearcher around it)."""
+
+    @property
+    def params(self) -> Any: ...
+
+    def with_params(self, params: Any) -> Any: ...
+
+    async def search(self, primary_kb_id: str, sp: Any) -> list[Any]: ...
+
+
+class WorkspaceService(Protocol):
+    """Knowledge bases and their store (:class:`~rag_lab.knowledge.workspace.Workspace`)."""
+
+    @property
+    def store(self) -> Any: ...
+
+    def get_kb(self, kb: Any) -> Any: ...
+
+
+class MessageService(Protocol):
+    """Session messages (:class:`~rag_lab.session.sqlite_store.SQLiteSessionStore`)."""
+
+    def get_recent_messages(self, session_id: str, limit: int) -> list[Any]: ...
+
+    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None: ...
+
+    def add_message(self, session_id: str, role: str, content: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class MemoryService(Protocol):
+    """Long-term memory (:class:`~rag_lab.memory.store.MemoryStore`)."""
+
+    def recall(self, user_id: str, query: str) -> Any: ...
+
+    def document_affinity(self, user_id: str, knowledge_ids: Sequence[str]) -> Mapping[str, int]: ...
+
+
+class WebSearchService(Protocol):
+    """A web search provider (:mod:`rag_lab.web.providers`)."""
+
+    async def search(self, query: str, max_results: int = ...) -> list[Any]: ...
+
+
+class WebFetcherService(Protocol):
+    """The page fetcher of WEB_FETCH (:class:`~rag_lab.web.fetch.PageFetcher`)."""
+
+    async def fetch(self, url: str) -> str: ...
+
+
+class GraphService(Protocol):
+    """The knowledge graph store (:class:`~rag_lab.knowledge.graph.GraphStore`)."""
+
+    def search_nodes(self, ns: Any, names: Sequence[str], partial: bool = True) -> Any: ...
+
+
+class TracerService(Protocol):
+    """OpenTelemetry spans (:mod:`rag_lab.observability.tracing`)."""
+
+    enabled: bool
+
+    def span(self, name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]: ...
+
+    def start_span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Any: ...
+
+
 @dataclass
 class Services:
     """Everything outside ChatManage that stages need. Optional parts may be None."""
 
-    workspace: Any = None  # rag_lab.knowledge.workspace.Workspace
-    searcher: Any = None  # rag_lab.retrieval.hybrid_search.HybridSearcher
+    workspace: WorkspaceService | None = None
+    searcher: SearcherService | None = None
     embedder_for: Callable[[Any], Embedder | None] | None = None
     chat_models: dict[str, ChatModel] = field(default_factory=dict)
     rerank_models: dict[str, Reranker] = field(default_factory=dict)
     prompts: PromptTemplates | None = None
-    messages: Any = None  # rag_lab.session.store.MessageStore
-    memory: Any = None  # long-term memory service (MEMORY_RECALL / MemoryAffinity)
-    web_search: Any = None  # web search provider: ``await search(query, max_results=n)``
-    web_fetcher: Any = None  # page fetcher for WEB_FETCH: ``await fetch(url) -> str``
-    graph: Any = None  # knowledge graph store (ExtractEntity / SearchEntity)
+    messages: MessageService | None = None
+    #: long-term memory (MEMORY_RECALL / MemoryAffinity)
+    memory: MemoryService | None = None
+    web_search: WebSearchService | None = None
+    #: page fetcher for WEB_FETCH
+    web_fetcher: WebFetcherService | None = None
+    #: knowledge graph store (ExtractEntity / SearchEntity)
+    graph: GraphService | None = None
     #: OpenTelemetry spans (rag_lab.observability.tracing); NullTracer = off
-    tracer: Any = field(
+    tracer: TracerService = field(
         default_factory=lambda: __import__("rag_lab.observability.tracing", fromlist=["NullTracer"]).NullTracer()
     )
     #: lab diagnostics (MMR traces, score components, merge decisions) are recorded when True

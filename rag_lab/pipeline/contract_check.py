@@ -113,8 +113,8 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
 
     def section_hooks(cls: type, section: str) -> None:
         names = frozenset(f.name for f in dataclasses.fields(cls))
-        base_get = cls.__getattribute__
-        base_set = cls.__setattr__
+        base_get: Any = cls.__getattribute__
+        base_set: Any = cls.__setattr__
 
         def getattribute(self: Any, name: str) -> Any:
             stage = _current.get()
@@ -134,7 +134,7 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
         patch(cls, "__setattr__", setattr_)
 
     def read_hook(cls: type, names: frozenset[str], bucket: str) -> None:
-        base_get = cls.__getattribute__
+        base_get: Any = cls.__getattribute__
 
         def getattribute(self: Any, name: str) -> Any:
             stage = _current.get()
@@ -186,12 +186,17 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
     try:
         for name in ("clone", "snapshot", "to_dict"):
             patch(ChatManage, name, quiet(ChatManage.__dict__[name]))
-        for cls, section in ((PipelineRequest, "request"), (PipelineState, "state"), (PipelineContext, "context")):
-            section_hooks(cls, section)
+        sections: tuple[tuple[type, str], ...] = (
+            (PipelineRequest, "request"),
+            (PipelineState, "state"),
+            (PipelineContext, "context"),
+        )
+        for section_cls, section in sections:
+            section_hooks(section_cls, section)
         read_hook(PipelineParams, _PARAM_FIELDS, "params")
         read_hook(KnowledgeBase, _KB_FIELDS, "kb")
-        for cls in dict.fromkeys(plugin_classes):
-            wrap(cls)
+        for plugin_cls in dict.fromkeys(plugin_classes):
+            wrap(plugin_cls)
         yield seen
     finally:
         for cls, name, old in reversed(restore):

@@ -183,7 +183,7 @@ def sweep_warnings(
     fallback)."""
     out: list[str] = []
     for name in param_names:
-        groups: dict[tuple, list[Mapping[str, Any]]] = {}
+        groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
         for r in rows:
             key = tuple((p, repr(r.get(p))) for p in param_names if p != name)
             groups.setdefault(key, []).append(r)

@@ -34,6 +34,12 @@ def composite_score(result: Any, model_score: float, base_score: float, params: 
 
     Evaluated left to right in IEEE doubles, so the defaults give
     ``0.6*1 + 0.3*1 + 0.1*1 == 0.9999999999999999`` (spec §0).
+
+    >>> from rag_lab.types import SearchResult
+    >>> composite_score(SearchResult(id="a"), model_score=0.8, base_score=0.5)  # 0.48 + 0.15 + 0.1
+    0.73
+    >>> round(composite_score(SearchResult(id="w", knowledge_source="web_search"), 0.8, 0.5), 4)  # source 0.95
+    0.725
     """
     p = _params(params)
     score = (

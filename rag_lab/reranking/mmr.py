@@ -197,6 +197,11 @@ def select_mmr(
     Token sets default to ``tokenize_simple(enriched_passage(r))`` for results; plain scores
     need ``token_sets`` when ``k > 1``. ``k == 1`` returns the index of the best
     ``λ·score`` (the earliest on ties) without tokenising.
+
+    The second passage repeats the first, so the less relevant but new third one is picked next:
+
+    >>> select_mmr([0.9, 0.85, 0.5], k=2, lam=0.7, token_sets=[{"red", "bridge"}, {"red", "bridge"}, {"tide"}])
+    [0, 2]
     """
     if k <= 0 or len(results_or_scores) == 0:
         return []

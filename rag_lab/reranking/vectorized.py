@@ -178,9 +178,12 @@ def _jaccard_rows(row_counts: Callable[[int], np.ndarray], sizes: np.ndarray) ->
     def row(c: int) -> np.ndarray:
         common = row_counts(c)
         union = size_f + (size_f[c] - common)
+        out: np.ndarray
         if all_nonempty:  # |a ∪ b| >= |b| > 0
-            return common / union
-        return np.divide(common, union, out=np.zeros(n, dtype=np.float64), where=union > 0)
+            out = common / union
+        else:
+            out = np.divide(common, union, out=np.zeros(n, dtype=np.float64), where=union > 0)
+        return out
 
     return row
 

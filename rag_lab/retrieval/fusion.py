@@ -140,7 +140,17 @@ def fuse_hits(
     normalize: bool = True,
 ) -> list[IndexWithScore]:
     """§5.12: one list empty → :func:`dedup_by_score` of the other (raw scores); both non-empty →
-    weighted RRF, normalised to [0, 1] unless ``normalize`` is False."""
+    weighted RRF, normalised to [0, 1] unless ``normalize`` is False.
+
+    ``b`` is in both lists, so it leads; ``a`` (vector rank 1) beats ``c`` (keyword rank 2):
+
+    >>> from rag_lab.retrieval.base import IndexWithScore
+    >>> def hit(cid, score, match_type):
+    ...     return IndexWithScore(cid, "", cid, "doc", "kb", score, match_type)
+    >>> fused = fuse_hits([hit("a", 0.9, 0), hit("b", 0.7, 0)], [hit("b", 12.0, 1), hit("c", 8.0, 1)])
+    >>> [(h.chunk_id, round(h.score, 4)) for h in fused]
+    [('b', 0.9887), ('a', 0.7), ('c', 0.2952)]
+    """
     if not keyword_hits:
         return dedup_by_score(vector_hits)
     if not vector_hits:

@@ -411,7 +411,7 @@ class HybridSearcher:
         arr = np.asarray(vecs, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] != 1:
             raise EmbeddingUnavailable(f"embedder {embedder.model_key!r} returned shape {arr.shape} for one query")
-        vec = arr[0]
+        vec: np.ndarray = arr[0]
         vec.flags.writeable = False
         self._query_vectors[key] = vec
         if len(self._query_vectors) > QUERY_VECTOR_CACHE:
@@ -452,7 +452,7 @@ class HybridSearcher:
             faq_vec = [k.id for k in g.kbs if k.vector_enabled and k.embedding_model_key and k.type == "faq"]
             doc_vec = [k.id for k in g.kbs if k.vector_enabled and k.embedding_model_key and k.type != "faq"]
             doc_kw = [k.id for k in g.kbs if k.keyword_enabled and k.type != "faq"]
-            common = dict(top_k=pool, knowledge_ids=list(sp.knowledge_ids), tag_ids=list(sp.tag_ids))
+            common: dict[str, Any] = dict(top_k=pool, knowledge_ids=list(sp.knowledge_ids), tag_ids=list(sp.tag_ids))
             if g.engine.supports_vector() and not sp.disable_vector_match and (doc_vec or faq_vec):
                 if embedding is None:  # primary without vectors: embed with this group's first vector KB
                     first = next(k for k in g.kbs if k.id in (doc_vec + faq_vec))
@@ -635,8 +635,8 @@ class HybridSearcher:
         store = self.workspace.store
         chunks = store.get_chunks([h.chunk_id for h in hits])
         by_kb: dict[str, list[str]] = {}
-        for c in chunks.values():
-            by_kb.setdefault(c.knowledge_base_id, []).append(c.knowledge_id)
+        for stored in chunks.values():
+            by_kb.setdefault(stored.knowledge_base_id, []).append(stored.knowledge_id)
         docs: dict[tuple[str, str], Knowledge] = {}
         for kb_id, kids in by_kb.items():
             for kid, d in store.get_knowledge(kids, kb_ids=[kb_id]).items():

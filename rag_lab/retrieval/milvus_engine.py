@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -77,6 +78,18 @@ _INSERT_BATCH = 256
 class MilvusEngineError(RuntimeError):
     """A Milvus engine that cannot be configured, reached or written; the message names the
     setting, the KB or the chunk."""
+
+
+class _LiteUnimplemented(logging.Filter):
+    """Drops the in-process Lite server's error log for RPCs it does not implement
+    (``AllocTimestamp``, which pymilvus calls while waiting for an index and then does without)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, NotImplementedError) and "Method not implemented" in str(exc))
+
+
+_LITE_FILTER = _LiteUnimplemented()
 
 
 def _require_pymilvus() -> Any:
@@ -331,9 +344,15 @@ class MilvusEngine:
                 pymilvus = _require_pymilvus()
                 cfg = self.config
                 uri = cfg.uri
+                kw: dict[str, Any] = {"uri": uri, "timeout": cfg.timeout_s}
                 if cfg.is_lite:
                     Path(uri).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-                kw: dict[str, Any] = {"uri": uri, "timeout": cfg.timeout_s}
+                    grpc_log = logging.getLogger("grpc._server")
+                    if _LITE_FILTER not in grpc_log.filters:
+                        grpc_log.addFilter(_LITE_FILTER)
+                    # pymilvus pings every 10 s; Lite's in-process gRPC server keeps grpc's default
+                    # policy (no pings more often than every 5 min) and answers GOAWAY otherwise
+                    kw["grpc_options"] = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": 0}
                 token = cfg.token()
                 if token:
                     kw["token"] = token

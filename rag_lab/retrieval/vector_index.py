@@ -510,7 +510,7 @@ class VectorIndex:
         beyond, so that ties are broken by id over the whole tied group, not by faiss' order."""
         k = min(n, top_k + max(8, top_k // 4))
         while True:
-            got = search(k)
+            got: list[tuple[int, float]] = search(k)
             if k >= n or len(got) < k or got[-1][1] < got[min(top_k, len(got)) - 1][1]:
                 return got
             k = min(n, k * 2)

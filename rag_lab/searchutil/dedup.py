@@ -69,7 +69,7 @@ def remove_partial_overlaps(
         small = min(sizes[a], sizes[b])
         if small == 0:
             return 0.0
-        return common[a][b] / small
+        return float(common[a][b] / small)
 
     for i in range(n):
         if removed[i]:

@@ -103,7 +103,7 @@ def _entries_from_env(text: str) -> dict[str, Any]:
     if text.startswith("{"):
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise AuthConfigError(f"{API_KEYS_ENV}: not valid JSON ({exc.msg} at {exc.pos})") from None
         if not isinstance(data, dict):
             raise AuthConfigError(f"{API_KEYS_ENV}: expected a JSON object of key → {{user, tenant}}")

@@ -192,7 +192,7 @@ class FastEvaluator:
                     )[0]
                 )
                 is_faq = bool(boost is not None and cr.is_faq[i])
-                picks.append(Picked(i, m, b, c, c * boost if is_faq else c, is_faq, image=True))
+                picks.append(Picked(i, m, b, c, c * boost if boost is not None and is_faq else c, is_faq, image=True))
         if q.wiki_in_scope and any(cr.is_wiki[x.index] for x in picks):
             boosted = [
                 Picked(
@@ -248,7 +248,7 @@ class FastEvaluator:
             return outcome, hit
         self.stats.merges += 1
         merged = merge_results(self._merge_input(q, picks, outcome, p), q.history, q.query, p, q.store, [])
-        refs, _ = filter_top_k(merged, p.rerank_top_k)
+        refs, _ = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
         out = [r for r in refs if r is not None]
         if self.memo:
             self._merged[key] = out

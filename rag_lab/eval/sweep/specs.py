@@ -45,6 +45,7 @@ class ParamSpace:
     def suggest(self, trial: Any) -> Any:
         if self.kind in ("bool", "choice") or (self.values is not None and self.step is None):
             return trial.suggest_categorical(self.name, list(self.values or []))
+        assert self.low is not None and self.high is not None, f"{self.name}: a range needs low and high"
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1))
         return self.normalise(trial.suggest_float(self.name, float(self.low), float(self.high), step=self.step))

@@ -147,7 +147,13 @@ async def _next_chunk(iterator: Any, timeout: float, cancel: Any) -> Any:
 
 
 async def consume_stream(
-    chat: ChatManage, bus: EventBus, stream, answer_dec, thinking_dec, tracer=None, span=None
+    chat: ChatManage,
+    bus: EventBus,
+    stream: Any,
+    answer_dec: Any,
+    thinking_dec: Any,
+    tracer: Any = None,
+    span: Any = None,
 ) -> None:
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
@@ -213,7 +219,7 @@ async def consume_stream(
                 if answer_completed:
                     continue
                 content = answer_dec.feed(chunk.content)
-                data: dict = {}
+                data: dict[str, Any] = {}
                 if chunk.done:
                     content += answer_dec.flush()
                     answer_completed = True

@@ -73,9 +73,10 @@ def collect_context_images(
                 except ValueError:
                     continue
             else:
-                data = read_local_image(url, base_dir, params.context_image_max_bytes)
-                if data is None:
+                local = read_local_image(url, base_dir, params.context_image_max_bytes)
+                if local is None:
                     continue
+                data = local
             mime = sniff_image_type(data)
             if not mime or len(data) > params.context_image_max_bytes:
                 continue

@@ -124,7 +124,7 @@ class PluginDataAnalysis(StagePlugin):
         diag["file_name"] = doc.file_name
         p = chat.request.params
         try:  # 5
-            path = stored_table_path(ws, doc)
+            path = stored_table_path(ws, doc)  # type: ignore[arg-type]  # the Workspace behind the protocol
             tool = DataAnalysisTool(
                 path,
                 file_name=doc.file_name,
@@ -205,8 +205,9 @@ class PluginDataAnalysis(StagePlugin):
         )
 
 
-def _skip(diag: DataAnalysisDiagnostics, reason: str, status: str = "skipped") -> None:
-    """Record why no result is added (``status`` "skipped" by choice, "failed" on an error)."""
+def _skip(diag: DataAnalysisDiagnostics, reason: str, status: str = "skipped") -> SearchResult | None:
+    """Record why no result is added (``status`` "skipped" by choice, "failed" on an error); the
+    analysis outcome is then ``None``."""
     diag["status"], diag["reason"] = status, reason
     log.info("data_analysis %s: %s", status, reason)
     return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.entities import OfflineEntityExtractor, parse_graph_reply
 from rag_lab.models.base import ChatMessage, ChatOptions
@@ -27,6 +27,9 @@ from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import EntityExtractionDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_kb_retrieval
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.pipeline.container import Services
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ class PluginExtractEntity(StagePlugin):
         kb=("metadata",),
     )
 
-    def __init__(self, services, offline: OfflineEntityExtractor | None = None) -> None:
+    def __init__(self, services: Services, offline: OfflineEntityExtractor | None = None) -> None:
         super().__init__(services)
         self.offline = offline or OfflineEntityExtractor()
 
@@ -134,8 +137,9 @@ class PluginExtractEntity(StagePlugin):
             elif t.type == "knowledge_base":
                 kb_ids.append(t.knowledge_base_id)
         loose = [k for k in req.knowledge_ids if k and k not in knowledge]
-        if loose:
-            for kid, doc in self.services.workspace.store.get_knowledge(loose).items():
+        ws = self.services.workspace
+        if loose and ws is not None:
+            for kid, doc in ws.store.get_knowledge(loose).items():
                 knowledge[kid] = doc.knowledge_base_id
         kb_ids.extend(knowledge.values())
         return list(dict.fromkeys(kb_ids)), knowledge

@@ -14,6 +14,7 @@ from rag_lab.searchutil.text import html_escape5 as _escape5
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
+from rag_lab.types.search_result import SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def validate_input(text: str) -> tuple[bool, str]:
     return True, text.strip()
 
 
-def build_document_header(results) -> str:
+def build_document_header(results: list[SearchResult]) -> str:
     seen: set[str] = set()
     parts: list[str] = []
     for r in results:
@@ -97,7 +98,6 @@ class PluginIntoChatMessage(StagePlugin):
             "state.intent",
             "state.merge_result",
             "state.quoted_context",
-            "state.rewrite_query",
             "state.user_content",
         ),
         writes=("state.context_images", "state.rendered_contexts", "state.user_content"),
@@ -115,18 +115,18 @@ class PluginIntoChatMessage(StagePlugin):
             return ErrTemplateExecute.with_error(ValueError("user query contains invalid content"))
 
         if not needs_retrieval(chat):
-            user = safe_query
-            rw_ok, rw = validate_input(state.rewrite_query)
-            if rw_ok and rw:
-                user = rw
-            user = _append_extras(chat, user)
+            # the user's own words on both paths (upstream sends the rewrite here and the original
+            # on the RAG path, B.10); the history messages give the model the context the rewrite
+            # resolved, and the rewrite stays a search artefact
+            user = _append_extras(chat, safe_query)
             if template:
                 user = render_prompt_placeholders(template, {"query": user, "contexts": "", "language": req.language})
             state.user_content = user
             return await next()
 
         results = state.merge_result
-        faq, docs = [], []
+        faq: list[SearchResult] = []
+        docs: list[SearchResult] = []
         if req.faq_priority_enabled:
             for r in results:
                 (faq if r.chunk_type == "faq" else docs).append(r)

@@ -48,7 +48,7 @@ def _fmt_sim(x: float) -> str:
 
 
 def inject_history_references(
-    current: list[SearchResult], history: list[History], query: str, params: PipelineParams, log_: list[dict]
+    current: list[SearchResult], history: list[History], query: str, params: PipelineParams, log_: list[dict[str, Any]]
 ) -> list[SearchResult]:
     """References of the newest turn that had any, kept when they overlap the query (seed:
     |q∩c| / min(|q|,|c|) >= threshold), score × factor, at most N."""
@@ -99,7 +99,9 @@ def _record(last: SearchResult, cur: SearchResult) -> None:
         log.warning("merge image info of %s into %s: %s", cur.id, last.id, exc)
 
 
-def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, log_: list[dict]) -> list[SearchResult]:
+def merge_sequential_chunks(
+    group: list[SearchResult], params: PipelineParams, log_: list[dict[str, Any]]
+) -> list[SearchResult]:
     """One (knowledge_id, chunk_type) group, sorted by chunk_index then id (§4.8.3)."""
     if not group:
         return []
@@ -157,14 +159,16 @@ def merge_sequential_chunks(group: list[SearchResult], params: PipelineParams, l
     return out
 
 
-def group_and_merge(results: list[SearchResult], params: PipelineParams, log_: list[dict]) -> list[SearchResult]:
+def group_and_merge(
+    results: list[SearchResult], params: PipelineParams, log_: list[dict[str, Any]]
+) -> list[SearchResult]:
     groups: dict[tuple[str, str], list[SearchResult]] = {}
     for r in results:
         groups.setdefault((r.knowledge_id, r.chunk_type), []).append(r)
     merged: list[SearchResult] = []
     for key in groups:
         merged.extend(merge_sequential_chunks(groups[key], params, log_))
-    return sort_search_results_deterministically(merged)  # type: ignore[return-value]
+    return [r for r in sort_search_results_deterministically(list[SearchResult | None](merged)) if r is not None]
 
 
 def merge_ordered(prev: str, base: str, nxt: str, params: PipelineParams) -> str:
@@ -176,7 +180,9 @@ def merge_ordered(prev: str, base: str, nxt: str, params: PipelineParams) -> str
     return c[: params.expansion_max_len]
 
 
-def mark_image_vector_matches(dropped: list[SearchResult], kept: list[SearchResult], log_: list[dict]) -> None:
+def mark_image_vector_matches(
+    dropped: list[SearchResult], kept: list[SearchResult], log_: list[dict[str, Any]]
+) -> None:
     """An image hit deduplicated against its description: the kept result carries
     ``image_vector_match = "true"`` and the image info, so the image still reaches the model."""
     for hit in dropped:
@@ -289,7 +295,7 @@ class PluginMerge(StagePlugin):
 
 
 # -- step 4 -------------------------------------------------------------------------------
-def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[dict]) -> list[SearchResult]:
+def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[dict[str, Any]]) -> list[SearchResult]:
     parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
     if not parent_ids:
         return results
@@ -377,7 +383,9 @@ def populate_faq_answers(results: list[SearchResult], store: Any) -> None:
 
 
 # -- step 7 -------------------------------------------------------------------------------
-def expand_short_contexts(results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict]) -> None:
+def expand_short_contexts(
+    results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict[str, Any]]
+) -> None:
     targets = [
         r
         for r in results

@@ -13,7 +13,7 @@ import unicodedata
 from typing import TYPE_CHECKING
 
 from rag_lab.retrieval.base import SearchParams
-from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.chat_manage import ChatManage, SearchTarget
 from rag_lab.types.search_result import SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -146,7 +146,7 @@ async def expand_search(chat: ChatManage, services: Services) -> list[SearchResu
         return []
     sem = asyncio.Semaphore(max(1, min(p.query_expansion_concurrency, len(jobs))))
 
-    async def one(variant: str, target) -> list[SearchResult]:
+    async def one(variant: str, target: SearchTarget) -> list[SearchResult]:
         vt, kt = target.recall_thresholds(req.vector_threshold, exp_kw)
         sp = SearchParams(
             query_text=variant,
@@ -161,7 +161,7 @@ async def expand_search(chat: ChatManage, services: Services) -> list[SearchResu
         )
         async with sem:
             try:
-                hits = await searcher.search(target.knowledge_base_id, sp)
+                hits: list[SearchResult] = await searcher.search(target.knowledge_base_id, sp)
             except Exception as exc:
                 log.warning("query expansion search failed for %r: %s", variant, exc)
                 return []

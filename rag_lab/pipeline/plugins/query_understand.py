@@ -158,7 +158,7 @@ def rewrite_rejection(rewrite: str, user_text: str, prompt_text: str = "") -> st
 
 
 # -- output parsing ------------------------------------------------------------------------------
-def _first_str(obj: dict, keys: tuple[str, ...]) -> str:
+def _first_str(obj: dict[str, Any], keys: tuple[str, ...]) -> str:
     for k in keys:
         v = obj.get(k)
         if isinstance(v, str):
@@ -322,6 +322,7 @@ def scan_object_prefix(text: str) -> dict[str, tuple[Any, bool]]:
         i = _skip_ws(s, i + 1)
         if i >= n:
             break
+        value: Any
         if s[i] in "\"'":
             value, i, ok = _scan_string(s, i)
         else:
@@ -354,7 +355,7 @@ def recover_truncated_understanding(text: str) -> dict[str, str] | None:
     def any_str(keys: tuple[str, ...]) -> str | None:
         for k in keys:
             if k in found and isinstance(found[k][0], str):
-                return found[k][0].strip()
+                return str(found[k][0]).strip()
         return None
 
     rewrite, intent = complete_str(REWRITE_KEYS), complete_str(("intent",))

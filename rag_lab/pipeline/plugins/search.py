@@ -159,6 +159,8 @@ class PluginSearch(StagePlugin):
         self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
     ) -> tuple[list[SearchResult], BaseException | None]:
         req = chat.request
+        if self.services.searcher is None:
+            raise RuntimeError("chunk_search: no searcher configured (Services.searcher)")
         searcher = self.services.searcher.with_params(req.params)
         errors: list[BaseException] = []
         embedding = None

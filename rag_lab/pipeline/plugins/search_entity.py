@@ -132,7 +132,10 @@ class PluginSearchEntity(StagePlugin):
         """The chunks of ``ids`` the turn may use, as graph hits, at most the configured number."""
         if not ids:
             return []
-        store = self.services.workspace.store
+        ws = self.services.workspace
+        if ws is None:
+            return []
+        store = ws.store
         limit = chat.request.params.entity_search_max_chunks
         kbs = turn_kb_ids(chat)
         doc_scope: dict[str, set[str]] = {}

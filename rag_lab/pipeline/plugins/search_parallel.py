@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError, run_parallel
@@ -11,6 +12,11 @@ from rag_lab.searchutil.dedup import remove_duplicate_results
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.pipeline.container import Services
+    from rag_lab.pipeline.plugins.search import PluginSearch
+    from rag_lab.pipeline.plugins.search_entity import PluginSearchEntity
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +40,7 @@ class PluginSearchParallel(StagePlugin):
         kb=(),
     )
 
-    def __init__(self, services, search, entity=None) -> None:
+    def __init__(self, services: Services, search: PluginSearch, entity: PluginSearchEntity | None = None) -> None:
         super().__init__(services)
         self.search = search
         self.entity = entity

