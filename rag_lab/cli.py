@@ -44,11 +44,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     from rag_lab.stream.bus import BusEventType
 
+    if not args.question.strip():  # the same rule and wording as POST /knowledge-chat
+        raise ValueError("query: must not be empty")
     lab = _lab(args)
+    from rag_lab.lab.replay import display_answer
+
+    streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
 
     def show(ev) -> None:
-        if ev.type == BusEventType.FINAL_ANSWER:
-            sys.stdout.write(str(ev.data.get("content", "")))
+        if ev.type == BusEventType.REFERENCES:
+            streamed["refs"] = list(ev.data.get("references") or [])
+        elif ev.type == BusEventType.FINAL_ANSWER:
+            # citation tags become [n], n = the reference's number below; a tag still arriving
+            # is held back until it is complete
+            streamed["raw"] += str(ev.data.get("content", ""))
+            text = display_answer(streamed["raw"], streamed["refs"], partial=not ev.data.get("done"))
+            sys.stdout.write(text[streamed["shown"] :])
+            streamed["shown"] = max(streamed["shown"], len(text))
             sys.stdout.flush()
         elif ev.type == BusEventType.TOOL_RESULT and ev.data.get("output") and not args.quiet:
             print(f"· {ev.data.get('tool_name')}: {ev.data.get('output')}", file=sys.stderr)

@@ -36,3 +36,18 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
     assert main(["--workspace", ws, "ask", "q", "--param", "mmr_lambda=7", "--quiet"]) == 2
     assert "mmr_lambda" in capsys.readouterr().err
+
+
+def test_ask_prints_numbered_citations_and_refuses_an_empty_question(tmp_path, capsys, docs_dir):
+    ws = str(tmp_path / "ws")
+    assert main(["--workspace", ws, "ingest", str(docs_dir), "--kb", "demo", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["--workspace", ws, "ask", "Who built the Brightwater lighthouse?", "--kb", "demo", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    answer, refs = out.split("References:", 1)
+    assert "<kb" not in out and "chunk_id=" not in answer  # no raw citation tags
+    assert "Mara Quill" in answer and "[1]" in answer
+    assert "*[1]" in refs  # the cited reference is number 1 in the list below
+    # the same rule as the server (400 "query: must not be empty")
+    assert main(["--workspace", ws, "ask", "   ", "--kb", "demo", "--quiet"]) == 2
+    assert "query: must not be empty" in capsys.readouterr().err

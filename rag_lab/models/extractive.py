@@ -126,9 +126,40 @@ def question_of(messages: Sequence[ChatMessage]) -> str:
     return ""
 
 
+_LINE_ENDS_SENTENCE_RE = re.compile(r"[.!?:;。！？；：…][\"'”’)\]」』）]*\s*$")
+_STRUCTURAL_LINE_RE = re.compile(r"\s*(?:[#>|*+\-•]|\d+[.)]\s|!\[|$)")
+
+
+def _cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
+
+
+def join_wrapped_lines(text: str) -> str:
+    """Undo hard line wraps: a single line break inside a sentence (the line does not end with
+    sentence punctuation, neither line is blank, a heading, a list item, a table row or an image)
+    becomes a space, or nothing between two CJK characters. Paragraph breaks stay."""
+    lines = text.split("\n")
+    out = [lines[0]] if lines else []
+    for line in lines[1:]:
+        prev = out[-1]
+        if (
+            prev.strip()
+            and not _LINE_ENDS_SENTENCE_RE.search(prev)
+            and not _STRUCTURAL_LINE_RE.match(prev)
+            and not _STRUCTURAL_LINE_RE.match(line)
+        ):
+            a, b = prev.rstrip(), line.lstrip()
+            out[-1] = a + ("" if (a and b and _cjk(a[-1]) and _cjk(b[0])) else " ") + b
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: split after ``. ! ?`` + whitespace, after ``。！？；`` and at newlines;
-    stripped; pieces without any letter or digit, and Markdown image lines, are dropped."""
+    """Sentences of ``text``: hard line wraps joined first (:func:`join_wrapped_lines`), then split
+    after ``. ! ?`` + whitespace, after ``。！？；`` and at the remaining newlines; stripped; pieces
+    without any letter or digit, and Markdown image lines, are dropped."""
+    text = join_wrapped_lines(text)
     out: list[str] = []
     start = 0
     for m in _SENTENCE_END_RE.finditer(text):

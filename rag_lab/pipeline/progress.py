@@ -40,6 +40,31 @@ def search_source(chat: ChatManage) -> str:
     return "web" if web else "knowledge"
 
 
+#: the progress windows' texts per session language (the upstream product shows the Chinese ones)
+PROGRESS_TEXTS: dict[str, dict[str, str]] = {
+    "en": {
+        "query_done": "Question understood",
+        "found": "Found {count} relevant passage(s)",
+        "candidates": "{candidate} candidate(s) found, none relevant enough to answer from",
+        "none": "No relevant content found",
+    },
+    "zh": {
+        "query_done": "已完成问题理解",
+        "found": "检索到 {count} 条相关内容",
+        "candidates": "命中 {candidate} 条候选，相关性不足，未用于回答",
+        "none": "未检索到相关内容",
+    },
+}
+_ZH_NAMES = ("zh", "chinese", "中文", "汉语", "漢語", "简体", "繁體", "mandarin", "cantonese")
+
+
+def progress_text(language: str, key: str, **values: object) -> str:
+    """A progress text in the session's ``language`` (a name like "English" or "Chinese", or a
+    code like "zh-CN"); languages without a table get English."""
+    lang = "zh" if str(language or "").strip().lower().startswith(_ZH_NAMES) else "en"
+    return PROGRESS_TEXTS[lang][key].format(**values)
+
+
 @dataclass(slots=True)
 class _Window:
     tool_name: str
@@ -105,7 +130,8 @@ class ProgressTracker:
             self._close(self.query_window, False, "", msg, data)
             self.query_window = None
             return
-        self._close(self.query_window, ok, "已完成问题理解" if ok else "", "" if ok else str(err), data)
+        done = progress_text(self.chat.request.language, "query_done")
+        self._close(self.query_window, ok, done if ok else "", "" if ok else str(err), data)
         self.query_window = None
 
     # -- retrieval
@@ -135,11 +161,11 @@ class ProgressTracker:
         if not ok:
             output = ""
         elif count > 0:
-            output = f"检索到 {count} 条相关内容"
+            output = progress_text(self.chat.request.language, "found", count=count)
         elif candidate > 0:
-            output = f"命中 {candidate} 条候选，相关性不足，未用于回答"
+            output = progress_text(self.chat.request.language, "candidates", candidate=candidate)
         else:
-            output = "未检索到相关内容"
+            output = progress_text(self.chat.request.language, "none")
         data = {
             "count": count,
             "doc_count": doc,

@@ -117,6 +117,42 @@ class StreamServerSettings:
 # -- frames ----------------------------------------------------------------------------------
 
 
+#: the OpenAPI description of POST /knowledge-chat (the handler reads and checks the JSON body
+#: itself, so FastAPI cannot infer it): the request body and the SSE response
+KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["query"],
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "the question (not blank)"},
+                        "kb": {
+                            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                            "description": "knowledge base names or ids to search (default: every KB you may see)",
+                        },
+                        "knowledge_base_ids": {
+                            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                            "description": "knowledge base ids (same as kb)",
+                        },
+                    },
+                },
+                "example": {"query": "When was the lighthouse built?", "kb": "demo"},
+            }
+        },
+    },
+    "responses": {
+        "200": {
+            "description": "the answer as Server-Sent Events (agent_query, progress, references, answer deltas, complete)",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        "400": {"description": "bad body (missing or blank query, unknown knowledge base, …)"},
+    },
+}
+
+
 def build_stream_response(event: StreamEvent, request_id: str) -> StreamResponse:
     """A stored event as the SSE payload (§8.3): the request id as ``id``, data copied,
     ``agent_query`` ids and ``references`` lifted; a stored ``stop`` becomes the stop notice."""
@@ -825,7 +861,7 @@ def create_app(
         await service.call(service.sessions.delete_session, session_id)
         return {"success": True}
 
-    @app.post("/knowledge-chat/{session_id}")
+    @app.post("/knowledge-chat/{session_id}", openapi_extra=KNOWLEDGE_CHAT_OPENAPI)
     async def knowledge_chat(session_id: str, request: Request):
         _check_id(session_id, "session_id")
         principal = caller(request)

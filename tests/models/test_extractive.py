@@ -275,3 +275,18 @@ async def test_max_tokens_truncates_with_length(extractive: ExtractiveChatModel)
 def test_constructor_checks(minilm: OnnxMiniLMEmbedder) -> None:
     with pytest.raises(ValueError, match="max_sentences"):
         ExtractiveChatModel(minilm, max_sentences=0)
+
+
+def test_hard_wrapped_sentences_are_joined_before_extraction() -> None:
+    from rag_lab.models.extractive import join_wrapped_lines
+
+    wrapped = "The lighthouse was built in 1874 by the\nengineer Mara Quill. Its lamp can be\nseen from 22 miles."
+    assert split_sentences(wrapped) == [
+        "The lighthouse was built in 1874 by the engineer Mara Quill.",
+        "Its lamp can be seen from 22 miles.",
+    ]
+    # paragraph breaks, headings and list items are not wraps
+    assert join_wrapped_lines("# Title\nFirst line\n\nNext para\n- item one\n- item two") == (
+        "# Title\nFirst line\n\nNext para\n- item one\n- item two"
+    )
+    assert join_wrapped_lines("长城是中国古代的\n军事防御工程。") == "长城是中国古代的军事防御工程。"

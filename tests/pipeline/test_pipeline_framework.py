@@ -209,7 +209,7 @@ async def test_search_nothing_runs_the_fixed_fallback_and_stops():
     assert chat.state.chat_response == "FALLBACK"
     # the retrieval window opened and was closed as a success with no results
     results = [e for e in seen if e.type == "tool_result" and e.data["tool_name"] == "knowledge_search"]
-    assert len(results) == 1 and results[0].data["success"] and results[0].data["output"] == "未检索到相关内容"
+    assert len(results) == 1 and results[0].data["success"] and results[0].data["output"] == "No relevant content found"
 
 
 async def test_cancellation_is_checked_before_search_nothing():
@@ -259,7 +259,17 @@ async def test_references_are_emitted_before_the_answer_stage_and_window_counts(
         "search_source": "mixed",
         "candidate_count": 0,
     }
-    assert done.data["output"] == "检索到 2 条相关内容"
+    assert done.data["output"] == "Found 2 relevant passage(s)"  # the session's language: English
+
+
+def test_progress_texts_follow_the_session_language():
+    from rag_lab.pipeline.progress import progress_text
+
+    assert progress_text("English", "found", count=3) == "Found 3 relevant passage(s)"
+    assert progress_text("Chinese", "found", count=3) == "检索到 3 条相关内容"
+    assert progress_text("zh-CN", "query_done") == "已完成问题理解"
+    assert progress_text("中文", "none") == "未检索到相关内容"
+    assert progress_text("French", "none") == "No relevant content found"  # no table: English
 
 
 async def test_query_understand_window_opens_only_when_rewrite_enabled():

@@ -1,0 +1,222 @@
+"""Evaluation data in and out: TREC run / qrels files, Hugging Face-style JSONL, ragas datasets.
+
+* TREC: :func:`write_trec_run` (``qid Q0 docid rank score run_name``, the documents of each
+  question's final contexts in rank order, first occurrence only, score = n - rank + 1 so that
+  sorting by score keeps our order) and :func:`write_trec_qrels` (``qid 0 docid 1``). Both are what
+  ``trec_eval``, ``pytrec_eval``, ``ranx`` and ``ir_measures`` read; :func:`read_trec_run` and
+  :func:`read_trec_qrels` read them back. ``pytrec_eval`` on these files gives the report's
+  recall@k, nDCG@k, MRR and MAP (tests/eval/test_eval_formats.py), except that trec_eval leaves
+  out a question with no retrieved document where our means count it as 0.
+* JSONL: one sample per line, ``{"id", "question", "answer", "answers", "gold_ids",
+  "contexts", "context_ids", "context_doc_ids"}``, with the context texts so samples can be
+  re-scored elsewhere. :func:`write_samples_jsonl` / :func:`read_samples_jsonl` round-trip
+  :class:`~rag_lab.eval.records.QueryRecord` s.
+* ragas: :func:`to_ragas_dataset` builds a ``ragas.EvaluationDataset`` of single-turn samples
+  (``user_input``, ``retrieved_contexts``, ``response``, ``reference``, ``reference_contexts``);
+  :func:`from_ragas_dataset` reads one back as records (and any ragas dataset someone else made).
+Bad lines fail with the file, the line number and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag_lab.eval.metrics import dedupe_ranking
+from rag_lab.eval.records import QueryRecord
+
+__all__ = [
+    "FormatError",
+    "from_ragas_dataset",
+    "read_samples_jsonl",
+    "read_trec_qrels",
+    "read_trec_run",
+    "to_ragas_dataset",
+    "write_samples_jsonl",
+    "write_trec_qrels",
+    "write_trec_run",
+]
+
+
+class FormatError(ValueError):
+    """A file in one of these formats cannot be read; names the file, line and field."""
+
+
+def _check_token(value: str, what: str, qid: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise FormatError(
+            f"TREC files are whitespace-separated: {what} {value!r} of question {qid!r} is empty or has spaces"
+        )
+    return value
+
+
+# -- TREC ----------------------------------------------------------------------------------
+def write_trec_run(records: Iterable[QueryRecord], path: str | Path, run_name: str = "rag_lab") -> Path:
+    """The final contexts' documents of each record as a TREC run file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    _check_token(run_name, "run name", "-")
+    lines = []
+    for r in records:
+        ranked = dedupe_ranking(r.retrieved_doc_ids)
+        for rank, doc in enumerate(ranked, 1):
+            lines.append(
+                f"{_check_token(r.qid, 'id', r.qid)} Q0 {_check_token(doc, 'document id', r.qid)} "
+                f"{rank} {len(ranked) - rank + 1} {run_name}\n"
+            )
+    p.write_text("".join(lines), encoding="utf-8")
+    return p
+
+
+def write_trec_qrels(qrels: Mapping[str, Iterable[str]] | Iterable[QueryRecord], path: str | Path) -> Path:
+    """Gold documents as a TREC qrels file (relevance 1). ``qrels``: ``{qid: gold ids}`` or records."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    pairs = qrels.items() if isinstance(qrels, Mapping) else ((r.qid, r.gold_ids) for r in qrels)
+    lines = []
+    for qid, gold in pairs:
+        for doc in dict.fromkeys(gold):
+            lines.append(f"{_check_token(qid, 'id', qid)} 0 {_check_token(doc, 'document id', qid)} 1\n")
+    p.write_text("".join(lines), encoding="utf-8")
+    return p
+
+
+def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
+    """``{qid: {docid: score}}`` (the shape pytrec_eval takes)."""
+    out: dict[str, dict[str, float]] = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise FormatError(f"{path}:{n}: a run line has 6 fields (qid Q0 docid rank score run), got {len(parts)}")
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise FormatError(f"{path}:{n}: field 'score' = {parts[4]!r} is not a number") from None
+        out.setdefault(parts[0], {})[parts[2]] = score
+    return out
+
+
+def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """``{qid: {docid: relevance}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 4:
+            raise FormatError(f"{path}:{n}: a qrels line has 4 fields (qid 0 docid relevance), got {len(parts)}")
+        try:
+            rel = int(parts[3])
+        except ValueError:
+            raise FormatError(f"{path}:{n}: field 'relevance' = {parts[3]!r} is not an integer") from None
+        out.setdefault(parts[0], {})[parts[2]] = rel
+    return out
+
+
+def ranked_docs(run: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
+    """A read run back to ranked document lists (score descending, then document id)."""
+    return {q: [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))] for q, docs in run.items()}
+
+
+# -- JSONL ---------------------------------------------------------------------------------
+_JSONL_FIELDS = ("id", "question", "answer", "answers", "gold_ids", "contexts", "context_ids", "context_doc_ids")
+
+
+def write_samples_jsonl(records: Iterable[QueryRecord], path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", encoding="utf-8") as fh:
+        for r in records:
+            row = {
+                "id": r.qid,
+                "question": r.question,
+                "answer": r.answer,
+                "answers": list(r.answers),
+                "gold_ids": list(r.gold_ids),
+                "contexts": list(r.contexts),
+                "context_ids": list(r.context_ids),
+                "context_doc_ids": list(r.context_doc_ids),
+            }
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return p
+
+
+def read_samples_jsonl(path: str | Path) -> list[QueryRecord]:
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise FormatError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+        for f in ("id", "question"):
+            if not isinstance(row.get(f), str) or not row[f]:
+                raise FormatError(f"{path}:{n}: field '{f}' = {row.get(f)!r} must be a non-empty string")
+        for f in ("answers", "gold_ids", "contexts", "context_ids", "context_doc_ids"):
+            v = row.get(f, [])
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise FormatError(f"{path}:{n}: field '{f}' = {v!r} must be a list of strings")
+        out.append(
+            QueryRecord(
+                qid=row["id"],
+                question=row["question"],
+                gold_ids=list(row.get("gold_ids", [])),
+                answers=list(row.get("answers", [])),
+                retrieved_doc_ids=dedupe_ranking(row.get("context_doc_ids", [])),
+                context_ids=list(row.get("context_ids", [])),
+                context_doc_ids=list(row.get("context_doc_ids", [])),
+                contexts=list(row.get("contexts", [])),
+                answer=str(row.get("answer", "")),
+            )
+        )
+    return out
+
+
+# -- ragas ---------------------------------------------------------------------------------
+def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[str, str] | None = None) -> Any:
+    """A ``ragas.EvaluationDataset``: one ``SingleTurnSample`` per record (reference contexts
+    from ``reference_texts``: gold document id → text, when given)."""
+    from ragas import EvaluationDataset
+    from ragas.dataset_schema import SingleTurnSample
+
+    from rag_lab.eval.records import answer_text
+
+    texts = reference_texts or {}
+    samples: list[Any] = [
+        SingleTurnSample(
+            user_input=r.question,
+            retrieved_contexts=list(r.contexts),
+            response=answer_text(r.answer),
+            reference=r.answers[0] if r.answers else None,
+            reference_contexts=[texts[g] for g in r.gold_ids if g in texts] or None,
+        )
+        for r in records
+    ]
+    return EvaluationDataset(samples=samples)
+
+
+def from_ragas_dataset(dataset: Any, ids: Sequence[str] | None = None) -> list[QueryRecord]:
+    """Records from a ragas ``EvaluationDataset`` (single-turn samples); ids ``q1``, ``q2``, …
+    unless ``ids`` are given. Context and gold document ids are not part of ragas' schema."""
+    out = []
+    for i, s in enumerate(dataset.samples):
+        if not getattr(s, "user_input", None):
+            raise FormatError(f"ragas sample #{i}: field 'user_input' = {getattr(s, 'user_input', None)!r} is required")
+        out.append(
+            QueryRecord(
+                qid=ids[i] if ids is not None else f"q{i + 1}",
+                question=str(s.user_input),
+                gold_ids=[],
+                answers=[s.reference] if getattr(s, "reference", None) else [],
+                contexts=list(getattr(s, "retrieved_contexts", None) or []),
+                answer=str(getattr(s, "response", None) or ""),
+            )
+        )
+    return out
