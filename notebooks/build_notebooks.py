@@ -88,6 +88,17 @@ and write one object, `ChatManage` (request · state · context). `lab.step()` p
 stage so you can look at that object, exactly as the next stage will see it.""",
     ),
     ("code", SETUP),
+    (
+        "md",
+        "Each stage declares what it reads and writes on `ChatManage` and which params it reads (a test keeps the declarations true; `rag-lab stages` prints the same table):",
+    ),
+    (
+        "code",
+        """from rag_lab.pipeline.container import Services, default_plugins
+from rag_lab.pipeline.contracts import stage_table
+pd.set_option("display.max_colwidth", 80)
+pd.DataFrame(stage_table(default_plugins(Services())))[["stage", "events", "reads", "writes", "params"]]""",
+    ),
     ("code", INGEST_HOTPOT),
     (
         "code",
@@ -110,7 +121,7 @@ pd.DataFrame([{"id": r.id[-22:], "title": r.knowledge_title, "score": round(r.sc
     (
         "code",
         """after_rerank = st.run_to("chunk_rerank").state
-after_rerank.state.diagnostics["rerank"]["outcome"], len(after_rerank.state.rerank_result)""",
+after_rerank.state.diagnostics["rerank"].outcome, len(after_rerank.state.rerank_result)  # typed diagnostics""",
     ),
     (
         "md",

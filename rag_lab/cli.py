@@ -49,7 +49,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     lab = _lab(args)
     from rag_lab.lab.replay import display_answer
 
-    streamed = {"raw": "", "shown": 0, "refs": []}
+    streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
 
     def show(ev) -> None:
         if ev.type == BusEventType.REFERENCES:

@@ -189,7 +189,7 @@ def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[st
     from rag_lab.eval.records import answer_text
 
     texts = reference_texts or {}
-    samples = [
+    samples: list[Any] = [
         SingleTurnSample(
             user_input=r.question,
             retrieved_contexts=list(r.contexts),

@@ -51,8 +51,12 @@ def test_query_understanding_json_schema_and_streamed_answer(llm_lab: Any) -> No
     diag = run.state("query_understand").state.diagnostics["query_understand"]
     # the json_schema response format makes even the 135M model reply with the object
     assert diag.get("error") is None, diag
-    obj = json.loads(diag["raw"])
-    assert set(obj) == {"rewrite_query", "intent", "image_description"}
+    assert diag["parsed"] is not None, diag  # an object came back (complete, or cut and recovered)
+    print(f"[qu] finish={diag['finish_reason']} raw={diag['raw'][:160]!r} rejected={diag.get('rewrite_rejected')}")
+    if diag["finish_reason"] not in ("length", "max_tokens"):
+        assert set(json.loads(diag["raw"])) == {"rewrite_query", "intent", "image_description"}
+    else:  # cut by the token cap: a prefix of the schema's object, read by the recovery parser
+        assert diag["raw"].lstrip().startswith('{"rewrite_query"') or diag["raw"].lstrip().startswith("{\n")
     from rag_lab.types.intent import QueryIntent
 
     assert diag["parsed"]["intent"] in {i.value for i in QueryIntent if i.value}  # the schema's enum

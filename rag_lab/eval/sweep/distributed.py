@@ -411,7 +411,26 @@ async def run_sweep_on_ray(
         finally:
             ev.close(restore_index=False)
         cache_tar = pack_folder(cache_dir)
-    payload = SweepPayload(
+    payload = _payload(lab, prepared, spaces, configs, objective, ks, ragas_metrics, base, cache_tar)
+    rows = _run_tune(payload, spaces, objective, direction, n_trials, seed, ray_address, workers, progress)
+    for i, r in enumerate(rows):
+        r["config_index"] = i
+    return _result(spaces, objective, direction, rows, base, prepared, stats, t0)
+
+
+def _payload(
+    lab: Lab,
+    prepared: Sequence[_Suite],
+    spaces: Sequence[ParamSpace],
+    configs: list[dict[str, Any]],
+    objective: str,
+    ks: Sequence[int],
+    ragas_metrics: Sequence[str],
+    base: dict[str, Any],
+    cache_tar: bytes | None,
+    fast_inputs: Any = None,
+) -> SweepPayload:
+    return SweepPayload(
         lab_config=dict(lab.config),
         workspace_tar=pack_folder(lab.workspace.root, _SKIP),
         cache_tar=cache_tar,
@@ -423,20 +442,24 @@ async def run_sweep_on_ray(
         configs=configs,
         spaces=list(spaces),
         token=f"{os.getpid()}-{time.time_ns()}",
+        fast_inputs=fast_inputs,
     )
-    rows = _run_tune(payload, spaces, objective, direction, n_trials, seed, ray_address, workers, progress)
-    for i, r in enumerate(rows):
-        r["config_index"] = i
+
+
+def _result(
+    spaces: Sequence[ParamSpace],
+    objective: str,
+    direction: str,
+    rows: list[dict[str, Any]],
+    base: dict[str, Any],
+    prepared: Sequence[_Suite],
+    stats: dict[str, Any],
+    t0: float,
+) -> SweepResult:
     return SweepResult(
-        [s.name for s in spaces],
-        objective,
-        direction,
-        rows,
-        base,
-        [s.name for s in prepared],
-        stats,
+        [s.name for s in spaces], objective, direction, rows, base, [s.name for s in prepared], stats,
         time.perf_counter() - t0,
-    )
+    )  # fmt: skip
 
 
 async def _fast_grid_on_ray(
@@ -466,19 +489,9 @@ async def _fast_grid_on_ray(
     try:
         for cfg in configs:  # one capture per distinct retrieval config, in the driver
             await fs._group(fs._split(cfg)[1])
-        payload = SweepPayload(
-            lab_config=dict(lab.config),
-            workspace_tar=pack_folder(lab.workspace.root, _SKIP),
-            cache_tar=pack_folder(cache_dir) if cache_dir is not None else None,
-            suites=[(s.name, s.dataset, s.kb) for s in prepared],
-            objective=objective,
-            ks=tuple(ks),
-            ragas_metrics=list(ragas_metrics),
-            base_params=base,
-            configs=configs,
-            spaces=list(spaces),
-            token=f"{os.getpid()}-{time.time_ns()}",
-            fast_inputs=_ship_fast_inputs(fs),
+        cache_tar = pack_folder(cache_dir) if cache_dir is not None else None
+        payload = _payload(
+            lab, prepared, spaces, configs, objective, ks, ragas_metrics, base, cache_tar, _ship_fast_inputs(fs)
         )
         conn = init_ray(ray_address, workers)
         try:
@@ -511,16 +524,7 @@ async def _fast_grid_on_ray(
         stats = _stats(ev, fs)
     finally:
         ev.close(restore_index=False)
-    return SweepResult(
-        [s.name for s in spaces],
-        objective,
-        direction,
-        rows,
-        base,
-        [s.name for s in prepared],
-        stats,
-        time.perf_counter() - t0,
-    )
+    return _result(spaces, objective, direction, rows, base, prepared, stats, t0)
 
 
 #: row keys that differ between two processes evaluating the same config
