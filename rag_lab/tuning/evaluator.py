@@ -19,10 +19,9 @@ and fails on any difference (:func:`compare_references`).
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,16 +44,10 @@ from rag_lab.types.search_result import SearchResult
 
 __all__ = ["FastEvaluator", "Picked", "compare_references", "doc_ids", "result_copy"]
 
-_FIELDS = [f.name for f in fields(SearchResult)]
-_GET = operator.attrgetter(*_FIELDS)
-
 
 def result_copy(r: SearchResult) -> SearchResult:
-    """A copy whose lists and metadata are not shared (what merge may change), without deepcopy."""
-    out = SearchResult(*_GET(r))
-    out.metadata = dict(r.metadata)
-    out.sub_chunk_id = list(r.sub_chunk_id)
-    return out
+    """A copy whose lists and metadata are not shared (what merge may change): ``SearchResult.copy``."""
+    return r.copy()
 
 
 def doc_ids(references: Sequence[SearchResult]) -> list[str]:

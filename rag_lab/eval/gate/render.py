@@ -1,0 +1,192 @@
+"""Views of a :class:`~rag_lab.eval.gate.result.GateResult`: the fixed-width console table,
+``gate.md``, ``gate.html`` (sortable tables) and ``gate.junit.xml``."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+from xml.etree import ElementTree as ET
+
+from rag_lab.eval.report import CSS, SORT_SCRIPT, md_cell, short_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.gate.result import GateResult, MetricCheck
+
+
+def gate_table(res: GateResult, max_changes: int = 10) -> str:
+    """A fixed-width table of every check, the changed params, the worst changed questions,
+    then a one-line verdict."""
+    lvl = f"{round(res.policy.ci_level * 100):d}% CI"
+    head = ("suite", "metric", "baseline", "current", "delta", lvl, "tol", "p", "mde", "pairs", "NaN b/c", "status")
+    rows = [head]
+    for c in res.checks:
+        rows.append(
+            (
+                c.suite,
+                c.metric,
+                _f(c.baseline),
+                _f(c.current),
+                _f(c.delta, signed=True),
+                _ci(c),
+                _f(c.tolerance),
+                _f(c.p_value),
+                _f(c.mde),
+                str(c.n_pairs),
+                f"{c.bad_baseline}/{c.bad_current}",
+                c.status.upper() if c.failed else c.status,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for c in res.checks:
+        if c.note:
+            lines.append(f"  {c.suite} {c.metric}: {c.note}")
+    for suite, skipped in res.not_gated.items():
+        if skipped:
+            lines.append(f"  {suite}: not gated: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()))
+    lines.append(res.params_line())
+    if res.changes:
+        lines.append(f"per-question changes: {len(res.changes)} (worst first)")
+        for ch in res.changes[:max_changes]:
+            lines.append(f"  {ch.suite}/{ch.qid} {short_text(ch.question, 60)!r}: {ch.describe()}")
+        if len(res.changes) > max_changes:
+            lines.append(f"  … {len(res.changes) - max_changes} more in gate.md / gate.json")
+    else:
+        lines.append("per-question changes: none (every ranking, context list and answer is the same)")
+    return "\n".join(lines + [res.verdict()])
+
+
+def gate_junit(res: GateResult) -> str:
+    root = ET.Element("testsuites", name="rag_lab.gate", tests=str(len(res.checks)), failures=str(len(res.failures())))
+    by_suite: dict[str, list[MetricCheck]] = {}
+    for c in res.checks:
+        by_suite.setdefault(c.suite, []).append(c)
+    for suite, checks in by_suite.items():
+        ts = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"gate.{suite}",
+            tests=str(len(checks)),
+            failures=str(sum(c.failed for c in checks)),
+            errors="0",
+        )
+        for c in checks:
+            tc = ET.SubElement(ts, "testcase", classname=f"rag_lab.gate.{suite}", name=c.metric)
+            ET.SubElement(tc, "system-out").text = (
+                f"baseline={_f(c.baseline)} current={_f(c.current)} delta={_f(c.delta, True)} ci={_ci(c)} "
+                f"tol={_f(c.tolerance)} p={_f(c.p_value)} pairs={c.n_pairs} status={c.status}"
+            )
+            if c.failed:
+                ET.SubElement(tc, "failure", message=f"{c.metric} {c.status}: {c.note or _f(c.delta, True)}")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def gate_markdown(res: GateResult, max_changes: int = 200) -> str:
+    lvl = f"{round(res.policy.ci_level * 100):d}% CI"
+    lines = [
+        "# Regression gate",
+        "",
+        res.verdict(),
+        "",
+        res.params_line(),
+        "",
+        f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | d_z | mde | pairs | worse/better "
+        "| NaN b/c | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in res.checks:
+        lines.append(
+            f"| {c.suite} | {c.metric} | {c.family} | {_f(c.baseline)} | {_f(c.current)} | {_f(c.delta, True)} | "
+            f"{_ci(c)} | {_f(c.tolerance)} | {_f(c.p_value)} | {_f(c.effect_size, True)} | {_f(c.mde)} | "
+            f"{c.n_pairs} | {c.n_worse}/{c.n_better} | {c.bad_baseline}/{c.bad_current} | "
+            f"{'**' + c.status + '**' if c.failed else c.status} |"
+        )
+    notes = [f"- {c.suite} {c.metric}: {c.note}" for c in res.checks if c.note]
+    notes += [f"- {suite}: not gated: {m} ({why})" for suite, sk in res.not_gated.items() for m, why in sk.items()]
+    if notes:
+        lines += ["", *notes]
+    lines += ["", f"## Per-question changes ({len(res.changes)}, worst first)", ""]
+    if not res.changes:
+        lines.append("None: every question's ranking, final contexts and answer equal the baseline's.")
+    else:
+        lines += ["| suite | qid | question | what changed | worst delta |", "|---|---|---|---|---|"]
+        for ch in res.changes[:max_changes]:
+            lines.append(
+                f"| {ch.suite} | {ch.qid} | {md_cell(short_text(ch.question, 120))} | {md_cell(ch.describe())} | "
+                f"{_f(ch.worst, True)} |"
+            )
+        if len(res.changes) > max_changes:
+            lines.append(f"\n… {len(res.changes) - max_changes} more in gate.json")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def gate_html(res: GateResult, max_changes: int = 500) -> str:
+    """gate.html: verdict, changed params, every check with its CI (sortable), per-question changes
+    worst first with question, what changed, the rankings and both answers (sortable)."""
+    import html as _html
+
+    e = _html.escape
+    lvl = f"{round(res.policy.ci_level * 100):d}% CI"
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>rag_lab regression gate</title>",
+        f"<style>{CSS}</style></head><body><h1>Regression gate</h1>",
+        f"<p class='{'' if res.passed else 'bad'}'><b>{e(res.verdict())}</b></p>",
+        f"<p>{e(res.params_line())}</p>",
+        "<table class='sortable'><thead><tr><th>suite</th><th>metric</th><th>family</th><th>baseline</th>"
+        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>d_z</th><th>mde</th><th>min questions</th>"
+        "<th>pairs</th><th>worse</th><th>better</th><th>status</th><th>note</th></tr></thead><tbody>",
+    ]
+
+    def td(v: Any, signed: bool = False) -> str:
+        ok = isinstance(v, (int, float)) and math.isfinite(v)
+        return f"<td data-v='{float(v) if ok else 'NaN'}'>{_f(v, signed) if ok else '-'}</td>"
+
+    for c in res.checks:
+        cls = " class='bad'" if c.failed else ""
+        parts.append(
+            f"<tr{cls}><td>{e(c.suite)}</td><td>{e(c.metric)}</td><td>{e(c.family)}</td>{td(c.baseline)}"
+            f"{td(c.current)}{td(c.delta, True)}<td>{e(_ci(c))}</td>{td(c.p_value)}{td(c.effect_size, True)}"
+            f"{td(c.mde)}<td>{c.min_queries if c.min_queries is not None else '-'}</td><td>{c.n_pairs}</td>"
+            f"<td>{c.n_worse}</td><td>{c.n_better}</td><td>{e(c.status)}</td><td>{e(c.note)}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    for suite, skipped in res.not_gated.items():
+        for m, why in skipped.items():
+            parts.append(f"<p>{e(suite)}: not gated: {e(m)} ({e(why)})</p>")
+    parts.append(f"<h2>Per-question changes ({len(res.changes)}, worst first)</h2>")
+    if not res.changes:
+        parts.append("<p>None: every question's ranking, final contexts and answer equal the baseline's.</p>")
+    else:
+        parts.append(
+            "<table class='sortable'><thead><tr><th>suite</th><th>qid</th><th>question</th><th>what changed</th>"
+            "<th>worst delta</th><th>metric deltas</th><th>gold</th><th>baseline ranking</th>"
+            "<th>current ranking</th><th>baseline answer</th><th>current answer</th></tr></thead><tbody>"
+        )
+        for ch in res.changes[:max_changes]:
+            cls = " class='worse'" if ch.worst < 0 else (" class='better'" if ch.deltas else "")
+            deltas = ", ".join(f"{m} {d:+.3f}" for m, d in sorted(ch.deltas.items(), key=lambda kv: kv[1]))
+            parts.append(
+                f"<tr{cls}><td>{e(ch.suite)}</td><td>{e(ch.qid)}</td><td>{e(ch.question)}</td>"
+                f"<td>{e(', '.join(ch.changed))}</td>{td(ch.worst, True)}<td>{e(deltas)}</td>"
+                f"<td>{e(', '.join(ch.gold_ids))}</td><td>{e(', '.join(ch.baseline_ids[:10]))}</td>"
+                f"<td>{e(', '.join(ch.current_ids[:10]))}</td><td>{e(short_text(ch.baseline_answer, 400))}</td>"
+                f"<td>{e(short_text(ch.current_answer, 400))}</td></tr>"
+            )
+        parts.append("</tbody></table>")
+    parts.append(SORT_SCRIPT + "</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _f(v: float, signed: bool = False) -> str:
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "NaN" if isinstance(v, float) else "-"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def _ci(c: MetricCheck) -> str:
+    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
+        return "-"
+    return f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
