@@ -37,7 +37,7 @@ from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_determinis
 from rag_lab.pipeline.plugins.rerank import apply_threshold_ladder, degraded_threshold
 from rag_lab.reranking.composite import composite_score
 from rag_lab.reranking.mmr import select_mmr
-from rag_lab.reranking.passage import _clean, enriched_passage
+from rag_lab.reranking.passage import clear_passage_caches, enriched_passage
 from rag_lab.reranking.vectorized import (
     composite_scores,
     select_mmr_ids,
@@ -160,7 +160,7 @@ def main() -> None:
 
     async def stages() -> None:
         token_cache.clear()
-        _clean.cache_clear()
+        clear_passage_caches()
         cold_wall, cold_cpu, _, _ = await stage_pass()  # first sight: every text tokenised once
         await stage_pass()  # warm-up done; the timed passes follow
         wall, cpu, per, kept = await stage_pass()

@@ -16,7 +16,14 @@ from rag_lab.reranking.clean import clean_passage
 from rag_lab.searchutil.imageinfo import parse_image_info
 from rag_lab.searchutil.text import go_trim
 
-__all__ = ["CONTEXT_HEADER_KEY", "generated_questions", "enriched_passage", "model_passage", "passages_of"]
+__all__ = [
+    "CONTEXT_HEADER_KEY",
+    "clear_passage_caches",
+    "generated_questions",
+    "enriched_passage",
+    "model_passage",
+    "passages_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +81,12 @@ def _has_chunk_metadata(value: Any) -> bool:
 _clean = lru_cache(maxsize=65536)(clean_passage)
 
 
+def clear_passage_caches() -> None:
+    """Empty the memoised cleaned and plain passages (benchmarks time first sight with this)."""
+    _clean.cache_clear()
+    _plain_passages.cache_clear()
+
+
 def enriched_passage(result: Any) -> str:
     """``clean_passage(content)`` plus enrichments (§4.6.3, A.1).
 
@@ -127,7 +140,40 @@ def model_passage(result: Any) -> str:
 
 
 def passages_of(result: Any) -> tuple[str, str]:
-    """``(enriched_passage(result), model_passage(result))``, the enriched passage built once."""
+    """``(enriched_passage(result), model_passage(result))``, the enriched passage built once.
+
+    Results without image info or chunk metadata (most text chunks) are memoised on the four
+    fields the passages depend on: the same chunks come back question after question."""
+    if not getattr(result, "image_info", "") and getattr(result, "chunk_metadata", None) is None:
+        metadata = getattr(result, "metadata", None) or {}
+        return _plain_passages(
+            result.content or "",
+            result.knowledge_title or "",
+            str(metadata.get(CONTEXT_HEADER_KEY) or ""),
+            (result.chunk_type or "") == "faq",
+        )
+    return _build_passages(result)
+
+
+@lru_cache(maxsize=65536)
+def _plain_passages(content: str, title: str, header: str, faq: bool) -> tuple[str, str]:
+    return _build_passages(_PlainResult(content, title, {CONTEXT_HEADER_KEY: header} if header else {}, faq))
+
+
+class _PlainResult:
+    """The fields :func:`_build_passages` reads, for a result without image info or chunk metadata."""
+
+    __slots__ = ("content", "knowledge_title", "metadata", "chunk_type")
+    image_info = ""
+    chunk_metadata = None
+    id = "?"
+
+    def __init__(self, content: str, title: str, metadata: dict[str, str], faq: bool) -> None:
+        self.content, self.knowledge_title, self.metadata = content, title, metadata
+        self.chunk_type = "faq" if faq else "text"
+
+
+def _build_passages(result: Any) -> tuple[str, str]:
     passage = enriched_passage(result)
     if not go_trim(passage) or (result.chunk_type or "") == "faq":
         return passage, passage

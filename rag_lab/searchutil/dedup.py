@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from rag_lab.searchutil.text import (
     build_content_signature,
     normalize_content,
@@ -56,33 +58,35 @@ def remove_partial_overlaps(
         return list(results)
     items: list[Any] = list(results)
     norms = [normalize_content(r.content) for r in items]
-    byte_lens = [utf8_len(s) for s in norms]
+    byte_lens = np.fromiter((utf8_len(s) for s in norms), dtype=np.int64, count=n)
     ids = [cached_token_ids(r.content) for r in items]
-    sizes = [a.size for a in ids]
+    sizes = np.fromiter((a.size for a in ids), dtype=np.int64, count=n)
     # |tokens_a ∩ tokens_b| for every pair, from the cached token ids (one vector op per row)
-    common = intersection_counts(ids).tolist()
+    common = intersection_counts(ids)
+    # content_overlap_ratio(short, long) for every pair: |a ∩ b| / min(|a|, |b|), 0 when one is empty
+    small = np.minimum(sizes[:, None], sizes[None, :])
+    ratio = np.divide(common, small, out=np.zeros((n, n), dtype=np.float64), where=small > 0)
+    # the shorter text of each pair (i, j>i): j when strictly shorter by UTF-8 bytes, else i
+    j_short = byte_lens[None, :] < byte_lens[:, None]
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    # pairs whose overlap already reaches the threshold; the others need the containment test
+    hit = upper & (ratio >= threshold)
+    for i, j in zip(*np.nonzero(upper & ~hit)):
+        short, long_ = (j, i) if j_short[i, j] else (i, j)
+        short_n = norms[short]
+        # is_content_contained(norms[short], norms[long_]); byte_lens[short] <= byte_lens[long_] by construction
+        if short_n and short_n in norms[long_]:
+            hit[i, j] = True
     scores = [r.score for r in items]
     removed = [False] * n
-
-    def overlap_ratio(a: int, b: int) -> float:
-        # content_overlap_ratio(items[a].content, items[b].content), from the intersection counts.
-        small = min(sizes[a], sizes[b])
-        if small == 0:
-            return 0.0
-        return float(common[a][b] / small)
-
-    for i in range(n):
-        if removed[i]:
+    # only hit pairs can remove anything; visited in the reference order (i, then j > i)
+    for i, row in enumerate(hit.tolist()):
+        if removed[i] or not any(row):
             continue
         for j in range(i + 1, n):
-            if removed[j]:
+            if not row[j] or removed[j]:
                 continue
-            short, long_ = (j, i) if byte_lens[i] > byte_lens[j] else (i, j)
-            # is_content_contained(norms[short], norms[long_]) with the byte lengths known
-            short_n = norms[short]
-            contained = bool(short_n) and byte_lens[short] <= byte_lens[long_] and short_n in norms[long_]
-            if not contained and overlap_ratio(short, long_) < threshold:
-                continue
+            short, long_ = (j, i) if j_short[i, j] else (i, j)
             victim = long_ if scores[short] > scores[long_] else short
             removed[victim] = True
     return [r for r, gone in zip(items, removed) if not gone]

@@ -49,13 +49,18 @@ class StageDiagnostics:
 
     KEY: ClassVar[str] = ""
     VERSION: ClassVar[int] = 1
+    _field_names: ClassVar[frozenset[str] | None] = None
 
     #: fields of a stored record this version does not know (kept, never dropped)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def _names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+        names = cls.__dict__.get("_field_names")
+        if names is None:  # once per class (stages fill fields in on every question)
+            names = frozenset(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+            cls._field_names = names
+        return names
 
     # -- serialisation ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -184,8 +184,6 @@ class PluginRerank(StagePlugin):
             return ErrGetRerankModel.with_error(exc)
 
         candidates, enriched, passages = candidate_passages(state.search_result, p.rerank_max_candidates)
-        # the stage scores copies: its input (state.search_result) is never changed in place (seed)
-        candidates = [r.copy() for r in candidates]
         diag = RerankDiagnostics(model_id=req.rerank_model_id, candidates=len(candidates))
         state.diagnostics["rerank"] = diag
         if not candidates:
@@ -224,6 +222,12 @@ class PluginRerank(StagePlugin):
         passed = {s.index for s in kept}
         image_keep = keep_rejected_images(candidates, pictorial, passed, req.vector_threshold, p)
         image_scores = [RerankScore(i, model_scores.get(i, 0.0)) for i in image_keep]
+        # the stage scores copies of what it keeps: its input (state.search_result) is never
+        # changed in place (seed), and the candidates it drops need no copy
+        candidates = list(candidates)
+        for i in passed.union(image_keep):
+            if 0 <= i < len(candidates):
+                candidates[i] = candidates[i].copy()
         reranked = score_reranked(candidates, kept, p, req.faq_priority_enabled, req.faq_score_boost)
         reranked.sort(key=lambda r: -r.score)  # stable
         kept_images = score_reranked(candidates, image_scores, p, req.faq_priority_enabled, req.faq_score_boost)
