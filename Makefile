@@ -14,7 +14,7 @@ export RAG_LAB_REQUIRE_EXTRAS := 1
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual,tracking]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -8,6 +8,9 @@ two options. Every command returns an exit code: 0 success, 1 gate failure, 2 ba
 Datasets are given as ``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]`` (``--dataset`` repeatable):
 ``hotpotqa_hipporag100:30:150`` evaluates the first 30 questions against their gold documents
 plus distractors up to 150 documents.
+
+``eval --export trec|jsonl|ragas`` also writes the evaluated set (:mod:`rag_lab.eval.formats`);
+``eval --mlflow`` / ``sweep --mlflow`` log the run to MLflow (:mod:`rag_lab.eval.tracking`).
 """
 
 from __future__ import annotations
@@ -163,6 +166,67 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
     )
 
 
+def _add_tracking_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("MLflow (extra 'tracking')")
+    g.add_argument("--mlflow", action="store_true", help="log this run to MLflow (default store <workspace>/mlruns)")
+    g.add_argument(
+        "--mlflow-uri",
+        default=None,
+        metavar="URI",
+        help="tracking URI or folder (implies --mlflow; default $RAG_LAB_MLFLOW_URI, $MLFLOW_TRACKING_URI, "
+        "<workspace>/mlruns)",
+    )
+    g.add_argument("--mlflow-experiment", default=None, metavar="NAME", help="experiment name (default rag_lab)")
+
+
+def _tracking(args: argparse.Namespace) -> bool:
+    """Whether to log to MLflow; fails before anything runs when MLflow is not installed."""
+    wanted = bool(getattr(args, "mlflow", False) or getattr(args, "mlflow_uri", None))
+    if wanted:
+        from rag_lab.eval.tracking import require_mlflow
+
+        require_mlflow()
+    return wanted
+
+
+def _tracking_target(args: argparse.Namespace, lab: Any) -> dict[str, Any]:
+    from rag_lab.eval.tracking import DEFAULT_EXPERIMENT
+
+    return {
+        "uri": args.mlflow_uri,
+        "workspace": lab.workspace.root,
+        "experiment": args.mlflow_experiment or DEFAULT_EXPERIMENT,
+        "config": lab.config,
+    }
+
+
+def _logged(run_id: str, target: dict[str, Any]) -> str:
+    from rag_lab.eval.tracking import tracking_uri
+
+    at = tracking_uri(target["uri"], target["workspace"])
+    return f"mlflow: run {run_id} in experiment {target['experiment']!r} at {at}"
+
+
+def _export(report: Any, formats: list[str], out: str | Path, name: str) -> dict[str, Path]:
+    """The evaluated set of every suite in ``formats`` next to the report (one set of files per
+    suite, ``<name>.<suite>.*``, when there are several)."""
+    from rag_lab.eval.formats import export_records
+    from rag_lab.eval.runner import SuiteSpec
+
+    paths: dict[str, Path] = {}
+    several = len(report.suites) > 1
+    for suite in report.suites:
+        texts = None
+        if "ragas" in formats:
+            gold = {g for r in suite.records for g in r.gold_ids}
+            texts = {d.id: d.text for d in SuiteSpec.from_dict(suite.spec).load().corpus if d.id in gold}
+        stem = f"{name}.{suite.name}" if several else name
+        run_name = name if name and not any(c.isspace() for c in name) else "rag_lab"
+        written = export_records(suite.records, out, stem, formats, reference_texts=texts, run_name=run_name)
+        paths.update({(f"{suite.name}:{k}" if several else k): p for k, p in written.items()})
+    return paths
+
+
 def _run(coro_factory: Any) -> Any:
     from rag_lab.asyncutil import run_sync
 
@@ -194,11 +258,11 @@ def _project(
     projection.check_budget(getattr(args, "budget", None))
 
 
-def _evaluate(args: argparse.Namespace) -> Any:
+def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
     from rag_lab.eval.runner import evaluate_suites
 
     params = _overrides(args.param)
-    lab = _lab(args)
+    lab = lab if lab is not None else _lab(args)
     metrics = _ragas_metrics(args)
     judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
     _project(args, lab, _suites(args), params, judge=judge, ragas_metrics=metrics)
@@ -217,15 +281,26 @@ def _evaluate(args: argparse.Namespace) -> Any:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Ingest the datasets, evaluate them, print the means and write <name>.json / .md."""
+    """Ingest the datasets, evaluate them, print the means and write <name>.json / .md (and the
+    --export files); --mlflow logs the run."""
     from rag_lab.eval.report import suites_table, write_report
 
-    report = _evaluate(args)
+    track = _tracking(args)
+    lab = _lab(args)
+    report = _evaluate(args, lab)
     print(suites_table(report.suites))
     name = args.name or "eval_" + "_".join(s.name for s in report.suites)
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
+    if args.export:
+        paths.update(_export(report, args.export, args.out, name))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if track:
+        from rag_lab.eval.tracking import log_eval
+
+        target = _tracking_target(args, lab)
+        run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
+        print(_logged(run_id, target))
     return 0
 
 
@@ -253,6 +328,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     spaces = [parse_param(s) for s in args.param]
     base = _overrides(args.set)
+    track = _tracking(args)
     lab = _lab(args)
     cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
     suites = _suites(args)
@@ -355,6 +431,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "pipeline: identical"
         )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if track:
+        from rag_lab.eval.tracking import log_sweep
+
+        target = _tracking_target(args, lab)
+        run_id = log_sweep(
+            result,
+            run_name=args.name,
+            lab_params=lab.params.model_dump(mode="json"),
+            suites=[s.to_dict() for s in suites],
+            artifacts=paths.values(),
+            **target,
+        )
+        print(_logged(run_id, target))
     return 0
 
 
@@ -436,12 +525,23 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def add_eval_commands(subparsers: Any) -> None:
     """Register eval, sweep, report, gate and convert on ``subparsers`` (of the rag-lab parser)."""
+    from rag_lab.eval.formats import EXPORT_FORMATS
+
     p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
     _add_dataset_options(p)
     _add_ragas_options(p)
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default=None, help="report file name (default eval_<datasets>)")
     p.add_argument("--all-formats", action="store_true", help="also HTML and JUnit XML")
+    p.add_argument(
+        "--export",
+        action="append",
+        choices=EXPORT_FORMATS,
+        default=None,
+        help="also write the evaluated set: trec (<name>.run.trec + <name>.qrels.trec), jsonl "
+        "(<name>.samples.jsonl, with context texts), ragas (<name>.ragas.jsonl, an EvaluationDataset); repeatable",
+    )
+    _add_tracking_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
 
@@ -513,6 +613,7 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default="sweep")
     p.add_argument("--top", type=int, default=10)
+    _add_tracking_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_sweep)
 

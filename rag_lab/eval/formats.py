@@ -14,6 +14,10 @@
 * ragas: :func:`to_ragas_dataset` builds a ``ragas.EvaluationDataset`` of single-turn samples
   (``user_input``, ``retrieved_contexts``, ``response``, ``reference``, ``reference_contexts``);
   :func:`from_ragas_dataset` reads one back as records (and any ragas dataset someone else made).
+* :func:`export_records` writes the evaluated set of one suite in the formats asked
+  (``rag-lab eval --export trec --export jsonl --export ragas``): ``<stem>.run.trec`` and
+  ``<stem>.qrels.trec``, ``<stem>.samples.jsonl``, ``<stem>.ragas.jsonl`` (ragas'
+  ``EvaluationDataset.to_jsonl``, read back with ``EvaluationDataset.from_jsonl``).
 Bad lines fail with the file, the line number and the field.
 """
 
@@ -28,7 +32,9 @@ from rag_lab.eval.metrics import dedupe_ranking
 from rag_lab.eval.records import QueryRecord
 
 __all__ = [
+    "EXPORT_FORMATS",
     "FormatError",
+    "export_records",
     "from_ragas_dataset",
     "read_samples_jsonl",
     "read_trec_qrels",
@@ -220,3 +226,38 @@ def from_ragas_dataset(dataset: Any, ids: Sequence[str] | None = None) -> list[Q
             )
         )
     return out
+
+
+# -- all of them ---------------------------------------------------------------------------
+#: what :func:`export_records` writes (``rag-lab eval --export``)
+EXPORT_FORMATS = ("trec", "jsonl", "ragas")
+
+
+def export_records(
+    records: Sequence[QueryRecord],
+    out_dir: str | Path,
+    stem: str,
+    formats: Iterable[str] = EXPORT_FORMATS,
+    reference_texts: Mapping[str, str] | None = None,
+    run_name: str = "rag_lab",
+) -> dict[str, Path]:
+    """Write ``records`` in each of ``formats`` under ``out_dir``; returns ``{kind: path}`` with
+    kinds ``trec_run``, ``trec_qrels``, ``jsonl``, ``ragas``. ``reference_texts`` (gold document id
+    → text) fill the ragas samples' reference contexts."""
+    fmts = list(dict.fromkeys(formats))
+    unknown = [f for f in fmts if f not in EXPORT_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown export format(s) {', '.join(unknown)}; known: {', '.join(EXPORT_FORMATS)}")
+    out = Path(out_dir)
+    paths: dict[str, Path] = {}
+    if "trec" in fmts:
+        paths["trec_run"] = write_trec_run(records, out / f"{stem}.run.trec", run_name)
+        paths["trec_qrels"] = write_trec_qrels(records, out / f"{stem}.qrels.trec")
+    if "jsonl" in fmts:
+        paths["jsonl"] = write_samples_jsonl(records, out / f"{stem}.samples.jsonl")
+    if "ragas" in fmts:
+        out.mkdir(parents=True, exist_ok=True)
+        p = out / f"{stem}.ragas.jsonl"
+        to_ragas_dataset(records, reference_texts).to_jsonl(str(p))
+        paths["ragas"] = p
+    return paths

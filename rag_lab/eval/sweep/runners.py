@@ -242,6 +242,34 @@ def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
     return stats
 
 
+def _finish(
+    bar: Any,
+    ev: _Evaluator,
+    fs: Any,
+    spaces: Sequence[ParamSpace],
+    objective: str,
+    direction: str,
+    base_params: Mapping[str, Any] | None,
+    prepared: Sequence[_Suite],
+    t0: float,
+) -> SweepResult:
+    """The end of a grid / optuna run, also when it failed: close the progress bar, take the cache
+    stats, put the lab back (the stage cache it enabled, swapped BM25 indexes); the result."""
+    bar.close()
+    stats = _stats(ev, fs)
+    ev.close(any(s.name in INDEX_PARAMS for s in spaces))
+    return SweepResult(
+        [s.name for s in spaces],
+        objective,
+        direction,
+        ev.rows,
+        dict(base_params or {}),
+        [s.name for s in prepared],
+        stats,
+        time.perf_counter() - t0,
+    )
+
+
 def _bar(total: int, progress: bool, desc: str) -> Any:
     from tqdm.auto import tqdm
 
@@ -288,19 +316,8 @@ async def run_grid(
             bar.set_description_str(f"sweep: checking {min(check, len(configs))} configs on the pipeline")
             await fs.verify()
     finally:
-        bar.close()
-        stats = _stats(ev, fs)
-        ev.close(any(s.name in INDEX_PARAMS for s in spaces))
-    return SweepResult(
-        [s.name for s in spaces],
-        objective,
-        direction,
-        ev.rows,
-        dict(base_params or {}),
-        [s.name for s in prepared],
-        stats,
-        time.perf_counter() - t0,
-    )
+        result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
+    return result
 
 
 async def run_optuna(
@@ -354,16 +371,5 @@ async def run_optuna(
         if fs is not None:
             await fs.verify()
     finally:
-        bar.close()
-        stats = _stats(ev, fs)
-        ev.close(any(s.name in INDEX_PARAMS for s in spaces))
-    return SweepResult(
-        [s.name for s in spaces],
-        objective,
-        direction,
-        ev.rows,
-        dict(base_params or {}),
-        [s.name for s in prepared],
-        stats,
-        time.perf_counter() - t0,
-    )
+        result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
+    return result

@@ -1,0 +1,228 @@
+"""MLflow logging of eval and sweep runs (rag_lab.eval.tracking), read back with MlflowClient,
+and the eval command's --export files (pytrec_eval reproduces the report from the TREC export)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_lab.eval.tracking import TrackingError, changed_params, mlflow_key, model_params, tracking_uri
+
+
+def _need_mlflow() -> None:
+    """``make test`` installs the tracking extra: there (and in CI) a missing mlflow fails."""
+    if os.environ.get("RAG_LAB_REQUIRE_EXTRAS") or os.environ.get("CI"):
+        import mlflow  # noqa: F401
+    else:
+        pytest.importorskip("mlflow")
+
+
+def _client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _runs(client: Any, experiment: str) -> list[Any]:
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no experiment {experiment!r}"
+    return list(client.search_runs([exp.experiment_id]))
+
+
+def test_tracking_uri_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("RAG_LAB_MLFLOW_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking_uri(workspace=tmp_path) == (tmp_path / "mlruns").resolve().as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert tracking_uri(workspace=tmp_path) == "http://127.0.0.1:5000"
+    monkeypatch.setenv("RAG_LAB_MLFLOW_URI", str(tmp_path / "runs"))
+    assert tracking_uri(workspace=tmp_path) == (tmp_path / "runs").as_uri()
+    assert tracking_uri("sqlite:///x.db", tmp_path) == "sqlite:///x.db"
+
+
+def test_names_and_params() -> None:
+    assert [mlflow_key(k) for k in ("recall@5", "a:ndcg@10", "x y/z", "p(95)")] == [
+        "recall_at_5",
+        "a:ndcg_at_10",
+        "x y/z",
+        "p_95_",
+    ]
+    assert changed_params({"rerank_top_k": 30, "mmr_lambda": 0.5, "no_such_field": 1}) == {
+        "mmr_lambda": 0.5,
+        "no_such_field": 1,
+    }
+    cfg = {
+        "models": {"chat": {"type": "openai", "model": "m", "api_key": "sk-x", "api_key_env": "K"}, "reranker": None}
+    }
+    assert model_params(cfg) == {
+        "models.chat.type": "openai",
+        "models.chat.model": "m",
+        "models.chat.api_key_env": "K",
+        "models.reranker": "none",
+    }
+
+
+def test_missing_mlflow_names_the_extra(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from rag_lab.eval.cli import main
+    from rag_lab.eval.tracking import require_mlflow
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow -> ImportError
+    with pytest.raises(TrackingError, match=r"'tracking' extra: pip install 'rag_lab\[tracking\]'"):
+        require_mlflow()
+    # the CLI fails before it loads or ingests anything (the dataset does not even exist)
+    assert main(["eval", "--dataset", "no_such_dataset", "--mlflow"]) == 2
+    assert "rag-lab eval: MLflow logging needs the 'tracking' extra" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_eval_logs_to_mlflow_and_exports(
+    eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pytrec_eval
+
+    from rag_lab.eval.cli import main
+    from rag_lab.eval.formats import read_samples_jsonl, read_trec_qrels, read_trec_run
+    from rag_lab.eval.report import load_report
+
+    _need_mlflow()
+    ws = str(eval_lab.workspace.root)
+    slice_ = f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}"
+    out = tmp_path / "out"
+    store = tmp_path / "store"
+    argv = ["--workspace", ws, "eval", "--dataset", slice_, "--param", "rerank_top_k=5", "--out", str(out)]
+    argv += ["--name", "run1", "--export", "trec", "--export", "jsonl", "--export", "ragas", "--quiet"]
+    code = main([*argv, "--mlflow-uri", str(store), "--mlflow-experiment", "exp-a"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert f"in experiment 'exp-a' at {store.resolve().as_uri()}" in printed
+    report = load_report(out / "run1.json")
+    (suite,) = report.suites
+    summary = suite.summary()
+
+    client = _client(store.resolve().as_uri())
+    (run,) = _runs(client, "exp-a")
+    assert run.info.status == "FINISHED" and run.info.run_name == "run1"
+    assert run.data.tags["rag_lab.kind"] == "eval"
+    p = run.data.params
+    assert p["rerank_top_k"] == "5"
+    assert p[f"dataset.{suite.name}"] == f"{slice_}:0"
+    assert p["models.embedder.type"] == "onnx-minilm" and p["models.chat.type"] == "extractive"
+    m = run.data.metrics
+    for name, value in summary.items():
+        assert m[mlflow_key(name)] == pytest.approx(value, nan_ok=True), name
+    assert m["ndcg_at_10"] == pytest.approx(summary["ndcg@10"]) and 0 < m["recall_at_10"] <= 1
+    assert m["n_queries"] == small_spec.n_queries and m["errors"] == 0
+    assert m["latency_ms"] == pytest.approx(suite.mean_latency_ms)
+    artifacts = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert {"run1.json", "run1.md", "run1.run.trec", "run1.qrels.trec", "run1.samples.jsonl"} <= artifacts
+
+    # the TREC export: pytrec_eval gives the report's per-question values and means
+    run_file = read_trec_run(out / "run1.run.trec")
+    qrels = read_trec_qrels(out / "run1.qrels.trec")
+    assert qrels == {r.qid: {g: 1 for g in r.gold_ids} for r in suite.records}
+    te = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_5", "recip_rank", "map"}).evaluate(run_file)
+    ours = {str(row["qid"]): row for row in suite.retrieval.rows}
+    pairs = {"ndcg_cut_10": "ndcg@10", "recall_5": "recall@5", "recip_rank": "mrr", "map": "map"}
+    for te_name, name in pairs.items():
+        # trec_eval leaves out a question with nothing retrieved; the report counts it as 0
+        per_q = [te[q][te_name] if q in te else 0.0 for q in ours]
+        assert sum(per_q) / len(per_q) == pytest.approx(summary[name], abs=1e-9), name
+        for q in te:
+            assert te[q][te_name] == pytest.approx(ours[q][name], abs=1e-9)
+
+    # JSONL: the evaluated set with its context texts; ragas: an EvaluationDataset
+    back = read_samples_jsonl(out / "run1.samples.jsonl")
+    assert [(b.qid, b.question, b.answer, b.context_ids, b.gold_ids) for b in back] == [
+        (r.qid, r.question, r.answer, r.context_ids, r.gold_ids) for r in suite.records
+    ]
+    doc_text = {d.id: d.text for d in small_spec.load().corpus}
+    for b in back:  # the report JSON leaves the texts out; the export has each context's chunk text
+        assert len(b.contexts) == len(b.context_ids) > 0
+        assert all(c.strip() and c.strip()[:40] in doc_text[d] for c, d in zip(b.contexts, b.context_doc_ids))
+    from ragas import EvaluationDataset
+
+    ds = EvaluationDataset.from_jsonl(str(out / "run1.ragas.jsonl"))
+    assert [s.user_input for s in ds.samples] == [r.question for r in suite.records]
+    assert ds.samples[0].reference_contexts == [doc_text[g] for g in suite.records[0].gold_ids]
+    assert [s.retrieved_contexts for s in ds.samples] == [b.contexts for b in back]
+
+    # a second run lands in the same experiment: runs can be compared over time
+    assert main([*argv[:-1], "--param", "rerank_top_k=3", "--mlflow-uri", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    # (no --mlflow-experiment: the default experiment)
+    assert len(_runs(client, "rag_lab")) == 1 and len(_runs(client, "exp-a")) == 1
+
+
+@pytest.mark.slow
+def test_sweep_logs_a_parent_and_one_child_per_config(
+    eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_lab.eval.cli import main
+
+    _need_mlflow()
+    monkeypatch.delenv("RAG_LAB_MLFLOW_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    ws = Path(eval_lab.workspace.root)
+    code = main(
+        [
+            "--workspace",
+            str(ws),
+            "sweep",
+            "--dataset",
+            f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}",
+            "--param",
+            "rerank_threshold=0.2,0.95",
+            "--param",
+            "rerank_top_k=3,10",
+            "--set",
+            "mmr_lambda=0.5",
+            "--objective",
+            "recall@5",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "sw",
+            "--mlflow",
+            "--quiet",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    uri = (ws / "mlruns").resolve().as_uri()  # the default store: <workspace>/mlruns
+    assert f"at {uri}" in printed
+    with (tmp_path / "sw.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4
+
+    client = _client(uri)
+    runs = _runs(client, "rag_lab")
+    (parent,) = [r for r in runs if r.data.tags["rag_lab.kind"] == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == 5 and len(children) == 4
+    pp = parent.data.params
+    assert (pp["objective"], pp["direction"], pp["swept"]) == ("recall@5", "maximize", "rerank_threshold,rerank_top_k")
+    assert pp["mmr_lambda"] == "0.5" and "rerank_threshold" not in pp
+    assert pp[f"dataset.{small_spec.name}"] == f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}:0"
+    best_value = max(float(r["recall@5"]) for r in rows)
+    assert parent.data.metrics["best_recall_at_5"] == pytest.approx(best_value)
+    by_index = {int(c.data.tags["config_index"]): c for c in children}
+    assert sorted(by_index) == [0, 1, 2, 3]
+    for row in rows:
+        child = by_index[int(row["config_index"])]
+        assert child.info.status == "FINISHED"
+        assert float(child.data.params["rerank_threshold"]) == float(row["rerank_threshold"])
+        assert int(child.data.params["rerank_top_k"]) == int(row["rerank_top_k"])
+        assert child.data.params["mmr_lambda"] == "0.5"
+        for col in ("recall@5", "ndcg@10", "mrr", "latency_ms", "errors"):
+            assert child.data.metrics[mlflow_key(col)] == pytest.approx(float(row[col]), rel=1e-9), col
+        assert child.data.tags["contexts_digest"] == row["contexts_digest"]
+    best = [c for c in children if c.data.tags["best"] == "true"]
+    assert len(best) == 1 and best[0].data.metrics["recall_at_5"] == pytest.approx(best_value)
+    artifacts = {f.path for f in client.list_artifacts(parent.info.run_id)}
+    assert {"sw.csv", "sw.md", "sw_best.yaml", "sw_pareto.png", "sw_metric_vs_param.png"} <= artifacts
+    assert parent.data.metrics["n_configs"] == 4 and parent.data.metrics["seconds"] > 0
