@@ -133,7 +133,7 @@ def test_editing_any_module_in_the_search_closure_changes_the_version(tmp_path: 
     )
     before = closure_digest(roots, root)
     assert before == closure_digest(roots)  # the copy hashes like the package
-    gate = root / "eval" / "gate.py"
+    gate = root / "eval" / "gate" / "compare.py"
     gate.write_text(gate.read_text(encoding="utf-8") + "\n# unrelated\n", encoding="utf-8")
     assert closure_digest(roots, root) == before
     for rel in ("retrieval/image_recall.py", "retrieval/fusion.py", "knowledge/store.py"):

@@ -30,15 +30,15 @@
 * **Offline** (a model with ``follows_instructions = False``, the extractive answerer): no model
   call and no rewrite; :func:`detect_smalltalk` labels clear greetings and small talk (English and
   Chinese) ``greeting`` / ``chitchat``, everything else keeps intent "" (retrieval).
+
+The pure helpers (prompt building, reply parsing and recovery, the small-talk detector) live in
+:mod:`rag_lab.pipeline.understanding` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
-import unicodedata
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
@@ -46,447 +46,59 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.load_history import load_and_process_history
+from rag_lab.pipeline.understanding.parse import (
+    DESC_KEYS,
+    OCR_KEYS,
+    OCR_LABEL,
+    REWRITE_KEYS,
+    merge_image_description,
+    parse_query_understanding,
+    recover_truncated_understanding,
+    rewrite_rejection,
+    scan_object_prefix,
+)
+from rag_lab.pipeline.understanding.prompt import (
+    ASKER_BACKGROUND_NOTE,
+    UNDERSTANDING_RESPONSE_FORMAT,
+    allowed_intents,
+    asker_background_block,
+    build_understanding_query,
+    format_conversation,
+    understanding_response_format,
+)
+from rag_lab.pipeline.understanding.smalltalk import detect_smalltalk
 from rag_lab.prompts.templates import render_prompt_placeholders
 from rag_lab.types.chat_manage import ChatManage, History
 from rag_lab.types.diagnostics import QueryUnderstandDiagnostics
 from rag_lab.types.events import EventType
-from rag_lab.types.intent import QueryIntent, needs_retrieval, normalize_query_intent
+from rag_lab.types.intent import needs_retrieval, normalize_query_intent
+
+__all__ = [
+    "ASKER_BACKGROUND_NOTE",
+    "DESC_KEYS",
+    "OCR_KEYS",
+    "OCR_LABEL",
+    "REWRITE_KEYS",
+    "TRUNCATION_REASONS",
+    "UNDERSTANDING_RESPONSE_FORMAT",
+    "PluginQueryUnderstand",
+    "allowed_intents",
+    "asker_background_block",
+    "build_understanding_query",
+    "detect_smalltalk",
+    "format_conversation",
+    "merge_image_description",
+    "parse_query_understanding",
+    "recover_truncated_understanding",
+    "rewrite_rejection",
+    "scan_object_prefix",
+    "understanding_response_format",
+]
 
 log = logging.getLogger(__name__)
 
-REWRITE_KEYS = ("rewrite_query", "rewritten_query", "query", "question")
-DESC_KEYS = ("image_description", "image_desc", "image_text", "image_ocr_text", "description")
-OCR_KEYS = ("ocr_text", "ocr", "full_ocr", "image_ocr", "ocr_content")
-OCR_LABEL = "\n\n[OCR]\n"
-#: history fetched by this stage when LOAD_HISTORY left none (spec §4.3.2)
 #: finish reasons that mean "cut by the token limit" (spec §4.12.3)
 TRUNCATION_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
-ASKER_BACKGROUND_NOTE = (
-    "who is asking: use this only to resolve references and complete search terms; it is not part of the question"
-)
-_TEXT_ESCAPE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-
-
-def understanding_response_format(intents: list[str] | None = None) -> dict[str, Any]:
-    """The ``response_format`` of the query-understanding call: a strict JSON schema of the three
-    keys, in the prompt's order, the intent one of ``intents`` (default: every label)."""
-    labels = intents if intents is not None else [i.value for i in QueryIntent if i.value]
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "query_understanding",
-            "strict": True,
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "rewrite_query": {"type": "string"},
-                    "intent": {"type": "string", "enum": list(labels)},
-                    "image_description": {"type": "string"},
-                },
-                "required": ["rewrite_query", "intent", "image_description"],
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = understanding_response_format()
-
-
-def allowed_intents(web_search: bool, images: bool, attachments: bool) -> list[str]:
-    """The labels the request can act on: ``web_search`` only with web search on, ``image_only``
-    only with images, ``doc_only`` only with an attached document (a small model constrained to the
-    schema otherwise picks labels whose path is switched off)."""
-    out = []
-    for i in QueryIntent:
-        if not i.value:
-            continue
-        if (i is QueryIntent.WEB_SEARCH and not web_search) or (i is QueryIntent.IMAGE_ONLY and not images):
-            continue
-        if i is QueryIntent.DOC_ONLY and not attachments:
-            continue
-        out.append(i.value)
-    return out
-
-
-_DATE_TIME_RE = re.compile(
-    r"\d{4}[-/.年]\d{1,2}[-/.月]\d{1,2}日?(?:[ T]*\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b"
-)
-_WEEKDAY_RE = re.compile(
-    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|星期[一二三四五六日天]|周[一二三四五六日]", re.IGNORECASE
-)
-_ECHO_NGRAM = 5
-
-
-def _words_of(text: str) -> list[str]:
-    return re.findall(r"\w+", unicodedata.normalize("NFKC", text or "").casefold())
-
-
-def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-def rewrite_rejection(rewrite: str, user_text: str, prompt_text: str = "") -> str:
-    """Why ``rewrite`` cannot stand for the user's message, or "" when it can.
-
-    ``user_text`` is what the user wrote (the question and the conversation), ``prompt_text`` the
-    instructions around it. Rejected: an empty rewrite; one without a single letter; one that
-    carries a date or time (or a weekday) the user never wrote — the prompt's runtime line copied
-    over; one that is mostly that date/time; one repeating five or more consecutive words of the
-    prompt that the user did not write (the prompt echoed); a bare intent label.
-    """
-    text = (rewrite or "").strip()
-    if not text:
-        return "empty rewrite"
-    if not any(ch.isalpha() for ch in text):
-        return f"no words in the rewrite ({text[:40]!r})"
-    user = user_text or ""
-    stamps = [m.group(0) for m in _DATE_TIME_RE.finditer(text)] + [m.group(0) for m in _WEEKDAY_RE.finditer(text)]
-    foreign = [st for st in stamps if st.casefold() not in user.casefold()]
-    if foreign:
-        return f"the rewrite carries a date/time the user did not write ({foreign[0]!r}): the prompt's runtime line"
-    if text.casefold() in {i.value for i in QueryIntent if i.value} and text.casefold() not in user.casefold():
-        return f"the rewrite is an intent label ({text!r})"
-    words = _words_of(text)
-    if prompt_text and len(words) >= _ECHO_NGRAM:
-        echoed = (_ngrams(words, _ECHO_NGRAM) & _ngrams(_words_of(prompt_text), _ECHO_NGRAM)) - _ngrams(
-            _words_of(user), _ECHO_NGRAM
-        )
-        if echoed:
-            return f"the rewrite repeats the prompt ({' '.join(sorted(echoed)[0])!r})"
-    return ""
-
-
-# -- output parsing ------------------------------------------------------------------------------
-def _first_str(obj: dict[str, Any], keys: tuple[str, ...]) -> str:
-    for k in keys:
-        v = obj.get(k)
-        if isinstance(v, str):
-            return v.strip()
-    return ""
-
-
-def merge_image_description(desc: str, ocr: str) -> str:
-    """One of them when the other is empty; ``desc`` alone when it already holds the OCR text;
-    otherwise ``desc + "\\n\\n[OCR]\\n" + ocr`` (spec §4.3.5)."""
-    if desc and ocr and ocr not in desc:
-        return f"{desc}{OCR_LABEL}{ocr}"
-    return desc or ocr
-
-
-def parse_query_understanding(text: str) -> dict[str, str] | None:
-    """``{"rewrite_query", "intent", "image_description"}`` from a complete model reply, or None
-    when no JSON object can be read (spec §4.3.5: the whole text, then first ``{`` to last ``}``)."""
-    t = text.strip()
-    if not t:
-        return None
-    obj: Any = None
-    try:
-        obj = json.loads(t)
-    except ValueError:
-        a, b = t.find("{"), t.rfind("}")
-        if a != -1 and b > a:
-            try:
-                obj = json.loads(t[a : b + 1])
-            except ValueError:
-                obj = None
-    if not isinstance(obj, dict):
-        return None
-    intent = obj.get("intent")
-    return {
-        "rewrite_query": _first_str(obj, REWRITE_KEYS),
-        "intent": intent.strip() if isinstance(intent, str) else "",
-        "image_description": merge_image_description(_first_str(obj, DESC_KEYS), _first_str(obj, OCR_KEYS)),
-    }
-
-
-_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-_BARE_KEY = re.compile(r"[A-Za-z_][\w-]*")
-_SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null|True|False|None")
-_NOT_STRING = object()
-
-
-def _scan_string(s: str, i: int) -> tuple[str, int, bool]:
-    """Decode the string literal opening at ``s[i]`` (``"`` or ``'``): ``(text, end, complete)``.
-
-    A literal cut by the end of the text returns what was decoded so far (an escape sequence cut
-    in the middle, or half of a surrogate pair, is dropped). Raw control characters are kept and
-    unknown escapes yield the escaped character: models emit both.
-    """
-    quote, n = s[i], len(s)
-    out: list[str] = []
-    j = i + 1
-    while j < n:
-        c = s[j]
-        if c == quote:
-            return "".join(out), j + 1, True
-        if c != "\\":
-            out.append(c)
-            j += 1
-            continue
-        if j + 1 >= n:
-            break  # cut right after the backslash
-        e = s[j + 1]
-        if e != "u":
-            out.append(_ESCAPES.get(e, e))
-            j += 2
-            continue
-        hex4 = s[j + 2 : j + 6]
-        if not _HEX4.fullmatch(hex4):
-            if j + 6 > n and all(ch in "0123456789abcdefABCDEF" for ch in hex4):
-                break  # cut inside \uXXXX
-            out.append("u")
-            j += 2
-            continue
-        code = int(hex4, 16)
-        j += 6
-        if 0xD800 <= code < 0xDC00:  # high surrogate: needs its low half
-            low = s[j + 2 : j + 6] if s[j : j + 2] == "\\u" else ""
-            if _HEX4.fullmatch(low) and 0xDC00 <= int(low, 16) < 0xE000:
-                out.append(chr(0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)))
-                j += 6
-                continue
-            rest = s[j:]
-            if len(rest) < 6 and "\\u".startswith(rest[:2]) and all(ch in "0123456789abcdefABCDEF" for ch in rest[2:]):
-                break  # the pair is cut by the end of the text
-            out.append("\ufffd")
-            continue
-        out.append("\ufffd" if 0xDC00 <= code < 0xE000 else chr(code))
-    return "".join(out), n, False
-
-
-def _skip_ws(s: str, i: int, extra: str = "") -> int:
-    n = len(s)
-    while i < n and (s[i].isspace() or s[i] in extra):
-        i += 1
-    return i
-
-
-def _skip_value(s: str, i: int) -> tuple[int, bool]:
-    """Skip a non-string JSON value at ``s[i]``: ``(end, complete)``."""
-    if s[i] in "{[":
-        depth, j, n = 0, i, len(s)
-        while j < n:
-            c = s[j]
-            if c in "\"'":
-                _, j, ok = _scan_string(s, j)
-                if not ok:
-                    return n, False
-                continue
-            if c in "{[":
-                depth += 1
-            elif c in "}]":
-                depth -= 1
-                if depth == 0:
-                    return j + 1, True
-            j += 1
-        return n, False
-    m = _SCALAR.match(s, i)
-    if m is None:
-        return len(s), False
-    end = m.end()
-    # a number or literal touching the end of the text may itself be cut ("tru", "12" of "123")
-    return end, end < len(s)
-
-
-def scan_object_prefix(text: str) -> dict[str, tuple[Any, bool]]:
-    """The members of the first JSON object in ``text``, read as far as the text goes.
-
-    Maps each key to ``(value, complete)``: the decoded string for string values (possibly cut),
-    or a marker for any other value. Tolerates fences and prose around the object, trailing
-    commas, single quotes and bare keys. Reading stops at the first member that cannot be read.
-    """
-    s = text
-    start = s.find("{")
-    if start == -1:
-        return {}
-    found: dict[str, tuple[Any, bool]] = {}
-    i, n = start + 1, len(s)
-    while True:
-        i = _skip_ws(s, i, ",")
-        if i >= n or s[i] == "}":
-            break
-        if s[i] in "\"'":
-            key, i, ok = _scan_string(s, i)
-            if not ok:
-                break
-        else:
-            m = _BARE_KEY.match(s, i)
-            if m is None:
-                break
-            key, i = m.group(), m.end()
-        i = _skip_ws(s, i)
-        if i >= n or s[i] != ":":
-            break
-        i = _skip_ws(s, i + 1)
-        if i >= n:
-            break
-        value: Any
-        if s[i] in "\"'":
-            value, i, ok = _scan_string(s, i)
-        else:
-            i, ok = _skip_value(s, i)
-            value = _NOT_STRING
-        if ok or key not in found or not found[key][1]:
-            found[key] = (value, ok)
-        if not ok:
-            break
-    return found
-
-
-def recover_truncated_understanding(text: str) -> dict[str, str] | None:
-    """What a cut or malformed reply still tells (seed: partial recovery).
-
-    ``rewrite_query`` (with its aliases) and ``intent`` count only when their string is complete;
-    the image description (and OCR text) may be cut and is kept up to the cut. None when none of
-    these keys could be read (then nothing changes).
-    """
-    found = scan_object_prefix(text)
-
-    def complete_str(keys: tuple[str, ...]) -> str | None:
-        for k in keys:
-            if k in found:
-                v, ok = found[k]
-                if ok and isinstance(v, str):
-                    return v.strip()
-        return None
-
-    def any_str(keys: tuple[str, ...]) -> str | None:
-        for k in keys:
-            if k in found and isinstance(found[k][0], str):
-                return str(found[k][0]).strip()
-        return None
-
-    rewrite, intent = complete_str(REWRITE_KEYS), complete_str(("intent",))
-    desc, ocr = any_str(DESC_KEYS), any_str(OCR_KEYS)
-    if rewrite is None and intent is None and desc is None and ocr is None:
-        return None
-    return {
-        "rewrite_query": rewrite or "",
-        "intent": intent or "",
-        "image_description": merge_image_description(desc or "", ocr or ""),
-    }
-
-
-# -- offline small-talk detector -----------------------------------------------------------------
-_EN_GREETING = """hi|hello|hey|heya|hiya|howdy|greetings|yo|hallo|good morning|good afternoon|good evening|
-good day|morning|evening|nice to meet you|pleased to meet you|long time no see"""
-_EN_CHITCHAT = """thanks|thank you|thankyou|thx|ty|many thanks|thanks a lot|thanks so much|thank you very much|
-thank you so much|much appreciated|appreciate it|cheers|bye|goodbye|good bye|bye bye|see you|see you later|
-see ya|good night|take care|ok|okay|k|cool|great|nice|awesome|perfect|got it|sounds good|alright|all right|
-sure|no problem|np|lol|haha|hahaha|how are you|how are you doing|how is it going|hows it going|how's it going|
-what's up|whats up|sup|how do you do|who are you|what are you|what is your name|what's your name|whats your name|
-are you a bot|are you there|you are welcome|you're welcome|welcome|well done|good job|i see"""
-_EN_SUFFIX = (
-    "there|all|everyone|everybody|folks|guys|team|friend|buddy|bot|assistant|again|mate|man|so much|a lot|very much"
-)
-_ZH_GREETING = "你好|您好|你们好|大家好|嗨|哈喽|哈啰|喂|早|早上好|早安|上午好|中午好|下午好|晚上好|在吗|在不在|很高兴认识你|初次见面"
-_ZH_CHITCHAT = """谢谢|谢谢你|谢谢您|多谢|感谢|非常感谢|太感谢了|谢了|辛苦了|再见|拜拜|回头见|晚安|好的|好|嗯|嗯嗯|哦|明白了|
-知道了|收到|没问题|哈哈|哈哈哈|你好吗|最近怎么样|你是谁|你叫什么名字|你是机器人吗|不客气|太棒了|厉害|棒"""
-_ZH_PARTICLES = "啊呀哦呢吗哈啦嘛哟喔~～"
-_SMALLTALK_MAX_CHARS = 80
-
-
-def _phrases(spec: str) -> list[str]:
-    return [p.strip() for p in spec.replace("\n", "").split("|") if p.strip()]
-
-
-_LEXICON = sorted(
-    [(p, QueryIntent.GREETING.value) for p in _phrases(_EN_GREETING) + _phrases(_ZH_GREETING)]
-    + [(p, QueryIntent.CHITCHAT.value) for p in _phrases(_EN_CHITCHAT) + _phrases(_ZH_CHITCHAT)],
-    key=lambda t: -len(t[0]),
-)
-_SUFFIXES = sorted(_phrases(_EN_SUFFIX), key=len, reverse=True)
-
-
-def _is_separator(ch: str) -> bool:
-    return ch.isspace() or unicodedata.category(ch)[0] in "PSZC"
-
-
-def _word_end(text: str, end: int) -> bool:
-    """True when ``end`` does not cut a Latin word (Chinese needs no boundary)."""
-    return end >= len(text) or not (text[end].isascii() and text[end].isalnum()) or not text[end - 1].isascii()
-
-
-def detect_smalltalk(text: str) -> str:
-    """``"greeting"``, ``"chitchat"`` or ``""`` for a user message, by rules (no model).
-
-    The whole message must be made of greeting / thanks / small-talk phrases (English or
-    Chinese), with punctuation, emoji, an addressee ("hi there", "thanks bot") or Chinese
-    sentence particles ("你好呀") around them; anything else, however short, is left to retrieval
-    (``""``). A message with at least one greeting is a greeting; otherwise it is chitchat.
-    """
-    t = unicodedata.normalize("NFKC", text).lower().replace("’", "'").strip()
-    if not t or len(t) > _SMALLTALK_MAX_CHARS:
-        return ""
-    i, n, labels = 0, len(t), []
-    while True:
-        while i < n and _is_separator(t[i]):
-            i += 1
-        if i >= n:
-            break
-        for phrase, label in _LEXICON:
-            end = i + len(phrase)
-            if t.startswith(phrase, i) and _word_end(t, end):
-                labels.append(label)
-                i = end
-                break
-        else:
-            return ""
-        # what may follow a phrase: an addressee ("hi there") or Chinese particles ("谢谢啦")
-        j = i
-        while j < n and t[j] == " ":
-            j += 1
-        for suffix in _SUFFIXES:
-            if t.startswith(suffix, j) and _word_end(t, j + len(suffix)) and j > i:
-                i = j + len(suffix)
-                break
-        while i < n and t[i] in _ZH_PARTICLES:
-            i += 1
-    if not labels:
-        return ""
-    return QueryIntent.GREETING.value if QueryIntent.GREETING.value in labels else QueryIntent.CHITCHAT.value
-
-
-# -- prompt assembly -----------------------------------------------------------------------------
-def format_conversation(history: list[History]) -> str:
-    """The ``conversation`` placeholder: one BEGIN/END block per round (spec §4.3.4)."""
-    return "".join(
-        f"------BEGIN------\nUser question: {h.query}\nAssistant answer: {h.answer}\n------END------\n" for h in history
-    )
-
-
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def asker_background_block(background: Any) -> str:
-    """``\\n\\n<asker_background note="...">`` + optional background / interests / documents lines +
-    ``\\n</asker_background>``; "" when the memory service has nothing (spec §4.3.6)."""
-    if background is None:
-        return ""
-    text = str(_field(background, "background") or "").strip()
-    interests = [str(x).strip() for x in (_field(background, "interests") or []) if str(x).strip()]
-    documents = [str(x).strip() for x in (_field(background, "documents") or []) if str(x).strip()]
-    if not (text or interests or documents):
-        return ""
-    out = f'\n\n<asker_background note="{ASKER_BACKGROUND_NOTE}">'
-    if text:
-        out += "\n" + text.translate(_TEXT_ESCAPE)
-    if interests:
-        out += "\nLong-term interests: " + ", ".join(interests).translate(_TEXT_ESCAPE)
-    if documents:
-        out += "\nOften consulted: " + ", ".join(documents).translate(_TEXT_ESCAPE)
-    return out + "\n</asker_background>"
-
-
-def build_understanding_query(query: str, image_count: int, attachment_prompt: str, background_block: str = "") -> str:
-    """The ``query`` placeholder: the question, the image marker, the attachment prompt (or
-    ``<no_document_attached />``) and the asker background (spec §4.3.4)."""
-    out = query + (f'\n\n<images_uploaded count="{image_count}" />' if image_count > 0 else "\n\n<no_image_attached />")
-    out += attachment_prompt if attachment_prompt else "\n<no_document_attached />"
-    return out + background_block
 
 
 # -- the plugin ----------------------------------------------------------------------------------

@@ -1,0 +1,205 @@
+"""The LLM judge: its configuration (:class:`JudgeConfig`, from a lab config's ``models.judge``),
+the httpx transport that records every judge HTTP attempt in a ledger, the totals of those calls,
+and the projection of the judge calls a run will make."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_lab.eval.ragas_adapter.samples import LLM_METRICS, RagasError
+
+_JUDGE_KEYS = {
+    "type",
+    "model",
+    "base_url",
+    "api_key",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "temperature",
+    "max_tokens",
+    "concurrency",
+}
+
+
+@dataclass
+class JudgeConfig:
+    """An OpenAI-compatible chat endpoint used as the ragas judge."""
+
+    model: str
+    base_url: str
+    api_key: str = field(default="", repr=False)  # never in printed forms or logs
+    timeout: float = 60.0
+    max_retries: int = 0
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    concurrency: int = 4
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any], source: str = "judge") -> JudgeConfig:
+        """From ``{"type": "openai", "model", "base_url", "api_key" | "api_key_env", ...}``."""
+        if not isinstance(cfg, Mapping):
+            raise RagasError(f"{source}: expected a mapping, got {type(cfg).__name__}")
+        unknown = sorted(set(cfg) - _JUDGE_KEYS)
+        if unknown:
+            raise RagasError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_JUDGE_KEYS))}"
+            )
+        if cfg.get("type", "openai") != "openai":
+            raise RagasError(f"{source}: type {cfg.get('type')!r} is not supported (only 'openai')")
+        for k in ("model", "base_url"):
+            if not cfg.get(k):
+                raise RagasError(f"{source}: missing required key {k!r}")
+        key = str(cfg.get("api_key") or "")
+        env = cfg.get("api_key_env")
+        if env:
+            if key:
+                raise RagasError(f"{source}: give either 'api_key' or 'api_key_env', not both")
+            key = os.environ.get(str(env), "")
+            if not key:
+                raise RagasError(f"{source}: environment variable {env!r} (api_key_env) is not set")
+        try:
+            return cls(
+                model=str(cfg["model"]),
+                base_url=str(cfg["base_url"]),
+                api_key=key or "not-needed",
+                timeout=float(cfg.get("timeout", 60.0)),
+                max_retries=int(cfg.get("max_retries", 0)),
+                temperature=float(cfg.get("temperature", 0.0)),
+                max_tokens=int(cfg.get("max_tokens", 1024)),
+                concurrency=max(1, int(cfg.get("concurrency", 4))),
+            )
+        except (TypeError, ValueError) as exc:
+            raise RagasError(f"{source}: {exc}") from None
+
+
+def judge_from_lab_config(config: Mapping[str, Any]) -> JudgeConfig | None:
+    """The judge of a lab config's ``models.judge`` section, or ``None`` when there is none."""
+    models = (config or {}).get("models") or {}
+    cfg = models.get("judge") if isinstance(models, Mapping) else None
+    return JudgeConfig.from_mapping(cfg, source="models.judge") if cfg else None
+
+
+#: calls ragas makes per sample: faithfulness (statements, then verdicts), answer_relevancy
+#: (``strictness`` = 3 generated questions), llm_context_precision (one per retrieved context)
+JUDGE_CALLS_PER_SAMPLE = {"faithfulness": 2, "answer_relevancy": 3}
+#: ragas' instructor client re-asks when a reply does not validate: up to this many attempts per call
+JUDGE_MAX_ATTEMPTS = 4
+
+
+def judge_ledger_transport(ledger: Any, model_id: str) -> Any:
+    """An httpx transport that records every HTTP attempt of the judge client in ``ledger``
+    (kind ``judge``): tokens from the reply's ``usage`` (0 and flagged when absent), failures with
+    the status or exception, connection failures at 0 tokens."""
+    import httpx
+
+    from rag_lab.observability.ledger import call_error, never_connected
+
+    class _Recording(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            import json as _json
+            import time as _time
+
+            t0 = _time.perf_counter()
+            try:
+                resp = await self.inner.handle_async_request(request)
+                body = await resp.aread()
+            except BaseException as exc:
+                down = never_connected(exc)
+                ledger.record("judge", model_id, 1, 0, 0, (_time.perf_counter() - t0) * 1000, not down, call_error(exc))
+                raise
+            tin = tout = 0
+            estimated = True
+            try:
+                usage = _json.loads(body).get("usage") or {}
+                if isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int):
+                    tin, tout, estimated = usage["prompt_tokens"], usage["completion_tokens"], False
+            except (ValueError, AttributeError):
+                pass
+            error = "" if resp.status_code < 400 else f"HTTP {resp.status_code}"
+            ledger.record("judge", model_id, 1, tin, tout, (_time.perf_counter() - t0) * 1000, estimated, error)
+            return httpx.Response(
+                resp.status_code, headers=resp.headers, content=body, request=request, extensions=resp.extensions
+            )
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return _Recording()
+
+
+def judge_summary(ledger: Any) -> dict[str, Any]:
+    """Totals of the judge calls recorded in ``ledger``."""
+    calls = [c for c in ledger.calls if c.kind == "judge"]
+    return {
+        "calls": len(calls),
+        "failed": sum(1 for c in calls if c.error),
+        "tokens_in": sum(c.tokens_in for c in calls),
+        "tokens_out": sum(c.tokens_out for c in calls),
+        "cost_usd": sum(c.cost for c in calls),
+        "ms": round(sum(c.ms for c in calls), 1),
+        "first_error": next((c.error for c in calls if c.error), ""),
+    }
+
+
+def project_judge(
+    samples: int, metrics: Sequence[str], contexts_per_sample: int, context_tokens: float, judge: JudgeConfig
+) -> tuple[int, int, int]:
+    """Upper bound of the judge's calls, tokens in and tokens out for ``samples`` samples:
+    calls per metric (:data:`JUDGE_CALLS_PER_SAMPLE`, one per context for llm_context_precision)
+    times :data:`JUDGE_MAX_ATTEMPTS`; each prompt ≤ the contexts plus 600 tokens of instructions,
+    each reply ≤ ``judge.max_tokens``."""
+    per_sample = 0
+    for m in metrics:
+        if m == "llm_context_precision":
+            per_sample += max(1, contexts_per_sample)
+        elif m in LLM_METRICS:
+            per_sample += JUDGE_CALLS_PER_SAMPLE[m]
+    calls = samples * per_sample * JUDGE_MAX_ATTEMPTS
+    prompt = int(contexts_per_sample * context_tokens) + 600
+    return calls, calls * prompt, calls * judge.max_tokens
+
+
+def add_judge_projection(
+    projection: Any,
+    lab: Any,
+    suites: Sequence[Any],
+    judge: JudgeConfig | None,
+    ragas_metrics: Sequence[str] = (),
+    params: Any = None,
+    repeat: int = 1,
+) -> Any:
+    """Add the judge calls of the LLM metrics (each suite's own metrics, else ``ragas_metrics``)
+    to ``projection`` (an :class:`~rag_lab.observability.projection.Projection`) as kind ``judge``,
+    priced under the judge's model; returns it."""
+    from rag_lab.observability.projection import Projection, corpus_chunk_tokens
+
+    if judge is None:
+        return projection
+    p = params or lab.params
+    for suite in suites:
+        metrics = getattr(suite, "ragas_metrics", None)
+        metrics = list(ragas_metrics) if metrics is None else metrics
+        if not any(m in LLM_METRICS for m in metrics):
+            continue
+        ds = suite.load()
+        calls, tin, tout = project_judge(
+            len(ds.queries) * max(1, repeat), metrics, min(p.rerank_top_k, 10), corpus_chunk_tokens(ds), judge
+        )
+        projection.add(
+            Projection(
+                0,
+                {"judge": calls},
+                tin,
+                tout,
+                lab.prices.cost(judge.model, tin, tout),
+                [f"judge calls counted with ragas' retries (up to {JUDGE_MAX_ATTEMPTS} attempts each)"],
+            )
+        )
+    return projection
