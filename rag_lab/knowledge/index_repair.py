@@ -64,7 +64,7 @@ def repair_keyword_index(ws: Workspace, kb: KnowledgeBase, idx: Any) -> bool:
 
 def repair_vector_index(ws: Workspace, kb: KnowledgeBase, idx: Any, embedder: Any = None) -> bool:
     """Bring ``idx`` in line with the store; True when it changed (and was saved)."""
-    from rag_lab.knowledge.ingestion import _embed
+    from rag_lab.knowledge.ingest_common import _embed
     from rag_lab.retrieval.spaces import vector_entries as _vector_entries
 
     want = {cid for cid, t in _chunk_types(ws, kb.id).items() if t not in IMAGE_CHUNK_TYPES}

@@ -168,6 +168,9 @@ class KnowledgeStore:
                     conn.execute(f"CREATE TABLE IF NOT EXISTS chunks ({cols(Chunk, 'id')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS chunk_doc ON chunks(knowledge_base_id, knowledge_id)")
                     conn.execute(
+                        "CREATE INDEX IF NOT EXISTS chunk_parent ON chunks(parent_chunk_id) WHERE parent_chunk_id != ''"
+                    )
+                    conn.execute(
                         "CREATE INDEX IF NOT EXISTS chunk_unsearchable ON chunks(knowledge_base_id) "
                         f"WHERE {_UNSEARCHABLE_SQL}"
                     )
@@ -294,6 +297,18 @@ class KnowledgeStore:
             q = f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
             for row in self._conn().execute(q, tuple(batch)):
                 out[row["id"]] = _from_row(Chunk, row)
+        return out
+
+    def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
+        """The chunks whose ``parent_chunk_id`` is one of ``parent_ids`` (disabled ones included),
+        ordered by parent, ``chunk_index`` and id."""
+        out: list[Chunk] = []
+        for batch in _batches([i for i in _unique(parent_ids) if i]):
+            q = (
+                f"SELECT * FROM chunks WHERE parent_chunk_id IN ({', '.join('?' * len(batch))}) "
+                "ORDER BY parent_chunk_id, chunk_index, id"
+            )
+            out.extend(_from_row(Chunk, row) for row in self._conn().execute(q, tuple(batch)))
         return out
 
     def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:

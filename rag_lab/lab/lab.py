@@ -17,6 +17,7 @@ import yaml
 from rag_lab.pipeline.container import Services, build_event_manager
 from rag_lab.pipeline.orchestrator import StageTiming
 from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
+from rag_lab.pipeline.snapshots import SnapshotPlan, SnapshotTaker
 from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
 from rag_lab.stream.bus import BusEvent
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
@@ -258,6 +259,7 @@ class Lab:
         except WebConfigError as exc:
             raise LabConfigError(str(exc)) from None
         self._manager: Any = None
+        self._snapshot_plan: SnapshotPlan | None = None
         from rag_lab.stream.factory import build_stream_manager
 
         try:
@@ -519,9 +521,15 @@ class Lab:
         pause: StagePause | None,
         remember: bool,
     ) -> Run:
+        if self._manager is None:  # plugins read the services at call time: build the chain once
+            self._manager = build_event_manager(self.services)
+            self._snapshot_plan = SnapshotPlan.from_manager(self._manager)
+        manager = self._manager
+        taker = SnapshotTaker(self._snapshot_plan)  # copy-on-write snapshots from the contracts
+
         async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
             if snapshots or pause is not None:
-                snap = c.snapshot()
+                snap = taker.take(event, c)
                 if snapshots:
                     snaps[str(event)] = snap
                 if pause is not None:
@@ -531,9 +539,6 @@ class Lab:
         from rag_lab.pipeline.knobs import run_warnings
         from rag_lab.searchutil.language import language_warning
 
-        if self._manager is None:  # plugins read the services at call time: build the chain once
-            self._manager = build_event_manager(self.services)
-        manager = self._manager
         ledger = Ledger(self.prices)
         with use_ledger(ledger):
             outcome: QAOutcome = await run_knowledge_qa(
@@ -542,7 +547,7 @@ class Lab:
         for t in outcome.timings:
             ledger.stage_ms[t.event] = ledger.stage_ms.get(t.event, 0.0) + t.duration_ms
         if snapshots:
-            snaps["final"] = chat.snapshot()
+            snaps["final"] = taker.final(chat)
         stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
         if remember:
             await self._remember_turn(chat, outcome)

@@ -171,6 +171,9 @@ class MemoryStore:
             self._db.row_factory = sqlite3.Row
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
+                # WAL + NORMAL (as the knowledge store): a commit survives a crash of the process; only a power
+                # loss may undo the last ones. FULL synced every message (~8 ms, most of lab.ask's overhead).
+                self._db.execute("PRAGMA synchronous = NORMAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 raise ValueError(f"{self.path}: memory schema version {version}, this code reads {SCHEMA_VERSION}")

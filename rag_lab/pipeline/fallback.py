@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+#: what the fallback answers write, outside any stage (the lab's final snapshot copies them)
+FALLBACK_WRITES = frozenset({"state.chat_response", "state.diagnostics.model_error"})
+
 
 def emit_fixed_fallback(chat: ChatManage) -> None:
     from rag_lab.modelcontext import Registry, decode_output_text

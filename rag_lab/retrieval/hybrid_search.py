@@ -39,6 +39,7 @@ from rag_lab.retrieval.fusion import (
     resolve_rrf_k,
     resolve_rrf_weights,
 )
+from rag_lab.retrieval.image_info import enrich_search_results_image_info
 from rag_lab.retrieval.image_recall import (
     IMAGE_SOURCE,
     IMAGE_VECTOR,
@@ -631,7 +632,8 @@ class HybridSearcher:
         return dedup_by_score(kept.values())
 
     def _hydrate(self, hits: Sequence[IndexWithScore], trace: HybridTrace) -> list[SearchResult]:
-        """§5.15 ``process_search_results`` with context enrichment skipped."""
+        """§5.15 ``process_search_results`` with context enrichment skipped; results without image
+        info get the image info of the image chunks under them (§6.9)."""
         store = self.workspace.store
         chunks = store.get_chunks([h.chunk_id for h in hits])
         by_kb: dict[str, list[str]] = {}
@@ -665,4 +667,5 @@ class HybridSearcher:
             if h.source_type == IMAGE_SOURCE:
                 r.metadata["retrieved_by"] = IMAGE_VECTOR
             out.append(r)
+        enrich_search_results_image_info(out, store)  # §6.9: images split off into child chunks
         return out

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rag_lab.knowledge.ingest_write as ingest_write
 import rag_lab.knowledge.ingestion as ingestion
 from rag_lab.knowledge.chunking import iter_spans, split_spans
 from rag_lab.knowledge.workspace import IngestError
@@ -88,7 +89,7 @@ def test_big_text_files_are_streamed_into_the_same_chunks(workspace, embedder, t
     mem = workspace.create_kb("in_memory", embedder, chunk_size=200, chunk_overlap=30)
     r1 = workspace.ingest_folder(mem, d, embedder, progress=False)
     monkeypatch.setattr(ingestion, "STREAM_FILE_BYTES", 1000)
-    monkeypatch.setattr(ingestion, "_READ_BLOCK", 777)
+    monkeypatch.setattr(ingest_write, "_READ_BLOCK", 777)
     streamed = workspace.create_kb("streamed", embedder, chunk_size=200, chunk_overlap=30)
     r2 = workspace.ingest_folder(streamed, d, embedder, progress=False)
     a, _ = _rows(workspace, mem)

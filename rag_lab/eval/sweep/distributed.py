@@ -31,315 +31,49 @@ on the full pipeline.
 Ray costs time before any evaluation: starting a local cluster (seconds), and per Tune trial an
 actor plus bookkeeping (~1-3 s measured by ``benchmarks/scale_out.py``). :func:`choose_executor`
 keeps small sweeps in-process and says why.
+
+This module is the driver; :mod:`rag_lab.eval.sweep.ray_cluster` chooses the executor and
+connects to Ray, :mod:`rag_lab.eval.sweep.ray_worker` holds what runs in the workers (both
+re-exported here).
 """
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import shutil
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.sweep.outputs import SweepResult
+from rag_lab.eval.sweep.ray_cluster import (
+    DEFAULT_MIN_CONFIGS,
+    FAST_MIN_FACTOR,
+    ExecutorChoice,
+    RayConnection,
+    choose_executor,
+    init_ray,
+    ray_available,
+)
+from rag_lab.eval.sweep.ray_worker import (
+    _SKIP,
+    SweepPayload,
+    _evaluate_chunk_task,
+    _ship_fast_inputs,
+    _trainable,
+    evaluate_chunk_in_worker,
+    evaluate_in_worker,
+    pack_folder,
+    unpack_folder,
+)
 from rag_lab.eval.sweep.runners import _Evaluator, _prepare, _Suite
 from rag_lab.eval.sweep.specs import INDEX_PARAMS, ParamSpace, SweepError, grid_configs, objective_direction
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
-
-#: below this many configs a sweep stays in-process unless forced (see choose_executor)
-DEFAULT_MIN_CONFIGS = 8
-#: with the fast evaluator, Ray needs this many times more configs (see choose_executor)
-FAST_MIN_FACTOR = 250
-#: workspace files a worker does not need (sessions, memories, a Milvus Lite file, the cache)
-_SKIP = ("sessions.sqlite", "memory.sqlite", "stage_cache")
-WORKER_TMP_ENV = "RAG_LAB_RAY_SCRATCH"
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorChoice:
-    kind: str  # "ray" | "in-process"
-    reason: str
-
-    def __str__(self) -> str:
-        return f"executor: {self.kind} ({self.reason})"
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-        import ray.tune  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def choose_executor(
-    n_configs: int,
-    n_queries: int,
-    ray_address: str | None,
-    *,
-    requested: bool,
-    workers: int,
-    min_configs: int = DEFAULT_MIN_CONFIGS,
-    fast: bool = False,
-) -> ExecutorChoice:
-    """Ray only when asked for, installed, and worth it. On the full pipeline: at least
-    ``min_configs`` configs (each Tune trial costs an actor start and bookkeeping, ~2 s measured,
-    which a small sweep never wins back). With the fast evaluator (``fast``: a grid whose metrics
-    read no answer) a config costs milliseconds in-process, so Ray needs
-    ``FAST_MIN_FACTOR * min_configs`` configs (2,000 by default)."""
-    where = ray_address or "a local cluster"
-    if not requested:
-        return ExecutorChoice("in-process", "no --ray given")
-    if not ray_available():
-        return ExecutorChoice("in-process", "Ray is not installed: pip install 'rag_lab[distributed]'")
-    if fast:
-        need = FAST_MIN_FACTOR * min_configs
-        if n_configs < 2 or n_configs < need:
-            return ExecutorChoice(
-                "in-process",
-                f"{n_configs} configs < {need} ({FAST_MIN_FACTOR} x --ray-min-configs): the fast evaluator scores "
-                "a config in milliseconds here, less than Ray costs to start; --no-fast or more configs for Ray",
-            )
-        return ExecutorChoice(
-            "ray",
-            f"{n_configs} configs x {n_queries} questions on {where} with {workers} workers: stage inputs captured "
-            "once here, Ray tasks score chunks of configs with the fast evaluator",
-        )
-    if n_configs < 2 or n_configs < min_configs:
-        return ExecutorChoice(
-            "in-process",
-            f"{n_configs} configs < --ray-min-configs {min_configs}: a Ray Tune trial costs ~2 s to start, "
-            "more than a small sweep saves",
-        )
-    return ExecutorChoice(
-        "ray",
-        f"{n_configs} configs x {n_queries} questions on {where} with {workers} workers, one Tune trial per config",
-    )
-
-
-# --------------------------------------------------------------------------- payload
-
-
-def pack_folder(root: str | Path, skip: Sequence[str] = ()) -> bytes:
-    """A folder as tar bytes (top-level names in ``skip`` left out)."""
-    buf = io.BytesIO()
-    root = Path(root)
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        if root.exists():
-            for p in sorted(root.iterdir()):
-                if p.name in skip or p.name.endswith((".lock", "-journal")):
-                    continue
-                tar.add(p, arcname=p.name)
-    return buf.getvalue()
-
-
-def unpack_folder(data: bytes, dest: str | Path) -> Path:
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(dest, filter="data")
-    return dest
-
-
-@dataclass
-class SweepPayload:
-    """Everything a worker needs, put once in the object store."""
-
-    lab_config: dict[str, Any]
-    workspace_tar: bytes
-    cache_tar: bytes | None
-    suites: list[tuple[str, Any, str]]  # (name, dataset, kb name)
-    objective: str
-    ks: tuple[int, ...]
-    ragas_metrics: list[str]
-    base_params: dict[str, Any]
-    configs: list[dict[str, Any]]  # the grid (empty for optuna)
-    spaces: list[ParamSpace]
-    token: str  # identifies this sweep's payload in a worker process
-    #: the fast path: per retrieval group key, per suite, (captured questions without their store,
-    #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
-    fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
-
-
-class _WorkerState:
-    """One worker process's Lab and evaluator over its unpacked copy of the workspace."""
-
-    def __init__(self, payload: SweepPayload) -> None:
-        from rag_lab.lab.lab import Lab
-
-        # a local cluster gives its workers a scratch folder inside its session folder (removed
-        # with it); elsewhere the system temp dir, removed when the worker moves to another sweep
-        scratch = os.environ.get(WORKER_TMP_ENV) or None
-        self.tmp = Path(
-            tempfile.mkdtemp(prefix="rag_lab_ray_", dir=scratch if scratch and os.path.isdir(scratch) else None)
-        )
-        ws = unpack_folder(payload.workspace_tar, self.tmp / "ws")
-        cache_dir = unpack_folder(payload.cache_tar, self.tmp / "cache") if payload.cache_tar is not None else None
-        cfg = {k: v for k, v in payload.lab_config.items() if k != "workspace"}
-        self.lab = Lab(cfg, source="sweep worker", workspace=ws)
-        suites = [_Suite(name, ds, kb) for name, ds, kb in payload.suites]
-        self.evaluator = _Evaluator(
-            self.lab, suites, payload.objective, payload.ks, payload.ragas_metrics, payload.base_params, cache_dir, None
-        )
-
-        self.fast = None
-        if payload.fast_inputs is not None:
-            self.fast = _fast_sweep_from(self.evaluator, payload.fast_inputs)
-
-    def close(self) -> None:
-        self.evaluator.close(restore_index=False)
-        self.lab.workspace.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-_STATE: dict[str, _WorkerState] = {}
-
-
-def _state_for(payload: SweepPayload) -> _WorkerState:
-    st = _STATE.get(payload.token)
-    if st is None:
-        for old in list(_STATE):  # a worker serves one sweep at a time
-            _STATE.pop(old).close()
-        st = _STATE[payload.token] = _WorkerState(payload)
-    return st
-
-
-def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Score one config in this process (the Tune trainable's body)."""
-    from rag_lab.asyncutil import run_sync
-
-    st = _state_for(payload)
-    if "config_index" in config:
-        cfg = dict(payload.configs[int(config["config_index"])])
-    else:  # sampled by OptunaSearch: recorded as the in-process search records its suggestions
-        cfg = {s.name: s.normalise(config[s.name]) for s in payload.spaces}
-    row = run_sync(lambda: st.evaluator.evaluate(cfg))
-    st.evaluator.rows.clear()
-    row["worker_pid"] = os.getpid()
-    return row
-
-
-def _ship_fast_inputs(fs: Any) -> dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]]:
-    """A FastSweep's captured groups without their SQLite handles (a worker reattaches its own)."""
-    import dataclasses
-
-    out: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] = {}
-    for key, per_suite in fs._groups.items():
-        out[key] = {}
-        for name, fe in per_suite.items():
-            memo: dict[str, Any] = {}
-            for q in fe.inputs:
-                if q.store is not None:
-                    memo.update(q.store.chunks)
-            out[key][name] = ([dataclasses.replace(q, store=None) for q in fe.inputs], memo, fe.base)
-    return out
-
-
-def _fast_sweep_from(ev: _Evaluator, shipped: Mapping[Any, Mapping[str, tuple[list[Any], dict[str, Any], Any]]]) -> Any:
-    """A FastSweep over ``ev`` (a worker's) holding the driver's captures, each question reading
-    chunks through a memo of the worker's own copy of the store."""
-    import dataclasses
-
-    from rag_lab.eval.sweep.fast import FastSweep
-    from rag_lab.tuning import FastEvaluator, StoreMemo
-
-    fs = FastSweep(ev, check=0)
-    for key, per_suite in shipped.items():
-        group = {}
-        for name, (inputs, chunks, base) in per_suite.items():
-            memo = StoreMemo(ev.lab.workspace.store)
-            memo.chunks.update(chunks)
-            group[name] = FastEvaluator([dataclasses.replace(q, store=memo) for q in inputs], base)
-        fs._groups[key] = group
-    return fs
-
-
-def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> list[dict[str, Any]]:
-    """Rows of the grid configs ``indices`` from the fast evaluator, in this process."""
-    from rag_lab.asyncutil import run_sync
-
-    st = _state_for(payload)
-    if st.fast is None:
-        raise SweepError("this sweep was not prepared for the fast evaluator")
-    rows = []
-    for i in indices:
-        row: dict[str, Any] = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))  # type: ignore[misc]
-        row["config_index"] = i
-        row["worker_pid"] = os.getpid()
-        rows.append(row)
-    st.evaluator.rows.clear()
-    st.fast.fast_records.clear()
-    return rows
-
-
-def _trainable(config: dict[str, Any], payload: SweepPayload) -> None:
-    from ray import tune
-
-    tune.report(evaluate_in_worker(payload, config))
-
-
-# --------------------------------------------------------------------------- driver
-
-
-def _local_env(scratch: str) -> dict[str, str]:
-    """Environment of local-cluster workers: rag_lab importable the way the driver imports it,
-    and their scratch folder."""
-    import rag_lab
-
-    src = str(Path(rag_lab.__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
-    return {
-        "PYTHONPATH": path,
-        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
-        WORKER_TMP_ENV: scratch,
-    }
-
-
-@dataclass
-class RayConnection:
-    """What :func:`init_ray` did: ``started`` a cluster / connection this run must close, and
-    the session folder of a local cluster (removed by :meth:`close`)."""
-
-    started: bool
-    address: str
-    temp_dir: str | None = None
-
-    def close(self) -> None:
-        import ray
-
-        if self.started:
-            ray.shutdown()
-        if self.temp_dir:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-def init_ray(ray_address: str | None, workers: int) -> RayConnection:
-    """Connect to / start Ray. A local cluster gets ``workers`` CPUs and a session folder of its
-    own under the system temp dir (Ray's default ``/tmp/ray`` is left alone)."""
-    import ray
-
-    if ray.is_initialized():
-        return RayConnection(False, "already initialised")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if ray_address in (None, "", "local"):
-        # short: Ray puts unix sockets under it (107-byte limit)
-        tmp = tempfile.mkdtemp(prefix="rlray_", dir="/tmp" if os.path.isdir("/tmp") else None)
-        scratch = os.path.join(tmp, "rag_lab")
-        os.makedirs(scratch)
-        ray.init(num_cpus=max(1, workers), runtime_env={"env_vars": _local_env(scratch)}, _temp_dir=tmp, **common)
-        return RayConnection(True, "local", tmp)
-    ray.init(address=ray_address, **common)
-    return RayConnection(True, ray_address)
 
 
 class _OptunaSpace:
@@ -529,10 +263,6 @@ async def _fast_grid_on_ray(
 
 #: row keys that differ between two processes evaluating the same config
 _LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms"})
-
-
-def _evaluate_chunk_task(payload: SweepPayload, indices: list[int]) -> list[dict[str, Any]]:
-    return evaluate_chunk_in_worker(payload, indices)
 
 
 def _run_tune(

@@ -19,6 +19,7 @@ from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
 from rag_lab.reranking.image import is_image_hit
+from rag_lab.retrieval.image_info import collect_image_info_by_chunk_ids
 from rag_lab.searchutil.chunkmerge import (
     append_with_exact_overlap,
     append_with_overlap,
@@ -321,12 +322,32 @@ def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[di
             parents.update(store.get_chunks(grand_ids))
         except Exception as exc:
             log.warning("grandparent chunks: load failed: %s", exc)
+    # step 3: image info scoped to the text chunk (a text result under a parent_text chunk: its
+    # own id; an image result: its text parent's id), gathered from the image chunks under it
+    scoped_ids: list[str] = []
+    for r in results:
+        par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
+        if par is None:
+            continue
+        if r.chunk_type == "text" and par.chunk_type == "parent_text":
+            scoped_ids.append(r.id)
+        elif r.chunk_type in ("image_ocr", "image_caption"):
+            scoped_ids.append(par.id)
+    scoped = collect_image_info_by_chunk_ids(store, scoped_ids) if scoped_ids else {}
+
+    def scoped_info(key: str, content: str, info: str) -> str:
+        """Assign scoped image info: the gathered entry for ``key``, else ``info`` narrowed to the
+        images ``content`` shows."""
+        if scoped.get(key):
+            return scoped[key]
+        return filter_image_info_by_content_urls(content, info) if info else ""
+
     for r in results:
         par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
         if par is None or not par.content:
             continue
         if r.chunk_type == "text" and par.chunk_type == "parent_text":
-            r.image_info = filter_image_info_by_content_urls(r.content, r.image_info) if r.image_info else ""
+            r.image_info = scoped_info(r.id, r.content, r.image_info)
             pruned = prune_markdown_images_by_image_info(par.content, r.image_info)
             r.content = join_chunk_content(pruned, r.content, SEP)
             r.content_rewritten = True
@@ -338,7 +359,9 @@ def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[di
             grand = parents.get(par.parent_chunk_id) if par.parent_chunk_id else None
             source = grand if grand is not None and grand.chunk_type == "parent_text" and grand.content else par
             r.chunk_index = par.chunk_index
-            info = filter_image_info_by_content_urls(par.content, hit_info) if hit_info else ""
+            info = scoped_info(par.id, par.content, r.image_info)
+            if not info and hit_info:
+                info = filter_image_info_by_content_urls(par.content, hit_info)
             r.image_info = info
             r.content = join_chunk_content(
                 prune_markdown_images_by_image_info(source.content, info),

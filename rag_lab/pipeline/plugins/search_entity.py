@@ -28,6 +28,7 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
+from rag_lab.retrieval.image_info import enrich_search_results_image_info
 from rag_lab.searchutil.dedup import remove_duplicate_results
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import EntitySearchDiagnostics
@@ -171,4 +172,5 @@ class PluginSearchEntity(StagePlugin):
                 continue
             doc = docs[(c.knowledge_base_id, c.knowledge_id)]
             out.append(chunk_to_search_result(c, doc, chat.request.params.entity_hit_score, MatchType.GRAPH))
+        enrich_search_results_image_info(out, store)  # step 7 (§6.9)
         return out

@@ -1,0 +1,54 @@
+"""Evaluation reports: one :class:`EvalReport` (suites = datasets evaluated with one config) written
+as Markdown, HTML (plots embedded as base64 PNG), JSON and JUnit XML.
+
+Every metric is reported with its mean over the valid samples **and** the counts ``n``,
+``n_valid``, ``n_nan`` and ``n_failed``; failed samples are listed with their reasons. A JUnit
+test case per (suite, metric) fails when the mean is NaN or any sample is NaN / failed, so a CI
+dashboard shows them instead of averaging them away.
+
+The JSON holds everything needed to re-render the other formats and to run the gate (per-query
+values of every metric, retrieved document ids, answers, latencies, errors) but not the context
+texts unless asked (``include_texts=True``).
+
+The package is split by responsibility: :mod:`.model` (:class:`SuiteResult`, :class:`EvalReport`,
+the JSON form and :func:`load_report`), :mod:`.plots` (the PNG figures) and :mod:`.render`
+(Markdown, HTML, JUnit, the terminal table and :func:`write_report`).
+"""
+
+from __future__ import annotations
+
+from rag_lab.eval.report.model import FORMATS, REPORT_FORMAT, EvalReport, ReportError, SuiteResult, load_report
+from rag_lab.eval.report.plots import _figure as _figure  # used by the sweep's plots
+from rag_lab.eval.report.plots import plot_png, plot_ragas_png
+from rag_lab.eval.report.render import (
+    CSS,
+    SORT_SCRIPT,
+    md_cell,
+    render_html,
+    render_junit,
+    render_markdown,
+    short_text,
+    suites_table,
+    write_report,
+)
+
+__all__ = [
+    "EvalReport",
+    "REPORT_FORMAT",
+    "ReportError",
+    "SuiteResult",
+    "load_report",
+    "plot_png",
+    "write_report",
+    # used by the CLI, the gate's views and the tests
+    "CSS",
+    "FORMATS",
+    "SORT_SCRIPT",
+    "md_cell",
+    "plot_ragas_png",
+    "render_html",
+    "render_junit",
+    "render_markdown",
+    "short_text",
+    "suites_table",
+]

@@ -1,0 +1,122 @@
+"""Copy-on-write snapshots of the ChatManage after each event, planned from the stage contracts.
+
+The lab keeps a snapshot after every event (step-through, diffs, re-runs, captures). A full deep
+copy per event cost more than most stages' own work. A :class:`SnapshotPlan` reads, once per event
+manager, which ChatManage fields each event's plugins declare they write
+(:class:`~rag_lab.pipeline.contracts.StageContract`, kept honest by the contract test); a
+:class:`SnapshotTaker` (one per run) then takes each snapshot with
+:meth:`~rag_lab.types.chat_manage.ChatManage.snapshot_after`:
+
+* the first snapshot of a run, and the one after an event with a plugin that declares no contract,
+  is a full copy;
+* a field the event writes and no other event writes is the live object itself: nothing changes
+  it after its event (the rerank diagnostics, say, are built once and only read afterwards);
+* a field another event also writes, or that a stage left running in the background (the answer
+  stream) may still change, is copied: at the event that wrote it and, for background writers,
+  at every later snapshot;
+* every other field is shared with the previous snapshot.
+
+The snapshot after the run copies every path any event writes (and what a fallback answer
+writes), except the fields shared with the live chat.
+
+Each snapshot reads like a full copy (``to_dict()`` equal, tested on whole runs); snapshots share
+unchanged objects with each other, so take ``snap.snapshot()`` before editing one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from rag_lab.pipeline.contracts import StageContract
+from rag_lab.pipeline.fallback import FALLBACK_WRITES
+from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.events import EventType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.pipeline.plugin import EventManager
+
+__all__ = ["SnapshotPlan", "SnapshotTaker"]
+
+#: a plugin that writes this runs work after its event returns (the answer stream)
+_BACKGROUND = "context.background_tasks"
+
+
+class SnapshotPlan:
+    """What each event writes, from the contracts of the plugins registered for it."""
+
+    def __init__(self, writes: dict[EventType, frozenset[str] | None]) -> None:
+        #: event -> the paths its plugins write (None: a plugin without a contract, copy everything)
+        self.writes = writes
+        writers: dict[str, set[EventType]] = defaultdict(set)
+        for event, paths in writes.items():
+            for path in paths or ():
+                writers[path].add(event)
+        #: events whose plugins leave work running that may still write their fields
+        self.background = frozenset(e for e, paths in writes.items() if paths is not None and _BACKGROUND in paths)
+        self.share: dict[EventType, frozenset[str]] = {}
+        self.copy: dict[EventType, frozenset[str]] = {}
+        for event, paths in writes.items():
+            if paths is None:
+                continue
+            own = frozenset(
+                p for p in paths if event not in self.background and writers[p] == {event} and _keyed_or_plain(p)
+            )
+            self.share[event] = own
+            self.copy[event] = paths - own
+        shared = frozenset[str]().union(*self.share.values()) - FALLBACK_WRITES
+        #: the snapshot after the run: what may have changed since the last event's snapshot
+        #: (every written path, the fallback answer's writes), except the fields nothing changes;
+        #: None (a full copy) when a plugin declares no contract
+        self.final_copy: frozenset[str] | None = None
+        if all(paths is not None for paths in writes.values()):
+            written = frozenset[str]().union(*(paths or () for paths in writes.values()))
+            self.final_copy = (written - shared) | FALLBACK_WRITES
+        self.final_share = shared
+
+    @classmethod
+    def from_manager(cls, manager: EventManager) -> SnapshotPlan:
+        writes: dict[EventType, frozenset[str] | None] = {}
+        for event in EventType:
+            plugins = manager.plugins_for(event)
+            if not plugins:
+                continue
+            contracts = [getattr(plugin, "contract", None) for plugin in plugins]
+            if all(isinstance(c, StageContract) for c in contracts):
+                writes[event] = frozenset(p for c in contracts for p in c.writes)  # type: ignore[union-attr]
+            else:
+                writes[event] = None
+        return cls(writes)
+
+
+def _keyed_or_plain(path: str) -> bool:
+    # ``state.diagnostics`` without a key names the whole dict: never shared with the live chat
+    return path != "state.diagnostics"
+
+
+class SnapshotTaker:
+    """Takes one run's snapshots in event order (see the module docstring)."""
+
+    def __init__(self, plan: SnapshotPlan | None) -> None:
+        self.plan = plan
+        self.previous: ChatManage | None = None
+        self._dirty: set[str] = set()  # written by a background stage: copied at every snapshot
+
+    def take(self, event: EventType, chat: ChatManage) -> ChatManage:
+        plan = self.plan
+        writes = plan.writes.get(event) if plan is not None else None
+        if plan is None or self.previous is None or writes is None:
+            snap = chat.snapshot()
+        else:
+            snap = chat.snapshot_after(self.previous, plan.copy[event] | self._dirty, plan.share[event])
+        if plan is not None and event in plan.background and writes is not None:
+            self._dirty |= writes
+        self.previous = snap
+        return snap
+
+    def final(self, chat: ChatManage) -> ChatManage:
+        """The snapshot after the run (background work and any fallback answer done)."""
+        plan = self.plan
+        if plan is None or self.previous is None or plan.final_copy is None:
+            return chat.snapshot()
+        return chat.snapshot_after(self.previous, plan.final_copy, plan.final_share)
