@@ -121,3 +121,14 @@ def test_parent_resolution_uses_the_scoped_image_info(store: KnowledgeStore) -> 
     assert json.loads(merged.image_info) == [{"url": "http://img/a.png", "caption": "a lamp", "ocr_text": "1874"}]
     assert "http://img/a.png" in merged.content and "http://img/z.png" not in merged.content
     assert merged.content.startswith("Intro") and merged.content_rewritten
+
+
+def test_the_tuning_store_memo_gives_the_same_image_info(store: KnowledgeStore) -> None:
+    from rag_lab.tuning.inputs import StoreMemo
+
+    memo = StoreMemo(store)
+    ids = ["P1", "T1", "T3", "T4"]
+    assert collect_image_info_by_chunk_ids(memo, ids) == collect_image_info_by_chunk_ids(store, ids)
+    loads = memo.loads
+    assert collect_image_info_by_chunk_ids(memo, ids) == collect_image_info_by_chunk_ids(store, ids)
+    assert memo.loads == loads  # served from the memo the second time
