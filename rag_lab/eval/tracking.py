@@ -32,7 +32,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,17 +161,26 @@ class _Logger:
         from mlflow.tracking import MlflowClient
 
         self.uri = tracking_uri(uri, workspace)
+        self.mlflow = mlflow
         if self.uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-            Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-        self.mlflow = mlflow
-        try:
+            try:
+                Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TrackingError(f"MLflow at {self.uri}: cannot create the store folder ({exc})") from None
+        with self.refused():
             self.client = MlflowClient(tracking_uri=self.uri)
             exp = self.client.get_experiment_by_name(experiment)
             self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
-        except mlflow.exceptions.MlflowException as exc:
-            raise TrackingError(f"MLflow at {self.uri}: {exc.message}") from None
         self.experiment = experiment
+
+    @contextmanager
+    def refused(self) -> Iterator[None]:
+        """An MLflow error inside the block becomes a :class:`TrackingError` naming the store."""
+        try:
+            yield
+        except self.mlflow.exceptions.MlflowException as exc:
+            raise TrackingError(f"MLflow at {self.uri}: {exc.message}") from None
 
     def start(self, name: str, tags: Mapping[str, str], parent: str | None = None) -> str:
         t = {"rag_lab.version": _version(), **tags}
@@ -217,7 +226,8 @@ def _ending(logger: _Logger, run_id: str) -> Iterator[str]:
     try:
         yield run_id
     except BaseException:
-        logger.end(run_id, ok=False)
+        with suppress(Exception):  # the store may be what failed: keep the first error
+            logger.end(run_id, ok=False)
         raise
     logger.end(run_id)
 
@@ -272,13 +282,14 @@ def log_eval(
     if ragas:
         params["ragas_metrics"] = ",".join(ragas)
     params.update(model_params(config))
-    run_id = logger.start(
-        run_name or "eval_" + "_".join(s.name for s in report.suites),
-        {"rag_lab.kind": "eval", **dict(tags or {})},
-    )
-    with _ending(logger, run_id):
-        logger.log(run_id, params, _suite_metrics(report))
-        logger.artifacts(run_id, artifacts)
+    with logger.refused():
+        run_id = logger.start(
+            run_name or "eval_" + "_".join(s.name for s in report.suites),
+            {"rag_lab.kind": "eval", **dict(tags or {})},
+        )
+        with _ending(logger, run_id):
+            logger.log(run_id, params, _suite_metrics(report))
+            logger.artifacts(run_id, artifacts)
     return run_id
 
 
@@ -328,21 +339,21 @@ def log_sweep(
     warnings = result.warnings  # knobs that could not change anything (as in the sweep's summary)
     if warnings:
         parent_tags["rag_lab.warnings"] = "\n".join(warnings)[:_MAX_TAG_LEN]
-    parent = logger.start(run_name or "sweep", parent_tags)
-
-    with _ending(logger, parent):
-        logger.log(parent, parent_params, parent_metrics)
-        for row in result.rows:
-            child_tags = {
-                "rag_lab.kind": "sweep-config",
-                "config_index": str(row["config_index"]),
-                "best": str(best is not None and row["config_index"] == best["config_index"]).lower(),
-            }
-            child_tags.update({k: str(row[k]) for k in _ROW_TAGS if row.get(k) not in (None, "")})
-            label = ", ".join(f"{k}={row[k]}" for k in result.param_names)
-            child = logger.start(f"{run_name or 'sweep'} #{row['config_index']} {label}"[:250], child_tags, parent)
-            with _ending(logger, child):
-                metrics = {k: m for k, v in row.items() if k not in skip and (m := _metric(v)) is not None}
-                logger.log(child, {**fixed, **{k: row[k] for k in result.param_names}}, metrics)
-        logger.artifacts(parent, artifacts)
+    with logger.refused():
+        parent = logger.start(run_name or "sweep", parent_tags)
+        with _ending(logger, parent):
+            logger.log(parent, parent_params, parent_metrics)
+            for row in result.rows:
+                child_tags = {
+                    "rag_lab.kind": "sweep-config",
+                    "config_index": str(row["config_index"]),
+                    "best": str(best is not None and row["config_index"] == best["config_index"]).lower(),
+                }
+                child_tags.update({k: str(row[k]) for k in _ROW_TAGS if row.get(k) not in (None, "")})
+                label = ", ".join(f"{k}={row[k]}" for k in result.param_names)
+                child = logger.start(f"{run_name or 'sweep'} #{row['config_index']} {label}"[:250], child_tags, parent)
+                with _ending(logger, child):
+                    metrics = {k: m for k, v in row.items() if k not in skip and (m := _metric(v)) is not None}
+                    logger.log(child, {**fixed, **{k: row[k] for k in result.param_names}}, metrics)
+            logger.artifacts(parent, artifacts)
     return parent

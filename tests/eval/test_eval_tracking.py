@@ -262,3 +262,29 @@ def test_log_sweep_keeps_warnings_and_nan_rows(tmp_path: Path) -> None:
     assert math.isnan(children[2].data.metrics["ndcg_at_10"]) and children[2].data.metrics["errors"] == 3
     assert children[2].data.tags["first_error"] == "q1: boom"
     assert children[0].data.params == {"rrf_vector_weight": "0.0", "rerank_top_k": "5"}
+
+
+def test_store_errors_are_tracking_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that cannot be created, or one that fails mid-run, gives a TrackingError naming the
+    store (the CLI prints it and exits 2), and the run left behind is marked FAILED."""
+    _need_mlflow()
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from rag_lab.eval.sweep.outputs import SweepResult
+    from rag_lab.eval.tracking import log_sweep
+
+    result = SweepResult(["mmr_lambda"], "mrr", "maximize", [{"config_index": 0, "mmr_lambda": 0.5, "mrr": 0.4}])
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    with pytest.raises(TrackingError, match=r"MLflow at file://.*a_file: cannot create the store folder"):
+        log_sweep(result, uri=str(tmp_path / "a_file"))
+
+    def refuse(self: Any, run_id: str, **kw: Any) -> None:
+        raise MlflowException("the store is full")
+
+    monkeypatch.setattr(MlflowClient, "log_batch", refuse)
+    uri = (tmp_path / "store").as_uri()
+    with pytest.raises(TrackingError, match=r"MLflow at file://.*store: the store is full"):
+        log_sweep(result, uri=uri, experiment="e")
+    (run,) = _runs(_client(uri), "e")
+    assert run.info.status == "FAILED"
