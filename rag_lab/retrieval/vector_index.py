@@ -24,6 +24,9 @@ graph (skipped by an id selector) and the graph is rebuilt once tombstones excee
 Persisted as ``vectors.faiss`` + ``ids.json`` (the flat index) and, when a graph exists,
 ``vectors.hnsw`` + ``ann.json`` (graph position → faiss id, tombstones, settings), all written
 atomically. A missing, stale or unreadable graph is rebuilt from the flat index on first use.
+
+Kept whole: one class whose methods share the flat index, the HNSW graph, its tombstones and one
+lock.
 """
 
 from __future__ import annotations
