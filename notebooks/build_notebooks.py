@@ -564,6 +564,47 @@ paths = write_report(regressed, workspace, "regressed")
 from rag_lab.eval.report import plot_png
 Image(data=plot_png(regressed.suites[0]))""",
     ),
+    (
+        "md",
+        """The evaluated set can leave rag_lab: a TREC run + qrels (for `trec_eval`, `ranx`,
+`ir_measures`), Hugging Face-style JSONL with the context texts, or a ragas `EvaluationDataset`
+(`rag-lab eval --export trec --export jsonl --export ragas` writes them next to the report).
+pytrec_eval on the TREC files gives the report's nDCG@10 back (a question with nothing retrieved,
+which trec_eval leaves out, counts as 0 in the report's mean):""",
+    ),
+    (
+        "code",
+        """import pytrec_eval
+from rag_lab.eval.formats import export_records, read_trec_qrels, read_trec_run
+hotpot = regressed.suites[0]
+files = export_records(hotpot.records, workspace, "regressed", ["trec", "jsonl"])
+run_file, qrels = read_trec_run(files["trec_run"]), read_trec_qrels(files["trec_qrels"])
+te = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run_file)
+per_q = [te[q]["ndcg_cut_10"] if q in te else 0.0 for q in qrels]
+print({k: os.path.basename(str(v)) for k, v in files.items()})
+print(f"nDCG@10: report {hotpot.summary()['ndcg@10']:.4f}, pytrec_eval on the export {sum(per_q) / len(per_q):.4f}")""",
+    ),
+    (
+        "md",
+        """To compare runs over time, log them to MLflow (extra `tracking`; `rag-lab eval --mlflow` and
+`rag-lab sweep --mlflow` do the same from the terminal, a sweep as one child run per config). The
+default store is a local folder, `<workspace>/mlruns`; params are the `PipelineParams` that differ
+from the defaults, the dataset slices and the models; `@` in a metric name is written `_at_`.""",
+    ),
+    (
+        "code",
+        """from mlflow.tracking import MlflowClient
+from rag_lab.eval.tracking import log_eval, tracking_uri
+for name, rep in (("baseline", baseline), ("regressed", regressed)):
+    log_eval(rep, workspace=workspace, experiment="notebook-07", run_name=name, config=lab.config)
+client = MlflowClient(tracking_uri(workspace=workspace))
+runs = client.search_runs([client.get_experiment_by_name("notebook-07").experiment_id], order_by=["attributes.start_time ASC"])
+pd.DataFrame([
+    {"run": r.info.run_name, "rerank_threshold": r.data.params.get("rerank_threshold", "(default)"),
+     **{m: round(r.data.metrics[m], 4) for m in ("hotpotqa_hipporag100/ndcg_at_10", "cmrc2018/ndcg_at_10", "ndcg_at_10")}}
+    for r in runs
+])""",
+    ),
 ]
 
 NOTEBOOKS["08_workbench_tour"] = [

@@ -1,24 +1,29 @@
-"""Cosine vector index per KB: an exact faiss ``IndexFlatIP`` (inside ``IndexIDMap2``), plus an
-HNSW graph that answers unrestricted queries once the KB is large.
+"""Cosine vector index per KB: an exact faiss ``IndexFlatIP`` (inside ``IndexIDMap2``), an
+8-bit scalar-quantised copy that answers large KBs' queries at the same exact results, and an
+optional HNSW graph for very large ones.
 
 Vectors are L2-normalised, so the inner product is the cosine similarity. Each index *entry* has
 an int64 faiss id, an entry id (the chunk id, or ``<chunk id>#q<i>`` for the i-th question of an
 FAQ chunk), the chunk id it belongs to and, optionally, its own text (the FAQ question; ``None``
 means "the chunk's content").
 
-**Which structure answers a query** (:class:`IndexPolicy`): below ``ann_min_vectors`` vectors
-(default 50,000) every query scans the flat index (exact). At or above it, queries without an
-``allowed_ids`` restriction go to an HNSW graph (``IndexHNSWFlat``, inner product, ``M`` and
-``efSearch`` configurable), which returns the same exact cosine scores for the vectors it finds
-but may miss a few of the true best ones (``benchmarks/search.py`` measures recall@10 against the
-flat scan). Restricted queries (document / tag scope) always scan the flat index: a graph walk
-under a selective filter loses recall, and the allowed set is small anyway. The score
-``>= threshold`` filter and the tie order (score descending, then entry id) are the same on both
-paths.
+**Which structure answers a query** (:class:`IndexPolicy`): below ``quantized_min_vectors``
+vectors (default 20,000) every query scans the flat index. From there on, queries without an
+``allowed_ids`` restriction scan an 8-bit copy (``IndexScalarQuantizer``, a quarter of the bytes)
+and re-score its best candidates with faiss' exact kernel, widening until a bound on the
+quantisation error proves that nothing outside the candidates belongs in the results: the same
+entries and scores as the flat scan, bit for bit, with no graph to build. From
+``ann_min_vectors`` (default 0: never) an HNSW graph (``IndexHNSWFlat``, ``M`` and ``efSearch``
+configurable) answers instead: exact cosine scores for the vectors it finds, but it may miss a
+few of the true best ones (``benchmarks/search.py`` measures recall against the flat scan).
+Restricted queries (document / tag scope) always scan the flat index: a graph walk under a
+selective filter loses recall, and the allowed set is small anyway. The score ``>= threshold``
+filter and the tie order (score descending, then entry id) are the same on every path.
 
-The flat index stays the source of truth (it supports removal and exact search); the graph is
-derived from it and costs a second copy of the vectors. Removed vectors are tombstoned in the
-graph (skipped by an id selector) and the graph is rebuilt once tombstones exceed
+The flat index stays the source of truth (it supports removal and exact search); the quantised
+copy and the graph are derived from it. The quantised copy lives in memory only (built on first
+use, ~0.1 s at 100k vectors; dropped on any change). Removed vectors are tombstoned in the graph
+(skipped by an id selector) and the graph is rebuilt once tombstones exceed
 ``max_tombstone_fraction`` of it, or when the HNSW settings change.
 
 Persisted as ``vectors.faiss`` + ``ids.json`` (the flat index) and, when a graph exists,
@@ -58,11 +63,18 @@ class VectorEntry:
 
 @dataclass(frozen=True, slots=True)
 class IndexPolicy:
-    """When to use an approximate (HNSW) structure, and its settings.
+    """Which structure answers unrestricted queries, and its settings.
 
-    * ``ann_min_vectors`` — HNSW answers unrestricted queries from this many vectors on; below,
-      the flat scan does (``0`` = always flat). Flat search costs ~65 ns per 384-d vector on one
-      core (6.5 ms at 100k), so the default keeps KBs up to 50k exact and under ~3 ms.
+    * ``quantized_min_vectors`` — from this many vectors on (default 20,000; ``0`` = never), an
+      8-bit scalar-quantised copy is scanned first (a quarter of the bytes of the flat scan) and
+      its best candidates are re-scored exactly; the results are provably the flat scan's (see
+      :meth:`VectorIndex._search_quantized`). Built in memory on first use (~0.1 s at 100k), never
+      persisted, dropped on any change.
+    * ``quantized_candidates`` — candidates re-scored per result wanted (at least 64 more); more are
+      fetched only when the exactness check needs them.
+    * ``ann_min_vectors`` — HNSW answers unrestricted queries from this many vectors on (default
+      ``0``: never). Faster per query at millions of vectors, but approximate and costly to build
+      (61 s at 100k, 416 s at 300k on 2 cores); opt in for very large KBs.
     * ``hnsw_m`` — graph degree (memory ≈ ``2 * M * 4`` bytes per vector on top of the vectors).
     * ``hnsw_ef_construction`` — build-time beam width (quality vs build time).
     * ``hnsw_ef_search`` — query-time beam width; a query asking for ``k`` results uses
@@ -75,7 +87,9 @@ class IndexPolicy:
     ~0.99 at 512, still several times faster than the flat scan.
     """
 
-    ann_min_vectors: int = 50_000
+    ann_min_vectors: int = 0
+    quantized_min_vectors: int = 20_000
+    quantized_candidates: int = 4
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 256
@@ -84,6 +98,8 @@ class IndexPolicy:
     def __post_init__(self) -> None:
         checks = {
             "ann_min_vectors": self.ann_min_vectors >= 0,
+            "quantized_min_vectors": self.quantized_min_vectors >= 0,
+            "quantized_candidates": 1 <= self.quantized_candidates <= 1000,
             "hnsw_m": 2 <= self.hnsw_m <= 512,
             "hnsw_ef_construction": 1 <= self.hnsw_ef_construction <= 100_000,
             "hnsw_ef_search": 1 <= self.hnsw_ef_search <= 100_000,
@@ -91,6 +107,8 @@ class IndexPolicy:
         }
         ranges = {
             "ann_min_vectors": ">= 0",
+            "quantized_min_vectors": ">= 0",
+            "quantized_candidates": "in [1, 1000]",
             "hnsw_m": "in [2, 512]",
             "hnsw_ef_construction": "in [1, 100000]",
             "hnsw_ef_search": "in [1, 100000]",
@@ -112,8 +130,12 @@ class IndexPolicy:
         return cls(**data)
 
     def kind_for(self, n_vectors: int) -> str:
-        """``"hnsw"`` or ``"flat"``: what answers unrestricted queries over ``n_vectors``."""
-        return "hnsw" if self.ann_min_vectors > 0 and n_vectors >= self.ann_min_vectors else "flat"
+        """``"hnsw"``, ``"sq8"`` or ``"flat"``: what answers unrestricted queries over ``n_vectors``."""
+        if self.ann_min_vectors > 0 and n_vectors >= self.ann_min_vectors:
+            return "hnsw"
+        if self.quantized_min_vectors > 0 and n_vectors >= self.quantized_min_vectors:
+            return "sq8"
+        return "flat"
 
 
 _tls = threading.local()
@@ -202,6 +224,7 @@ class VectorIndex:
         self._by_entry: dict[str, int] = {}
         self._next_id = 0
         self._graph: _Graph | None = None
+        self._quantized: _Quantized | None = None
         self._lock = threading.RLock()
         #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
         self.version: str | None = None
@@ -221,7 +244,7 @@ class VectorIndex:
 
     @property
     def kind(self) -> str:
-        """``"flat"`` or ``"hnsw"``: what answers unrestricted queries at the current size."""
+        """``"flat"``, ``"sq8"`` or ``"hnsw"``: what answers unrestricted queries at the current size."""
         return self._policy.kind_for(len(self))
 
     def ann_info(self) -> dict[str, Any]:
@@ -376,6 +399,7 @@ class VectorIndex:
             fids = np.arange(self._next_id, self._next_id + len(eids), dtype=np.int64)
             self._next_id += len(eids)
             if len(eids):
+                self._quantized = None
                 self._index.add_with_ids(arr, fids)
                 if self._graph is not None:
                     with _all_threads(_faiss()):
@@ -388,6 +412,7 @@ class VectorIndex:
     def _remove_fids(self, fids: list[int]) -> None:
         if not fids:
             return
+        self._quantized = None
         self._index.remove_ids(np.asarray(fids, dtype=np.int64))
         for fid in fids:
             e = self._entries.pop(fid)
@@ -495,11 +520,14 @@ class VectorIndex:
         faiss = _faiss()
         with self._lock:
             graph = None if exact or allowed_ids is not None else self._ready_graph()
+            quantized = None if graph is not None or exact or allowed_ids is not None else self._ready_quantized()
             if self.search_threads > 0:
                 _single_query_threads(faiss, self.search_threads)
             n = len(self)
             if graph is not None:
                 got = self._search_graph(faiss, graph, q, top_k, n)
+            elif quantized is not None:
+                got = self._search_quantized(faiss, quantized, q, top_k, n)
             else:
                 got = self._search_flat(faiss, q, top_k, n, allowed_ids)
             entries = self._entries
@@ -537,6 +565,46 @@ class VectorIndex:
 
         return self._widen(run, top_k, n)
 
+    def _ready_quantized(self) -> _Quantized | None:
+        """The 8-bit copy when the policy wants it now (built on first use), else None. Call
+        under the lock."""
+        if self._policy.kind_for(len(self)) != "sq8":
+            self._quantized = None
+            return None
+        if self._quantized is None:
+            self._quantized = _Quantized.build(_faiss(), self._index, self.dimension)
+        return self._quantized
+
+    def _search_quantized(
+        self, faiss: Any, qz: _Quantized, q: np.ndarray, top_k: int, n: int
+    ) -> list[tuple[int, float]]:
+        """The flat scan's results from the 8-bit scan plus exact re-scoring.
+
+        Every decoded score is within ``bound = Σ_d |q_d| · step_d`` of the exact one (``step_d``:
+        one quantisation step of dimension d, twice the rounding error). The scan returns the
+        ``c`` best decoded candidates, which are re-scored exactly. A vector outside them has a
+        decoded score ``<=`` the lowest candidate's, so its exact score is at most that plus
+        ``bound``; when the ``top_k``-th best exact score among the candidates is strictly
+        higher, nothing outside can enter (or tie into) the top ``top_k``. Otherwise ``c`` grows
+        (×4) until it holds, or the flat scan answers."""
+        if n == 0:
+            return []
+        bound = float(np.abs(q[0]) @ qz.step)
+        c = min(n, max(top_k * self._policy.quantized_candidates, top_k + 64))
+        while True:
+            approx, pos = qz.index.search(q, c)
+            found = pos[0][pos[0] >= 0]
+            if found.size == 0:
+                return []
+            exact = qz.exact_scores(faiss, q, found)
+            order = np.lexsort((found, -exact))
+            kth = exact[order[min(top_k, found.size) - 1]]
+            if found.size < c or c >= n or kth > float(approx[0][found.size - 1]) + bound:
+                return [(int(qz.fids[found[i]]), float(exact[i])) for i in order]
+            if c * 4 >= n:
+                return self._search_flat(faiss, q, top_k, n, None)
+            c *= 4
+
     def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
         if n == 0:
             return []
@@ -551,6 +619,52 @@ class VectorIndex:
             return [(g.fids[int(i)], float(s)) for i, s in zip(pos[0], scores[0]) if i >= 0]
 
         return self._widen(run, top_k, n)
+
+
+class _Quantized:
+    """An 8-bit scalar-quantised copy of the flat index (faiss ``IndexScalarQuantizer``, ranges
+    trained on every vector, so none is clipped), the exact vectors it re-scores against (a
+    read-only view of the flat index' storage, valid until the next change, which drops this
+    copy) and each position's faiss id."""
+
+    def __init__(self, index: Any, vectors: np.ndarray, fids: np.ndarray, step: np.ndarray) -> None:
+        self.index, self.vectors, self.fids, self.step = index, vectors, fids, step
+
+    def exact_scores(self, faiss: Any, q: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Inner products of ``q`` with the vectors at ``positions``, by faiss' own kernel: bit
+        for bit the flat scan's scores (numpy's BLAS sums in another order, and a last-bit
+        difference reorders ties)."""
+        pos = np.ascontiguousarray(positions, dtype=np.int64)
+        out = np.empty(pos.size, dtype=np.float32)
+        qv = np.ascontiguousarray(q[0], dtype=np.float32)
+        faiss.fvec_inner_products_by_idx(
+            faiss.swig_ptr(out),
+            faiss.swig_ptr(qv),
+            faiss.swig_ptr(self.vectors),
+            faiss.swig_ptr(pos),
+            self.vectors.shape[1],
+            1,
+            pos.size,
+        )
+        return out
+
+    @classmethod
+    def build(cls, faiss: Any, id_map: Any, dimension: int) -> _Quantized:
+        n = int(id_map.ntotal)
+        flat = faiss.downcast_index(id_map.index)
+        vectors = faiss.rev_swig_ptr(flat.get_xb(), n * dimension).reshape(n, dimension)
+        vectors.flags.writeable = False
+        fids = faiss.vector_to_array(id_map.id_map).astype(np.int64)
+        index = faiss.IndexScalarQuantizer(dimension, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        with _all_threads(faiss):
+            index.train(vectors)
+            index.add(vectors)
+        trained = faiss.vector_to_array(index.sq.trained).astype(np.float64)
+        # QT_8bit stores per-dimension (min, range); one code step is range / 255. A decoded value
+        # is within half a step of the original; a whole step per dimension leaves a margin for
+        # float rounding in the decoder.
+        step = np.abs(trained[dimension : 2 * dimension]) / 255.0
+        return cls(index, vectors, fids, step)
 
 
 class _all_threads:

@@ -37,11 +37,13 @@ class TuningUnsupported(ValueError):
 
 
 class StoreMemo:
-    """``get_chunks(ids)`` of a chunk store, each chunk loaded once (missing ids remembered too)."""
+    """``get_chunks(ids)`` and ``get_children(ids)`` of a chunk store, each chunk (and each
+    parent's children) loaded once; missing ids are remembered too."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.chunks: dict[str, Any] = {}
+        self.children: dict[str, list[Any]] = {}
         self.loads = 0
 
     def get_chunks(self, ids: Iterable[str]) -> dict[str, Any]:
@@ -53,6 +55,18 @@ class StoreMemo:
             for i in missing:
                 self.chunks[i] = found.get(i)
         return {i: self.chunks[i] for i in want if self.chunks.get(i) is not None}
+
+    def get_children(self, parent_ids: Iterable[str]) -> list[Any]:
+        """``get_children(ids)`` of the store, each parent's children loaded once."""
+        want = list(dict.fromkeys(parent_ids))
+        missing = [i for i in want if i not in self.children]
+        if missing:
+            self.loads += 1
+            found: dict[str, list[Any]] = {i: [] for i in missing}
+            for c in self.store.get_children(missing):
+                found.setdefault(c.parent_chunk_id, []).append(c)
+            self.children.update(found)
+        return [c for i in want for c in self.children[i]]
 
 
 def jaccard_matrix(ids: list[np.ndarray]) -> np.ndarray:

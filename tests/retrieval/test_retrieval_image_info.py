@@ -19,7 +19,6 @@ from rag_lab.retrieval.image_info import (
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
-
 #: long enough (≥ 350 runes) that neighbour expansion leaves the parent-joined content alone (§4.8.5)
 PART_ONE = "Part one ![a](http://img/a.png) " + "The keeper lit the lamp at dusk. " * 12
 
@@ -49,14 +48,18 @@ def store(tmp_path: Path) -> KnowledgeStore:
             _chunk("P1", "parent_text", content="Intro ![a](http://img/a.png) ![z](http://img/z.png)"),
             _chunk("T1", "text", "P1", content=PART_ONE),
             _chunk("T2", "text", "P1", content="Part two"),
-            _chunk("I1", "image_caption", "T1", _info({"url": "http://img/a.png", "caption": "a lamp", "ocr_text": ""})),
+            _chunk(
+                "I1", "image_caption", "T1", _info({"url": "http://img/a.png", "caption": "a lamp", "ocr_text": ""})
+            ),
             _chunk("I2", "image_ocr", "T1", _info({"url": "http://img/a.png", "caption": "", "ocr_text": "1874"})),
             _chunk("I3", "image_ocr", "T2", _info({"url": "http://img/off.png", "ocr_text": "hidden"}), enabled=False),
             _chunk("I9", "image_ocr", "P1", _info({"url": "http://img/direct-off.png"}), enabled=False),
             _chunk("T3", "text", content="Lone text"),
             _chunk("I4", "image_ocr", "T3", _info({"url": "http://img/b.png", "ocr_text": "b"})),
             _chunk("I5", "image_ocr", "T3", _info({"caption": "no url at all"})),
-            _chunk("I6", "image_caption", "T3", _info({"url": "", "original_url": "http://orig/c.png", "caption": "c"})),
+            _chunk(
+                "I6", "image_caption", "T3", _info({"url": "", "original_url": "http://orig/c.png", "caption": "c"})
+            ),
             _chunk("T4", "text", content="No images"),
         ]
     )
@@ -121,3 +124,14 @@ def test_parent_resolution_uses_the_scoped_image_info(store: KnowledgeStore) -> 
     assert json.loads(merged.image_info) == [{"url": "http://img/a.png", "caption": "a lamp", "ocr_text": "1874"}]
     assert "http://img/a.png" in merged.content and "http://img/z.png" not in merged.content
     assert merged.content.startswith("Intro") and merged.content_rewritten
+
+
+def test_the_tuning_store_memo_gives_the_same_image_info(store: KnowledgeStore) -> None:
+    from rag_lab.tuning.inputs import StoreMemo
+
+    memo = StoreMemo(store)
+    ids = ["P1", "T1", "T3", "T4"]
+    assert collect_image_info_by_chunk_ids(memo, ids) == collect_image_info_by_chunk_ids(store, ids)
+    loads = memo.loads
+    assert collect_image_info_by_chunk_ids(memo, ids) == collect_image_info_by_chunk_ids(store, ids)
+    assert memo.loads == loads  # served from the memo the second time

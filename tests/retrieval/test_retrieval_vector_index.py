@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_lab.retrieval.vector_index import VectorIndex, VectorIndexError
 from rag_lab.retrieval.versioned import current_dir
@@ -92,8 +94,6 @@ def test_bad_vectors():
 
 
 # -- index choice by size (flat below the threshold, HNSW above) -------------------------------
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from rag_lab.retrieval.vector_index import IndexPolicy  # noqa: E402
 
@@ -110,7 +110,8 @@ def _clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
 def test_policy_picks_flat_below_and_hnsw_from_the_threshold():
     pol = IndexPolicy(ann_min_vectors=100)
     assert pol.kind_for(99) == "flat" and pol.kind_for(100) == "hnsw"
-    assert IndexPolicy(ann_min_vectors=0).kind_for(10**9) == "flat"  # 0 = never approximate
+    assert IndexPolicy(ann_min_vectors=0, quantized_min_vectors=0).kind_for(10**9) == "flat"  # 0 = never
+    assert IndexPolicy().kind_for(19_999) == "flat" and IndexPolicy().kind_for(20_000) == "sq8"  # the defaults
     idx = VectorIndex(16, policy=pol)
     x = _clustered(150)
     idx.add([f"c{i:03d}" for i in range(99)], x[:99])
@@ -255,3 +256,68 @@ def test_graph_and_flat_paths_obey_the_same_contract(n, top_k, threshold, seed):
         results.append([c for c, _ in hits])
     assert graph.kind == "hnsw" and flat.kind == "flat"
     assert results[0] == results[1]
+
+
+# -- the 8-bit pre-scan with exact re-scoring (kind "sq8") ----------------------------------------
+
+
+def _pair(x: np.ndarray, ids: list[str]) -> tuple[VectorIndex, VectorIndex]:
+    sq = VectorIndex(x.shape[1], policy=IndexPolicy(quantized_min_vectors=1))
+    flat = VectorIndex(x.shape[1], policy=IndexPolicy(quantized_min_vectors=0))
+    sq.add(ids, x)
+    flat.add(ids, x)
+    return sq, flat
+
+
+def test_quantized_search_returns_the_flat_scan_exactly() -> None:
+    x = _clustered(3000, d=32, seed=5)
+    x[1000:1100] = x[:100]  # exact duplicates: tied scores, broken by id on both paths
+    ids = [f"c{i:04d}" for i in range(3000)]
+    sq, flat = _pair(x, ids)
+    assert sq.kind == "sq8" and flat.kind == "flat"
+    rng = np.random.default_rng(1)
+    for q in [x[0], x[1500], *rng.normal(size=(40, 32)).astype(np.float32)]:
+        for top_k, thr in ((1, -1.0), (10, -1.0), (30, 0.2), (150, 0.2), (3000, -1.0)):
+            assert sq.search(q, top_k, thr) == flat.search(q, top_k, thr)
+    assert sq._quantized is not None
+
+
+@given(
+    n=st.integers(1, 300),
+    top_k=st.integers(1, 40),
+    dup=st.integers(0, 30),
+    seed=st.integers(0, 10_000),
+)
+@settings(max_examples=40, deadline=None)
+def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 8)).astype(np.float32)
+    x[: min(dup, n)] = x[0]  # ties
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(n)])
+    q = rng.normal(size=8).astype(np.float32)
+    assert sq.search(q, top_k) == flat.search(q, top_k)
+    assert sq.search(x[0], top_k, 0.5) == flat.search(x[0], top_k, 0.5)
+
+
+def test_quantized_copy_follows_adds_and_removals() -> None:
+    x = _clustered(400, seed=7)
+    sq, flat = _pair(x[:300], [f"c{i:03d}" for i in range(300)])
+    sq.search(x[0], 5)
+    assert sq._quantized is not None
+    for idx in (sq, flat):
+        idx.add([f"c{i:03d}" for i in range(300, 400)], x[300:])
+        idx.remove_chunks(["c000", "c350"])
+    assert sq._quantized is None  # dropped on change, rebuilt on the next query
+    for q in (x[0], x[350], x[123]):
+        got = sq.search(q, 20)
+        assert got == flat.search(q, 20) and "c000" not in dict(got) and "c350" not in dict(got)
+    # restricted queries scan the flat index: the same answer
+    assert sq.search(x[5], 5, allowed_ids={"c005", "c006"}) == flat.search(x[5], 5, allowed_ids={"c005", "c006"})
+
+
+def test_quantized_policy_values_are_checked() -> None:
+    with pytest.raises(VectorIndexError, match="quantized_candidates"):
+        IndexPolicy(quantized_candidates=0)
+    with pytest.raises(VectorIndexError, match="quantized_min_vectors"):
+        IndexPolicy(quantized_min_vectors=-1)
