@@ -28,13 +28,32 @@ POINTER = "CURRENT"
 KEEP_VERSIONS = 2
 
 
+#: pointer path -> ((inode, mtime_ns, size), name): a pointer is replaced by a rename, so the same
+#: stat means the same contents; readers check the pointer on every index access
+_pointer_memo: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+
+
 def read_pointer(root: Path) -> str | None:
-    """The live version's name, or None (no versioned save yet)."""
+    """The live version's name, or None (no versioned save yet). One ``stat`` when the pointer
+    file is the one read last time."""
+    path = os.path.join(root, POINTER)
     try:
-        name = (Path(root) / POINTER).read_text(encoding="utf-8").strip()
+        st = os.stat(path)
+    except FileNotFoundError:
+        _pointer_memo.pop(path, None)
+        return None
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    known = _pointer_memo.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    try:
+        name = Path(path).read_text(encoding="utf-8").strip() or None
     except FileNotFoundError:
         return None
-    return name or None
+    if len(_pointer_memo) > 4096:
+        _pointer_memo.clear()
+    _pointer_memo[path] = (key, name)
+    return name
 
 
 def current_dir(root: Path) -> tuple[Path, str | None]:
