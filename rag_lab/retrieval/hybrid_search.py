@@ -42,7 +42,7 @@ from rag_lab.retrieval.fusion import (
     resolve_rrf_k,
     resolve_rrf_weights,
 )
-from rag_lab.retrieval.image_info import enrich_search_results_image_info
+from rag_lab.retrieval.hydration import HydrationMemo
 from rag_lab.retrieval.image_recall import (
     IMAGE_SOURCE,
     IMAGE_VECTOR,
@@ -343,6 +343,8 @@ class HybridSearcher:
         self.engine_for: EngineFor = engine_for
         #: query vectors by (embedding model, query text): a repeated question is embedded once
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        #: the rows hydration reads, per store state (shared by the with_params copies)
+        self._rows = HydrationMemo()
 
     def with_params(self, params: PipelineParams) -> HybridSearcher:
         """The same searcher reading another request's params (shares workspace and engines)."""
@@ -637,15 +639,12 @@ class HybridSearcher:
     def _hydrate(self, hits: Sequence[IndexWithScore], trace: HybridTrace) -> list[SearchResult]:
         """§5.15 ``process_search_results`` with context enrichment skipped; results without image
         info get the image info of the image chunks under them (§6.9)."""
-        store = self.workspace.store
-        chunks = store.get_chunks([h.chunk_id for h in hits])
-        by_kb: dict[str, list[str]] = {}
-        for stored in chunks.values():
-            by_kb.setdefault(stored.knowledge_base_id, []).append(stored.knowledge_id)
-        docs: dict[tuple[str, str], Knowledge] = {}
-        for kb_id, kids in by_kb.items():
-            for kid, d in store.get_knowledge(kids, kb_ids=[kb_id]).items():
-                docs[(kb_id, kid)] = d
+        memo = self._rows
+        memo.fresh(self.workspace.store)
+        chunks = memo.chunks([h.chunk_id for h in hits])
+        docs: dict[tuple[str, str], Knowledge] = memo.documents(
+            (c.knowledge_base_id, c.knowledge_id) for c in chunks.values()
+        )
         out: list[SearchResult] = []
         seen: set[str] = set()
         for h in hits:
@@ -670,5 +669,5 @@ class HybridSearcher:
             if h.source_type == IMAGE_SOURCE:
                 r.metadata["retrieved_by"] = IMAGE_VECTOR
             out.append(r)
-        enrich_search_results_image_info(out, store)  # §6.9: images split off into child chunks
+        memo.enrich_image_info(out)  # §6.9: images split off into child chunks
         return out

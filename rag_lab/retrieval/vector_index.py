@@ -569,8 +569,7 @@ class VectorIndex:
         """The 8-bit copy when the policy wants it now (built on first use), else None. Call
         under the lock."""
         if self._policy.kind_for(len(self)) != "sq8":
-            self._quantized = None
-            return None
+            return None  # kept until the data changes: switching policies back and forth is free
         if self._quantized is None:
             self._quantized = _Quantized.build(_faiss(), self._index, self.dimension)
         return self._quantized
