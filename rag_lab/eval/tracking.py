@@ -12,7 +12,8 @@
 * a **sweep** is a parent run (the fixed params, datasets, models, objective; metric
   ``best_<objective>``; the CSV, plots, best-config YAML and summary as artifacts) with one nested
   child run per config: its swept values as params, its row's metrics (objective, the other
-  metrics, latency, cost, errors), tags ``config_index`` and ``best``.
+  metrics, latency, cost, errors), tags ``config_index`` and ``best``; the sweep's warnings (knobs
+  that changed nothing) are the parent's tag ``rag_lab.warnings``.
 
 MLflow names allow letters, digits, ``_ - . : /`` and spaces, so ``@`` becomes ``_at_``
 (``ndcg@10`` is logged as ``ndcg_at_10``; :func:`mlflow_key`). With several suites a metric is
@@ -54,6 +55,7 @@ __all__ = [
 DEFAULT_EXPERIMENT = "rag_lab"
 URI_ENV = "RAG_LAB_MLFLOW_URI"
 _MAX_PARAM_LEN = 6000  # MLflow's limit on a param value
+_MAX_TAG_LEN = 8000  # and on a tag value
 _PARAMS_PER_BATCH, _METRICS_PER_BATCH = 100, 1000
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NOT_ALLOWED = re.compile(r"[^\w\-. :/]")
@@ -322,7 +324,11 @@ def log_sweep(
         parent_metrics[f"best_{result.objective}"] = float(best[result.objective])
         parent_metrics["best_config_index"] = float(best["config_index"])
     skip = set(result.param_names) | {"config_index", *_ROW_TAGS}
-    parent = logger.start(run_name or "sweep", {"rag_lab.kind": "sweep", **dict(tags or {})})
+    parent_tags = {"rag_lab.kind": "sweep", **dict(tags or {})}
+    warnings = result.warnings  # knobs that could not change anything (as in the sweep's summary)
+    if warnings:
+        parent_tags["rag_lab.warnings"] = "\n".join(warnings)[:_MAX_TAG_LEN]
+    parent = logger.start(run_name or "sweep", parent_tags)
 
     with _ending(logger, parent):
         logger.log(parent, parent_params, parent_metrics)

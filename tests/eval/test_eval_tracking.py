@@ -4,6 +4,7 @@ and the eval command's --export files (pytrec_eval reproduces the report from th
 from __future__ import annotations
 
 import csv
+import math
 import os
 import sys
 from pathlib import Path
@@ -229,3 +230,35 @@ def test_sweep_logs_a_parent_and_one_child_per_config(
     artifacts = {f.path for f in client.list_artifacts(parent.info.run_id)}
     assert {"sw.csv", "sw.md", "sw_best.yaml", "sw_pareto.png", "sw_metric_vs_param.png"} <= artifacts
     assert parent.data.metrics["n_configs"] == 4 and parent.data.metrics["seconds"] > 0
+    summary = (tmp_path / "sw.md").read_text(encoding="utf-8")
+    warned = parent.data.tags.get("rag_lab.warnings", "")
+    assert bool(warned) == ("Knobs that changed nothing" in summary)
+    assert all(f"- {w}" in summary for w in warned.splitlines())
+
+
+def test_log_sweep_keeps_warnings_and_nan_rows(tmp_path: Path) -> None:
+    """A synthetic sweep: a weight at 0 (falls back) and two configs with the same contexts warn;
+    the parent keeps the warnings, a NaN objective is logged as NaN and never marked best."""
+    _need_mlflow()
+    from rag_lab.eval.sweep.outputs import SweepResult
+    from rag_lab.eval.tracking import log_sweep
+
+    rows = [
+        {"config_index": 0, "rrf_vector_weight": 0.0, "ndcg@10": 0.5, "errors": 0, "contexts_digest": "a"},
+        {"config_index": 1, "rrf_vector_weight": 0.5, "ndcg@10": 0.6, "errors": 0, "contexts_digest": "a"},
+        {"config_index": 2, "rrf_vector_weight": 0.9, "ndcg@10": math.nan, "errors": 3, "first_error": "q1: boom"},
+    ]
+    result = SweepResult(["rrf_vector_weight"], "ndcg@10", "maximize", rows, {"rerank_top_k": 5}, ["s"], {}, 1.5)
+    assert result.warnings, "the synthetic sweep should warn"
+    uri = (tmp_path / "store").as_uri()
+    parent_id = log_sweep(result, uri=uri, experiment="syn", run_name="syn", lab_params={"rerank_top_k": 30})
+    client = _client(uri)
+    parent = client.get_run(parent_id)
+    assert parent.data.tags["rag_lab.warnings"] == "\n".join(result.warnings)
+    assert parent.data.params["rerank_top_k"] == "5" and parent.data.params["datasets"] == "s"
+    assert parent.data.metrics["best_ndcg_at_10"] == 0.6 and parent.data.metrics["best_config_index"] == 1
+    children = {int(r.data.tags["config_index"]): r for r in _runs(client, "syn") if r.info.run_id != parent_id}
+    assert [children[i].data.tags["best"] for i in range(3)] == ["false", "true", "false"]
+    assert math.isnan(children[2].data.metrics["ndcg_at_10"]) and children[2].data.metrics["errors"] == 3
+    assert children[2].data.tags["first_error"] == "q1: boom"
+    assert children[0].data.params == {"rrf_vector_weight": "0.0", "rerank_top_k": "5"}
