@@ -11,6 +11,9 @@ plus distractors up to 150 documents.
 
 ``eval --export trec|jsonl|ragas`` also writes the evaluated set (:mod:`rag_lab.eval.formats`);
 ``eval --mlflow`` / ``sweep --mlflow`` log the run to MLflow (:mod:`rag_lab.eval.tracking`).
+
+Kept whole: the argparse definitions and bodies of the eval subcommands (eval, report, sweep, gate,
+convert), which share option groups and helpers.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ metrics and reports need (:class:`QueryRecord`).
 A question whose pipeline run raises is not dropped: its record carries the error, it retrieved
 nothing, so it scores 0 on every retrieval metric (the metrics' "no results" policy) and counts in
 ``EvalResult.errors``.
+
+Putting a dataset into the lab (corpus, FAQ, replayed history) is :mod:`rag_lab.eval.ingest`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets import Dataset
+from rag_lab.eval.ingest import _replay_history, dataset_documents, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord, answer_text
 
@@ -35,6 +39,7 @@ __all__ = [
     "answer_text",
     "dataset_documents",
     "evaluate_lab",
+    "faq_kb_name",
     "ingest_dataset",
     "params_overrides",
     "write_retrieval_report",
@@ -107,55 +112,6 @@ def params_overrides(params: PipelineParams | Mapping[str, Any] | None, base: Pi
         return dict(params)
     b = base.model_dump()
     return {k: v for k, v in params.model_dump().items() if b.get(k) != v}
-
-
-def dataset_documents(ds: Dataset) -> list[dict[str, Any]]:
-    """The corpus as the documents ``Lab.ingest_documents`` takes."""
-    return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
-
-
-def faq_kb_name(kb: str) -> str:
-    return f"{kb}-faq"
-
-
-def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> Any:
-    """Ingest ``ds``'s corpus into knowledge base ``kb`` (idempotent by content hash), and its
-    optional FAQ entries into the FAQ knowledge base ``<kb>-faq``."""
-    report = lab.ingest_documents(dataset_documents(ds), kb=kb, progress=progress)
-    if ds.faq:
-        from rag_lab.knowledge.models import FAQEntry
-
-        faq_kb = lab.kb(faq_kb_name(kb), kb_type="faq")
-        entries = [
-            {
-                "id": f.id,
-                **FAQEntry(
-                    f.question,
-                    answers=list(f.answers),
-                    similar_questions=list(f.similar_questions),
-                    negative_questions=list(f.negative_questions),
-                ).to_metadata(),
-            }
-            for f in ds.faq
-        ]
-        lab.workspace.ingest_faq(faq_kb, entries, lab.embedder, progress=progress)
-    return report
-
-
-def _replay_history(lab: Lab, turns: Any) -> str:
-    """A fresh session holding the query's earlier turns; its id."""
-    import uuid
-
-    sid = f"eval-{uuid.uuid4()}"
-    store = lab.services.messages
-    if store is None:
-        raise ValueError("replaying a dataset's history needs the lab's session store (services.messages)")
-    store.ensure_session(sid, "lab")
-    for t in turns:
-        rid = str(uuid.uuid4())
-        store.add_message(sid, "user", t.question, rid)
-        store.add_message(sid, "assistant", t.answer, rid)
-    return sid
 
 
 async def evaluate_lab(

@@ -17,6 +17,8 @@ with it when opened is repaired with a warning (:mod:`rag_lab.knowledge.index_re
 A KB records the ``model_key`` and ``dimension`` of the embedder it was created with; ingesting
 or searching with another embedder raises :class:`MixedEmbeddingSpaces`. KB ids are derived from
 the name (``kb_`` + 12 hex digits of its SHA-1), so a KB recreated under the same name keeps its id.
+
+Kept whole: one class whose methods share the store, the per-KB index caches and their locks.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 ``lab.ask(question)`` runs the whole pipeline and returns a :class:`Run` with the answer, the
 references, every stream event, per-stage timings and a ChatManage snapshot after every stage.
+
+Kept whole: the Lab facade, one class whose methods share the config, workspace, services and stream
+manager, with the Run it returns beside it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Three kinds of data, all keyed by user:
 
 No model is called except the embedder. Vectors from another embedding space (another
 ``model_key``) are never compared: :meth:`reembed` moves old notes to the current space.
+
+Kept whole: one class whose methods share one SQLite connection, its lock and the embedder.
 """
 
 from __future__ import annotations

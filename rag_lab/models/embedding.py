@@ -3,6 +3,9 @@
 
 Both return float32 arrays of shape ``(len(texts), dimension)`` with L2-normalised rows, so a dot
 product is a cosine similarity.
+
+Kept whole: three small embedder backends and the embedding cache, which share the input checks and
+the normalisation defined at the top; one module each would leave four short files.
 """
 
 from __future__ import annotations

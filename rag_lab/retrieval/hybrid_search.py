@@ -15,6 +15,9 @@ Differences from the reference, all deliberate:
   has ``image_embedder_for`` and a KB in scope has image vectors; its hits are appended to the
   vector list (after the text vector hits) before fusion and hydrated with
   ``metadata["retrieved_by"] = "image_vector"``. Image-info enrichment (§6.9) is not done here.
+
+Kept whole: the §5 search read in the order it runs: the helpers are the steps of
+:class:`HybridSearcher` (request building, fan-out, fusion, hydration) and share its trace.
 """
 
 from __future__ import annotations

@@ -36,288 +36,48 @@ server as the score, so the score kept is its magnitude. Differences, by constru
   rows. Keyword lists are therefore compared by overlap, not score by score;
 * several KBs of one collection are searched in one call (one ranking), not per KB and merged;
 * image vectors stay in the workspace (image recall does not go through an engine).
+
+The configuration, names, filters and row layout are in :mod:`rag_lab.retrieval.milvus_layout`
+(re-exported here); this module holds the engine.
+
+Kept whole: one class whose methods share the client, the collection lock and the workspace.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag_lab.retrieval.base import IndexWithScore
-from rag_lab.retrieval.tokenization import ENGLISH_STOPWORDS
-from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, UNSEARCHABLE_STATUSES, MatchType
+from rag_lab.retrieval.milvus_layout import (
+    _INSERT_BATCH,
+    _LITE_FILTER,
+    ANALYZER_PARAMS,
+    ENGINE_TYPE,
+    ID_MAX_BYTES,
+    TEXT_MAX_BYTES,
+    IndexedCounts,
+    MilvusConfig,
+    MilvusEngineError,
+    _require_pymilvus,
+    build_filter,
+    chunk_rows,
+    collection_name,
+    in_list,
+    literal,
+)
+from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, MatchType
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import Chunk, KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.models.base import Embedder
-
-ENGINE_TYPE = "milvus"
-
-#: the BM25 analyser of the ``text`` field (Milvus ``analyzer_params``)
-ANALYZER_PARAMS: dict[str, Any] = {
-    "tokenizer": "jieba",
-    "filter": ["lowercase", "removepunct", {"type": "stop", "stop_words": sorted(ENGLISH_STOPWORDS)}],
-}
-#: VARCHAR limits (bytes); chunk text longer than TEXT_MAX_BYTES is cut at a character boundary
-ID_MAX_BYTES = 2048
-TEXT_MAX_BYTES = 65535
-_INSERT_BATCH = 256
-
-
-class MilvusEngineError(RuntimeError):
-    """A Milvus engine that cannot be configured, reached or written; the message names the
-    setting, the KB or the chunk."""
-
-
-class _LiteUnimplemented(logging.Filter):
-    """Drops the in-process Lite server's error log for RPCs it does not implement
-    (``AllocTimestamp``, which pymilvus calls while waiting for an index and then does without)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(exc, NotImplementedError) and "Method not implemented" in str(exc))
-
-
-_LITE_FILTER = _LiteUnimplemented()
-
-
-def _require_pymilvus() -> Any:
-    try:
-        import pymilvus
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise MilvusEngineError(
-            "the Milvus engine needs pymilvus (and milvus-lite for a local .db file): pip install 'rag_lab[milvus]'"
-        ) from None
-    return pymilvus
-
-
-@dataclass(frozen=True, slots=True)
-class MilvusConfig:
-    """``engine: {type: milvus, ...}`` in the lab config.
-
-    * ``uri`` — ``path/to/file.db`` (Milvus Lite, relative to the current directory),
-      ``http://host:19530`` (Standalone / Distributed) or a Zilliz Cloud endpoint;
-    * ``token_env`` — name of the environment variable holding the token (``user:password`` or
-      an API key); the token itself never sits in the config file;
-    * ``db_name`` — Milvus database (``""`` = the server's default);
-    * ``collection_prefix`` — collection names start with it (letters, digits, ``_``);
-    * ``hnsw_m``, ``hnsw_ef_construction`` — HNSW build settings; ``ef_search`` — query beam
-      width (``max(ef_search, top_k)`` is used);
-    * ``consistency_level`` — ``Strong`` (default: a search sees the rows just ingested),
-      ``Session``, ``Bounded`` or ``Eventually``;
-    * ``timeout_s`` — per call.
-    """
-
-    uri: str
-    token_env: str = ""
-    db_name: str = ""
-    collection_prefix: str = "rag_lab"
-    hnsw_m: int = 16
-    hnsw_ef_construction: int = 200
-    ef_search: int = 128
-    consistency_level: str = "Strong"
-    timeout_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        prefix = self.collection_prefix
-        checks = {
-            "uri": isinstance(self.uri, str) and bool(self.uri.strip()),
-            "collection_prefix": isinstance(prefix, str)
-            and bool(prefix)
-            and (prefix[0].isalpha() or prefix[0] == "_")
-            and all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in prefix),
-            "hnsw_m": isinstance(self.hnsw_m, int) and 2 <= self.hnsw_m <= 2048,
-            "hnsw_ef_construction": isinstance(self.hnsw_ef_construction, int) and self.hnsw_ef_construction >= 1,
-            "ef_search": isinstance(self.ef_search, int) and self.ef_search >= 1,
-            "consistency_level": self.consistency_level in ("Strong", "Session", "Bounded", "Eventually"),
-            "timeout_s": isinstance(self.timeout_s, int | float) and self.timeout_s > 0,
-        }
-        rules = {
-            "uri": "a non-empty string (a .db path, http://host:19530 or a Zilliz endpoint)",
-            "collection_prefix": "letters, digits and '_', not starting with a digit",
-            "hnsw_m": "an integer in [2, 2048]",
-            "hnsw_ef_construction": "an integer >= 1",
-            "ef_search": "an integer >= 1",
-            "consistency_level": "one of Strong, Session, Bounded, Eventually",
-            "timeout_s": "a number > 0",
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise MilvusEngineError(f"engine.{name}={getattr(self, name)!r} must be {rules[name]}")
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "engine") -> MilvusConfig:
-        """From ``{type: milvus, uri: ..., ...}``; unknown keys are an error naming them."""
-        d = {k: v for k, v in dict(data).items() if k != "type"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise MilvusEngineError(
-                f"{source}: unknown key(s) {', '.join(unknown)}; allowed: type, {', '.join(sorted(known))}"
-            )
-        if "uri" not in d:
-            raise MilvusEngineError(f"{source}: a milvus engine needs 'uri' (a .db path or http://host:19530)")
-        try:
-            return cls(**d)
-        except MilvusEngineError as exc:
-            raise MilvusEngineError(f"{source}: {exc}") from None
-
-    @property
-    def is_lite(self) -> bool:
-        return self.uri.endswith(".db")
-
-    def token(self) -> str:
-        """The token from ``token_env`` ("" without one); a named but unset variable is an error."""
-        if not self.token_env:
-            return ""
-        value = os.environ.get(self.token_env)
-        if value is None:
-            raise MilvusEngineError(f"engine.token_env: environment variable {self.token_env!r} is not set")
-        return value
-
-    @property
-    def key(self) -> str:
-        """Identity of the store (the HybridSearch store-group key)."""
-        return f"milvus:{self.uri}|{self.db_name}|{self.collection_prefix}"
-
-
-def collection_name(prefix: str, kb: KnowledgeBase) -> str:
-    """The collection of a KB's embedding space."""
-    if not kb.embedding_model_key or kb.embedding_dim <= 0:
-        return f"{prefix}_keywords"
-    digest = hashlib.sha1(f"{kb.embedding_model_key}|{kb.embedding_dim}".encode()).hexdigest()[:12]
-    return f"{prefix}_{digest}"
-
-
-def literal(value: str | int | bool) -> str:
-    """A value as a Milvus filter-expression literal (strings double-quoted and escaped)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def in_list(field_name: str, values: Iterable[str | int], negate: bool = False) -> str:
-    vals = list(dict.fromkeys(values))
-    return f"{field_name} {'not in' if negate else 'in'} [{', '.join(literal(v) for v in vals)}]"
-
-
-def build_filter(
-    kb_ids: Sequence[str],
-    tenant_ids: Sequence[int],
-    knowledge_ids: Sequence[str] = (),
-    tag_ids: Sequence[str] = (),
-    exclude_chunk_ids: Sequence[str] = (),
-    keyword: bool = False,
-) -> str:
-    """The filter expression of one search: the KBs, the searchable-chunk rules (enabled,
-    searchable type, status), the owner tenants, optional document / tag filters (ANDed), the
-    chunks SQLite says are unsearchable, and for BM25 the keyword rows only."""
-    parts = [
-        in_list("kb_id", kb_ids),
-        "is_enabled == true",
-        in_list("chunk_type", sorted(SEARCHABLE_CHUNK_TYPES)),
-        in_list("status", UNSEARCHABLE_STATUSES, negate=True),
-    ]
-    if tenant_ids:
-        parts.append(in_list("tenant_id", tenant_ids))
-    if knowledge_ids:
-        parts.append(in_list("knowledge_id", knowledge_ids))
-    if tag_ids:
-        parts.append(in_list("tag_id", tag_ids))
-    if exclude_chunk_ids:
-        parts.append(in_list("chunk_id", sorted(exclude_chunk_ids), negate=True))
-    if keyword:
-        parts.append("keyword_row == true")
-    return " and ".join(f"({p})" for p in parts)
-
-
-def _cut_utf8(text: str, max_bytes: int) -> str:
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text
-    return raw[:max_bytes].decode("utf-8", errors="ignore")
-
-
-def _check_id(value: str, what: str, chunk_id: str) -> str:
-    if len(value.encode("utf-8")) > ID_MAX_BYTES:
-        raise MilvusEngineError(
-            f"chunk {chunk_id!r}: {what} is {len(value.encode('utf-8'))} bytes, over the {ID_MAX_BYTES}-byte "
-            "Milvus field limit"
-        )
-    return value
-
-
-def chunk_rows(kb: KnowledgeBase, chunk: Chunk, vectors: Mapping[str, np.ndarray] | None) -> list[dict[str, Any]]:
-    """The Milvus rows of one searchable chunk: one per vector entry (ids and own texts as the
-    local vector index has them), or one row without a vector in a keyword-only space.
-    ``vectors`` maps entry ids to their vectors; a missing one is an error naming the entry."""
-    from rag_lab.retrieval.spaces import vector_entries
-
-    tenant = int(kb.tenant_id)  # a chunk belongs to its KB's owner tenant (docs/security.md)
-    base = {
-        "chunk_id": _check_id(chunk.id, "the chunk id", chunk.id),
-        "kb_id": chunk.knowledge_base_id,
-        "knowledge_id": _check_id(chunk.knowledge_id, "the knowledge id", chunk.id),
-        "tag_id": _check_id(chunk.tag_id or "", "the tag id", chunk.id),
-        "is_enabled": bool(chunk.is_enabled),
-        "chunk_type": chunk.chunk_type,
-        "status": chunk.index_status,
-        "tenant_id": tenant,
-    }
-    text = _cut_utf8(chunk.content, TEXT_MAX_BYTES)
-    if vectors is None:
-        return [{**base, "id": chunk.id, "own_text": "", "text": text, "keyword_row": True}]
-    rows = []
-    for i, (entry_id, own, _) in enumerate(vector_entries(chunk)):
-        vec = vectors.get(entry_id)
-        if vec is None:
-            raise MilvusEngineError(
-                f"knowledge base {kb.name!r}: no vector for entry {entry_id!r} of chunk {chunk.id!r} "
-                "(re-ingest the document, or reindex with an embedder)"
-            )
-        rows.append(
-            {
-                **base,
-                "id": _check_id(entry_id, "the entry id", chunk.id),
-                "own_text": _cut_utf8(own or "", TEXT_MAX_BYTES),
-                "text": text if i == 0 else "",
-                "keyword_row": i == 0,
-                "dense": np.asarray(vec, dtype=np.float32).tolist(),
-            }
-        )
-    return rows
-
-
-@dataclass(slots=True)
-class IndexedCounts:
-    """What :meth:`MilvusEngine.index_documents` wrote."""
-
-    kb_id: str
-    collection: str
-    documents: int = 0
-    chunks: int = 0
-    rows: int = 0
-    embedded: int = 0
-    seconds: float = 0.0
-
-    def __str__(self) -> str:
-        return (
-            f"{self.rows} rows ({self.chunks} chunks of {self.documents} documents, {self.embedded} embedded) "
-            f"into {self.collection} in {self.seconds:.2f}s"
-        )
 
 
 class MilvusEngine:

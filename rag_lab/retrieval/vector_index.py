@@ -29,6 +29,9 @@ use, ~0.1 s at 100k vectors; dropped on any change). Removed vectors are tombsto
 Persisted as ``vectors.faiss`` + ``ids.json`` (the flat index) and, when a graph exists,
 ``vectors.hnsw`` + ``ann.json`` (graph position → faiss id, tombstones, settings), all written
 atomically. A missing, stale or unreadable graph is rebuilt from the flat index on first use.
+
+Kept whole: one class whose methods share the flat index, the HNSW graph, its tombstones and one
+lock.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 4 parent chunks · 5 sequential merge per (document, chunk type) · 6 FAQ answers ·
 7 neighbour expansion of short text chunks · 8 merge again, dedup, partial-overlap removal.
 Every decision is appended to ``state.diagnostics["merge"]`` for the merge view.
+
+Kept whole: one stage per module; the eight steps are this module's public functions, each tested
+on its own, and the plugin runs them in order.
 """
 
 from __future__ import annotations
