@@ -210,26 +210,6 @@ def _logged(run_id: str, target: dict[str, Any]) -> str:
     return f"mlflow: run {run_id} in experiment {target['experiment']!r} at {at}"
 
 
-def _export(report: Any, formats: list[str], out: str | Path, name: str) -> dict[str, Path]:
-    """The evaluated set of every suite in ``formats`` next to the report (one set of files per
-    suite, ``<name>.<suite>.*``, when there are several)."""
-    from rag_lab.eval.formats import export_records
-    from rag_lab.eval.runner import SuiteSpec
-
-    paths: dict[str, Path] = {}
-    several = len(report.suites) > 1
-    for suite in report.suites:
-        texts = None
-        if "ragas" in formats:
-            gold = {g for r in suite.records for g in r.gold_ids}
-            texts = {d.id: d.text for d in SuiteSpec.from_dict(suite.spec).load().corpus if d.id in gold}
-        stem = f"{name}.{suite.name}" if several else name
-        run_name = name if name and not any(c.isspace() for c in name) else "rag_lab"
-        written = export_records(suite.records, out, stem, formats, reference_texts=texts, run_name=run_name)
-        paths.update({(f"{suite.name}:{k}" if several else k): p for k, p in written.items()})
-    return paths
-
-
 def _run(coro_factory: Any) -> Any:
     from rag_lab.asyncutil import run_sync
 
@@ -309,7 +289,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
     if args.export:
-        paths.update(_export(report, args.export, args.out, name))
+        from rag_lab.eval.formats import export_report
+
+        paths.update(export_report(report, args.out, name, args.export))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if track:
         from rag_lab.eval.tracking import log_eval

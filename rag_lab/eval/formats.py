@@ -14,7 +14,8 @@
 * ragas: :func:`to_ragas_dataset` builds a ``ragas.EvaluationDataset`` of single-turn samples
   (``user_input``, ``retrieved_contexts``, ``response``, ``reference``, ``reference_contexts``);
   :func:`from_ragas_dataset` reads one back as records (and any ragas dataset someone else made).
-* :func:`export_records` writes the evaluated set of one suite in the formats asked
+* :func:`export_records` writes the evaluated set of one suite in the formats asked,
+  :func:`export_report` those of every suite of a report
   (``rag-lab eval --export trec --export jsonl --export ragas``): ``<stem>.run.trec`` and
   ``<stem>.qrels.trec``, ``<stem>.samples.jsonl``, ``<stem>.ragas.jsonl`` (ragas'
   ``EvaluationDataset.to_jsonl``, read back with ``EvaluationDataset.from_jsonl``).
@@ -35,6 +36,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "FormatError",
     "export_records",
+    "export_report",
     "from_ragas_dataset",
     "read_samples_jsonl",
     "read_trec_qrels",
@@ -260,4 +262,29 @@ def export_records(
         p = out / f"{stem}.ragas.jsonl"
         to_ragas_dataset(records, reference_texts).to_jsonl(str(p))
         paths["ragas"] = p
+    return paths
+
+
+def export_report(
+    report: Any, out_dir: str | Path, name: str, formats: Iterable[str] = EXPORT_FORMATS
+) -> dict[str, Path]:
+    """The evaluated set of every suite of an :class:`~rag_lab.eval.report.EvalReport` (as
+    evaluated: a report read back from JSON has no context texts) next to its report files:
+    ``<name>.*``, or ``<name>.<suite>.*`` per suite when there are several (question ids of two
+    datasets may collide; keys are then ``<suite>:<kind>``). The ragas samples' reference contexts
+    are the gold documents' texts, read from each suite's dataset."""
+    from rag_lab.eval.runner import SuiteSpec
+
+    fmts = list(dict.fromkeys(formats))
+    paths: dict[str, Path] = {}
+    several = len(report.suites) > 1
+    run_name = name if name and not any(c.isspace() for c in name) else "rag_lab"
+    for suite in report.suites:
+        texts = None
+        if "ragas" in fmts:
+            gold = {g for r in suite.records for g in r.gold_ids}
+            texts = {d.id: d.text for d in SuiteSpec.from_dict(suite.spec).load().corpus if d.id in gold}
+        stem = f"{name}.{suite.name}" if several else name
+        written = export_records(suite.records, out_dir, stem, fmts, reference_texts=texts, run_name=run_name)
+        paths.update({(f"{suite.name}:{k}" if several else k): p for k, p in written.items()})
     return paths

@@ -113,3 +113,32 @@ def test_ragas_dataset_round_trip():
     assert [(b.qid, b.question, b.contexts, b.answer, b.answers) for b in back] == [
         (r.qid, r.question, r.contexts, r.answer, r.answers) for r in records
     ]
+
+
+def test_export_report_writes_one_set_per_suite(tmp_path):
+    """Two suites whose question ids collide: each gets its own files, keyed by suite."""
+    from rag_lab.eval.formats import export_report
+    from rag_lab.eval.report import EvalReport, SuiteResult
+
+    def suite(name, spec):
+        records = _records(spec)
+        retrieval = evaluate_retrieval(
+            {r.qid: r.retrieved_doc_ids for r in records}, {r.qid: r.gold_ids for r in records}, ks=[5]
+        )
+        return SuiteResult(name, name, f"kb-{name}", {"dataset": name}, {}, retrieval, records)
+
+    report = EvalReport([suite("a", [(["d1"], ["d1", "d2"])]), suite("b", [(["d3"], ["d4", "d3"])])])
+    paths = export_report(report, tmp_path, "nightly", ["trec", "jsonl"])
+    assert {k: p.name for k, p in paths.items()} == {
+        "a:trec_run": "nightly.a.run.trec",
+        "a:trec_qrels": "nightly.a.qrels.trec",
+        "a:jsonl": "nightly.a.samples.jsonl",
+        "b:trec_run": "nightly.b.run.trec",
+        "b:trec_qrels": "nightly.b.qrels.trec",
+        "b:jsonl": "nightly.b.samples.jsonl",
+    }
+    assert ranked_docs(read_trec_run(paths["b:trec_run"])) == {"q0": ["d4", "d3"]}
+    assert read_trec_qrels(paths["a:trec_qrels"]) == {"q0": {"d1": 1}}
+    assert read_trec_run(paths["a:trec_run"])["q0"] == {"d1": 2.0, "d2": 1.0}
+    with pytest.raises(ValueError, match="unknown export format.*csv"):
+        export_report(report, tmp_path, "x", ["csv"])
