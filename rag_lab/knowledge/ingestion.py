@@ -37,7 +37,8 @@ from rag_lab.knowledge.ingest_common import (
 )
 from rag_lab.knowledge.ingest_write import _Doc, _ingest, _read_blocks, _streamed_hash, delete_document
 from rag_lab.knowledge.models import FAQEntry, Knowledge, KnowledgeBase
-from rag_lab.knowledge.reading import SUPPORTED_SUFFIXES, _md_title, html_to_text, read_document
+from rag_lab.knowledge.reading import SUPPORTED_SUFFIXES, html_to_text, read_document
+from rag_lab.searchutil.text import markdown_title
 from rag_lab.types.errors import MixedEmbeddingSpaces
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def _file_doc(kb: KnowledgeBase, f: Path, rel: str, suffix: str, size: int) -> _
         title = f.stem
         if kind == "md":
             head = next(iter(_read_blocks(f)), "")
-            title = _md_title(head) or f.stem
+            title = markdown_title(head) or f.stem
         digest, has_text = _streamed_hash(f, title, meta)
         if not has_text:
             return None

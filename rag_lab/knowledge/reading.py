@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.knowledge.ingest_common import IngestError
+from rag_lab.searchutil.text import markdown_title
 
 SUPPORTED_SUFFIXES = {".txt": "txt", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 _WS = re.compile(r"\s+")
@@ -97,16 +98,6 @@ def html_to_text(source: str) -> tuple[str, str]:
     return title, text.strip()
 
 
-def _md_title(text: str) -> str:
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("# "):
-            return s[2:].strip()
-        if s:
-            break
-    return ""
-
-
 def read_document(path: str | Path) -> tuple[str, str]:
     """``(title, text)`` of a supported file; unreadable or non-UTF-8 files raise IngestError."""
     p = Path(path)
@@ -126,5 +117,5 @@ def read_document(path: str | Path) -> tuple[str, str]:
         title, body = html_to_text(text)
         return title or p.stem, body
     if kind == "md":
-        return _md_title(text) or p.stem, text
+        return markdown_title(text) or p.stem, text
     return p.stem, text

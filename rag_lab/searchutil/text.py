@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
+    "markdown_title",
     "GO_WHITESPACE",
     "go_trim",
     "go_fields",
@@ -239,3 +240,14 @@ def normalize_keyword_scores(results: MutableSequence[Any], is_keyword: Callable
     else:
         for r in kw:
             r.score = 1.0
+
+
+def markdown_title(text: str) -> str:
+    """The text of a leading ``# `` heading: the first non-blank line when it is one, else ``""``."""
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("# "):
+            return s[2:].strip()
+        if s:
+            break
+    return ""

@@ -118,16 +118,6 @@ def _canonical_url(html: str) -> str:
     return ""
 
 
-def _md_title(text: str) -> str:
-    for line in text.split("\n"):
-        s = line.strip()
-        if s.startswith("# "):
-            return s[2:].strip()
-        if s:
-            return ""
-    return ""
-
-
 def _as_datetime(value: Any, where: str) -> datetime | None:
     if value is None or value == "":
         return None

@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from rag_lab.searchutil.conversion import WebSearchResult
+from rag_lab.searchutil.text import markdown_title
 from rag_lab.types.params import PipelineParams
 from rag_lab.web.pages import (
     LocalPage,
@@ -44,7 +45,6 @@ from rag_lab.web.pages import (
     _as_datetime,
     _canonical_url,
     _check_url,
-    _md_title,
     best_snippet,
     parse_front_matter,
 )
@@ -163,7 +163,10 @@ class LocalFolderProvider:
         else:
             url, url_from = path.resolve().as_uri(), "file"
         title = (
-            str(meta.get("title") or "").strip() or html_title or (_md_title(text) if not is_html else "") or path.stem
+            str(meta.get("title") or "").strip()
+            or html_title
+            or (markdown_title(text) if not is_html else "")
+            or path.stem
         )
         published = _as_datetime(meta.get("published", meta.get("date")), where)
         return LocalPage(rel, url, title, text, published, url_from)
