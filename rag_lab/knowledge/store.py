@@ -306,7 +306,8 @@ class KnowledgeStore:
         for batch in _batches([i for i in _unique(parent_ids) if i]):
             q = (
                 f"SELECT * FROM chunks WHERE parent_chunk_id IN ({', '.join('?' * len(batch))}) "
-                "ORDER BY parent_chunk_id, chunk_index, id"
+                # the condition of the partial index chunk_parent: without it SQLite scans the table
+                "AND parent_chunk_id != '' ORDER BY parent_chunk_id, chunk_index, id"
             )
             out.extend(_from_row(Chunk, row) for row in self._conn().execute(q, tuple(batch)))
         return out

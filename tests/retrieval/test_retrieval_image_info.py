@@ -135,3 +135,14 @@ def test_the_tuning_store_memo_gives_the_same_image_info(store: KnowledgeStore) 
     loads = memo.loads
     assert collect_image_info_by_chunk_ids(memo, ids) == collect_image_info_by_chunk_ids(store, ids)
     assert memo.loads == loads  # served from the memo the second time
+
+
+def test_children_are_found_through_the_parent_index(store: KnowledgeStore) -> None:
+    # without the partial index's condition in the query SQLite scans every chunk (25 ms at 100k)
+    import inspect
+
+    src = inspect.getsource(KnowledgeStore.get_children)
+    sql = "SELECT * FROM chunks WHERE parent_chunk_id IN (?, ?) AND parent_chunk_id != '' ORDER BY parent_chunk_id"
+    assert "parent_chunk_id != ''" in src
+    plan = " ".join(str(tuple(r)) for r in store._conn().execute(f"EXPLAIN QUERY PLAN {sql}", ("T1", "T3")))
+    assert "chunk_parent" in plan
