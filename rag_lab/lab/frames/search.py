@@ -46,46 +46,14 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
     to the fusion views.
     """
     from rag_lab.asyncutil import run_sync
-    from rag_lab.retrieval.base import SearchParams
+    from rag_lab.pipeline.plugins.search import target_searches
 
     snap = _snapshot(run, "search")
     req = snap.request
     query = snap.state.rewrite_query.strip() or req.query
     searcher = lab.services.searcher.with_params(req.params)
     targets = [t for t in req.search_targets if t is not None and t.knowledge_base_id]
-    whole = [t for t in targets if t.type == "knowledge_base" and not t.tag_ids]
-    calls: list[tuple[str, SearchParams]] = []
-    if whole:
-        calls.append(
-            (
-                whole[0].knowledge_base_id,
-                SearchParams(
-                    query_text=query,
-                    vector_threshold=req.vector_threshold,
-                    keyword_threshold=req.keyword_threshold,
-                    match_count=req.embedding_top_k,
-                    knowledge_base_ids=[t.knowledge_base_id for t in whole],
-                ),
-            )
-        )
-    for t in targets:
-        if t in whole or (t.type == "knowledge" and not t.knowledge_ids):
-            continue
-        vt, kt = t.recall_thresholds(req.vector_threshold, req.keyword_threshold)
-        calls.append(
-            (
-                t.knowledge_base_id,
-                SearchParams(
-                    query_text=query,
-                    vector_threshold=vt,
-                    keyword_threshold=kt,
-                    match_count=req.embedding_top_k,
-                    tag_ids=list(t.tag_ids),
-                    scope_tag_ids=list(t.scope_tag_ids),
-                    knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
-                ),
-            )
-        )
+    calls = target_searches(req, targets, query)
 
     async def go() -> list[dict[str, Any]]:
         out = []

@@ -8,18 +8,75 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.base import SearchParams
-from rag_lab.types.chat_manage import ChatManage, SearchTarget, has_knowledge_retrieval_scope
+from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget, has_knowledge_retrieval_scope
 from rag_lab.types.diagnostics import QueryExpansionDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 
 log = logging.getLogger(__name__)
+
+
+def target_searches(
+    req: PipelineRequest,
+    targets: Sequence[SearchTarget],
+    query_text: str,
+    embedding: Any = None,
+    disable_vector: bool = False,
+) -> list[tuple[str, SearchParams]]:
+    """The HybridSearch calls for one group of targets (§4.4.1 step 6): one over every whole-KB
+    target without tags, then one per other target (a ``knowledge`` target without documents is
+    skipped), each with its recall thresholds; ``(primary KB id, params)`` in call order."""
+
+    def whole_kb(t: SearchTarget) -> bool:
+        return t.type == "knowledge_base" and not t.tag_ids
+
+    full = [t for t in targets if whole_kb(t)]
+    calls: list[tuple[str, SearchParams]] = []
+    if full:
+        calls.append(
+            (
+                full[0].knowledge_base_id,
+                SearchParams(
+                    query_text=query_text,
+                    query_embedding=embedding,
+                    knowledge_base_ids=[t.knowledge_base_id for t in full],
+                    vector_threshold=req.vector_threshold,
+                    keyword_threshold=req.keyword_threshold,
+                    match_count=req.embedding_top_k,
+                    disable_vector_match=disable_vector,
+                    tenant_id=req.tenant_id,
+                ),
+            )
+        )
+    for t in targets:
+        if whole_kb(t) or (t.type == "knowledge" and not t.knowledge_ids):
+            continue
+        vt, kt = t.recall_thresholds(req.vector_threshold, req.keyword_threshold)
+        calls.append(
+            (
+                t.knowledge_base_id,
+                SearchParams(
+                    query_text=query_text,
+                    query_embedding=embedding,
+                    vector_threshold=vt,
+                    keyword_threshold=kt,
+                    match_count=req.embedding_top_k,
+                    tag_ids=list(t.tag_ids),
+                    scope_tag_ids=list(t.scope_tag_ids),
+                    knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
+                    disable_vector_match=disable_vector,
+                    tenant_id=req.tenant_id,
+                ),
+            )
+        )
+    return calls
 
 
 class PluginSearch(StagePlugin):
@@ -184,8 +241,6 @@ class PluginSearch(StagePlugin):
                 group = kept
                 disable_vector = True
 
-        full = [t for t in group if t.type == "knowledge_base" and not t.tag_ids]
-        individual = [t for t in group if not (t.type == "knowledge_base" and not t.tag_ids)]
         results: list[SearchResult] = []
 
         async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
@@ -200,44 +255,10 @@ class PluginSearch(StagePlugin):
                 errors.append(exc)
                 return []
 
-        calls = []
-        if full:
-            calls.append(
-                call(
-                    full[0].knowledge_base_id,
-                    SearchParams(
-                        query_text=query_text,
-                        query_embedding=embedding,
-                        knowledge_base_ids=[t.knowledge_base_id for t in full],
-                        vector_threshold=req.vector_threshold,
-                        keyword_threshold=req.keyword_threshold,
-                        match_count=req.embedding_top_k,
-                        disable_vector_match=disable_vector,
-                        tenant_id=req.tenant_id,
-                    ),
-                )
-            )
-        for t in individual:
-            if t.type == "knowledge" and not t.knowledge_ids:
-                continue
-            vt, kt = t.recall_thresholds(req.vector_threshold, req.keyword_threshold)
-            calls.append(
-                call(
-                    t.knowledge_base_id,
-                    SearchParams(
-                        query_text=query_text,
-                        query_embedding=embedding,
-                        vector_threshold=vt,
-                        keyword_threshold=kt,
-                        match_count=req.embedding_top_k,
-                        tag_ids=list(t.tag_ids),
-                        scope_tag_ids=list(t.scope_tag_ids),
-                        knowledge_ids=list(t.knowledge_ids) if t.type == "knowledge" else [],
-                        disable_vector_match=disable_vector,
-                        tenant_id=req.tenant_id,
-                    ),
-                )
-            )
+        calls = [
+            call(primary, sp)
+            for primary, sp in target_searches(req, group, query_text, embedding, disable_vector=disable_vector)
+        ]
         for got in await asyncio.gather(*calls):
             results.extend(got)
         return results, (errors[0] if errors else None)
