@@ -35,15 +35,20 @@ class StageView:
 
 class Stepper:
     def __init__(self, lab: Lab, question: str, kb: Any = None, **kwargs: Any) -> None:
-        self._go = threading.Semaphore(0)
         self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stages: list[StageView] = []
         self.run: Run | None = None
         self._done = False
+        #: the paused run's loop and the event that lets it go on (set from the caller's thread)
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
         async def pause(event: EventType, snap: ChatManage) -> None:
+            # Waits on the run's own loop, not on a worker thread: an abandoned Stepper leaves only
+            # its daemon thread behind, which never holds up the interpreter's exit.
+            go = asyncio.Event()
+            self._waiter = (asyncio.get_running_loop(), go)
             self._out.put(("stage", StageView(str(event), snap)))
-            await asyncio.to_thread(self._go.acquire)
+            await go.wait()
 
         def target() -> None:
             try:
@@ -69,8 +74,10 @@ class Stepper:
         """Run one more stage; returns its view, or the finished Run after the last stage."""
         if self._done:
             raise StopIteration("the run is finished: see .run")
-        if self._started:
-            self._go.release()
+        if self._started and self._waiter is not None:
+            loop, go = self._waiter
+            self._waiter = None
+            loop.call_soon_threadsafe(go.set)
         self._started = True
         kind, value = self._out.get()
         if kind == "stage":

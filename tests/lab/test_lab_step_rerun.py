@@ -50,3 +50,22 @@ def test_rerun_with_changed_params_changes_only_downstream(lab):
         lab.rerun(run, "web_fetch")
     with pytest.raises(ValueError, match="first stage"):
         lab.rerun(run, "load_history")
+
+
+def test_an_abandoned_stepper_does_not_hold_up_interpreter_exit(tmp_path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        from rag_lab.lab import Lab
+        lab = Lab.from_config(workspace={str(tmp_path / "ws")!r})
+        lab.ingest_documents([{{"id": "bw", "text": "Mara Quill built the lighthouse in 1874."}}], kb="d", progress=False)
+        st = lab.step("Who built the lighthouse?", kb="d")
+        print(st.next().event, flush=True)  # paused after the first stage, never resumed
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("load_history")
