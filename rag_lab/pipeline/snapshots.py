@@ -40,6 +40,8 @@ __all__ = ["SnapshotPlan", "SnapshotTaker"]
 
 #: a plugin that writes this runs work after its event returns (the answer stream)
 _BACKGROUND = "context.background_tasks"
+#: the whole diagnostics dict (no key): never shared with the live chat, other stages add keys to it
+_WHOLE_DIAGNOSTICS = "state.diagnostics"
 
 
 class SnapshotPlan:
@@ -60,7 +62,7 @@ class SnapshotPlan:
             if paths is None:
                 continue
             own = frozenset(
-                p for p in paths if event not in self.background and writers[p] == {event} and _keyed_or_plain(p)
+                p for p in paths if event not in self.background and writers[p] == {event} and p != _WHOLE_DIAGNOSTICS
             )
             self.share[event] = own
             self.copy[event] = paths - own
@@ -87,11 +89,6 @@ class SnapshotPlan:
             else:
                 writes[event] = None
         return cls(writes)
-
-
-def _keyed_or_plain(path: str) -> bool:
-    # ``state.diagnostics`` without a key names the whole dict: never shared with the live chat
-    return path != "state.diagnostics"
 
 
 class SnapshotTaker:

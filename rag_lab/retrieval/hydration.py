@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rag_lab.retrieval.image_info import collect_image_info_by_chunk_ids
+from rag_lab.retrieval.image_info import enrich_search_results_image_info
 
 __all__ = ["HydrationMemo"]
 
@@ -70,15 +70,4 @@ class HydrationMemo:
 
     def enrich_image_info(self, results: Sequence[Any]) -> None:
         """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised."""
-        empty = [r for r in results if not r.image_info and r.id]
-        if not empty:
-            return
-        known = self._images
-        missing = [r.id for r in empty if r.id not in known]
-        if missing:
-            found = collect_image_info_by_chunk_ids(self.store, missing)
-            for i in missing:
-                known[i] = found.get(i, "")
-        for r in empty:
-            if known[r.id]:
-                r.image_info = known[r.id]
+        enrich_search_results_image_info(results, self.store, self._images)

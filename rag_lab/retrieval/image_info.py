@@ -80,13 +80,18 @@ def collect_image_info_by_chunk_ids(store: Any, ids: Iterable[str]) -> dict[str,
     return {cid: dump_image_info(list(entries.values())) for cid, entries in gathered.items() if entries}
 
 
-def enrich_search_results_image_info(results: Sequence[Any], store: Any) -> None:
-    """Fill the empty ``image_info`` of results from :func:`collect_image_info_by_chunk_ids`."""
+def enrich_search_results_image_info(results: Sequence[Any], store: Any, memo: dict[str, str] | None = None) -> None:
+    """Fill the empty ``image_info`` of results from :func:`collect_image_info_by_chunk_ids`.
+    ``memo`` (chunk id -> gathered info, ``""`` for none) is read and filled when given."""
     empty = [r for r in results if not r.image_info and r.id]
     if not empty:
         return
-    found = collect_image_info_by_chunk_ids(store, (r.id for r in empty))
+    known = memo if memo is not None else {}
+    missing = [r.id for r in empty if r.id not in known]
+    if missing:
+        found = collect_image_info_by_chunk_ids(store, missing)
+        for i in missing:
+            known[i] = found.get(i, "")
     for r in empty:
-        info = found.get(r.id)
-        if info:
-            r.image_info = info
+        if known[r.id]:
+            r.image_info = known[r.id]

@@ -10,7 +10,7 @@ This package sits below ``lab`` and ``eval``: the lab's capture plumbing, the wi
 
 from __future__ import annotations
 
-from rag_lab.tuning.evaluator import FastEvaluator, Picked, compare_references, doc_ids, result_copy
+from rag_lab.tuning.evaluator import FastEvaluator, Picked, compare_references, doc_ids
 from rag_lab.tuning.inputs import CapturedRerank, QuestionInputs, StoreMemo, TuningUnsupported, capture_question
 from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS, split_config
 
@@ -27,6 +27,5 @@ __all__ = [
     "capture_question",
     "compare_references",
     "doc_ids",
-    "result_copy",
     "split_config",
 ]

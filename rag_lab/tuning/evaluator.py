@@ -42,12 +42,7 @@ from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PA
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
-__all__ = ["FastEvaluator", "Picked", "compare_references", "doc_ids", "result_copy"]
-
-
-def result_copy(r: SearchResult) -> SearchResult:
-    """A copy whose lists and metadata are not shared (what merge may change): ``SearchResult.copy``."""
-    return r.copy()
+__all__ = ["FastEvaluator", "Picked", "compare_references", "doc_ids"]
 
 
 def doc_ids(references: Sequence[SearchResult]) -> list[str]:
@@ -204,11 +199,11 @@ class FastEvaluator:
     ) -> list[SearchResult]:
         if picks is None:
             source = q.rerank.candidates if outcome == "model_error" and q.rerank is not None else q.search_result
-            return sorted((result_copy(r) for r in source), key=lambda r: -r.score)
+            return sorted((r.copy() for r in source), key=lambda r: -r.score)
         assert q.rerank is not None
         out: list[SearchResult] = []
         for x in picks:
-            r = result_copy(q.rerank.candidates[x.index])
+            r = q.rerank.candidates[x.index].copy()
             annotate_reranked(r, x.model, x.base, x.composite, p.faq_score_boost if x.faq_boosted else None)
             r.score = x.score  # the wiki boost included
             if x.image:

@@ -138,11 +138,15 @@ def test_the_tuning_store_memo_gives_the_same_image_info(store: KnowledgeStore) 
 
 
 def test_children_are_found_through_the_parent_index(store: KnowledgeStore) -> None:
-    # without the partial index's condition in the query SQLite scans every chunk (25 ms at 100k)
-    import inspect
-
-    src = inspect.getsource(KnowledgeStore.get_children)
-    sql = "SELECT * FROM chunks WHERE parent_chunk_id IN (?, ?) AND parent_chunk_id != '' ORDER BY parent_chunk_id"
-    assert "parent_chunk_id != ''" in src
-    plan = " ".join(str(tuple(r)) for r in store._conn().execute(f"EXPLAIN QUERY PLAN {sql}", ("T1", "T3")))
-    assert "chunk_parent" in plan
+    # the statement get_children really runs must use the partial index chunk_parent: without
+    # its condition SQLite scans every chunk on every search
+    conn = store._conn()
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        assert {c.id for c in store.get_children(["T1", "T3"])} == {"I1", "I2", "I4", "I5", "I6"}
+    finally:
+        conn.set_trace_callback(None)
+    (sql,) = [q for q in seen if "parent_chunk_id IN" in q]
+    plan = " ".join(str(tuple(r)) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+    assert "chunk_parent" in plan, plan
