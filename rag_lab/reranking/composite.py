@@ -7,7 +7,7 @@ from typing import Any
 from rag_lab.searchutil.text import go_lower
 from rag_lab.types.params import PipelineParams
 
-__all__ = ["source_weight", "composite_score", "format_score"]
+__all__ = ["source_weight", "composite_score", "format_score", "is_web_source"]
 
 _DEFAULT_PARAMS: PipelineParams | None = None
 
@@ -25,8 +25,12 @@ def source_weight(result: Any, params: PipelineParams | None = None) -> float:
     """``web_source_weight`` (0.95) for web results (``knowledge_source`` "web_search", any
     case), 1.0 otherwise."""
     p = _params(params)
-    source = getattr(result, "knowledge_source", "") or ""
-    return p.web_source_weight if go_lower(source) == "web_search" else 1.0
+    return p.web_source_weight if is_web_source(getattr(result, "knowledge_source", "") or "") else 1.0
+
+
+def is_web_source(source: str) -> bool:
+    """``knowledge_source`` names the web ("web_search", any case)."""
+    return bool(source) and go_lower(source) == "web_search"
 
 
 def composite_score(result: Any, model_score: float, base_score: float, params: PipelineParams | None = None) -> float:

@@ -13,7 +13,8 @@ the tuning evaluator run thousands of configs per second:
 * :func:`select_mmr_overlap`: greedy MMR from a precomputed intersection-count matrix (Jaccard =
   ``|a∩b| / (|a|+|b|-|a∩b|)``), one pick = one vector update; :func:`select_mmr_jaccard` from the
   Jaccard matrix itself (what the tuning evaluator captures); :func:`select_mmr_ids` from token-id
-  arrays without building the matrix (one row per pick, the live stage);
+  arrays without building the matrix (one row per pick, the live stage; :func:`select_mmr_ids_deferred`
+  with the trace built on first read);
 * :func:`top_k_order`: FILTER_TOP_K's deterministic sort and truncation.
 
 Scores must be finite (callers fall back to the reference functions otherwise).
@@ -36,6 +37,7 @@ __all__ = [
     "composite_scores",
     "faq_boost",
     "select_mmr_ids",
+    "select_mmr_ids_deferred",
     "select_mmr_jaccard",
     "select_mmr_overlap",
     "stable_desc_order",
@@ -252,6 +254,28 @@ def select_mmr_ids(
     if k <= 1 or n <= 1:
         return _mmr_core(s, k, lam, None, trace_width)
     return _mmr_core(s, k, lam, _jaccard_rows(intersection_row_counter(ids), sizes), trace_width)
+
+
+def select_mmr_ids_deferred(
+    scores: np.ndarray, ids: Sequence[np.ndarray], k: int, lam: float, trace_width: int
+) -> tuple[list[int], Callable[[], list[MMRStep]]]:
+    """The picks of :func:`select_mmr_ids` at once, and a function giving its trace of
+    ``trace_width`` runner-ups (computed on the first call by running it again with the trace,
+    on the same arrays; later calls return the same list). The live rerank stage defers its
+    trace this way: most runs never read it, and the picks cost less without it."""
+    s = np.array(scores, dtype=np.float64)  # a copy: the trace reads it later
+    ids = list(ids)
+    picks, _ = select_mmr_ids(s, ids, k, lam)
+    built: list[list[MMRStep]] = []
+
+    def trace() -> list[MMRStep]:
+        if not built:
+            traced, steps = select_mmr_ids(s, ids, k, lam, trace_width)
+            assert traced == picks, "MMR picks changed between two runs on the same arrays"
+            built.append(steps)
+        return built[0]
+
+    return picks, trace
 
 
 # --------------------------------------------------------------------------- FILTER_TOP_K

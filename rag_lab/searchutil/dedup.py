@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
 
 from rag_lab.searchutil.text import (
     build_content_signature,
+    contains_han,
     normalize_content,
     utf8_len,
 )
@@ -18,6 +20,9 @@ from rag_lab.types.params import PipelineParams
 __all__ = ["remove_duplicate_results", "remove_partial_overlaps"]
 
 T = TypeVar("T")
+
+#: contains_han of normalised texts (pure; the same contents come back question after question)
+_has_han = lru_cache(maxsize=32768)(contains_han)
 
 
 def remove_duplicate_results(results: Sequence[T]) -> list[T]:
@@ -57,11 +62,12 @@ def remove_partial_overlaps(
     if n <= 1:
         return list(results)
     items: list[Any] = list(results)
-    norms = [normalize_content(r.content) for r in items]
-    byte_lens = np.fromiter((utf8_len(s) for s in norms), dtype=np.int64, count=n)
-    ids = [cached_token_ids(r.content) for r in items]
-    sizes = np.fromiter((a.size for a in ids), dtype=np.int64, count=n)
-    # |tokens_a ∩ tokens_b| for every pair, from the cached token ids (one vector op per row)
+    contents = [r.content for r in items]
+    norms = [normalize_content(c) for c in contents]
+    byte_lens = np.array([utf8_len(s) for s in norms], dtype=np.int64)
+    ids = [cached_token_ids(c) for c in contents]
+    sizes = np.array([a.size for a in ids], dtype=np.int64)
+    # |tokens_a ∩ tokens_b| for every pair, from the cached token ids
     common = intersection_counts(ids)
     # content_overlap_ratio(short, long) for every pair: |a ∩ b| / min(|a|, |b|), 0 when one is empty
     small = np.minimum(sizes[:, None], sizes[None, :])
@@ -71,22 +77,35 @@ def remove_partial_overlaps(
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
     # pairs whose overlap already reaches the threshold; the others need the containment test
     hit = upper & (ratio >= threshold)
-    for i, j in zip(*np.nonzero(upper & ~hit)):
+    # containment: the normalised short text is a run of the long one's fields (its first and
+    # last field possibly cut), so every token of it but those two is a token of the long one
+    # (tokenize_simple keeps some of the same fields). Only pairs sharing that many tokens can
+    # hold one in the other; jieba segments Han text by context, so such pairs are all tested.
+    pos = np.arange(n)
+    short_of = np.where(j_short, pos[None, :], pos[:, None])
+    maybe = upper & ~hit & (common >= sizes[short_of] - 2)
+    han = np.array([not t.isascii() and _has_han(t) for t in norms], dtype=bool)
+    if han.any():
+        maybe |= upper & ~hit & (han[:, None] | han[None, :])
+    for i, j in zip(*np.nonzero(maybe)):
         short, long_ = (j, i) if j_short[i, j] else (i, j)
-        short_n = norms[short]
         # is_content_contained(norms[short], norms[long_]); byte_lens[short] <= byte_lens[long_] by construction
+        short_n = norms[short]
         if short_n and short_n in norms[long_]:
             hit[i, j] = True
+    if not hit.any():
+        return items
     scores = [r.score for r in items]
     removed = [False] * n
-    # only hit pairs can remove anything; visited in the reference order (i, then j > i)
-    for i, row in enumerate(hit.tolist()):
-        if removed[i] or not any(row):
+    # only hit pairs can remove anything; visited in the reference order (i, then j > i); a row
+    # is skipped when its i was removed before the row began (it goes on within its own row)
+    row, skip = -1, False
+    hi, hj = np.nonzero(hit)
+    for i, j in zip(hi.tolist(), hj.tolist()):
+        if i != row:
+            row, skip = i, removed[i]
+        if skip or removed[j]:
             continue
-        for j in range(i + 1, n):
-            if not row[j] or removed[j]:
-                continue
-            short, long_ = (j, i) if j_short[i, j] else (i, j)
-            victim = long_ if scores[short] > scores[long_] else short
-            removed[victim] = True
+        short, long_ = (j, i) if j_short[i, j] else (i, j)
+        removed[long_ if scores[short] > scores[long_] else short] = True
     return [r for r, gone in zip(items, removed) if not gone]

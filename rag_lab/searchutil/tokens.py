@@ -152,31 +152,65 @@ def cached_token_sets(texts: Iterable[str]) -> list[frozenset[str]]:
 
 
 def intersection_counts(ids: Sequence[np.ndarray]) -> np.ndarray:
-    """``counts[i, j] = |tokens_i ∩ tokens_j|`` for token-id arrays (sorted, unique), ``int32``."""
+    """``counts[i, j] = |tokens_i ∩ tokens_j|`` for token-id arrays (sorted, unique), ``int32``.
+
+    Few texts (the merge stage's ~30): every pair at once from bit sets of the tokens they share
+    (a popcount of their AND); more: one :func:`intersection_row_counter` row per text."""
     n = len(ids)
     out = np.zeros((n, n), dtype=np.int32)
-    if n:
-        row = intersection_row_counter(ids)
-        for i in range(n):
-            out[i] = row(i)
-        np.fill_diagonal(out, [a.size for a in ids])
+    if not n:
+        return out
+    sizes = _sizes(ids)
+    tok = np.concatenate(ids)
+    if tok.size:
+        seen = np.bincount(tok)
+        shared = seen[tok] > 1
+        common = np.flatnonzero(seen > 1)  # the tokens two texts or more hold: one bit each
+        words = (common.size + 63) // 64
+        if n * n * words <= _PAIRWISE_MAX:
+            bit_of = np.empty(seen.size, dtype=np.intp)
+            bit_of[common] = np.arange(common.size)
+            bits = np.zeros((n, words * 64), dtype=bool)
+            bits[np.repeat(np.arange(n), sizes)[shared], bit_of[tok[shared]]] = True
+            packed = np.packbits(bits, axis=1).view(np.uint64)
+            out = np.bitwise_count(packed[:, None, :] & packed[None, :, :]).sum(axis=2, dtype=np.int32)
+        else:
+            row = intersection_row_counter(ids)
+            for i in range(n):
+                out[i] = row(i)
+    np.fill_diagonal(out, sizes)
     return out
+
+
+#: largest n·n·(64-bit words of shared tokens) counted pairwise at once (~1 MB of temporaries)
+_PAIRWISE_MAX = 131_072
 
 
 def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.ndarray]:
     """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``: the
-    tokens two candidates share (only they can count), flattened row by row (each row closed by a sentinel token that is never marked, so no
-    segment is empty), are gathered against a mark of ``c``'s tokens and summed per row."""
+    tokens two candidates share (only they can count), flattened row by row, are gathered against
+    a mark of ``c``'s tokens and summed per row (a row without a shared token counts 0)."""
     n = len(ids)
-    row_of, tok = _flat(ids)
-    seen = np.bincount(tok) if tok.size else np.zeros(0, dtype=np.intp)
-    shared = seen[tok] > 1 if tok.size else np.zeros(0, dtype=bool)
-    sentinel = seen.size
-    keep_tok = np.concatenate((tok[shared].astype(np.intp), np.full(n, sentinel, dtype=np.intp)))
-    keep_row = np.concatenate((row_of[shared], np.arange(n)))
-    order = np.argsort(keep_row, kind="stable")
-    flat = keep_tok[order]
-    offsets = np.searchsorted(keep_row[order], np.arange(n))
+    sizes = _sizes(ids)
+    tok = np.concatenate(ids) if n else np.empty(0, dtype=np.int32)
+    if not tok.size:
+        return lambda c: np.zeros(n, dtype=np.int64)
+    seen = np.bincount(tok)
+    shared = seen[tok] > 1
+    sentinel = seen.size  # never marked: closes the flat array, so every offset is in range
+    kept = tok[shared]
+    flat = np.empty(kept.size + 1, dtype=np.intp)
+    flat[:-1] = kept
+    flat[-1] = sentinel
+    # starts[i]: where row i's shared tokens start in ``flat`` (rows are contiguous in ``tok``)
+    before = np.zeros(tok.size + 1, dtype=np.intp)
+    np.cumsum(shared, out=before[1:])
+    bounds = np.zeros(n + 1, dtype=np.intp)
+    np.cumsum(sizes, out=bounds[1:])
+    starts = before[bounds]
+    offsets = starts[:-1]
+    empty = offsets == starts[1:]  # reduceat gives an empty segment's first element: zeroed
+    any_empty = bool(empty.any())
     mark = np.zeros(sentinel + 1, dtype=bool)
 
     def row(c: int) -> np.ndarray:
@@ -184,12 +218,18 @@ def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.nd
         mark[a] = True
         counts = np.add.reduceat(mark.take(flat), offsets)
         mark[a] = False
+        if any_empty:
+            counts[empty] = 0
         return counts
 
     return row
 
 
+def _sizes(ids: Sequence[np.ndarray]) -> np.ndarray:
+    return np.array([a.size for a in ids], dtype=np.intp)
+
+
 def _flat(ids: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    sizes = np.fromiter((a.size for a in ids), dtype=np.intp, count=len(ids))
+    sizes = _sizes(ids)
     tok = np.concatenate(ids) if len(ids) else np.empty(0, dtype=np.int32)
     return np.repeat(np.arange(len(ids)), sizes), tok

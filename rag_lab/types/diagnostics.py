@@ -10,19 +10,26 @@ keys this version does not know are kept in :attr:`~StageDiagnostics.extra`, nev
 Readers (frames, plots, diffs, tracing) use attributes. Stages fill them in with attributes or
 ``diag.update(...)``; ``diag["field"]`` / ``diag.get("field")`` also work, so code written against
 the former plain dicts keeps running, and an unknown field name is an error naming the class.
+
+A stage may set a bulky field that few runs ever read (the rerank stage's one row per candidate and
+its MMR trace) to :class:`Deferred`: a function of data the stage captured, called on the field's
+first read. Every reader goes through the attribute (``to_dict``, ``==``, ``repr``, frames,
+``dataclasses.replace``), and copying or pickling a record (:meth:`StageDiagnostics.__getstate__`)
+computes it first, so a deferred field reads exactly as the value it stands for.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 __all__ = [
     "DIAGNOSTICS_TYPES",
     "ChatDiagnostics",
     "DataAnalysisDiagnostics",
+    "Deferred",
     "DiagnosticsVersionError",
     "EntityExtractionDiagnostics",
     "EntitySearchDiagnostics",
@@ -41,6 +48,47 @@ __all__ = [
 
 class DiagnosticsVersionError(ValueError):
     """A stored diagnostics record is newer than this rag_lab reads."""
+
+
+T = TypeVar("T")
+
+
+class Deferred(Generic[T]):
+    """A field value computed on first read: ``compute()`` must depend only on data the caller
+    captured (never on objects a later stage may change), so that reading it later gives what
+    reading it at once would have given."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self.compute = compute
+
+
+class _DeferrableField(Generic[T]):
+    """Descriptor of a dataclass field that may hold a :class:`Deferred`: the instance stores the
+    value (or the :class:`Deferred`) under ``_deferrable_<name>``; reading computes a deferred
+    value once and stores the result in its place. The field's default is ``None``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_deferrable_{name}"
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | None:
+        if obj is None:
+            return None  # the dataclass default
+        store = obj.__dict__
+        value = store.get(self.slot)
+        if type(value) is Deferred:
+            value = value.compute()
+            store[self.slot] = value
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: T | Deferred[T] | None) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def _deferrable() -> Any:
+    """A field that accepts a :class:`Deferred` (see :class:`_DeferrableField`); default ``None``."""
+    return _DeferrableField()
 
 
 @dataclass(eq=False)
@@ -96,6 +144,18 @@ class StageDiagnostics:
         obj = cls(**known)
         obj.extra = {k: v for k, v in body.items() if k not in names}
         return obj
+
+    def materialize(self) -> Self:
+        """Compute every :class:`Deferred` field now (reading a field does it too); returns self."""
+        for f in dataclasses.fields(self):
+            getattr(self, f.name)
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        # copy.copy, copy.deepcopy and pickle read the instance state here: deferred fields are
+        # computed first, so a copy holds values, never a function of the original's captures
+        self.materialize()
+        return dict(self.__dict__)
 
     # -- mapping-style access (stages filling in, code written against plain dicts) ---------
     def _check(self, name: str) -> None:
@@ -215,12 +275,15 @@ class RerankDiagnostics(StageDiagnostics):
     fallback_min: float | None = None
     mmr_lambda: float | None = None
     mmr_k: int | None = None
-    ranked_ids: list[str] | None = None
+    #: ids of the candidates that passed the threshold, by composite score (may be deferred)
+    ranked_ids: list[str] | None = _deferrable()
     images_scored: int | None = None
     images_kept: int | None = None
     weights: dict[str, float] | None = None
-    rows: list[dict[str, Any]] | None = None
-    mmr: list[dict[str, Any]] | None = None
+    #: one row per candidate (may be :class:`Deferred`: built on first read)
+    rows: list[dict[str, Any]] | None = _deferrable()
+    #: the MMR steps as dicts (may be :class:`Deferred`)
+    mmr: list[dict[str, Any]] | None = _deferrable()
 
 
 @dataclass(eq=False)

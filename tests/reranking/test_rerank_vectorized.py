@@ -4,7 +4,8 @@ functions do (threshold ladder, composite, FAQ / wiki boosts, MMR, FILTER_TOP_K)
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_lab.models.base import RerankScore
@@ -17,6 +18,7 @@ from rag_lab.reranking.vectorized import (
     composite_scores,
     faq_boost,
     select_mmr_ids,
+    select_mmr_ids_deferred,
     select_mmr_jaccard,
     select_mmr_overlap,
     stable_desc_order,
@@ -24,7 +26,7 @@ from rag_lab.reranking.vectorized import (
     tiebreak_ranks,
     top_k_order,
 )
-from rag_lab.searchutil.tokens import TokenSetCache, intersection_counts
+from rag_lab.searchutil.tokens import TokenSetCache, intersection_counts, intersection_row_counter
 from rag_lab.types import PipelineParams, SearchResult
 
 # few distinct values, so that ties are common
@@ -166,6 +168,45 @@ def test_mmr_worked_example_and_empty_sets() -> None:
 def test_intersection_counts_are_set_intersections(sets: list[frozenset[str]]) -> None:
     counts = intersection_counts(_ids(sets))
     assert counts.tolist() == [[len(a & b) for b in sets] for a in sets]
+
+
+_MANY = st.frozensets(st.integers(0, 150).map(lambda i: f"w{i}"), max_size=90)  # more than 64 shared tokens
+
+
+@pytest.mark.parametrize("pairwise_max", [0, 10**9], ids=["one row per text", "every pair at once"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_TOKENS | _MANY, max_size=9))
+def test_both_ways_of_counting_intersections_agree_with_sets(
+    monkeypatch: pytest.MonkeyPatch, pairwise_max: int, sets: list[frozenset[str]]
+) -> None:
+    import rag_lab.searchutil.tokens as tokens
+
+    monkeypatch.setattr(tokens, "_PAIRWISE_MAX", pairwise_max)
+    ids = _ids(sets)
+    assert intersection_counts(ids).tolist() == [[len(a & b) for b in sets] for a in sets]
+    if sets:  # rows of the live MMR: texts with no shared token, or none at all, count 0
+        row = intersection_row_counter(ids)
+        for c, a in enumerate(sets):
+            assert [x for i, x in enumerate(row(c).tolist()) if i != c] == [
+                len(a & b) for i, b in enumerate(sets) if i != c
+            ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_SCORE, _TOKENS), max_size=12),
+    st.integers(0, 14),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+)
+def test_deferred_mmr_trace_is_the_eager_one(rows: list[tuple[float, frozenset[str]]], k: int, lam: float) -> None:
+    scores = np.array([s for s, _ in rows])
+    ids = _ids([t for _, t in rows])
+    picks, steps = select_mmr_ids(scores, ids, k, lam, trace_width=3)
+    lazy_picks, trace = select_mmr_ids_deferred(scores, ids, k, lam, trace_width=3)
+    scores[:] = 0.0  # the trace reads its own copy of the scores
+    assert lazy_picks == picks
+    assert [s.to_dict() for s in trace()] == [s.to_dict() for s in steps]
+    assert trace() is trace()
 
 
 # --- FILTER_TOP_K --------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """Typed stage diagnostics: versioned JSON form, old plain-dict captures, newer versions refused
-with a clear error, unknown fields kept, the stages write the types, captures keep them."""
+with a clear error, unknown fields kept, the stages write the types, captures keep them; deferred
+fields read, compare, copy and pickle as the values they stand for."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ from hypothesis import strategies as st
 
 from rag_lab.types.diagnostics import (
     DIAGNOSTICS_TYPES,
+    Deferred,
     DiagnosticsVersionError,
     MergeDiagnostics,
     RerankDiagnostics,
@@ -105,3 +110,58 @@ def test_a_capture_with_newer_diagnostics_fails_with_a_clear_error(tmp_path: Pat
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     with pytest.raises(CaptureError, match="RerankDiagnostics version 9; this rag_lab reads up to version 1"):
         load_capture(path)
+
+
+# --- deferred fields (the rerank stage's rows and MMR trace, built on first read) ----------------
+
+
+def _rerank_pair(calls: list[int]) -> tuple[RerankDiagnostics, RerankDiagnostics]:
+    rows = [{"id": "a", "selected": True}, {"id": "b", "selected": False}]
+    steps = [{"step": 0, "index": 0, "mmr": 0.63}]
+
+    def build_rows() -> list[dict]:
+        calls.append(1)
+        return [dict(r) for r in rows]
+
+    lazy = RerankDiagnostics(model_id="m", candidates=2)
+    lazy.update(
+        outcome="ok", rows=Deferred(build_rows), mmr=Deferred(lambda: list(steps)), ranked_ids=Deferred(lambda: ["a"])
+    )
+    eager = RerankDiagnostics(model_id="m", candidates=2, outcome="ok", rows=rows, mmr=steps, ranked_ids=["a"])
+    return lazy, eager
+
+
+def test_a_deferred_field_reads_as_its_value_and_is_computed_once() -> None:
+    calls: list[int] = []
+    lazy, eager = _rerank_pair(calls)
+    assert calls == []  # nothing built until someone reads
+    assert lazy.rows == eager.rows and lazy.rows is lazy.rows
+    assert calls == [1]
+    assert lazy == eager and lazy.to_dict() == eager.to_dict()
+    assert lazy["mmr"] == [{"step": 0, "index": 0, "mmr": 0.63}] and lazy.get("ranked_ids") == ["a"]
+    assert repr(lazy) == repr(eager)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize(
+    "clone",
+    [copy.copy, copy.deepcopy, lambda d: pickle.loads(pickle.dumps(d)), lambda d: dataclasses.replace(d)],
+    ids=["copy", "deepcopy", "pickle", "replace"],
+)
+def test_copies_and_pickles_of_a_deferred_record_hold_the_values(clone) -> None:
+    calls: list[int] = []
+    lazy, eager = _rerank_pair(calls)
+    other = clone(lazy)
+    assert calls == [1]
+    assert other == eager and other.to_dict() == eager.to_dict()
+    assert not any(type(v) is Deferred for v in vars(other).values())  # values, not the original's functions
+    assert RerankDiagnostics.from_dict(json.loads(json.dumps(other.to_dict()))) == eager
+
+
+def test_deferred_fields_default_to_none_and_accept_plain_values() -> None:
+    d = RerankDiagnostics()
+    assert d.rows is None and d.to_dict() == {"version": RerankDiagnostics.VERSION}
+    d.rows = [{"id": "x"}]
+    assert d.to_dict()["rows"] == [{"id": "x"}]
+    d["mmr"] = Deferred(lambda: [])
+    assert d.mmr == [] and "mmr" in d.to_dict()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,10 +24,11 @@ from rag_lab.reranking.composite import composite_score, format_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images, pictorial_indices, score_images_with_vision
 from rag_lab.reranking.mmr import mmr_trace
 from rag_lab.reranking.passage import passages_of
-from rag_lab.reranking.vectorized import select_mmr_ids
+from rag_lab.reranking.scored import RerankRowsInput, faq_boost_of, score_kept
+from rag_lab.reranking.vectorized import select_mmr_ids, select_mmr_ids_deferred
 from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set
 from rag_lab.types.chat_manage import ChatManage, has_recall_threshold_override
-from rag_lab.types.diagnostics import RerankDiagnostics
+from rag_lab.types.diagnostics import Deferred, RerankDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.params import PipelineParams
@@ -139,6 +141,16 @@ def annotate_reranked(r: SearchResult, model: float, base: float, composite: flo
         r.metadata["faq_boosted"] = "true"
 
 
+def mmr_picks(scores: np.ndarray, enriched: list[str], k: int, lam: float) -> tuple[list[int], Callable[[], list[Any]]]:
+    """The MMR picks over the ranked items and a function giving :func:`mmr_steps`' trace of them
+    (computed on its first call; the vectorised MMR records what it needs as it picks)."""
+    values = scores.tolist()
+    if values and k > 1 and np.isfinite(scores).all():
+        return select_mmr_ids_deferred(scores, [cached_token_ids(t) for t in enriched], k, lam, trace_width=3)
+    steps = mmr_steps(values, enriched, k, lam)
+    return [step.index for step in steps], lambda: steps
+
+
 class PluginRerank(StagePlugin):
     events = (EventType.CHUNK_RERANK,)
     contract = StageContract(
@@ -189,7 +201,6 @@ class PluginRerank(StagePlugin):
         if not candidates:
             diag.update(outcome="no_candidates")
             return await next()
-        base_scores = [r.score for r in candidates]
         query = state.rewrite_query or req.query
         fallback_min = 0.0 if has_recall_threshold_override(req.search_targets) else p.rerank_fallback_min_score
         pictorial = pictorial_indices(candidates, p)
@@ -217,29 +228,36 @@ class PluginRerank(StagePlugin):
             state.search_result = candidates
             return await next()
 
-        model_scores = {s.index: s.relevance_score for s in scores if 0 <= s.index < len(candidates)}
+        n = len(candidates)
+        model_scores = {s.index: s.relevance_score for s in scores if 0 <= s.index < n}
         # pictorial image hits the text model rejected but whose vector score is high (seed)
         passed = {s.index for s in kept}
         image_keep = keep_rejected_images(candidates, pictorial, passed, req.vector_threshold, p)
         image_scores = [RerankScore(i, model_scores.get(i, 0.0)) for i in image_keep]
+        boost = faq_boost_of(req.faq_priority_enabled, req.faq_score_boost)
+        ranked = score_kept(candidates, kept, p, boost)
+        images = score_kept(candidates, image_scores, p, boost)
+        order = ranked.order()  # by final score, stable
+        ranked_index = ranked.index[order]
+        ranked_final = ranked.final[order]
+        k = min(ranked_index.size, max(1, req.rerank_top_k))
+        picks, trace = mmr_picks(ranked_final, [enriched[i] for i in ranked_index.tolist()], k, p.mmr_lambda)
         # the stage scores copies of what it keeps: its input (state.search_result) is never
-        # changed in place (seed), and the candidates it drops need no copy
-        candidates = list(candidates)
-        for i in passed.union(image_keep):
-            if 0 <= i < len(candidates):
-                candidates[i] = candidates[i].copy()
-        reranked = score_reranked(candidates, kept, p, req.faq_priority_enabled, req.faq_score_boost)
-        reranked.sort(key=lambda r: -r.score)  # stable
-        kept_images = score_reranked(candidates, image_scores, p, req.faq_priority_enabled, req.faq_score_boost)
-        for r in kept_images:
-            r.metadata["kept_by"] = IMAGE_VECTOR
-        k = min(len(reranked), max(1, req.rerank_top_k))
-        enriched_of = {id(r): e for r, e in zip(candidates, enriched)}
-        trace = mmr_steps([r.score for r in reranked], [enriched_of[id(r)] for r in reranked], k, p.mmr_lambda)
-        state.rerank_result = [reranked[step.index] for step in trace] + kept_images
+        # changed in place (seed); candidates that MMR does not select need no copy, their scores
+        # are in ``ranked`` (what the diagnostics rows show)
+        copies: dict[int, SearchResult] = {}
+        for scored, at in [(ranked, [int(order[j]) for j in picks]), (images, range(images.index.size))]:
+            for e in at:
+                i = int(scored.index[e])
+                if i not in copies:
+                    copies[i] = r = candidates[i].copy()
+                    annotate_reranked(r, *scored.values(e), boost)
+                    if scored is images:
+                        r.metadata["kept_by"] = IMAGE_VECTOR
+        state.rerank_result = [copies[int(ranked_index[j])] for j in picks] + [copies[i] for i in image_keep]
 
-        kept_ids = {id(r) for r in reranked} | {id(r) for r in kept_images}
-        selected_ids = {id(r) for r in state.rerank_result}
+        rows = RerankRowsInput.capture(candidates, model_scores, ranked, images, set(copies))
+        ranked_ids = rows.ids_of(ranked_index)
         diag.update(
             outcome=outcome,
             threshold=req.rerank_threshold,
@@ -247,33 +265,17 @@ class PluginRerank(StagePlugin):
             fallback_min=fallback_min,
             mmr_lambda=p.mmr_lambda,
             mmr_k=k,
-            ranked_ids=[r.id for r in reranked],
+            ranked_ids=Deferred(ranked_ids),
             images_scored=images_scored,
-            images_kept=len(kept_images),
+            images_kept=len(image_keep),
             weights={
                 "model": p.composite_model_weight,
                 "base": p.composite_base_weight,
                 "source": p.composite_source_weight,
                 "web_source_weight": p.web_source_weight,
             },
-            rows=[
-                {
-                    "id": r.id,
-                    "knowledge_id": r.knowledge_id,
-                    "chunk_type": r.chunk_type,
-                    "knowledge_source": r.knowledge_source,
-                    "base_score": base_scores[i],
-                    "model_score": model_scores.get(i),
-                    "composite_score": float(r.metadata["composite_score"]) if id(r) in kept_ids else None,
-                    "final_score": r.score if id(r) in kept_ids else None,
-                    "faq_boosted": r.metadata.get("faq_boosted") == "true",
-                    "passed_threshold": id(r) in kept_ids and r.metadata.get("kept_by") != IMAGE_VECTOR,
-                    "kept_by": r.metadata.get("kept_by", ""),
-                    "selected": id(r) in selected_ids,
-                }
-                for i, r in enumerate(candidates)
-            ],
-            mmr=[step.to_dict() if hasattr(step, "to_dict") else step.__dict__ for step in trace],
+            rows=Deferred(rows.build),
+            mmr=Deferred(lambda: [step.to_dict() if hasattr(step, "to_dict") else step.__dict__ for step in trace()]),
         )
         if not state.rerank_result:
             return ErrSearchNothing
