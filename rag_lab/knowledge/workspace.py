@@ -260,15 +260,16 @@ class Workspace:
                     repair_vector_index(self, kb_obj, vindex, embedder)
             yield
 
-    def _drop_stale(self, kb_id: str) -> None:
-        """Forget cached indexes whose on-disk version changed (another process saved)."""
+    def _drop_stale(self, kb_id: str, vector: bool = True, keyword: bool = True) -> None:
+        """Forget cached indexes (both, or the one asked for) whose on-disk version changed
+        (another process saved)."""
         from rag_lab.retrieval.versioned import read_pointer
 
         with self._lock:
-            vec = self._vec.get(kb_id)
+            vec = self._vec.get(kb_id) if vector else None
             if vec is not None and vec.version != read_pointer(self.index_dir(kb_id)):
                 del self._vec[kb_id]
-            kw = self._kw.get(kb_id)
+            kw = self._kw.get(kb_id) if keyword else None
             if kw is not None and kw.version != read_pointer(self.index_dir(kb_id) / "bm25"):
                 del self._kw[kb_id]
 
@@ -294,7 +295,7 @@ class Workspace:
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
         if not kb.embedding_model_key or kb.embedding_dim <= 0:
             return None
-        self._drop_stale(kb.id)
+        self._drop_stale(kb.id, keyword=False)
         with self._lock:
             idx = self._vec.get(kb.id)
             if idx is not None:
@@ -318,7 +319,7 @@ class Workspace:
         version; rebuilt from the stored chunks if it was built with another tokenizer, cannot be
         read, or disagrees with the store)."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
-        self._drop_stale(kb.id)
+        self._drop_stale(kb.id, vector=False)
         with self._lock:
             idx = self._kw.get(kb.id)
             if idx is not None:

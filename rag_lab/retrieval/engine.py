@@ -86,8 +86,8 @@ class LocalEngine:
         return total <= self.inline_max_vectors
 
     def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
+        """Call after :meth:`_state` (the search methods do, once per search)."""
         store = self.workspace.store
-        self._state()
         rows = self._rows
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
         if missing:  # the six columns a hit needs, not whole chunks (no JSON fields decoded)
@@ -117,6 +117,7 @@ class LocalEngine:
         return self._memo
 
     def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
+        """The KBs (one :meth:`_state` check: the rest of a search uses the memo it returns)."""
         ids = list(dict.fromkeys(kb_ids))
         known: dict[str, KnowledgeBase] = self._state()["kbs"]
         todo = [i for i in ids if i not in known]
@@ -130,7 +131,7 @@ class LocalEngine:
     def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
         """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
         store = self.workspace.store
-        flags: dict[str, bool] = self._state()["unsearchable"]
+        flags: dict[str, bool] = self._memo["unsearchable"]  # checked by _kbs in this search
         if kb.id not in flags:
             flags[kb.id] = store.has_unsearchable_indexed_chunks(kb.id)
         if knowledge_ids or tag_ids or flags[kb.id]:
