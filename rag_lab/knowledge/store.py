@@ -299,6 +299,19 @@ class KnowledgeStore:
                 out[row["id"]] = _from_row(Chunk, row)
         return out
 
+    def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple]:
+        """``{chunk id: (value, ...)}`` of the named plain columns (no JSON decoding, booleans as
+        stored: 0 / 1), for readers that need a few fields of many chunks (search hits)."""
+        bad = [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]
+        if bad:
+            raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
+        out: dict[str, tuple] = {}
+        for batch in _batches(_unique(ids)):
+            q = f"SELECT id, {', '.join(columns)} FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
+            for row in self._conn().execute(q, tuple(batch)):
+                out[row[0]] = tuple(row)[1:]
+        return out
+
     def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
         """The chunks whose ``parent_chunk_id`` is one of ``parent_ids`` (disabled ones included),
         ordered by parent, ``chunk_index`` and id."""

@@ -70,6 +70,8 @@ class Workspace:
         self.store = KnowledgeStore(self.root / "store.sqlite")
         self._vec: dict[str, VectorIndex] = {}
         self._kw: dict[str, KeywordIndex] = {}
+        #: KBs searching with an index put in place by :meth:`use_keyword_index` (not the stored one)
+        self._kw_pinned: set[str] = set()
         self._lock = threading.RLock()
         #: serialises writers in this process (see :meth:`kb_lock` for writers in other processes)
         self.write_lock = threading.RLock()
@@ -187,6 +189,7 @@ class Workspace:
             shutil.rmtree(self.index_dir(kb.id), ignore_errors=True)
             self._vec.pop(kb.id, None)
             self._kw.pop(kb.id, None)
+            self._kw_pinned.discard(kb.id)
             return self.store.create_kb(kb)
 
     def get_kb(self, id_or_name: str | KnowledgeBase) -> KnowledgeBase:
@@ -220,6 +223,7 @@ class Workspace:
             self.store.delete_kb(kb.id)
             self._vec.pop(kb.id, None)
             self._kw.pop(kb.id, None)
+            self._kw_pinned.discard(kb.id)
             shutil.rmtree(self.index_dir(kb.id), ignore_errors=True)
         if kb.metadata.get("graph_enabled"):
             from rag_lab.knowledge.graph import NameSpace
@@ -260,17 +264,32 @@ class Workspace:
                     repair_vector_index(self, kb_obj, vindex, embedder)
             yield
 
-    def _drop_stale(self, kb_id: str) -> None:
-        """Forget cached indexes whose on-disk version changed (another process saved)."""
+    def _drop_stale(self, kb_id: str, vector: bool = True, keyword: bool = True) -> None:
+        """Forget cached indexes (both, or the one asked for) whose on-disk version changed
+        (another process saved)."""
         from rag_lab.retrieval.versioned import read_pointer
 
         with self._lock:
-            vec = self._vec.get(kb_id)
+            vec = self._vec.get(kb_id) if vector else None
             if vec is not None and vec.version != read_pointer(self.index_dir(kb_id)):
                 del self._vec[kb_id]
-            kw = self._kw.get(kb_id)
+            kw = self._kw.get(kb_id) if keyword and kb_id not in self._kw_pinned else None
             if kw is not None and kw.version != read_pointer(self.index_dir(kb_id) / "bm25"):
                 del self._kw[kb_id]
+
+    def use_keyword_index(self, kb: KnowledgeBase | str, index: KeywordIndex | None) -> None:
+        """Search ``kb`` with ``index`` in this process (a sweep's BM25 settings) instead of its
+        stored keyword index, until called again with ``None`` (the stored one is loaded again).
+        The stored index and the KB's settings are not changed; writes to the KB meanwhile go to
+        ``index``."""
+        kb_id = kb.id if isinstance(kb, KnowledgeBase) else self.get_kb(kb).id
+        with self._lock:
+            if index is None:
+                self._kw_pinned.discard(kb_id)
+                self._kw.pop(kb_id, None)
+            else:
+                self._kw[kb_id] = index
+                self._kw_pinned.add(kb_id)
 
     def _repair_when_free(self, kb: KnowledgeBase, repair: Callable[[], Any]) -> None:
         """Run ``repair`` under the KB's lock if no writer holds it now (a writer in progress is
@@ -294,7 +313,7 @@ class Workspace:
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
         if not kb.embedding_model_key or kb.embedding_dim <= 0:
             return None
-        self._drop_stale(kb.id)
+        self._drop_stale(kb.id, keyword=False)
         with self._lock:
             idx = self._vec.get(kb.id)
             if idx is not None:
@@ -318,7 +337,7 @@ class Workspace:
         version; rebuilt from the stored chunks if it was built with another tokenizer, cannot be
         read, or disagrees with the store)."""
         kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
-        self._drop_stale(kb.id)
+        self._drop_stale(kb.id, vector=False)
         with self._lock:
             idx = self._kw.get(kb.id)
             if idx is not None:

@@ -34,15 +34,17 @@ ENGINE_TYPE = "faiss+bm25s"
 
 def is_searchable(chunk: Chunk) -> bool:
     """Retrieval may return this chunk (spec §1.6)."""
-    return (
-        chunk.is_enabled
-        and chunk.chunk_type in SEARCHABLE_CHUNK_TYPES
-        and chunk.index_status not in UNSEARCHABLE_STATUSES
-    )
+    return searchable_fields(chunk.is_enabled, chunk.chunk_type, chunk.index_status)
+
+
+def searchable_fields(is_enabled: Any, chunk_type: str, index_status: str) -> bool:
+    """:func:`is_searchable` from the three fields it reads."""
+    return bool(is_enabled) and chunk_type in SEARCHABLE_CHUNK_TYPES and index_status not in UNSEARCHABLE_STATUSES
 
 
 #: a hit's chunk fields (knowledge id, chunk type, tag id, enabled, searchable, content)
 _HitRow = tuple[str, str, str, bool, bool, str]
+_HIT_COLUMNS = ("knowledge_id", "chunk_type", "tag_id", "is_enabled", "index_status", "content")
 
 
 class LocalEngine:
@@ -84,18 +86,16 @@ class LocalEngine:
         return total <= self.inline_max_vectors
 
     def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
+        """Call after :meth:`_state` (the search methods do, once per search)."""
         store = self.workspace.store
-        self._state()
         rows = self._rows
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
-        if missing:
-            loaded = store.get_chunks(missing)
+        if missing:  # the six columns a hit needs, not whole chunks (no JSON fields decoded)
+            loaded = store.get_chunk_columns(missing, _HIT_COLUMNS)
             for cid in missing:
-                c = loaded.get(cid)
+                r = loaded.get(cid)
                 rows[cid] = (
-                    None
-                    if c is None
-                    else (c.knowledge_id, c.chunk_type, c.tag_id, c.is_enabled, is_searchable(c), c.content)
+                    None if r is None else (r[0], r[1], r[2], bool(r[3]), searchable_fields(r[3], r[1], r[4]), r[5])
                 )
         return rows
 
@@ -117,6 +117,7 @@ class LocalEngine:
         return self._memo
 
     def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
+        """The KBs (one :meth:`_state` check: the rest of a search uses the memo it returns)."""
         ids = list(dict.fromkeys(kb_ids))
         known: dict[str, KnowledgeBase] = self._state()["kbs"]
         todo = [i for i in ids if i not in known]
@@ -130,7 +131,7 @@ class LocalEngine:
     def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
         """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
         store = self.workspace.store
-        flags: dict[str, bool] = self._state()["unsearchable"]
+        flags: dict[str, bool] = self._memo["unsearchable"]  # checked by _kbs in this search
         if kb.id not in flags:
             flags[kb.id] = store.has_unsearchable_indexed_chunks(kb.id)
         if knowledge_ids or tag_ids or flags[kb.id]:

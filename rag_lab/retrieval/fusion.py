@@ -87,11 +87,15 @@ def weighted_rrf(
     k: float = DEFAULT_RRF_K,
     vector_weight: float = DEFAULT_VECTOR_WEIGHT,
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = False,
 ) -> list[IndexWithScore]:
     """Raw weighted RRF (spec §5.12). The representative hit of a chunk is its best-scoring vector
-    hit if it has one, else its first keyword hit; its score is replaced by the fused score."""
+    hit if it has one, else its first keyword hit; its score is replaced by the fused score
+    (divided by :func:`rrf_max_score` when ``normalize``: :func:`normalize_rrf_scores` in the
+    same pass)."""
     if k <= 0:
         raise ValueError(f"rrf k={k!r} must be > 0")
+    top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
     rank_v = first_ranks(vector_hits)
     rank_k = first_ranks(keyword_hits)
     rep: dict[str, IndexWithScore] = {}
@@ -101,16 +105,18 @@ def weighted_rrf(
             rep[h.chunk_id] = h
     for h in keyword_hits:
         rep.setdefault(h.chunk_id, h)
-    out = []
+    fused: list[tuple[float, str, str, IndexWithScore]] = []
     for cid, h in rep.items():
         s = 0.0
         if cid in rank_v:
             s += vector_weight / (k + rank_v[cid])
         if cid in rank_k:
             s += keyword_weight / (k + rank_k[cid])
-        out.append(rescored(h, s))
-    out.sort(key=_order_key)
-    return out
+        fused.append((-s, cid, h.id, h))
+    fused.sort(key=lambda f: f[:3])  # ordered by the raw fused score, as normalising afterwards would keep it
+    if top is None:
+        return [rescored(h, -neg) for neg, _, _, h in fused]
+    return [rescored(h, min(1.0, -neg / top)) for neg, _, _, h in fused]
 
 
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
@@ -122,13 +128,19 @@ def normalize_rrf_scores(
     hits: Sequence[IndexWithScore], k: float, vector_weight: float, keyword_weight: float
 ) -> list[IndexWithScore]:
     """Fused scores divided by :func:`rrf_max_score` (so in [0, 1]); order is unchanged."""
+    top = _rrf_top(k, vector_weight, keyword_weight)
+    return [rescored(h, min(1.0, h.score / top)) for h in hits]
+
+
+def _rrf_top(k: float, vector_weight: float, keyword_weight: float) -> float:
+    """:func:`rrf_max_score`, which must be positive to normalise by."""
     top = rrf_max_score(k, vector_weight, keyword_weight)
     if not top > 0:
         raise ValueError(
             f"cannot normalise RRF scores: weights vector={vector_weight!r} keyword={keyword_weight!r} give a "
             "maximum score of 0"
         )
-    return [rescored(h, min(1.0, h.score / top)) for h in hits]
+    return top
 
 
 def fuse_hits(
@@ -155,8 +167,7 @@ def fuse_hits(
         return dedup_by_score(vector_hits)
     if not vector_hits:
         return dedup_by_score(keyword_hits)
-    fused = weighted_rrf(vector_hits, keyword_hits, k, vector_weight, keyword_weight)
-    return normalize_rrf_scores(fused, k, vector_weight, keyword_weight) if normalize else fused
+    return weighted_rrf(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
 
 
 # -- engine-aware vector score normalisation (§5.9) ------------------------------------------

@@ -491,10 +491,13 @@ class HybridSearcher:
         if not has_requests and not image_kbs:
             return [], trace
 
-        results, image_hits = await asyncio.gather(
-            self._retrieve(groups) if has_requests else _no_results(),
-            self._image_recall(image_kbs, query, pool, sp, trace),
-        )
+        if image_kbs:
+            results, image_hits = await asyncio.gather(
+                self._retrieve(groups) if has_requests else _no_results(),
+                self._image_recall(image_kbs, query, pool, sp, trace),
+            )
+        else:  # no second branch to run alongside: no tasks to create
+            results, image_hits = await self._retrieve(groups), []
         vec, kw = classify_results(results)
         vec = vec + image_hits
         trace.vector_hits, trace.keyword_hits = vec, kw

@@ -132,6 +132,10 @@ def test_dedup_by_score_properties(hits):
 def test_weighted_rrf_properties(vec, kw, k, wv, wk):
     raw = weighted_rrf(vec, kw, k, wv, wk)
     norm = normalize_rrf_scores(raw, k, wv, wk)
+    # normalising in the same pass (fuse_hits' path) gives the two-pass result exactly
+    assert weighted_rrf(vec, kw, k, wv, wk, normalize=True) == norm
+    if vec and kw:
+        assert fuse_hits(vec, kw, k, wv, wk) == norm
     assert {h.chunk_id for h in raw} == {h.chunk_id for h in vec} | {h.chunk_id for h in kw}
     assert [h.chunk_id for h in norm] == [h.chunk_id for h in raw]  # normalising keeps the order
     for h in norm:

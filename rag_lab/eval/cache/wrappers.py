@@ -81,7 +81,7 @@ class CachingSearcher:
         other = self.inner.with_params(params)
         return self if other is self.inner else CachingSearcher(other, self.cache, self.versioner)
 
-    def _kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, Any]:
+    def kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, Any]:
         """The KB settings the search stage's contract declares, the content version, the BM25
         settings, the engine serving the KB and the image embedder searching its image vectors."""
         entry: dict[str, Any] = {name: getattr(kb, name) for name in search_kb_fields()}
@@ -128,7 +128,7 @@ class CachingSearcher:
             "primary": primary_kb_id,
             "search_params": sp_fields,
             "params": {name: getattr(params, name) for name in search_param_fields()},
-            "kbs": {ref: self._kb_entry(ws, kb) for ref, kb in zip(refs, kbs)},
+            "kbs": {ref: self.kb_entry(ws, kb) for ref, kb in zip(refs, kbs)},
         }
 
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
@@ -349,13 +349,9 @@ class Bm25IndexCache:
 
 
 def use_bm25_settings(lab: Lab, kb: str, cache: Bm25IndexCache, *, k1: float, b: float, method: str) -> None:
-    """Make ``kb`` search with a BM25 index of these settings (from ``cache``) in this process.
-
-    Uses ``Workspace._kw`` (the per-KB index memo) because the workspace has no public setter yet;
-    the KB's stored settings are not changed, so a new process uses them again.
-    """
+    """Make ``kb`` search with a BM25 index of these settings (from ``cache``) in this process
+    (:meth:`~rag_lab.knowledge.workspace.Workspace.use_keyword_index`); the KB's stored settings
+    are not changed, so a new process uses them again."""
     ws = lab.workspace
     kb_obj = ws.get_kb(kb)
-    idx = cache.for_kb(ws, kb_obj, k1=k1, b=b, method=method)
-    with ws._lock:
-        ws._kw[kb_obj.id] = idx
+    ws.use_keyword_index(kb_obj, cache.for_kb(ws, kb_obj, k1=k1, b=b, method=method))

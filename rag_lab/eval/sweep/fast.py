@@ -25,6 +25,7 @@ import math
 import random
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError
@@ -106,18 +107,14 @@ class FastSweep:
         return post, other
 
     async def _capture(self, suite: _Suite, params: Any, only: set[str] | None = None) -> list[QuestionInputs]:
-        from rag_lab.eval.runner import _replay_history, faq_kb_name
-        from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+        """Captures through the stage cache when the sweep has it on (``cache_dir``)."""
+        from rag_lab.eval.cache.captures import acapture_cached
+        from rag_lab.eval.runner import faq_kb_name
 
         ds = suite.dataset
-        lab = self.ev.lab
-        questions = [
-            CaptureQuestion(q.id, q.question, _replay_history(lab, ds.history[q.id]) if q.id in ds.history else "")
-            for q in ds.queries
-            if only is None or q.id in only
-        ]
+        requests = capture_requests(ds, [q for q in ds.queries if only is None or q.id in only])
         kbs = [suite.kb] + ([faq_kb_name(suite.kb)] if ds.faq else [])
-        return await acapture_questions(lab, questions, kbs, params)
+        return await acapture_cached(self.ev.lab, requests, kbs, params)
 
     async def _group(self, other: dict[str, Any]) -> dict[str, FastEvaluator]:
         from rag_lab.tuning import FastEvaluator
@@ -258,26 +255,33 @@ def tuning_panel(
     n_questions: int = 100,
     params: Mapping[str, Any] | None = None,
     metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
+    cache_dir: str | Path | None = None,
     **kw: Any,
 ) -> Any:
     """A :class:`rag_lab.lab.tuning_widget.TuningPanel` over the first ``n_questions`` of
     ``dataset`` (ingested as ``kb``; histories replayed), scored with the evaluation's retrieval
-    metrics. ``params``: overrides of the lab's params the sliders start from."""
+    metrics. ``params``: overrides of the lab's params the sliders start from. ``cache_dir``: a
+    stage cache folder the questions' captures are read from and written to (the next panel over
+    the same questions, KB content, params, models and code skips the capture runs); a lab with
+    the stage cache already on uses its own."""
     from rag_lab.asyncutil import run_sync
-    from rag_lab.eval.runner import _replay_history, faq_kb_name
-    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+    from rag_lab.eval.cache.captures import acapture_cached
+    from rag_lab.eval.runner import faq_kb_name
     from rag_lab.lab.tuning_widget import TuningPanel
 
     queries = dataset.queries[:n_questions]
     base = lab.params.with_changes(**dict(params or {}))
-    questions = [
-        CaptureQuestion(
-            q.id, q.question, _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
-        )
-        for q in queries
-    ]
     kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
-    inputs = run_sync(lambda: acapture_questions(lab, questions, kbs, base))
+    handle = None
+    if cache_dir is not None and getattr(lab, "_stage_cache_handle", None) is None:
+        from rag_lab.eval.cache import enable_stage_cache
+
+        handle = enable_stage_cache(lab, cache_dir)  # for the captures only: switched off below
+    try:
+        inputs = run_sync(lambda: acapture_cached(lab, capture_requests(dataset, queries), kbs, base))
+    finally:
+        if handle is not None:
+            handle.disable()
     memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries})
     names = list(metrics)
 
@@ -286,3 +290,14 @@ def tuning_panel(
         return {m: summary[m] for m in names}
 
     return TuningPanel(inputs, base, score, **kw)
+
+
+def capture_requests(dataset: Any, queries: Sequence[Any]) -> list[Any]:
+    """One :class:`~rag_lab.eval.cache.captures.CaptureRequest` per query, with the dataset's
+    earlier turns of its conversation."""
+    from rag_lab.eval.cache.captures import CaptureRequest
+
+    return [
+        CaptureRequest(q.id, q.question, tuple((t.question, t.answer) for t in dataset.history.get(q.id, ())))
+        for q in queries
+    ]

@@ -108,9 +108,7 @@ class _Evaluator:
         """Drop the swapped BM25 indexes so the KBs' own are loaded again."""
         ws = self.lab.workspace
         for suite in self.suites:
-            kb = ws.get_kb(suite.kb)
-            with ws._lock:
-                ws._kw.pop(kb.id, None)
+            ws.use_keyword_index(suite.kb, None)
 
     async def warm_up(self, config: Mapping[str, Any]) -> None:
         """Run ``config`` once unrecorded, so the stage cache is filled before latencies are timed
