@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "enriched_passage",
     "model_passage",
     "passages_of",
+    "passages_of_results",
 ]
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,20 @@ def passages_of(result: Any) -> tuple[str, str]:
             (result.chunk_type or "") == "faq",
         )
     return _build_passages(result)
+
+
+def passages_of_results(results: Sequence[Any]) -> list[tuple[str, str]]:
+    """:func:`passages_of` of each result (one loop; the memoised common case inlined)."""
+    plain = _plain_passages
+    out: list[tuple[str, str]] = []
+    for r in results:
+        if r.image_info or r.chunk_metadata is not None:
+            out.append(_build_passages(r))
+            continue
+        metadata = r.metadata
+        header = metadata.get(CONTEXT_HEADER_KEY) if metadata else None
+        out.append(plain(r.content or "", r.knowledge_title or "", str(header or ""), (r.chunk_type or "") == "faq"))
+    return out
 
 
 @lru_cache(maxsize=65536)

@@ -69,22 +69,32 @@ def score_kept(
     index = [s.index for s in valid]
     if len(set(index)) < len(index):
         return _score_kept_sequentially(candidates, valid, params, faq_boost)
-    rs = [candidates[i] for i in index]
+    m = len(valid)
     model = np.array([s.relevance_score for s in valid], dtype=np.float64)
-    graph = np.array([r.match_type == MatchType.GRAPH for r in rs], dtype=bool)
-    base = np.where(graph, model, np.array([r.score for r in rs], dtype=np.float64)) if rs else model
-    web = params.web_source_weight
-    source = np.array([web if is_web_source(r.knowledge_source) else 1.0 for r in rs], dtype=np.float64)
+    fields = [_SCORED_FIELDS(candidates[i]) for i in index]  # (score, match type, source, chunk type)
+    search, match, source, ctype = zip(*fields) if fields else ((), (), (), ())
+    base = np.array(search, dtype=np.float64)
+    graph = np.array(match) == MatchType.GRAPH if m else np.zeros(0, dtype=bool)
+    if graph.any():
+        base = np.where(graph, model, base)
+    weight = np.ones(m, dtype=np.float64)
+    if any(source):
+        web = params.web_source_weight
+        of = {x: web if is_web_source(x) else 1.0 for x in set(source)}  # a few distinct sources
+        weight = np.array([of[x] for x in source], dtype=np.float64)
     p = params
     composite = composite_scores(
-        model, base, source, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
+        model, base, weight, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
     )
     final = composite
-    faq = np.zeros(len(rs), dtype=bool)
+    faq = np.zeros(m, dtype=bool)
     if faq_boost is not None:
-        faq = np.array([r.chunk_type == "faq" for r in rs], dtype=bool)
+        faq = np.array([c == "faq" for c in ctype], dtype=bool)
         final = vector_faq_boost(composite, faq, True, faq_boost)
     return KeptScores(np.array(index, dtype=np.intp), model, base, composite, final, faq)
+
+
+_SCORED_FIELDS = operator.attrgetter("score", "match_type", "knowledge_source", "chunk_type")
 
 
 def _score_kept_sequentially(

@@ -155,10 +155,12 @@ def _mmr_core(
     rel = lam * scores  # a pick's relevance becomes -inf: it is never picked again
     w = 1.0 - lam
     red = np.zeros(n, dtype=np.float64)
+    values = np.empty(n, dtype=np.float64)  # rewritten each step (the trace may overwrite it)
+    penalty = np.empty(n, dtype=np.float64)
     selected: list[int] = []
     steps: list[MMRStep] = []
     for step in range(k):
-        values = rel - w * red
+        np.subtract(rel, np.multiply(red, w, out=penalty), out=values)  # rel - w * red
         c = int(values.argmax())  # first maximum: the earliest index on ties
         selected.append(c)
         if trace_width is not None:
@@ -176,15 +178,17 @@ def _jaccard_rows(row_counts: Callable[[int], np.ndarray], sizes: np.ndarray) ->
     size_f = sizes.astype(np.float64)
     all_nonempty = bool(size_f.all())
     n = size_f.size
+    union = np.empty(n, dtype=np.float64)  # the returned row: valid until the next call
 
     def row(c: int) -> np.ndarray:
         common = row_counts(c)
-        union = size_f + (size_f[c] - common)
-        out: np.ndarray
+        np.subtract(size_f[c], common, out=union)
+        np.add(size_f, union, out=union)  # size_f + (size_f[c] - common)
         if all_nonempty:  # |a ∪ b| >= |b| > 0
-            out = common / union
-        else:
-            out = np.divide(common, union, out=np.zeros(n, dtype=np.float64), where=union > 0)
+            np.divide(common, union, out=union)
+            return union
+        out = np.zeros(n, dtype=np.float64)
+        np.divide(common, union, out=out, where=union > 0)
         return out
 
     return row
@@ -194,7 +198,7 @@ def _trace_step(
     step: int, c: int, scores: np.ndarray, red: np.ndarray, lam: float, values: np.ndarray, width: int
 ) -> MMRStep:
     runner: list[MMRCandidate] = []
-    v = values  # a fresh array each step, free to overwrite; earlier picks are -inf already
+    v = values  # recomputed each step, free to overwrite; earlier picks are -inf already
     v[c] = -np.inf
     for _ in range(width):  # argmax gives the first maximum: (value desc, index) order
         j = int(v.argmax())
@@ -248,7 +252,7 @@ def select_mmr_ids(
     per pick (a gather over the candidates' shared tokens) instead of the whole matrix."""
     s = np.asarray(scores, dtype=np.float64)
     n = s.size
-    sizes = np.fromiter((a.size for a in ids), dtype=np.intp, count=len(ids))
+    sizes = np.array([a.size for a in ids], dtype=np.intp)
     if n != sizes.size:
         raise ValueError(f"select_mmr_ids: {sizes.size} token arrays for {n} scores")
     if k <= 1 or n <= 1:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import json
 
-from rag_lab.reranking.passage import enriched_passage, generated_questions, model_passage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rag_lab.reranking.passage import (
+    CONTEXT_HEADER_KEY,
+    enriched_passage,
+    generated_questions,
+    model_passage,
+    passages_of,
+    passages_of_results,
+)
 from rag_lab.types import SearchResult
 
 _QUESTIONS = {"generated_questions": [{"id": "q1", "question": "Q1?"}, {"id": "q2", "question": "Q2?"}]}
@@ -78,3 +88,24 @@ def test_model_passage_faq_and_blank() -> None:
     assert model_passage(faq) == "Q: how?\nA: so."
     blank = SearchResult(content="![x](u) https://a.b", knowledge_title="Title")
     assert model_passage(blank) == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            SearchResult,
+            id=st.just("x"),
+            content=st.sampled_from(["", "  ", "Body text", "<p>Body</p> text", "Q?"]),
+            knowledge_title=st.sampled_from(["", " Title ", "Other"]),
+            chunk_type=st.sampled_from(["text", "faq", "image_ocr"]),
+            metadata=st.sampled_from([{}, {CONTEXT_HEADER_KEY: "A > B"}, {CONTEXT_HEADER_KEY: ""}, {"k": "v"}]),
+            image_info=st.sampled_from(["", json.dumps([{"caption": "a cat", "ocr_text": "TEXT"}]), "not json"]),
+            chunk_metadata=st.sampled_from([None, {"generated_questions": [{"question": "Why?"}]}, "{bad", ""]),
+        ),
+        max_size=8,
+    )
+)
+def test_passages_of_results_is_passages_of_each(results: list[SearchResult]) -> None:
+    assert passages_of_results(results) == [passages_of(r) for r in results]
+    assert [p for p, _ in passages_of_results(results)] == [enriched_passage(r) for r in results]

@@ -16,14 +16,18 @@ from rag_lab.types.search_result import SearchResult
 log = logging.getLogger(__name__)
 
 
-def _bytes(s: str) -> bytes:
-    return s.encode("utf-8")
-
-
 def sort_search_results_deterministically(results: list[SearchResult | None]) -> list[SearchResult | None]:
     """Score desc, then knowledge_id, chunk_type, chunk_index, id ascending (bytes); None last."""
     present = [r for r in results if r is not None]
-    present.sort(key=lambda r: (-r.score, _bytes(r.knowledge_id), _bytes(r.chunk_type), r.chunk_index, _bytes(r.id)))
+    present.sort(
+        key=lambda r: (
+            -r.score,
+            r.knowledge_id.encode("utf-8"),
+            r.chunk_type.encode("utf-8"),
+            r.chunk_index,
+            r.id.encode("utf-8"),
+        )
+    )
     return present + [None] * (len(results) - len(present))  # type: ignore[list-item]
 
 

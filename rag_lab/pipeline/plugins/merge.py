@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from rag_lab.knowledge.ingestion import faq_content
 from rag_lab.knowledge.models import FAQEntry
@@ -409,6 +409,29 @@ def populate_faq_answers(results: list[SearchResult], store: Any) -> None:
 
 
 # -- step 7 -------------------------------------------------------------------------------
+class _ExpansionChunk(NamedTuple):
+    """The fields neighbour expansion reads of a stored chunk."""
+
+    id: str
+    content: str
+    chunk_type: str
+    knowledge_id: str
+    pre_chunk_id: str
+    next_chunk_id: str
+
+
+_EXPANSION_COLUMNS = _ExpansionChunk._fields[1:]
+
+
+def _expansion_chunks(store: Any, ids: list[str]) -> dict[str, Any]:
+    """``store.get_chunks(ids)``, or only the columns expansion reads when the store gives plain
+    columns (``get_chunk_columns``: no JSON decoding, no full chunk built)."""
+    columns = getattr(store, "get_chunk_columns", None)
+    if columns is None:
+        return dict(store.get_chunks(ids))
+    return {cid: _ExpansionChunk(cid, *row) for cid, row in columns(ids, _EXPANSION_COLUMNS).items()}
+
+
 def expand_short_contexts(
     results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict[str, Any]]
 ) -> None:
@@ -420,7 +443,7 @@ def expand_short_contexts(
     if not targets:
         return
     try:
-        cache: dict[str, Any] = dict(store.get_chunks([r.id for r in targets]))
+        cache: dict[str, Any] = dict(_expansion_chunks(store, [r.id for r in targets]))
     except Exception as exc:
         log.warning("neighbour expansion: load failed: %s", exc)
         return
@@ -429,14 +452,14 @@ def expand_short_contexts(
     )
     if neighbour_ids:
         try:
-            cache.update(store.get_chunks(neighbour_ids))
+            cache.update(_expansion_chunks(store, neighbour_ids))
         except Exception:
             pass
 
     def load(cid: str) -> Any:
         if cid not in cache:
             try:
-                cache[cid] = store.get_chunks([cid]).get(cid)
+                cache[cid] = _expansion_chunks(store, [cid]).get(cid)
             except Exception:
                 cache[cid] = None
         return cache[cid]

@@ -23,7 +23,7 @@ from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.reranking.composite import composite_score, format_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images, pictorial_indices, score_images_with_vision
 from rag_lab.reranking.mmr import mmr_trace
-from rag_lab.reranking.passage import passages_of
+from rag_lab.reranking.passage import passages_of_results
 from rag_lab.reranking.scored import RerankRowsInput, faq_boost_of, score_kept
 from rag_lab.reranking.vectorized import select_mmr_ids, select_mmr_ids_deferred
 from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set
@@ -82,12 +82,12 @@ def apply_threshold_ladder(
 def candidate_passages(results: list[SearchResult], limit: int) -> tuple[list[SearchResult], list[str], list[str]]:
     """:func:`select_candidates` with each candidate's model passage and enriched passage (the MMR
     token source), each built once."""
-    built = [(r, *passages_of(r)) for r in results]
-    cands = [b for b in built if b[2].strip()]
-    if len(cands) > limit:
-        keep = {id(b[0]) for b in sorted(cands, key=lambda b: -b[0].score)[:limit]}
-        cands = [b for b in cands if id(b[0]) in keep]
-    return [b[0] for b in cands], [b[1] for b in cands], [b[2] for b in cands]
+    built = passages_of_results(results)
+    keep = [i for i, (_, passage) in enumerate(built) if passage.strip()]
+    if len(keep) > limit:
+        best = {id(results[i]) for i in sorted(keep, key=lambda i: -results[i].score)[:limit]}
+        keep = [i for i in keep if id(results[i]) in best]
+    return [results[i] for i in keep], [built[i][0] for i in keep], [built[i][1] for i in keep]
 
 
 def select_candidates(results: list[SearchResult], limit: int) -> list[SearchResult]:
