@@ -419,6 +419,34 @@ def interleaved(
     return out
 
 
+def scan_kernels(c: Corpus, vindex: Any, k: int) -> str:
+    """p50 of one scan for ``k`` candidates, per kernel, over the corpus' queries: faiss' flat
+    index, its float 8-bit decoder (``QT_8bit``, trained on the same vectors) and the integer
+    kernel rag_lab's 8-bit structure scans (``_Quantized.scan``), interleaved per query."""
+    import faiss
+
+    flat = faiss.IndexFlatIP(c.vectors.shape[1])
+    flat.add(c.vectors)
+    sq8 = faiss.IndexScalarQuantizer(c.vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    sq8.train(c.vectors)
+    sq8.add(c.vectors)
+    ours = vindex._quantized
+    times: dict[str, list[float]] = {"flat": [], "QT_8bit": [], "integer kernel": []}
+    for qv in c.query_vectors:
+        q = np.ascontiguousarray(qv[None, :], dtype=np.float32)
+        for name, fn, args in (
+            ("flat", flat.search, (q, k)),
+            ("QT_8bit", sq8.search, (q, k)),
+            ("integer kernel", ours.scan, (q, k)),
+        ):
+            t0 = time.perf_counter()
+            fn(*args)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return f"one vector scan for {k} candidates, p50: " + ", ".join(
+        f"{name} {_pct(ts, 50):.2f} ms" for name, ts in times.items()
+    )
+
+
 def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = ()) -> list[Row]:
     from rag_lab.retrieval.vector_index import IndexPolicy
 
@@ -436,6 +464,8 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
                 t0 = time.perf_counter()
                 vindex.search(c.query_vectors[0], 1)
                 c.notes.append(f"rag_lab {kind} structure built on first query in {time.perf_counter() - t0:.2f} s")
+            if kind == "sq8":
+                c.notes.append(scan_kernels(c, vindex, st.pool))
         ours = RagLabStack(c, params, st.threshold, st.top_k)
         label = {"flat": "rag_lab", "sq8": "rag_lab (sq8 + exact)"}.get(
             kind, f"rag_lab (efSearch {vindex.policy.hnsw_ef_search})"

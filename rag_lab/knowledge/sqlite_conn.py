@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 #: ``PRAGMA mmap_size``: pages read through a memory map instead of read() calls into SQLite's own
-#: cache. Search hydrates rows at random places in the file; at 100k chunks (73 MB) 150 rows load
-#: in 0.50 vs 0.94 ms (p50, file in the OS cache). Address space only: nothing is read ahead.
+#: cache. Search hydrates rows at random places in the file; at 100k chunks (69 MB) 150 rows load
+#: in 0.35 vs 0.67 ms p50 (``benchmarks/store_reads.py``). Address space only: nothing is read ahead.
 MMAP_BYTES = 256 * 1024 * 1024
 
 
