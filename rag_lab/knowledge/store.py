@@ -83,17 +83,22 @@ def _to_row(obj: Any) -> tuple:
     return tuple(row)
 
 
+_EMPTY_JSON: dict[str, type] = {"{}": dict, "[]": list}
+
+
 def _from_row(cls: type[T], row: sqlite3.Row) -> T:
     names, js, bools = _SPECS[cls]
-    kwargs: dict[str, Any] = {}
-    for name in names:
-        v = row[name]
-        if name in js:
-            v = json.loads(v) if v else ({} if name in ("metadata", "custom_metadata") else [])
-        elif name in bools:
-            v = bool(v)
-        kwargs[name] = v
-    return cls(**kwargs)  # type: ignore[call-arg]
+    values = dict(zip(row.keys(), row))  # one pass over the row (by-name lookups cost more)
+    for name in js:
+        v = values[name]
+        if not v:
+            values[name] = {} if name in ("metadata", "custom_metadata") else []
+        else:
+            empty = _EMPTY_JSON.get(v)
+            values[name] = empty() if empty is not None else json.loads(v)
+    for name in bools:
+        values[name] = bool(values[name])
+    return cls(**{name: values[name] for name in names})  # type: ignore[call-arg]
 
 
 def _batches(items: Sequence[str], size: int = _SQLITE_MAX_VARS) -> Iterable[Sequence[str]]:
@@ -300,10 +305,8 @@ class KnowledgeStore:
         return out
 
     def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple]:
-        """``{chunk id: (value, ...)}`` of the named plain columns (no JSON decoding, booleans as
-        stored: 0 / 1), for readers that need a few fields of many chunks (search hits)."""
-        bad = [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]
-        if bad:
+        """``{chunk id: (value, ...)}`` of plain columns (booleans as stored: 0 / 1): search hits."""
+        if bad := [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]:
             raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
         out: dict[str, tuple] = {}
         for batch in _batches(_unique(ids)):

@@ -67,6 +67,11 @@ def test_documents_and_chunks(store):
     got = store.get_chunks(["kb1:d1#c1", "missing", "kb1:d1#c0"])
     assert set(got) == {"kb1:d1#c0", "kb1:d1#c1"}
     assert got["kb1:d1#c0"] == chunks[0] and got["kb1:d1#c1"].is_enabled is False
+    assert got["kb1:d1#c1"].metadata == {} and got["kb1:d1#c1"].image_info == ""  # empty JSON and text
+    cols = store.get_chunk_columns(["kb1:d1#c1", "missing", "kb1:d1#c0"], ("knowledge_id", "is_enabled", "content"))
+    assert cols == {"kb1:d1#c0": ("d1", 1, "content of kb1:d1#c0"), "kb1:d1#c1": ("d1", 0, "content of kb1:d1#c1")}
+    with pytest.raises(StoreError, match="not plain chunk columns: metadata, nope"):
+        store.get_chunk_columns(["kb1:d1#c0"], ("content", "metadata", "nope"))
     assert [c.id for c in store.list_chunks("kb1")] == ["kb1:d1#c0", "kb1:d1#c1"]
     assert store.searchable_chunk_ids("kb1") == {"kb1:d1#c0"}
     assert store.has_unsearchable_indexed_chunks("kb1") is True
