@@ -225,6 +225,8 @@ class VectorIndex:
         self._next_id = 0
         self._graph: _Graph | None = None
         self._quantized: _Quantized | None = None
+        #: 8-bit path counters: queries, re-scans with 4x the candidates, flat fallbacks
+        self.quantized_stats = {"queries": 0, "rescans": 0, "flat_fallbacks": 0}
         self._lock = threading.RLock()
         #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
         self.version: str | None = None
@@ -588,6 +590,8 @@ class VectorIndex:
         if n == 0:
             return []
         c = min(n, max(top_k * self._policy.quantized_candidates, top_k + 64))
+        stats = self.quantized_stats
+        stats["queries"] += 1
         while True:
             approx, pos, const, alpha, bound = qz.scan(q, c)
             found = pos[pos >= 0]
@@ -601,7 +605,9 @@ class VectorIndex:
                 keep = order[exact[order] >= kth]  # the top_k and whatever ties the k-th
                 return [(int(qz.fids[found[i]]), float(exact[i])) for i in keep]
             if c * 4 >= n:
+                stats["flat_fallbacks"] += 1
                 return self._search_flat(faiss, q, top_k, n, None)
+            stats["rescans"] += 1
             c *= 4
 
     def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
