@@ -455,6 +455,7 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
     kind = vindex.kind
     rows: list[Row] = []
     for st in settings_for(params):
+        vindex.quantized_stats = dict.fromkeys(vindex.quantized_stats, 0)
         fusion = Fusion(params, st.top_k)
         exact = ExactStack(c, st.pool, fusion, st.threshold)
         anchor = RankBm25FaissStack(c, st.pool, fusion, st.threshold)
@@ -542,6 +543,12 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
                     )
                 )
             vindex.policy = saved
+        if kind == "sq8":
+            qs = vindex.quantized_stats
+            c.notes.append(
+                f"{st.name}: 8-bit scans in this setting's passes {qs['queries']}, re-scans with 4x the candidates {qs['rescans']}, "
+                f"flat fallbacks {qs['flat_fallbacks']}"
+            )
         del anchor
         gc.collect()
     return rows

@@ -472,6 +472,17 @@ for value in (0.2, 0.4, 0.6):
 print(panel.best_yaml())""",
     ),
     (
+        "code",
+        """# captures on disk: with a stage cache folder, the next panel over the same questions (same KB
+# content, params, models and code) reads them back instead of running the questions again
+import time
+cache_dir = lab.workspace.root / "panel_cache"
+for attempt in ("first", "second"):
+    t0 = time.perf_counter()
+    tuning_panel(lab, ds, suite.kb_name, n_questions=20, cache_dir=cache_dir)
+    print(f"{attempt} panel with cache_dir: built in {time.perf_counter() - t0:.1f} s")""",
+    ),
+    (
         "md",
         """## The same sweep on Ray
 

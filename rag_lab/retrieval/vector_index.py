@@ -225,6 +225,8 @@ class VectorIndex:
         self._next_id = 0
         self._graph: _Graph | None = None
         self._quantized: _Quantized | None = None
+        #: 8-bit path counters: queries, re-scans with 4x the candidates, flat fallbacks
+        self.quantized_stats = {"queries": 0, "rescans": 0, "flat_fallbacks": 0}
         self._lock = threading.RLock()
         #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
         self.version: str | None = None
@@ -588,6 +590,8 @@ class VectorIndex:
         if n == 0:
             return []
         c = min(n, max(top_k * self._policy.quantized_candidates, top_k + 64))
+        stats = self.quantized_stats
+        stats["queries"] += 1
         while True:
             approx, pos, const, alpha, bound = qz.scan(q, c)
             found = pos[pos >= 0]
@@ -601,7 +605,9 @@ class VectorIndex:
                 keep = order[exact[order] >= kth]  # the top_k and whatever ties the k-th
                 return [(int(qz.fids[found[i]]), float(exact[i])) for i in keep]
             if c * 4 >= n:
+                stats["flat_fallbacks"] += 1
                 return self._search_flat(faiss, q, top_k, n, None)
+            stats["rescans"] += 1
             c *= 4
 
     def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
@@ -634,17 +640,27 @@ class _Quantized:
 
         q · x = K + alpha · A + R,   K = q · low + 128 · Σ q'_d,   A = Σ qs_d (c_d - 128),
 
-    with ``|R| <= Σ |q_d| step_d / 2 + alpha / 2 · max_i Σ_d |c_id - 128|`` (:meth:`bound`). faiss'
-    integer kernel is ~2.5× faster than its float 8-bit decoder (``QT_8bit``): one scan at 100k x 384
-    took 1.70 vs 4.19 ms p50 (flat: 5.29 ms) in a run of ``benchmarks/search.py``."""
+    with ``|R|`` bounded by :meth:`bound` from the codes' rounding (half a step per dimension, or
+    by Cauchy-Schwarz ``|q| · max_i |x_i - x̂_i|``, whichever is less) and the query's (``alpha``
+    times the smaller of half the codes' largest L1 norm and ``|ε| · max_i |c_i - 128|`` for the
+    query's own rounding errors ``ε``). faiss' integer kernel is ~2.5× faster than its float 8-bit
+    decoder (``QT_8bit``): one scan at 100k x 384 took 1.70 vs 4.19 ms p50 (flat: 5.29 ms) in a run
+    of ``benchmarks/search.py``."""
 
-    __slots__ = ("index", "vectors", "fids", "step", "low", "code_l1")
+    __slots__ = ("index", "vectors", "fids", "step", "low", "code_l1", "code_l2", "resid_l2")
 
     def __init__(
-        self, index: Any, vectors: np.ndarray, fids: np.ndarray, step: np.ndarray, low: np.ndarray, code_l1: float
+        self,
+        index: Any,
+        vectors: np.ndarray,
+        fids: np.ndarray,
+        step: np.ndarray,
+        low: np.ndarray,
+        norms: tuple[float, float, float],
     ) -> None:
         self.index, self.vectors, self.fids, self.step, self.low = index, vectors, fids, step, low
-        self.code_l1 = code_l1  # max over vectors of Σ_d |c_d - 128|
+        #: max over vectors of Σ_d |c_d - 128|, of |c - 128| and of |x - x̂| (Euclidean)
+        self.code_l1, self.code_l2, self.resid_l2 = norms
 
     def scan(self, q: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray, float, float, float]:
         """The ``c`` best positions by ``A``: (A, positions, K, alpha, bound)."""
@@ -655,19 +671,21 @@ class _Quantized:
         qs = np.rint(scaled / alpha)  # integers in [-127, 127]: the kernel truncates, these are exact
         approx, pos = self.index.search(np.ascontiguousarray(qs[None, :], dtype=np.float32), c)
         k = float(q64 @ self.low) + 128.0 * float(scaled.sum())
-        return approx[0], pos[0], k, alpha, self.bound(q64, alpha)
+        return approx[0], pos[0], k, alpha, self.bound(q64, alpha, scaled / alpha - qs)
 
-    def bound(self, q64: np.ndarray, alpha: float) -> float:
-        """``max |q · x - (K + alpha · A)|`` over the vectors, float rounding included: half a step
-        per dimension for the codes (a thousandth more: they are rounded in float32), half an ``alpha`` per dimension (times the codes' L1 norm)
-        for the integer query, and 1e-4 for float sums (the flat kernel's float32 sum over a few
-        thousand dimensions of unit vectors errs by ~1e-5; the integer sums are exact)."""
+    def bound(self, q64: np.ndarray, alpha: float, eps: np.ndarray) -> float:
+        """``max |q · x - (K + alpha · A)|`` over the vectors, float rounding included. Codes: half
+        a step per dimension (a thousandth more: levels are rounded in float32) or ``|q|`` times
+        the largest residual. Query: ``alpha`` times half the codes' largest L1 norm or
+        ``|ε| · max |c - 128|``. Plus 1e-4 for float sums (the flat kernel's float32 sum over a
+        few thousand dimensions of unit vectors errs by ~1e-5)."""
         absq = np.abs(q64)
+        qnorm = float(np.sqrt(q64 @ q64))
+        codes = min(0.5 * (1.0 + 1e-3) * float(absq @ self.step), qnorm * self.resid_l2 * (1.0 + 1e-6))
+        query = alpha * min(0.5 * self.code_l1, float(np.sqrt(eps @ eps)) * self.code_l2 * (1.0 + 1e-6))
         # should the kernel sum in float32, integers past 2^24 round: 127 · code_l1 bounds |A|
         kernel = alpha * 127.0 * self.code_l1 * absq.size * 2.0**-24
-        return float(
-            0.5 * float(absq @ self.step) + 0.5 * alpha * self.code_l1 + kernel + 1e-4 * (1.0 + float(absq.sum()))
-        )
+        return float(codes + query + kernel + 1e-4 * (1.0 + float(absq.sum())))
 
     def exact_scores(self, faiss: Any, q: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Inner products of ``q`` with the vectors at ``positions``, by faiss' own kernel: bit
@@ -700,19 +718,26 @@ class _Quantized:
         # within ~5e-5 of a half level, which :meth:`bound` allows for
         low32 = low.astype(np.float32)  # exact: a minimum of float32 values
         inv32 = np.divide(1.0, step, out=np.zeros_like(step), where=step > 0).astype(np.float32)
+        step32 = step.astype(np.float32)
         index = faiss.IndexScalarQuantizer(
             dimension, faiss.ScalarQuantizer.QT_8bit_direct_signed, faiss.METRIC_INNER_PRODUCT
         )
-        code_l1 = 0.0
-        for start in range(0, n, block):  # a block at a time: the float copy of the codes is transient
-            codes = np.subtract(vectors[start : start + block], low32)
+        l1 = l2 = resid = 0.0
+        for start in range(0, n, block):  # a block at a time: the float copies are transient
+            part = vectors[start : start + block]
+            codes = np.subtract(part, low32)
             codes *= inv32
             np.rint(codes, out=codes)
             np.clip(codes, 0.0, 255.0, out=codes)
+            diff = np.subtract(part, step32 * codes + low32)  # x - x̂ in float32 (see slack below)
+            resid = max(resid, float(np.sqrt(np.einsum("ij,ij->i", diff, diff)).max()))
             codes -= 128.0
-            code_l1 = max(code_l1, float(np.abs(codes).sum(axis=1, dtype=np.float64).max()))
+            l1 = max(l1, float(np.abs(codes).sum(axis=1, dtype=np.float64).max()))
+            l2 = max(l2, float(np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float64)).max()))
             index.add(codes)
-        return cls(index, vectors, fids, step, low, code_l1)
+        # float32 decoding and subtraction err by a few ulps of the largest coordinate per dimension
+        resid += np.sqrt(dimension) * 2.0**-20 * float(np.abs(vectors).max(initial=0.0))
+        return cls(index, vectors, fids, step, low, (l1, l2, resid))
 
 
 class _all_threads:

@@ -6,7 +6,9 @@ content) makes another key."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -101,21 +103,28 @@ def test_a_second_capture_runs_no_pipeline_and_keys_follow_the_inputs(
         handle.disable()
 
 
-def test_bm25_settings_and_kb_content_change_the_key(tmp_path: Any, monkeypatch: Any) -> None:
-    from rag_lab.eval.cache import Bm25IndexCache, use_bm25_settings
+@contextlib.contextmanager
+def _lab_with(tmp_path: Any, kb: str, texts: dict[str, str]) -> Iterator[Any]:
+    """A fresh offline lab holding ``texts`` (document id → text) in ``kb``."""
     from rag_lab.lab.lab import Lab
 
     lab = Lab.from_config(workspace=tmp_path / "ws")
     try:
-        lab.ingest_documents(
-            [
-                {"id": "paris", "text": "Paris is the capital of France. It lies on the Seine."},
-                {"id": "berlin", "text": "Berlin is the capital of Germany and its largest city."},
-                {"id": "seine", "text": "The Seine flows through Paris into the English Channel."},
-            ],
-            kb="notes",
-            progress=False,
-        )
+        lab.ingest_documents([{"id": i, "text": t} for i, t in texts.items()], kb=kb, progress=False)
+        yield lab
+    finally:
+        lab.workspace.close()
+
+
+def test_bm25_settings_and_kb_content_change_the_key(tmp_path: Any, monkeypatch: Any) -> None:
+    from rag_lab.eval.cache import Bm25IndexCache, use_bm25_settings
+
+    texts = {
+        "paris": "Paris is the capital of France. It lies on the Seine.",
+        "berlin": "Berlin is the capital of Germany and its largest city.",
+        "seine": "The Seine flows through Paris into the English Channel.",
+    }
+    with _lab_with(tmp_path, "notes", texts) as lab:
         handle = enable_stage_cache(lab, tmp_path / "cache")
         try:
             asked = _count_asks(lab, monkeypatch)
@@ -133,8 +142,6 @@ def test_bm25_settings_and_kb_content_change_the_key(tmp_path: Any, monkeypatch:
             assert len(asked) == 3  # the KB's content changed
         finally:
             handle.disable()
-    finally:
-        lab.workspace.close()
 
 
 def test_failed_captures_are_not_stored(eval_lab: Any, small_spec: Any, tmp_path: Any, monkeypatch: Any) -> None:
@@ -163,20 +170,14 @@ def test_swapped_bm25_settings_stay_in_place_until_released(tmp_path: Any) -> No
     access (its version is not the KB's stored one), so a BM25 sweep searched with the KB's own
     settings for every value."""
     from rag_lab.eval.cache import Bm25IndexCache, StageCache, use_bm25_settings
-    from rag_lab.lab.lab import Lab
 
-    lab = Lab.from_config(workspace=tmp_path / "ws")
-    try:
-        lab.ingest_documents(
-            [
-                {"id": "a", "text": "river river river boats on the river"},
-                {"id": "b", "text": "a river and a long quiet valley with farms and villages and roads"},
-                {"id": "c", "text": "mountains and snow"},
-                {"id": "d", "text": "a desert at noon"},
-            ],
-            kb="k",
-            progress=False,
-        )
+    texts = {
+        "a": "river river river boats on the river",
+        "b": "a river and a long quiet valley with farms and villages and roads",
+        "c": "mountains and snow",
+        "d": "a desert at noon",
+    }
+    with _lab_with(tmp_path, "k", texts) as lab:
         ws = lab.workspace
         kb = ws.get_kb("k")
         own = dict(ws.keyword_index(kb).search("river boats valley", 3))
@@ -190,5 +191,3 @@ def test_swapped_bm25_settings_stay_in_place_until_released(tmp_path: Any) -> No
             ws.keyword_index(kb).params["k1"] == 1.5
             and dict(ws.keyword_index(kb).search("river boats valley", 3)) == own
         )
-    finally:
-        lab.workspace.close()

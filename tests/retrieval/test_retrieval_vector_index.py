@@ -280,6 +280,9 @@ def test_quantized_search_returns_the_flat_scan_exactly() -> None:
         for top_k, thr in ((1, -1.0), (10, -1.0), (30, 0.2), (150, 0.2), (3000, -1.0)):
             assert sq.search(q, top_k, thr) == flat.search(q, top_k, thr)
     assert sq._quantized is not None
+    st = sq.quantized_stats  # the 8-bit path answered (the last top_k = n goes to the flat scan)
+    assert st["queries"] == 42 * 5 and st["rescans"] + st["flat_fallbacks"] < st["queries"]
+    assert flat.quantized_stats["queries"] == 0
 
 
 @given(

@@ -98,6 +98,15 @@ def _version(roots: tuple[str, ...], external: tuple[str, ...]) -> str:
     return f"{rag_lab.__version__}+{h.hexdigest()[:12]}"
 
 
+@functools.cache
+def _package_module_names() -> frozenset[str]:
+    """The package's module names, listed once per process (like the import edges
+    :func:`_version` hashes): walking the package cost ~10 ms per rerank-cache key."""
+    from rag_lab.importgraph import package_modules
+
+    return frozenset(package_modules())
+
+
 def code_version_for(stage: str, *objects: Any) -> str:
     """``"<rag_lab version>+<12 hex>"``: the hash of the sources of the import closure of the
     stage's :data:`STAGE_CODE_ROOTS` and of the modules defining ``objects``' classes (a class
@@ -105,9 +114,7 @@ def code_version_for(stage: str, *objects: Any) -> str:
     stage runs therefore changes its keys."""
     if stage not in STAGE_CODE_ROOTS:
         raise ValueError(f"unknown stage {stage!r}; known: {', '.join(sorted(STAGE_CODE_ROOTS))}")
-    from rag_lab.importgraph import package_modules
-
-    known = package_modules()
+    known = _package_module_names()
     roots: set[str] = set(STAGE_CODE_ROOTS[stage])
     external: set[str] = set()
     for obj in objects:
