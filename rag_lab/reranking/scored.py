@@ -67,6 +67,9 @@ def score_kept(
     n = len(candidates)
     valid = [s for s in kept if 0 <= s.index < n]
     index = [s.index for s in valid]
+    if not index:  # e.g. no pictorial image kept: the common case of the stage's second call
+        none = np.zeros(0, dtype=np.float64)
+        return KeptScores(np.zeros(0, dtype=np.intp), none, none, none, none, np.zeros(0, dtype=bool))
     if len(set(index)) < len(index):
         return _score_kept_sequentially(candidates, valid, params, faq_boost)
     m = len(valid)

@@ -167,13 +167,17 @@ def intersection_counts(ids: Sequence[np.ndarray]) -> np.ndarray:
         shared = seen[tok] > 1
         common = np.flatnonzero(seen > 1)  # the tokens two texts or more hold: one bit each
         words = (common.size + 63) // 64
-        if n * n * words <= _PAIRWISE_MAX:
+        if not words:  # no token in two texts
+            pass
+        elif n * n * words <= _PAIRWISE_MAX:
             bit_of = np.empty(seen.size, dtype=np.intp)
             bit_of[common] = np.arange(common.size)
             bits = np.zeros((n, words * 64), dtype=bool)
             bits[np.repeat(np.arange(n), sizes)[shared], bit_of[tok[shared]]] = True
             packed = np.packbits(bits, axis=1).view(np.uint64)
-            out = np.bitwise_count(packed[:, None, :] & packed[None, :, :]).sum(axis=2, dtype=np.int32)
+            out = np.bitwise_count(packed[:, None, 0] & packed[None, :, 0]).astype(np.int32)
+            for w in range(1, words):  # word by word: cheaper than one sum over a short last axis
+                out += np.bitwise_count(packed[:, None, w] & packed[None, :, w])
         else:
             row = intersection_row_counter(ids)
             for i in range(n):

@@ -26,7 +26,7 @@ from rag_lab.reranking.mmr import mmr_trace
 from rag_lab.reranking.passage import passages_of_results
 from rag_lab.reranking.scored import RerankRowsInput, faq_boost_of, score_kept
 from rag_lab.reranking.vectorized import select_mmr_ids, select_mmr_ids_deferred
-from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set
+from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set, token_cache
 from rag_lab.types.chat_manage import ChatManage, has_recall_threshold_override
 from rag_lab.types.diagnostics import Deferred, RerankDiagnostics
 from rag_lab.types.events import EventType
@@ -146,7 +146,8 @@ def mmr_picks(scores: np.ndarray, enriched: list[str], k: int, lam: float) -> tu
     (computed on its first call; the vectorised MMR records what it needs as it picks)."""
     values = scores.tolist()
     if values and k > 1 and np.isfinite(scores).all():
-        return select_mmr_ids_deferred(scores, [cached_token_ids(t) for t in enriched], k, lam, trace_width=3)
+        ids = token_cache.ids
+        return select_mmr_ids_deferred(scores, [ids(t) for t in enriched], k, lam, trace_width=3)
     steps = mmr_steps(values, enriched, k, lam)
     return [step.index for step in steps], lambda: steps
 
@@ -246,7 +247,8 @@ class PluginRerank(StagePlugin):
         # changed in place (seed); candidates that MMR does not select need no copy, their scores
         # are in ``ranked`` (what the diagnostics rows show)
         copies: dict[int, SearchResult] = {}
-        for scored, at in [(ranked, [int(order[j]) for j in picks]), (images, range(images.index.size))]:
+        entries = order.tolist()
+        for scored, at in [(ranked, [entries[j] for j in picks]), (images, range(images.index.size))]:
             for e in at:
                 i = int(scored.index[e])
                 if i not in copies:
@@ -254,7 +256,8 @@ class PluginRerank(StagePlugin):
                     annotate_reranked(r, *scored.values(e), boost)
                     if scored is images:
                         r.metadata["kept_by"] = IMAGE_VECTOR
-        state.rerank_result = [copies[int(ranked_index[j])] for j in picks] + [copies[i] for i in image_keep]
+        ranked_at = ranked_index.tolist()
+        state.rerank_result = [copies[ranked_at[j]] for j in picks] + [copies[i] for i in image_keep]
 
         rows = RerankRowsInput.capture(candidates, model_scores, ranked, images, set(copies))
         ranked_ids = rows.ids_of(ranked_index)
