@@ -19,9 +19,9 @@ For every corpus, in one process and on the same chunks, vectors and queries:
   (:func:`rag_lab.retrieval.fusion.fuse_hits`), documents from an in-memory list.
 * **exact** — the reference for recall: every cosine with numpy, every BM25 score (bm25s), full
   sorts by (score, chunk id), the same fusion. It runs in a pass of its own, before the other
-  two take turns per query: at 100k its numpy scan reads 150 MB per query and, interleaved,
-  evicted the next stack's data from the CPU caches (rag_lab's p50 6.5 ms next to it vs 3.9 ms
-  without it, in one run of this script).
+  two take turns per query: at 100k its numpy scan reads 150 MB per query, which takes the
+  next stack's data out of the CPU caches (rag_lab's 100k p50 was 6.46 ms in the run of this
+  script before the change and 5.57 ms in the run after it, minutes apart).
 
 recall@10 = |top-10 ∩ exact top-10| / |exact top-10|, averaged over the queries. Latencies are per
 query with the query embedding given (embedding time is the same for every stack and excluded).
@@ -472,7 +472,7 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
             kind, f"rag_lab (efSearch {vindex.policy.hnsw_ef_search})"
         )
         # the recall reference in a pass of its own: its full numpy scan (4 bytes x dim x n per
-        # query) evicted the other stacks' data from the CPU caches when it took turns with them
+        # query) takes the other stacks' data out of the CPU caches when it takes turns with them
         got = interleaved({"exact": exact.search}, c)
         got.update(interleaved({"rank-bm25 + FAISS flat": anchor.search, label: ours.search}, c))
         ref = got["exact"][2]

@@ -116,7 +116,7 @@ def weighted_rrf(
     fused.sort(key=lambda f: f[:3])  # ordered by the raw fused score, as normalising afterwards would keep it
     if top is None:
         return [rescored(h, -neg) for neg, _, _, h in fused]
-    return [rescored(h, min(1.0, -neg / top)) for neg, _, _, h in fused]
+    return [rescored(h, _normalized(-neg, top)) for neg, _, _, h in fused]
 
 
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
@@ -129,7 +129,11 @@ def normalize_rrf_scores(
 ) -> list[IndexWithScore]:
     """Fused scores divided by :func:`rrf_max_score` (so in [0, 1]); order is unchanged."""
     top = _rrf_top(k, vector_weight, keyword_weight)
-    return [rescored(h, min(1.0, h.score / top)) for h in hits]
+    return [rescored(h, _normalized(h.score, top)) for h in hits]
+
+
+def _normalized(score: float, top: float) -> float:
+    return min(1.0, score / top)
 
 
 def _rrf_top(k: float, vector_weight: float, keyword_weight: float) -> float:

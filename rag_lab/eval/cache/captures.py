@@ -85,22 +85,17 @@ def inputs_payload(q: QuestionInputs) -> dict[str, Any]:
                 for h in v
             ]
         elif f.name == "rerank" and v is not None:
-            v = {
-                g.name: (
-                    [_search_result_payload(r) for r in getattr(v, g.name)]
-                    if g.name == "candidates"
-                    else (
-                        np.asarray(getattr(v, g.name)).tolist()
-                        if g.name in _ARRAYS or g.name == "jaccard"
-                        else getattr(v, g.name)
-                    )
-                )
-                for g in fields(v)
-            }
+            v = {g.name: _rerank_field(g.name, getattr(v, g.name)) for g in fields(v)}
         elif f.name == "latency_ms":
             v = _float(v)
         out[f.name] = v
     return out
+
+
+def _rerank_field(name: str, value: Any) -> Any:
+    if name == "candidates":
+        return [_search_result_payload(r) for r in value]
+    return np.asarray(value).tolist() if name in _ARRAYS or name == "jaccard" else value
 
 
 def inputs_from_payload(d: Mapping[str, Any], store: StoreMemo | None) -> QuestionInputs:
@@ -124,11 +119,7 @@ def inputs_from_payload(d: Mapping[str, Any], store: StoreMemo | None) -> Questi
     if rr is not None:
         arrays = {k: np.asarray(rr[k], dtype=t) for k, t in _ARRAYS.items()}
         n = len(rr["candidates"])
-        jac = (
-            np.asarray(rr["jaccard"], dtype=np.float64).reshape(n if rr["jaccard"] else 0, -1)
-            if n
-            else np.zeros((0, 0))
-        )
+        jac = np.asarray(rr["jaccard"], dtype=np.float64).reshape(n, n)
         body["rerank"] = CapturedRerank(
             candidates=[_search_result_from_payload(r) for r in rr["candidates"]],
             error=rr["error"],
@@ -159,7 +150,7 @@ def _models(lab: Lab) -> dict[str, list[str]]:
 
 
 def capture_key(
-    lab: Lab, req: CaptureRequest, kbs: Mapping[str, Any], params: PipelineParams, code: str
+    req: CaptureRequest, kbs: Mapping[str, Any], params: PipelineParams, models: Mapping[str, Any], code: str
 ) -> dict[str, Any]:
     """The key of one question's capture (see the module doc)."""
     return {
@@ -168,7 +159,7 @@ def capture_key(
         "history": [list(t) for t in req.history],
         "kbs": kbs,
         "params": params.model_dump(mode="json"),
-        "models": _models(lab),
+        "models": models,
         "code": code,
     }
 
@@ -181,41 +172,41 @@ async def acapture_cached(
     into fresh sessions). When the lab has the stage cache on (:func:`enable_stage_cache`), each
     question's capture is read from it and written to it; results in request order."""
     from rag_lab.eval.cache.wrappers import CachingSearcher
-    from rag_lab.eval.ingest import _replay_history
     from rag_lab.lab.tuning_capture import acapture_questions
     from rag_lab.tuning.inputs import StoreMemo
 
     memo = StoreMemo(lab.workspace.store)
     handle = getattr(lab, "_stage_cache_handle", None)
     searcher = lab.services.searcher
-    if handle is None or not isinstance(searcher, CachingSearcher):
-        return await acapture_questions(lab, [_question(lab, r, _replay_history) for r in requests], kb, params, memo)
-    cache: StageCache = handle.cache
-    ws = lab.workspace
-    # the KBs as the search stage's cache sees them: settings, content version, BM25 index, engine
-    kbs = {k: searcher.kb_entry(ws, ws.get_kb(k)) for k in ([kb] if isinstance(kb, str) else kb)}
-    code = _version(_CODE_ROOTS, ())
-    keys = [capture_key(lab, r, kbs, params, code) for r in requests]
-    out: list[QuestionInputs | None] = []
-    for key in keys:
-        found = cache.get(CAPTURE_STAGE, key)
-        out.append(inputs_from_payload(found, memo) if isinstance(found, dict) else None)
+    cache: StageCache | None = None
+    out: list[QuestionInputs | None] = [None] * len(requests)
+    keys: list[dict[str, Any]] = []
+    if handle is not None and isinstance(searcher, CachingSearcher):
+        cache = handle.cache
+        ws = lab.workspace
+        # the KBs as the search stage's cache sees them: settings, content version, BM25 index, engine
+        kbs = {k: searcher.kb_entry(ws, ws.get_kb(k)) for k in ([kb] if isinstance(kb, str) else kb)}
+        models, code = _models(lab), _version(_CODE_ROOTS, ())
+        keys = [capture_key(r, kbs, params, models, code) for r in requests]
+        for i, key in enumerate(keys):
+            found = cache.get(CAPTURE_STAGE, key)
+            out[i] = inputs_from_payload(found, memo) if isinstance(found, dict) else None
     todo = [i for i, got in enumerate(out) if got is None]
-    if todo:
-        fresh = await acapture_questions(
-            lab, [_question(lab, requests[i], _replay_history) for i in todo], kb, params, memo
-        )
-        for i, captured in zip(todo, fresh):
-            out[i] = captured
-            if not captured.error:
-                cache.put(CAPTURE_STAGE, keys[i], inputs_payload(captured))
+    fresh = await acapture_questions(lab, [_question(lab, requests[i]) for i in todo], kb, params, memo) if todo else []
+    for i, captured in zip(todo, fresh):
+        out[i] = captured
+        if cache is not None and not captured.error:
+            cache.put(CAPTURE_STAGE, keys[i], inputs_payload(captured))
     return [q for q in out if q is not None]
 
 
-def _question(lab: Lab, req: CaptureRequest, replay: Any) -> Any:
+def _question(lab: Lab, req: CaptureRequest) -> Any:
+    """The request as a :class:`~rag_lab.lab.tuning_capture.CaptureQuestion`, its history replayed
+    into a fresh session."""
     from types import SimpleNamespace
 
+    from rag_lab.eval.ingest import _replay_history
     from rag_lab.lab.tuning_capture import CaptureQuestion
 
     turns = [SimpleNamespace(question=q, answer=a) for q, a in req.history]
-    return CaptureQuestion(req.qid, req.question, replay(lab, turns) if turns else "")
+    return CaptureQuestion(req.qid, req.question, _replay_history(lab, turns) if turns else "")

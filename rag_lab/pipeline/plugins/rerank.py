@@ -116,7 +116,7 @@ def score_reranked(
 ) -> list[SearchResult]:
     """Composite score (and FAQ boost) for each kept item, in place; returns them in kept order."""
     out: list[SearchResult] = []
-    boost = faq_boost if faq_priority and faq_boost > 1.0 else None
+    boost = faq_boost_of(faq_priority, faq_boost)
     for s in kept:
         if not 0 <= s.index < len(candidates):
             continue
