@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.diagnostics import StageDiagnostics
 from rag_lab.types.params import PipelineParams
-from rag_lab.types.search_result import SearchResult
+from rag_lab.types.search_result import _ATOMS, SearchResult
+from rag_lab.types.search_result import copy_value as _copy_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.stream.bus import EventBus
@@ -235,7 +236,7 @@ class ChatManage:
         req = self._request_copy()
         state = PipelineState()
         for name in _CLONED_STATE:
-            setattr(state, name, copy.deepcopy(getattr(self.state, name)))
+            setattr(state, name, _copy_value(getattr(self.state, name)))
         return ChatManage(request=req, state=state, context=PipelineContext())
 
     def snapshot(self) -> ChatManage:
@@ -295,14 +296,15 @@ class ChatManage:
         return ChatManage(request=request, state=state, context=ctx)
 
     def _request_copy(self) -> PipelineRequest:
-        params = self.request.params
-        self.request.params = None  # type: ignore[assignment]  # immutable: share, don't copy
-        try:
-            req = copy.deepcopy(self.request)
-        finally:
-            self.request.params = params
-        req.params = params
-        return req
+        """An independent copy of the request (what ``copy.deepcopy`` gives, several times faster),
+        sharing only the params, which are immutable."""
+        req = self.request
+        return type(req)(
+            *(
+                v if name == "params" else _copy_request_value(v)
+                for name, v in zip(_REQUEST_FIELDS, _REQUEST_GETTER(req))
+            )
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready view (used by captures and diffs)."""
@@ -314,29 +316,25 @@ class ChatManage:
 
 
 _STATE_FIELDS = operator.attrgetter(*(f.name for f in fields(PipelineState)))
+_REQUEST_FIELDS = tuple(f.name for f in fields(PipelineRequest))
+_REQUEST_GETTER = operator.attrgetter(*_REQUEST_FIELDS)
+#: the request's nested dataclasses: copied field by field (every field is an ``__init__`` argument)
+_REQUEST_PARTS = {cls: tuple(f.name for f in fields(cls)) for cls in (SearchTarget, SummaryConfig)}
+
+
+def _copy_request_value(value: Any) -> Any:
+    if isinstance(value, _ATOMS):
+        return value
+    names = _REQUEST_PARTS.get(type(value))
+    if names is not None:
+        return type(value)(*(_copy_request_value(getattr(value, n)) for n in names))
+    if type(value) is list:
+        return [_copy_request_value(v) for v in value]
+    return _copy_value(value)
 
 
 def _same(value: Any) -> Any:
     return value
-
-
-_ATOMS = (str, int, float, bool, type(None))
-
-
-def _copy_value(value: Any) -> Any:
-    """An independent copy of a state value: results by :meth:`SearchResult.copy`, lists and dicts
-    element by element, immutable scalars shared, anything else by ``copy.deepcopy``."""
-    if isinstance(value, _ATOMS):
-        return value
-    if isinstance(value, SearchResult):
-        return value.copy()
-    if type(value) is list:
-        return [_copy_value(v) for v in value]
-    if type(value) is dict:
-        return {k: _copy_value(v) for k, v in value.items()}
-    if type(value) is tuple:
-        return tuple(_copy_value(v) for v in value)
-    return copy.deepcopy(value)
 
 
 def _plain(obj: Any, skip: tuple[str, ...] = ()) -> Any:

@@ -103,3 +103,41 @@ def test_knowledge_scope_rules():
 def test_recall_thresholds_disabled_for_explicit_scope():
     assert SearchTarget(disable_recall_thresholds=True).recall_thresholds(0.5, 0.3) == (0.0, 0.0)
     assert SearchTarget().recall_thresholds(0.5, 0.3) == (0.5, 0.3)
+
+
+def test_request_copy_equals_a_deep_copy_and_shares_only_the_params():
+    import copy
+
+    chat = _full_chat()
+    req = chat.request
+    req.images, req.attachments = ["a.png"], [{"name": "f.csv", "rows": [[1, 2]]}]
+    req.intent_prompt_overrides = {"kb_search": "be brief"}
+    req.summary_config.prompt = "system"
+    c = chat.clone()
+    assert c.request == copy.deepcopy(req) and c.request.params is req.params
+    assert type(c.request.search_targets[0]) is SearchTarget
+    c.request.summary_config.prompt = "changed"
+    c.request.search_targets[0].tag_ids.append("t")
+    c.request.images.append("b.png")
+    c.request.attachments[0]["rows"][0].append(3)
+    c.request.intent_prompt_overrides["chat"] = "x"
+    assert req.summary_config.prompt == "system" and req.search_targets[0].tag_ids == []
+    assert req.images == ["a.png"] and req.attachments == [{"name": "f.csv", "rows": [[1, 2]]}]
+    assert req.intent_prompt_overrides == {"kb_search": "be brief"}
+
+
+def test_clone_copies_state_values_independently():
+    class Memory:  # an object the fast copier does not know: deep-copied
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    chat = _full_chat()
+    chat.state.used_memories = [Memory("likes tea"), {"id": "m1", "tags": ["a"]}]
+    c = chat.clone()
+    assert c.state.used_memories[0] is not chat.state.used_memories[0]
+    assert c.state.used_memories[0].text == "likes tea"
+    c.state.used_memories[1]["tags"].append("b")
+    c.state.used_memories[0].text = "likes coffee"
+    assert (
+        chat.state.used_memories[1] == {"id": "m1", "tags": ["a"]} and chat.state.used_memories[0].text == "likes tea"
+    )

@@ -90,3 +90,92 @@ def test_is_web():
     assert SearchResult(chunk_type="WEB_SEARCH").is_web()
     assert SearchResult(knowledge_source="web_search").is_web()
     assert not SearchResult(chunk_type="text").is_web()
+
+
+def _reference(**kw) -> SearchResult:
+    return SearchResult(
+        id="c1",
+        content="The lighthouse was built in 1874.",
+        knowledge_id="k1",
+        score=0.8,
+        match_type=MatchType.KEYWORDS,
+        sub_chunk_id=["s1", "s2"],
+        metadata={"base_score": 0.5, "nested": {"a": [1, 2]}},
+        chunk_metadata={"rows": [[1, "x"]]},
+        **kw,
+    )
+
+
+def test_to_dict_is_an_independent_deep_copy_of_the_persisted_fields():
+    import copy
+
+    r = _reference(content_revision=3, content_rewritten=True)
+    d = r.to_dict()
+    assert d == {
+        "id": "c1",
+        "content": "The lighthouse was built in 1874.",
+        "knowledge_id": "k1",
+        "chunk_index": 0,
+        "knowledge_title": "",
+        "start_at": 0,
+        "end_at": 0,
+        "seq": 0,
+        "score": 0.8,
+        "match_type": 1,
+        "sub_chunk_id": ["s1", "s2"],
+        "metadata": {"base_score": 0.5, "nested": {"a": [1, 2]}},
+        "chunk_type": "text",
+        "parent_chunk_id": "",
+        "image_info": "",
+        "knowledge_filename": "",
+        "knowledge_source": "",
+        "knowledge_channel": "",
+        "chunk_metadata": {"rows": [[1, "x"]]},
+    }
+    assert list(d) == [k for k in json.loads(json.dumps(d))]  # declaration order kept
+    assert type(d["match_type"]) is int
+    d["metadata"]["nested"]["a"].append(3)
+    d["sub_chunk_id"].append("s3")
+    d["chunk_metadata"]["rows"][0].append("y")
+    assert r.metadata == {"base_score": 0.5, "nested": {"a": [1, 2]}} and r.sub_chunk_id == ["s1", "s2"]
+    assert r.chunk_metadata == {"rows": [[1, "x"]]}
+    assert r.to_dict() == copy.deepcopy(r.to_dict())
+
+
+def test_from_dict_does_not_share_the_input_values():
+    data = _reference().to_dict()
+    r = SearchResult.from_dict(data)
+    assert r == _reference()
+    data["metadata"]["nested"]["a"].append(9)
+    data["chunk_metadata"]["rows"].clear()
+    data["sub_chunk_id"].append("s9")
+    assert r.metadata["nested"] == {"a": [1, 2]} and r.chunk_metadata == {"rows": [[1, "x"]]}
+    assert r.sub_chunk_id == ["s1", "s2"]
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+        lambda kids: (
+            st.lists(kids, max_size=3) | st.tuples(kids, kids) | st.dictionaries(st.text(max_size=3), kids, max_size=3)
+        ),
+        max_leaves=12,
+    )
+)
+def test_copy_value_equals_deepcopy_and_shares_no_container(value):
+    import copy
+
+    from rag_lab.types.search_result import copy_value
+
+    out = copy_value(value)
+    assert out == copy.deepcopy(value)
+
+    def containers(v):
+        if isinstance(v, (list, dict)):
+            yield v
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+        for x in items:
+            yield from containers(x)
+
+    mine = {id(c) for c in containers(value)}
+    assert not mine & {id(c) for c in containers(out)}
