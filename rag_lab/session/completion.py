@@ -56,7 +56,7 @@ async def complete_assistant_message(
     """
     refs = list(knowledge_references)
     await asyncio.to_thread(
-        store.complete_message,
+        store.finish_message,
         session_id,
         message_id,
         content=content,

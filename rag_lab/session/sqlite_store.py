@@ -390,14 +390,21 @@ class SQLiteSessionStore:
         mid = str(uuid.uuid4())
         cols = ["id", "session_id", *values]
         with self._lock:
+            self._db.execute("BEGIN")  # the message and the session's updated_at in one commit
             try:
                 self._db.execute(
                     f"INSERT INTO messages ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})",
                     [mid, session_id, *values.values()],
                 )
-            except sqlite3.IntegrityError:
-                raise SessionNotFound(f"session '{session_id}' not found (create it before adding messages)") from None
-            self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+                self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise SessionNotFound(
+                        f"session '{session_id}' not found (create it before adding messages)"
+                    ) from None
+                raise
         return self.get_message(session_id, mid)
 
     def get_message(self, session_id: str, message_id: str) -> Message:
@@ -445,10 +452,14 @@ class SQLiteSessionStore:
             self.update_message(session_id, message_id, image_captions=captions, updated_at=time.time())
             return True
 
-    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+    def finish_message(self, session_id: str, message_id: str, **fields: Any) -> None:
         """Spec §9.1 step 1: save content, references, fallback flag, agent steps and used
         memories given in ``fields``, with ``is_completed = True`` and ``updated_at = now``."""
         self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
+
+    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+        """:meth:`finish_message`, then the message as stored."""
+        self.finish_message(session_id, message_id, **fields)
         return self.get_message(session_id, message_id)
 
     def get_recent_messages(self, session_id: str, limit: int) -> list[Message]:

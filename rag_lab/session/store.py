@@ -10,7 +10,8 @@ the same message methods, which is all the pipeline uses:
 * ``get_recent_messages(session_id, limit)``: the newest first (LOAD_HISTORY re-sorts them);
 * ``update_rendered_content`` and ``set_first_image_caption`` (written asynchronously by
   INTO_CHAT_MESSAGE and QUERY_UNDERSTAND);
-* ``complete_message`` (spec §9.1 step 1).
+* ``finish_message`` (spec §9.1 step 1) and ``complete_message`` (the same, returning the
+  message as stored).
 """
 
 from __future__ import annotations
@@ -133,9 +134,13 @@ class MemoryMessageStore:
             m.image_captions, m.updated_at = captions, time.time()
             return True
 
-    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+    def finish_message(self, session_id: str, message_id: str, **fields: Any) -> None:
         """Spec §9.1 step 1: save the given fields with ``is_completed`` and ``updated_at = now``."""
         self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
+
+    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+        """:meth:`finish_message`, then the message."""
+        self.finish_message(session_id, message_id, **fields)
         return self.get_message(session_id, message_id)
 
     def get_recent_messages(self, session_id: str, limit: int) -> list[Message]:

@@ -129,6 +129,39 @@ def test_messages_round_trip_with_references_images_and_flags(store):
     assert store.get_message(s.id, m.id).rendered_content == "<ctx>rendered</ctx>"
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_finish_message_saves_what_complete_message_saves(tmp_path, kind):
+    """§9.1 step 1 without reading the message back (the lab does not need it)."""
+    store = SQLiteSessionStore(tmp_path / "s.sqlite") if kind == "sqlite" else MemoryMessageStore()
+    sid = store.create_session("u").id if kind == "sqlite" else "s1"
+    a = store.add_message(sid, "assistant", "", "r1", is_completed=False)
+    b = store.add_message(sid, "assistant", "", "r2", is_completed=False)
+    fields = dict(content="done", knowledge_references=[SearchResult(id="c1", score=0.5)], is_fallback=True)
+    assert store.finish_message(sid, a.id, **fields) is None
+    done = store.complete_message(sid, b.id, **fields)
+    got = store.get_message(sid, a.id)
+    assert (got.content, got.is_completed, got.is_fallback, [r.id for r in got.knowledge_references]) == (
+        "done",
+        True,
+        True,
+        ["c1"],
+    )
+    assert got.updated_at >= a.created_at and (done.content, done.is_completed) == ("done", True)
+    with pytest.raises(KeyError, match="message 'zzz' not found"):
+        store.finish_message(sid, "zzz", content="x")
+
+
+def test_add_message_commits_the_message_with_the_session_time_or_nothing(store):
+    s = store.create_session("u", created_at=100.0)
+    m = store.add_message(s.id, "user", "q", "r1")
+    assert store.get_session(s.id).updated_at > 100.0 and store.message_count(s.id) == 1
+    with pytest.raises(SessionNotFound, match="session 'gone' not found"):
+        store.add_message("gone", "user", "q", "r2")
+    assert store.list_messages(s.id) == [m] and store.message_count("gone") == 0
+    store.add_message(s.id, "user", "q2", "r3")  # the connection is usable after the rollback
+    assert store.message_count(s.id) == 2
+
+
 def test_first_image_caption_written_only_when_an_image_is_stored(store):
     s = store.create_session("u")
     with_img = store.add_message(s.id, "user", "what is this?", "r1", image_urls=["a.png", "b.png"])
