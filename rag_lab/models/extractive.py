@@ -36,6 +36,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*(?=\s|$)|(?<=[。！？；])[”’」』）]*|\n")
 _WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_]+", re.UNICODE)
 _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
+_HAS_CJK_RE = re.compile(rf"[{_CJK}]")
 _HAS_WORD_RE = re.compile(r"[^\W_]", re.UNICODE)
 _IMAGE_LINE_RE = re.compile(r"^!\[[^\]]*\]\([^)]*\)$")
 
@@ -192,6 +193,8 @@ def content_terms(text: str) -> set[str]:
 def estimate_tokens(text: str) -> int:
     """Usage estimate (no tokenizer involved): one token per CJK character plus one per other
     run of non-whitespace characters. Rough by design; only for ``usage`` accounting."""
+    if _HAS_CJK_RE.search(text) is None:  # ``\s`` and ``str.split`` share one definition of whitespace
+        return len(text.split())
     return len(_TOKEN_RE.findall(text))
 
 

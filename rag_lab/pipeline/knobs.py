@@ -18,6 +18,7 @@ wording and the rules are the same everywhere. Unknown param names get a did-you
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,8 +69,28 @@ def apply_overrides(base: PipelineParams, overrides: Mapping[str, Any], source: 
 def changed_fields(params: PipelineParams, reference: PipelineParams | None = None) -> set[str]:
     """Fields of ``params`` that differ from ``reference`` (default: the spec's defaults), i.e.
     the knobs someone turned."""
-    ref = (reference or PipelineParams()).model_dump()
-    return {k for k, v in params.model_dump().items() if ref.get(k) != v}
+    if reference is None:
+        # params are frozen: the same object (a lab's params, asked question after question)
+        # has the same answer
+        last = _LAST_CHANGED[0]
+        if last is not None and last[0] is params:
+            return set(last[1])
+        ref = _default_dump()
+    else:
+        ref = reference.model_dump()
+    out = {k for k, v in params.model_dump().items() if ref.get(k) != v}
+    if reference is None:
+        _LAST_CHANGED[0] = (params, frozenset(out))
+    return out
+
+
+@functools.cache
+def _default_dump() -> dict[str, Any]:
+    return PipelineParams().model_dump()
+
+
+#: (params, its changed fields) of the last call against the defaults (held, so the id stays its own)
+_LAST_CHANGED: list[tuple[PipelineParams, frozenset[str]] | None] = [None]
 
 
 def check_score_range(

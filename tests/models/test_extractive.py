@@ -290,3 +290,22 @@ def test_hard_wrapped_sentences_are_joined_before_extraction() -> None:
         "# Title\nFirst line\n\nNext para\n- item one\n- item two"
     )
     assert join_wrapped_lines("长城是中国古代的\n军事防御工程。") == "长城是中国古代的军事防御工程。"
+
+
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000\u200b\ufeff"),
+            st.sampled_from("熊猫あア한國"),
+            st.characters(codec="utf-8"),
+        ),
+        max_size=60,
+    )
+)
+def test_token_estimate_fast_path_counts_like_the_pattern(text: str) -> None:
+    """Text without CJK is counted with ``str.split``: the same count as the pattern (Unicode
+    whitespace included, e.g. NBSP, U+1C..1F, U+3000; U+200B and U+FEFF are not whitespace)."""
+    from rag_lab.models.extractive import _TOKEN_RE
+
+    assert estimate_tokens(text) == len(_TOKEN_RE.findall(text))
+    assert estimate_tokens("a\xa0b\u3000c\x1cd") == 4 and estimate_tokens("a\u200bb") == 1

@@ -83,6 +83,20 @@ def test_did_you_mean():
     assert changed_fields(PipelineParams(mmr_lambda=0.5)) == {"mmr_lambda"}
 
 
+def test_changed_fields_asked_again_for_the_same_params():
+    """The last answer against the defaults is kept for the same params object (a lab asks with
+    its params question after question): the same sets, never one the caller could corrupt."""
+    p = PipelineParams(mmr_lambda=0.5, rerank_top_k=3)
+    first = changed_fields(p)
+    assert first == {"mmr_lambda", "rerank_top_k"}
+    first.add("corrupted")
+    assert changed_fields(p) == {"mmr_lambda", "rerank_top_k"}
+    assert changed_fields(PipelineParams(mmr_lambda=0.5, rerank_top_k=3)) == {"mmr_lambda", "rerank_top_k"}
+    assert changed_fields(PipelineParams()) == set()
+    assert changed_fields(p, PipelineParams(mmr_lambda=0.5)) == {"rerank_top_k"}
+    assert changed_fields(p) == {"mmr_lambda", "rerank_top_k"}
+
+
 def test_sweep_warnings_name_params_that_changed_nothing():
     rows = [
         {"config_index": 0, "mmr_lambda": 0.5, "rerank_top_k": 3},
