@@ -111,3 +111,25 @@ def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
     small.max_cached_rows = 2  # the KB does not fit: no scan, the hits' rows only
     assert small.vector_search([kb.id], q, 6, 0.0) == after
     assert calls[2:] and "whole kb" not in calls[2:]
+
+
+def test_every_hit_field_is_filled(small_kb):
+    """Hits are built positionally: each field holds its own value."""
+    from dataclasses import asdict
+
+    ws, kb, emb = small_kb
+    (hit,) = LocalEngine(ws).keyword_search([kb.id], "magma crust", 1, 0.0)
+    assert asdict(hit) == {
+        "id": f"{kb.id}:volcano#c0",
+        "content": hit.content,
+        "chunk_id": f"{kb.id}:volcano#c0",
+        "knowledge_id": "volcano",
+        "knowledge_base_id": kb.id,
+        "score": hit.score,
+        "match_type": 1,
+        "source_id": f"{kb.id}:volcano#c0",
+        "source_type": "chunk",
+        "tag_id": "science",
+        "is_enabled": True,
+    }
+    assert hit.content.startswith("Volcanoes erupt") and hit.score > 0
