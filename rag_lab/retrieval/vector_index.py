@@ -794,16 +794,17 @@ class _Quantized:
 
 
 _pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _scan_pool() -> ThreadPoolExecutor:
-    """Worker threads for the 8-bit copy's parts (created on first use, shared by every index)."""
+    """Worker threads for the 8-bit copy's parts (created on first use, shared by every index;
+    a forked child, which has none of its parent's threads, gets its own)."""
     global _pool
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="rag-lab-sq8")
-        return _pool
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=3, thread_name_prefix="rag-lab-sq8"))
+        return _pool[1]
 
 
 def _scan_part(part: Any, qs32: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:

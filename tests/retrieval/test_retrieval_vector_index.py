@@ -382,3 +382,24 @@ def test_quantized_parts_follow_the_policy() -> None:
     sq.policy = IndexPolicy(quantized_min_vectors=1, quantized_shards=3)
     assert sq.search(x[7], 10) == flat.search(x[7], 10)
     assert [p.ntotal for p in sq._quantized.parts] == [166, 167, 167]
+
+
+def test_quantized_parts_scan_in_a_forked_child() -> None:
+    """The parts' worker threads do not survive a fork: a child process gets its own pool instead
+    of waiting forever on its parent's."""
+    import os
+    import signal
+
+    x = _clustered(400, seed=4)
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(400)], shards=2)
+    expected = flat.search(x[3], 5)
+    assert sq.search(x[3], 5) == expected  # the pool exists in this process now
+    pid = os.fork()
+    if pid == 0:  # the child: killed by the alarm if it hangs
+        signal.alarm(30)
+        try:
+            os._exit(0 if sq.search(x[3], 5) == expected else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
