@@ -8,6 +8,9 @@ Keys: a KB id and a KB name are unique; a document is keyed by ``(knowledge_base
 same dataset can be ingested into several KBs (e.g. two chunk sizes) with its own ids; chunk ids
 are unique in the whole store (ingestion prefixes them with the KB id). Batch getters return
 dicts; missing ids are simply absent.
+
+Kept whole: one class over one SQLite file, whose methods share its per-thread connections, its
+write lock and the change token that caches of its rows key on.
 """
 
 from __future__ import annotations
@@ -304,14 +307,17 @@ class KnowledgeStore:
                 out[row["id"]] = _from_row(Chunk, row)
         return out
 
-    def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple]:
-        """``{chunk id: (value, ...)}`` of plain columns (booleans as stored: 0 / 1): search hits."""
+    def get_chunk_columns(self, ids: Iterable[str] | None, columns: Sequence[str], kb_id: str = "") -> dict[str, tuple]:
+        """``{chunk id: (value, ...)}`` of plain columns (booleans as stored: 0 / 1) of the chunks
+        ``ids``, or of every chunk of KB ``kb_id`` when ``ids`` is None (one scan): search hits."""
         if bad := [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]:
             raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
+        head = f"SELECT id, {', '.join(columns)} FROM chunks WHERE "
+        if ids is None:
+            return {row[0]: tuple(row)[1:] for row in self._conn().execute(head + "knowledge_base_id = ?", (kb_id,))}
         out: dict[str, tuple] = {}
         for batch in _batches(_unique(ids)):
-            q = f"SELECT id, {', '.join(columns)} FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
-            for row in self._conn().execute(q, tuple(batch)):
+            for row in self._conn().execute(head + f"id IN ({', '.join('?' * len(batch))})", tuple(batch)):
                 out[row[0]] = tuple(row)[1:]
         return out
 

@@ -644,6 +644,7 @@ class HybridSearcher:
         info get the image info of the image chunks under them (§6.9)."""
         memo = self._rows
         memo.fresh(self.workspace.store)
+        memo.preload(h.knowledge_base_id for h in hits)
         chunks = memo.chunks([h.chunk_id for h in hits])
         docs: dict[tuple[str, str], Knowledge] = memo.documents(
             (c.knowledge_base_id, c.knowledge_id) for c in chunks.values()

@@ -7,6 +7,11 @@ the rows read while the store's change token (its own writes, and SQLite's ``dat
 which moves when another connection commits) stays the same, and starts empty when it moves. The
 memoised ``Chunk`` / ``Knowledge`` objects are only read: :func:`chunk_to_search_result` copies
 what it takes from them.
+
+A small KB (at most :attr:`HydrationMemo.preload_max_chunks` chunks) is read whole on its first
+hydration under a store state: its chunks, its documents, and the children §6.9 gathers image
+info from, answered from those chunks. A search of a 1k-chunk KB then reads no row from SQLite,
+as a retriever over an in-memory document list would not.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ class HydrationMemo:
 
     #: rows kept before the memo starts over (a bound on memory for very large KBs)
     max_rows = 50_000
+    #: KBs of at most this many chunks are read whole (0: never)
+    preload_max_chunks = 5_000
 
     def __init__(self, store: Any = None) -> None:
         self.store = store
@@ -33,6 +40,7 @@ class HydrationMemo:
         self._chunks: dict[str, Any] = {}
         self._docs: dict[tuple[str, str], Any] = {}
         self._images: dict[str, str] = {}
+        self._kbs: dict[str, _WholeKb | None] = {}
 
     def fresh(self, store: Any) -> None:
         """Read ``store`` from now on; start over when it is another store or changed since the
@@ -42,7 +50,21 @@ class HydrationMemo:
             size = len(self._chunks) + len(self._docs) + len(self._images)
             if token != self._token or size > self.max_rows or store is not self.store:
                 self.store, self._token = store, token
-                self._chunks, self._docs, self._images = {}, {}, {}
+                self._chunks, self._docs, self._images, self._kbs = {}, {}, {}, {}
+
+    def preload(self, kb_ids: Iterable[str]) -> None:
+        """Read each small KB of ``kb_ids`` whole, once per store state (call after :meth:`fresh`)."""
+        for kb_id in dict.fromkeys(kb_ids):
+            if kb_id in self._kbs:
+                continue
+            whole = None
+            if 0 < self.store.count_chunks(kb_id) <= self.preload_max_chunks:
+                chunks = self.store.list_chunks(kb_id)
+                if len(self._chunks) + len(self._docs) + 2 * len(chunks) <= self.max_rows:
+                    whole = _WholeKb(chunks)
+                    self._chunks.update((c.id, c) for c in chunks)
+                    self._docs.update(((kb_id, d.id), d) for d in self.store.list_knowledge(kb_id))
+            self._kbs[kb_id] = whole
 
     def chunks(self, ids: Sequence[str]) -> dict[str, Any]:
         """``get_chunks(ids)`` (missing ids left out)."""
@@ -69,5 +91,23 @@ class HydrationMemo:
         return {p: known[p] for p in pairs if known.get(p) is not None}
 
     def enrich_image_info(self, results: Sequence[Any]) -> None:
-        """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised."""
-        enrich_search_results_image_info(results, self.store, self._images)
+        """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised; the
+        children of a KB read whole come from its chunks (children are in their parent's KB)."""
+        whole = {r.knowledge_base_id for r in results if not r.image_info}
+        source = self._kbs.get(next(iter(whole))) if len(whole) == 1 else None
+        enrich_search_results_image_info(results, source or self.store, self._images)
+
+
+class _WholeKb:
+    """The chunks of one KB, answering ``get_children`` as the store does (same order)."""
+
+    def __init__(self, chunks: Sequence[Any]) -> None:
+        self._children: dict[str, list[Any]] = {}
+        for c in chunks:
+            if c.parent_chunk_id:
+                self._children.setdefault(c.parent_chunk_id, []).append(c)
+        for group in self._children.values():
+            group.sort(key=lambda c: (c.chunk_index, c.id))
+
+    def get_children(self, parent_ids: Iterable[str]) -> list[Any]:
+        return [c for p in sorted(set(parent_ids)) if p for c in self._children.get(p, ())]

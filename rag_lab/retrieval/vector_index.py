@@ -12,7 +12,8 @@ vectors (default 20,000) every query scans the flat index. From there on, querie
 ``allowed_ids`` restriction scan an 8-bit copy (``IndexScalarQuantizer``, a quarter of the bytes)
 and re-score its best candidates with faiss' exact kernel, widening until a bound on the
 quantisation error proves that nothing outside the candidates belongs in the results: the same
-entries and scores as the flat scan, bit for bit, with no graph to build. From
+entries and scores as the flat scan, bit for bit, with no graph to build (from 40,000 vectors the
+copy is split in one part per core, scanned in parallel threads). From
 ``ann_min_vectors`` (default 0: never) an HNSW graph (``IndexHNSWFlat``, ``M`` and ``efSearch``
 configurable) answers instead: exact cosine scores for the vectors it finds, but it may miss a
 few of the true best ones (``benchmarks/search.py`` measures recall against the flat scan).
@@ -41,6 +42,7 @@ import logging
 import os
 import threading
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,9 @@ from typing import Any
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+
+_CORES = os.cpu_count() or 1
 
 
 class VectorIndexError(ValueError):
@@ -72,6 +77,10 @@ class IndexPolicy:
       persisted, dropped on any change.
     * ``quantized_candidates`` — candidates re-scored per result wanted (at least 64 more); more are
       fetched only when the exactness check needs them.
+    * ``quantized_shards`` — the 8-bit copy is split in this many parts scanned in parallel
+      threads (faiss releases the GIL). ``0`` (default): one part per core, at most 4, and one
+      part below ``2 * quantized_min_vectors`` vectors or 40,000 whichever is larger (a thread
+      hand-off costs more than it saves on small scans). The results do not depend on it.
     * ``ann_min_vectors`` — HNSW answers unrestricted queries from this many vectors on (default
       ``0``: never). Faster per query at millions of vectors, but approximate and costly to build
       (61 s at 100k, 416 s at 300k on 2 cores); opt in for very large KBs.
@@ -90,6 +99,7 @@ class IndexPolicy:
     ann_min_vectors: int = 0
     quantized_min_vectors: int = 20_000
     quantized_candidates: int = 4
+    quantized_shards: int = 0
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 256
@@ -100,6 +110,7 @@ class IndexPolicy:
             "ann_min_vectors": self.ann_min_vectors >= 0,
             "quantized_min_vectors": self.quantized_min_vectors >= 0,
             "quantized_candidates": 1 <= self.quantized_candidates <= 1000,
+            "quantized_shards": 0 <= self.quantized_shards <= 64,
             "hnsw_m": 2 <= self.hnsw_m <= 512,
             "hnsw_ef_construction": 1 <= self.hnsw_ef_construction <= 100_000,
             "hnsw_ef_search": 1 <= self.hnsw_ef_search <= 100_000,
@@ -109,6 +120,7 @@ class IndexPolicy:
             "ann_min_vectors": ">= 0",
             "quantized_min_vectors": ">= 0",
             "quantized_candidates": "in [1, 1000]",
+            "quantized_shards": "in [0, 64]",
             "hnsw_m": "in [2, 512]",
             "hnsw_ef_construction": "in [1, 100000]",
             "hnsw_ef_search": "in [1, 100000]",
@@ -136,6 +148,14 @@ class IndexPolicy:
         if self.quantized_min_vectors > 0 and n_vectors >= self.quantized_min_vectors:
             return "sq8"
         return "flat"
+
+    def shards_for(self, n_vectors: int) -> int:
+        """Parts of the 8-bit copy scanned in parallel (see ``quantized_shards``)."""
+        if self.quantized_shards > 0:
+            return max(1, min(self.quantized_shards, n_vectors))
+        if n_vectors < max(40_000, 2 * self.quantized_min_vectors):
+            return 1
+        return max(1, min(4, _CORES))
 
 
 _tls = threading.local()
@@ -572,8 +592,9 @@ class VectorIndex:
         under the lock."""
         if self._policy.kind_for(len(self)) != "sq8":
             return None  # kept until the data changes: switching policies back and forth is free
-        if self._quantized is None:
-            self._quantized = _Quantized.build(_faiss(), self._index, self.dimension)
+        n = len(self)
+        if self._quantized is None or len(self._quantized.parts) != self._policy.shards_for(n):
+            self._quantized = _Quantized.build(_faiss(), self._index, self.dimension, shards=self._policy.shards_for(n))
         return self._quantized
 
     def _search_quantized(
@@ -603,7 +624,7 @@ class VectorIndex:
             # a vector outside the candidates has A <= the last candidate's A (integers, exact)
             if found.size < c or c >= n or kth > const + alpha * float(approx[found.size - 1]) + bound:
                 keep = order[exact[order] >= kth]  # the top_k and whatever ties the k-th
-                return [(int(qz.fids[found[i]]), float(exact[i])) for i in keep]
+                return list(zip(qz.fids[found[keep]].tolist(), exact[keep].tolist()))
             if c * 4 >= n:
                 stats["flat_fallbacks"] += 1
                 return self._search_flat(faiss, q, top_k, n, None)
@@ -645,33 +666,58 @@ class _Quantized:
     times the smaller of half the codes' largest L1 norm and ``|ε| · max_i |c_i - 128|`` for the
     query's own rounding errors ``ε``). faiss' integer kernel is ~2.5× faster than its float 8-bit
     decoder (``QT_8bit``): one scan at 100k x 384 took 1.70 vs 4.19 ms p50 (flat: 5.29 ms) in a run
-    of ``benchmarks/search.py``."""
+    of ``benchmarks/search.py``.
 
-    __slots__ = ("index", "vectors", "fids", "step", "low", "code_l1", "code_l2", "resid_l2")
+    The codes may be split in contiguous parts (``shards``), scanned in parallel threads and
+    merged: the merged list is the ``c`` best by ``A`` over all parts, so the exactness argument
+    of :meth:`VectorIndex._search_quantized` is unchanged (a vector outside has ``A`` at most the
+    last candidate's)."""
+
+    __slots__ = ("parts", "offsets", "vectors", "fids", "step", "low", "code_l1", "code_l2", "resid_l2")
 
     def __init__(
         self,
-        index: Any,
+        parts: list[Any],
         vectors: np.ndarray,
         fids: np.ndarray,
         step: np.ndarray,
         low: np.ndarray,
         norms: tuple[float, float, float],
     ) -> None:
-        self.index, self.vectors, self.fids, self.step, self.low = index, vectors, fids, step, low
+        self.parts, self.vectors, self.fids, self.step, self.low = parts, vectors, fids, step, low
+        #: position of each part's first vector
+        self.offsets = np.cumsum([0] + [int(p.ntotal) for p in parts[:-1]]).astype(np.int64)
         #: max over vectors of Σ_d |c_d - 128|, of |c - 128| and of |x - x̂| (Euclidean)
         self.code_l1, self.code_l2, self.resid_l2 = norms
 
     def scan(self, q: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-        """The ``c`` best positions by ``A``: (A, positions, K, alpha, bound)."""
+        """The ``c`` best positions by ``A``: (A, positions, K, alpha, bound); positions ``-1``
+        pad the list when there are fewer than ``c`` vectors."""
         q64 = q[0].astype(np.float64)
         scaled = q64 * self.step
         top = float(np.abs(scaled).max()) if scaled.size else 0.0
         alpha = top / 127.0 if top > 0 else 1.0
         qs = np.rint(scaled / alpha)  # integers in [-127, 127]: the kernel truncates, these are exact
-        approx, pos = self.index.search(np.ascontiguousarray(qs[None, :], dtype=np.float32), c)
+        qs32 = np.ascontiguousarray(qs[None, :], dtype=np.float32)
         k = float(q64 @ self.low) + 128.0 * float(scaled.sum())
-        return approx[0], pos[0], k, alpha, self.bound(q64, alpha, scaled / alpha - qs)
+        bound = self.bound(q64, alpha, scaled / alpha - qs)
+        if len(self.parts) == 1:
+            approx, pos = self.parts[0].search(qs32, c)
+            return approx[0], pos[0], k, alpha, bound
+        pool = _scan_pool()
+        pending = [pool.submit(_scan_part, part, qs32, c) for part in self.parts[1:]]
+        first, first_pos = self.parts[0].search(qs32, c)  # the caller's thread scans the first part
+        got = [(first[0], first_pos[0])] + [f.result() for f in pending]
+        approx = np.concatenate([a for a, _ in got])
+        pos = np.concatenate([np.where(p >= 0, p + off, -1) for (_, p), off in zip(got, self.offsets)])
+        valid = pos >= 0
+        approx, pos = approx[valid], pos[valid]
+        best = np.argsort(-approx, kind="stable")[:c]
+        approx, pos = approx[best], pos[best]
+        if pos.size < c:
+            approx = np.concatenate([approx, np.full(c - pos.size, -np.inf, dtype=approx.dtype)])
+            pos = np.concatenate([pos, np.full(c - pos.size, -1, dtype=pos.dtype)])
+        return approx, pos, k, alpha, bound
 
     def bound(self, q64: np.ndarray, alpha: float, eps: np.ndarray) -> float:
         """``max |q · x - (K + alpha · A)|`` over the vectors, float rounding included. Codes: half
@@ -706,7 +752,7 @@ class _Quantized:
         return out
 
     @classmethod
-    def build(cls, faiss: Any, id_map: Any, dimension: int, block: int = 16_384) -> _Quantized:
+    def build(cls, faiss: Any, id_map: Any, dimension: int, block: int = 16_384, shards: int = 1) -> _Quantized:
         n = int(id_map.ntotal)
         flat = faiss.downcast_index(id_map.index)
         vectors = faiss.rev_swig_ptr(flat.get_xb(), n * dimension).reshape(n, dimension)
@@ -719,12 +765,19 @@ class _Quantized:
         low32 = low.astype(np.float32)  # exact: a minimum of float32 values
         inv32 = np.divide(1.0, step, out=np.zeros_like(step), where=step > 0).astype(np.float32)
         step32 = step.astype(np.float32)
-        index = faiss.IndexScalarQuantizer(
-            dimension, faiss.ScalarQuantizer.QT_8bit_direct_signed, faiss.METRIC_INNER_PRODUCT
-        )
+        shards = max(1, min(shards, n))
+        bounds = [n * i // shards for i in range(shards + 1)]
+        parts = [
+            faiss.IndexScalarQuantizer(
+                dimension, faiss.ScalarQuantizer.QT_8bit_direct_signed, faiss.METRIC_INNER_PRODUCT
+            )
+            for _ in range(shards)
+        ]
         l1 = l2 = resid = 0.0
-        for start in range(0, n, block):  # a block at a time: the float copies are transient
-            part = vectors[start : start + block]
+        # a block at a time (the float copies are transient), no block across two parts
+        cuts = sorted({*range(0, n, block), *bounds[1:-1]})
+        for start, stop in zip(cuts, [*cuts[1:], n]):
+            part = vectors[start:stop]
             codes = np.subtract(part, low32)
             codes *= inv32
             np.rint(codes, out=codes)
@@ -734,10 +787,31 @@ class _Quantized:
             codes -= 128.0
             l1 = max(l1, float(np.abs(codes).sum(axis=1, dtype=np.float64).max()))
             l2 = max(l2, float(np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float64)).max()))
-            index.add(codes)
+            parts[np.searchsorted(bounds, start, side="right") - 1].add(codes)
         # float32 decoding and subtraction err by a few ulps of the largest coordinate per dimension
         resid += np.sqrt(dimension) * 2.0**-20 * float(np.abs(vectors).max(initial=0.0))
-        return cls(index, vectors, fids, step, low, (l1, l2, resid))
+        return cls(parts, vectors, fids, step, low, (l1, l2, resid))
+
+
+_pool_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    """Worker threads for the 8-bit copy's parts (created on first use, shared by every index;
+    a forked child, which has none of its parent's threads, gets its own)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=3, thread_name_prefix="rag-lab-sq8"))
+        return _pool[1]
+
+
+def _scan_part(part: Any, qs32: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """One part's ``c`` best by the integer kernel, on one OpenMP thread."""
+    _single_query_threads(_faiss(), 1)
+    approx, pos = part.search(qs32, c)
+    return approx[0], pos[0]
 
 
 class _all_threads:

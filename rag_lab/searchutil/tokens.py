@@ -161,7 +161,7 @@ def intersection_counts(ids: Sequence[np.ndarray]) -> np.ndarray:
     if not n:
         return out
     sizes = _sizes(ids)
-    tok = np.concatenate(ids)
+    ids, tok = _local_ids(ids, sizes)
     if tok.size:
         seen = np.bincount(tok)
         shared = seen[tok] > 1
@@ -196,7 +196,7 @@ def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.nd
     a mark of ``c``'s tokens and summed per row (a row without a shared token counts 0)."""
     n = len(ids)
     sizes = _sizes(ids)
-    tok = np.concatenate(ids) if n else np.empty(0, dtype=np.int32)
+    ids, tok = _local_ids(ids, sizes)
     if not tok.size:
         return lambda c: np.zeros(n, dtype=np.int64)
     seen = np.bincount(tok)
@@ -227,6 +227,25 @@ def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.nd
         return counts
 
     return row
+
+
+#: token ids are renumbered before counting when the largest is above this and 64x the tokens at
+#: hand: the counts' arrays are sized by the largest id, and a long-running process' vocabulary
+#: only grows. Renumbering costs ~0.6 ms for 200 texts; the merge stage's 30 texts against ids
+#: near 2 million took 1.2 ms as they were and 0.17 ms renumbered.
+_LOCAL_IDS_ABOVE = 1 << 16
+_LOCAL_IDS_FACTOR = 64
+
+
+def _local_ids(ids: Sequence[np.ndarray], sizes: np.ndarray) -> tuple[Sequence[np.ndarray], np.ndarray]:
+    """``(ids, their concatenation)``, renumbered densely (order kept, so still sorted and unique
+    per array) when the largest id is far above the number of tokens; intersections are unchanged."""
+    tok = np.concatenate(ids) if len(ids) else np.empty(0, dtype=np.int32)
+    if not tok.size or int(tok.max()) < max(_LOCAL_IDS_ABOVE, _LOCAL_IDS_FACTOR * tok.size):
+        return ids, tok
+    _, local = np.unique(tok, return_inverse=True)
+    local = local.astype(np.int32)
+    return np.split(local, np.cumsum(sizes)[:-1]), local
 
 
 def _sizes(ids: Sequence[np.ndarray]) -> np.ndarray:

@@ -78,3 +78,58 @@ def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
         assert "#p" not in h.chunk_id  # parent_text chunks are never indexed
     with pytest.raises(KnowledgeBaseNotFound, match="'missing'"):
         eng.vector_search([kb.id, "missing"], q, 3, 0.0)
+
+
+def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
+    """A KB's hit rows are read in one scan on its first search under a store state; later
+    searches read none; a write empties them (a disabled chunk is gone at once); a KB over the
+    row budget loads its hits' rows as they come, with the same hits."""
+    ws, kb, emb = small_kb
+    calls: list[object] = []
+    original = ws.store.get_chunk_columns
+
+    def spy(ids, columns, kb_id=""):
+        ids = None if ids is None else list(ids)
+        calls.append("whole kb" if ids is None else len(ids))
+        return original(ids, columns, kb_id)
+
+    monkeypatch.setattr(ws.store, "get_chunk_columns", spy)
+    eng = LocalEngine(ws)
+    q = emb.embed(["molten magma lava"])[0]
+    first = eng.vector_search([kb.id], q, 6, 0.0)
+    eng.keyword_search([kb.id], "moon chess", 5, 0.0)
+    assert eng.vector_search([kb.id], emb.embed(["tides moon"])[0], 6, 0.0)
+    assert calls == ["whole kb"]
+    assert first[0].chunk_id == f"{kb.id}:volcano#c0" and first[0].content.startswith("Volcanoes erupt")
+
+    ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
+    after = eng.vector_search([kb.id], q, 6, 0.0)
+    assert calls == ["whole kb", "whole kb"]
+    assert [h.chunk_id for h in after] == [h.chunk_id for h in first if h.knowledge_id != "volcano"][:6]
+
+    small = LocalEngine(ws)
+    small.max_cached_rows = 2  # the KB does not fit: no scan, the hits' rows only
+    assert small.vector_search([kb.id], q, 6, 0.0) == after
+    assert calls[2:] and "whole kb" not in calls[2:]
+
+
+def test_every_hit_field_is_filled(small_kb):
+    """Hits are built positionally: each field holds its own value."""
+    from dataclasses import asdict
+
+    ws, kb, emb = small_kb
+    (hit,) = LocalEngine(ws).keyword_search([kb.id], "magma crust", 1, 0.0)
+    assert asdict(hit) == {
+        "id": f"{kb.id}:volcano#c0",
+        "content": hit.content,
+        "chunk_id": f"{kb.id}:volcano#c0",
+        "knowledge_id": "volcano",
+        "knowledge_base_id": kb.id,
+        "score": hit.score,
+        "match_type": 1,
+        "source_id": f"{kb.id}:volcano#c0",
+        "source_type": "chunk",
+        "tag_id": "science",
+        "is_enabled": True,
+    }
+    assert hit.content.startswith("Volcanoes erupt") and hit.score > 0

@@ -421,3 +421,18 @@ async def test_tenant_access_denied_looks_like_not_found_and_sharing_opens_it(sm
     ws.store.update_kb(kb)
     assert can_view(ws.get_kb(kb.id), 2) and not can_view(ws.get_kb(kb.id), 3)
     assert await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=2))
+
+
+async def test_results_are_the_same_with_the_kb_read_whole_or_row_by_row(small_kb):
+    """Hydration reading the small KB whole (the default below 5,000 chunks) changes nothing in
+    the results, and a write is seen at once (the memo starts over)."""
+    ws, kb, emb = small_kb
+    whole, rows = HybridSearcher(ws, lambda k: emb), HybridSearcher(ws, lambda k: emb)
+    rows._rows.preload_max_chunks = 0
+    for q in ("chloroplast photosynthesizing magma", "moon tides chess", "crust"):
+        a = await whole.search(kb.id, sp(q, match_count=6))
+        b = await rows.search(kb.id, sp(q, match_count=6))
+        assert a and [r.to_dict() for r in a] == [r.to_dict() for r in b]
+    assert kb.id in whole._rows._kbs and whole._rows._kbs[kb.id] is not None
+    ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
+    assert "volcano" not in {r.knowledge_id for r in await whole.search(kb.id, sp("magma crust", match_count=6))}

@@ -150,3 +150,37 @@ def test_children_are_found_through_the_parent_index(store: KnowledgeStore) -> N
     (sql,) = [q for q in seen if "parent_chunk_id IN" in q]
     plan = " ".join(str(tuple(r)) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
     assert "chunk_parent" in plan, plan
+
+
+def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: KnowledgeStore) -> None:
+    """Hydration reads a small KB whole once per store state: its children come from those chunks
+    in the store's order, the image info gathered is the same, and no further row is read."""
+    from rag_lab.knowledge.models import Knowledge
+    from rag_lab.retrieval.hydration import HydrationMemo, _WholeKb
+
+    store.add_knowledge(Knowledge(id="doc", knowledge_base_id="kb", title="Doc"))
+    whole = _WholeKb(store.list_chunks("kb"))
+    for parents in (["P1"], ["T3", "T1", "T1"], ["T1", "P1", "T2", "T4", "missing", ""]):
+        assert [c.id for c in whole.get_children(parents)] == [c.id for c in store.get_children(parents)]
+    ids = ["P1", "T1", "T2", "T3", "T4"]
+    assert collect_image_info_by_chunk_ids(whole, ids) == collect_image_info_by_chunk_ids(store, ids)
+
+    memo = HydrationMemo()
+    memo.fresh(store)
+    memo.preload(["kb", "kb"])
+    reads: list[str] = []
+    for name in ("get_chunks", "get_knowledge", "get_children"):
+        original = getattr(store, name)
+        setattr(store, name, lambda *a, _n=name, _f=original, **k: reads.append(_n) or _f(*a, **k))
+    assert set(memo.chunks(["T1", "T3"])) == {"T1", "T3"}
+    assert list(memo.documents([("kb", "doc")])) == [("kb", "doc")]
+    results = [SearchResult(id="T3", knowledge_base_id="kb"), SearchResult(id="T4", knowledge_base_id="kb")]
+    memo.enrich_image_info(results)
+    assert json.loads(results[0].image_info)[0]["url"] == "http://img/b.png" and results[1].image_info == ""
+    assert reads == []
+    small = HydrationMemo()
+    small.preload_max_chunks = 3  # 12 chunks: not read whole, rows as they come
+    small.fresh(store)
+    small.preload(["kb"])
+    small.chunks(["T1"])
+    assert reads == ["get_chunks"]

@@ -261,25 +261,26 @@ def test_graph_and_flat_paths_obey_the_same_contract(n, top_k, threshold, seed):
 # -- the 8-bit pre-scan with exact re-scoring (kind "sq8") ----------------------------------------
 
 
-def _pair(x: np.ndarray, ids: list[str]) -> tuple[VectorIndex, VectorIndex]:
-    sq = VectorIndex(x.shape[1], policy=IndexPolicy(quantized_min_vectors=1))
+def _pair(x: np.ndarray, ids: list[str], shards: int = 0) -> tuple[VectorIndex, VectorIndex]:
+    sq = VectorIndex(x.shape[1], policy=IndexPolicy(quantized_min_vectors=1, quantized_shards=shards))
     flat = VectorIndex(x.shape[1], policy=IndexPolicy(quantized_min_vectors=0))
     sq.add(ids, x)
     flat.add(ids, x)
     return sq, flat
 
 
-def test_quantized_search_returns_the_flat_scan_exactly() -> None:
+@pytest.mark.parametrize("shards", [1, 3])
+def test_quantized_search_returns_the_flat_scan_exactly(shards: int) -> None:
     x = _clustered(3000, d=32, seed=5)
     x[1000:1100] = x[:100]  # exact duplicates: tied scores, broken by id on both paths
     ids = [f"c{i:04d}" for i in range(3000)]
-    sq, flat = _pair(x, ids)
+    sq, flat = _pair(x, ids, shards)
     assert sq.kind == "sq8" and flat.kind == "flat"
     rng = np.random.default_rng(1)
     for q in [x[0], x[1500], *rng.normal(size=(40, 32)).astype(np.float32)]:
         for top_k, thr in ((1, -1.0), (10, -1.0), (30, 0.2), (150, 0.2), (3000, -1.0)):
             assert sq.search(q, top_k, thr) == flat.search(q, top_k, thr)
-    assert sq._quantized is not None
+    assert sq._quantized is not None and len(sq._quantized.parts) == shards
     st = sq.quantized_stats  # the 8-bit path answered (the last top_k = n goes to the flat scan)
     assert st["queries"] == 42 * 5 and st["rescans"] + st["flat_fallbacks"] < st["queries"]
     assert flat.quantized_stats["queries"] == 0
@@ -289,15 +290,16 @@ def test_quantized_search_returns_the_flat_scan_exactly() -> None:
     n=st.integers(1, 300),
     top_k=st.integers(1, 40),
     dup=st.integers(0, 30),
+    shards=st.integers(1, 4),
     seed=st.integers(0, 10_000),
 )
 @settings(max_examples=40, deadline=None)
-def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, seed: int) -> None:
+def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, shards: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 8)).astype(np.float32)
     x[: min(dup, n)] = x[0]  # ties
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    sq, flat = _pair(x, [f"c{i:03d}" for i in range(n)])
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(n)], shards)
     q = rng.normal(size=8).astype(np.float32)
     assert sq.search(q, top_k) == flat.search(q, top_k)
     assert sq.search(x[0], top_k, 0.5) == flat.search(x[0], top_k, 0.5)
@@ -331,10 +333,13 @@ def test_quantized_policy_values_are_checked() -> None:
     d=st.integers(1, 48),
     scale=st.sampled_from([1e-6, 1e-3, 1.0, 30.0]),
     constant_dims=st.integers(0, 3),
+    shards=st.integers(1, 3),
     seed=st.integers(0, 10_000),
 )
 @settings(max_examples=60, deadline=None)
-def test_quantized_bound_holds_for_every_vector(n: int, d: int, scale: float, constant_dims: int, seed: int) -> None:
+def test_quantized_bound_holds_for_every_vector(
+    n: int, d: int, scale: float, constant_dims: int, shards: int, seed: int
+) -> None:
     """The 8-bit scan's premise: every vector's exact score lies within ``bound`` of
     ``K + alpha · A`` (the integer kernel's score mapped back), whatever the ranges: tiny or wide
     coordinates, constant dimensions, skewed queries."""
@@ -347,7 +352,7 @@ def test_quantized_bound_holds_for_every_vector(n: int, d: int, scale: float, co
     x[:, : min(constant_dims, d)] = np.float32(0.25 * scale)
     idx = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
     idx.add_with_ids(x, np.arange(n, dtype=np.int64))
-    qz = _Quantized.build(faiss, idx, d, block=64)  # several blocks
+    qz = _Quantized.build(faiss, idx, d, block=64, shards=shards)  # several blocks, parts across them
     q = (rng.normal(size=(1, d)) * rng.uniform(0.0, 2.0, size=d)).astype(np.float32)
     approx, pos, const, alpha, bound = qz.scan(q, n)
     exact = x.astype(np.float64) @ q[0].astype(np.float64)
@@ -356,3 +361,45 @@ def test_quantized_bound_holds_for_every_vector(n: int, d: int, scale: float, co
     assert np.all(np.abs(exact[pos] - mapped) <= bound), (np.abs(exact[pos] - mapped).max(), bound)
     # the integer scan orders by A exactly: A is non-increasing along the returned positions
     assert np.all(np.diff(approx) <= 0)
+
+
+def test_quantized_parts_follow_the_policy() -> None:
+    """Automatic parts: one below 40,000 vectors, one per core (at most 4) from there on; a set
+    count is capped by the vector count; changing it rebuilds the copy at the next query."""
+    import os
+
+    auto = IndexPolicy()
+    assert auto.shards_for(39_999) == 1
+    assert auto.shards_for(100_000) == max(1, min(4, os.cpu_count() or 1))
+    assert IndexPolicy(quantized_min_vectors=50_000).shards_for(60_000) == 1  # below 2x the threshold
+    assert IndexPolicy(quantized_shards=3).shards_for(2) == 2
+    with pytest.raises(VectorIndexError, match="quantized_shards"):
+        IndexPolicy(quantized_shards=-1)
+    x = _clustered(500, seed=3)
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(500)], shards=2)
+    assert sq.search(x[7], 10) == flat.search(x[7], 10)
+    assert sq._quantized is not None and [p.ntotal for p in sq._quantized.parts] == [250, 250]
+    sq.policy = IndexPolicy(quantized_min_vectors=1, quantized_shards=3)
+    assert sq.search(x[7], 10) == flat.search(x[7], 10)
+    assert [p.ntotal for p in sq._quantized.parts] == [166, 167, 167]
+
+
+def test_quantized_parts_scan_in_a_forked_child() -> None:
+    """The parts' worker threads do not survive a fork: a child process gets its own pool instead
+    of waiting forever on its parent's."""
+    import os
+    import signal
+
+    x = _clustered(400, seed=4)
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(400)], shards=2)
+    expected = flat.search(x[3], 5)
+    assert sq.search(x[3], 5) == expected  # the pool exists in this process now
+    pid = os.fork()
+    if pid == 0:  # the child: killed by the alarm if it hangs
+        signal.alarm(30)
+        try:
+            os._exit(0 if sq.search(x[3], 5) == expected else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
