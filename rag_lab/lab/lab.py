@@ -589,32 +589,36 @@ class Lab:
 
     async def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
         """The assistant message with the answer so far (partial when the run was stopped),
-        completed as §9.1 says: references, memories, cited documents, explicit facts."""
-        from rag_lab.session.completion import complete_assistant_message
+        completed as §9.1 says: references, memories, cited documents, explicit facts.
+
+        The message is written once the run is over, so a finished (or stopped) turn is stored
+        completed in one write, then §9.1 step 2 runs; a turn that failed stays incomplete."""
+        from rag_lab.session.completion import start_after_completion
 
         store = self.services.messages
         if store is None:
             return
         sid = chat.request.session_id
+        finished = outcome.completed or outcome.cancelled
+        completion: dict[str, Any] = (
+            {"knowledge_references": chat.state.merge_result, "is_fallback": outcome.is_fallback} if finished else {}
+        )
         msg = store.add_message(
             sid,
             "assistant",
             outcome.answer,
             chat.context.message_id,
-            is_completed=False,
+            is_completed=finished,
             used_memories=list(chat.state.used_memories),
+            **completion,
         )
-        if outcome.completed or outcome.cancelled:
-            task = await complete_assistant_message(
-                store,
+        if finished:
+            await start_after_completion(
                 sid,
                 msg.id,
                 content=outcome.answer,
                 knowledge_references=chat.state.merge_result,
-                is_fallback=outcome.is_fallback,
-                used_memories=chat.state.used_memories,
                 query="" if outcome.cancelled else chat.request.query,
                 user_id=chat.request.user_id,
                 memory=self.services.memory,
             )
-            await task

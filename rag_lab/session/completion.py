@@ -65,6 +65,32 @@ async def complete_assistant_message(
         used_memories=list(used_memories),
         agent_steps=list(agent_steps),
     )
+    return start_after_completion(
+        session_id,
+        message_id,
+        content=content,
+        knowledge_references=refs,
+        query=query,
+        user_id=user_id,
+        memory=memory,
+        history_indexer=history_indexer,
+    )
+
+
+def start_after_completion(
+    session_id: str,
+    message_id: str,
+    *,
+    content: str,
+    knowledge_references: Iterable[Any] = (),
+    query: str = "",
+    user_id: str = "",
+    memory: Any = None,
+    history_indexer: Callable[..., Any] | None = None,
+) -> asyncio.Task:
+    """Step 2 alone, for a message already saved completed (the lab stores a finished turn's
+    answer in one write): the chat-history index and long-term memory, on a task of its own."""
+    refs = list(knowledge_references)
 
     async def after() -> dict[str, Any]:
         done: dict[str, Any] = {"indexed": False, "fact": None, "cited": 0, "extracted": False}

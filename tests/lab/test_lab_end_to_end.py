@@ -204,3 +204,47 @@ def test_graph_enabled_kb_extracts_entities_and_searches_them(tmp_path, docs_dir
 def test_ingest_images_needs_an_image_embedder(lab):
     with pytest.raises(LabConfigError, match="image embedder"):
         lab.ingest_images(["x.png"], kb="demo")
+
+
+def test_assistant_message_of_a_finished_stopped_and_failed_turn(lab, monkeypatch):
+    """A finished turn is stored completed with its references (§9.1 step 1); a stopped one is
+    completed with the answer so far; a turn whose stage failed stays incomplete."""
+    import asyncio
+
+    from rag_lab.pipeline.plugin import ErrTemplateExecute
+
+    store = lab.services.messages
+
+    def assistant(run):
+        return next(m for m in store.list_messages(run.session_id) if m.role == "assistant")
+
+    done = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+    saved = assistant(done)
+    assert saved.is_completed and not saved.is_fallback and saved.content == done.answer
+    assert [r.to_dict() for r in saved.knowledge_references] == [r.to_dict() for r in done.references] != []
+    assert saved.request_id == done.message_id and saved.agent_steps == [] and saved.used_memories == []
+
+    async def stop_after_rerank():
+        stop = asyncio.Event()
+
+        async def pause(event, snap):
+            if event == E.CHUNK_RERANK:
+                stop.set()
+
+        return await lab.aask("Who built the Brightwater lighthouse?", kb="demo", cancel_event=stop, pause=pause)
+
+    stopped = asyncio.run(stop_after_rerank())
+    saved = assistant(stopped)
+    assert stopped.stages[-1] == "chat_completion_stream" and stopped.answer == ""
+    assert saved.is_completed and saved.content == "" and saved.knowledge_references == []
+
+    plugin = lab._manager.plugins_for(E.INTO_CHAT_MESSAGE)[0]
+
+    async def failing(event, chat, next):
+        return ErrTemplateExecute
+
+    monkeypatch.setattr(plugin, "on_event", failing)
+    failed = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
+    saved = assistant(failed)
+    assert failed.error == str(ErrTemplateExecute) and not saved.is_completed
+    assert saved.content == failed.answer and saved.knowledge_references == []
