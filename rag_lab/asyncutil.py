@@ -1,9 +1,18 @@
 """Run a coroutine from synchronous code — also inside Jupyter, where a loop is already running
-(then it runs on a helper thread with its own loop)."""
+(then it runs on a helper thread with its own loop).
+
+Each call runs its coroutine as ``asyncio.run`` does (a new loop, leftover tasks cancelled, async
+generators closed, the calls it sent to threads finished before it returns), except that those
+calls run on a process-wide thread pool: ``asyncio.run`` started a pool per call and joined its
+threads at the end, ~1–4 ms per ``lab.ask`` on a loaded 2-core machine
+(``benchmarks/stage_overhead.py``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,8 +36,53 @@ async def _boxed(coro: Any) -> _Result:
     return _Result(await coro)
 
 
+_POOL_LOCK = threading.Lock()
+_POOL: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None  # (pid, pool): a forked child makes its own
+
+
+def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rag_lab"))
+        return _POOL[1]
+
+
+class _LoopExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The default executor of one :func:`run_sync` loop: calls go to the shared pool, and the
+    loop's shutdown waits for its own calls only, leaving the pool's threads for the next run."""
+
+    def __init__(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        super().__init__(max_workers=1)  # asyncio accepts ThreadPoolExecutors only; starts no thread
+        self._pool = pool
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pending_lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future = self._pool.submit(fn, *args, **kwargs)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._pending_lock:
+            pending = list(self._pending)
+        if cancel_futures:
+            for future in pending:
+                future.cancel()
+        if wait:
+            concurrent.futures.wait(pending)
+
+
 def _run(coro_factory: Callable[[], Any]) -> Any:
-    return asyncio.run(_boxed(coro_factory())).value
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(_LoopExecutor(_shared_pool()))
+        return runner.run(_boxed(coro_factory())).value
 
 
 def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") -> Any:
