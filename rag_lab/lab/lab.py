@@ -455,14 +455,23 @@ class Lab:
         chat = self.new_chat(question, kbs, p, session_id, user_id=user_id, tenant_id=tenant_id)
         chat.context.message_id = message_id or str(uuid.uuid4())
         chat.context.cancel_event = cancel_event
-        store = self.services.messages
-        if store is not None:  # the user message exists before the run (§3.1 step 1)
-            ensure_owned_session(store, chat.request.session_id, user_id, tenant_id)
-            user_msg = store.add_message(
-                chat.request.session_id, "user", question, chat.context.message_id, image_urls=list(chat.request.images)
-            )
-            chat.context.user_message_id = user_msg.id
+        self._open_turn(chat, user_id, tenant_id)
         return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=True)
+
+    def _open_turn(self, chat: ChatManage, user_id: str, tenant_id: int) -> None:
+        """The session (created for the caller when new) and the user message, which exists
+        before the run (§3.1 step 1)."""
+        store = self.services.messages
+        if store is None:
+            return
+        ensure_owned_session(store, chat.request.session_id, user_id, tenant_id)
+        chat.context.user_message_id = store.insert_message(
+            chat.request.session_id,
+            "user",
+            chat.request.query,
+            chat.context.message_id,
+            image_urls=list(chat.request.images),
+        )
 
     async def arerun(
         self,
@@ -603,7 +612,7 @@ class Lab:
         completion: dict[str, Any] = (
             {"knowledge_references": chat.state.merge_result, "is_fallback": outcome.is_fallback} if finished else {}
         )
-        msg = store.add_message(
+        message_id = store.insert_message(
             sid,
             "assistant",
             outcome.answer,
@@ -615,7 +624,7 @@ class Lab:
         if finished:
             await start_after_completion(
                 sid,
-                msg.id,
+                message_id,
                 content=outcome.answer,
                 knowledge_references=chat.state.merge_result,
                 query="" if outcome.cancelled else chat.request.query,

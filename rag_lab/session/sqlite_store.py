@@ -373,7 +373,21 @@ class SQLiteSessionStore:
         created_at: float | None = None,
         **extra: Any,
     ) -> Message:
-        """Store a message; the session must exist (see :meth:`ensure_session`)."""
+        """Store a message; the session must exist (see :meth:`ensure_session`). Returns it as stored."""
+        mid = self.insert_message(session_id, role, content, request_id, knowledge_references, created_at, **extra)
+        return self.get_message(session_id, mid)
+
+    def insert_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        request_id: str,
+        knowledge_references: list[SearchResult] | None = None,
+        created_at: float | None = None,
+        **extra: Any,
+    ) -> str:
+        """:meth:`add_message` without reading the message back: its id."""
         check_message_fields(extra, "add_message")
         now = time.time() if created_at is None else created_at
         values = self._column_values(
@@ -405,7 +419,7 @@ class SQLiteSessionStore:
                         f"session '{session_id}' not found (create it before adding messages)"
                     ) from None
                 raise
-        return self.get_message(session_id, mid)
+        return mid
 
     def get_message(self, session_id: str, message_id: str) -> Message:
         with self._lock:

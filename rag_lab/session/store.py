@@ -4,7 +4,7 @@ Both stores (:class:`MemoryMessageStore` here, ``SQLiteSessionStore`` in ``sqlit
 the same message methods, which is all the pipeline uses:
 
 * ``add_message(session_id, role, content, request_id, knowledge_references=None,
-  created_at=None, **fields)``;
+  created_at=None, **fields)``, and ``insert_message`` (the same, returning the id only);
 * ``update_message(session_id, message_id, **fields)`` (``KeyError`` when unknown);
 * ``get_message(session_id, message_id)``;
 * ``get_recent_messages(session_id, limit)``: the newest first (LOAD_HISTORY re-sorts them);
@@ -103,6 +103,10 @@ class MemoryMessageStore:
         with self._lock:
             self._messages.setdefault(session_id, []).append(msg)
         return msg
+
+    def insert_message(self, session_id: str, role: str, content: str, request_id: str, *args: Any, **kw: Any) -> str:
+        """:meth:`add_message`, returning the new message's id."""
+        return self.add_message(session_id, role, content, request_id, *args, **kw).id
 
     def _find(self, session_id: str, message_id: str) -> Message:
         for m in self._messages.get(session_id, []):

@@ -299,3 +299,26 @@ def test_fork_then_rewind_equals_prefix(times, data):
             == [(m.role, m.content) for m in store.list_messages(s.id)]
             == [(m.role, m.content) for m in chrono[: k + 1]]
         )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_insert_message_stores_what_add_message_stores(tmp_path, kind):
+    store = SQLiteSessionStore(tmp_path / "s.sqlite") if kind == "sqlite" else MemoryMessageStore()
+    sid = store.create_session("u").id if kind == "sqlite" else "s1"
+    refs = [SearchResult(id="c1", score=0.5, metadata={"base_score": "0.4"})]
+    kw = dict(knowledge_references=refs, created_at=10.0, is_completed=True, used_memories=[{"id": "m"}])
+    added = store.add_message(sid, "assistant", "answer", "r1", **kw)
+    mid = store.insert_message(sid, "assistant", "answer", "r1", **kw)
+    assert isinstance(mid, str) and mid != added.id
+    got = store.get_message(sid, mid)
+    assert (got.role, got.content, got.request_id, got.created_at, got.is_completed, got.used_memories) == (
+        "assistant",
+        "answer",
+        "r1",
+        10.0,
+        True,
+        [{"id": "m"}],
+    )
+    assert got.knowledge_references == added.knowledge_references == refs
+    with pytest.raises(TypeError, match="unknown message field"):
+        store.insert_message(sid, "user", "q", "r2", colour="red")
