@@ -16,7 +16,15 @@ embedding cache holds the passages). Per question, interleaved in a rotating ord
 Overhead per stage = (mode − bare) / stages in the run, medians over the questions. The time
 inside the snapshot hook is measured on its own too (per stage, and the final snapshot).
 Snapshots are checked equal (``to_dict()``, generated ids and the prompt's clock line aside)
-between the two snapshot modes.
+between the two snapshot modes. Both ``bare`` and the lab run on ``rag_lab.asyncutil.run_sync``
+(what ``lab.ask`` uses), so the loop's own start and end are in neither's overhead.
+
+Then one more round of ``ask, no snapshots`` with timers around the parts of ``lab.ask`` that
+``bare`` does not do, to say where its overhead goes (ms per run, medians): the session (the
+session row and the user message before the run, the assistant message and §9.1 after it), the
+ledger (token estimates and records in the model wrappers), the stored events read back, the
+warnings. Last, the event loop itself: ``run_sync`` vs ``asyncio.run`` of a coroutine that sends
+four calls to threads, as a run does.
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
+import rag_lab.lab.lab as lab_module
+import rag_lab.observability.ledger as ledger_module
+import rag_lab.pipeline.knobs as knobs_module
+import rag_lab.searchutil.language as language_module
+from rag_lab.asyncutil import run_sync
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.lab import Lab
 from rag_lab.pipeline.qa import run_knowledge_qa
@@ -91,7 +104,7 @@ def main() -> None:
                 for mode in order:
                     t0 = time.perf_counter()
                     if mode == "bare":
-                        stages_seen = asyncio.run(bare(q))
+                        stages_seen = run_sync(lambda q=q: bare(q))
                     else:
                         stages_seen = ask(mode, q)
                     got[mode] = time.perf_counter() - t0
@@ -103,6 +116,7 @@ def main() -> None:
                     a, b = cow.snapshots[stage].to_dict(), full.snapshots[stage].to_dict()
                     mismatches += _differs(a, b, stage)
         lab._snapshot_plan = plan
+        parts = _ask_parts(lab, questions)
         lab.workspace.close()
 
     print(f"{n} HotpotQA questions × {rounds} rounds, {stages_seen} stages per run, offline models, warm")
@@ -123,6 +137,87 @@ def main() -> None:
         "lab.ask overhead per stage (copy-on-write): "
         f"{statistics.median(per_stage['ask, copy-on-write']) * 1000:.3f} ms/stage"
     )
+    print(f"where 'ask, no snapshots' spends it, ms/run (p50 over {len(questions)} runs):")
+    for name, values in parts.items():
+        print(f"  {name:<58}{statistics.median(values) * 1000:>8.3f}")
+    loop_run_sync, loop_asyncio_run = _loop_cost()
+    print(
+        f"event loop per call (start, 4 calls sent to threads, end): run_sync {loop_run_sync * 1000:.3f} ms "
+        f"vs asyncio.run {loop_asyncio_run * 1000:.3f} ms"
+    )
+
+
+_PARTS = (
+    ("session: session row + user message (before the run)", lab_module.Lab, "_open_turn"),
+    ("session: assistant message + §9.1 (after the run)", lab_module.Lab, "_remember_turn"),
+    ("ledger: token estimates (model wrappers)", ledger_module, "estimate_tokens"),
+    ("ledger: records", ledger_module.Ledger, "record"),
+    ("events: stored stream events read back", None, "get_events"),
+    ("warnings: knobs and language", knobs_module, "run_warnings"),
+    ("warnings: knobs and language", language_module, "language_warning"),
+)
+
+
+def _ask_parts(lab: Lab, questions: list[str]) -> dict[str, list[float]]:
+    """One round of ``lab.ask(snapshots=False)`` with timers around the parts bare does not do."""
+    spent: dict[str, float] = defaultdict(float)
+    saved = []
+
+    def timed(name: str, fn: Any) -> Any:
+        if asyncio.iscoroutinefunction(fn):
+
+            async def atimer(*a: Any, **kw: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return await fn(*a, **kw)
+                finally:
+                    spent[name] += time.perf_counter() - t0
+
+            return atimer
+
+        def timer(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        return timer
+
+    for name, owner, attr in _PARTS:
+        target = owner if owner is not None else type(lab.stream_manager)
+        if hasattr(target, attr):
+            saved.append((target, attr, getattr(target, attr)))
+            setattr(target, attr, timed(name, getattr(target, attr)))
+    out: dict[str, list[float]] = defaultdict(list)
+    try:
+        for q in questions:
+            spent.clear()
+            lab.ask(q, kb=KB, snapshots=False)
+            for name, _, _ in _PARTS:
+                out[name].append(spent.get(name, 0.0))
+    finally:
+        for target, attr, fn in reversed(saved):
+            setattr(target, attr, fn)
+    return out
+
+
+def _loop_cost(rounds: int = 200) -> tuple[float, float]:
+    async def work() -> None:
+        await asyncio.gather(*(asyncio.to_thread(time.sleep, 0.0005) for _ in range(3)))
+        await asyncio.to_thread(lambda: None)
+
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        run_sync(work)
+        t1 = time.perf_counter()
+        asyncio.run(work())
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a), statistics.median(b)
 
 
 _CLOCK = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
