@@ -3,6 +3,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore, StoreError
@@ -159,12 +161,10 @@ def test_not_a_database_names_path(tmp_path):
         KnowledgeStore(bad)
 
 
-_TEXT = __import__("hypothesis.strategies", fromlist=["text"]).text(max_size=20)
+_TEXT = st.text(max_size=20)
 
 
 def _chunk_strategy():
-    from hypothesis import strategies as st
-
     json_value = st.recursive(
         st.none() | st.booleans() | st.integers(-5, 5) | _TEXT, lambda inner: st.lists(inner, max_size=3), max_leaves=5
     )
@@ -191,8 +191,6 @@ def _chunk_strategy():
 def test_rows_read_back_equal_what_was_written(tmp_path):
     """Every getter decodes rows into the objects written (JSON fields, booleans, unicode), for
     random chunks and documents."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
 
     @settings(max_examples=30, deadline=None)
     @given(st.lists(_chunk_strategy(), min_size=1, max_size=6), st.dictionaries(_TEXT, _TEXT, max_size=3))
