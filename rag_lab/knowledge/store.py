@@ -19,8 +19,9 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,19 +90,45 @@ def _to_row(obj: Any) -> tuple:
 _EMPTY_JSON: dict[str, type] = {"{}": dict, "[]": list}
 
 
-def _from_row(cls: type[T], row: sqlite3.Row) -> T:
+_DECODERS: dict[tuple[type, tuple[str, ...]], Callable[[Sequence[Any]], Any]] = {}
+
+
+def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]], T]:
+    """Row → ``cls`` for rows of these columns (in this order): the fields' positions found once
+    per query shape (kept: a store has a handful), JSON and booleans decoded in place, the
+    dataclass built positionally."""
+    found = _DECODERS.get((cls, columns))
+    if found is not None:
+        return found
     names, js, bools = _SPECS[cls]
-    values = dict(zip(row.keys(), row))  # one pass over the row (by-name lookups cost more)
-    for name in js:
-        v = values[name]
-        if not v:
-            values[name] = {} if name in ("metadata", "custom_metadata") else []
-        else:
-            empty = _EMPTY_JSON.get(v)
-            values[name] = empty() if empty is not None else json.loads(v)
-    for name in bools:
-        values[name] = bool(values[name])
-    return cls(**{name: values[name] for name in names})  # type: ignore[call-arg]
+    take = itemgetter(*(columns.index(n) for n in names))
+    json_at = [(i, n in ("metadata", "custom_metadata")) for i, n in enumerate(names) if n in js]
+    bool_at = [i for i, n in enumerate(names) if n in bools]
+
+    def decode(row: Sequence[Any]) -> T:
+        values = list(take(row))
+        for i, is_dict in json_at:
+            v = values[i]
+            if not v:
+                values[i] = {} if is_dict else []
+            else:
+                empty = _EMPTY_JSON.get(v)
+                values[i] = empty() if empty is not None else json.loads(v)
+        for i in bool_at:
+            values[i] = bool(values[i])
+        return cls(*values)
+
+    _DECODERS[(cls, columns)] = decode
+    return decode
+
+
+def _from_row(cls: type[T], row: sqlite3.Row) -> T:
+    return _decoder(cls, tuple(row.keys()))(row)
+
+
+def _decode_rows(cls: type[T], cursor: sqlite3.Cursor) -> Iterator[T]:
+    """Every row of ``cursor`` as a ``cls`` (one column lookup for the whole query)."""
+    return map(_decoder(cls, tuple(d[0] for d in cursor.description or ())), cursor)
 
 
 def _batches(items: Sequence[str], size: int = _SQLITE_MAX_VARS) -> Iterable[Sequence[str]]:
@@ -265,15 +292,15 @@ class KnowledgeStore:
                 q += f" AND k.knowledge_base_id IN ({', '.join('?' * len(kb_list))})"
                 args += tuple(kb_list)
             q += " ORDER BY b.created_at DESC, b.id DESC"  # earliest KB written last, so it wins
-            for row in self._conn().execute(q, args):
-                out[row["id"]] = _from_row(Knowledge, row)
+            for d in _decode_rows(Knowledge, self._conn().execute(q, args)):
+                out[d.id] = d
         return out
 
     def list_knowledge(self, kb_id: str) -> list[Knowledge]:
         rows = self._conn().execute(
             "SELECT * FROM knowledge WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
         )
-        return [_from_row(Knowledge, r) for r in rows]
+        return list(_decode_rows(Knowledge, rows))
 
     def delete_knowledge(self, kb_id: str, knowledge_id: str) -> list[str]:
         """Delete a document and its chunks; returns the deleted chunk ids."""
@@ -303,8 +330,8 @@ class KnowledgeStore:
         out: dict[str, Chunk] = {}
         for batch in _batches(_unique(ids)):
             q = f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
-            for row in self._conn().execute(q, tuple(batch)):
-                out[row["id"]] = _from_row(Chunk, row)
+            for c in _decode_rows(Chunk, self._conn().execute(q, tuple(batch))):
+                out[c.id] = c
         return out
 
     def get_chunk_columns(self, ids: Iterable[str] | None, columns: Sequence[str], kb_id: str = "") -> dict[str, tuple]:
@@ -331,7 +358,7 @@ class KnowledgeStore:
                 # the condition of the partial index chunk_parent: without it SQLite scans the table
                 "AND parent_chunk_id != '' ORDER BY parent_chunk_id, chunk_index, id"
             )
-            out.extend(_from_row(Chunk, row) for row in self._conn().execute(q, tuple(batch)))
+            out.extend(_decode_rows(Chunk, self._conn().execute(q, tuple(batch))))
         return out
 
     def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:
@@ -342,7 +369,7 @@ class KnowledgeStore:
             q += " AND knowledge_id = ?"
             args += (knowledge_id,)
         q += " ORDER BY knowledge_id, chunk_type, chunk_index, id"
-        return [_from_row(Chunk, r) for r in self._conn().execute(q, args)]
+        return list(_decode_rows(Chunk, self._conn().execute(q, args)))
 
     def set_chunks_enabled(self, ids: Iterable[str], enabled: bool) -> None:
         for batch in _batches(_unique(ids)):

@@ -3,6 +3,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore, StoreError
@@ -157,3 +159,59 @@ def test_not_a_database_names_path(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="bad.sqlite"):
         KnowledgeStore(bad)
+
+
+_TEXT = st.text(max_size=20)
+
+
+def _chunk_strategy():
+    json_value = st.recursive(
+        st.none() | st.booleans() | st.integers(-5, 5) | _TEXT, lambda inner: st.lists(inner, max_size=3), max_leaves=5
+    )
+    return st.builds(
+        Chunk,
+        id=st.just(""),  # set below: unique per example
+        knowledge_id=st.sampled_from(["d1", "d2"]),
+        knowledge_base_id=st.just("kb1"),
+        content=_TEXT,
+        chunk_index=st.integers(0, 9),
+        chunk_type=st.sampled_from(["text", "faq", "image_ocr", "parent_text"]),
+        start_at=st.integers(0, 100),
+        end_at=st.integers(0, 100),
+        parent_chunk_id=st.sampled_from(["", "p"]),
+        is_enabled=st.booleans(),
+        index_status=st.sampled_from(["indexed", "processing", "failed"]),
+        image_info=_TEXT,
+        metadata=st.dictionaries(_TEXT, json_value, max_size=3),
+        content_revision=st.integers(0, 3),
+        tag_id=_TEXT,
+    )
+
+
+def test_rows_read_back_equal_what_was_written(tmp_path):
+    """Every getter decodes rows into the objects written (JSON fields, booleans, unicode), for
+    random chunks and documents."""
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.lists(_chunk_strategy(), min_size=1, max_size=6), st.dictionaries(_TEXT, _TEXT, max_size=3))
+    def check(chunks, doc_meta):
+        store = KnowledgeStore(tmp_path / f"s{len(list(tmp_path.iterdir()))}.db")
+        for i, c in enumerate(chunks):
+            c.id = f"kb1:c{i}"
+        store.create_kb(_kb("kb1"))
+        doc = Knowledge(
+            id="d1", knowledge_base_id="kb1", title="T", metadata=doc_meta, custom_metadata={"k": [1]}, created_at=1.0
+        )
+        store.add_knowledge(doc)
+        store.add_chunks(chunks)
+        by_id = {c.id: c for c in chunks}
+        assert store.get_chunks(list(by_id)) == by_id
+        assert sorted(store.list_chunks("kb1"), key=lambda c: c.id) == sorted(chunks, key=lambda c: c.id)
+        assert store.get_children(["p"]) == sorted(
+            (c for c in chunks if c.parent_chunk_id == "p"), key=lambda c: (c.chunk_index, c.id)
+        )
+        assert store.get_knowledge(["d1"]) == {"d1": doc} and store.list_knowledge("kb1") == [doc]
+        assert store.get_document("kb1", "d1") == doc
+        store.close()
+
+    check()
