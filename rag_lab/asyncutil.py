@@ -89,6 +89,12 @@ def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    if not in_loop:
+        # outside the ``except``: run there, the whole run was "during handling" of the
+        # RuntimeError (chained into every error's traceback, a reference cycle per call)
         return _run(coro_factory)
     box: dict[str, Any] = {}
 

@@ -72,3 +72,12 @@ def test_inside_a_running_loop_it_runs_on_a_helper_thread():
         return run_sync(inner)
 
     assert asyncio.run(outer()) == "rag_lab-run"
+
+
+def test_an_error_is_not_chained_to_the_loop_probe():
+    async def fail():
+        raise KeyError("missing 7")
+
+    with pytest.raises(KeyError) as info:
+        run_sync(fail)
+    assert info.value.__context__ is None  # not "during handling of RuntimeError: no running event loop"
