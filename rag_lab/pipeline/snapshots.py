@@ -16,8 +16,8 @@ manager, which ChatManage fields each event's plugins declare they write
   at every later snapshot;
 * every other field is shared with the previous snapshot.
 
-The snapshot after the run copies every path any event writes (and what a fallback answer
-writes), except the fields shared with the live chat.
+The snapshot after the run copies what may have changed since the last event's snapshot: the
+fields of background stages and what a fallback answer writes; the rest is the last snapshot's.
 
 Each snapshot reads like a full copy (``to_dict()`` equal, tested on whole runs); snapshots share
 unchanged objects with each other, so take ``snap.snapshot()`` before editing one.
@@ -66,15 +66,8 @@ class SnapshotPlan:
             )
             self.share[event] = own
             self.copy[event] = paths - own
-        shared = frozenset[str]().union(*self.share.values()) - FALLBACK_WRITES
-        #: the snapshot after the run: what may have changed since the last event's snapshot
-        #: (every written path, the fallback answer's writes), except the fields nothing changes;
-        #: None (a full copy) when a plugin declares no contract
-        self.final_copy: frozenset[str] | None = None
-        if all(paths is not None for paths in writes.values()):
-            written = frozenset[str]().union(*(paths or () for paths in writes.values()))
-            self.final_copy = (written - shared) | FALLBACK_WRITES
-        self.final_share = shared
+        #: every plugin declares a contract (else the snapshot after the run is a full copy too)
+        self.contracted = all(paths is not None for paths in writes.values())
 
     @classmethod
     def from_manager(cls, manager: EventManager) -> SnapshotPlan:
@@ -112,8 +105,12 @@ class SnapshotTaker:
         return snap
 
     def final(self, chat: ChatManage) -> ChatManage:
-        """The snapshot after the run (background work and any fallback answer done)."""
+        """The snapshot after the run (background work and any fallback answer done).
+
+        Every event that ran was snapshotted right after it, copying what it wrote; since the
+        last one, only background stages (their fields are in ``_dirty``) and a fallback answer
+        may have written: those are copied, everything else is the last snapshot's."""
         plan = self.plan
-        if plan is None or self.previous is None or plan.final_copy is None:
+        if plan is None or self.previous is None or not plan.contracted:
             return chat.snapshot()
-        return chat.snapshot_after(self.previous, plan.final_copy, plan.final_share)
+        return chat.snapshot_after(self.previous, self._dirty | FALLBACK_WRITES)

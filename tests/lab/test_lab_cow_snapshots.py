@@ -59,6 +59,11 @@ def test_every_snapshot_equals_the_full_copy_and_stays_so(lab, recorded) -> None
     assert merge.state.merge_result is not rerank.state.merge_result
     # a written field is copied at its event: later stages never reach into the snapshot
     assert run.state("chunk_rerank").state.rerank_result[0] is not run.references[0]
+    # after the run only what background stages and a fallback write is copied again
+    last, final = run.state(run.stages[-1]), run.state("final")
+    assert final.state.search_result is last.state.search_result and final.request is last.request
+    assert final.state.merge_result is last.state.merge_result
+    assert final.state.chat_response == run.answer and final.state.chat_response is not None
 
 
 def test_snapshots_hold_on_a_session_with_history_and_a_rerun(lab, recorded) -> None:
