@@ -424,7 +424,8 @@ def interleaved(
 def scan_kernels(c: Corpus, vindex: Any, k: int) -> str:
     """p50 of one scan for ``k`` candidates, per kernel, over the corpus' queries: faiss' flat
     index, its float 8-bit decoder (``QT_8bit``, trained on the same vectors) and the integer
-    kernel rag_lab's 8-bit structure scans (``_Quantized.scan``), interleaved per query."""
+    kernel rag_lab's 8-bit structure scans (``_Quantized.scan``: its parts in parallel threads,
+    and one after the other in one thread), interleaved per query."""
     import faiss
 
     flat = faiss.IndexFlatIP(c.vectors.shape[1])
@@ -433,17 +434,24 @@ def scan_kernels(c: Corpus, vindex: Any, k: int) -> str:
     sq8.train(c.vectors)
     sq8.add(c.vectors)
     ours = vindex._quantized
-    times: dict[str, list[float]] = {"flat": [], "QT_8bit": [], "integer kernel": []}
+    parts = len(ours.parts)
+    serial = f"integer kernel, {parts} parts in one thread"
+    times: dict[str, list[float]] = {"flat": [], "QT_8bit": [], "integer kernel": [], serial: []}
     for qv in c.query_vectors:
         q = np.ascontiguousarray(qv[None, :], dtype=np.float32)
         for name, fn, args in (
             ("flat", flat.search, (q, k)),
             ("QT_8bit", sq8.search, (q, k)),
             ("integer kernel", ours.scan, (q, k)),
+            (serial, ours.scan, (q, k, False)),
         ):
             t0 = time.perf_counter()
             fn(*args)
             times[name].append((time.perf_counter() - t0) * 1000)
+    if parts == 1:
+        del times[serial]
+    else:
+        times[f"integer kernel, {parts} parts in parallel"] = times.pop("integer kernel")
     return f"one vector scan for {k} candidates, p50: " + ", ".join(
         f"{name} {_pct(ts, 50):.2f} ms" for name, ts in times.items()
     )

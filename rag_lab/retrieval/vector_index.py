@@ -690,9 +690,10 @@ class _Quantized:
         #: max over vectors of Σ_d |c_d - 128|, of |c - 128| and of |x - x̂| (Euclidean)
         self.code_l1, self.code_l2, self.resid_l2 = norms
 
-    def scan(self, q: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    def scan(self, q: np.ndarray, c: int, parallel: bool = True) -> tuple[np.ndarray, np.ndarray, float, float, float]:
         """The ``c`` best positions by ``A``: (A, positions, K, alpha, bound); positions ``-1``
-        pad the list when there are fewer than ``c`` vectors."""
+        pad the list when there are fewer than ``c`` vectors. ``parallel=False`` scans the parts
+        one after the other in the calling thread (the same result; for benchmarks)."""
         q64 = q[0].astype(np.float64)
         scaled = q64 * self.step
         top = float(np.abs(scaled).max()) if scaled.size else 0.0
@@ -704,10 +705,13 @@ class _Quantized:
         if len(self.parts) == 1:
             approx, pos = self.parts[0].search(qs32, c)
             return approx[0], pos[0], k, alpha, bound
-        pool = _scan_pool()
-        pending = [pool.submit(_scan_part, part, qs32, c) for part in self.parts[1:]]
-        first, first_pos = self.parts[0].search(qs32, c)  # the caller's thread scans the first part
-        got = [(first[0], first_pos[0])] + [f.result() for f in pending]
+        if parallel:
+            pool = _scan_pool()
+            pending = [pool.submit(_scan_part, part, qs32, c) for part in self.parts[1:]]
+            first, first_pos = self.parts[0].search(qs32, c)  # the caller's thread scans the first part
+            got = [(first[0], first_pos[0])] + [f.result() for f in pending]
+        else:
+            got = [(a[0], p[0]) for a, p in (part.search(qs32, c) for part in self.parts)]
         approx = np.concatenate([a for a, _ in got])
         pos = np.concatenate([np.where(p >= 0, p + off, -1) for (_, p), off in zip(got, self.offsets)])
         valid = pos >= 0

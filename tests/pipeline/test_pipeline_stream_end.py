@@ -79,3 +79,41 @@ def test_a_done_chunk_is_not_doubled_and_an_idle_stream_still_times_out() -> Non
 
     asyncio.run(main())
     assert errors and "no answer chunk for 0.2 s" in errors[0]["error"]
+
+
+def test_the_end_of_a_stream_leaves_no_reference_cycle() -> None:
+    """The StopAsyncIteration that ends a stream is not kept in a cycle with the task that raised
+    it (before: exception → traceback → the waiting frame → the task → the exception), so a
+    run's objects are freed at once, not by a full garbage collection (50–70 ms on a warm lab)."""
+    import gc
+
+    from rag_lab.pipeline.plugins.chat_completion_stream import _next_chunk
+
+    async def one_chunk() -> Any:
+        yield StreamChunk("answer", "a", done=True)
+
+    async def main() -> None:
+        cancel = asyncio.Event()
+        it = one_chunk().__aiter__()
+        assert (await _next_chunk(it, 5.0, cancel)).content == "a"
+        try:
+            await _next_chunk(it, 5.0, cancel)
+        except StopAsyncIteration:
+            pass
+        else:
+            raise AssertionError("the stream did not end")
+
+    loop = asyncio.new_event_loop()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        loop.run_until_complete(main())
+        gc.collect()
+        in_cycles = [o for o in gc.garbage if isinstance(o, StopAsyncIteration)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+        loop.close()
+    assert in_cycles == []

@@ -361,6 +361,8 @@ def test_quantized_bound_holds_for_every_vector(
     assert np.all(np.abs(exact[pos] - mapped) <= bound), (np.abs(exact[pos] - mapped).max(), bound)
     # the integer scan orders by A exactly: A is non-increasing along the returned positions
     assert np.all(np.diff(approx) <= 0)
+    one_thread = qz.scan(q, n, parallel=False)  # the parts one after the other: the same lists
+    assert np.array_equal(one_thread[0], approx) and np.array_equal(one_thread[1], pos)
 
 
 def test_quantized_parts_follow_the_policy() -> None:
