@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+import rag_lab.searchutil.tokens as tokens_mod
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.knowledge.workspace import Workspace
 from rag_lab.models.base import RerankScore
@@ -241,6 +242,15 @@ def main() -> None:
         sizes = np.array([a.size for a in tok_ids])
         fast, _ = timed("MMR over the captured matrix (evaluator)", select_mmr_overlap, arr, counts, sizes, k, lam)
         assert ref == naive == live == fast, "MMR implementations disagree"
+        # a long-running process' vocabulary: the same token sets with ids near 2 million, the
+        # merge stage's ~30 texts, renumbered (the default) vs counted as they are
+        far = [(a + 2_000_000).astype(np.int32) for a in tok_ids[:k]]
+        renumbered = timed("overlap matrix of 30 texts, ids ~2M, renumbered", intersection_counts, far)
+        saved = tokens_mod._LOCAL_IDS_ABOVE
+        tokens_mod._LOCAL_IDS_ABOVE = 1 << 62
+        as_is = timed("overlap matrix of 30 texts, ids ~2M, as they are", intersection_counts, far)
+        tokens_mod._LOCAL_IDS_ABOVE = saved
+        assert renumbered.tolist() == as_is.tolist() == intersection_counts(tok_ids[:k]).tolist()
         ref_top = timed("FILTER_TOP_K sort (reference)", ref_top_k, ranked)
         ranks = tiebreak_ranks(ranked)
         vec_top = timed("FILTER_TOP_K on arrays (ranks captured)", top_k_order, arr, ranks, k)

@@ -421,6 +421,19 @@ def interleaved(
     return out
 
 
+def held_rows_mb(engine: Any) -> float:
+    """Memory of the hit rows a LocalEngine holds, by ``sys.getsizeof``: the dict, each row tuple
+    and its strings (strings shared between rows, such as the chunk type, counted once per row:
+    an upper bound)."""
+    rows = engine._rows
+    total = sys.getsizeof(rows)
+    for cid, row in rows.items():
+        total += sys.getsizeof(cid)
+        if row is not None:
+            total += sys.getsizeof(row) + sum(sys.getsizeof(v) for v in row)
+    return total / 2**20
+
+
 def scan_kernels(c: Corpus, vindex: Any, k: int) -> str:
     """p50 of one scan for ``k`` candidates, per kernel, over the corpus' queries: faiss' flat
     index, its float 8-bit decoder (``QT_8bit``, trained on the same vectors) and the integer
@@ -482,7 +495,7 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
         asyncio.run(ours.search("qqqq", -c.query_vectors[0]))
         c.notes.append(
             f"{st.name}: rag_lab's first search (the KB's hit rows, and its whole rows below 5,000 chunks, "
-            f"read once) {time.perf_counter() - t0:.2f} s"
+            f"read once) {time.perf_counter() - t0:.2f} s; hit rows held {held_rows_mb(c.ws.engine()):.0f} MB"
         )
         label = {"flat": "rag_lab", "sq8": "rag_lab (sq8 + exact)"}.get(
             kind, f"rag_lab (efSearch {vindex.policy.hnsw_ef_search})"

@@ -59,8 +59,8 @@ class LocalEngine:
     The chunk fields a hit carries are kept in memory (at most :attr:`max_cached_rows`), keyed on
     the store's change token: any write, in this process or another, empties the cache. A KB's
     first search under a store state loads them for all its chunks in one scan when they fit
-    (:meth:`_preload`; ~0.3 s and ~70 MB at 100k chunks of ~350 characters, measured by
-    ``benchmarks/search.py``), so later queries read no hit row from SQLite; a KB too large for
+    (:meth:`_preload`; 0.4–0.6 s and at most ~77 MB at 100k chunks of ~350 characters, as
+    ``benchmarks/search.py`` measures them), so later queries read no hit row from SQLite; a KB too large for
     the budget loads the rows of its hits as they come. Small searches run their retrievers in the
     caller's thread (:meth:`runs_inline`): below :attr:`inline_max_vectors` vectors a
     worker-thread hand-off costs more than the search."""

@@ -84,7 +84,7 @@ def test_a_done_chunk_is_not_doubled_and_an_idle_stream_still_times_out() -> Non
 def test_the_end_of_a_stream_leaves_no_reference_cycle() -> None:
     """The StopAsyncIteration that ends a stream is not kept in a cycle with the task that raised
     it (before: exception → traceback → the waiting frame → the task → the exception), so a
-    run's objects are freed at once, not by a full garbage collection (50–70 ms on a warm lab)."""
+    run's objects are freed at once, not by a full garbage collection."""
     import gc
 
     from rag_lab.pipeline.plugins.chat_completion_stream import _next_chunk
