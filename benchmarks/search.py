@@ -11,9 +11,9 @@ For every corpus, in one process and on the same chunks, vectors and queries:
   (flat below ``IndexPolicy.quantized_min_vectors`` vectors, from there on the 8-bit pre-scan with
   exact re-scoring, in one part per core from 40,000 vectors, which returns the flat scan's
   results; HNSW where a policy opts in) + bm25s, over-recall pool 50, weighted RRF (k 60,
-  0.7 / 0.3) normalised to [0, 1], hydration from SQLite, top 10. The KB's hit rows (and, below
-  5,000 chunks, its whole rows for hydration) are read once on its first search, as the 8-bit
-  copy is built on its first query; both times are noted, like the anchor's index build. Where the policy picks another structure, a second row forces the flat scan
+  0.7 / 0.3) normalised to [0, 1], hydration from SQLite rows, top 10. The KB's chunk and document rows are read once on its
+  first search (``KbRows``), as the 8-bit copy is built on its first query; both times are
+  noted, like the anchor's index build. Where the policy picks another structure, a second row forces the flat scan
   (``rag_lab (flat)``), and the time the first query took to build that structure is noted.
 * **rank-bm25 + FAISS flat** — the common LangChain-style stack: ``rank_bm25.BM25Okapi``
   (k1 1.5, b 0.75, epsilon 0 so that its ranking is BM25's, the same as bm25s') over the same
@@ -421,16 +421,15 @@ def interleaved(
     return out
 
 
-def held_rows_mb(engine: Any) -> float:
-    """Memory of the hit rows a LocalEngine holds, by ``sys.getsizeof``: the dict, each row tuple
-    and its strings (strings shared between rows, such as the chunk type, counted once per row:
-    an upper bound)."""
-    rows = engine._rows
-    total = sys.getsizeof(rows)
-    for cid, row in rows.items():
-        total += sys.getsizeof(cid)
-        if row is not None:
-            total += sys.getsizeof(row) + sum(sys.getsizeof(v) for v in row)
+def held_rows_mb(store: Any) -> float:
+    """Memory of the whole-KB rows a store holds (``KbRows``: chunk and document rows), by
+    ``sys.getsizeof``: the dicts, each row tuple and its values (values shared between rows, such
+    as the chunk type, counted once per row: an upper bound)."""
+    total = 0
+    for table in store.kb_rows.tables():
+        total += sys.getsizeof(table.rows)
+        for rid, row in table.rows.items():
+            total += sys.getsizeof(rid) + sys.getsizeof(row) + sum(sys.getsizeof(v) for v in row)
     return total / 2**20
 
 
@@ -494,8 +493,8 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
         t0 = time.perf_counter()  # a query of none of the corpus' words, the vector of none of the queries
         asyncio.run(ours.search("qqqq", -c.query_vectors[0]))
         c.notes.append(
-            f"{st.name}: rag_lab's first search (the KB's hit rows, and its whole rows below 5,000 chunks, "
-            f"read once) {time.perf_counter() - t0:.2f} s; hit rows held {held_rows_mb(c.ws.engine()):.0f} MB"
+            f"{st.name}: rag_lab's first search (the KB's chunk and document rows read once) "
+            f"{time.perf_counter() - t0:.2f} s; rows held {held_rows_mb(c.ws.store):.0f} MB"
         )
         label = {"flat": "rag_lab", "sq8": "rag_lab (sq8 + exact)"}.get(
             kind, f"rag_lab (efSearch {vindex.policy.hnsw_ef_search})"

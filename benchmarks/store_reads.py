@@ -7,7 +7,8 @@ A store of N synthetic chunks (default 100,000, ~500 characters each) is written
 fresh connections, ``SELECT <the six hit columns> WHERE id IN (ROWS random ids)`` is timed REPS
 times per setting, the settings taking turns: ``mmap_size`` 0 (SQLite reads pages with read()
 into its own cache) vs :data:`rag_lab.knowledge.sqlite_conn.MMAP_BYTES` (what the stores use).
-The file is in the OS page cache in both (it was just written and read). Then the decoding of
+The file is in the OS page cache in both (it was just written and read). Then whole rows
+(``SELECT *``) fetched as ``sqlite3.Row`` vs plain tuples (what the getters use). Then the decoding of
 2,000 rows into ``Chunk`` objects: a reference decoder reading columns by name, ``_from_row``
 (one row at a time, the decoder looked up from the row's column names) and ``_decode_rows`` (a
 whole query's rows with one lookup, what the batch getters use), equal objects asserted.
@@ -91,6 +92,28 @@ def main() -> None:
             f"{rows} random rows by id, p50 over {reps} reads: " + ", ".join(f"{k} {v:.3f} ms" for k, v in p50.items())
         )
         print(f"memory map / read(): {mm / base:.2f}")
+
+        # whole rows (SELECT *) fetched as sqlite3.Row vs as plain tuples (the store's getters),
+        # the same random ids for both, the order alternating
+        by_row = sqlite3.connect(str(path))
+        by_row.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        by_row.row_factory = sqlite3.Row
+        as_tuples = sqlite3.connect(str(path))
+        as_tuples.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        fetch = {"sqlite3.Row": by_row, "tuples": as_tuples}
+        got_ms: dict[str, list[float]] = {k: [] for k in fetch}
+        whole = f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * rows)})"
+        for i in range(reps):
+            batch = rng.sample(ids, rows)
+            for label in list(fetch)[:: 1 if i % 2 else -1]:
+                t0 = time.perf_counter()
+                fetched = fetch[label].execute(whole, batch).fetchall()
+                got_ms[label].append((time.perf_counter() - t0) * 1000)
+                assert len(fetched) == rows
+        print(
+            f"{rows} whole rows by id, p50 (each batch read by both, the first read cold): "
+            + ", ".join(f"{k} {statistics.median(v[5:]):.3f} ms" for k, v in got_ms.items())
+        )
 
         c = sqlite3.connect(str(path))
         c.row_factory = sqlite3.Row

@@ -25,6 +25,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
@@ -131,6 +132,21 @@ def _decode_rows(cls: type[T], cursor: sqlite3.Cursor) -> Iterator[T]:
     return map(_decoder(cls, tuple(d[0] for d in cursor.description or ())), cursor)
 
 
+def _tuples(conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+    """``sql`` on a cursor whose rows are plain tuples, for rows decoded by position: fetching
+    them costs less than ``sqlite3.Row``s (``benchmarks/store_reads.py`` times both)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, args)
+
+
+def _kb_table(table: str) -> str:
+    """``table`` when it is one of the tables rows of a whole KB are read from, else StoreError."""
+    if table not in ("chunks", "knowledge"):
+        raise StoreError(f"no KB rows in table {table!r}: 'chunks' or 'knowledge'")
+    return table
+
+
 def _batches(items: Sequence[str], size: int = _SQLITE_MAX_VARS) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -154,6 +170,12 @@ class KnowledgeStore:
         #: bumped by every write of this process (with PRAGMA data_version: any other writer)
         self.generation = 0
         self._create_schema()
+        #: whole KBs' chunk and document rows, per store state (the search path's reads)
+        self.kb_rows = KbRows(self)
+
+    #: ``row_decoder(cls, columns)``: row → ``cls`` for rows of these columns (the decoder every
+    #: getter uses; :class:`~rag_lab.knowledge.kb_rows.KbRows` decodes its rows with it)
+    row_decoder = staticmethod(_decoder)
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -292,13 +314,13 @@ class KnowledgeStore:
                 q += f" AND k.knowledge_base_id IN ({', '.join('?' * len(kb_list))})"
                 args += tuple(kb_list)
             q += " ORDER BY b.created_at DESC, b.id DESC"  # earliest KB written last, so it wins
-            for d in _decode_rows(Knowledge, self._conn().execute(q, args)):
+            for d in _decode_rows(Knowledge, _tuples(self._conn(), q, args)):
                 out[d.id] = d
         return out
 
     def list_knowledge(self, kb_id: str) -> list[Knowledge]:
-        rows = self._conn().execute(
-            "SELECT * FROM knowledge WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
+        rows = _tuples(
+            self._conn(), "SELECT * FROM knowledge WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
         )
         return list(_decode_rows(Knowledge, rows))
 
@@ -330,7 +352,7 @@ class KnowledgeStore:
         out: dict[str, Chunk] = {}
         for batch in _batches(_unique(ids)):
             q = f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})"
-            for c in _decode_rows(Chunk, self._conn().execute(q, tuple(batch))):
+            for c in _decode_rows(Chunk, _tuples(self._conn(), q, tuple(batch))):
                 out[c.id] = c
         return out
 
@@ -341,12 +363,39 @@ class KnowledgeStore:
             raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
         head = f"SELECT id, {', '.join(columns)} FROM chunks WHERE "
         if ids is None:
-            return {row[0]: tuple(row)[1:] for row in self._conn().execute(head + "knowledge_base_id = ?", (kb_id,))}
+            return {row[0]: row[1:] for row in _tuples(self._conn(), head + "knowledge_base_id = ?", (kb_id,))}
         out: dict[str, tuple] = {}
         for batch in _batches(_unique(ids)):
-            for row in self._conn().execute(head + f"id IN ({', '.join('?' * len(batch))})", tuple(batch)):
-                out[row[0]] = tuple(row)[1:]
+            for row in _tuples(self._conn(), head + f"id IN ({', '.join('?' * len(batch))})", tuple(batch)):
+                out[row[0]] = row[1:]
         return out
+
+    def get_chunk_rows(self, ids: Iterable[str]) -> tuple[tuple[str, ...], dict[str, tuple]]:
+        """The column names and ``{chunk id: row}`` of the chunks ``ids``, rows as stored (JSON
+        undecoded, booleans 0 / 1): the rows :meth:`kb_table_rows` holds, for chunks of a KB
+        not held whole."""
+        out: dict[str, tuple] = {}
+        columns: tuple[str, ...] = ()
+        for batch in _batches(_unique(ids)):
+            cur = _tuples(self._conn(), f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})", batch)
+            columns = tuple(d[0] for d in cur.description)
+            out.update((r[0], r) for r in cur)
+        return columns or self.table_columns("chunks"), out
+
+    def kb_table_rows(self, table: str, kb_id: str) -> tuple[tuple[str, ...], list[tuple]]:
+        """The column names and every row of KB ``kb_id`` in ``table`` (``"chunks"`` or
+        ``"knowledge"``), as stored, in one scan."""
+        cur = _tuples(self._conn(), f"SELECT * FROM {_kb_table(table)} WHERE knowledge_base_id = ?", (kb_id,))
+        return tuple(d[0] for d in cur.description), cur.fetchall()
+
+    def count_kb_rows(self, table: str, kb_id: str) -> int:
+        """Rows of KB ``kb_id`` in ``table`` (``"chunks"`` or ``"knowledge"``)."""
+        q = f"SELECT COUNT(*) FROM {_kb_table(table)} WHERE knowledge_base_id = ?"
+        return int(self._conn().execute(q, (kb_id,)).fetchone()[0])
+
+    def table_columns(self, table: str) -> tuple[str, ...]:
+        """``table``'s column names in its rows' order (``"chunks"`` or ``"knowledge"``)."""
+        return tuple(r[1] for r in self._conn().execute(f"PRAGMA table_info({_kb_table(table)})"))
 
     def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
         """The chunks whose ``parent_chunk_id`` is one of ``parent_ids`` (disabled ones included),
@@ -358,7 +407,7 @@ class KnowledgeStore:
                 # the condition of the partial index chunk_parent: without it SQLite scans the table
                 "AND parent_chunk_id != '' ORDER BY parent_chunk_id, chunk_index, id"
             )
-            out.extend(_decode_rows(Chunk, self._conn().execute(q, tuple(batch))))
+            out.extend(_decode_rows(Chunk, _tuples(self._conn(), q, tuple(batch))))
         return out
 
     def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:
@@ -369,7 +418,7 @@ class KnowledgeStore:
             q += " AND knowledge_id = ?"
             args += (knowledge_id,)
         q += " ORDER BY knowledge_id, chunk_type, chunk_index, id"
-        return list(_decode_rows(Chunk, self._conn().execute(q, args)))
+        return list(_decode_rows(Chunk, _tuples(self._conn(), q, args)))
 
     def set_chunks_enabled(self, ids: Iterable[str], enabled: bool) -> None:
         for batch in _batches(_unique(ids)):
@@ -427,6 +476,4 @@ class KnowledgeStore:
         return {r[0] for r in self._conn().execute(q, (kb_id, *types))}
 
     def count_chunks(self, kb_id: str) -> int:
-        return int(
-            self._conn().execute("SELECT COUNT(*) FROM chunks WHERE knowledge_base_id = ?", (kb_id,)).fetchone()[0]
-        )
+        return self.count_kb_rows("chunks", kb_id)

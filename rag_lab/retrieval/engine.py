@@ -43,27 +43,31 @@ def searchable_fields(is_enabled: Any, chunk_type: str, index_status: str) -> bo
     return bool(is_enabled) and chunk_type in SEARCHABLE_CHUNK_TYPES and index_status not in UNSEARCHABLE_STATUSES
 
 
-#: a hit's chunk fields (knowledge id, chunk type, tag id, enabled, searchable, content)
-_HitRow = tuple[str, str, str, bool, bool, str]
+#: the chunk columns a hit reads
 _HIT_COLUMNS = ("knowledge_id", "chunk_type", "tag_id", "is_enabled", "index_status", "content")
 
 
-def _hit_row(r: tuple[Any, ...]) -> _HitRow:
-    """A hit row from the store's :data:`_HIT_COLUMNS` values."""
-    return (r[0], r[1], r[2], bool(r[3]), searchable_fields(r[3], r[1], r[4]), r[5])
+class _Rows:
+    """Chunk rows as stored, by chunk id, with the positions of :data:`_HIT_COLUMNS` in them: a
+    KB's whole rows (shared with hydration) or the rows read by id so far."""
+
+    __slots__ = ("rows", "at")
+
+    def __init__(self, columns: Sequence[str], rows: dict[str, Any]) -> None:
+        self.rows = rows
+        self.at = tuple(columns.index(c) for c in _HIT_COLUMNS)
 
 
 class LocalEngine:
     """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`.
 
-    The chunk fields a hit carries are kept in memory (at most :attr:`max_cached_rows`), keyed on
-    the store's change token: any write, in this process or another, empties the cache. A KB's
-    first search under a store state loads them for all its chunks in one scan when they fit
-    (:meth:`_preload`; 0.4–0.6 s and at most ~77 MB at 100k chunks of ~350 characters, as
-    ``benchmarks/search.py`` measures them), so later queries read no hit row from SQLite; a KB too large for
-    the budget loads the rows of its hits as they come. Small searches run their retrievers in the
-    caller's thread (:meth:`runs_inline`): below :attr:`inline_max_vectors` vectors a
-    worker-thread hand-off costs more than the search."""
+    The chunk fields a hit carries come from the store's whole-KB rows
+    (:class:`~rag_lab.knowledge.kb_rows.KbRows`: a KB's chunk rows read in one scan on its first
+    search under a store state, dropped on any write in this process or another; hydration reads
+    the same rows). For a KB too large for their budget the rows of its hits are read as they come
+    and kept while the store is unchanged (at most :attr:`max_cached_rows`). Small searches run
+    their retrievers in the caller's thread (:meth:`runs_inline`): below
+    :attr:`inline_max_vectors` vectors a worker-thread hand-off costs more than the search."""
 
     engine_type = ENGINE_TYPE
     max_cached_rows = 200_000
@@ -71,11 +75,11 @@ class LocalEngine:
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self._rows: dict[str, _HitRow | None] = {}
         self._memo_token: tuple[int, int] | None = None
         self._memo: dict[str, Any] = {}
+        self._by_id: _Rows | None = None
         self._inline: dict[tuple[str, ...], tuple[tuple[int, int], bool]] = {}
-        self._preload_lock = threading.Lock()
+        self._lock = threading.Lock()
 
     def runs_inline(self, kb_ids: Sequence[str]) -> bool:
         """True when the KBs are small enough to search without a worker thread (decided once per
@@ -95,33 +99,27 @@ class LocalEngine:
         self._inline[key] = (token, total <= self.inline_max_vectors)
         return total <= self.inline_max_vectors
 
-    def _hit_rows(self, chunk_ids: list[str]) -> dict[str, _HitRow | None]:
-        """Call after :meth:`_state` (the search methods do, once per search)."""
-        store = self.workspace.store
-        rows = self._rows
-        missing = [c for c in dict.fromkeys(chunk_ids) if c not in rows]
-        if missing:  # the six columns a hit needs, not whole chunks (no JSON fields decoded)
-            loaded = store.get_chunk_columns(missing, _HIT_COLUMNS)
-            for cid in missing:
-                r = loaded.get(cid)
-                rows[cid] = None if r is None else _hit_row(r)
-        return rows
+    def _whole(self, kb_id: str) -> _Rows | None:
+        """The KB's whole chunk rows, or None when the store does not hold them (call after
+        :meth:`_state`; the first call under a store state reads them)."""
+        tables: dict[str, _Rows | None] = self._memo["tables"]
+        if kb_id not in tables:
+            table = self.workspace.store.kb_rows.chunks(kb_id, self._memo_token)
+            tables[kb_id] = None if table is None else _Rows(table.columns, table.rows)
+        return tables[kb_id]
 
-    def _preload(self, kb: KnowledgeBase) -> None:
-        """Load the hit rows of every chunk of ``kb`` in one scan, once per store state, when they
-        fit in :attr:`max_cached_rows` with the rows already held (call after :meth:`_state`)."""
-        memo, rows = self._memo, self._rows  # a write meanwhile replaces both: these are dropped
-        done: set[str] = memo.setdefault("preloaded", set())
-        if kb.id in done:
-            return
-        with self._preload_lock:  # the vector and keyword threads of one search: one scan
-            if kb.id in done:
-                return
-            store = self.workspace.store
-            if len(rows) + store.count_chunks(kb.id) <= self.max_cached_rows:
-                loaded = store.get_chunk_columns(None, _HIT_COLUMNS, kb_id=kb.id)
-                rows.update({cid: _hit_row(r) for cid, r in loaded.items()})
-            done.add(kb.id)
+    def _read_by_id(self, chunk_ids: list[str]) -> _Rows:
+        """The rows read by id, those of ``chunk_ids`` included (call after :meth:`_state`)."""
+        with self._lock:
+            known = self._by_id
+            missing = [c for c in dict.fromkeys(chunk_ids) if known is None or c not in known.rows]
+            if missing:
+                columns, loaded = self.workspace.store.get_chunk_rows(missing)
+                if known is None:
+                    known = self._by_id = _Rows(columns, {})
+                known.rows.update((cid, loaded.get(cid)) for cid in missing)
+            assert known is not None
+            return known
 
     def supports_vector(self) -> bool:
         return True
@@ -134,10 +132,11 @@ class LocalEngine:
         """Per-store-state memo (KB rows, whether a KB has unsearchable indexed chunks, hit rows):
         emptied whenever the store's change token moves."""
         token = self.workspace.store.change_token()
-        if token != self._memo_token or len(self._rows) > self.max_cached_rows:
+        by_id = self._by_id
+        if token != self._memo_token or (by_id is not None and len(by_id.rows) > self.max_cached_rows):
             self._memo_token = token
-            self._memo = {"kbs": {}, "unsearchable": {}}
-            self._rows = {}
+            self._memo = {"kbs": {}, "unsearchable": {}, "tables": {}}
+            self._by_id = None
         return self._memo
 
     def _kbs(self, kb_ids: Sequence[str]) -> list[KnowledgeBase]:
@@ -170,26 +169,34 @@ class LocalEngine:
     ) -> list[IndexWithScore]:
         """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
         raw.sort(key=lambda r: (-r[4], r[0]))
-        rows = self._hit_rows([r[1] for r in raw])
+        sources = {kb_id: self._whole(kb_id) for kb_id in {r[3] for r in raw}}
+        if by_id := [r[1] for r in raw if sources[r[3]] is None]:
+            rows = self._read_by_id(by_id)
+            sources = {k: v or rows for k, v in sources.items()}
         out: list[IndexWithScore] = []
         for entry_id, chunk_id, own_text, kb_id, score in raw:
-            row = rows.get(chunk_id)
-            if row is None or not row[4]:
-                continue  # index entry of a chunk deleted or disabled since
-            knowledge_id, chunk_type, tag_id, enabled, _, content = row
+            src = sources[kb_id]
+            assert src is not None
+            row = src.rows.get(chunk_id)
+            if row is None:
+                continue  # index entry of a chunk deleted since
+            ki, ti, gi, ei, si, ci = src.at
+            chunk_type = row[ti]
+            if not searchable_fields(row[ei], chunk_type, row[si]):
+                continue  # disabled or not indexed since
             out.append(  # positional (2.5x faster than by keyword): the fields' order in base.py
                 IndexWithScore(
                     entry_id,  # id
-                    own_text if own_text is not None else content,  # content
+                    own_text if own_text is not None else row[ci],  # content
                     chunk_id,
-                    knowledge_id,
+                    row[ki],  # knowledge_id
                     kb_id,  # knowledge_base_id
                     score,
                     match_type,
                     entry_id,  # source_id
                     "faq" if chunk_type == "faq" else "chunk",  # source_type
-                    tag_id,
-                    enabled,  # is_enabled
+                    row[gi],  # tag_id
+                    bool(row[ei]),  # is_enabled
                 )
             )
             if len(out) >= top_k:
@@ -214,7 +221,7 @@ class LocalEngine:
             index = self.workspace.vector_index(kb)
             if index is None or not kb.vector_enabled or len(index) == 0:
                 continue
-            self._preload(kb)
+            self._whole(kb.id)  # read on the KB's first search, hits or none
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue
@@ -241,7 +248,7 @@ class LocalEngine:
             if not kb.keyword_enabled:
                 continue
             index = self.workspace.keyword_index(kb)
-            self._preload(kb)
+            self._whole(kb.id)
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue

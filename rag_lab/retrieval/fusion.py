@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import fields, replace
-from operator import attrgetter
+from dataclasses import replace
 
 from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
 from rag_lab.types.params import PipelineParams
@@ -32,16 +31,22 @@ DEFAULT_VECTOR_WEIGHT: float = _DEFAULTS["rrf_vector_weight"].default
 DEFAULT_KEYWORD_WEIGHT: float = _DEFAULTS["rrf_keyword_weight"].default
 
 
-_HIT_FIELDS = [f.name for f in fields(IndexWithScore)]
-_HIT_VALUES = attrgetter(*_HIT_FIELDS)
-_SCORE_AT = _HIT_FIELDS.index("score")
-
-
 def rescored(h: IndexWithScore, score: float) -> IndexWithScore:
-    """A copy of ``h`` with another score (``dataclasses.replace`` without its per-call cost)."""
-    values = list(_HIT_VALUES(h))
-    values[_SCORE_AT] = score
-    return IndexWithScore(*values)
+    """A copy of ``h`` with another score (``dataclasses.replace`` without its per-call cost:
+    positional, in the fields' order, which a test checks against the dataclass)."""
+    return IndexWithScore(
+        h.id,
+        h.content,
+        h.chunk_id,
+        h.knowledge_id,
+        h.knowledge_base_id,
+        score,
+        h.match_type,
+        h.source_id,
+        h.source_type,
+        h.tag_id,
+        h.is_enabled,
+    )
 
 
 def _order_key(h: IndexWithScore) -> tuple[float, str, str]:
@@ -73,14 +78,6 @@ def dedup_by_score(hits: Iterable[IndexWithScore]) -> list[IndexWithScore]:
     return sorted(best.values(), key=_order_key)
 
 
-def first_ranks(hits: Sequence[IndexWithScore]) -> dict[str, int]:
-    """1-based rank of each chunk's first occurrence in ``hits``."""
-    ranks: dict[str, int] = {}
-    for i, h in enumerate(hits, 1):
-        ranks.setdefault(h.chunk_id, i)
-    return ranks
-
-
 def weighted_rrf(
     vector_hits: Sequence[IndexWithScore],
     keyword_hits: Sequence[IndexWithScore],
@@ -96,27 +93,35 @@ def weighted_rrf(
     if k <= 0:
         raise ValueError(f"rrf k={k!r} must be > 0")
     top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
-    rank_v = first_ranks(vector_hits)
-    rank_k = first_ranks(keyword_hits)
+    # one pass per list: first ranks, and the representative hit of each chunk
+    rank_v: dict[str, int] = {}
     rep: dict[str, IndexWithScore] = {}
-    for h in vector_hits:
-        cur = rep.get(h.chunk_id)
-        if cur is None or h.score > cur.score:
-            rep[h.chunk_id] = h
-    for h in keyword_hits:
-        rep.setdefault(h.chunk_id, h)
-    fused: list[tuple[float, str, str, IndexWithScore]] = []
-    for cid, h in rep.items():
-        s = 0.0
-        if cid in rank_v:
-            s += vector_weight / (k + rank_v[cid])
-        if cid in rank_k:
-            s += keyword_weight / (k + rank_k[cid])
-        fused.append((-s, cid, h.id, h))
-    fused.sort(key=lambda f: f[:3])  # ordered by the raw fused score, as normalising afterwards would keep it
+    for i, h in enumerate(vector_hits, 1):
+        cid = h.chunk_id
+        cur = rep.get(cid)
+        if cur is None:
+            rank_v[cid] = i
+            rep[cid] = h
+        elif h.score > cur.score:
+            rep[cid] = h
+    rank_k: dict[str, int] = {}
+    for i, h in enumerate(keyword_hits, 1):
+        cid = h.chunk_id
+        if cid not in rank_k:
+            rank_k[cid] = i
+            rep.setdefault(cid, h)
+    hits = list(rep.values())
+    fused: list[tuple[float, str, str, int]] = []
+    for at, (cid, h) in enumerate(rep.items()):
+        rv, rk = rank_v.get(cid), rank_k.get(cid)
+        s = (vector_weight / (k + rv) if rv is not None else 0.0) + (
+            keyword_weight / (k + rk) if rk is not None else 0.0
+        )
+        fused.append((-s, cid, h.id, at))
+    fused.sort()  # by the raw fused score, as normalising afterwards would keep it; then chunk id, hit id
     if top is None:
-        return [rescored(h, -neg) for neg, _, _, h in fused]
-    return [rescored(h, _normalized(-neg, top)) for neg, _, _, h in fused]
+        return [rescored(hits[at], -neg) for neg, _, _, at in fused]
+    return [rescored(hits[at], _normalized(-neg, top)) for neg, _, _, at in fused]
 
 
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:

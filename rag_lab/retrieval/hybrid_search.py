@@ -442,6 +442,9 @@ class HybridSearcher:
         match_count = normalize_match_count(sp.match_count, p)
         primary, kbs = self._load_kbs(primary_kb_id, sp)  # two indexed SQLite reads: no thread hand-off
         self._check_embedding_spaces(kbs)
+        # the KBs' rows (KbRows), read on a KB's first search under a store state, hits or none
+        self._rows.fresh(self.workspace.store)
+        self._rows.preload(k.id for k in kbs)
         pool = pool_size(match_count, len(kbs), p)
         trace.match_count, trace.pool_size, trace.kb_ids = match_count, pool, [k.id for k in kbs]
         query = (sp.query_text or "").strip()

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Collection, Sequence
@@ -75,8 +76,10 @@ class IndexPolicy:
       its best candidates are re-scored exactly; the results are provably the flat scan's (see
       :meth:`VectorIndex._search_quantized`). Built in memory on first use (~0.1 s at 100k), never
       persisted, dropped on any change.
-    * ``quantized_candidates`` — candidates re-scored per result wanted (at least 64 more); more are
-      fetched only when the exactness check needs them.
+    * ``quantized_candidates`` — the 8-bit scan's candidates per result wanted (at least 64 more),
+      at most: once 8 queries are known, the first scan fetches what recent queries needed (a
+      threshold that few vectors pass needs few), and more only when the exactness check needs
+      them.
     * ``quantized_shards`` — the 8-bit copy is split in this many parts scanned in parallel
       threads (faiss releases the GIL). ``0`` (default): one part per core, at most 4, and one
       part below ``2 * quantized_min_vectors`` vectors or 40,000 whichever is larger (a thread
@@ -247,6 +250,8 @@ class VectorIndex:
         self._quantized: _Quantized | None = None
         #: 8-bit path counters: queries, re-scans with 4x the candidates, flat fallbacks
         self.quantized_stats = {"queries": 0, "rescans": 0, "flat_fallbacks": 0}
+        #: candidates per result the 8-bit check needed, recent queries (see _first_candidates)
+        self._needed: list[float] = []
         self._lock = threading.RLock()
         #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
         self.version: str | None = None
@@ -549,7 +554,7 @@ class VectorIndex:
             if graph is not None:
                 got = self._search_graph(faiss, graph, q, top_k, n)
             elif quantized is not None:
-                got = self._search_quantized(faiss, quantized, q, top_k, n)
+                got = self._search_quantized(faiss, quantized, q, top_k, n, threshold)
             else:
                 got = self._search_flat(faiss, q, top_k, n, allowed_ids)
             entries = self._entries
@@ -598,38 +603,80 @@ class VectorIndex:
         return self._quantized
 
     def _search_quantized(
-        self, faiss: Any, qz: _Quantized, q: np.ndarray, top_k: int, n: int
+        self, faiss: Any, qz: _Quantized, q: np.ndarray, top_k: int, n: int, threshold: float = -np.inf
     ) -> list[tuple[int, float]]:
-        """The flat scan's results from the 8-bit scan plus exact re-scoring.
+        """The flat scan's results (``top_k`` best, then ``score >= threshold``) from the 8-bit
+        scan plus exact re-scoring.
 
-        Every vector's exact score is within ``bound`` of ``K + alpha · A`` (see :class:`_Quantized`).
-        The scan returns the ``c`` best candidates by ``A``, which are re-scored exactly. A vector
-        outside them has ``A <=`` the lowest candidate's, so its exact score is at most
-        ``K + alpha · A_lowest + bound``; when the ``top_k``-th best exact score among the
-        candidates is strictly higher, nothing outside can enter (or tie into) the top ``top_k``. Otherwise ``c`` grows
-        (×4) until it holds, or the flat scan answers."""
+        Every vector's exact score is within ``bound`` of ``K + alpha · A`` (see :class:`_Quantized`),
+        so a candidate's exact score is at most its upper bound ``U = K + alpha · A + bound`` and at
+        least ``U - 2 · bound``. The scan returns the ``c`` best candidates by ``A``; a vector
+        outside them has ``A <=`` the last candidate's, so its score is at most ``U_last``. Nothing
+        outside can enter (or tie into) the results when ``U_last`` is below the threshold, or
+        below the ``top_k``-th best exact score among the candidates. Only candidates that may
+        reach both the threshold and the ``top_k``-th candidate's lower bound are re-scored (the
+        others are out either way). When the check fails, ``c`` grows (×4) until it holds, or the
+        flat scan answers.
+
+        The first ``c`` follows the index' recent queries (:meth:`_first_candidates`): the number
+        of candidates the check needed, so a threshold that cuts most vectors, or well separated
+        scores, scan for fewer. The results never depend on it."""
         if n == 0:
             return []
-        c = min(n, max(top_k * self._policy.quantized_candidates, top_k + 64))
+        c = min(n, self._first_candidates(top_k))
         stats = self.quantized_stats
         stats["queries"] += 1
         while True:
             approx, pos, const, alpha, bound = qz.scan(q, c)
-            found = pos[pos >= 0]
-            if found.size == 0:
+            m = int(np.count_nonzero(pos >= 0))  # found, best first; -1 pads the end
+            if m == 0:
                 return []
-            exact = qz.exact_scores(faiss, q, found)
-            order = np.lexsort((found, -exact))
-            kth = exact[order[min(top_k, found.size) - 1]]
-            # a vector outside the candidates has A <= the last candidate's A (integers, exact)
-            if found.size < c or c >= n or kth > const + alpha * float(approx[found.size - 1]) + bound:
+            upper = const + alpha * approx[:m].astype(np.float64) + bound  # non-increasing
+            floor = threshold
+            if m >= top_k:  # the top_k-th candidate's exact score is at least its lower bound
+                floor = max(floor, float(upper[top_k - 1]) - 2.0 * bound)
+            r = int(np.searchsorted(-upper, -floor, side="right"))  # candidates with upper >= floor
+            kth = -np.inf
+            if r:
+                found = pos[:r]
+                exact = qz.exact_scores(faiss, q, found)
+                order = np.lexsort((found, -exact))
+                kth = float(exact[order[min(top_k, r) - 1]])
+            outside = float(upper[m - 1])  # a vector outside the candidates scores at most this
+            if m < c or c >= n or outside < threshold or (r >= top_k and kth > outside):
+                self._note_candidates(top_k, int(np.searchsorted(-upper, -max(threshold, kth), side="right")) + 1)
+                if not r:
+                    return []
                 keep = order[exact[order] >= kth]  # the top_k and whatever ties the k-th
                 return list(zip(qz.fids[found[keep]].tolist(), exact[keep].tolist()))
             if c * 4 >= n:
                 stats["flat_fallbacks"] += 1
+                self._note_candidates(top_k, n)
                 return self._search_flat(faiss, q, top_k, n, None)
             stats["rescans"] += 1
             c *= 4
+
+    #: queries whose candidate counts set the next first scan's
+    _CANDIDATE_HISTORY = 32
+
+    def _first_candidates(self, top_k: int) -> int:
+        """Candidates of a query's first 8-bit scan: ``quantized_candidates`` per result (at least
+        64 more) until 8 queries are known; then 1.25 × the 90th percentile of what the check
+        needed per result in the recent queries, at most that, at least 64 more than ``top_k``
+        (a smaller scan is cheaper: faiss keeps a heap of ``c``)."""
+        cap = top_k * self._policy.quantized_candidates
+        seen = self._needed
+        if len(seen) >= 8:  # in Python: np.quantile costs ~0.1 ms, more than it saves on small scans
+            p90 = sorted(seen)[(len(seen) * 9) // 10]
+            cap = min(cap, math.ceil(top_k * 1.25 * p90))
+        return max(cap, top_k + 64)
+
+    def _note_candidates(self, top_k: int, needed: int) -> None:
+        """Remember that a query for ``top_k`` needed ``needed`` candidates (call under the lock)."""
+        seen = self._needed
+        seen.append(needed / top_k)
+        if len(seen) > self._CANDIDATE_HISTORY:
+            del seen[0]
 
     def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
         if n == 0:

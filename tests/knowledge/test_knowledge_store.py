@@ -212,6 +212,40 @@ def test_rows_read_back_equal_what_was_written(tmp_path):
         )
         assert store.get_knowledge(["d1"]) == {"d1": doc} and store.list_knowledge("kb1") == [doc]
         assert store.get_document("kb1", "d1") == doc
+        # the whole KB's rows decode into the same objects, and give the same children
+        whole, docs = store.kb_rows.chunks("kb1"), store.kb_rows.documents("kb1")
+        assert whole is not None and docs is not None
+        assert {cid: whole.get(cid) for cid in whole.rows} == by_id and docs.get("d1") == doc
+        assert whole.get_children(["p", "", "x"]) == store.get_children(["p", "", "x"])
+        assert store.get_chunk_rows(list(by_id))[1] == whole.rows
         store.close()
 
     check()
+
+
+def test_kb_rows_are_read_once_per_store_state_within_their_budget(tmp_path):
+    """One scan per table and store state; a write here or by another connection drops the rows
+    (the next read sees it); a table over the budget is not held; an unknown table is an error."""
+    store = KnowledgeStore(tmp_path / "s.sqlite")
+    store.create_kb(_kb("kb1"))
+    store.add_chunks([_chunk(f"kb1:c{i}", "d1", "kb1", i) for i in range(5)])
+    scans: list[str] = []
+    original = store.kb_table_rows
+    store.kb_table_rows = lambda table, kb_id: scans.append(table) or original(table, kb_id)  # type: ignore[method-assign]
+    rows = store.kb_rows
+    first = rows.chunks("kb1")
+    assert first is not None and len(first) == 5 and rows.chunks("kb1") is first and rows.held() == 5
+    assert rows.documents("kb1") is not None and scans == ["chunks", "knowledge"]
+    store.set_chunks_enabled(["kb1:c0"], False)  # this process' write
+    again = rows.chunks("kb1")
+    assert again is not first and again is not None and again.get("kb1:c0").is_enabled is False
+    other = KnowledgeStore(tmp_path / "s.sqlite")  # another connection's commit
+    other.add_chunks([_chunk("kb1:c9", "d1", "kb1", 9)])
+    other.close()
+    assert "kb1:c9" in rows.chunks("kb1").rows and scans == ["chunks", "knowledge", "chunks", "chunks"]
+    rows.max_rows = 3
+    store.add_chunks([_chunk("kb1:c10", "d1", "kb1", 10)])
+    assert rows.chunks("kb1") is None and rows.held() == 0 and scans[-1] == "chunks" and len(scans) == 4
+    with pytest.raises(StoreError, match="'chunks' or 'knowledge'"):
+        store.count_kb_rows("knowledge_bases", "kb1")
+    store.close()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
 from rag_lab.retrieval.engine import ENGINE_TYPE, LocalEngine
 
@@ -81,36 +82,44 @@ def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
 
 
 def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
-    """A KB's hit rows are read in one scan on its first search under a store state; later
+    """A KB's chunk rows are read in one scan on its first search under a store state; later
     searches read none; a write empties them (a disabled chunk is gone at once); a KB over the
-    row budget loads its hits' rows as they come, with the same hits."""
+    rows' budget reads its hits' rows by id, with the same hits."""
     ws, kb, emb = small_kb
     calls: list[object] = []
-    original = ws.store.get_chunk_columns
+    whole, by_id = ws.store.kb_table_rows, ws.store.get_chunk_rows
 
-    def spy(ids, columns, kb_id=""):
-        ids = None if ids is None else list(ids)
-        calls.append("whole kb" if ids is None else len(ids))
-        return original(ids, columns, kb_id)
+    def spy_whole(table, kb_id):
+        calls.append(f"whole {table}")
+        return whole(table, kb_id)
 
-    monkeypatch.setattr(ws.store, "get_chunk_columns", spy)
+    def spy_by_id(ids):
+        ids = list(ids)
+        calls.append(len(ids))
+        return by_id(ids)
+
+    monkeypatch.setattr(ws.store, "kb_table_rows", spy_whole)
+    monkeypatch.setattr(ws.store, "get_chunk_rows", spy_by_id)
     eng = LocalEngine(ws)
     q = emb.embed(["molten magma lava"])[0]
     first = eng.vector_search([kb.id], q, 6, 0.0)
     eng.keyword_search([kb.id], "moon chess", 5, 0.0)
     assert eng.vector_search([kb.id], emb.embed(["tides moon"])[0], 6, 0.0)
-    assert calls == ["whole kb"]
+    assert calls == ["whole chunks"]
     assert first[0].chunk_id == f"{kb.id}:volcano#c0" and first[0].content.startswith("Volcanoes erupt")
 
     ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
     after = eng.vector_search([kb.id], q, 6, 0.0)
-    assert calls == ["whole kb", "whole kb"]
+    assert calls == ["whole chunks", "whole chunks"]
     assert [h.chunk_id for h in after] == [h.chunk_id for h in first if h.knowledge_id != "volcano"][:6]
 
+    budget = KbRows(ws.store)
+    budget.max_rows = 2  # the KB does not fit: no scan, the hits' rows only
+    monkeypatch.setattr(ws.store, "kb_rows", budget)
     small = LocalEngine(ws)
-    small.max_cached_rows = 2  # the KB does not fit: no scan, the hits' rows only
     assert small.vector_search([kb.id], q, 6, 0.0) == after
-    assert calls[2:] and "whole kb" not in calls[2:]
+    assert small.keyword_search([kb.id], "moon chess", 5, 0.0) == eng.keyword_search([kb.id], "moon chess", 5, 0.0)
+    assert calls[2:] and all(isinstance(c, int) for c in calls[2:])
 
 
 def test_every_hit_field_is_filled(small_kb):

@@ -155,3 +155,52 @@ def test_weighted_rrf_properties(vec, kw, k, wv, wk):
     if vec and kw and vec[0].chunk_id == kw[0].chunk_id:
         top = next(h for h in norm if h.chunk_id == vec[0].chunk_id)
         assert top.score == pytest.approx(1.0, abs=1e-12)
+
+
+def _reference_rrf(vec, kw, k, wv, wk):
+    """Weighted RRF by the spec's words (§5.12), written for clarity: first ranks, the best vector
+    hit (else the first keyword hit) as a chunk's representative, order by (-score, chunk, id)."""
+    from dataclasses import replace
+
+    rank_v = {h.chunk_id: i for i, h in reversed(list(enumerate(vec, 1)))}
+    rank_k = {h.chunk_id: i for i, h in reversed(list(enumerate(kw, 1)))}
+    rep = {}
+    for h in vec:
+        if h.chunk_id not in rep or h.score > rep[h.chunk_id].score:
+            rep[h.chunk_id] = h
+    for h in kw:
+        rep.setdefault(h.chunk_id, h)
+    scored = [
+        (
+            (wv / (k + rank_v[c]) if c in rank_v else 0.0) + (wk / (k + rank_k[c]) if c in rank_k else 0.0),
+            h,
+        )
+        for c, h in rep.items()
+    ]
+    scored.sort(key=lambda x: (-x[0], x[1].chunk_id, x[1].id))
+    return [replace(h, score=s) for s, h in scored]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    vec=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), st.floats(-1, 1)), max_size=25),
+    kw=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), st.floats(0, 10)), max_size=25),
+    k=st.integers(1, 200),
+    wv=st.floats(0.01, 3),
+    wk=st.floats(0.01, 3),
+)
+def test_weighted_rrf_equals_the_reference(vec, kw, k, wv, wk):
+    """Every field of every fused hit, in order, ties included (two entries per chunk, equal scores)."""
+    v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
+    w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
+    assert weighted_rrf(v, w, k, wv, wk) == _reference_rrf(v, w, k, wv, wk)
+
+
+def test_rescored_copies_every_field():
+    from dataclasses import asdict
+
+    from rag_lab.retrieval.fusion import rescored
+
+    h = IndexWithScore("e", "text", "c", "k", "kb", 0.5, 1, "src", "faq", "tag", False)
+    out = rescored(h, 0.25)
+    assert asdict(out) == {**asdict(h), "score": 0.25} and out is not h and h.score == 0.5

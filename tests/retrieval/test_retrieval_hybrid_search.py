@@ -423,16 +423,23 @@ async def test_tenant_access_denied_looks_like_not_found_and_sharing_opens_it(sm
     assert await hs.search(kb.id, SearchParams(query_text="lava", match_count=3, tenant_id=2))
 
 
-async def test_results_are_the_same_with_the_kb_read_whole_or_row_by_row(small_kb):
-    """Hydration reading the small KB whole (the default below 5,000 chunks) changes nothing in
-    the results, and a write is seen at once (the memo starts over)."""
+async def test_results_are_the_same_with_the_kb_read_whole_or_row_by_row(small_kb, monkeypatch):
+    """Search reading the KB's rows whole (the store holds them within its budget) or row by row
+    gives the same results, and a write is seen at once (the rows are read again)."""
+    from rag_lab.knowledge.kb_rows import KbRows
+
     ws, kb, emb = small_kb
-    whole, rows = HybridSearcher(ws, lambda k: emb), HybridSearcher(ws, lambda k: emb)
-    rows._rows.preload_max_chunks = 0
-    for q in ("chloroplast photosynthesizing magma", "moon tides chess", "crust"):
-        a = await whole.search(kb.id, sp(q, match_count=6))
-        b = await rows.search(kb.id, sp(q, match_count=6))
-        assert a and [r.to_dict() for r in a] == [r.to_dict() for r in b]
-    assert kb.id in whole._rows._kbs and whole._rows._kbs[kb.id] is not None
+    queries = ("chloroplast photosynthesizing magma", "moon tides chess", "crust")
+    whole = HybridSearcher(ws, lambda k: emb)
+    a = [await whole.search(kb.id, sp(q, match_count=6)) for q in queries]
+    assert ws.store.kb_rows.held() > 0 and whole._rows._kbs[kb.id] is not None
+    by_row = KbRows(ws.store)
+    by_row.max_rows = 0
+    monkeypatch.setattr(ws.store, "kb_rows", by_row)
+    rows = HybridSearcher(ws, lambda k: emb)
+    b = [await rows.search(kb.id, sp(q, match_count=6)) for q in queries]
+    assert by_row.held() == 0 and rows._rows._kbs[kb.id] is None
+    assert all(a) and [[r.to_dict() for r in x] for x in a] == [[r.to_dict() for r in x] for x in b]
+    monkeypatch.undo()
     ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
     assert "volcano" not in {r.knowledge_id for r in await whole.search(kb.id, sp("magma crust", match_count=6))}

@@ -153,15 +153,18 @@ def test_children_are_found_through_the_parent_index(store: KnowledgeStore) -> N
 
 
 def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: KnowledgeStore) -> None:
-    """Hydration reads a small KB whole once per store state: its children come from those chunks
-    in the store's order, the image info gathered is the same, and no further row is read."""
+    """Hydration reads the KB's rows the store holds whole: its children come from those rows in
+    the store's order, the image info gathered is the same, and no further row is read; a KB over
+    the rows' budget is read row by row."""
+    from rag_lab.knowledge.kb_rows import KbRows
     from rag_lab.knowledge.models import Knowledge
-    from rag_lab.retrieval.hydration import HydrationMemo, _WholeKb
+    from rag_lab.retrieval.hydration import HydrationMemo
 
     store.add_knowledge(Knowledge(id="doc", knowledge_base_id="kb", title="Doc"))
-    whole = _WholeKb(store.list_chunks("kb"))
+    whole = store.kb_rows.chunks("kb")
+    assert whole is not None and len(whole) == 12
     for parents in (["P1"], ["T3", "T1", "T1"], ["T1", "P1", "T2", "T4", "missing", ""]):
-        assert [c.id for c in whole.get_children(parents)] == [c.id for c in store.get_children(parents)]
+        assert whole.get_children(parents) == store.get_children(parents)
     ids = ["P1", "T1", "T2", "T3", "T4"]
     assert collect_image_info_by_chunk_ids(whole, ids) == collect_image_info_by_chunk_ids(store, ids)
 
@@ -169,17 +172,20 @@ def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: Knowled
     memo.fresh(store)
     memo.preload(["kb", "kb"])
     reads: list[str] = []
-    for name in ("get_chunks", "get_knowledge", "get_children"):
+    for name in ("get_chunks", "get_knowledge", "get_children", "kb_table_rows"):
         original = getattr(store, name)
         setattr(store, name, lambda *a, _n=name, _f=original, **k: reads.append(_n) or _f(*a, **k))
-    assert set(memo.chunks(["T1", "T3"])) == {"T1", "T3"}
-    assert list(memo.documents([("kb", "doc")])) == [("kb", "doc")]
+    assert memo.chunks(["T1", "T3"]) == store.get_chunks(["T1", "T3"]) and reads == ["get_chunks"]
+    reads.clear()
+    assert memo.documents([("kb", "doc")]) == {("kb", "doc"): store.get_document("kb", "doc")}
+    reads.clear()
     results = [SearchResult(id="T3", knowledge_base_id="kb"), SearchResult(id="T4", knowledge_base_id="kb")]
     memo.enrich_image_info(results)
     assert json.loads(results[0].image_info)[0]["url"] == "http://img/b.png" and results[1].image_info == ""
     assert reads == []
+    store.kb_rows = KbRows(store)
+    store.kb_rows.max_rows = 3  # 12 chunks: not held, rows as they come
     small = HydrationMemo()
-    small.preload_max_chunks = 3  # 12 chunks: not read whole, rows as they come
     small.fresh(store)
     small.preload(["kb"])
     small.chunks(["T1"])

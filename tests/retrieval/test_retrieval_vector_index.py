@@ -305,6 +305,65 @@ def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, s
     assert sq.search(x[0], top_k, 0.5) == flat.search(x[0], top_k, 0.5)
 
 
+@given(
+    n=st.integers(1, 400),
+    top_k=st.integers(1, 60),
+    thresholds=st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=24),
+    shards=st.integers(1, 3),
+    seed=st.integers(0, 10_000),
+)
+@settings(max_examples=30, deadline=None)
+def test_quantized_equals_flat_under_thresholds_as_the_first_scan_adapts(
+    n: int, top_k: int, thresholds: list[float], shards: int, seed: int
+) -> None:
+    """A run of queries on one index (after 8 the first scan's candidate count follows them): at
+    any threshold, the same entries and scores as the flat scan, ties included."""
+    x = _clustered(n, d=8, seed=seed)
+    x[: min(5, n)] = x[0]  # tied scores
+    sq, flat = _pair(x, [f"c{i:03d}" for i in range(n)], shards)
+    rng = np.random.default_rng(seed)
+    for i, thr in enumerate(thresholds):
+        q = x[i % n] if i % 3 == 0 else rng.normal(size=8).astype(np.float32)
+        assert sq.search(q, top_k, thr) == flat.search(q, top_k, thr)
+
+
+def test_quantized_first_scan_shrinks_when_the_threshold_cuts_and_the_results_stay_exact() -> None:
+    """150 results asked at a threshold only a few dozen vectors pass: after 8 queries the first
+    scan fetches fewer than 4 candidates per result, and the answers still equal the flat scan's."""
+    x = _clustered(6000, d=32, seed=3)
+    sq, flat = _pair(x, [f"c{i:04d}" for i in range(6000)], 2)
+    rng = np.random.default_rng(4)
+    before = sq._first_candidates(150)
+    for q in rng.normal(size=(20, 32)).astype(np.float32):
+        q /= np.linalg.norm(q)
+        cut = float(np.sort(x @ q)[-40])  # 40 vectors pass
+        assert sq.search(q, 150, cut) == flat.search(q, 150, cut)
+    assert before == 600 and sq._first_candidates(150) < 600
+    assert sq.quantized_stats["rescans"] + sq.quantized_stats["flat_fallbacks"] <= 2
+
+
+def test_quantized_scan_widens_when_vectors_outside_may_pass_the_threshold() -> None:
+    """150 vectors pass the threshold by less than the 8-bit error and 2,000 miss it by as little:
+    once earlier queries shrank the first scan to 264 candidates, some that pass lie outside them,
+    and the check must widen the scan."""
+    rng = np.random.default_rng(11)
+    d, q = 32, np.eye(32, dtype=np.float32)[0]
+    s = np.concatenate(
+        [rng.uniform(0.3001, 0.3005, 150), rng.uniform(0.2995, 0.2999, 2000), rng.uniform(-0.2, 0.1, 3000)]
+    )
+    noise = rng.normal(size=(s.size, d))
+    noise[:, 0] = 0.0
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    x = (s[:, None] * q + np.sqrt(1.0 - s**2)[:, None] * noise).astype(np.float32)
+    sq, flat = _pair(x, [f"c{i:04d}" for i in range(s.size)], 1)
+    for _ in range(10):  # nothing passes 0.9: the check needs one candidate
+        assert sq.search(q, 200, 0.9) == []
+    assert sq._first_candidates(200) == 264  # the floor: 64 more than asked
+    got = sq.search(q, 200, 0.3)
+    assert got == flat.search(q, 200, 0.3) and len(got) == 150
+    assert sq.quantized_stats["rescans"] >= 1
+
+
 def test_quantized_copy_follows_adds_and_removals() -> None:
     x = _clustered(400, seed=7)
     sq, flat = _pair(x[:300], [f"c{i:03d}" for i in range(300)])
