@@ -65,13 +65,21 @@ class LocalEngine:
     (:class:`~rag_lab.knowledge.kb_rows.KbRows`: a KB's chunk rows read in one scan on its first
     search under a store state, dropped on any write in this process or another; hydration reads
     the same rows). For a KB too large for their budget the rows of its hits are read as they come
-    and kept while the store is unchanged (at most :attr:`max_cached_rows`). Small searches run
-    their retrievers in the caller's thread (:meth:`runs_inline`): below
-    :attr:`inline_max_vectors` vectors a worker-thread hand-off costs more than the search."""
+    and kept while the store is unchanged (at most :attr:`max_cached_rows`).
+
+    Searches that end in a few milliseconds run their retrievers one after the other in the
+    caller's thread (:meth:`runs_inline`), where handing them to worker threads would cost more
+    than it brings: KBs of at most :attr:`inline_max_vectors` vectors in all, and KBs whose
+    vectors are scanned through the 8-bit copy in parallel parts (every core already works on
+    the scan) up to :attr:`inline_max_parallel_vectors`."""
 
     engine_type = ENGINE_TYPE
     max_cached_rows = 200_000
+    #: vectors in all below which a search runs in the caller's thread (a flat scan, ≤ ~1 ms)
     inline_max_vectors = 20_000
+    #: the same for KBs scanned through the 8-bit copy in parallel parts (~3 ms at 100k with
+    #: 2 parts; two worker threads added ~0.4–0.6 ms of hand-offs there, ``benchmarks/search.py``)
+    inline_max_parallel_vectors = 250_000
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
@@ -82,22 +90,25 @@ class LocalEngine:
         self._lock = threading.Lock()
 
     def runs_inline(self, kb_ids: Sequence[str]) -> bool:
-        """True when the KBs are small enough to search without a worker thread (decided once per
-        KB set and store state)."""
+        """True when a search of these KBs runs in the caller's thread (see the class docstring;
+        decided once per KB set and store state)."""
         key = tuple(kb_ids)
         token = self.workspace.store.change_token()
         found = self._inline.get(key)
         if found is not None and found[0] == token:
             return found[1]
-        total = 0
+        total, parallel = 0, True
         try:
             for kb in self._kbs(kb_ids):
                 index = self.workspace.vector_index(kb) if kb.vector_enabled else None
-                total += len(index) if index is not None else 0
+                n = len(index) if index is not None else 0
+                total += n
+                parallel = parallel and (n == 0 or index is None or index.scans_in_parallel())
         except Exception:
             return False  # let the threaded path raise it
-        self._inline[key] = (token, total <= self.inline_max_vectors)
-        return total <= self.inline_max_vectors
+        inline = total <= self.inline_max_vectors or (parallel and total <= self.inline_max_parallel_vectors)
+        self._inline[key] = (token, inline)
+        return inline
 
     def _whole(self, kb_id: str) -> _Rows | None:
         """The KB's whole chunk rows, or None when the store does not hold them (call after
@@ -174,17 +185,20 @@ class LocalEngine:
             rows = self._read_by_id(by_id)
             sources = {k: v or rows for k, v in sources.items()}
         out: list[IndexWithScore] = []
+        append = out.append
+        at_kb: str | None = None
         for entry_id, chunk_id, own_text, kb_id, score in raw:
-            src = sources[kb_id]
-            assert src is not None
-            row = src.rows.get(chunk_id)
+            if kb_id != at_kb:  # the KB's rows and their column positions (a run of hits per KB)
+                src = sources[kb_id]
+                assert src is not None
+                row_of, (ki, ti, gi, ei, si, ci), at_kb = src.rows.get, src.at, kb_id
+            row = row_of(chunk_id)
             if row is None:
                 continue  # index entry of a chunk deleted since
-            ki, ti, gi, ei, si, ci = src.at
             chunk_type = row[ti]
             if not searchable_fields(row[ei], chunk_type, row[si]):
                 continue  # disabled or not indexed since
-            out.append(  # positional (2.5x faster than by keyword): the fields' order in base.py
+            append(  # positional (2.5x faster than by keyword): the fields' order in base.py
                 IndexWithScore(
                     entry_id,  # id
                     own_text if own_text is not None else row[ci],  # content

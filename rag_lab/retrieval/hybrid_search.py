@@ -189,8 +189,9 @@ def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResul
 
 async def retrieve_group(group: StoreGroup) -> list[RetrieveResult]:
     """Run a group's requests concurrently (engine calls in worker threads); results in request
-    order. An engine error propagates. An engine that says a search is small (``runs_inline``)
-    is called in this thread, one request after the other: the hand-offs would cost more."""
+    order. An engine error propagates. An engine that says a search runs inline (``runs_inline``:
+    a small one, or one whose scan already runs on every core) is called in this thread, one
+    request after the other: the hand-offs would cost more than they bring."""
     inline = getattr(group.engine, "runs_inline", None)
     if inline is not None and inline([k.id for k in group.kbs]):
         return [_run_request(group.engine, r) for r in group.requests]

@@ -592,6 +592,11 @@ class VectorIndex:
 
         return self._widen(run, top_k, n)
 
+    def scans_in_parallel(self) -> bool:
+        """Whether unrestricted queries scan the 8-bit copy in two or more parts (threads) now."""
+        n = len(self)
+        return self._policy.kind_for(n) == "sq8" and self._policy.shards_for(n) > 1
+
     def _ready_quantized(self) -> _Quantized | None:
         """The 8-bit copy when the policy wants it now (built on first use), else None. Call
         under the lock."""

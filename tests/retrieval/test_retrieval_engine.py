@@ -142,3 +142,28 @@ def test_every_hit_field_is_filled(small_kb):
         "is_enabled": True,
     }
     assert hit.content.startswith("Volcanoes erupt") and hit.score > 0
+
+
+def test_searches_run_in_the_callers_thread_when_small_or_already_parallel(small_kb):
+    """runs_inline: by size (at most inline_max_vectors vectors), or when the KB's vectors are
+    scanned through the 8-bit copy in parallel parts (up to inline_max_parallel_vectors); a flat
+    scan above the size goes to worker threads. Decided once per store state."""
+    from rag_lab.retrieval.vector_index import IndexPolicy
+
+    ws, kb, _ = small_kb
+    index = ws.vector_index(kb)
+    assert index is not None and len(index) > 1
+    eng = LocalEngine(ws)
+    assert eng.runs_inline([kb.id])  # small
+    eng.inline_max_vectors = 0
+    eng._inline.clear()
+    assert not eng.runs_inline([kb.id])  # flat, above the size
+    index.policy = IndexPolicy(quantized_min_vectors=1, quantized_shards=2)
+    assert index.scans_in_parallel()
+    eng._inline.clear()
+    assert eng.runs_inline([kb.id])  # the scan runs on two threads already
+    eng.inline_max_parallel_vectors = 1
+    eng._inline.clear()
+    assert not eng.runs_inline([kb.id])
+    index.policy = IndexPolicy(quantized_min_vectors=1, quantized_shards=1)
+    assert not index.scans_in_parallel()
