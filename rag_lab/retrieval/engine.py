@@ -179,8 +179,9 @@ class LocalEngine:
         match_type: int,
     ) -> list[IndexWithScore]:
         """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
-        raw.sort(key=lambda r: (-r[4], r[0]))
         sources = {kb_id: self._whole(kb_id) for kb_id in {r[3] for r in raw}}
+        if len(sources) > 1:  # one KB's hits come in this order from its index already
+            raw.sort(key=lambda r: (-r[4], r[0]))
         if by_id := [r[1] for r in raw if sources[r[3]] is None]:
             rows = self._read_by_id(by_id)
             sources = {k: v or rows for k, v in sources.items()}

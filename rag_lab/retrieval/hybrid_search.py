@@ -361,12 +361,13 @@ class HybridSearcher:
 
     # -- steps ------------------------------------------------------------------------------
     def _load_kbs(self, primary_kb_id: str, sp: SearchParams) -> tuple[KnowledgeBase, list[KnowledgeBase]]:
-        store = self.workspace.store
+        """The searched KBs (by id or name, memoised per store state; call after the memo's
+        ``fresh``) and the primary one among them, with the access check (§5.3)."""
         wanted = list(dict.fromkeys(i for i in (sp.knowledge_base_ids or [primary_kb_id]) if i))
         kbs: list[KnowledgeBase] = []
         missing: list[str] = []
         for ref in wanted:
-            kb = store.get_kb(ref) or store.get_kb_by_name(ref)
+            kb = self._rows.kb(ref)
             if kb is not None and not can_view(kb, sp.tenant_id):
                 kb = None  # denied looks like unknown (§5.3): a KB's existence is not revealed
             if kb is None:
@@ -441,10 +442,10 @@ class HybridSearcher:
         p = self.params
         trace = HybridTrace()
         match_count = normalize_match_count(sp.match_count, p)
-        primary, kbs = self._load_kbs(primary_kb_id, sp)  # two indexed SQLite reads: no thread hand-off
+        self._rows.fresh(self.workspace.store)  # the memo of this store state's rows
+        primary, kbs = self._load_kbs(primary_kb_id, sp)
         self._check_embedding_spaces(kbs)
         # the KBs' rows (KbRows), read on a KB's first search under a store state, hits or none
-        self._rows.fresh(self.workspace.store)
         self._rows.preload(k.id for k in kbs)
         pool = pool_size(match_count, len(kbs), p)
         trace.match_count, trace.pool_size, trace.kb_ids = match_count, pool, [k.id for k in kbs]

@@ -41,6 +41,8 @@ class HydrationMemo:
         self._images: dict[str, str] = {}
         #: per KB: its (chunk rows, document rows) held whole by the store, or None
         self._kbs: dict[str, tuple[Any, Any] | None] = {}
+        #: KB rows by id or name (searched KBs are looked up on every search)
+        self._kb_refs: dict[str, Any] = {}
 
     def fresh(self, store: Any) -> None:
         """Read ``store`` from now on; start over when it is another store or changed since the
@@ -50,7 +52,14 @@ class HydrationMemo:
             size = len(self._chunks) + len(self._docs) + len(self._images)
             if token != self._token or size > self.max_rows or store is not self.store:
                 self.store, self._token = store, token
-                self._chunks, self._docs, self._images, self._kbs = {}, {}, {}, {}
+                self._chunks, self._docs, self._images, self._kbs, self._kb_refs = {}, {}, {}, {}, {}
+
+    def kb(self, ref: str) -> Any:
+        """The KB whose id, else name, is ``ref`` (None when there is none; call after
+        :meth:`fresh`). The object is shared by the searches of this store state: read it only."""
+        if ref not in self._kb_refs:
+            self._kb_refs[ref] = self.store.get_kb(ref) or self.store.get_kb_by_name(ref)
+        return self._kb_refs[ref]
 
     def preload(self, kb_ids: Iterable[str]) -> None:
         """Look up the whole rows the store holds for each KB of ``kb_ids`` (reading them on their
