@@ -15,6 +15,9 @@ For every corpus, in one process and on the same chunks, vectors and queries:
   first search (``KbRows``), as the 8-bit copy is built on its first query; both times are
   noted, like the anchor's index build. Where the policy picks another structure, a second row forces the flat scan
   (``rag_lab (flat)``), and the time the first query took to build that structure is noted.
+  Where the 8-bit copy is scanned in parallel parts, the search runs its retrievers in turn in
+  the caller's thread; a row ``rag_lab, worker threads`` runs them in worker threads instead,
+  in the same pass.
 * **rank-bm25 + FAISS flat** — the common LangChain-style stack: ``rank_bm25.BM25Okapi``
   (k1 1.5, b 0.75, epsilon 0 so that its ranking is BM25's, the same as bm25s') over the same
   tokens, a ``faiss.IndexFlatIP``, the same pool of 50 per retriever and the same weighted RRF
@@ -340,6 +343,23 @@ def _with_policy(vindex: Any, policy: Any, ours: RagLabStack) -> Callable[[str, 
     return search
 
 
+def _in_threads(engine: Any, vindex: Any, policy: Any, ours: RagLabStack) -> Callable[[str, np.ndarray], Any]:
+    """``ours.search`` with the vector and keyword retrievers in worker threads (as for any search
+    before ``LocalEngine.inline_max_parallel_vectors``; the search's own rows run them in turn in
+    the caller's thread)."""
+
+    async def search(query: str, qvec: np.ndarray) -> list[str]:
+        vindex.policy = policy
+        saved = engine.inline_max_parallel_vectors
+        engine.inline_max_parallel_vectors, engine._inline = 0, {}
+        try:
+            return await ours.search(query, qvec)
+        finally:
+            engine.inline_max_parallel_vectors, engine._inline = saved, {}
+
+    return search
+
+
 # -- measuring -----------------------------------------------------------------------------------
 @dataclass
 class Row:
@@ -530,16 +550,12 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
                 ]
                 variants = [v for v in variants if v[1].hnsw_ef_search != saved.hnsw_ef_search]
             variants.append(("rag_lab (flat)", IndexPolicy(ann_min_vectors=0, quantized_min_vectors=0)))
-            for stack, policy in variants:
-                # this policy and the index's own one, interleaved in one pass with the anchor
-                got = interleaved(
-                    {
-                        "anchor": anchor.search,
-                        label: _with_policy(vindex, saved, ours),
-                        stack: _with_policy(vindex, policy, ours),
-                    },
-                    c,
-                )
+            callers = [(stack, _with_policy(vindex, policy, ours)) for stack, policy in variants]
+            if kind == "sq8" and vindex.scans_in_parallel():
+                callers.append(("rag_lab, worker threads", _in_threads(c.ws.engine(), vindex, saved, ours)))
+            for stack, call in callers:
+                # this variant and the index's own policy, interleaved in one pass with the anchor
+                got = interleaved({"anchor": anchor.search, label: _with_policy(vindex, saved, ours), stack: call}, c)
                 wall, cpu, res = got[stack]
                 a_wall = got["anchor"][0]
                 rows.append(

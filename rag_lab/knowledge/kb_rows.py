@@ -3,8 +3,8 @@ documents as stored (plain tuples, JSON undecoded), each table read in one scan.
 
 Search reads the same few columns of many chunks (the retrieval engine's hits) and the full rows
 of a few (hydration: the results' chunks, their documents, the §6.9 children). On a KB of 100k
-chunks reading them row by row costs several microseconds each, most of it SQLite walking its
-B-trees at random places of the file; an in-memory retriever over a document list pays nothing.
+chunks reading them row by row means SQLite walking its B-trees at random places of the file for
+every row; an in-memory retriever over a document list pays nothing.
 :class:`KbRows` reads a KB's table once, keyed on the store's change token (its own writes, and
 SQLite's ``data_version`` for other connections' commits): any write drops every table, and the
 next search reads them again. A budget (:attr:`KbRows.max_rows`) bounds memory: a table that does
@@ -86,7 +86,8 @@ class KbRows:
     """The tables of whole KBs a store's readers share (one per :class:`KnowledgeStore`)."""
 
     #: rows held in all (chunks and documents of every KB held); a table that would pass it is
-    #: not held. ~1 KB per chunk row of ~350 characters, ~0.65 KB per document row.
+    #: not held. ``benchmarks/search.py`` notes what they take: 227 MB (``sys.getsizeof``, an upper
+    #: bound) for 100,000 chunks of ~350 characters and their 100,000 documents.
     max_rows = 300_000
 
     def __init__(self, store: KnowledgeStore) -> None:

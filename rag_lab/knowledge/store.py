@@ -133,8 +133,10 @@ def _decode_rows(cls: type[T], cursor: sqlite3.Cursor) -> Iterator[T]:
 
 
 def _tuples(conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
-    """``sql`` on a cursor whose rows are plain tuples, for rows decoded by position: fetching
-    them costs less than ``sqlite3.Row``s (``benchmarks/store_reads.py`` times both)."""
+    """``sql`` on a cursor whose rows are plain tuples, for rows decoded by position: what
+    :class:`~rag_lab.knowledge.kb_rows.KbRows` holds (sliceable, and untracked by the garbage
+    collector), a little cheaper to fetch than ``sqlite3.Row`` (``benchmarks/store_reads.py``:
+    0.120 vs 0.125 ms for 30 whole rows at 100k chunks)."""
     cur = conn.cursor()
     cur.row_factory = None
     return cur.execute(sql, args)

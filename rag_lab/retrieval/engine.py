@@ -77,8 +77,9 @@ class LocalEngine:
     max_cached_rows = 200_000
     #: vectors in all below which a search runs in the caller's thread (a flat scan, ≤ ~1 ms)
     inline_max_vectors = 20_000
-    #: the same for KBs scanned through the 8-bit copy in parallel parts (~3 ms at 100k with
-    #: 2 parts; two worker threads added ~0.4–0.6 ms of hand-offs there, ``benchmarks/search.py``)
+    #: the same for KBs scanned through the 8-bit copy in parallel parts (``benchmarks/search.py``
+    #: at 100k, 2 parts: 3.37 ms in turn here vs 3.86 ms in worker threads at top 10, 5.10 vs 6.16
+    #: ms at the pipeline's top 30 / pool 150)
     inline_max_parallel_vectors = 250_000
 
     def __init__(self, workspace: Workspace) -> None:

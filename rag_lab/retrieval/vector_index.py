@@ -671,7 +671,7 @@ class VectorIndex:
         (a smaller scan is cheaper: faiss keeps a heap of ``c``)."""
         cap = top_k * self._policy.quantized_candidates
         seen = self._needed
-        if len(seen) >= 8:  # in Python: np.quantile costs ~0.1 ms, more than it saves on small scans
+        if len(seen) >= 8:  # sorted in Python: np.quantile's call overhead exceeds the sort of 32 floats
             p90 = sorted(seen)[(len(seen) * 9) // 10]
             cap = min(cap, math.ceil(top_k * 1.25 * p90))
         return max(cap, top_k + 64)
