@@ -591,7 +591,8 @@ def bench_corpus(c: Corpus, params: PipelineParams, ef_search: Sequence[int] = (
             qs = vindex.quantized_stats
             c.notes.append(
                 f"{st.name}: 8-bit scans in this setting's passes {qs['queries']}, re-scans with 4x the candidates {qs['rescans']}, "
-                f"flat fallbacks {qs['flat_fallbacks']}"
+                f"flat fallbacks {qs['flat_fallbacks']}; the first scan now asks for "
+                f"{vindex._first_candidates(st.pool)} candidates ({st.pool * vindex.policy.quantized_candidates} at most)"
             )
         del anchor
         gc.collect()

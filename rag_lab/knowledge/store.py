@@ -358,14 +358,12 @@ class KnowledgeStore:
                 out[c.id] = c
         return out
 
-    def get_chunk_columns(self, ids: Iterable[str] | None, columns: Sequence[str], kb_id: str = "") -> dict[str, tuple]:
+    def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple]:
         """``{chunk id: (value, ...)}`` of plain columns (booleans as stored: 0 / 1) of the chunks
-        ``ids``, or of every chunk of KB ``kb_id`` when ``ids`` is None (one scan): search hits."""
+        ``ids`` (neighbour expansion reads these)."""
         if bad := [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]:
             raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
         head = f"SELECT id, {', '.join(columns)} FROM chunks WHERE "
-        if ids is None:
-            return {row[0]: row[1:] for row in _tuples(self._conn(), head + "knowledge_base_id = ?", (kb_id,))}
         out: dict[str, tuple] = {}
         for batch in _batches(_unique(ids)):
             for row in _tuples(self._conn(), head + f"id IN ({', '.join('?' * len(batch))})", tuple(batch)):

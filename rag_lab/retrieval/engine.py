@@ -62,9 +62,9 @@ class LocalEngine:
     """RetrieveEngine over a :class:`~rag_lab.knowledge.workspace.Workspace`.
 
     The chunk fields a hit carries come from the store's whole-KB rows
-    (:class:`~rag_lab.knowledge.kb_rows.KbRows`: a KB's chunk rows read in one scan on its first
-    search under a store state, dropped on any write in this process or another; hydration reads
-    the same rows). For a KB too large for their budget the rows of its hits are read as they come
+    (:class:`~rag_lab.knowledge.kb_rows.KbRows`: a KB's chunk rows read in one scan on first use
+    under a store state, by the hybrid search's start or this engine's first hits, dropped on any
+    write in this process or another; hydration reads the same rows). For a KB too large for their budget the rows of its hits are read as they come
     and kept while the store is unchanged (at most :attr:`max_cached_rows`).
 
     Searches that end in a few milliseconds run their retrievers one after the other in the
@@ -237,7 +237,6 @@ class LocalEngine:
             index = self.workspace.vector_index(kb)
             if index is None or not kb.vector_enabled or len(index) == 0:
                 continue
-            self._whole(kb.id)  # read on the KB's first search, hits or none
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue
@@ -264,7 +263,6 @@ class LocalEngine:
             if not kb.keyword_enabled:
                 continue
             index = self.workspace.keyword_index(kb)
-            self._whole(kb.id)
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue

@@ -79,11 +79,17 @@ class HydrationMemo:
         """``get_chunks(ids)`` (missing ids left out)."""
         known = self._chunks
         missing = [i for i in dict.fromkeys(ids) if i not in known]
-        if missing:
-            for tables in self._kbs.values():
-                if tables is not None:
-                    rows = tables[0]
-                    missing = [i for i in missing if not _found(known, i, rows.get(i))]
+        for tables in self._kbs.values():  # chunk ids are unique store-wide: any KB held may have it
+            if tables is None or not missing:
+                continue
+            rest = []
+            for i in missing:
+                chunk = tables[0].get(i)
+                if chunk is None:
+                    rest.append(i)
+                else:
+                    known[i] = chunk
+            missing = rest
         if missing:
             loaded = self.store.get_chunks(missing)
             for i in missing:
@@ -114,11 +120,3 @@ class HydrationMemo:
         whole = {r.knowledge_base_id for r in results if not r.image_info}
         tables = self._kbs.get(next(iter(whole))) if len(whole) == 1 else None
         enrich_search_results_image_info(results, tables[0] if tables is not None else self.store, self._images)
-
-
-def _found(known: dict[str, Any], key: str, value: Any) -> bool:
-    """Memoise ``value`` under ``key`` when it is not None; whether it was."""
-    if value is None:
-        return False
-    known[key] = value
-    return True

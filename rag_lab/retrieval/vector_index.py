@@ -42,6 +42,7 @@ import logging
 import math
 import os
 import threading
+from collections import deque
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -250,8 +251,8 @@ class VectorIndex:
         self._quantized: _Quantized | None = None
         #: 8-bit path counters: queries, re-scans with 4x the candidates, flat fallbacks
         self.quantized_stats = {"queries": 0, "rescans": 0, "flat_fallbacks": 0}
-        #: candidates per result the 8-bit check needed, recent queries (see _first_candidates)
-        self._needed: list[float] = []
+        #: candidates per result the 8-bit check needed, the last 32 queries (see _first_candidates)
+        self._needed: deque[float] = deque(maxlen=32)
         self._lock = threading.RLock()
         #: the on-disk version this index was loaded from or last saved as (None: none / legacy)
         self.version: str | None = None
@@ -661,9 +662,6 @@ class VectorIndex:
             stats["rescans"] += 1
             c *= 4
 
-    #: queries whose candidate counts set the next first scan's
-    _CANDIDATE_HISTORY = 32
-
     def _first_candidates(self, top_k: int) -> int:
         """Candidates of a query's first 8-bit scan: ``quantized_candidates`` per result (at least
         64 more) until 8 queries are known; then 1.25 × the 90th percentile of what the check
@@ -678,10 +676,7 @@ class VectorIndex:
 
     def _note_candidates(self, top_k: int, needed: int) -> None:
         """Remember that a query for ``top_k`` needed ``needed`` candidates (call under the lock)."""
-        seen = self._needed
-        seen.append(needed / top_k)
-        if len(seen) > self._CANDIDATE_HISTORY:
-            del seen[0]
+        self._needed.append(needed / top_k)
 
     def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
         if n == 0:
