@@ -8,6 +8,10 @@ export RAGAS_DO_NOT_TRACK := true
 export TOKENIZERS_PARALLELISM := false
 # the extras' tests (Milvus Lite, Ray) fail instead of skipping when their packages are missing
 export RAG_LAB_REQUIRE_EXTRAS := 1
+# pytest loads only the plugins the suite uses (autoloading every installed one — langsmith, anyio,
+# … — costs seconds per start on a quiet machine, minutes under load)
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD := 1
+PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
 
 .PHONY: demo test test-fast notebooks venv clean lab judge test-llm
 
@@ -26,11 +30,11 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(VENV)/bin/ruff format --check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(PY) -m mypy rag_lab
-	$(PY) -m pytest -q --nbval-lax -m "not llm" tests notebooks
+	$(PYTEST) -q --nbval-lax -m "not llm" tests notebooks
 	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --quiet --out reports
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PYTEST) -q -m "not slow" tests
 
 # JupyterLab on 127.0.0.1 over notebooks/, the demo KB ingested first (LAB_ARGS="--port 9999 --no-browser")
 lab: $(STAMP)
@@ -47,7 +51,7 @@ judge: $(JUDGE_STAMP)
 	$(PY) -m rag_lab.cli judge serve
 
 test-llm: $(JUDGE_STAMP)
-	$(PY) -m pytest -q -s -m llm tests/llm
+	$(PYTEST) -q -s -m llm tests/llm
 
 notebooks: $(STAMP)
 	$(PY) notebooks/build_notebooks.py
