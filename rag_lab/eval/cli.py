@@ -101,16 +101,6 @@ def _judge(args: argparse.Namespace, lab: Any) -> Any:
     return judge_from_lab_config(lab.config)
 
 
-def _headroom(text: str) -> tuple[float, float]:
-    lo, sep, hi = str(text).partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return (float(lo), float(hi))
-    except ValueError:
-        raise ValueError(f"--headroom {text!r}: expected LO:HI, e.g. 0.05:0.95") from None
-
-
 def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
     """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
     None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
@@ -486,8 +476,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
         seed=args.seed,
         fail_on_change=args.fail_on_change,
         ci_level=args.ci_level,
-        headroom=_headroom(args.headroom),
+        allow_underpowered=args.allow_underpowered,
+        correction=args.correction,
+        max_age_days=args.max_baseline_age_days,
     )
+    if args.headroom is not None:
+        print(
+            "warning: --headroom is ignored: every metric is gated against drops, saturated ones included "
+            "(a metric at its ceiling is reported as such)",
+            file=sys.stderr,
+        )
     result = run_gate(
         args.baseline,
         args.current,
@@ -498,6 +496,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     print(result.table())
+    if args.summary_md:
+        summary = Path(args.summary_md)
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        with summary.open("a", encoding="utf-8") as fh:  # appended, as $GITHUB_STEP_SUMMARY expects
+            fh.write(result.summary_markdown())
     if args.out:
         out = Path(args.out)
         result.write(out)
@@ -632,11 +635,30 @@ def add_eval_commands(subparsers: Any) -> None:
     )
     p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the deltas' bootstrap CIs")
     p.add_argument(
-        "--headroom",
-        default="0.05:0.95",
-        metavar="LO:HI",
-        help="gate a default metric only when its baseline mean is inside (LO, HI)",
+        "--allow-underpowered",
+        action="store_true",
+        help="pass checks whose slice cannot detect a drop of the tolerance (verdict 'insufficient data')",
     )
+    p.add_argument(
+        "--correction",
+        choices=("holm", "none"),
+        default="holm",
+        help="correction of the p-values across the checks (default holm)",
+    )
+    p.add_argument(
+        "--max-baseline-age-days",
+        type=float,
+        default=90.0,
+        metavar="DAYS",
+        help="warn when the baseline is older (0: never)",
+    )
+    p.add_argument(
+        "--summary-md",
+        default=None,
+        metavar="PATH",
+        help="append a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY, a PR comment)",
+    )
+    p.add_argument("--headroom", default=None, help=argparse.SUPPRESS)  # ignored since every metric is gated
     p.add_argument(
         "--out", default=None, help="write gate.json, gate.md, gate.html, gate.junit.xml and the current report here"
     )

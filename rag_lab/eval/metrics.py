@@ -51,6 +51,7 @@ __all__ = [
     "ndcg_at_k",
     "precision_at_k",
     "recall_at_k",
+    "retrieval_metric_names",
 ]
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
@@ -160,8 +161,9 @@ def average_precision(retrieved: Sequence[str], gold: Collection[str], k: int | 
 # --------------------------------------------------------------------------- aggregate report
 
 
-def _metric_names(ks: Sequence[int]) -> list[str]:
-    """Column names of the per-query table, in display order."""
+def retrieval_metric_names(ks: Sequence[int]) -> list[str]:
+    """Column names of the per-query table, in display order (what a report with cut-offs ``ks``
+    holds per question)."""
     names: list[str] = []
     for prefix in ("recall", "precision", "hit", "ndcg", "mrr"):
         names.extend(f"{prefix}@{k}" for k in ks)
@@ -180,7 +182,7 @@ class RetrievalReport:
     @property
     def metric_names(self) -> list[str]:
         """Names of the metrics in :meth:`summary`, in display order."""
-        return _metric_names(self.ks)
+        return retrieval_metric_names(self.ks)
 
     @property
     def n_queries(self) -> int:

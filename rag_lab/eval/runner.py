@@ -322,8 +322,10 @@ async def evaluate_suites(
     metrics = list(ragas_metrics)
     ks_t = tuple(ks)
     suites: list[SuiteResult] = []
+    loaded: list[tuple[str, Any]] = []
     for spec in spec_list:
         ds = spec.load()
+        loaded.append((spec.name, ds))
         ingest_dataset(lab, ds, spec.kb_name, progress=progress)
         res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
         ragas = None
@@ -359,4 +361,9 @@ async def evaluate_suites(
         "params": params_overrides(params, lab.params) if params is not None else {},
     }
     lab_params = lab.params.model_dump(mode="json") if hasattr(lab.params, "model_dump") else {}
-    return EvalReport(suites, {"spec": run_spec, "lab_params": lab_params, **dict(meta or {})})
+    from rag_lab.eval.gate.provenance import report_provenance
+
+    provenance = report_provenance(lab, loaded)
+    return EvalReport(
+        suites, {"spec": run_spec, "lab_params": lab_params, "provenance": provenance, **dict(meta or {})}
+    )

@@ -1,63 +1,78 @@
 """Regression gate: compare a current evaluation with a committed baseline, metric by metric and
-question by question.
+question by question, and give each check a verdict tier.
 
-**Metric checks.** For each suite (dataset slice) and gated metric, the queries present in both
-reports are paired and ``d_q = current_q - baseline_q`` computed (samples NaN on either side are
-left out of the pair and counted). A metric **regresses** when both hold:
+**Both reports are validated first** (:mod:`rag_lab.eval.report.schema`): values inside each
+metric's declared range, numbers not strings, one row and one record per question, every declared
+metric on every row. A damaged report is unusable input (exit 2) naming file, suite, question and
+field; it never reaches a comparison.
 
-* the mean difference is below ``-tolerance`` (default 0.02, absolute; per-metric overrides), and
-* a one-sided paired test over queries says the drop is unlikely to be chance: ``p < alpha``
-  (default 0.05). The test is a sign-flip permutation test of the mean difference (exact over
-  all 2^n sign vectors up to n = 16, else ``n_resamples`` random flips from ``seed``), or a
-  paired bootstrap of the mean difference. Both are deterministic for a fixed seed.
+**Metric checks.** For each suite and gated metric, the queries present in both reports are paired
+and ``d_q = current_q - baseline_q`` computed (differences under 1e-9 are float noise, 0). The
+one-sided paired test of a drop is a sign-flip permutation test of the mean difference (exact over
+all 2^n sign vectors up to n = 16, else ``n_resamples`` random flips from ``seed``, ``p = (1 + hits)
+/ (1 + n_resamples)``), or a paired bootstrap; both deterministic for a fixed seed. The p-values of
+every metric check of the gate are then adjusted together with **Holm's step-down correction**
+(``correction="holm"``; raw and adjusted p are both reported), so 40 checks at alpha 0.05 do not
+give 40 chances of a false alarm. Each check then gets one status, in this order:
+
+* ``nan``: the current mean is NaN, or a question whose value was finite in the baseline is NaN /
+  failed now (compared question by question: a NaN that moves to another question fails too);
+* ``unchanged``: no question moved;
+* ``regression``: the mean dropped by more than the tolerance (default 0.02, per-metric overrides)
+  with an adjusted ``p < alpha`` (default 0.05);
+* ``improved``: the mean rose by more than the tolerance with an adjusted ``p < alpha`` (passes;
+  refresh the baseline to lock it in);
+* ``underpowered`` (verdict *insufficient data*): the mean fell but the slice cannot detect a drop
+  of its tolerance: fewer questions moved than the test needs to ever reach ``p < alpha``
+  (``min_queries``: 5 for the sign-flip test at 0.05, whatever n), or the minimum detectable effect
+  ``mde = (z_{1-alpha} + z_power) * SD / sqrt(n)`` (SD of the observed per-question changes; of
+  the baseline's values before anything moved) is above the tolerance. It **fails** unless
+  ``allow_underpowered``; the note says what to do (more questions, ``--fail-on-change``);
+* ``ok``: questions moved, nothing significant and the slice had the power to see it.
+
+Every default metric present in the baseline is gated, saturated ones included: a metric at its
+ceiling can only fall, which is what a gate is for (it is marked ``saturated="ceiling"``), and one
+at the floor can only rise. ``missing`` (a gated suite, metric or query of the baseline absent
+from the current run) fails; so does the per-suite ``model_errors`` check when any question of
+the baseline has a pipeline / model error it did not have (errors compared per question).
 
 Each check also carries the percentile bootstrap confidence interval of the mean difference
-(``ci_level``, default 95 %), the effect size (Cohen's d_z: mean difference / SD of the
-differences) and what the slice can detect: ``min_queries`` (the fewest questions that must all
-get worse, the others unchanged, for the test to reach ``p < alpha``) and ``mde`` (minimum
-detectable effect: the mean drop a paired test at ``alpha`` detects with 80 % power when the
-per-question changes are as variable as the metric is across the baseline's questions,
-``(z_{1-alpha} + z_{0.8}) * SD_baseline / sqrt(n)``, and never below the tolerance).
+(``ci_level``), the effect size (Cohen's d_z) and the counts of questions that moved, got worse
+and got better. The verdict groups the checks in tiers: regression, insufficient data,
+improvement, unchanged.
 
-It **fails** as well, whatever the difference, when the current mean is NaN, when the current run
-has more NaN / failed samples than the baseline had (NaN is a failure, never averaged away), when
-a suite has more pipeline / model errors than in the baseline, or when a gated suite, metric or
-query of the baseline is missing from the current run. A metric that rose by more than the
-tolerance with ``p < alpha`` is reported ``improved`` (passes; refresh the baseline to lock it in).
+**Per-question changes.** Every question whose error, ranking, final contexts, answer or gated
+metric values differ (a metric turned NaN included) is listed, new failures first, then worst first
+(largest drop on a gated metric). The offline pipeline is deterministic, so any such change is a
+real behaviour change: ``fail_on_change=True`` (``--fail-on-change``) fails the gate on any of them,
+the policy for deterministic setups (``make test`` uses it); the statistical test is the policy for
+noisy ones (an LLM in the loop).
 
-**Gated metrics** (unless ``GatePolicy.metrics`` names them): those of
-:data:`DEFAULT_GATE_METRICS` present in the baseline, one name per quantity (``id_context_recall``
-and ``nonllm_context_recall`` equal ``recall@10`` on these pipelines and are reported, not gated),
-and only where the baseline mean lies inside ``headroom`` (default (0.05, 0.95)): a metric at
-the floor cannot fail and one at the ceiling can never show an improvement, so they are listed
-under ``not_gated`` with the reason instead (their per-question changes are still listed).
-
-**Per-question changes.** The baseline stores each question's ranked document ids, final context
-chunk ids and answer. Every question whose ranking, contexts or answer differ (or whose metric
-values do) is listed, worst first (by its largest drop on a gated metric, then the sum of drops).
-The offline pipeline is deterministic, so any such change is a real behaviour change: ``fail_on_change=True``
-(``--fail-on-change``) fails the gate on any of them, for deterministic setups; the statistical
-test above is the policy for noisy ones (an LLM in the loop).
+**Provenance.** The gate warns (never fails) when the baseline is older than ``max_age_days`` or
+was made by another code version, other models or other dataset content
+(:mod:`.provenance`).
 
 :func:`run_gate` re-runs the baseline's own spec (suites, ks, ragas metrics, params) with the
 offline defaults in a fresh workspace, unless a current report is given. Exit codes of the CLI:
-0 pass, 1 regression / NaN / missing / errors / changes under ``--fail-on-change``, 2 unusable
-input. :meth:`GateResult.to_json` (``gate.json``) holds the verdict for other tools.
+0 pass, 1 regression / NaN / missing / errors / insufficient data / changes under
+``--fail-on-change``, 2 unusable input. :meth:`GateResult.to_json` (``gate.json``) holds the
+verdict for other tools; :meth:`GateResult.summary_markdown` a short summary for CI pages.
 
-The package is split by responsibility: :mod:`.stats` (the paired tests, confidence interval,
-effect size and what a slice can detect), :mod:`.result` (policy, checks, per-question changes and
-the verdict), :mod:`.render` (the table, Markdown, HTML and JUnit views of a result),
-:mod:`.compare` (baseline vs current, suite by suite) and :mod:`.run` (re-running a baseline's spec
-and :func:`run_gate`).
+The package is split by responsibility: :mod:`.stats` (the paired tests, Holm, confidence
+interval, effect size and what a slice can detect), :mod:`.result` (policy, checks, per-question
+changes and the verdict), :mod:`.render` (the table, Markdown, summary, HTML and JUnit views of a
+result), :mod:`.compare` (baseline vs current, suite by suite), :mod:`.provenance` (where a report
+comes from) and :mod:`.run` (re-running a baseline's spec and :func:`run_gate`).
 """
 
 from __future__ import annotations
 
-from rag_lab.eval.gate.compare import changed_params, compare_reports, query_changes
+from rag_lab.eval.gate.compare import changed_params, compare_reports, powered, query_changes
 from rag_lab.eval.gate.result import (
     DEFAULT_GATE_METRICS,
     ERRORS_METRIC,
     METRIC_FAMILIES,
+    TIER_ORDER,
     GateError,
     GatePolicy,
     GateResult,
@@ -70,6 +85,7 @@ from rag_lab.eval.gate.stats import (
     bootstrap_ci,
     detectable_effect,
     effect_size,
+    holm_adjust,
     min_queries_to_detect,
     paired_bootstrap_pvalue,
     paired_permutation_pvalue,
@@ -83,13 +99,16 @@ __all__ = [
     "GateResult",
     "MetricCheck",
     "QueryChange",
+    "TIER_ORDER",
     "bootstrap_ci",
     "changed_params",
     "compare_reports",
     "detectable_effect",
+    "holm_adjust",
     "min_queries_to_detect",
     "paired_bootstrap_pvalue",
     "paired_permutation_pvalue",
+    "powered",
     "query_changes",
     "run_gate",
     # used by the CLI and the tests

@@ -1,15 +1,18 @@
 """Baseline vs current report: one :class:`~rag_lab.eval.gate.result.MetricCheck` per suite and
-gated metric (paired test, NaN and missing rules, headroom), the per-suite error check, the
-questions that changed, and the params that differ."""
+gated metric (paired test with Holm's correction across checks, the power check, NaN and missing
+rules), the per-question error check of each suite, the questions that changed, and the params
+that differ."""
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from rag_lab.eval.gate.provenance import provenance_warnings
 from rag_lab.eval.gate.result import (
     DEFAULT_GATE_METRICS,
     ERRORS_METRIC,
@@ -19,104 +22,168 @@ from rag_lab.eval.gate.result import (
     MetricCheck,
     QueryChange,
 )
-from rag_lab.eval.gate.stats import bootstrap_ci, detectable_effect, effect_size, min_queries_to_detect
-from rag_lab.eval.report import EvalReport, SuiteResult, short_text
+from rag_lab.eval.gate.stats import (
+    bootstrap_ci,
+    detectable_effect,
+    effect_size,
+    holm_adjust,
+    min_queries_to_detect,
+)
+from rag_lab.eval.metric_defs import metric as metric_info
+from rag_lab.eval.report import EvalReport, ReportError, SuiteResult, short_text, validate_report
 
-
-def _bad(values: Mapping[str, float]) -> int:
-    return sum(1 for v in values.values() if not math.isfinite(v))
+#: paired differences smaller than this are float noise, not a change
+NO_CHANGE = 1e-9
 
 
 def _missing_check(suite: str, metric: str, baseline: float, tol: float, note: str) -> MetricCheck:
     return MetricCheck(suite, metric, baseline, math.nan, math.nan, tol, math.nan, 0, 0, 0, "missing", note)
 
 
-def _check_suite(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolicy) -> MetricCheck:
+def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolicy) -> tuple[MetricCheck, list[float]]:
+    """The check's numbers (paired differences, p-values, CI) and the values whose spread sets
+    its power: the observed per-question changes once questions moved, else (a priori) the
+    baseline's values. Power and status are set by :func:`_power` and :func:`_decide` once every
+    check's p-value is known (the correction spans all of them)."""
     tol = policy.tolerance_for(metric)
     bvals, cvals = base.values().get(metric), cur.values().get(metric)
     bmean = base.summary().get(metric, math.nan)
     if cvals is None or bvals is None:
-        return _missing_check(base.name, metric, bmean, tol, "metric missing from the current run")
+        return _missing_check(base.name, metric, bmean, tol, "metric missing from the current run"), []
     cmean = cur.summary().get(metric, math.nan)
-    bad_b, bad_c = _bad(bvals), _bad(cvals)
     missing_q = [q for q in bvals if q not in cvals]
+    gained_nan = [q for q in bvals if q in cvals and math.isfinite(bvals[q]) and not math.isfinite(cvals[q])]
     pairs = [(bvals[q], cvals[q]) for q in bvals if q in cvals and math.isfinite(bvals[q]) and math.isfinite(cvals[q])]
-    diffs = [0.0 if abs(c - b) < 1e-9 else c - b for b, c in pairs]  # float noise is no change
-    delta = float(np.mean(diffs)) if diffs else math.nan
-    p = policy.pvalue(diffs) if diffs else math.nan
-    lo, hi = bootstrap_ci(diffs, policy.ci_level, policy.n_resamples, policy.seed) if diffs else (math.nan, math.nan)
+    diffs = [0.0 if abs(c - b) < NO_CHANGE else c - b for b, c in pairs]
+    moved = sum(1 for x in diffs if x != 0.0)
     check = MetricCheck(
         base.name,
         metric,
         bmean,
         cmean,
-        delta,
+        float(np.mean(diffs)) if diffs else math.nan,
         tol,
-        p,
+        policy.pvalue(diffs) if diffs else math.nan,
         len(pairs),
-        bad_b,
-        bad_c,
-        "ok",
-        ci_low=lo,
-        ci_high=hi,
+        sum(1 for v in bvals.values() if not math.isfinite(v)),
+        sum(1 for v in cvals.values() if not math.isfinite(v)),
+        "missing" if missing_q else "ok",
         effect_size=effect_size(diffs) if diffs else math.nan,
-        mde=max(tol, detectable_effect(list(bvals.values()), policy.alpha)),
-        min_queries=min_queries_to_detect(len(pairs), policy.alpha, policy.test),
         n_worse=sum(1 for x in diffs if x < 0),
         n_better=sum(1 for x in diffs if x > 0),
+        n_informative=moved,
+        gained_nan=gained_nan,
     )
+    if diffs:
+        check.ci_low, check.ci_high = bootstrap_ci(diffs, policy.ci_level, policy.n_resamples, policy.seed)
+    check.p_adjusted = check.p_value
+    check.p_up = policy.pvalue([-x for x in diffs]) if moved else math.nan
+    check.p_up_adjusted = check.p_up
     if missing_q:
-        check.status, check.note = (
-            "missing",
-            f"{len(missing_q)} baseline queries missing from the current run (e.g. {missing_q[0]})",
+        check.note = f"{len(missing_q)} baseline queries missing from the current run (e.g. {missing_q[0]})"
+    try:
+        check.saturated = metric_info(metric).saturated(bmean, tol)
+    except KeyError:
+        check.saturated = ""
+    return check, diffs if moved else list(bvals.values())
+
+
+def _power(c: MetricCheck, spread: Sequence[float], level: float, policy: GatePolicy) -> None:
+    """What the slice can detect at ``level`` (alpha, or alpha / m under Holm: the level the
+    smallest of m p-values must beat): ``min_queries`` and the minimum detectable effect."""
+    c.power_alpha = level
+    c.min_queries = min_queries_to_detect(c.n_pairs, level, policy.test)
+    c.mde = detectable_effect(spread, level, policy.power) if spread else math.nan
+
+
+def powered(c: MetricCheck) -> bool:
+    """The slice can detect a drop of the check's tolerance: enough questions moved for the test to
+    ever reach significance (``min_queries``) and the minimum detectable effect is within the
+    tolerance."""
+    return c.min_queries is not None and c.n_informative >= c.min_queries and c.mde <= c.tolerance
+
+
+def _decide(c: MetricCheck, policy: GatePolicy) -> None:
+    """Set ``status`` and ``note`` from the (adjusted) p-values: regression, NaN, insufficient
+    data (a fall the slice cannot tell from chance), improvement, ok or unchanged."""
+    if c.status == "missing":
+        return
+    tol, alpha = c.tolerance, policy.alpha
+    where = f"{c.n_worse} of {c.n_pairs} questions worse"
+    p_txt = f"p={c.p_value:.4g}" + (f", Holm {c.p_adjusted:.4g}" if policy.correction == "holm" else "")
+    if not math.isfinite(c.current):
+        c.status, c.note = "nan", "current mean is NaN (no valid sample)"
+    elif c.gained_nan:
+        c.status = "nan"
+        c.note = f"{len(c.gained_nan)} question(s) became NaN / failed (e.g. {c.gained_nan[0]}); NaN is a failure"
+    elif c.n_informative == 0:
+        c.status = "unchanged"
+    elif c.delta < -tol and c.p_adjusted < alpha:
+        c.status = "regression"
+        c.note = (
+            f"mean dropped by {-c.delta:.4f} > tolerance {tol:g} (paired {policy.test} {p_txt} < {alpha:g}; {where})"
         )
-    elif not math.isfinite(cmean):
-        check.status, check.note = "nan", "current mean is NaN (no valid sample)"
-    elif bad_c > bad_b:
-        check.status, check.note = (
-            "nan",
-            f"{bad_c - bad_b} more NaN/failed samples than the baseline ({bad_b} → {bad_c})",
+    elif c.delta > tol and c.p_up_adjusted < alpha:
+        c.status = "improved"
+        c.note = f"mean rose by {c.delta:.4f} (p={c.p_up:.4g}); refresh the baseline to keep it"
+    elif c.delta < 0 and not powered(c):
+        c.status = "underpowered"
+        c.allowed = policy.allow_underpowered
+        lvl = f"{c.power_alpha:.3g}" + (" (alpha / checks, Holm)" if c.power_alpha < alpha else "")
+        why = []
+        if c.min_queries is None:
+            why.append(f"{c.n_pairs} questions can never reach p < {lvl}")
+        elif c.n_informative < c.min_queries:
+            why.append(f"{c.n_informative} moved where the test needs >= {c.min_queries} to reach p < {lvl}")
+        if not c.mde <= tol:
+            why.append(f"it detects only drops >= {c.mde:.4f} (mde at {lvl}, power {policy.power:g})")
+        c.note = (
+            f"insufficient data: mean fell by {-c.delta:.4f} ({where}, {p_txt}) but this slice cannot detect a "
+            f"drop of {tol:g}: {'; '.join(why)}. Evaluate more questions, gate with --fail-on-change "
+            "(deterministic pipelines)"
+            + (", or pass --allow-underpowered" if not c.allowed else "; allowed by --allow-underpowered")
         )
-    elif diffs and delta < -tol and p < policy.alpha:
-        check.status = "regression"
-        check.note = (
-            f"mean dropped by {-delta:.4f} > tolerance {tol:g} (paired {policy.test} p={p:.4g} < {policy.alpha:g}; "
-            f"{check.n_worse} of {len(pairs)} questions worse)"
-        )
-    elif diffs and delta > tol and (p_up := policy.pvalue([-x for x in diffs])) < policy.alpha:
-        check.status = "improved"
-        check.note = f"mean rose by {delta:.4f} (p={p_up:.4g}); refresh the baseline to keep it"
-    return check
+    else:
+        c.status = "ok"
+    if c.saturated == "ceiling" and c.status in ("ok", "unchanged"):
+        c.note = (c.note + "; " if c.note else "") + "at the ceiling: it cannot rise, gated against drops"
+
+
+def _adjust(checks: Sequence[MetricCheck], policy: GatePolicy) -> None:
+    """Holm across every metric check of the gate: the drop p-values, and apart the rise ones."""
+    if policy.correction != "holm":
+        return
+    for attr, out in (("p_value", "p_adjusted"), ("p_up", "p_up_adjusted")):
+        adj = holm_adjust([getattr(c, attr) for c in checks])
+        for c, a in zip(checks, adj):
+            setattr(c, out, a)
 
 
 def _errors_check(base: SuiteResult, cur: SuiteResult) -> MetricCheck:
-    """Pipeline / model errors (answer stream failed or cut, a stage raised): fail when they rise."""
+    """Pipeline / model errors (answer stream failed or cut, a stage raised), compared question by
+    question: any question of the baseline that has an error now and had none fails."""
     b, c = base.errors, cur.errors
     check = MetricCheck(base.name, ERRORS_METRIC, float(b), float(c), float(c - b), 0.0, math.nan, 0, 0, 0, "ok")
-    if c > b:
-        first = next((r for r in cur.records if r.error), None)
+    had = {r.qid for r in base.records if r.error}
+    now = {r.qid: r for r in cur.records if r.error}
+    known = {r.qid for r in base.records}
+    gained = [r for q, r in now.items() if q in known and q not in had]
+    check.n_pairs = len(known)
+    check.n_informative = len(gained) + len(had - set(now))
+    if gained:
         check.status = "errors"
-        check.note = f"{c} questions with pipeline/model errors (baseline {b})" + (
-            f", e.g. {first.qid}: {short_text(first.error, 120)}" if first is not None else ""
+        check.note = f"{len(gained)} question(s) with a new pipeline/model error (baseline {b}, now {c}), e.g. " + (
+            f"{gained[0].qid}: {short_text(gained[0].error, 120)}"
         )
+    elif check.n_informative == 0 and b == c:
+        check.status = "unchanged"
     return check
 
 
-def _headroom_reason(mean: float, tol: float, headroom: tuple[float, float]) -> str:
-    if not math.isfinite(mean):
-        return ""
-    if mean <= tol:
-        return f"baseline mean {mean:.4f} <= tolerance {tol:g}: it cannot drop by more than the tolerance"
-    lo, hi = headroom
-    if not lo < mean < hi:
-        side = "cannot rise" if mean >= hi else "can barely fall"
-        return f"baseline mean {mean:.4f} outside ({lo:g}, {hi:g}): no headroom, it {side}"
-    return ""
-
-
 def query_changes(base: SuiteResult, cur: SuiteResult, metrics: Sequence[str]) -> list[QueryChange]:
-    """Every question of ``base`` whose ranked document ids, final contexts, answer or gated metric
-    values differ in ``cur``, worst first (largest drop on a gated metric, then most changed)."""
+    """Every question of ``base`` whose error, ranked document ids, final contexts, answer or gated
+    metric values differ in ``cur`` (a metric that became NaN included), new failures first, then
+    worst first (largest drop on a gated metric, then most changed)."""
     bvals, cvals = base.values(), cur.values()
     cur_recs = {r.qid: r for r in cur.records}
     out: list[QueryChange] = []
@@ -125,20 +192,27 @@ def query_changes(base: SuiteResult, cur: SuiteResult, metrics: Sequence[str]) -
         if c is None:
             continue  # reported by the metric checks as missing
         changed = []
+        if (b.error or "") != (c.error or ""):
+            changed.append("error")
+        deltas: dict[str, float] = {}
+        nan_metrics: list[str] = []
+        for m in metrics:
+            bv, cv = bvals.get(m, {}).get(b.qid, math.nan), cvals.get(m, {}).get(b.qid, math.nan)
+            if math.isfinite(bv) and math.isfinite(cv):
+                if abs(cv - bv) >= NO_CHANGE:
+                    deltas[m] = cv - bv
+            elif math.isfinite(bv):
+                nan_metrics.append(m)
+                if bv > 0:
+                    deltas[m] = -bv  # became NaN / failed: counted as a drop to 0
+        if nan_metrics:
+            changed.append("nan")
         if list(b.retrieved_doc_ids) != list(c.retrieved_doc_ids):
             changed.append("ranking")
         if b.context_ids and list(b.context_ids) != list(c.context_ids):
             changed.append("contexts")
         if b.answer != c.answer:
             changed.append("answer")
-        deltas: dict[str, float] = {}
-        for m in metrics:
-            bv, cv = bvals.get(m, {}).get(b.qid, math.nan), cvals.get(m, {}).get(b.qid, math.nan)
-            if math.isfinite(bv) and math.isfinite(cv):
-                if abs(cv - bv) >= 1e-9:
-                    deltas[m] = cv - bv
-            elif math.isfinite(bv) and bv > 0:
-                deltas[m] = -bv  # became NaN / failed: counted as a drop to 0
         if deltas and not changed:
             changed.append("metrics")
         if changed:
@@ -154,10 +228,17 @@ def query_changes(base: SuiteResult, cur: SuiteResult, metrics: Sequence[str]) -
                     b.answer,
                     c.answer,
                     list(b.gold_ids),
+                    b.error or "",
+                    c.error or "",
+                    nan_metrics,
                 )
             )
-    out.sort(key=lambda ch: (ch.worst, sum(ch.deltas.values()), -len(ch.changed), ch.qid))
+    out.sort(key=_change_order)
     return out
+
+
+def _change_order(ch: QueryChange) -> tuple[Any, ...]:
+    return (not ch.gained_failure, ch.worst, sum(ch.deltas.values()), -len(ch.changed), ch.suite, ch.qid)
 
 
 def _effective_params(report: EvalReport, suite: SuiteResult, with_lab: bool) -> dict[str, Any]:
@@ -183,13 +264,25 @@ def changed_params(baseline: EvalReport, current: EvalReport) -> dict[str, dict[
     return out
 
 
-def compare_reports(baseline: EvalReport, current: EvalReport, policy: GatePolicy | None = None) -> GateResult:
-    """Check every gated metric of every baseline suite against the current report, and list the
-    questions that changed."""
+def compare_reports(
+    baseline: EvalReport,
+    current: EvalReport,
+    policy: GatePolicy | None = None,
+    *,
+    now: datetime.datetime | None = None,
+) -> GateResult:
+    """Check every gated metric of every baseline suite against the current report (both reports
+    validated first: :class:`GateError` naming the report, suite, question and field), correct
+    the p-values across the checks, and list the questions that changed."""
     pol = policy or GatePolicy()
+    for label, rep in (("baseline", baseline), ("current", current)):
+        try:
+            validate_report(rep, str(rep.meta.get("source") or label))
+        except ReportError as exc:
+            raise GateError(str(exc)) from None
     checks: list[MetricCheck] = []
+    spread: dict[int, list[float]] = {}  # check index -> the values whose spread sets its power
     changes: list[QueryChange] = []
-    not_gated: dict[str, dict[str, str]] = {}
     cur_by_name = {s.name: s for s in current.suites}
     for base in baseline.suites:
         cur = cur_by_name.get(base.name)
@@ -202,18 +295,7 @@ def compare_reports(baseline: EvalReport, current: EvalReport, policy: GatePolic
                         f"gated metric {m!r} is not in the baseline suite {base.name!r} (it has: {', '.join(names)})"
                     )
         else:
-            summary = base.summary()
-            gated, skipped = [], {}
-            for m in DEFAULT_GATE_METRICS:
-                if m not in names:
-                    continue
-                why = _headroom_reason(summary.get(m, math.nan), pol.tolerance_for(m), pol.headroom)
-                if why:
-                    skipped[m] = why
-                else:
-                    gated.append(m)
-            if skipped:
-                not_gated[base.name] = skipped
+            gated = [m for m in DEFAULT_GATE_METRICS if m in names]
         if cur is None:
             checks += [
                 _missing_check(
@@ -226,10 +308,19 @@ def compare_reports(baseline: EvalReport, current: EvalReport, policy: GatePolic
                 for m in gated
             ]
             continue
-        checks += [_check_suite(base, cur, m, pol) for m in gated]
+        for m in gated:
+            check, spread[len(checks)] = _measure(base, cur, m, pol)
+            checks.append(check)
         checks.append(_errors_check(base, cur))
         changes += query_changes(base, cur, gated)
     if not checks:
         raise GateError("nothing to gate: the baseline has no suites / gated metrics")
-    changes.sort(key=lambda ch: (ch.worst, sum(ch.deltas.values()), -len(ch.changed), ch.suite, ch.qid))
-    return GateResult(checks, pol, current, changes, changed_params(baseline, current), not_gated)
+    measured = [i for i, c in enumerate(checks) if c.metric != ERRORS_METRIC and c.status != "missing"]
+    _adjust([checks[i] for i in measured], pol)
+    level = pol.alpha / len(measured) if pol.correction == "holm" and measured else pol.alpha
+    for i in measured:
+        _power(checks[i], spread[i], level, pol)
+        _decide(checks[i], pol)
+    changes.sort(key=_change_order)
+    warnings = provenance_warnings(baseline, current, pol.max_age_days, now)
+    return GateResult(checks, pol, current, changes, changed_params(baseline, current), warnings)

@@ -17,7 +17,21 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
     """A fixed-width table of every check, the changed params, the worst changed questions,
     then a one-line verdict."""
     lvl = f"{round(res.policy.ci_level * 100):d}% CI"
-    head = ("suite", "metric", "baseline", "current", "delta", lvl, "tol", "p", "mde", "pairs", "NaN b/c", "status")
+    head = (
+        "suite",
+        "metric",
+        "baseline",
+        "current",
+        "delta",
+        lvl,
+        "tol",
+        "p",
+        "p adj",
+        "mde",
+        "moved",
+        "NaN b/c",
+        "status",
+    )
     rows = [head]
     for c in res.checks:
         rows.append(
@@ -30,10 +44,11 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
                 _ci(c),
                 _f(c.tolerance),
                 _f(c.p_value),
+                _f(c.p_adjusted),
                 _f(c.mde),
-                str(c.n_pairs),
+                f"{c.n_informative}/{c.n_pairs}",
                 f"{c.bad_baseline}/{c.bad_current}",
-                c.status.upper() if c.failed else c.status,
+                _status(c),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -42,9 +57,7 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
     for c in res.checks:
         if c.note:
             lines.append(f"  {c.suite} {c.metric}: {c.note}")
-    for suite, skipped in res.not_gated.items():
-        if skipped:
-            lines.append(f"  {suite}: not gated: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()))
+    lines += [f"warning: {w}" for w in res.warnings]
     lines.append(res.params_line())
     if res.changes:
         lines.append(f"per-question changes: {len(res.changes)} (worst first)")
@@ -75,7 +88,8 @@ def gate_junit(res: GateResult) -> str:
             tc = ET.SubElement(ts, "testcase", classname=f"rag_lab.gate.{suite}", name=c.metric)
             ET.SubElement(tc, "system-out").text = (
                 f"baseline={_f(c.baseline)} current={_f(c.current)} delta={_f(c.delta, True)} ci={_ci(c)} "
-                f"tol={_f(c.tolerance)} p={_f(c.p_value)} pairs={c.n_pairs} status={c.status}"
+                f"tol={_f(c.tolerance)} p={_f(c.p_value)} p_adj={_f(c.p_adjusted)} mde={_f(c.mde)} "
+                f"moved={c.n_informative}/{c.n_pairs} status={c.status} tier={c.tier}"
             )
             if c.failed:
                 ET.SubElement(tc, "failure", message=f"{c.metric} {c.status}: {c.note or _f(c.delta, True)}")
@@ -90,21 +104,22 @@ def gate_markdown(res: GateResult, max_changes: int = 200) -> str:
         "",
         res.verdict(),
         "",
+        *[f"- warning: {md_cell(w)}" for w in res.warnings],
+        *([""] if res.warnings else []),
         res.params_line(),
         "",
-        f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | d_z | mde | pairs | worse/better "
-        "| NaN b/c | status |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | p adj | d_z | mde | moved "
+        "| worse/better | NaN b/c | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in res.checks:
         lines.append(
             f"| {c.suite} | {c.metric} | {c.family} | {_f(c.baseline)} | {_f(c.current)} | {_f(c.delta, True)} | "
-            f"{_ci(c)} | {_f(c.tolerance)} | {_f(c.p_value)} | {_f(c.effect_size, True)} | {_f(c.mde)} | "
-            f"{c.n_pairs} | {c.n_worse}/{c.n_better} | {c.bad_baseline}/{c.bad_current} | "
-            f"{'**' + c.status + '**' if c.failed else c.status} |"
+            f"{_ci(c)} | {_f(c.tolerance)} | {_f(c.p_value)} | {_f(c.p_adjusted)} | {_f(c.effect_size, True)} | "
+            f"{_f(c.mde)} | {c.n_informative}/{c.n_pairs} | {c.n_worse}/{c.n_better} | "
+            f"{c.bad_baseline}/{c.bad_current} | {'**' + _status(c) + '**' if c.failed else _status(c)} |"
         )
-    notes = [f"- {c.suite} {c.metric}: {c.note}" for c in res.checks if c.note]
-    notes += [f"- {suite}: not gated: {m} ({why})" for suite, sk in res.not_gated.items() for m, why in sk.items()]
+    notes = [f"- {c.suite} {c.metric}: {md_cell(c.note)}" for c in res.checks if c.note]
     if notes:
         lines += ["", *notes]
     lines += ["", f"## Per-question changes ({len(res.changes)}, worst first)", ""]
@@ -134,10 +149,12 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
         "<!doctype html><html><head><meta charset='utf-8'><title>rag_lab regression gate</title>",
         f"<style>{CSS}</style></head><body><h1>Regression gate</h1>",
         f"<p class='{'' if res.passed else 'bad'}'><b>{e(res.verdict())}</b></p>",
+        *[f"<p class='bad'>warning: {e(w)}</p>" for w in res.warnings],
         f"<p>{e(res.params_line())}</p>",
         "<table class='sortable'><thead><tr><th>suite</th><th>metric</th><th>family</th><th>baseline</th>"
-        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>d_z</th><th>mde</th><th>min questions</th>"
-        "<th>pairs</th><th>worse</th><th>better</th><th>status</th><th>note</th></tr></thead><tbody>",
+        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>p adj</th><th>d_z</th><th>mde</th>"
+        "<th>min questions</th><th>moved</th><th>pairs</th><th>worse</th><th>better</th><th>tier</th><th>status</th>"
+        "<th>note</th></tr></thead><tbody>",
     ]
 
     def td(v: Any, signed: bool = False) -> str:
@@ -148,14 +165,12 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
         cls = " class='bad'" if c.failed else ""
         parts.append(
             f"<tr{cls}><td>{e(c.suite)}</td><td>{e(c.metric)}</td><td>{e(c.family)}</td>{td(c.baseline)}"
-            f"{td(c.current)}{td(c.delta, True)}<td>{e(_ci(c))}</td>{td(c.p_value)}{td(c.effect_size, True)}"
-            f"{td(c.mde)}<td>{c.min_queries if c.min_queries is not None else '-'}</td><td>{c.n_pairs}</td>"
-            f"<td>{c.n_worse}</td><td>{c.n_better}</td><td>{e(c.status)}</td><td>{e(c.note)}</td></tr>"
+            f"{td(c.current)}{td(c.delta, True)}<td>{e(_ci(c))}</td>{td(c.p_value)}{td(c.p_adjusted)}"
+            f"{td(c.effect_size, True)}{td(c.mde)}<td>{c.min_queries if c.min_queries is not None else '-'}</td>"
+            f"<td>{c.n_informative}</td><td>{c.n_pairs}</td><td>{c.n_worse}</td><td>{c.n_better}</td>"
+            f"<td>{e(c.tier)}</td><td>{e(_status(c))}</td><td>{e(c.note)}</td></tr>"
         )
     parts.append("</tbody></table>")
-    for suite, skipped in res.not_gated.items():
-        for m, why in skipped.items():
-            parts.append(f"<p>{e(suite)}: not gated: {e(m)} ({e(why)})</p>")
     parts.append(f"<h2>Per-question changes ({len(res.changes)}, worst first)</h2>")
     if not res.changes:
         parts.append("<p>None: every question's ranking, final contexts and answer equal the baseline's.</p>")
@@ -178,6 +193,57 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
         parts.append("</tbody></table>")
     parts.append(SORT_SCRIPT + "</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
+    """The verdict first, then one table per tier that needs reading (regressions, insufficient
+    data, improvements; the unchanged ones counted), the worst changed questions and the warnings:
+    short enough for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment."""
+    mark = "PASSED" if res.passed else "FAILED"
+    lines = [f"### rag_lab gate: {mark}", "", f"**{md_cell(res.verdict())}**", ""]
+    tiers = res.tiers()
+    heads = {
+        "regression": "Regressions",
+        "insufficient data": "Insufficient data (the slice cannot detect a drop of its tolerance)",
+        "improvement": "Improvements",
+    }
+    for tier, title in heads.items():
+        checks = tiers[tier]
+        if not checks:
+            continue
+        lines += [
+            f"#### {title}: {len(checks)}",
+            "",
+            "| suite | metric | baseline → current | delta | p (adj) | note |",
+        ]
+        lines.append("|---|---|---|---|---|---|")
+        for c in checks[:max_items]:
+            lines.append(
+                f"| {md_cell(c.suite)} | {md_cell(c.metric)} | {_f(c.baseline)} → {_f(c.current)} | "
+                f"{_f(c.delta, True)} | {_f(c.p_value)} ({_f(c.p_adjusted)}) | {md_cell(short_text(c.note, 200))} |"
+            )
+        if len(checks) > max_items:
+            lines.append(f"\n… {len(checks) - max_items} more in gate.md")
+        lines.append("")
+    lines.append(f"{len(tiers['unchanged'])} checks unchanged or within the tolerance; {res.params_line()}.")
+    if res.changes:
+        lines += ["", f"#### Changed questions: {len(res.changes)} (worst first)", ""]
+        for ch in res.changes[:max_items]:
+            lines.append(
+                f"- `{md_cell(ch.suite)}/{md_cell(ch.qid)}` {md_cell(short_text(ch.question, 80))}: "
+                f"{md_cell(ch.describe())}"
+            )
+    if res.warnings:
+        lines += ["", *[f"> warning: {md_cell(w)}" for w in res.warnings]]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _status(c: MetricCheck) -> str:
+    word = "insufficient data" if c.status == "underpowered" else c.status
+    if c.status == "underpowered" and c.allowed:
+        return word + " (allowed)"
+    return word.upper() if c.failed else word
 
 
 def _f(v: float, signed: bool = False) -> str:

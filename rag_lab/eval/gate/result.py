@@ -1,6 +1,7 @@
-"""What the regression gate decides: the policy (tolerances, test, headroom), one
-:class:`MetricCheck` per suite and metric, one :class:`QueryChange` per changed question, and the
-:class:`GateResult` with its verdict, exit code and files (the views are in :mod:`.render`)."""
+"""What the regression gate decides: the policy (tolerances, test, power, correction), one
+:class:`MetricCheck` per suite and metric with its verdict tier, one :class:`QueryChange` per
+changed question, and the :class:`GateResult` with its verdict, exit code and files (the views are
+in :mod:`.render`)."""
 
 from __future__ import annotations
 
@@ -11,32 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_lab.eval.gate.render import gate_html, gate_junit, gate_markdown, gate_table
+from rag_lab.eval.gate.render import gate_html, gate_junit, gate_markdown, gate_summary_markdown, gate_table
 from rag_lab.eval.gate.stats import paired_bootstrap_pvalue, paired_permutation_pvalue
+from rag_lab.eval.metric_defs import metric_families
 from rag_lab.eval.report import EvalReport
 
-#: metric family of every gateable metric (one name per quantity: no aliases)
-METRIC_FAMILIES: dict[str, str] = {
-    "ndcg@10": "retrieval",
-    "recall@5": "retrieval",
-    "recall@10": "retrieval",
-    "precision@5": "retrieval",
-    "hit@1": "retrieval",
-    "mrr": "retrieval",
-    "map": "retrieval",
-    "id_context_precision": "ragas retrieval",
-    "nonllm_context_precision": "ragas retrieval",
-    "string_similarity": "answer similarity",
-    "bleu": "answer similarity",
-    "rouge_l": "answer similarity",
-    "chrf": "answer similarity",
-    "bleu_zh": "answer similarity",
-    "rouge_l_zh": "answer similarity",
-    "faithfulness": "LLM judge",
-    "answer_relevancy": "LLM judge",
-    "llm_context_precision": "LLM judge",
-}
-#: Metrics gated by default (those present in the baseline with headroom); others are shown but not gated.
+#: metric family of every metric gated by default (one name per quantity: no aliases)
+METRIC_FAMILIES: dict[str, str] = metric_families()
+#: Metrics gated by default, those present in the baseline, saturated ones included (against drops).
 DEFAULT_GATE_METRICS: tuple[str, ...] = tuple(METRIC_FAMILIES)
 ERRORS_METRIC = "model_errors"  # the per-suite check on pipeline / model errors
 
@@ -47,7 +30,7 @@ class GateError(ValueError):
 
 @dataclass
 class GatePolicy:
-    metrics: Sequence[str] | None = None  # None: DEFAULT_GATE_METRICS present in the baseline, with headroom
+    metrics: Sequence[str] | None = None  # None: DEFAULT_GATE_METRICS present in the baseline
     tolerance: float = 0.02
     tolerances: dict[str, float] = field(default_factory=dict)
     alpha: float = 0.05
@@ -56,19 +39,28 @@ class GatePolicy:
     seed: int = 0
     fail_on_change: bool = False  # deterministic setups: any changed question fails the gate
     ci_level: float = 0.95
-    #: default-gated metrics need a baseline mean strictly inside (lo, hi): room to fall and to rise
-    headroom: tuple[float, float] = (0.05, 0.95)
+    #: a check whose slice cannot detect a drop of its tolerance passes only when allowed
+    allow_underpowered: bool = False
+    power: float = 0.8  # the power of the minimum detectable effect
+    correction: str = "holm"  # "holm" (across every metric check of the gate) | "none"
+    #: warn when the baseline is older than this many days (0: never)
+    max_age_days: float = 90.0
 
     def __post_init__(self) -> None:
         if self.test not in ("permutation", "bootstrap"):
             raise GateError(f"test={self.test!r}: use 'permutation' or 'bootstrap'")
+        if self.correction not in ("holm", "none"):
+            raise GateError(f"correction={self.correction!r}: use 'holm' or 'none'")
         if not 0 < self.alpha < 1:
             raise GateError(f"alpha={self.alpha!r} must be in (0, 1)")
-        lo, hi = self.headroom
-        if not 0 <= lo < hi <= 1:
-            raise GateError(f"headroom={self.headroom!r} must satisfy 0 <= lo < hi <= 1")
+        if not 0 < self.power < 1:
+            raise GateError(f"power={self.power!r} must be in (0, 1)")
         if not 0 < self.ci_level < 1:
             raise GateError(f"ci_level={self.ci_level!r} must be in (0, 1)")
+        if not (isinstance(self.n_resamples, int) and self.n_resamples >= 100):
+            raise GateError(f"n_resamples={self.n_resamples!r} must be an integer >= 100")
+        if not (math.isfinite(self.max_age_days) and self.max_age_days >= 0):
+            raise GateError(f"max_age_days={self.max_age_days!r} must be a number >= 0")
         for name, tol in {"tolerance": self.tolerance, **self.tolerances}.items():
             if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
                 raise GateError(f"tolerance for {name} = {tol!r} must be a number >= 0")
@@ -91,8 +83,25 @@ class GatePolicy:
             "seed": self.seed,
             "fail_on_change": self.fail_on_change,
             "ci_level": self.ci_level,
-            "headroom": list(self.headroom),
+            "allow_underpowered": self.allow_underpowered,
+            "power": self.power,
+            "correction": self.correction,
+            "max_age_days": self.max_age_days,
         }
+
+
+#: status -> verdict tier
+TIERS: dict[str, str] = {
+    "regression": "regression",
+    "nan": "regression",
+    "missing": "regression",
+    "errors": "regression",
+    "underpowered": "insufficient data",
+    "improved": "improvement",
+    "ok": "unchanged",
+    "unchanged": "unchanged",
+}
+TIER_ORDER: tuple[str, ...] = ("regression", "insufficient data", "improvement", "unchanged")
 
 
 @dataclass
@@ -107,7 +116,9 @@ class MetricCheck:
     n_pairs: int
     bad_baseline: int  # NaN / failed samples
     bad_current: int
-    status: str  # "ok" | "improved" | "regression" | "nan" | "missing" | "errors"
+    #: "regression" | "nan" | "missing" | "errors" (tier regression), "underpowered" (insufficient
+    #: data), "improved", "ok" (changes, none significant) | "unchanged" (no question moved)
+    status: str
     note: str = ""
     ci_low: float = math.nan
     ci_high: float = math.nan
@@ -116,10 +127,24 @@ class MetricCheck:
     min_queries: int | None = None
     n_worse: int = 0
     n_better: int = 0
+    p_adjusted: float = math.nan  # Holm-adjusted one-sided p of a drop (= p without correction)
+    p_up: float = math.nan  # one-sided p of a rise (improvement), and adjusted
+    p_up_adjusted: float = math.nan
+    n_informative: int = 0  # questions whose value moved (non-zero paired differences)
+    saturated: str = ""  # "ceiling" (cannot rise: gated against drops) | "floor" (cannot fall) | ""
+    allowed: bool = False  # an underpowered check let through by --allow-underpowered
+    power_alpha: float = math.nan  # the level mde and min_queries are computed at
+    gained_nan: list[str] = field(default_factory=list)  # questions finite in the baseline, NaN now
+
+    @property
+    def tier(self) -> str:
+        return TIERS.get(self.status, "regression")
 
     @property
     def failed(self) -> bool:
-        return self.status in ("regression", "nan", "missing", "errors")
+        if self.status == "underpowered":
+            return not self.allowed
+        return self.tier == "regression"
 
     @property
     def family(self) -> str:
@@ -135,16 +160,22 @@ class MetricCheck:
             "delta": _num(self.delta),
             "ci": [_num(self.ci_low), _num(self.ci_high)],
             "p": _num(self.p_value),
+            "p_adjusted": _num(self.p_adjusted),
             "effect_size": _num(self.effect_size),
             "tolerance": self.tolerance,
             "mde": _num(self.mde),
             "min_queries": self.min_queries,
+            "power_alpha": _num(self.power_alpha),
             "n_pairs": self.n_pairs,
             "n_worse": self.n_worse,
             "n_better": self.n_better,
+            "n_informative": self.n_informative,
+            "saturated": self.saturated or None,
+            "gained_nan": list(self.gained_nan),
             "nan_baseline": self.bad_baseline,
             "nan_current": self.bad_current,
             "status": self.status,
+            "tier": self.tier,
             "failed": self.failed,
             "note": self.note,
         }
@@ -157,13 +188,21 @@ class QueryChange:
     suite: str
     qid: str
     question: str
-    changed: list[str]  # of "ranking", "contexts", "answer", "metrics"
+    changed: list[str]  # of "error", "nan", "ranking", "contexts", "answer", "metrics"
     deltas: dict[str, float]  # gated metric -> current - baseline (non-zero only)
     baseline_ids: list[str] = field(default_factory=list)
     current_ids: list[str] = field(default_factory=list)
     baseline_answer: str = ""
     current_answer: str = ""
     gold_ids: list[str] = field(default_factory=list)
+    baseline_error: str = ""
+    current_error: str = ""
+    nan_metrics: list[str] = field(default_factory=list)  # gated metrics finite in the baseline, NaN now
+
+    @property
+    def gained_failure(self) -> bool:
+        """A new pipeline / model error, or a metric that could no longer be scored."""
+        return bool(self.current_error and not self.baseline_error) or bool(self.nan_metrics)
 
     @property
     def worst(self) -> float:
@@ -172,6 +211,15 @@ class QueryChange:
 
     def describe(self) -> str:
         parts = []
+        if "error" in self.changed:
+            if self.current_error and not self.baseline_error:
+                parts.append(f"new error: {_short(self.current_error)}")
+            elif self.baseline_error and not self.current_error:
+                parts.append("error gone")
+            else:
+                parts.append(f"error changed: {_short(self.current_error)}")
+        if self.nan_metrics:
+            parts.append("became NaN: " + ", ".join(self.nan_metrics))
         if "ranking" in self.changed:
             parts.append(f"ranking {_ids(self.baseline_ids)} → {_ids(self.current_ids)}")
         if "contexts" in self.changed:
@@ -194,7 +242,19 @@ class QueryChange:
             "current_ids": list(self.current_ids),
             "baseline_answer": self.baseline_answer,
             "current_answer": self.current_answer,
+            "baseline_error": self.baseline_error,
+            "current_error": self.current_error,
+            "nan_metrics": list(self.nan_metrics),
         }
+
+
+def _status_word(status: str) -> str:
+    return "insufficient data" if status == "underpowered" else status
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _ids(ids: Sequence[str], n: int = 3) -> str:
@@ -214,12 +274,36 @@ class GateResult:
     changes: list[QueryChange] = field(default_factory=list)
     #: suite -> {param: [baseline value, current value]} (effective params that differ)
     params_changed: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    #: suite -> {metric: reason} for default metrics present but not gated
-    not_gated: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the baseline's age and provenance (code version, models, dataset content) against the current run's
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return not any(c.failed for c in self.checks) and not (self.policy.fail_on_change and self.changes)
+
+    def tiers(self) -> dict[str, list[MetricCheck]]:
+        """The checks by verdict tier, in :data:`TIER_ORDER` (every tier present, maybe empty)."""
+        out: dict[str, list[MetricCheck]] = {t: [] for t in TIER_ORDER}
+        for c in self.checks:
+            out[c.tier].append(c)
+        return out
+
+    def tier_line(self) -> str:
+        """``2 regressions, 1 insufficient data, 0 improvements, 40 unchanged``."""
+        t = self.tiers()
+        n_reg, n_low, n_up, n_same = (len(t[k]) for k in TIER_ORDER)
+        allowed = sum(1 for c in t["insufficient data"] if c.allowed)
+        low = f"{n_low} insufficient data" + (f" ({allowed} allowed)" if allowed else "")
+        return (
+            f"{n_reg} regression{'s' if n_reg != 1 else ''}, {low}, "
+            f"{n_up} improvement{'s' if n_up != 1 else ''}, {n_same} unchanged"
+        )
+
+    def test_line(self) -> str:
+        pol = self.policy
+        m = sum(1 for c in self.checks if c.metric != ERRORS_METRIC and c.n_pairs)
+        corr = f"Holm over {m} metric checks" if pol.correction == "holm" else "no correction"
+        return f"test={pol.test}, alpha={pol.alpha:g}, {corr}"
 
     @property
     def exit_code(self) -> int:
@@ -233,13 +317,16 @@ class GateResult:
         n_changed = len(self.changes)
         if not bad and not (self.policy.fail_on_change and self.changes):
             return (
-                f"GATE PASSED: {len(self.checks)} checks, test={self.policy.test}, alpha={self.policy.alpha}; "
+                f"GATE PASSED: {len(self.checks)} checks ({self.tier_line()}); {self.test_line()}; "
                 f"{n_changed} questions changed"
             )
-        why = [f"{c.suite}/{c.metric} {c.status}" for c in bad]
+        why = [f"{c.suite}/{c.metric} {_status_word(c.status)}" for c in bad]
         if self.policy.fail_on_change and self.changes:
             why.append(f"{n_changed} questions changed (--fail-on-change)")
-        return f"GATE FAILED: {len(bad)} of {len(self.checks)} checks failed ({', '.join(why)})"
+        return (
+            f"GATE FAILED: {len(bad)} of {len(self.checks)} checks failed ({', '.join(why)}); {self.tier_line()}; "
+            f"{self.test_line()}"
+        )
 
     def table(self, max_changes: int = 10) -> str:
         """A fixed-width table of every check, the changed params, the worst changed questions,
@@ -262,8 +349,9 @@ class GateResult:
             "verdict": self.verdict(),
             "policy": self.policy.to_dict(),
             "checks": [c.to_dict() for c in self.checks],
+            "tiers": {t: [f"{c.suite}/{c.metric}" for c in cs] for t, cs in self.tiers().items()},
             "params_changed": self.params_changed,
-            "not_gated": self.not_gated,
+            "warnings": list(self.warnings),
             "query_changes": [ch.to_dict() for ch in self.changes],
         }
 
@@ -294,3 +382,8 @@ class GateResult:
 
     def markdown(self, max_changes: int = 200) -> str:
         return gate_markdown(self, max_changes)
+
+    def summary_markdown(self, max_items: int = 10) -> str:
+        """A short Markdown summary for ``$GITHUB_STEP_SUMMARY`` or a PR comment: the verdict, the
+        checks of every tier but the unchanged one, the worst changed questions, the warnings."""
+        return gate_summary_markdown(self, max_items)

@@ -120,3 +120,21 @@ def detectable_effect(baseline_values: Sequence[float], alpha: float = 0.05, pow
         return math.nan
     z = NormalDist()
     return float((z.inv_cdf(1 - alpha) + z.inv_cdf(power)) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def holm_adjust(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``pvalues`` (family-wise error at the level compared):
+    sorted ascending, ``adj_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))`` (1-based ``j``),
+    returned in the input order. NaN entries stay NaN and do not count in ``m``.
+
+    >>> holm_adjust([0.01, 0.04, 0.03, 0.5])
+    [0.04, 0.09, 0.09, 0.5]
+    """
+    idx = [i for i, p in enumerate(pvalues) if math.isfinite(p)]
+    out = [math.nan] * len(pvalues)
+    m = len(idx)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: (pvalues[i], i))):
+        running = max(running, min(1.0, (m - rank) * float(pvalues[i])))
+        out[i] = running
+    return out

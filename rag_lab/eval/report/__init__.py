@@ -12,7 +12,8 @@ texts unless asked (``include_texts=True``).
 
 The package is split by responsibility: :mod:`.model` (:class:`SuiteResult`, :class:`EvalReport`,
 the JSON form and :func:`load_report`), :mod:`.plots` (the PNG figures) and :mod:`.render`
-(Markdown, HTML, JUnit, the terminal table and :func:`write_report`).
+(Markdown, HTML, JUnit, the terminal table and :func:`write_report`), :mod:`.schema` (the checks
+every report passes before it is read or compared).
 """
 
 from __future__ import annotations
@@ -31,14 +32,18 @@ from rag_lab.eval.report.render import (
     suites_table,
     write_report,
 )
+from rag_lab.eval.report.schema import ReportSchemaError, validate_report, validate_report_data
 
 __all__ = [
     "EvalReport",
     "REPORT_FORMAT",
     "ReportError",
+    "ReportSchemaError",
     "SuiteResult",
     "load_report",
     "plot_png",
+    "validate_report",
+    "validate_report_data",
     "write_report",
     # used by the CLI, the gate's views and the tests
     "CSS",

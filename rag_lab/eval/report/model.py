@@ -223,6 +223,9 @@ class EvalReport:
             raise ReportError(f"{source}: not a rag_lab evaluation report (missing kind 'rag_lab.eval.report')")
         if d.get("format") != REPORT_FORMAT:
             raise ReportError(f"{source}: report format {d.get('format')!r}, this rag_lab reads {REPORT_FORMAT}")
+        from rag_lab.eval.report.schema import validate_report_data
+
+        validate_report_data(d, source)
         try:
             return cls([SuiteResult.from_dict(s) for s in d["suites"]], dict(d.get("meta") or {}))
         except (KeyError, TypeError, ValueError) as exc:
