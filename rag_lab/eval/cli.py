@@ -101,6 +101,15 @@ def _judge(args: argparse.Namespace, lab: Any) -> Any:
     return judge_from_lab_config(lab.config)
 
 
+def _check_arg(text: str) -> int | str:
+    from rag_lab.eval.sweep.verify import parse_check
+
+    try:
+        return parse_check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
     """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
     None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
@@ -357,6 +366,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 fast=not args.no_fast,
                 check=args.check,
                 check_seed=args.seed,
+                check_share=args.check_share,
+                check_miss=args.check_miss,
             )
         )
     elif args.optuna_trials:
@@ -374,6 +385,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 progress=not args.quiet,
                 fast=not args.no_fast,
                 check=args.check,
+                check_share=args.check_share,
+                check_miss=args.check_miss,
             )
         )
     else:
@@ -390,6 +403,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 fast=not args.no_fast,
                 check=args.check,
                 check_seed=args.seed,
+                check_share=args.check_share,
+                check_miss=args.check_miss,
             )
         )
     paths = write_sweep_outputs(result, args.out, args.name)
@@ -415,8 +430,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if fast is not None:
         print(
             f"fast evaluator: {len(result.rows)} configs in {fast['evaluate_s']:.3f} s after {fast['captures']} "
-            f"capture(s) ({fast['capture_s']:.1f} s); configs {fast['checked_configs']} re-checked on the full "
-            "pipeline: identical"
+            f"capture(s) ({fast['capture_s']:.1f} s); re-checked on the full pipeline: {fast['check_plan']} "
+            "(configs " + ", ".join(map(str, fast["checked_configs"])) + "): identical contexts, scores and metrics"
         )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if track:
@@ -582,10 +597,25 @@ def add_eval_commands(subparsers: Any) -> None:
     )
     p.add_argument(
         "--check",
-        type=int,
-        default=5,
-        metavar="N",
-        help="configs re-run on the full pipeline to check the fast evaluator (random, seeded by --seed)",
+        type=_check_arg,
+        default="auto",
+        metavar="auto|all|N",
+        help="configs re-run on the full pipeline to check the fast evaluator: the 3 best plus a seeded sample "
+        "sized by --check-share / --check-miss (auto), every config (all), or N random ones",
+    )
+    p.add_argument(
+        "--check-share",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="auto check: the smallest share of disagreeing configs to catch (default 0.05)",
+    )
+    p.add_argument(
+        "--check-miss",
+        type=float,
+        default=0.01,
+        metavar="P",
+        help="auto check: the largest probability of missing them (default 0.01)",
     )
     p.add_argument(
         "--budget",

@@ -39,6 +39,7 @@ class QueryRecord:
     context_doc_ids: list[str] = field(default_factory=list)  # their document ids (aligned)
     contexts: list[str] = field(default_factory=list)  # their texts (aligned)
     context_titles: list[str] = field(default_factory=list)  # their document titles (aligned)
+    context_scores: list[float] = field(default_factory=list)  # their final scores (aligned)
     gold_titles: list[str] = field(default_factory=list)  # titles of the gold documents (aligned with gold_ids)
     answer: str = ""
     latency_ms: float = 0.0

@@ -62,6 +62,7 @@ def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -
         context_doc_ids=[r.knowledge_id for r in run.references],
         contexts=[r.content for r in run.references],
         context_titles=[r.knowledge_title for r in run.references],
+        context_scores=[float(r.score) for r in run.references],
         gold_titles=[(titles or {}).get(g, "") for g in q.gold_ids],
         answer=run.answer,
         latency_ms=float(run.total_ms),

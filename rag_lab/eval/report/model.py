@@ -17,16 +17,13 @@ import rag_lab
 from rag_lab.eval.metrics import RetrievalReport
 from rag_lab.eval.ragas_adapter import RagasResult
 from rag_lab.eval.records import QueryRecord
+from rag_lab.eval.report.schema import ReportError, validate_report_data
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 REPORT_FORMAT = 1
 FORMATS = ("md", "html", "json", "junit")
-
-
-class ReportError(ValueError):
-    """A report file is missing, unreadable or of another format."""
 
 
 def _nan_to_none(v: Any) -> Any:
@@ -223,8 +220,6 @@ class EvalReport:
             raise ReportError(f"{source}: not a rag_lab evaluation report (missing kind 'rag_lab.eval.report')")
         if d.get("format") != REPORT_FORMAT:
             raise ReportError(f"{source}: report format {d.get('format')!r}, this rag_lab reads {REPORT_FORMAT}")
-        from rag_lab.eval.report.schema import validate_report_data
-
         validate_report_data(d, source)
         try:
             return cls([SuiteResult.from_dict(s) for s in d["suites"]], dict(d.get("meta") or {}))

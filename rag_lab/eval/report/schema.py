@@ -29,12 +29,15 @@ from typing import Any
 
 from rag_lab.eval.metric_defs import is_known_metric, metric
 from rag_lab.eval.metrics import retrieval_metric_names
-from rag_lab.eval.report.model import ReportError
 
-__all__ = ["ReportSchemaError", "validate_report", "validate_report_data"]
+__all__ = ["ReportError", "ReportSchemaError", "validate_report", "validate_report_data"]
 
 _ROW_COUNTS = ("n_retrieved", "n_gold", "n_duplicates")
 _MAX_LISTED = 12
+
+
+class ReportError(ValueError):
+    """A report file is missing, unreadable, of another format or breaks the schema."""
 
 
 class ReportSchemaError(ReportError):

@@ -103,8 +103,10 @@ async def run_sweep_on_ray(
     workers: int = 2,
     progress: bool = True,
     fast: bool = False,
-    check: int = 5,
+    check: int | str = "auto",
     check_seed: int = 0,
+    check_share: float = 0.05,
+    check_miss: float = 0.01,
 ) -> SweepResult:
     """The grid (``n_trials == 0``) or an optuna search of ``n_trials`` trials on Ray Tune; rows
     in config order (grid) or trial order (optuna), each with the same columns as in-process plus
@@ -113,8 +115,10 @@ async def run_sweep_on_ray(
     ``fast`` (grids only, when the objective and metrics read no answer): the driver captures the
     stage inputs of every retrieval config once (:mod:`rag_lab.eval.sweep.fast`), puts them in the
     object store with the workspace, and Ray tasks evaluate chunks of configs with the fast
-    evaluator; ``check`` sampled configs are then scored again by the driver (same row asserted)
-    and run through the full pipeline (same contexts asserted), as the in-process fast sweep does."""
+    evaluator; the configs of the check plan (the best ones and a sample sized by ``check_share`` /
+    ``check_miss``, :mod:`rag_lab.eval.sweep.verify`) are then scored again by the driver (same row
+    asserted) and run through the full pipeline (same contexts and scores asserted), as the
+    in-process fast sweep does."""
     if not ray_available():
         raise SweepError("Ray is not installed: pip install 'rag_lab[distributed]'")
     if workers < 1:
@@ -135,7 +139,7 @@ async def run_sweep_on_ray(
     if fast and not n_trials and not fast_path_reason(objective, ragas_metrics):
         return await _fast_grid_on_ray(
             lab, prepared, spaces, configs, objective, direction, ks, ragas_metrics, base, cache_dir,
-            ray_address, workers, check, check_seed, t0,
+            ray_address, workers, (check, check_seed, check_share, check_miss), t0,
         )  # fmt: skip
     if cache_dir is not None:
         ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
@@ -209,8 +213,7 @@ async def _fast_grid_on_ray(
     cache_dir: str | Path | None,
     ray_address: str | None,
     workers: int,
-    check: int,
-    check_seed: int,
+    checking: tuple[int | str, int, float, float],
     t0: float,
 ) -> SweepResult:
     import ray
@@ -219,7 +222,8 @@ async def _fast_grid_on_ray(
     from rag_lab.eval.sweep.runners import _stats
 
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
-    fs = FastSweep(ev, check=check, seed=check_seed)
+    check, check_seed, share, miss = checking
+    fs = FastSweep(ev, check=check, seed=check_seed, share=share, miss=miss)
     try:
         for cfg in configs:  # one capture per distinct retrieval config, in the driver
             await fs._group(fs._split(cfg)[1])
@@ -240,8 +244,7 @@ async def _fast_grid_on_ray(
         finally:
             conn.close()
         rows = [rows_by_index[i] for i in range(len(configs))]
-        pool = list(range(len(rows)))
-        chosen = sorted(fs.rng.sample(pool, min(check, len(pool))))
+        chosen = fs.make_plan(rows).indices
         for i in chosen:  # the driver scores the sample itself, then on the full pipeline
             mine = await fs.evaluate(configs[i])
             theirs = rows[i]

@@ -9,9 +9,11 @@ inputs captured once, checked against the full pipeline.
 * Every config is then evaluated without the event pipeline: final contexts → the same
   :class:`~rag_lab.eval.records.QueryRecord` fields the pipeline fills (contexts, their ids and
   documents) → the same metrics.
-* A random sample of configs (``check``, default 5, seeded) runs through the full pipeline too;
-  any difference in any question's contexts raises :class:`~rag_lab.eval.sweep.specs.SweepError`
-  naming the config, question and field.
+* The best configs and a seeded sample sized for a stated miss probability
+  (:mod:`rag_lab.eval.sweep.verify`; ``check="all"`` for every config) run through the full
+  pipeline too; any difference in any question's contexts (ids, documents, texts, final scores)
+  or in the metrics raises :class:`~rag_lab.eval.sweep.specs.SweepError` naming every config,
+  question and field that differ, and nothing is written.
 
 Answers are not written on the fast path, so objectives and ragas metrics that read the answer
 (``chrf``, ``bleu``, ``latency_ms``, …) use the full pipeline; :func:`fast_path_reason` says why.
@@ -22,7 +24,6 @@ by ``evaluated_by = "fast"``; checked rows carry the pipeline's own latency.
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -85,12 +86,22 @@ class RetrievalMemo:
 class FastSweep:
     """Fast evaluation of configs for one :class:`_Evaluator` (its lab, suites, base params)."""
 
-    def __init__(self, ev: _Evaluator, check: int = 5, seed: int = 0) -> None:
-        if check < 0:
-            raise SweepError(f"--check must be >= 0, got {check}")
+    def __init__(
+        self,
+        ev: _Evaluator,
+        check: int | str = "auto",
+        seed: int = 0,
+        share: float = 0.05,
+        miss: float = 0.01,
+        top: int = 3,
+    ) -> None:
+        if not (check in ("auto", "all") or (isinstance(check, int) and not isinstance(check, bool) and check >= 0)):
+            raise SweepError(f"--check must be 'auto', 'all' or an integer >= 0, got {check!r}")
         self.ev = ev
         self.check = check
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.share, self.miss, self.top = share, miss, top
+        self.plan: Any = None
         self._groups: dict[tuple[tuple[str, Any], ...], dict[str, FastEvaluator]] = {}
         self._recaptured: dict[tuple[str, str, int, tuple[tuple[str, Any], ...]], QuestionInputs] = {}
         self.fast_records: dict[int, tuple[dict[str, Any], list[tuple[Any, Any]]]] = {}
@@ -188,6 +199,7 @@ class FastSweep:
                         context_doc_ids=[x.knowledge_id for x in r],
                         contexts=[x.content for x in r],
                         context_titles=[x.knowledge_title for x in r],
+                        context_scores=[float(x.score) for x in r],
                         gold_titles=[titles.get(g, "") for g in dq.gold_ids],
                         latency_ms=captured.latency_ms,
                         error=captured.error,
@@ -217,35 +229,75 @@ class FastSweep:
         self.fast_records[index] = (dict(config), results)
         return row
 
+    def make_plan(self, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """The configs to re-check (:func:`rag_lab.eval.sweep.verify.check_plan`): the best by the
+        objective (NaN last), plus the sample."""
+        from rag_lab.eval.sweep.specs import objective_direction
+        from rag_lab.eval.sweep.verify import check_plan
+
+        sign = -1.0 if objective_direction(self.ev.objective) == "maximize" else 1.0
+
+        def key(i: int) -> tuple[bool, float, int]:
+            v = float(rows[i].get(self.ev.objective, math.nan))
+            return (not math.isfinite(v), sign * v if math.isfinite(v) else 0.0, i)
+
+        ranked = sorted(range(len(rows)), key=key)
+        try:
+            self.plan = check_plan(
+                len(rows), ranked, self.check, share=self.share, miss=self.miss, top=self.top, seed=self.seed
+            )
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
+        return self.plan
+
     async def verify(self, indices: Sequence[int] | None = None) -> list[int]:
-        """Run a random sample of ``check`` evaluated configs (or ``indices``) through the full
-        pipeline; raise :class:`SweepError` on the first question whose contexts differ. Checked
-        rows get ``evaluated_by = "fast, checked"`` and the pipeline's latency."""
+        """Run the planned configs (:meth:`make_plan`; or ``indices`` of the fast rows) through the
+        full pipeline and compare every question's contexts (ids, documents, texts, final scores
+        within :data:`~rag_lab.eval.sweep.verify.SCORE_REL_TOL`), ranking and metrics; raise
+        :class:`SweepError` listing every disagreement. Checked rows get ``evaluated_by = "fast,
+        checked"`` and the pipeline's latency."""
         rows = self.ev.rows
-        pool = list(self.fast_records)
-        chosen = list(indices) if indices is not None else sorted(self.rng.sample(pool, min(self.check, len(pool))))
+        chosen = list(indices) if indices is not None else self.make_plan(rows).indices
+        problems: list[str] = []
         for i in chosen:
             row = rows[i]
             config, fast_results = self.fast_records[i]
             pipeline = await self.ev.pipeline_results(config)
-            for (suite, fast_res), (_, slow_res) in zip(fast_results, pipeline):
-                for a, b in zip(slow_res.records, fast_res.records):
-                    for name in ("context_ids", "context_doc_ids", "contexts", "retrieved_doc_ids"):
-                        if getattr(a, name) != getattr(b, name):
-                            raise SweepError(
-                                f"fast evaluator and pipeline differ for config {config} on {suite.name} question "
-                                f"{a.qid}: {name} {getattr(a, name)!r} (pipeline) vs {getattr(b, name)!r} (fast)"
-                            )
-                if slow_res.summary() != fast_res.summary():
-                    raise SweepError(
-                        f"fast evaluator and pipeline metrics differ for config {config} on {suite.name}: "
-                        f"{slow_res.summary()} (pipeline) vs {fast_res.summary()} (fast)"
-                    )
+            found = [p for (suite, f), (_, slow) in zip(fast_results, pipeline) for p in _differences(suite, f, slow)]
+            problems += [f"config {config}: {p}" for p in found[:3]]
             lat = sorted(r.latency_ms for _, res in pipeline for r in res.records if not r.error)
             row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
             row["evaluated_by"] = "fast, checked"
         self.checked = chosen
+        if problems:
+            bad = len({p.split(": ", 1)[0] for p in problems})
+            raise SweepError(
+                f"fast evaluator and pipeline disagree on {bad} of {len(chosen)} checked configs (nothing written):\n  "
+                + "\n  ".join(problems[:12])
+                + (f"\n  … {len(problems) - 12} more" if len(problems) > 12 else "")
+            )
         return chosen
+
+
+def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:
+    """What differs between the fast and the pipeline result of one suite, question by question."""
+    from rag_lab.eval.sweep.verify import SCORE_REL_TOL
+
+    out: list[str] = []
+    for a, b in zip(slow.records, fast.records):
+        for name in ("context_ids", "context_doc_ids", "contexts", "retrieved_doc_ids"):
+            if getattr(a, name) != getattr(b, name):
+                out.append(
+                    f"{suite.name} question {a.qid}: {name} {getattr(a, name)!r} (pipeline) vs {getattr(b, name)!r} (fast)"
+                )
+        sa, sb = a.context_scores, b.context_scores
+        if len(sa) != len(sb) or any(
+            not math.isclose(x, y, rel_tol=SCORE_REL_TOL, abs_tol=1e-12) for x, y in zip(sa, sb)
+        ):
+            out.append(f"{suite.name} question {a.qid}: context_scores {sa!r} (pipeline) vs {sb!r} (fast)")
+    if slow.summary() != fast.summary():
+        out.append(f"{suite.name} metrics: {slow.summary()} (pipeline) vs {fast.summary()} (fast)")
+    return out
 
 
 def tuning_panel(

@@ -219,13 +219,13 @@ def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Su
     return out
 
 
-def _fast_sweep(ev: _Evaluator, fast: bool, check: int, seed: int) -> Any:
+def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str, seed: int, share: float, miss: float) -> Any:
     """The fast path for this sweep, or None (disabled, or the metrics read the answer)."""
     from rag_lab.eval.sweep.fast import FastSweep, fast_path_reason
 
     if not fast or fast_path_reason(ev.objective, ev.ragas_metrics):
         return None
-    return FastSweep(ev, check=check, seed=seed)
+    return FastSweep(ev, check=check, seed=seed, share=share, miss=miss)
 
 
 def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
@@ -236,6 +236,7 @@ def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
             "capture_s": round(fs.capture_seconds, 2),
             "evaluate_s": round(fs.eval_seconds, 3),
             "checked_configs": list(fs.checked),
+            "check_plan": fs.plan.describe() if fs.plan is not None else f"{len(fs.checked)} configs",
         }
     return stats
 
@@ -286,13 +287,17 @@ async def run_grid(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     fast: bool = True,
-    check: int = 5,
+    check: int | str = "auto",
     check_seed: int = 0,
+    check_share: float = 0.05,
+    check_miss: float = 0.01,
 ) -> SweepResult:
     """Evaluate every grid config; ``suites`` are SuiteSpecs or ``(dataset, kb)`` pairs (already
     ingested). ``cache_dir=None`` runs without the stage cache. ``fast`` (default) evaluates the
     configs with the tuning evaluator from inputs captured once per retrieval config and re-checks
-    ``check`` random configs through the full pipeline (:mod:`rag_lab.eval.sweep.fast`); objectives
+    the best configs and a sample through the full pipeline (``check``: ``"auto"`` sizes the
+    sample so that a disagreement in ``check_share`` of the configs is missed with probability
+    ``check_miss`` at most, ``"all"``, or a number; :mod:`rag_lab.eval.sweep.verify`); objectives
     that read the answer use the full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
@@ -301,7 +306,7 @@ async def run_grid(
     t0 = time.perf_counter()
     bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check, check_seed)
+    fs = _fast_sweep(ev, fast, check, check_seed, check_share, check_miss)
     try:
         if fs is None and cache_dir is not None and configs:
             bar.set_description_str("sweep: filling the stage cache")
@@ -311,8 +316,9 @@ async def run_grid(
             row = await (fs.evaluate(cfg) if fs is not None else ev.evaluate(cfg))
             bar.set_postfix_str(f"{objective}={row[objective]:.4f}", refresh=False)
         if fs is not None:
-            bar.set_description_str(f"sweep: checking {min(check, len(configs))} configs on the pipeline")
-            await fs.verify()
+            plan = fs.make_plan(ev.rows)
+            bar.set_description_str(f"sweep: checking {len(plan.indices)} configs on the pipeline")
+            await fs.verify(plan.indices)
     finally:
         result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
     return result
@@ -332,7 +338,9 @@ async def run_optuna(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     fast: bool = True,
-    check: int = 5,
+    check: int | str = "auto",
+    check_share: float = 0.05,
+    check_miss: float = 0.01,
 ) -> SweepResult:
     """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid
     (fast path and pipeline re-check included)."""
@@ -352,7 +360,7 @@ async def run_optuna(
     t0 = time.perf_counter()
     bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check, seed)
+    fs = _fast_sweep(ev, fast, check, seed, check_share, check_miss)
     try:
         for i in range(n_trials):
             trial = study.ask()
