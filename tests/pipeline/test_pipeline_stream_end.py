@@ -78,7 +78,10 @@ def test_a_done_chunk_is_not_doubled_and_an_idle_stream_still_times_out() -> Non
         await consume_stream(chat, bus, stalled(), StreamDecoder(reg), StreamDecoder(reg))
 
     asyncio.run(main())
-    assert errors and "no answer chunk for 0.2 s" in errors[0]["error"]
+    assert (
+        errors
+        and "chat_completion_stream: no answer chunk within chat_stream_idle_timeout_s=0.2 s" in errors[0]["error"]
+    )
 
 
 def test_the_end_of_a_stream_leaves_no_reference_cycle() -> None:
