@@ -57,3 +57,17 @@ async def test_within_the_timeout_results_pass():
     plugin = PluginSearch(Services(workspace=Workspace(), searcher=Searcher(delay=0.0)))
     assert await plugin.on_event(EventType.CHUNK_SEARCH, chat, _next) is None
     assert [r.id for r in chat.state.search_result] == ["c1"]
+
+
+class LocalSearcher(Searcher):
+    """A searcher whose whole search runs in this process (FAISS + BM25, the ONNX embedder)."""
+
+    def runs_in_process(self, primary, sp):
+        return True
+
+
+async def test_an_in_process_search_is_never_cut_off():
+    chat = _chat(0.1)
+    plugin = PluginSearch(Services(workspace=Workspace(), searcher=LocalSearcher(delay=0.3)))
+    assert await plugin.on_event(EventType.CHUNK_SEARCH, chat, _next) is None
+    assert [r.id for r in chat.state.search_result] == ["c1"]
