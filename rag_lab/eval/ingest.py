@@ -11,7 +11,39 @@ from rag_lab.eval.datasets import Dataset
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
 
-__all__ = ["dataset_documents", "faq_kb_name", "ingest_dataset"]
+__all__ = ["corpus_digest", "dataset_documents", "eval_kb_name", "faq_kb_name", "ingest_dataset"]
+
+#: hex digits of :func:`corpus_digest` in an eval KB name (40 bits: a clash needs ~10^6 slices)
+KB_DIGEST_CHARS = 10
+
+
+def corpus_digest(ds: Dataset) -> str:
+    """SHA-256 of the exact document set: every corpus document (id, title, text, metadata) and
+    every FAQ entry, sorted by id, so the order of the files does not matter."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for d in sorted(ds.corpus, key=lambda d: d.id):
+        row = [d.id, d.title, d.text, d.metadata]
+        h.update(json.dumps(row, ensure_ascii=False, sort_keys=True, default=str).encode() + b"\n")
+    h.update(b"faq\n")
+    for f in sorted(ds.faq, key=lambda f: f.id):
+        row = [f.id, f.question, f.answers, f.similar_questions, f.negative_questions]
+        h.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
+
+
+def eval_kb_name(name: str, ds: Dataset) -> str:
+    """The knowledge base an evaluation of ``ds`` (a dataset or one of its slices) uses:
+    ``eval-<name>-<N>d-<digest>``, N the number of documents and the digest the first
+    :data:`KB_DIGEST_CHARS` hex digits of :func:`corpus_digest`.
+
+    The name follows the exact document set, not the slice's spec: ingestion only adds, so
+    ``tinyds:4:6`` then ``tinyds:1:6`` (the same ``max_docs``, other gold documents) used to share
+    ``eval-tinyds-d6-s0`` and the second slice was scored against nine documents. Two slices with
+    the same documents share a KB; a changed dataset file gets a fresh one."""
+    return f"eval-{name}-{len(ds.corpus)}d-{corpus_digest(ds)[:KB_DIGEST_CHARS]}"
 
 
 def dataset_documents(ds: Dataset) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets import Dataset
-from rag_lab.eval.ingest import _replay_history, dataset_documents, faq_kb_name, ingest_dataset
+from rag_lab.eval.ingest import _replay_history, dataset_documents, eval_kb_name, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord, answer_text
 
@@ -38,6 +38,7 @@ __all__ = [
     "QueryRecord",
     "answer_text",
     "dataset_documents",
+    "eval_kb_name",
     "evaluate_lab",
     "faq_kb_name",
     "ingest_dataset",
@@ -239,6 +240,8 @@ class SuiteSpec:
     name: str = ""
     #: ragas metrics of this suite (None: the run's list), e.g. the jieba variants for a Chinese slice
     ragas_metrics: list[str] | None = None
+    #: the loaded slice, memoised by :meth:`load` (``kb_name`` needs its documents)
+    _loaded: Dataset | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.ragas_metrics is not None:
@@ -251,18 +254,23 @@ class SuiteSpec:
             self.name = Path(self.dataset).name if ("/" in self.dataset or "\\" in self.dataset) else self.dataset
 
     def load(self) -> Dataset:
-        from rag_lab.eval.datasets import load_dataset
+        """The slice (loaded once per spec object)."""
+        if self._loaded is None:
+            from rag_lab.eval.datasets import load_dataset
 
-        ds = load_dataset(self.dataset)
-        if self.n_queries is None and self.max_docs is None:
-            return ds
-        return ds.subset(self.n_queries if self.n_queries is not None else len(ds.queries), self.max_docs, self.seed)
+            ds = load_dataset(self.dataset)
+            if self.n_queries is not None or self.max_docs is not None:
+                n = self.n_queries if self.n_queries is not None else len(ds.queries)
+                ds = ds.subset(n, self.max_docs, self.seed)
+            self._loaded = ds
+        return self._loaded
 
     @property
     def kb_name(self) -> str:
-        """The knowledge base the suite is ingested into (the corpus slice is part of the name)."""
-        base = f"eval-{self.name}"
-        return base if self.max_docs is None else f"{base}-d{self.max_docs}-s{self.seed}"
+        """The knowledge base the suite is ingested into, named after its exact document set
+        (:func:`~rag_lab.eval.ingest.eval_kb_name`, e.g. ``eval-hotpotqa_hipporag100-32d-1a2b3c4d5e``),
+        so it holds this slice's documents and nothing else."""
+        return eval_kb_name(self.name, self.load())
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

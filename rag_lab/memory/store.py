@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rag_lab.memory.extract import query_topics
+from rag_lab.models.embedding import row_dots
 
 SCHEMA_VERSION = 1
 
@@ -308,7 +309,7 @@ class MemoryStore:
             return []
         q = self._embed([query])[0]
         matrix = np.stack([np.frombuffer(r["embedding"], dtype=np.float32, count=r["dim"]) for r in rows])
-        scores = matrix @ q
+        scores = row_dots(matrix, q)  # a memory's score does not depend on how many others there are
         order = sorted(
             range(len(rows)), key=lambda i: (-float(scores[i]), -rows[i]["importance"], -rows[i]["created_at"])
         )

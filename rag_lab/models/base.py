@@ -1,4 +1,11 @@
-"""Model protocols: embeddings, rerank, chat (streaming). Implementations live beside this file."""
+"""Model protocols: embeddings, rerank, chat (streaming). Implementations live beside this file.
+
+Besides the protocol members, a model may declare ``in_process: bool`` (see
+:mod:`rag_lab.models.timeouts`): ``True`` when it computes in this process (the offline
+defaults), ``False`` when it calls an endpoint. The stages' time limits apply to remote models
+only; a model without the attribute counts as remote. It is not a protocol member, so a user's
+model class without it still satisfies the protocols.
+"""
 
 from __future__ import annotations
 

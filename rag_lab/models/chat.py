@@ -114,7 +114,14 @@ class OpenAIChatModel:
     A fresh ``AsyncOpenAI`` client is opened per call, so one object can serve several event
     loops (Jupyter, ``asyncio.run`` per call). ``max_retries`` is the client's retry count for
     429/5xx/connection errors before a reply starts.
+
+    ``openai`` and ``httpx`` are imported when the object is built: a first import takes seconds
+    (over a minute on a loaded machine), and inside a call it counted against the calling stage's
+    timeout, so the first request timed out before it was sent.
     """
+
+    #: calls an endpoint: the stages' time limits apply
+    in_process: bool = False
 
     def __init__(
         self,
@@ -141,14 +148,17 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         self.model_id = f"{model}|{self.base_url}"
+        import httpx
+        import openai
+
+        self._openai = openai
+        self._httpx = httpx
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     def _client(self) -> Any:
-        import openai
-
-        return openai.AsyncOpenAI(
+        return self._openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or "not-needed",
             timeout=self.timeout,
@@ -164,8 +174,7 @@ class OpenAIChatModel:
         return kwargs
 
     def _call_error(self, exc: BaseException, timeout: float | None = None) -> ModelError:
-        import openai
-
+        openai = self._openai
         if isinstance(exc, openai.APIStatusError):
             return ModelError(
                 f"chat request to {self.url} failed: HTTP {exc.status_code}: {short_text(exc.response.text)}"
@@ -177,8 +186,7 @@ class OpenAIChatModel:
         return ModelError(f"chat request to {self.url} failed: {type(exc).__name__}: {exc}")
 
     async def chat(self, messages: Sequence[ChatMessage], options: ChatOptions | None = None) -> ChatResponse:
-        import openai
-
+        openai = self._openai
         kwargs = self._kwargs(messages, options)
         async with self._client() as client:
             try:
@@ -206,9 +214,7 @@ class OpenAIChatModel:
     async def chat_stream(
         self, messages: Sequence[ChatMessage], options: ChatOptions | None = None
     ) -> AsyncIterator[StreamChunk]:
-        import httpx
-        import openai
-
+        openai, httpx = self._openai, self._httpx
         kwargs = self._kwargs(messages, options)
         async with self._client() as client:
             try:

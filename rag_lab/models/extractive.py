@@ -19,6 +19,8 @@ from html import unescape as html_unescape
 import numpy as np
 
 from rag_lab.models.base import ChatMessage, ChatOptions, ChatResponse, Embedder, ModelError, StreamChunk
+from rag_lab.models.embedding import row_dots
+from rag_lab.models.timeouts import is_in_process
 
 #: The whole answer when no retrieved passage is relevant enough (or there is no retrieval context).
 NO_ANSWER = "None of the retrieved passages answers this question, so I cannot give a grounded answer."
@@ -278,6 +280,11 @@ class ExtractiveChatModel:
         self.words_per_piece = words_per_piece
         self.model_id = "extractive:" + embedder.model_key
 
+    @property
+    def in_process(self) -> bool:
+        """In process when its embedder is (the offline MiniLM): then no stage timeout applies."""
+        return is_in_process(self.embedder)
+
     def __repr__(self) -> str:
         return f"ExtractiveChatModel({self.embedder!r}, max_sentences={self.max_sentences})"
 
@@ -299,7 +306,7 @@ class ExtractiveChatModel:
         if vectors.shape[0] != len(candidates) + 1:
             raise ModelError(f"{self.model_id}: embedder returned {vectors.shape[0]} vectors for {len(candidates) + 1}")
         sentence_vectors = vectors[1:]
-        cosines = sentence_vectors @ vectors[0]
+        cosines = row_dots(sentence_vectors, vectors[0])  # a sentence's score never depends on the others
         q_terms = content_terms(question)
         scored: list[tuple[float, int, float, float]] = []
         for i, (sentence, _) in enumerate(candidates):
@@ -313,7 +320,7 @@ class ExtractiveChatModel:
         for score, i, cosine, overlap in scored:
             if len(chosen) >= self.max_sentences:
                 break
-            if chosen and float(np.max(sentence_vectors[chosen] @ sentence_vectors[i])) > self.redundancy:
+            if chosen and float(np.max(row_dots(sentence_vectors[chosen], sentence_vectors[i]))) > self.redundancy:
                 continue
             chosen.append(i)
             out.append(ScoredSentence(candidates[i][0], candidates[i][1], score, cosine, overlap))

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from rag_lab.models.base import Embedder, ModelError, RerankScore
-from rag_lab.models.embedding import check_str_sequence, short_text
+from rag_lab.models.embedding import check_str_sequence, row_dots, short_text
+from rag_lab.models.timeouts import is_in_process
 
 
 def sort_scores(scores: list[RerankScore]) -> list[RerankScore]:
@@ -43,6 +44,11 @@ class EmbeddingReranker:
         self.embedder = embedder
         self.model_id = "embedding-rescorer:" + embedder.model_key
 
+    @property
+    def in_process(self) -> bool:
+        """In process when its embedder is (the offline MiniLM): then no rerank timeout applies."""
+        return is_in_process(self.embedder)
+
     def __repr__(self) -> str:
         return f"EmbeddingReranker({self.embedder!r})"
 
@@ -56,7 +62,7 @@ class EmbeddingReranker:
             raise ModelError(
                 f"{self.model_id}: embedder returned {vectors.shape[0]} vectors for {len(items) + 1} texts"
             )
-        cosines = vectors[1:] @ vectors[0]
+        cosines = row_dots(vectors[1:], vectors[0])  # a passage's score never depends on the others
         return sort_scores(
             [RerankScore(index=i, relevance_score=float(min(1.0, max(0.0, c)))) for i, c in enumerate(cosines)]
         )
@@ -75,7 +81,11 @@ class HttpReranker:
     A new ``httpx.AsyncClient`` is opened per call, so the object works from any event loop.
     ``score_range`` (``[lo, hi]``, e.g. ``[0, 1]`` for a sigmoid cross-encoder) declares the scores
     the model gives, so thresholds outside it are refused; ``None``: undeclared, not checked.
+    ``httpx`` is imported when the object is built, never inside a timed call.
     """
+
+    #: calls an endpoint: the rerank timeout applies
+    in_process: bool = False
 
     def __init__(
         self,
@@ -107,6 +117,9 @@ class HttpReranker:
         self.top_n = top_n
         self.documents_field = documents_field
         self.model_id = f"{model}|{self.base_url}"
+        import httpx
+
+        self._httpx = httpx
 
     def __repr__(self) -> str:
         return f"HttpReranker(url={self.url!r}, model={self.model!r})"
@@ -115,8 +128,7 @@ class HttpReranker:
         items = _check_passages(query, passages, "HttpReranker")
         if not items:
             return []
-        import httpx
-
+        httpx = self._httpx
         body: dict[str, Any] = {"model": self.model, "query": query, self.documents_field: items}
         if self.top_n is not None:
             body["top_n"] = self.top_n

@@ -134,8 +134,13 @@ async def knowledge_qa_by_event(
     return None
 
 
-async def wait_background(chat: ChatManage, timeout: float | None = None) -> None:
-    """Wait for the tasks a stage left running (the answer stream, a model fallback)."""
+async def wait_background(chat: ChatManage) -> None:
+    """Wait for the tasks a stage left running (the answer stream, a model fallback).
+
+    No time limit of its own (the optional ``timeout`` it took was never passed): the tasks carry
+    their stages' limits, which apply to remote models only (a remote answer stream's
+    ``chat_stream_idle_timeout_s``), so an in-process answerer on a loaded machine is waited for
+    instead of being cut off (:mod:`rag_lab.models.timeouts`)."""
     tasks = [t for t in chat.context.background_tasks if isinstance(t, asyncio.Task)]
     if tasks:
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -55,7 +55,9 @@ class RetrieveResult:
 
 class RetrieveEngine(Protocol):
     """What HybridSearch needs from a store. FAISS + BM25 is the in-process default; a Milvus
-    engine can implement the same two calls."""
+    engine can implement the same two calls. An engine may declare ``in_process: bool`` (not a
+    protocol member): ``True`` exempts its searches from the search timeouts; an engine without
+    it counts as remote (:mod:`rag_lab.models.timeouts`)."""
 
     engine_type: str
 

@@ -74,6 +74,8 @@ class LocalEngine:
     the scan) up to :attr:`inline_max_parallel_vectors`."""
 
     engine_type = ENGINE_TYPE
+    #: searches run in this process: no wall-clock limit applies to them (rag_lab.models.timeouts)
+    in_process = True
     max_cached_rows = 200_000
     #: vectors in all below which a search runs in the caller's thread (a flat scan, ≤ ~1 ms)
     inline_max_vectors = 20_000

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_lab.models.timeouts import all_in_process, call_with_timeout, is_in_process
 from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
 from rag_lab.retrieval.engine import is_searchable
 from rag_lab.retrieval.fusion import (
@@ -205,7 +206,8 @@ async def fan_out(
     retrieve: Callable[[StoreGroup], Awaitable[list[RetrieveResult]]] = retrieve_group,
 ) -> list[RetrieveResult]:
     """§5.9: one group is called directly; several run at most ``concurrency`` at a time, each
-    under ``timeout_s``, all-or-nothing: any failure cancels the rest and raises
+    under ``timeout_s`` when its engine is remote (an in-process engine, FAISS + BM25, has no
+    wall-clock limit: :mod:`rag_lab.models.timeouts`), all-or-nothing: any failure cancels the rest and raises
     :class:`VectorStoreUnavailable` (the cause chained, not in the message). Caller cancellation
     propagates as ``CancelledError``. Results are concatenated in group order."""
     active = [g for g in groups if g.requests]
@@ -217,7 +219,14 @@ async def fan_out(
 
     async def one(g: StoreGroup) -> list[RetrieveResult]:
         async with sem:
-            return await asyncio.wait_for(retrieve(g), timeout_s)
+            return await call_with_timeout(
+                retrieve(g),
+                in_process=is_in_process(g.engine),
+                stage="chunk_search",
+                param="store_fanout_timeout_s",
+                seconds=timeout_s,
+                what=f"the {getattr(g.engine, 'engine_type', 'retrieval')} engine of store group {g.key!r} did not answer",
+            )
 
     tasks = [asyncio.ensure_future(one(g)) for g in active]
     try:
@@ -358,6 +367,26 @@ class HybridSearcher:
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
         results, _ = await self.search_with_trace(primary_kb_id, sp)
         return results
+
+    def runs_in_process(self, primary_kb_id: str, sp: SearchParams) -> bool:
+        """True when everything this search calls runs in this process: every searched KB's
+        engine, and the embedders it would call (the query's, when ``sp`` carries no vector, and
+        the image embedder). The search stage then awaits it without ``search_timeout_s``
+        (:mod:`rag_lab.models.timeouts`). KBs that cannot be resolved: ``False`` (the search
+        raises the same error at once)."""
+        try:
+            self._rows.fresh(self.workspace.store)
+            _, kbs = self._load_kbs(primary_kb_id, sp)
+        except Exception:
+            return False
+        parts: list[Any] = []
+        for kb in kbs:
+            parts.append(self.engine_for(kb)[1])
+            if kb.vector_enabled and sp.query_embedding is None:
+                parts.append(self.embedder_for(kb))
+            if self.image_embedder_for is not None:
+                parts.append(self.image_embedder_for(kb))
+        return all_in_process(parts)
 
     # -- steps ------------------------------------------------------------------------------
     def _load_kbs(self, primary_kb_id: str, sp: SearchParams) -> tuple[KnowledgeBase, list[KnowledgeBase]]:

@@ -85,6 +85,8 @@ class MilvusEngine:
     workspace's SQLite store. Thread-safe (the client is shared; collection creation is locked)."""
 
     engine_type = ENGINE_TYPE
+    #: a server (Milvus Lite included, which stands in for one): the search timeouts apply
+    in_process = False
 
     def __init__(self, workspace: Workspace, config: MilvusConfig | Mapping[str, Any], client: Any = None) -> None:
         self.workspace = workspace

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.models.timeouts import call_with_timeout, is_in_process
 from rag_lab.prompts.templates import PromptTemplates, default_templates, render_prompt_placeholders
 from rag_lab.stream.bus import BusEventType
 from rag_lab.types.params import PipelineParams
@@ -28,7 +29,8 @@ TITLE_TEMPERATURE: float = PipelineParams.model_fields["session_title_temperatur
 #: token cap of the title call: a title is a few words, and a model that ignores the instruction
 #: (or thinks aloud) must not keep generating after the answer has ended
 TITLE_MAX_TOKENS = 48
-#: seconds the title call may take
+#: seconds the title call of a remote model may take (an in-process model has no limit:
+#: rag_lab.models.timeouts)
 TITLE_TIMEOUT_S = 30.0
 
 
@@ -89,7 +91,8 @@ def generate_title_async(
     reply, a title set meanwhile). It is independent of the caller: cancelling the request that
     started it does not cancel it. ``ledger`` (a :class:`~rag_lab.observability.ledger.Ledger`)
     receives the call, under the stage ``session_title``; it is bounded by ``TITLE_MAX_TOKENS``
-    tokens and ``TITLE_TIMEOUT_S`` seconds.
+    tokens and, for a remote model, ``TITLE_TIMEOUT_S`` seconds (an in-process model that follows
+    instructions is waited for: a title is a background task and blocks no answer).
     """
     if not enabled or model is None:
         return None
@@ -109,18 +112,22 @@ def generate_title_async(
 
         try:
             token = set_stage("session_title")
+
+            def call() -> Any:
+                return call_with_timeout(
+                    generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
+                    in_process=is_in_process(model),
+                    stage="session_title",
+                    param="TITLE_TIMEOUT_S",
+                    seconds=TITLE_TIMEOUT_S,
+                )
+
             try:
                 if ledger is not None:
                     with use_ledger(ledger):
-                        title = await asyncio.wait_for(
-                            generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
-                            TITLE_TIMEOUT_S,
-                        )
+                        title = await call()
                 else:
-                    title = await asyncio.wait_for(
-                        generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
-                        TITLE_TIMEOUT_S,
-                    )
+                    title = await call()
             finally:
                 reset_stage(token)
             if not title:

@@ -13,7 +13,6 @@ cache serves) answers identically.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.pipeline.plugins.rerank import candidate_passages
+from rag_lab.pipeline.plugins.rerank import candidate_passages, rerank_call
 from rag_lab.reranking.image import pictorial_indices, score_images_with_vision
 from rag_lab.searchutil.text import go_lower
 from rag_lab.searchutil.tokens import cached_token_ids, intersection_counts
@@ -177,7 +176,7 @@ async def capture_question(
     error = ""
     images_scored = 0
     try:
-        scores = list(await asyncio.wait_for(model.rerank(inputs.query, passages), p.rerank_timeout_s))
+        scores = await rerank_call(model, inputs.query, passages, p.rerank_timeout_s)
         scores, images_scored = await score_images_with_vision(model, inputs.query, candidates, pictorial, scores)
     except Exception as exc:  # the stage keeps the raw search order (§4.6.1 6.2)
         error = f"{type(exc).__name__}: {exc}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,8 @@ def test_parse_suite_spec(text: str, expected: tuple[Any, ...]) -> None:
 
 def test_suite_spec_names_and_validation() -> None:
     s = SuiteSpec("pubmedqa_pqal", 30, 60)
-    assert s.name == "pubmedqa_pqal" and s.kb_name == "eval-pubmedqa_pqal-d60-s0"
-    assert SuiteSpec("/tmp/x/fresh").name == "fresh" and SuiteSpec("cmrc2018").kb_name == "eval-cmrc2018"
+    assert s.name == "pubmedqa_pqal" and re.fullmatch(r"eval-pubmedqa_pqal-60d-[0-9a-f]{10}", s.kb_name)
+    assert SuiteSpec("/tmp/x/fresh").name == "fresh"
     assert SuiteSpec.from_dict(s.to_dict()) == s
     with pytest.raises(ValueError, match="n_queries must be an integer >= 1, got 0"):
         SuiteSpec("x", 0)
@@ -118,3 +119,44 @@ def test_demo_report_writer_still_works(eval_lab: Any, small_ds: Any, small_spec
     data = json.loads(jpath.read_text(encoding="utf-8"))
     assert data["meta"]["queries"] == 2 and data["meta"]["errors"] == 0 and "ndcg@10" in data["summary"]
     assert mpath.read_text(encoding="utf-8").startswith("# Retrieval report: hotpotqa_hipporag100")
+
+
+def _tiny_dataset(tmp_path: Path) -> Path:
+    """``tinyds``: 12 documents, 4 questions with one gold document each (tests/eval style)."""
+    folder = tmp_path / "tinyds"
+    folder.mkdir()
+    docs = [
+        {"id": f"d{i}", "title": f"Doc {i}", "text": f"Fact number {i}: the keeper of tower {i} is Ann {i}."}
+        for i in range(12)
+    ]
+    queries = [
+        {"id": f"q{i}", "question": f"Who keeps tower {i}?", "answers": [f"Ann {i}"], "gold_ids": [f"d{i}"]}
+        for i in range(4)
+    ]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    return folder
+
+
+def test_each_slice_is_scored_against_exactly_its_own_documents(tmp_path: Path) -> None:
+    """``tinyds:4:6`` then ``tinyds:1:6`` shared ``eval-tinyds-d6-s0``: ingestion only adds, so the
+    second slice searched nine documents. Now the KB name follows the document set."""
+    from rag_lab.lab.lab import Lab, _run_sync
+
+    folder = _tiny_dataset(tmp_path)
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    try:
+        specs = [parse_suite_spec(f"{folder}:4:6"), parse_suite_spec(f"{folder}:1:6")]
+        for spec in specs:  # two runs in one workspace, both suites named "tinyds"
+            rep = _run_sync(lambda spec=spec: evaluate_suites(lab, [spec], progress=False))
+            kb = lab.workspace.get_kb(rep.suites[0].kb)
+            held = {k.id for k in lab.workspace.store.list_knowledge(kb.id)}
+            assert len(held) == 6 and len(held) == len(spec.load().corpus), rep.suites[0].kb
+        a, b = (s.load() for s in specs)
+        assert {d.id for d in a.corpus} != {d.id for d in b.corpus}  # different gold → other documents
+        assert specs[0].kb_name != specs[1].kb_name
+        assert re.fullmatch(r"eval-tinyds-6d-[0-9a-f]{10}", specs[0].kb_name)
+        same_docs = SuiteSpec(str(folder), 4, 6, name="tinyds")
+        assert same_docs.kb_name == specs[0].kb_name  # the same slice again: the same KB
+    finally:
+        lab.workspace.close()

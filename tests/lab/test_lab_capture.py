@@ -23,7 +23,7 @@ from rag_lab.lab.capture import (
 )
 from rag_lab.lab.replay import add_replay_command, display_answer, event_delays, replay_to_terminal, stream_state
 from rag_lab.types.stream import StreamEvent
-from tests.lab.data.make_capture import CAPTURE, PARAMS, QUESTION, build_lab
+from tests.lab.data.make_capture import CAPTURE, PARAMS, QUESTION, build_lab, rows_close
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +113,10 @@ def test_stored_capture_is_current(live):
     hint = "regenerate with: .venv/bin/python tests/lab/data/make_capture.py"
     assert stored.answer == run.answer, hint
     assert [r.id for r in stored.references] == [r.id for r in run.references], hint
-    assert (
-        stored.state("chunk_rerank").state.diagnostics["rerank"]["rows"]
-        == run.state("chunk_rerank").state.diagnostics["rerank"]["rows"]
-    ), hint
+    assert rows_close(
+        stored.state("chunk_rerank").state.diagnostics["rerank"]["rows"],
+        run.state("chunk_rerank").state.diagnostics["rerank"]["rows"],
+    ), hint  # scores within SCORE_TOLERANCE (see there why not bit for bit)
     assert stored.extras["fusion"][0]["fusion"] == "rrf"
 
 
@@ -398,3 +398,12 @@ def test_replay_command_errors(tmp_path, capsys):
     args = _parser().parse_args(["replay", str(tmp_path / "bad.jsonl")])
     with pytest.raises(CaptureError, match=r"bad\.jsonl:1: capture format version 9 is newer"):
         args.func(args)
+
+
+def test_capture_rows_compare_within_the_stated_tolerance():
+    from tests.lab.data.make_capture import SCORE_TOLERANCE
+
+    row = {"id": "c1", "model_score": 0.76097113, "selected": True}
+    assert rows_close([row], [{**row, "model_score": 0.76097125}])  # two float32 ulps apart
+    assert not rows_close([row], [{**row, "model_score": 0.76097113 + 10 * SCORE_TOLERANCE}])
+    assert not rows_close([row], [{**row, "selected": False}]) and not rows_close([row], [])

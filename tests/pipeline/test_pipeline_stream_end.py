@@ -4,7 +4,6 @@ the idle timeout), a done chunk is not doubled, and an idle stream times out."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from rag_lab.modelcontext.registry import Registry
@@ -37,7 +36,7 @@ def _run(chat: ChatManage, stream: Any) -> list[dict[str, Any]]:
 
 
 def test_an_asyncio_stop_is_noticed_at_once() -> None:
-    async def main() -> tuple[float, list[dict[str, Any]]]:
+    async def main() -> list[dict[str, Any]]:
         cancel = asyncio.Event()
         chat = _chat(cancel)
         bus = EventBus()
@@ -45,13 +44,12 @@ def test_an_asyncio_stop_is_noticed_at_once() -> None:
         bus.on(BusEventType.FINAL_ANSWER, lambda ev: answers.append(dict(ev.data)))
         reg = Registry()
         asyncio.get_running_loop().call_later(0.2, cancel.set)
-        t0 = time.perf_counter()
         await consume_stream(chat, bus, _slow_stream("Partial"), StreamDecoder(reg), StreamDecoder(reg))
         assert chat.state.chat_response == "Partial"
-        return time.perf_counter() - t0, answers
+        return answers
 
-    took, answers = asyncio.run(main())
-    assert took < 2.0, f"the stop was noticed after {took:.2f} s"
+    # noticed at once: a stream that waited for the stalled model would end with " never" (done)
+    answers = asyncio.run(main())
     assert [a["content"] for a in answers] == ["Partial"] and not any(a.get("done") for a in answers)
 
 
@@ -78,7 +76,10 @@ def test_a_done_chunk_is_not_doubled_and_an_idle_stream_still_times_out() -> Non
         await consume_stream(chat, bus, stalled(), StreamDecoder(reg), StreamDecoder(reg))
 
     asyncio.run(main())
-    assert errors and "no answer chunk for 0.2 s" in errors[0]["error"]
+    assert (
+        errors
+        and "chat_completion_stream: no answer chunk within chat_stream_idle_timeout_s=0.2 s" in errors[0]["error"]
+    )
 
 
 def test_the_end_of_a_stream_leaves_no_reference_cycle() -> None:

@@ -4,7 +4,6 @@ web search → rerank → web fetch → merge → answer citing the page."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -152,26 +151,26 @@ def test_top_n_and_byte_cap_come_from_the_request_and_params(site):
 def test_failures_are_logged_and_never_fail_the_stage(site, caplog):
     urls = [site.base + p for p in ("/error500", "/slow", "/doc.pdf", "/empty.html")]
     chat = make_chat([web(u) for u in urls], web_fetch_top_n=4)
-    t0 = time.perf_counter()
     with caplog.at_level("WARNING", logger="rag_lab.pipeline.plugins.web_fetch"):
         err, reached = run_stage(chat, fetcher(timeout_s=0.5))
     assert err is None and reached
-    assert time.perf_counter() - t0 < 1.8  # the slow page is abandoned at the fetcher's timeout
     assert [r.content for r in chat.state.rerank_result] == ["snippet"] * 4
     rows = chat.state.diagnostics["web_fetch"]["pages"]
     assert [r["outcome"] for r in rows] == ["error", "error", "error", "empty"]
+    # the slow page is abandoned at the fetcher's timeout
     assert "HTTP 500" in rows[0]["error"] and "timed out after 0.5s" in rows[1]["error"]
     assert "unsupported content type 'application/pdf'" in rows[2]["error"]
     assert sum("web_fetch:" in m for m in caplog.messages) == 3
 
 
 def test_pages_are_fetched_concurrently(site):
-    chat = make_chat([web(site.base + f"/pause?s=0.6&n={i}") for i in range(3)])
-    t0 = time.perf_counter()
-    run_stage(chat, fetcher(timeout_s=5))
-    elapsed = time.perf_counter() - t0
+    """Each page answers once all three requests are in flight together: fetched one after the
+    other, the first would wait its full 3 s alone and the server would never see three at once."""
+    site.max_in_flight = 0
+    chat = make_chat([web(site.base + f"/pause?s=3&together=3&n={i}") for i in range(3)])
+    run_stage(chat, fetcher(timeout_s=10))
     assert all("07:40" in r.content for r in chat.state.rerank_result)
-    assert elapsed < 1.5, f"three 0.6 s pages took {elapsed:.2f} s: not fetched in parallel"
+    assert site.max_in_flight >= 3, f"at most {site.max_in_flight} page requests in flight: not fetched in parallel"
 
 
 def test_other_fetchers_missing_fetcher_and_missing_url(site):

@@ -6,7 +6,6 @@ OpenAI-compatible server on loopback."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
@@ -67,12 +66,14 @@ def test_a_failing_model_gives_the_references_fallback_with_the_partial_text(fla
     fake.stream_reply = reply
     try:
         use_model(flab, OpenAIChatModel("m", base_url))  # the client's own 2 retries included
-        t0 = time.monotonic()
+        before = len(fake.requests_to("/v1/chat/completions"))
         run = flab.ask(Q, kb="demo", snapshots=False)
-        elapsed = time.monotonic() - t0
+        sent = len(fake.requests_to("/v1/chat/completions")) - before
     finally:
         fake.stream_reply = None
-    assert elapsed < 30
+    # bounded: the rewrite call, then one answer request and at most the client's two retries, then
+    # the fallback (a count, not a wall-clock bound)
+    assert sent <= 4 and (sent >= 1 or mode == "closed port")
     assert run.degraded and run.is_fallback and cause in run.error
     assert run.references and run.answer.endswith(LISTING)
     if mode == "half a stream":
@@ -108,15 +109,15 @@ class ErrorThenHang:
     async def chat_stream(self, messages, options=None):
         yield StreamChunk(response_type="answer", content="Partial ")
         yield StreamChunk(response_type="error", content="upstream reset")
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # only model_failure_deadline_s can end the wait before this
         yield StreamChunk(response_type="answer", content="never", done=True)
 
 
 def test_a_stream_that_fails_and_hangs_falls_back_within_the_deadline(flab):
     use_model(flab, ErrorThenHang())
-    t0 = time.monotonic()
-    run = flab.ask(Q, kb="demo", snapshots=False, params={"model_failure_deadline_s": 0.5})
-    assert time.monotonic() - t0 < 5  # not the 120 s idle timeout
+    params = {"model_failure_deadline_s": 0.5, "chat_stream_idle_timeout_s": 3600}
+    run = flab.ask(Q, kb="demo", snapshots=False, params=params)
+    # the deadline ended the stream: had it waited, "never" would have completed the answer
     assert run.answer == "Partial \n\n" + LISTING and run.error == "upstream reset"
 
 

@@ -72,6 +72,10 @@ class Site:
         self.base = ""
         self.requests: list[str] = []
         self.slow_s = 2.0
+        #: ``/pause`` requests being answered now, and the most at once (parallelism tests)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._flight = threading.Condition()
         self.routes: dict[str, Callable[[BaseHTTPRequestHandler, dict[str, list[str]]], None]] = {
             "/article.html": lambda h, q: self.send(h, 200, "text/html; charset=utf-8", ARTICLE.encode()),
             "/comments.html": lambda h, q: self.send(h, 200, "text/html", COMMENTS_ONLY.encode()),
@@ -117,9 +121,24 @@ class Site:
         h.end_headers()
 
     def pause(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
-        """``/pause?s=0.5&n=…``: answers the article after ``s`` seconds."""
-        time.sleep(float((q.get("s") or ["0"])[0]))
-        self.send(h, 200, "text/html", ARTICLE.encode())
+        """``/pause?s=0.5&n=…``: answers the article after ``s`` seconds; with ``&together=K``,
+        as soon as K ``/pause`` requests are in flight at once (``s``: the most it waits).
+        :attr:`max_in_flight` records the most requests in flight together."""
+        wait_s = float((q.get("s") or ["0"])[0])
+        together = int((q.get("together") or ["0"])[0])
+        with self._flight:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._flight.notify_all()
+            if together:
+                self._flight.wait_for(lambda: self.in_flight >= together, timeout=wait_s)
+        try:
+            if not together:
+                time.sleep(wait_s)
+            self.send(h, 200, "text/html", ARTICLE.encode())
+        finally:
+            with self._flight:
+                self.in_flight -= 1
 
     def slow(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
         time.sleep(self.slow_s)

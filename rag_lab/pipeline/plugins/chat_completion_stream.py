@@ -11,6 +11,12 @@ leaves the turn without an answer) the fallback answer: the partial text is kept
 fallback (the references found, or the fixed text, ``model_failure_answer``) follows as a done
 ``final_answer`` with ``is_fallback``, so the turn completes and ``Run.error`` names the failure.
 A stop is not a failure: a cancelled stream ends without any fallback.
+
+Time limits (``chat_stream_idle_timeout_s`` between chunks, ``model_failure_deadline_s`` for a
+stream to recover from an error chunk) apply to a remote model only: an in-process model (the
+extractive answerer) is waited for however long it takes, so a loaded machine never turns an
+offline answer into a fallback (:mod:`rag_lab.models.timeouts`). An idle remote stream fails
+with a :class:`~rag_lab.models.timeouts.ModelTimeout` naming the stage, the param and the seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import logging
 import time
 from typing import Any
 
+from rag_lab.models.timeouts import ModelTimeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.fallback import emit_model_failure_fallback
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
@@ -116,16 +123,24 @@ class PluginChatCompletionStream(StagePlugin):
         )
         task = asyncio.ensure_future(
             consume_stream(
-                chat, bus, stream, StreamDecoder(registry), StreamDecoder(registry), self.services.tracer, lifetime
+                chat,
+                bus,
+                stream,
+                StreamDecoder(registry),
+                StreamDecoder(registry),
+                self.services.tracer,
+                lifetime,
+                in_process=is_in_process(model),
             )
         )
         chat.context.background_tasks.append(task)
         return await next()
 
 
-async def _next_chunk(iterator: Any, timeout: float, cancel: Any) -> Any:
+async def _next_chunk(iterator: Any, timeout: float | None, cancel: Any) -> Any:
     """The next chunk, ``None`` once the request is cancelled (a stop does not wait for a model
-    that is slow or hung), ``TimeoutError`` after ``timeout`` s, ``StopAsyncIteration`` at the end."""
+    that is slow or hung), ``TimeoutError`` after ``timeout`` s (``None``: no limit),
+    ``StopAsyncIteration`` at the end."""
     if not isinstance(cancel, asyncio.Event):
         return await asyncio.wait_for(iterator.__anext__(), timeout)
     if cancel.is_set():
@@ -159,7 +174,11 @@ async def consume_stream(
     thinking_dec: Any,
     tracer: Any = None,
     span: Any = None,
+    *,
+    in_process: bool = False,
 ) -> None:
+    """Read the stream to its end (see the module docstring); ``in_process``: the model runs in
+    this process, so no time limit applies to its chunks."""
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
     thinking_open = False
@@ -183,14 +202,15 @@ async def consume_stream(
             answer_text += a
             bus.emit(BusEventType.FINAL_ANSWER, {"content": a, "done": False}, event_id=answer_id)
 
-    idle = chat.request.params.chat_stream_idle_timeout_s
+    idle_s = chat.request.params.chat_stream_idle_timeout_s
+    idle = None if in_process else idle_s
     deadline_s = chat.request.params.model_failure_deadline_s
     failed_at: float | None = None  # when the first error chunk came
     iterator = stream.__aiter__()
     try:
         while True:
             wait = idle
-            if failed_at is not None:  # a failing stream gets model_failure_deadline_s to recover
+            if failed_at is not None and idle is not None:  # a failing stream gets model_failure_deadline_s to recover
                 wait = min(idle, max(0.0, deadline_s - (time.monotonic() - failed_at)))
             try:
                 chunk = await _next_chunk(iterator, wait, chat.context.cancel_event)
@@ -199,7 +219,9 @@ async def consume_stream(
             except TimeoutError:
                 if failed_at is not None:
                     break  # the failure stands: answer with the fallback
-                raise TimeoutError(f"no answer chunk for {idle} s") from None
+                raise ModelTimeout(
+                    "chat_completion_stream", "chat_stream_idle_timeout_s", idle_s, "no answer chunk"
+                ) from None
             if chunk is None or chat.context.cancelled():
                 break
             if chunk.response_type == "error":

@@ -27,6 +27,8 @@
   (:func:`rewrite_rejection`; the reason goes to ``diagnostics["query_understand"]["rewrite_rejected"]``).
 * A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, also given
   to the HTTP client) keeps the original query; the progress window reports it as not successful.
+  The timeout applies to a remote model only (:mod:`rag_lab.models.timeouts`): an in-process model
+  that follows instructions is waited for, whatever the machine's load.
 * **Offline** (a model with ``follows_instructions = False``, the extractive answerer): no model
   call and no rewrite; :func:`detect_smalltalk` labels clear greetings and small talk (English and
   Chinese) ``greeting`` / ``chitchat``, everything else keeps intent "" (retrieval).
@@ -42,6 +44,7 @@ import logging
 from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.models.timeouts import ModelTimeout, call_with_timeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
@@ -201,13 +204,20 @@ class PluginQueryUnderstand(StagePlugin):
             ),
             timeout=p.query_understand_timeout_s,
         )
+        local = is_in_process(model)
+        if local:
+            options.timeout = None  # no client-side limit either
         try:
-            resp = await asyncio.wait_for(model.chat(messages, options), p.query_understand_timeout_s)
-        except TimeoutError:
-            log.warning(
-                "query_understand call timed out after %s s, keeping the original query", p.query_understand_timeout_s
+            resp = await call_with_timeout(
+                model.chat(messages, options),
+                in_process=local,
+                stage="query_understand",
+                param="query_understand_timeout_s",
+                seconds=p.query_understand_timeout_s,
             )
-            diag["error"] = f"timed out after {p.query_understand_timeout_s} s"
+        except ModelTimeout as exc:
+            log.warning("query_understand call timed out, keeping the original query: %s", exc)
+            diag["error"] = str(exc)
             return await next()
         except Exception as exc:
             log.warning("query_understand call failed, keeping the original query: %s", exc)

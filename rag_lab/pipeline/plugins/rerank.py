@@ -1,14 +1,13 @@
 """CHUNK_RERANK body: model scores → threshold ladder → composite score → FAQ boost → MMR.
 
 Spec §4.6.1 with the seed's refinements (model passage = title + heading + body, at most
-``rerank_max_candidates`` candidates by search score, 60 s model timeout, graph hits use the model
-score as base, FAQ boost not capped). Every decision is written to ``state.diagnostics["rerank"]``
+``rerank_max_candidates`` candidates by search score, 60 s model timeout — for a remote model only,
+see :func:`rerank_call` —, graph hits use the model score as base, FAQ boost not capped). Every decision is written to ``state.diagnostics["rerank"]``
 for the workbench's composite-score and MMR views.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rag_lab.models.base import RerankScore
+from rag_lab.models.timeouts import call_with_timeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
@@ -35,6 +35,23 @@ from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType, SearchResult
 
 log = logging.getLogger(__name__)
+
+
+async def rerank_call(model: Any, query: str, passages: list[str], timeout_s: float) -> list[RerankScore]:
+    """The model's scores: a remote model under ``rerank_timeout_s`` (running out raises
+    :class:`~rag_lab.models.timeouts.ModelTimeout` naming the stage, the param and the seconds,
+    and the stage keeps the search order, §4.6.1 6.2); an in-process model (the embedding
+    re-scorer over ONNX MiniLM) without any limit, so a loaded machine never turns rerank off.
+    Shared by the stage and the fast evaluator's capture (:mod:`rag_lab.tuning.inputs`)."""
+    return list(
+        await call_with_timeout(
+            model.rerank(query, passages),
+            in_process=is_in_process(model),
+            stage="rerank",
+            param="rerank_timeout_s",
+            seconds=timeout_s,
+        )
+    )
 
 
 def filter_by_threshold(
@@ -209,7 +226,7 @@ class PluginRerank(StagePlugin):
 
         async def rerank_once(threshold: float) -> tuple[list[RerankScore], list[RerankScore], str]:
             nonlocal images_scored
-            scores = list(await asyncio.wait_for(model.rerank(query, passages), p.rerank_timeout_s))
+            scores = list(await rerank_call(model, query, passages, p.rerank_timeout_s))
             scores, images_scored = await score_images_with_vision(model, query, candidates, pictorial, scores)
             kept, outcome = filter_by_threshold(scores, len(candidates), threshold, fallback_min)
             return scores, kept, outcome

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from rag_lab.models.timeouts import call_with_timeout
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
@@ -244,13 +245,18 @@ class PluginSearch(StagePlugin):
         results: list[SearchResult] = []
 
         async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
+            # search_timeout_s bounds remote work only: a search that runs wholly in this process
+            # (FAISS + BM25, the ONNX query embedder) is awaited however long it takes
+            in_process = getattr(searcher, "runs_in_process", None)
             try:
-                return await asyncio.wait_for(searcher.search(primary, sp), req.params.search_timeout_s)
-            except TimeoutError:
-                errors.append(
-                    TimeoutError(f"hybrid search on {primary} took longer than {req.params.search_timeout_s} s")
+                return await call_with_timeout(
+                    searcher.search(primary, sp),
+                    in_process=bool(in_process is not None and in_process(primary, sp)),
+                    stage="chunk_search",
+                    param="search_timeout_s",
+                    seconds=req.params.search_timeout_s,
+                    what=f"hybrid search on {primary} did not finish",
                 )
-                return []
             except Exception as exc:
                 errors.append(exc)
                 return []
