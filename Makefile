@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(PY) -m mypy rag_lab
 	$(PYTEST) -q --nbval-lax -m "not llm" tests notebooks
-	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --quiet --out reports
+	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
 
 test-fast: $(STAMP)
 	$(PYTEST) -q -m "not slow" tests

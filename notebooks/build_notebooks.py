@@ -522,9 +522,10 @@ NOTEBOOKS["07_ragas_regression_report"] = [
 trec_eval) and ragas metrics — here the offline ones (ID-based and non-LLM context recall /
 precision, string similarity, BLEU, ROUGE, chrF, each with ragas' own value; for the Chinese slice
 also `bleu_zh` / `rouge_l_zh`, the same measures on jieba tokens, since ragas' ROUGE drops Han
-characters). The report is written as Markdown, HTML, JSON and JUnit XML; the gate compares it
-with a baseline per metric (tolerance, paired permutation test, bootstrap CI) and question by
-question.""",
+characters). The report is written as Markdown, HTML, JSON and JUnit XML; the gate validates it
+against the report schema, compares it with a baseline on every metric (tolerance, paired
+permutation test with Holm's correction across checks, a power check, bootstrap CI) and question
+by question, and gives each check a tier: regression, insufficient data, improvement, unchanged.""",
     ),
     ("code", SETUP),
     (
@@ -550,9 +551,8 @@ print(suites_table(baseline.suites))""",
 regressed = await evaluate_suites(lab, suites, params={"rerank_threshold": 0.95, "rerank_fallback_min_score": 0.9},
                                   ragas_metrics=OFFLINE_METRICS, progress=False)
 gate = compare_reports(baseline, regressed)
-print(gate.verdict())
-print(gate.params_line())
-print(gate.markdown()[:1500])""",
+from IPython.display import Markdown, display
+display(Markdown(gate.summary_markdown()))   # what --summary-md writes for a CI page, rendered""",
     ),
     (
         "md",
@@ -562,6 +562,67 @@ print(gate.markdown()[:1500])""",
         "code",
         """for ch in gate.changes[:5]:
     print(f"{ch.suite}/{ch.qid} {ch.question[:60]!r}: {ch.describe()}")""",
+    ),
+    (
+        "md",
+        """## A regression the old gate missed
+
+The committed baseline of `make test` (`reports/baseline.json`) holds 20 PubMedQA questions whose
+gold abstract is always retrieved first: all six retrieval metrics are at 1.0. The old gate left a
+metric "not gated" unless its baseline mean was strictly inside (0.05, 0.95) — meant to keep
+slices informative, it switched the checks off, and a metric at 1.0 can only fall. Below, every
+gold abstract moves from rank 1 to rank 4 (MRR 1.0 → 0.31) in the stored per-question results, and
+the old policy (emulated: only the metrics inside the interval, no correction, no power check)
+is compared with the new one.""",
+    ),
+    (
+        "code",
+        """import math
+from pathlib import Path
+from rag_lab.eval.gate import GatePolicy, DEFAULT_GATE_METRICS
+from rag_lab.eval.metrics import evaluate_retrieval
+from rag_lab.eval.report import load_report
+committed = Path("..") / "reports" / "baseline.json"
+planted = load_report(committed)
+pub = planted.suite("pubmedqa_long")
+for r in pub.records:
+    gold = [d for d in r.retrieved_doc_ids if d in r.gold_ids]
+    rest = [d for d in r.retrieved_doc_ids if d not in r.gold_ids]
+    r.retrieved_doc_ids = rest[:3] + gold + rest[3:]
+pub.retrieval = evaluate_retrieval({r.qid: r.retrieved_doc_ids for r in pub.records},
+                                   {r.qid: set(r.gold_ids) for r in pub.records}, ks=pub.retrieval.ks)
+base = load_report(committed)
+summary = base.suite("pubmedqa_long").summary()
+inside = [m for m in DEFAULT_GATE_METRICS if m in summary and 0.05 < summary[m] < 0.95]
+old = compare_reports(base, planted, GatePolicy(metrics=inside, correction="none", allow_underpowered=True))
+new = compare_reports(base, planted)
+print("old policy:", old.verdict()[:60], "…")
+print("new policy:", new.verdict()[:400])
+pd.DataFrame([{"metric": c.metric, "baseline": c.baseline, "current": c.current, "p": c.p_value,
+               "p (Holm)": c.p_adjusted, "saturated": c.saturated, "status": c.status}
+              for c in new.checks if c.suite == "pubmedqa_long" and c.n_informative])""",
+    ),
+    (
+        "md",
+        """And a small slice: one of the 30 HotpotQA questions loses its first document. The mean drop is
+beyond the 0.02 tolerance, but one moved question can never be significant — the sign-flip test
+needs 10 moved questions to reach 0.05 / 41 (Holm over the gate's 41 checks). The old gate said
+PASSED; the new one says *insufficient data*, fails, and says what to do.""",
+    ),
+    (
+        "code",
+        """small = load_report(committed)
+hot = small.suite("hotpotqa_distractor40")
+r = next(r for r in hot.records if r.retrieved_doc_ids and r.retrieved_doc_ids[0] in r.gold_ids
+         and not (set(r.retrieved_doc_ids[1:2]) & set(r.gold_ids)))
+r.retrieved_doc_ids = r.retrieved_doc_ids[1:] + r.retrieved_doc_ids[:1]
+hot.retrieval = evaluate_retrieval({x.qid: x.retrieved_doc_ids for x in hot.records},
+                                   {x.qid: set(x.gold_ids) for x in hot.records}, ks=hot.retrieval.ks)
+res = compare_reports(load_report(committed), small)
+hit1 = next(c for c in res.checks if c.suite == "hotpotqa_distractor40" and c.metric == "hit@1")
+print(f"hit@1 {hit1.baseline:.4f} → {hit1.current:.4f}: {hit1.tier} (p={hit1.p_value:.3g}, Holm {hit1.p_adjusted:.3g})")
+print(hit1.note)
+print(res.verdict()[:120], "…")""",
     ),
     (
         "code",

@@ -321,6 +321,8 @@ class GateResult:
                 f"{n_changed} questions changed"
             )
         why = [f"{c.suite}/{c.metric} {_status_word(c.status)}" for c in bad]
+        if len(why) > 8:  # the tables list them all
+            why = why[:8] + [f"… {len(why) - 8} more"]
         if self.policy.fail_on_change and self.changes:
             why.append(f"{n_changed} questions changed (--fail-on-change)")
         return (
