@@ -686,12 +686,13 @@ def main() -> None:
             app_a = create_app(lab, manager=a, directory=build_stream_directory(a))
             with ServerThread(app_a) as srv_a:
                 app_b = create_app(lab, manager=b, directory=build_stream_directory(b))
-                lab.stream_manager = a  # asks go to replica A; resumes to A or B at random
+                # asks go to replica A (through its ordered background writer); resumes to A or B
+                lab.stream_manager = app_a.state.service.manager
                 with ServerThread(app_b) as srv_b:
                     rep = asyncio.run(
                         run_reliability(
                             [srv_a.url, srv_b.url],
-                            lambda s, m: a.get_events(s, m, 0)[0],
+                            lambda s, m: app_a.state.service.manager.get_events(s, m, 0)[0],
                             questions,
                             "bench",
                             n_streams,

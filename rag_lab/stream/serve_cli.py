@@ -41,6 +41,13 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         help="event log backend: 'memory', 'redis' (address from REDIS_ADDR etc.) or a redis:// URL; "
         "default: the config's stream_manager key, else STREAM_MANAGER_TYPE, else memory",
     )
+    p.add_argument(
+        "--keepalive-s",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="send an SSE ': keep-alive' comment after S seconds without a frame (0: never; default 15)",
+    )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve)
     return p
@@ -51,7 +58,11 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from rag_lab.lab.lab import Lab
     from rag_lab.stream.factory import build_stream_manager, resolve_settings
     from rag_lab.stream.server import create_app
+    from rag_lab.stream.server_sse import StreamServerSettings
 
+    keepalive = float(getattr(args, "keepalive_s", 15.0))
+    if not (keepalive >= 0 and keepalive < float("inf")):
+        raise ValueError(f"--keepalive-s: expected a number of seconds >= 0, got {keepalive!r}")
     if args.stream_manager:
         resolve_settings(args.stream_manager)  # a bad value fails before the models load
     overrides: dict[str, Any] = {}
@@ -65,7 +76,9 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     check_bind(getattr(args, "host", "127.0.0.1"), server.keys)
     spec = args.stream_manager if args.stream_manager else lab.config.get("stream_manager")
     manager = build_stream_manager(spec, check=True)
-    return create_app(lab, manager=manager, server=server), lab, manager
+    settings = StreamServerSettings.from_params(lab.params)
+    settings.keepalive_s = keepalive
+    return create_app(lab, manager=manager, server=server, settings=settings), lab, manager
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -122,17 +122,24 @@ def create_app(
     the directory defaults to the one that lives beside the manager (Redis next to Redis).
     ``server`` (keys and limits) defaults to the lab config's ``server`` section plus the
     ``RAG_LAB_API_KEYS`` environment variable."""
+    from rag_lab.stream.appender import OrderedAppender
     from rag_lab.stream.factory import build_stream_directory
+    from rag_lab.stream.manager import MemoryStreamManager
 
     if manager is not None:
         lab.stream_manager = manager
     manager = lab.stream_manager
+    inner = manager.inner if isinstance(manager, OrderedAppender) else manager
+    if not isinstance(manager, (MemoryStreamManager, OrderedAppender)):
+        # a remote log (Redis): the pipeline appends from the event loop, so writes go to a
+        # background thread in order (rag_lab.stream.appender) instead of blocking the loop
+        manager = lab.stream_manager = OrderedAppender(manager)
     if not isinstance(server, ServerConfig):
         server = ServerConfig.from_config(server if server is not None else (lab.config.get("server") or {}))
     service = StreamService(
         lab,
         manager,
-        directory or build_stream_directory(manager),
+        directory or build_stream_directory(inner),
         settings or StreamServerSettings.from_params(lab.params),
         server,
     )
@@ -163,7 +170,7 @@ def create_app(
         out: dict[str, Any] = {"status": "ok"}
         if service.config.keyless or bearer_token(request.headers.get("authorization")):
             caller(request)
-            out["stream_manager"] = type(manager).__name__
+            out["stream_manager"] = type(inner).__name__
             out["running"] = sum(1 for g in service.generations.values() if not g.finished())
         return out
 

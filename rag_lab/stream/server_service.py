@@ -22,7 +22,13 @@ from rag_lab.stream.bus import short_id
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
 from rag_lab.stream.server_config import ServerConfig
 from rag_lab.stream.server_http import ApiError, owns
-from rag_lab.stream.server_sse import _TERMINAL, StreamServerSettings, build_stream_response, sse_frame
+from rag_lab.stream.server_sse import (
+    _TERMINAL,
+    KEEPALIVE_FRAME,
+    StreamServerSettings,
+    build_stream_response,
+    sse_frame,
+)
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
 
 #: the server's logger name, unchanged by the split into modules (log filters keep working)
@@ -227,9 +233,19 @@ class StreamService:
         for key in [k for k, g in self.generations.items() if g.finished() and 0 < g.finished_at < cutoff]:
             del self.generations[key]
 
+    async def store_event(self, session_id: str, message_id: str, event: StreamEvent) -> None:
+        """Append one event and return once it is stored (in order with the pipeline's own appends
+        when the log is written by a background :class:`~rag_lab.stream.appender.OrderedAppender`)."""
+        from rag_lab.stream.appender import OrderedAppender
+
+        if isinstance(self.manager, OrderedAppender):
+            await asyncio.wrap_future(self.manager.submit(session_id, message_id, event))
+        else:
+            await self.call(self.manager.append_event, session_id, message_id, event)
+
     async def _append_quietly(self, gen: Generation, event: StreamEvent) -> None:
         try:
-            await self.call(self.manager.append_event, gen.session_id, gen.message_id, event)
+            await self.store_event(gen.session_id, gen.message_id, event)
         except Exception as exc:
             log.warning("stream %s/%s: could not store a %s event: %s", gen.session_id, gen.message_id, event.type, exc)
 
@@ -290,7 +306,7 @@ class StreamService:
         self.active_followers += 1
         try:
             s = self.settings
-            last_event = time.monotonic()
+            last_event = last_sent = time.monotonic()
             error_at: float | None = None
             if replay is not None:  # §8.4: every stored event, then stop if the stream was done
                 for ev in replay:
@@ -313,6 +329,7 @@ class StreamService:
                         gen.stop_requested = gen.stop_written = True
                         gen.cancel_event.set()
                     yield sse_frame(build_stream_response(ev, request_id))
+                    last_sent = time.monotonic()
                     if ev.type in _TERMINAL:
                         return
                     if ev.type == ResponseType.ERROR.value:
@@ -327,6 +344,9 @@ class StreamService:
                     return
                 elif gen is None and now - last_event >= s.idle_timeout_s:
                     return
+                if s.keepalive_s > 0 and now - last_sent >= s.keepalive_s:
+                    yield KEEPALIVE_FRAME
+                    last_sent = now
                 await asyncio.sleep(s.poll_interval_s)
         finally:
             self.active_followers -= 1
@@ -405,9 +425,7 @@ class StreamService:
             return {"success": True, "message": "Message already completed"}
         if gen is None:  # running elsewhere (another replica): its stop watcher reads this
             try:
-                await self.call(
-                    self.manager.append_event, session_id, message_id, self.stop_event(session_id, message_id)
-                )
+                await self.store_event(session_id, message_id, self.stop_event(session_id, message_id))
             except Exception as exc:
                 log.warning("could not write a stop event: %s", exc)
                 raise ApiError(500, "Failed to write stop event") from None

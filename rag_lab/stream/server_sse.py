@@ -48,6 +48,10 @@ class StreamServerSettings:
     orphan_after_s: float = 15.0
     #: finished generations are forgotten this long after they end (the log keeps their events)
     keep_finished_s: float = 600.0
+    #: an SSE comment (``: keep-alive``) is sent after this long without a frame, from the start
+    #: of the response on, so clients and proxies with a read timeout do not drop a slow first
+    #: event (a search over a large KB, a model that thinks); 0 disables
+    keepalive_s: float = 15.0
 
     @classmethod
     def from_params(cls, params: Any) -> StreamServerSettings:
@@ -88,6 +92,10 @@ def encode_json(obj: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
+
+
+#: an SSE comment line: clients ignore it (the EventSource spec), proxies see traffic
+KEEPALIVE_FRAME = b": keep-alive\n\n"
 
 
 def sse_frame(resp: StreamResponse) -> bytes:
