@@ -149,7 +149,11 @@ def add_core_commands(sub: Any) -> None:
     p = sub.add_parser("stages", help="print each stage's declared reads, writes, params and KB settings")
     p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     p.set_defaults(func=cmd_stages)
-    p = sub.add_parser("ingest", help="ingest a folder (.txt, .md, .html) into a knowledge base")
+    from rag_lab.knowledge.reading import SUPPORTED_SUFFIXES
+    from rag_lab.knowledge.tables import TABLE_SUFFIXES
+
+    kinds = ", ".join(sorted({*SUPPORTED_SUFFIXES, *TABLE_SUFFIXES}))
+    p = sub.add_parser("ingest", help=f"ingest a file or folder ({kinds}) into a knowledge base")
     p.add_argument("path")
     p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
     p.add_argument("--tenant", type=int, default=None, help="tenant owning a new KB (default 1; see docs/security.md)")

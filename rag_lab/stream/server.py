@@ -60,6 +60,7 @@ from rag_lab.stream.manager import StreamDirectory, StreamManager
 from rag_lab.stream.recovery import HOST as RECOVERY_HOST
 from rag_lab.stream.server_config import ServerConfig
 from rag_lab.stream.server_http import (
+    CHAT_BODY_FIELDS,
     ID_PATTERN,
     KNOWLEDGE_CHAT_OPENAPI,
     ApiError,
@@ -221,6 +222,14 @@ def create_app(
         principal = caller(request)
         _check_resource_urls(request)
         body = await _json_object(request, '{"query": "When was the lighthouse built?"}', service.config)
+        unknown = sorted(set(body) - CHAT_BODY_FIELDS)
+        if unknown:  # e.g. "params": silently ignoring it would answer with other params than asked
+            raise ApiError(
+                400,
+                f"{unknown[0]}: not a field of this endpoint (it takes {', '.join(sorted(CHAT_BODY_FIELDS))}); "
+                "per-request params are not accepted: the server answers with the params of its lab config",
+                unknown[0],
+            )
         if "query" not in body:
             raise ApiError(400, "query: required (the question to answer)", "query")
         query = body["query"]

@@ -20,6 +20,9 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 #: the OpenAPI description of POST /knowledge-chat (the handler reads and checks the JSON body
 #: itself, so FastAPI cannot infer it): the request body and the SSE response
+#: the fields POST /knowledge-chat takes; any other is refused (400) rather than ignored
+CHAT_BODY_FIELDS = frozenset({"query", "kb", "knowledge_base_ids"})
+
 KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -28,6 +31,7 @@ KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
                 "schema": {
                     "type": "object",
                     "required": ["query"],
+                    "additionalProperties": False,
                     "properties": {
                         "query": {"type": "string", "minLength": 1, "description": "the question (not blank)"},
                         "kb": {
@@ -49,7 +53,9 @@ KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
             "description": "the answer as Server-Sent Events (agent_query, progress, references, answer deltas, complete)",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        "400": {"description": "bad body (missing or blank query, unknown knowledge base, …)"},
+        "400": {
+            "description": "bad body (missing or blank query, unknown knowledge base, a field it does not take, …)"
+        },
     },
 }
 

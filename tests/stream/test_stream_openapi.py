@@ -23,3 +23,8 @@ def test_knowledge_chat_schema_has_the_body_and_the_event_stream(serve):
         # the example in the schema is a body the server accepts; a blank query is the 400 it documents
         r = c.post(f"{srv.url}/knowledge-chat/s-openapi", json={"query": "  "})
         assert r.status_code == 400 and "query: must not be empty" in r.text
+        # fields it does not take are refused, not ignored (per-request params used to vanish silently)
+        assert body["schema"]["additionalProperties"] is False
+        r = c.post(f"{srv.url}/knowledge-chat/s-openapi", json={"query": "Who?", "params": {"rerank_top_k": 1}})
+        assert r.status_code == 400 and r.json()["field"] == "params"
+        assert "per-request params are not accepted" in r.json()["error"]
