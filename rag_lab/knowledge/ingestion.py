@@ -87,6 +87,11 @@ def ingest_folder(
     docs: list[_Doc] = []
     tables: list[tuple[Path, str]] = []
     real_root = root.resolve()
+    # a file reached through several paths (a symlink to a file of the tree) is ingested once,
+    # under the path that is not a link (else the first in order)
+    owner: dict[Path, Path] = {}
+    for f in sorted(files, key=lambda p: (p.is_symlink(), p)):
+        owner.setdefault(f.resolve(), f)
     for f in files:
         rel = f.relative_to(root).as_posix()
         if any(part.startswith(".") for part in f.relative_to(root).parts):
@@ -94,6 +99,10 @@ def ingest_folder(
             continue
         if not f.resolve().is_relative_to(real_root):  # a symlink (or a linked folder) out of the tree
             report.skipped.append((rel, f"symbolic link to {f.resolve()}, outside the ingested folder"))
+            continue
+        first = owner[f.resolve()]
+        if first != f:
+            report.skipped.append((rel, f"the same file as {first.relative_to(root).as_posix()} (ingested once)"))
             continue
         suffix = f.suffix.lower()
         if suffix in TABLE_FILE_SUFFIXES:

@@ -107,14 +107,15 @@ def test_symlinks_out_of_the_folder_are_not_followed(tmp_path, embedder):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "ok.md").write_text("# Lighthouse\n\nThe lighthouse was built in 1874.")
-    (docs / "inner.md").symlink_to(docs / "ok.md")  # a link inside the tree is fine
+    (docs / "inner.md").symlink_to(docs / "ok.md")  # a link inside the tree: the same document, once
     (docs / "passwd.txt").symlink_to(outside / "secret.txt")
     (docs / "linked").symlink_to(outside / "more", target_is_directory=True)
     with Workspace(tmp_path / "ws") as ws:
         kb = ws.create_kb("d", embedder)
         report = ws.ingest_folder(kb, docs, embedder, progress=False)
-        assert sorted(report.added) == ["inner.md", "ok.md"]
+        assert sorted(report.added) == ["ok.md"]  # not twice (it used to be a duplicate document)
         skipped = dict(report.skipped)
+        assert skipped["inner.md"] == "the same file as ok.md (ingested once)"
         assert "outside the ingested folder" in skipped["passwd.txt"]
         assert any(k.startswith("linked/") and "outside the ingested folder" in v for k, v in skipped.items()) or (
             "linked/notes.md" not in report.added
