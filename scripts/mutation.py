@@ -73,13 +73,32 @@ def _scratch(name: str, module: dict[str, Any]) -> Path:
         f"pytest_add_cli_args = {_toml_list(mutmut['pytest_add_cli_args'])}",
         f"pytest_add_cli_args_test_selection = {_toml_list(module['tests'])}",
         f"also_copy = {_toml_list(mutmut['also_copy'])}",
+        f"timeout_multiplier = {float(mutmut.get('timeout_multiplier', 15.0))}",
         "",
         "[tool.pytest.ini_options]",
     ]
     for key, value in pytest_cfg.items():
         lines.append(f"{key} = {_toml_list(value) if isinstance(value, list) else json.dumps(value)}")
     (work / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _refresh_copies(work / "mutants", module["source"])
     return work
+
+
+def _refresh_copies(copy_root: Path, mutated: str) -> None:
+    """mutmut copies the sources once and keeps the copies on later runs: bring the copies of the
+    modules it does not mutate up to date (it regenerates the mutated module's own mutants)."""
+    if not copy_root.exists():
+        return
+    for src in (ROOT / "rag_lab").rglob("*"):
+        if not src.is_file() or "__pycache__" in src.parts:
+            continue
+        rel = src.relative_to(ROOT)
+        dst = copy_root / rel
+        if rel.as_posix() == mutated:
+            continue
+        if not dst.exists() or dst.stat().st_mtime != src.stat().st_mtime:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
 
 
 def _mutmut() -> str:
@@ -87,14 +106,14 @@ def _mutmut() -> str:
     return str(exe) if exe.exists() else "mutmut"
 
 
-def run(names: list[str], nice: int) -> int:
+def run(names: list[str], nice: int, only: list[str] | None = None) -> int:
     table = modules()
     for name in names:
         work = _scratch(name, table[name])
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "RAGAS_DO_NOT_TRACK": "true"}
         env["TOKENIZERS_PARALLELISM"] = "false"
         print(f"== {name}: mutmut run in {work.relative_to(ROOT)}", flush=True)
-        cmd = ["nice", "-n", str(nice), _mutmut(), "run", "--max-children", "1"]
+        cmd = ["nice", "-n", str(nice), _mutmut(), "run", "--max-children", "1", *(only or [])]
         rc = subprocess.call(cmd, cwd=work, env=env)
         if rc != 0:
             print(f"{name}: mutmut exited with {rc}", file=sys.stderr)
@@ -150,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("modules", nargs="*", help="default: every module")
     r.add_argument("--nice", type=int, default=10)
+    r.add_argument("--only", nargs="+", help="mutant name globs (mutmut's), e.g. '*_search_quantized*'")
     rep = sub.add_parser("report")
     rep.add_argument("modules", nargs="*")
     sh = sub.add_parser("show")
@@ -167,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<15} {m['source']}  <- {' '.join(m['tests'])}")
         return 0
     if args.cmd == "run":
-        return run(args.modules or list(table), args.nice)
+        return run(args.modules or list(table), args.nice, args.only)
     if args.cmd == "report":
         print(report(args.modules or None))
         return 0

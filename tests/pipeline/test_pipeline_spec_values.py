@@ -202,3 +202,39 @@ def test_filter_top_k_stage_cuts_the_first_non_empty_list(field: str) -> None:
     asyncio.run(PluginFilterTopK(Services()).on_event(EventType.FILTER_TOP_K, chat, nxt))
     assert [r.id for r in getattr(chat.state, field)] == ["a", "i"]
     assert chat.state.diagnostics["filter_top_k"].to_dict()["field"] == field
+
+
+def test_the_live_ladder_calls_the_model_at_each_threshold_in_turn() -> None:
+    """``run_threshold_ladder``: the scorer is called with the request's threshold, then (nothing
+    kept) with the degraded one; it returns the last call's scores with the ladder's result."""
+    from rag_lab.pipeline.plugins.rerank import run_threshold_ladder
+
+    seen: list[float] = []
+    answers = [[RerankScore(0, 0.1)], [RerankScore(0, 0.4)]]
+
+    async def score_at(threshold: float) -> list[RerankScore]:
+        seen.append(threshold)
+        return answers[len(seen) - 1]
+
+    (kept, outcome, used), last = asyncio.run(run_threshold_ladder(score_at, 1, 0.5, 0.15, P))
+    assert seen == [0.5, pytest.approx(0.35)] and last == [RerankScore(0, 0.4)]
+    assert ([s.index for s in kept], outcome, used) == ([0], "threshold_degraded", pytest.approx(0.35))
+
+
+def test_filter_top_k_diagnostics_say_how_many_competed_and_nothing_when_nothing_is_cut() -> None:
+    req = PipelineRequest.from_params(P, query="q", rerank_top_k=2)
+    chat = ChatManage(request=req)
+    chat.state.rerank_result = [_r("a", 0.9), _r("b", 0.8), _r("c", 0.7), _r("i", 0.1, "image_vector")]
+
+    async def nxt() -> None:
+        return None
+
+    asyncio.run(PluginFilterTopK(Services()).on_event(EventType.FILTER_TOP_K, chat, nxt))
+    diag = chat.state.diagnostics["filter_top_k"].to_dict()
+    assert (diag["field"], diag["before"], diag["after"]) == ("rerank_result", 3, 2)
+    exactly, before = filter_top_k([_r("a", 0.9), _r("b", 0.8)], 2)  # k results: no cut
+    assert before is None and [r.id for r in exactly if r] == ["a", "b"]
+    chat = ChatManage(request=req)
+    chat.state.rerank_result = [_r("a", 0.9), _r("b", 0.8)]
+    asyncio.run(PluginFilterTopK(Services()).on_event(EventType.FILTER_TOP_K, chat, nxt))
+    assert "filter_top_k" not in chat.state.diagnostics
