@@ -106,10 +106,30 @@ def _mutmut() -> str:
     return str(exe) if exe.exists() else "mutmut"
 
 
-def run(names: list[str], nice: int, only: list[str] | None = None) -> int:
+def _forget_survivors(name: str, module: dict[str, Any]) -> list[str]:
+    """Mark the module's survivors unchecked (mutmut re-tests a mutant only when its function
+    changed, not when tests were added); returns their names."""
+    meta = SCRATCH / name / "mutants" / (module["source"] + ".meta")
+    if not meta.exists():
+        return []
+    data = json.loads(meta.read_text(encoding="utf-8"))
+    codes = data.get("exit_code_by_key", {})
+    again = [k for k, v in codes.items() if v in (0, 5, 33)]
+    for k in again:
+        codes[k] = None
+    meta.write_text(json.dumps(data), encoding="utf-8")
+    return again
+
+
+def run(names: list[str], nice: int, only: list[str] | None = None, retest: bool = False) -> int:
     table = modules()
     for name in names:
         work = _scratch(name, table[name])
+        if retest:
+            only = _forget_survivors(name, table[name]) or None
+            if only is None:
+                print(f"== {name}: no survivors to re-test")
+                continue
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "RAGAS_DO_NOT_TRACK": "true"}
         env["TOKENIZERS_PARALLELISM"] = "false"
         print(f"== {name}: mutmut run in {work.relative_to(ROOT)}", flush=True)
@@ -170,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("modules", nargs="*", help="default: every module")
     r.add_argument("--nice", type=int, default=10)
     r.add_argument("--only", nargs="+", help="mutant name globs (mutmut's), e.g. '*_search_quantized*'")
+    r.add_argument("--retest-survivors", action="store_true", help="re-test the last run's survivors (new tests)")
     rep = sub.add_parser("report")
     rep.add_argument("modules", nargs="*")
     sh = sub.add_parser("show")
@@ -187,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<15} {m['source']}  <- {' '.join(m['tests'])}")
         return 0
     if args.cmd == "run":
-        return run(args.modules or list(table), args.nice, args.only)
+        return run(args.modules or list(table), args.nice, args.only, args.retest_survivors)
     if args.cmd == "report":
         print(report(args.modules or None))
         return 0

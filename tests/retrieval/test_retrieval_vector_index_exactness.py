@@ -67,6 +67,24 @@ def test_tie_groups_with_shuffled_ids_equal_the_flat_scan(
         assert sq.search(q, top_k, threshold) == flat.search(q, top_k, threshold)
 
 
+@pytest.mark.parametrize(
+    ("n_other", "top_k", "rescans", "fallbacks"),
+    [(2000, 1, 2, 0), (2000, 64, 1, 0), (2000, 300, 0, 0), (50, 1, 1, 1), (50, 64, 0, 1)],
+)
+def test_the_scan_widens_4x_then_falls_back_to_the_flat_scan(
+    n_other: int, top_k: int, rescans: int, fallbacks: int
+) -> None:
+    """The widening schedule behind ``quantized_stats``: the first scan takes ``max(4 · k, k + 64)``
+    candidates, each re-scan 4× more, and the flat scan answers once 4× would reach every vector.
+    With 301 tied vectors the check holds only once all of them and one more are candidates: for
+    k = 1 at 65 → 260 → 1,040 of 2,301 (two re-scans) and at 65 → 260 → flat of 351."""
+    x, ids, dup_ids = _corpus_with_duplicates(301, n_other, 8, seed=0)
+    sq, flat = _pair(x, ids)
+    q = x[ids.index(dup_ids[0])]
+    assert sq.search(q, top_k) == flat.search(q, top_k)
+    assert sq.quantized_stats == {"queries": 1, "rescans": rescans, "flat_fallbacks": fallbacks}
+
+
 # --------------------------------------------------------------------------- the rounding bound
 
 
@@ -99,6 +117,15 @@ def _codes_adversary() -> tuple[np.ndarray, np.ndarray]:
     return np.vstack([lo, hi, half_up]), np.full(D, 0.25, dtype=np.float32)
 
 
+def _codes_adversary_one_dimension() -> tuple[np.ndarray, np.ndarray]:
+    """The same vectors, a query along one dimension: the half-step sum (``4 · step / 2``) is now
+    the smaller of the two codes bounds (Cauchy-Schwarz would charge the residual of all 16)."""
+    x, _ = _codes_adversary()
+    q = np.zeros(D, dtype=np.float32)
+    q[0] = 4.0
+    return x, q
+
+
 def _query_adversary() -> tuple[np.ndarray, np.ndarray]:
     """The query's rounding at its worst: vectors on the levels (no codes error) at the extreme
     codes, a query whose integer scan rounds exact halves (``qs_d = k + 0.5`` before rounding),
@@ -115,7 +142,9 @@ def _query_adversary() -> tuple[np.ndarray, np.ndarray]:
     return np.vstack([lo, hi, adv, 255 * STEP - adv]), q
 
 
-@pytest.mark.parametrize("case", [_codes_adversary, _query_adversary], ids=["codes", "query"])
+@pytest.mark.parametrize(
+    "case", [_codes_adversary, _codes_adversary_one_dimension, _query_adversary], ids=["codes", "codes-1d", "query"]
+)
 def test_the_bound_covers_the_worst_error_and_is_within_10_percent_of_it(case) -> None:
     """The bound must hold (a tighter one, e.g. the half-step term halved, would be broken by these
     vectors) and must not be loose (doubling a term makes the check widen needlessly): on vectors
