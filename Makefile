@@ -13,7 +13,7 @@ export RAG_LAB_REQUIRE_EXTRAS := 1
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD := 1
 PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
 
-.PHONY: demo test test-fast notebooks venv clean lab judge test-llm
+.PHONY: demo test test-fast notebooks venv clean lab judge test-llm mutation
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PYTEST) -q -m "not slow" tests
+
+# mutation testing (mutmut 3; not part of `make test`): each module of pyproject's
+# [tool.rag_lab.mutation.modules] in turn (MODULES="fusion rerank" for some), its own tests only,
+# niced, one worker, pytest without plugin autoload as PYTEST; then the score per module
+mutation: $(STAMP)
+	$(PY) scripts/mutation.py run $(MODULES)
+	$(PY) scripts/mutation.py report $(MODULES)
 
 # JupyterLab on 127.0.0.1 over notebooks/, the demo KB ingested first (LAB_ARGS="--port 9999 --no-browser")
 lab: $(STAMP)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from rag_lab.models.base import Embedder
     from rag_lab.retrieval.engine import LocalEngine
     from rag_lab.retrieval.keyword_index import KeywordIndex
-    from rag_lab.retrieval.vector_index import VectorIndex
+    from rag_lab.retrieval.vector_index import IndexPolicy, VectorIndex
 
 KB_TYPES = ("document", "faq", "wiki")
 log = logging.getLogger(__name__)
@@ -331,6 +331,19 @@ class Workspace:
         embedder = self.embedder_for(kb) if self.embedder_for is not None else None
         self._repair_when_free(kb, lambda: repair_vector_index(self, kb, idx, embedder))
         return idx
+
+    def vector_index_policy(self, kb: KnowledgeBase | str) -> IndexPolicy | None:
+        """The policy answering the KB's vector queries (flat / 8-bit pre-scan / HNSW and their
+        settings) without loading the index: the loaded index's, else the one a load gives it
+        (``VectorIndex.default_policy``); ``None`` for a KB without embeddings."""
+        kb = kb if isinstance(kb, KnowledgeBase) else self.get_kb(kb)
+        if not kb.embedding_model_key or kb.embedding_dim <= 0:
+            return None
+        from rag_lab.retrieval.vector_index import VectorIndex
+
+        with self._lock:
+            idx = self._vec.get(kb.id)
+        return idx.policy if idx is not None else VectorIndex.default_policy
 
     def keyword_index(self, kb: KnowledgeBase | str) -> KeywordIndex:
         """The KB's keyword index (loaded once, reloaded when another process saved a newer

@@ -10,6 +10,7 @@ the normalisation defined at the top; one module each would leave four short fil
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -24,7 +25,21 @@ from rag_lab.models.base import ModelError
 DEFAULT_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "_vendor" / "minilm" / "tokenizer.json"
 
 MINILM_MODEL_KEY = "all-MiniLM-L6-v2-int8|local"
+#: SHA-256 of the tokenizer file :data:`MINILM_MODEL_KEY` was keyed with: the vendored file as
+#: first shipped. Never update it: another tokenizer must get another key (:func:`minilm_model_key`).
+MINILM_KEYED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MINILM_DIMENSION = 384
+
+
+def minilm_model_key(tokenizer_path: Path) -> str:
+    """The MiniLM model key for a tokenizer file: :data:`MINILM_MODEL_KEY` for the tokenizer it
+    was keyed with, else ``"<MINILM_MODEL_KEY>|tokenizer:<12 hex of its SHA-256>"``. The key names
+    the vector space (KBs, embedding cache, the models built on the embedder), so a changed
+    vocabulary or normaliser (the vendored file edited, another file given) changes it."""
+    digest = hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()
+    return (
+        MINILM_MODEL_KEY if digest == MINILM_KEYED_TOKENIZER_SHA256 else f"{MINILM_MODEL_KEY}|tokenizer:{digest[:12]}"
+    )
 
 
 def check_str_sequence(values: Sequence[str], where: str, name: str) -> list[str]:
@@ -125,6 +140,7 @@ class OnnxMiniLMEmbedder:
         for label, path in (("model", self.model_path), ("tokenizer", self.tokenizer_path)):
             if not path.is_file():
                 raise ModelError(f"MiniLM {label} file not found: {path}")
+        self.model_key = minilm_model_key(self.tokenizer_path)
 
         import onnxruntime as ort
         from tokenizers import Tokenizer

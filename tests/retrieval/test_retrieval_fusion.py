@@ -204,3 +204,36 @@ def test_rescored_copies_every_field():
     h = IndexWithScore("e", "text", "c", "k", "kb", 0.5, 1, "src", "faq", "tag", False)
     out = rescored(h, 0.25)
     assert asdict(out) == {**asdict(h), "score": 0.25} and out is not h and h.score == 0.5
+
+
+# -- what mutation testing found untested (scripts/mutation.py run fusion) ----------------------
+
+
+def test_weights_fall_back_one_by_one_at_exactly_zero_or_one():
+    assert resolve_rrf_weights(0, 0.9) == (0.7, 0.9)  # only the unset one falls back
+    assert resolve_rrf_weights(0, 1.0) == (0.7, 1.0)
+    assert resolve_rrf_weights(1.0, 0) == (1.0, 0.3)
+    assert resolve_rrf_weights(0.0, -0.5) == (0.7, 0.3)
+
+
+def test_rrf_k_must_be_positive_and_the_error_says_so():
+    with pytest.raises(ValueError, match=r"^rrf k=0 must be > 0$"):
+        weighted_rrf([hit("a", 0.9)], [hit("a", 3.0, 1)], 0)
+    with pytest.raises(ValueError, match=r"give a maximum score of 0$"):
+        normalize_rrf_scores([hit("a", 0.1)], 60, 0, 0)
+
+
+def test_normalised_rrf_scores_are_capped_at_1():
+    """A score above the best attainable (a hit fused elsewhere) normalises to 1, not beyond."""
+    top = rrf_max_score(60, 0.7, 0.3)
+    out = normalize_rrf_scores([hit("a", 3 * top), hit("b", top / 2)], 60, 0.7, 0.3)
+    assert [h.score for h in out] == [1.0, pytest.approx(0.5)]
+
+
+def test_engine_score_normalisation_goes_on_after_a_keyword_result():
+    two = [
+        RetrieveResult([hit("c", 9.0, 1)], "milvus", "keywords"),
+        RetrieveResult([hit("a", -0.5)], "faiss+bm25s", "vector"),
+        RetrieveResult([hit("b", 0.2)], "milvus", "vector"),
+    ]
+    assert [r.hits[0].score for r in normalize_engine_scores(two)] == [9.0, 0.0, 0.6]

@@ -83,11 +83,15 @@ class CachingSearcher:
 
     def kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, Any]:
         """The KB settings the search stage's contract declares, the content version, the BM25
-        settings, the engine serving the KB and the image embedder searching its image vectors."""
+        settings, the vector index policy, the engine serving the KB and the image embedder
+        searching its image vectors."""
         entry: dict[str, Any] = {name: getattr(kb, name) for name in search_kb_fields()}
         entry["content_version"] = self.versioner.version(kb.id)
         if kb.keyword_enabled:
             entry["bm25"] = ws.keyword_index(kb).params  # tokenizer identity, k1, b, method, dtype
+        policy = ws.vector_index_policy(kb)  # HNSW answers differ from the flat scan's
+        if policy is not None:
+            entry["vector_index"] = dataclasses.asdict(policy)
         group, engine = self.inner.engine_for(kb)
         entry["engine"] = [str(group), f"{type(engine).__module__}.{type(engine).__qualname__}"]
         image_for = getattr(self.inner, "image_embedder_for", None)

@@ -47,8 +47,16 @@ def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[Searc
 class PluginFilterTopK(StagePlugin):
     events = (EventType.FILTER_TOP_K,)
     contract = StageContract(
-        reads=("request.rerank_top_k", "state.intent", "state.merge_result"),
-        writes=("state.diagnostics.filter_top_k", "state.merge_result"),
+        # the first non-empty of merge_result, rerank_result, search_result is read and written back
+        # (a pipeline without CHUNK_MERGE cuts the rerank or search results)
+        reads=(
+            "request.rerank_top_k",
+            "state.intent",
+            "state.merge_result",
+            "state.rerank_result",
+            "state.search_result",
+        ),
+        writes=("state.diagnostics.filter_top_k", "state.merge_result", "state.rerank_result", "state.search_result"),
         params=(),
         kb=(),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -78,22 +78,69 @@ def degraded_threshold(threshold: float, params: PipelineParams) -> float | None
     return None
 
 
-def apply_threshold_ladder(
-    scores: list[RerankScore], n: int, threshold: float, fallback_min: float, params: PipelineParams
-) -> tuple[list[RerankScore], str, float]:
-    """``filter_by_threshold``, then once more at :func:`degraded_threshold` when nothing was kept
-    (outcome ``threshold_degraded`` when the retry keeps something); returns (kept, outcome,
-    threshold used). The stage calls the model again for the retry; a deterministic model gives
-    these same scores."""
+#: what the threshold ladder decides: (kept, outcome, threshold used)
+LadderResult = tuple[list[RerankScore], str, float]
+
+
+def threshold_ladder_steps(
+    n: int, threshold: float, fallback_min: float, params: PipelineParams
+) -> Generator[float, list[RerankScore], LadderResult]:
+    """The threshold ladder (spec §4.6.1, seed), the one place that decides it: yields the
+    threshold of each model call, is sent that call's scores, and returns (kept, outcome,
+    threshold used). :func:`filter_by_threshold` at ``threshold``; when that keeps nothing and
+    :func:`degraded_threshold` gives a retry, one more call filtered at it (outcome
+    ``threshold_degraded`` when it keeps something). Driven by :func:`apply_threshold_ladder` and
+    :func:`run_threshold_ladder` (the stage, which calls the model again for the retry)."""
+    scores = yield threshold
     kept, outcome = filter_by_threshold(scores, n, threshold, fallback_min)
-    used = threshold
     retry = degraded_threshold(threshold, params) if not kept else None
-    if retry is not None:
-        used = retry
-        kept, outcome = filter_by_threshold(scores, n, retry, fallback_min)
-        if kept:
-            outcome = "threshold_degraded"
-    return kept, outcome, used
+    if retry is None:
+        return kept, outcome, threshold
+    scores = yield retry
+    kept, outcome = filter_by_threshold(scores, n, retry, fallback_min)
+    return kept, ("threshold_degraded" if kept else outcome), retry
+
+
+def apply_threshold_ladder(
+    scores: list[RerankScore],
+    n: int,
+    threshold: float,
+    fallback_min: float,
+    params: PipelineParams,
+    retry_scores: Callable[[float], list[RerankScore]] | None = None,
+) -> LadderResult:
+    """:func:`threshold_ladder_steps` on the first call's ``scores``; the retry is scored by
+    ``retry_scores(threshold)`` when given, else reuses ``scores`` (a deterministic model gives
+    these same scores again)."""
+    steps = threshold_ladder_steps(n, threshold, fallback_min, params)
+    at, answer = next(steps), scores
+    while True:
+        try:
+            at = steps.send(answer)
+        except StopIteration as done:
+            result: LadderResult = done.value
+            return result
+        answer = scores if retry_scores is None else retry_scores(at)
+
+
+async def run_threshold_ladder(
+    score_at: Callable[[float], Awaitable[list[RerankScore]]],
+    n: int,
+    threshold: float,
+    fallback_min: float,
+    params: PipelineParams,
+) -> tuple[LadderResult, list[RerankScore]]:
+    """:func:`threshold_ladder_steps` with each call's scores from ``await score_at(threshold)``
+    (the model called again for the retry); returns the ladder's result and the last call's
+    scores. The model's errors propagate."""
+    steps = threshold_ladder_steps(n, threshold, fallback_min, params)
+    at = next(steps)
+    while True:
+        scores = await score_at(at)
+        try:
+            at = steps.send(scores)
+        except StopIteration as done:
+            return done.value, scores
 
 
 def candidate_passages(results: list[SearchResult], limit: int) -> tuple[list[SearchResult], list[str], list[str]]:
@@ -224,22 +271,16 @@ class PluginRerank(StagePlugin):
         pictorial = pictorial_indices(candidates, p)
         images_scored = 0
 
-        async def rerank_once(threshold: float) -> tuple[list[RerankScore], list[RerankScore], str]:
+        async def rerank_once(threshold: float) -> list[RerankScore]:
             nonlocal images_scored
             scores = list(await rerank_call(model, query, passages, p.rerank_timeout_s))
             scores, images_scored = await score_images_with_vision(model, query, candidates, pictorial, scores)
-            kept, outcome = filter_by_threshold(scores, len(candidates), threshold, fallback_min)
-            return scores, kept, outcome
+            return scores
 
-        threshold = req.rerank_threshold
         try:
-            scores, kept, outcome = await rerank_once(threshold)
-            retry = degraded_threshold(threshold, p) if not kept else None
-            if retry is not None:
-                threshold = retry
-                scores, kept, outcome = await rerank_once(threshold)
-                if kept:
-                    outcome = "threshold_degraded"
+            (kept, outcome, threshold), scores = await run_threshold_ladder(
+                rerank_once, len(candidates), req.rerank_threshold, fallback_min, p
+            )
         except Exception as exc:  # model error or timeout: raw search results go on (§4.6.1 6.2)
             log.warning("rerank failed, keeping search order: %s", exc)
             diag.update(outcome="model_error", error=f"{type(exc).__name__}: {exc}")
