@@ -31,7 +31,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / "mutants"
-LINKED = ("rag_lab", "tests", "benchmarks", "datasets", "config", "docs")
+LINKED = ("rag_lab", "tests", "benchmarks", "datasets", "config", "docs", "reports")
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 37: "type check"}
 
 
