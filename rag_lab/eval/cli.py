@@ -101,6 +101,16 @@ def _judge(args: argparse.Namespace, lab: Any) -> Any:
     return judge_from_lab_config(lab.config)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} must be >= 1")
+    return n
+
+
 def _check_arg(text: str) -> int | str:
     from rag_lab.eval.sweep.verify import parse_check
 
@@ -271,6 +281,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
             judge=judge,
             progress=not args.quiet,
             meta={"config": config},
+            concurrency=getattr(args, "concurrency", None),
         )
     )
 
@@ -556,6 +567,14 @@ def add_eval_commands(subparsers: Any) -> None:
         default=None,
         help="also write the evaluated set: trec (<name>.run.trec + <name>.qrels.trec), jsonl "
         "(<name>.samples.jsonl, with context texts), ragas (<name>.ragas.jsonl, an EvaluationDataset); repeatable",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="questions in flight at once (default: 1 with the offline models, 8 when a model answers over HTTP; "
+        "the lab config's eval.concurrency); results are the same at any N",
     )
     _add_tracking_options(p)
     p.add_argument("--quiet", action="store_true")

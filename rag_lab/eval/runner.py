@@ -11,6 +11,7 @@ Putting a dataset into the lab (corpus, FAQ, replayed history) is :mod:`rag_lab.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import json
 import math
@@ -126,11 +127,16 @@ async def evaluate_lab(
     params: PipelineParams | Mapping[str, Any] | None = None,
     keep_runs: bool = True,
     pbar: Any = None,
+    concurrency: int | None = None,
 ) -> EvalResult:
-    """Ask each question (sequentially, no snapshots) and score the final contexts' documents.
+    """Ask each question (no snapshots) and score the final contexts' documents.
 
     ``params`` (a PipelineParams or overrides of the lab's) apply to every question. ``pbar``: an
-    open tqdm bar to advance instead of opening one (sweeps share one bar).
+    open tqdm bar to advance instead of opening one (sweeps share one bar). ``concurrency``: how
+    many questions are in flight at once (:func:`default_concurrency` when None): questions are
+    independent, so the records, in question order, are the same at any level; a model behind
+    HTTP is then used at N requests at a time instead of one. Latencies are each question's own
+    wall time, which overlapping questions lengthen.
     """
     queries = dataset.queries[:n_queries] if n_queries else dataset.queries
     p: Any = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
@@ -144,31 +150,47 @@ async def evaluate_lab(
     records: list[QueryRecord] = []
     kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
     titles = {d.id: d.title for d in dataset.corpus}
-    try:
-        for q in queries:
-            try:
-                session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
-                run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
-            except Exception as exc:  # the record keeps the failure; the query scores 0
-                records.append(
-                    QueryRecord(
-                        q.id,
-                        q.question,
-                        list(q.gold_ids),
-                        list(q.answers),
-                        gold_titles=[titles.get(g, "") for g in q.gold_ids],
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-            else:
-                records.append(record_from_run(q, run, titles))
-                if keep_runs:
-                    runs[q.id] = run
+    n = default_concurrency(lab) if concurrency is None else int(concurrency)
+    if n < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
+
+    async def one(q: Any) -> tuple[QueryRecord, Run | None]:
+        try:
+            session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
+            run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
+        except Exception as exc:  # the record keeps the failure; the query scores 0
+            rec = QueryRecord(
+                q.id,
+                q.question,
+                list(q.gold_ids),
+                list(q.answers),
+                gold_titles=[titles.get(g, "") for g in q.gold_ids],
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return rec, None
+        finally:
             if pbar is not None:
                 pbar.update(1)
+        return record_from_run(q, run, titles), run
+
+    try:
+        if n == 1:
+            done = [await one(q) for q in queries]
+        else:
+            gate = asyncio.Semaphore(n)
+
+            async def bounded(q: Any) -> tuple[QueryRecord, Run | None]:
+                async with gate:
+                    return await one(q)
+
+            done = list(await asyncio.gather(*(bounded(q) for q in queries)))
     finally:
         if own_bar is not None:
             own_bar.close()
+    for rec, run in done:
+        records.append(rec)
+        if keep_runs and run is not None:
+            runs[rec.qid] = run
     report = evaluate_retrieval(
         {r.qid: r.retrieved_doc_ids for r in records},
         {q.id: set(q.gold_ids) for q in queries},
@@ -183,6 +205,25 @@ async def evaluate_lab(
         params=params_overrides(p, lab.params),
         seconds=time.perf_counter() - t0,
     )
+
+
+#: questions in flight at once when a model of the lab answers over HTTP (I/O-bound)
+REMOTE_CONCURRENCY = 8
+
+
+def default_concurrency(lab: Any) -> int:
+    """1 when every model of the lab runs in this process (CPU-bound: overlapping questions only
+    share the same cores), else :data:`REMOTE_CONCURRENCY`. A lab config's ``eval.concurrency``
+    wins."""
+    from rag_lab.models.timeouts import is_in_process
+
+    configured = ((getattr(lab, "config", None) or {}).get("eval") or {}).get("concurrency")
+    if configured is not None:
+        if isinstance(configured, bool) or not isinstance(configured, int) or configured < 1:
+            raise ValueError(f"eval.concurrency: expected an integer >= 1, got {configured!r}")
+        return configured
+    models = [getattr(lab, name, None) for name in ("embedder", "reranker", "chat_model")]
+    return 1 if all(m is None or is_in_process(m) for m in models) else REMOTE_CONCURRENCY
 
 
 def write_retrieval_report(
@@ -319,6 +360,7 @@ async def evaluate_suites(
     ks: Iterable[int] = DEFAULT_KS,
     progress: bool = True,
     meta: Mapping[str, Any] | None = None,
+    concurrency: int | None = None,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
     whose ``meta["spec"]`` can reproduce the run (the gate re-runs it)."""
@@ -336,7 +378,9 @@ async def evaluate_suites(
         ds = spec.load()
         loaded.append((spec.name, ds))
         ingest_dataset(lab, ds, spec.kb_name, progress=progress)
-        res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
+        res = await evaluate_lab(
+            lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False, concurrency=concurrency
+        )
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
