@@ -271,6 +271,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
             judge=judge,
             progress=not args.quiet,
             meta={"config": config},
+            keep_sessions=bool(getattr(args, "keep_sessions", False)),
         )
     )
 
@@ -558,6 +559,11 @@ def add_eval_commands(subparsers: Any) -> None:
         "(<name>.samples.jsonl, with context texts), ragas (<name>.ragas.jsonl, an EvaluationDataset); repeatable",
     )
     _add_tracking_options(p)
+    p.add_argument(
+        "--keep-sessions",
+        action="store_true",
+        help="store each question and answer in <workspace>/sessions.sqlite, as a chat would (default: not)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
 

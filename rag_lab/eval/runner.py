@@ -126,11 +126,15 @@ async def evaluate_lab(
     params: PipelineParams | Mapping[str, Any] | None = None,
     keep_runs: bool = True,
     pbar: Any = None,
+    keep_sessions: bool = False,
 ) -> EvalResult:
     """Ask each question (sequentially, no snapshots) and score the final contexts' documents.
 
     ``params`` (a PipelineParams or overrides of the lab's) apply to every question. ``pbar``: an
-    open tqdm bar to advance instead of opening one (sweeps share one bar).
+    open tqdm bar to advance instead of opening one (sweeps share one bar). ``keep_sessions``:
+    store each question and answer in the lab's ``sessions.sqlite`` as a chat would (off by
+    default: an evaluation is not a conversation, and the file grew ~42 KB per question per run;
+    a dataset's replayed history is still written, the turns read it).
     """
     queries = dataset.queries[:n_queries] if n_queries else dataset.queries
     p: Any = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
@@ -148,7 +152,9 @@ async def evaluate_lab(
         for q in queries:
             try:
                 session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
-                run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
+                run = await lab.aask(
+                    q.question, kb=kbs, params=p, snapshots=False, session_id=session, persist=keep_sessions
+                )
             except Exception as exc:  # the record keeps the failure; the query scores 0
                 records.append(
                     QueryRecord(
@@ -319,9 +325,11 @@ async def evaluate_suites(
     ks: Iterable[int] = DEFAULT_KS,
     progress: bool = True,
     meta: Mapping[str, Any] | None = None,
+    keep_sessions: bool = False,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
-    whose ``meta["spec"]`` can reproduce the run (the gate re-runs it)."""
+    whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
+    :func:`evaluate_lab`."""
     from rag_lab.eval.report import EvalReport, SuiteResult
 
     spec_list = list(specs)
@@ -336,7 +344,16 @@ async def evaluate_suites(
         ds = spec.load()
         loaded.append((spec.name, ds))
         ingest_dataset(lab, ds, spec.kb_name, progress=progress)
-        res = await evaluate_lab(lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False)
+        res = await evaluate_lab(
+            lab,
+            ds,
+            spec.kb_name,
+            ks=ks_t,
+            progress=progress,
+            params=params,
+            keep_runs=False,
+            keep_sessions=keep_sessions,
+        )
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
