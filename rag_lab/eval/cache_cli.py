@@ -1,4 +1,4 @@
-"""``rag-lab cache stats|clear``: the workspace's caches, the vector cache and the stage cache.
+"""``rag-lab cache stats|clear|warm``: the workspace's caches, the vector cache and the stage cache.
 
 * the **vector cache** (``<workspace>/vectors.sqlite``, :mod:`rag_lab.models.vector_cache`):
   float32 vectors by (embedding model key, text), shared by ingest, the query, the re-scorer and
@@ -6,9 +6,10 @@
 * the **stage cache** of sweeps (``<workspace>/stage_cache``, :mod:`rag_lab.eval.cache`): search
   results, rerank scores and query embeddings as JSON entries.
 
-Neither command builds a Lab (no model is loaded): the workspace and the bound come from
+``stats`` and ``clear`` build no Lab (no model is loaded): the workspace and the bound come from
 ``--workspace`` / the config file. ``clear`` removes both unless ``--vectors`` or ``--stages``
-narrows it; ``--model KEY`` removes one embedding model's vectors only.
+narrows it; ``--model KEY`` removes one embedding model's vectors only. ``cache warm [--kb NAME]``
+(which does build a Lab) fills the vector cache for KBs ingested before it existed.
 """
 
 from __future__ import annotations
@@ -106,6 +107,27 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache_warm(args: argparse.Namespace) -> int:
+    """Fill the vector cache for KBs ingested earlier (their index's vectors, then the texts the
+    re-scorer and the answerer will embed)."""
+    from rag_lab.eval.cli import _lab
+    from rag_lab.knowledge.scored_texts import warm_kb
+
+    lab = _lab(args)
+    if lab.vector_cache is None:
+        raise ValueError("the config says vector_cache: false; there is no cache to warm")
+    kbs = [lab.workspace.get_kb(k) for k in args.kb] if args.kb else lab.workspace.list_kbs()
+    for kb in kbs:
+        if kb.embedding_model_key != lab.embedder.model_key:
+            print(
+                f"{kb.name}: skipped (embedding model {kb.embedding_model_key!r}, this lab's is {lab.embedder.model_key!r})"
+            )
+            continue
+        copied, computed = warm_kb(lab.workspace, kb, lab.embedder)
+        print(f"{kb.name}: {copied:,} vectors copied from its index, {computed:,} texts embedded")
+    return 0
+
+
 def add_cache_commands(subparsers: Any) -> None:
     """Register ``cache stats`` and ``cache clear`` on the ``rag-lab`` parser."""
     p = subparsers.add_parser("cache", help="the workspace's vector cache and stage cache: stats, clear")
@@ -118,3 +140,6 @@ def add_cache_commands(subparsers: Any) -> None:
     c.add_argument("--stages", action="store_true", help="the stage cache only")
     c.add_argument("--model", default=None, metavar="KEY", help="only the vectors of this embedding model key")
     c.set_defaults(func=cmd_cache_clear)
+    w = sub.add_parser("warm", help="fill the vector cache for knowledge bases ingested before it existed")
+    w.add_argument("--kb", action="append", default=None, help="knowledge base name or id (repeatable; default all)")
+    w.set_defaults(func=cmd_cache_warm)

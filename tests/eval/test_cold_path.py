@@ -112,3 +112,27 @@ def test_cache_stats_and_clear_commands(tiny: tuple[Path, Any, str], tmp_path: P
     assert "vector cache: removed " in out and "stage cache: removed " in out and "(1 entries)" in out
     assert main(["--workspace", str(ws), "cache", "stats", "--json"]) == 0
     assert '"rows": 0' in capsys.readouterr().out and not (ws / "stage_cache").exists()
+
+
+def test_cache_warm_fills_the_cache_for_a_kb_ingested_without_it(tmp_path: Path, capsys: Any) -> None:
+    from rag_lab.cli import main
+    from rag_lab.lab.lab import Lab
+    from rag_lab.models.vector_cache import VectorCache
+
+    ds = SuiteSpec(*TINY).load()
+    docs = [{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus[:3]]
+    before = Lab.from_config({"vector_cache": False}, workspace=tmp_path)
+    report = before.ingest_documents(docs, kb="old", progress=False)
+    assert report.texts_prepared == 0 and not (tmp_path / "vectors.sqlite").exists()
+    before.workspace.close()
+    assert main(["--workspace", str(tmp_path), "cache", "warm", "--kb", "old"]) == 0
+    out = capsys.readouterr().out
+    assert f"old: {report.vectors_added} vectors copied from its index, " in out and " texts embedded" in out
+    lab = Lab.from_config(workspace=tmp_path)
+    chunks = lab.workspace.store.list_chunks(lab.workspace.get_kb("old").id)
+    texts = [c.content for c in chunks]
+    cached = VectorCache(tmp_path / "vectors.sqlite").get_many(lab.embedder.model_key, texts)
+    fresh = lab.embedder.inner.embedder.embed(texts)
+    assert all(v is not None and np.array_equal(v.view(np.uint32), f.view(np.uint32)) for v, f in zip(cached, fresh))
+    lab.ask(ds.queries[0].question, kb="old", snapshots=False, persist=False)
+    assert lab.embedder.inner.misses <= 2  # the question (and at most a sentence across a chunk seam)
