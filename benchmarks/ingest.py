@@ -82,7 +82,8 @@ def main() -> None:
     )
     print(
         f"ingest: {len(texts) / best_i:.1f} texts/s vs raw embedding {len(texts) / best_r:.1f} texts/s on the "
-        f"same texts (ingest/raw time {best_i / best_r:.2f}×)"
+        f"same texts (ingest/raw time {best_i / best_r:.2f}×; per round "
+        f"{', '.join(f'{i / r:.2f}×' for i, r in zip(ingest_s, raw_s))})"
     )
 
 

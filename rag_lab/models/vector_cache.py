@@ -7,11 +7,16 @@ changes (another model, another endpoint, a tokenizer whose hash is part of the 
 vector is stored as its little-endian float32 bytes and read back with ``numpy.frombuffer``, so a
 cached vector equals the freshly computed one bit for bit (``tests/models/test_vector_cache.py``).
 
-Bounded on disk: the rows' bytes (vector, 32-byte key and :data:`ROW_OVERHEAD` bytes of row fields
+Bounded on disk: the rows' bytes (vector and :data:`ROW_OVERHEAD` bytes of keys and row fields
 each) are counted in the same transaction as every insert and delete (triggers); when a write takes
 them over ``max_bytes``, the least recently used rows go first until they are at
 :data:`EVICT_TO` of the bound. "Used" is the time a row was last written or read, kept to the
-minute (:data:`TOUCH_S`: a row read again within a minute is not rewritten). The file itself is
+minute (:data:`TOUCH_S`: a row read again within a minute is not rewritten). Use times live in a
+table of their own (40-byte rows: updating one rewrites a small page, not the 1.5 KB vector's),
+and those of rows read are written in batches — every :data:`TOUCH_BATCH` rows, before an
+eviction, at ``close`` and at process exit — so reads never wait for a write. Eviction sorts the
+use times (no index to keep up on every read); it runs when the bound is passed and frees a tenth
+of it. The file itself is
 larger than the count by SQLite's page slack and does not shrink when rows go; ``clear`` vacuums.
 
 Concurrency: WAL journal, a connection per thread, writes in ``BEGIN IMMEDIATE`` transactions with a
@@ -39,20 +44,25 @@ log = logging.getLogger(__name__)
 FILE_NAME = "vectors.sqlite"
 #: default bound on the rows' bytes: about 650,000 MiniLM vectors (384 float32 + key)
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
-#: bytes counted per row besides the vector: the 32-byte key, the model id, the use time, the header
-ROW_OVERHEAD = 48
+#: bytes counted per row besides the vector: the 32-byte key twice (vector and use time), the model
+#: id, the use time, the rows' headers
+ROW_OVERHEAD = 80
 #: eviction brings the rows down to this share of the bound (so it does not run on every write)
 EVICT_TO = 0.9
 #: a row read again within this many seconds keeps its recorded use time (no write on a warm read)
 TOUCH_S = 60
+#: use times of rows read are written in batches: at this many, before an eviction, at close / exit
+TOUCH_BATCH = 16384
 _BATCH = 500  # keys per ``IN (...)``: under SQLite's variable limit
+
+#: the layout of the file (``PRAGMA user_version``); a file of another layout is emptied on open
+SCHEMA_VERSION = 2
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, model_key TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS vectors (
-    hash BLOB PRIMARY KEY, model_id INTEGER NOT NULL, vec BLOB NOT NULL, used INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used);
+CREATE TABLE IF NOT EXISTS vectors (hash BLOB PRIMARY KEY, model_id INTEGER NOT NULL, vec BLOB NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses (hash BLOB PRIMARY KEY, used INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 0), rows INTEGER NOT NULL,
     bytes INTEGER NOT NULL);
 INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
@@ -61,13 +71,31 @@ CREATE TRIGGER IF NOT EXISTS vectors_added AFTER INSERT ON vectors BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS vectors_removed AFTER DELETE ON vectors BEGIN
     UPDATE totals SET rows = rows - 1, bytes = bytes - length(OLD.vec) - {ROW_OVERHEAD} WHERE id = 0;
+    DELETE FROM uses WHERE hash = OLD.hash;
 END;
 """
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of ``script`` (``executescript`` would commit the open transaction)."""
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return out
 
 
 def vector_key(model_key: str, text: str) -> bytes:
     """The row key of ``text`` embedded by the model ``model_key``."""
     return hashlib.sha256(model_key.encode("utf-8") + b"\x00" + text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _flush_at_exit(ref: Any) -> None:
+    cache = ref()
+    if cache is not None:
+        cache.flush()
 
 
 class VectorCache:
@@ -82,6 +110,11 @@ class VectorCache:
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
         self._warned = False
+        self._touched: set[bytes] = set()  # rows read whose use time is not written yet
+        import atexit
+        import weakref
+
+        atexit.register(_flush_at_exit, weakref.ref(self))
         #: rows read / written / evicted by this object (``stats`` adds the file's totals)
         self.reads = 0
         self.writes = 0
@@ -99,7 +132,17 @@ class VectorCache:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+                if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                    conn.execute("BEGIN IMMEDIATE")
+                    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                        # a file of another layout: a cache, so it is started again
+                        for table in ("vectors", "uses", "models", "totals"):
+                            conn.execute(f"DROP TABLE IF EXISTS {table}")
+                        for statement in _statements(_SCHEMA):  # inside this transaction
+                            conn.execute(statement)
+                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -111,6 +154,7 @@ class VectorCache:
         return conn
 
     def close(self) -> None:
+        self.flush()
         with self._lock:
             conns, self._conns = self._conns, []
         for c in conns:
@@ -136,17 +180,23 @@ class VectorCache:
             conn = self._conn()
             for i in range(0, len(keys), _BATCH):
                 part = keys[i : i + _BATCH]
-                q = f"SELECT hash, vec, used FROM vectors WHERE hash IN ({','.join('?' * len(part))})"
+                q = (
+                    "SELECT v.hash, v.vec, u.used FROM vectors v LEFT JOIN uses u ON u.hash = v.hash "
+                    f"WHERE v.hash IN ({','.join('?' * len(part))})"
+                )
                 for h, blob, used in conn.execute(q, part):
                     vec = np.frombuffer(blob, dtype="<f4")
                     found[h] = vec if vec.dtype == np.float32 else vec.astype(np.float32)
-                    if used < now - TOUCH_S:
+                    if used is None or used < now - TOUCH_S:
                         stale.append(h)
-            if stale:
-                self._touch(conn, stale, now)
         except sqlite3.Error as exc:
             self._failed("a read", exc)
             return [None] * len(keys)
+        with self._lock:
+            self._touched.update(stale)
+            full = len(self._touched) >= TOUCH_BATCH
+        if full:
+            self.flush()
         self.reads += len(found)
         return [found.get(k) for k in keys]
 
@@ -165,17 +215,35 @@ class VectorCache:
             return [False] * len(keys)
         return [k in present for k in keys]
 
-    def _touch(self, conn: sqlite3.Connection, keys: list[bytes], now: int) -> None:
+    def _take_touched(self) -> list[bytes]:
+        with self._lock:
+            keys, self._touched = list(self._touched), set()
+        return keys
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, keys: list[bytes], now: int) -> None:
+        """Set the use time of ``keys`` (inside the caller's transaction)."""
+        for i in range(0, len(keys), _BATCH):
+            part = keys[i : i + _BATCH]
+            conn.execute(f"UPDATE uses SET used = ? WHERE hash IN ({','.join('?' * len(part))})", [now, *part])
+
+    def flush(self) -> None:
+        """Write the use times of the rows read since the last write."""
+        keys = self._take_touched()
+        if not keys:
+            return
         try:
+            conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
-            for i in range(0, len(keys), _BATCH):
-                part = keys[i : i + _BATCH]
-                conn.execute(f"UPDATE vectors SET used = ? WHERE hash IN ({','.join('?' * len(part))})", [now, *part])
-            conn.execute("COMMIT")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            try:
+                self._touch(conn, keys, int(time.time()))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            self._failed("a write", exc)
 
     # -- writes -----------------------------------------------------------------------------
     def put_many(self, model_key: str, texts: Sequence[str], vectors: Any) -> int:
@@ -197,9 +265,10 @@ class VectorCache:
                 (model_id,) = conn.execute("SELECT id FROM models WHERE model_key = ?", (model_key,)).fetchone()
                 (before,) = conn.execute("SELECT rows FROM totals WHERE id = 0").fetchone()
                 conn.executemany(
-                    "INSERT OR IGNORE INTO vectors (hash, model_id, vec, used) VALUES (?, ?, ?, ?)",
-                    [(h, model_id, blob, now) for h, blob in rows],
+                    "INSERT OR IGNORE INTO vectors (hash, model_id, vec) VALUES (?, ?, ?)",
+                    [(h, model_id, blob) for h, blob in rows],
                 )
+                conn.executemany("INSERT OR REPLACE INTO uses (hash, used) VALUES (?, ?)", [(h, now) for h, _ in rows])
                 (after,) = conn.execute("SELECT rows FROM totals WHERE id = 0").fetchone()
                 added = int(after) - int(before)
                 self._evict(conn)
@@ -218,13 +287,12 @@ class VectorCache:
         n_rows, n_bytes = conn.execute("SELECT rows, bytes FROM totals WHERE id = 0").fetchone()
         if n_bytes <= self.max_bytes or n_rows <= 0:
             return
+        self._touch(conn, self._take_touched(), int(time.time()))  # what was read since stays longer
         target = int(self.max_bytes * EVICT_TO)
         while n_bytes > target and n_rows > 0:
             per_row = max(1, n_bytes // n_rows)
             n = max(1, -(-(n_bytes - target) // per_row))
-            conn.execute(
-                "DELETE FROM vectors WHERE hash IN (SELECT hash FROM vectors ORDER BY used, hash LIMIT ?)", (n,)
-            )
+            conn.execute("DELETE FROM vectors WHERE hash IN (SELECT hash FROM uses ORDER BY used, hash LIMIT ?)", (n,))
             self.evicted += n
             n_rows, n_bytes = conn.execute("SELECT rows, bytes FROM totals WHERE id = 0").fetchone()
 
@@ -236,6 +304,7 @@ class VectorCache:
             if model_key is None:
                 n = conn.execute("DELETE FROM vectors").rowcount
                 conn.execute("DELETE FROM models")
+                conn.execute("DELETE FROM uses")
             else:
                 row = conn.execute("SELECT id FROM models WHERE model_key = ?", (model_key,)).fetchone()
                 n = 0

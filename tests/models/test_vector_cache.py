@@ -104,7 +104,6 @@ def test_two_processes_and_threads_writing_at_once_do_not_corrupt(tmp_path: Path
             store.put_many("m", texts, np.array([[j, j + 0.5] for j in range(i, i + 3)], dtype=np.float32))
         """
     )
-    VectorCache(path).stats()  # the schema exists before the writers race
     procs = [subprocess.Popen([sys.executable, "-c", script, str(s)]) for s in (0, 150)]
     store = VectorCache(path)
 
@@ -134,3 +133,14 @@ def test_clear_one_model_or_all(tmp_path: Path) -> None:
     assert store.clear() == 1 and store.stats()["rows"] == 0 and store.stats()["bytes"] == 0
     with pytest.raises(ValueError, match="2 texts"):
         store.put_many("a", ["x", "y"], np.ones((1, 4), dtype=np.float32))
+
+
+def test_a_file_of_another_layout_is_started_again(tmp_path: Path) -> None:
+    path = tmp_path / "v.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE vectors (hash BLOB PRIMARY KEY, vec BLOB, used INTEGER)")
+        conn.execute("INSERT INTO vectors VALUES (x'00', x'00', 0)")
+    store = VectorCache(path)
+    assert store.get_many("m", ["x"]) == [None]
+    store.put_many("m", ["x"], np.ones((1, 2), dtype=np.float32))
+    assert store.get_many("m", ["x"])[0].tolist() == [1.0, 1.0] and store.stats()["rows"] == 1
