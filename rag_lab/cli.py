@@ -186,13 +186,20 @@ def add_core_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rag_lab.eval.cache_cli import add_cache_commands
     from rag_lab.eval.cli import add_eval_commands
     from rag_lab.eval.judge_server import add_judge_commands
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 
     return command_parser(
-        __doc__, add_core_commands, add_eval_commands, add_replay_command, add_serve_command, add_judge_commands
+        __doc__,
+        add_core_commands,
+        add_eval_commands,
+        add_replay_command,
+        add_serve_command,
+        add_judge_commands,
+        add_cache_commands,
     )
 
 

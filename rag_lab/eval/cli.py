@@ -282,6 +282,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
             progress=not args.quiet,
             meta={"config": config},
             concurrency=getattr(args, "concurrency", None),
+            keep_sessions=bool(getattr(args, "keep_sessions", False)),
         )
     )
 
@@ -577,6 +578,11 @@ def add_eval_commands(subparsers: Any) -> None:
         "the lab config's eval.concurrency); results are the same at any N",
     )
     _add_tracking_options(p)
+    p.add_argument(
+        "--keep-sessions",
+        action="store_true",
+        help="store each question and answer in <workspace>/sessions.sqlite, as a chat would (default: not)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
 

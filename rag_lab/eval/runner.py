@@ -128,6 +128,7 @@ async def evaluate_lab(
     keep_runs: bool = True,
     pbar: Any = None,
     concurrency: int | None = None,
+    keep_sessions: bool = False,
 ) -> EvalResult:
     """Ask each question (no snapshots) and score the final contexts' documents.
 
@@ -136,7 +137,10 @@ async def evaluate_lab(
     many questions are in flight at once (:func:`default_concurrency` when None): questions are
     independent, so the records, in question order, are the same at any level; a model behind
     HTTP is then used at N requests at a time instead of one. Latencies are each question's own
-    wall time, which overlapping questions lengthen.
+    wall time, which overlapping questions lengthen. ``keep_sessions``: store each question and
+    answer in the lab's ``sessions.sqlite`` as a chat would (off by default: an evaluation is not
+    a conversation, and the file grew ~42 KB per question per run; a dataset's replayed history
+    is still written, the turns read it).
     """
     queries = dataset.queries[:n_queries] if n_queries else dataset.queries
     p: Any = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
@@ -157,7 +161,9 @@ async def evaluate_lab(
     async def one(q: Any) -> tuple[QueryRecord, Run | None]:
         try:
             session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
-            run = await lab.aask(q.question, kb=kbs, params=p, snapshots=False, session_id=session)
+            run = await lab.aask(
+                q.question, kb=kbs, params=p, snapshots=False, session_id=session, persist=keep_sessions
+            )
         except Exception as exc:  # the record keeps the failure; the query scores 0
             rec = QueryRecord(
                 q.id,
@@ -361,9 +367,11 @@ async def evaluate_suites(
     progress: bool = True,
     meta: Mapping[str, Any] | None = None,
     concurrency: int | None = None,
+    keep_sessions: bool = False,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
-    whose ``meta["spec"]`` can reproduce the run (the gate re-runs it)."""
+    whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
+    :func:`evaluate_lab`."""
     from rag_lab.eval.report import EvalReport, SuiteResult
 
     spec_list = list(specs)
@@ -379,7 +387,15 @@ async def evaluate_suites(
         loaded.append((spec.name, ds))
         ingest_dataset(lab, ds, spec.kb_name, progress=progress)
         res = await evaluate_lab(
-            lab, ds, spec.kb_name, ks=ks_t, progress=progress, params=params, keep_runs=False, concurrency=concurrency
+            lab,
+            ds,
+            spec.kb_name,
+            ks=ks_t,
+            progress=progress,
+            params=params,
+            keep_runs=False,
+            keep_sessions=keep_sessions,
+            concurrency=concurrency,
         )
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics

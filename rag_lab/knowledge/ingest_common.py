@@ -45,6 +45,9 @@ class IngestReport:
     chunks_added: int = 0
     chunks_removed: int = 0
     vectors_added: int = 0
+    #: texts the re-scorer and the answerer will embed (model passages, sentences) put into the
+    #: workspace's vector cache at ingest (:mod:`rag_lab.knowledge.scored_texts`); 0 without one
+    texts_prepared: int = 0
     seconds: float = 0.0
 
     @property
@@ -55,8 +58,9 @@ class IngestReport:
         return (
             f"IngestReport(kb={self.kb_id}: {len(self.added)} added, {len(self.updated)} updated, "
             f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed; "
-            f"{self.chunks_added} chunks added, {self.chunks_removed} removed, {self.vectors_added} vectors; "
-            f"{self.seconds:.2f}s)"
+            f"{self.chunks_added} chunks added, {self.chunks_removed} removed, {self.vectors_added} vectors"
+            + (f", {self.texts_prepared} rerank/answer texts cached" if self.texts_prepared else "")
+            + f"; {self.seconds:.2f}s)"
         )
 
     def details(self, limit: int = 50) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rag_lab.knowledge.chunking import chunk_text, iter_spans
 from rag_lab.knowledge.ingest_common import IngestError, IngestReport, _embed, _remove_document
 from rag_lab.knowledge.models import Chunk, FAQEntry, Knowledge, KnowledgeBase
+from rag_lab.knowledge.scored_texts import scored_texts
 from rag_lab.retrieval.spaces import vector_entries as _vector_entries
 from rag_lab.searchutil.language import language_warning, sample_text
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
@@ -159,6 +160,11 @@ def _ingest(
 
         awaiting: list[Knowledge] = []  # written and keyword-indexed, vectors still pending
 
+        # a caching embedder (the Lab's) also gets the texts the re-scorer and the answerer will
+        # embed for these chunks, so the workspace's vector cache holds them before any question
+        warm = getattr(embedder, "warm", None) if vindex is not None else None
+        to_warm: list[str] = []
+
         def flush() -> None:
             if pending and vindex is not None and embedder is not None:
                 vecs = _embed(embedder, [p[3] for p in pending], f"knowledge base {kb.name!r}")
@@ -166,7 +172,10 @@ def _ingest(
                     [p[0] for p in pending], vecs, entry_ids=[p[1] for p in pending], texts=[p[2] for p in pending]
                 )
                 report.vectors_added += len(pending)
+            if warm is not None and to_warm:
+                report.texts_prepared += warm(to_warm)
             pending.clear()
+            to_warm.clear()
             done_docs.extend(awaiting)
             awaiting.clear()
 
@@ -202,6 +211,8 @@ def _ingest(
                     for c in searchable:
                         for entry_id, own, to_embed in _vector_entries(c):
                             pending.append((c.id, entry_id, own, to_embed))
+                        if warm is not None:
+                            to_warm.extend(scored_texts(c, k))
                     if len(pending) >= batch_size:
                         flush()
                     step = min(

@@ -49,6 +49,7 @@ _TOP_KEYS = {
     "engine",
     "knowledge_bases",
     "server",
+    "vector_cache",
 }
 
 
@@ -141,6 +142,25 @@ def ensure_owned_session(store: Any, session_id: str, user_id: str, tenant_id: i
     return session
 
 
+def vector_cache_from_config(cfg: Any, root: Path, source: str) -> Any:
+    """The workspace's :class:`~rag_lab.models.vector_cache.VectorCache` from the ``vector_cache``
+    config key: ``true`` / absent (the default bound), ``{max_mb: N}``, or ``false`` (none: vectors
+    are cached in memory only, for the life of the process)."""
+    from rag_lab.models.vector_cache import DEFAULT_MAX_BYTES, FILE_NAME, VectorCache
+
+    if cfg is False or cfg is None:
+        return None
+    if cfg is True:
+        cfg = {}
+    if not isinstance(cfg, Mapping) or set(cfg) - {"max_mb"}:
+        raise LabConfigError(f"{source}: vector_cache: expected true, false or {{max_mb: N}}, got {cfg!r}")
+    max_mb = cfg.get("max_mb")
+    if max_mb is not None and (isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or max_mb < 0):
+        raise LabConfigError(f"{source}: vector_cache.max_mb must be a number >= 0, got {max_mb!r}")
+    max_bytes = DEFAULT_MAX_BYTES if max_mb is None else int(max_mb * 1024 * 1024)
+    return VectorCache(Path(root) / FILE_NAME, max_bytes=max_bytes)
+
+
 def _run_sync(coro_factory: Callable[[], Any]) -> Any:
     from rag_lab.asyncutil import run_sync
 
@@ -169,11 +189,16 @@ class Lab:
         from rag_lab.retrieval.hybrid_search import HybridSearcher
 
         models = dict(cfg.get("models") or {})
+        #: the workspace's persistent vector cache (``None``: ``vector_cache: false``)
+        self.vector_cache = vector_cache_from_config(cfg.get("vector_cache", True), root, source)
         try:
+            # one cached embedder per lab: ingest, the query, the re-scorer and the answerer share
+            # its memory and the workspace's vector cache, so a text is embedded once per model
+            cached = CachedEmbedder(
+                build_embedder(models.get("embedder") or {"type": "onnx-minilm"}), store=self.vector_cache
+            )
             # every model is wrapped so each run's ledger counts its calls, tokens and cost
-            self.embedder = LedgerEmbedder(build_embedder(models.get("embedder") or {"type": "onnx-minilm"}))
-            # rerank and the extractive answerer embed the same passages question after question
-            cached = CachedEmbedder(self.embedder.inner)
+            self.embedder = LedgerEmbedder(cached)
             self.reranker = (
                 LedgerReranker(
                     build_reranker(models.get("reranker") or {"type": "embedding-rescorer"}, embedder=cached)
@@ -446,20 +471,25 @@ class Lab:
         pause: StagePause | None = None,
         user_id: str = "lab",
         tenant_id: int = 0,
+        persist: bool = True,
     ) -> Run:
         """Run the pipeline for one question. ``cancel_event`` (an ``asyncio.Event``) stops it
         after the current stage / stream chunk, like the user's stop button; ``pause`` is awaited
         after every stage with (event, snapshot) — the step-through uses it. ``user_id`` and
         ``tenant_id`` name the caller: without ``kb`` the tenant's visible KBs are searched, a KB
         of another tenant is unknown, and a session of another user raises
-        :class:`~rag_lab.session.sqlite_store.SessionNotFound`."""
+        :class:`~rag_lab.session.sqlite_store.SessionNotFound`. ``persist=False`` writes neither
+        the user nor the assistant message (nor runs §9.1's after-completion steps): the history
+        of ``session_id`` is still read, the turn itself leaves nothing in ``sessions.sqlite``
+        (evaluations ask that way unless told to keep sessions)."""
         p = self._params(params)
         kbs = [kb] if isinstance(kb, str) else list(kb or [k.name for k in self.visible_kbs(tenant_id)])
         chat = self.new_chat(question, kbs, p, session_id, user_id=user_id, tenant_id=tenant_id)
         chat.context.message_id = message_id or str(uuid.uuid4())
         chat.context.cancel_event = cancel_event
-        self._open_turn(chat, user_id, tenant_id)
-        return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=True)
+        if persist:
+            self._open_turn(chat, user_id, tenant_id)
+        return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=persist)
 
     def _open_turn(self, chat: ChatManage, user_id: str, tenant_id: int) -> None:
         """The session (created for the caller when new) and the user message, which exists

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -395,22 +395,28 @@ def short_text(text: str, limit: int = 300) -> str:
 
 
 class CachedEmbedder:
-    """Wraps an embedder with a bounded LRU cache of vectors by text (thread-safe).
+    """Wraps an embedder with a bounded LRU cache of vectors by text (thread-safe), in front of an
+    optional persistent ``store`` (a :class:`~rag_lab.models.vector_cache.VectorCache`: vectors by
+    (``model_key``, text) in the workspace, shared by every process).
 
     Rerank and the extractive answerer embed the same passages and sentences again and again
-    across the questions of an evaluation; the cache makes that free after the first time. The
-    vectors are exactly the wrapped embedder's (a batch equals single calls for MiniLM).
+    across the questions of an evaluation; the cache makes that free after the first time, and the
+    store makes it free in the next process too. The vectors are exactly the wrapped embedder's (a
+    batch equals single calls for MiniLM; the store keeps float32 bytes). ``hits``: texts served
+    from memory, ``store_hits``: from the store, ``misses``: texts computed.
     """
 
-    def __init__(self, embedder: Any, max_entries: int = 50_000) -> None:
+    def __init__(self, embedder: Any, max_entries: int = 50_000, store: Any = None) -> None:
         from collections import OrderedDict
 
         self.embedder = embedder
         self.model_key = embedder.model_key
         self.max_entries = max_entries
+        self.store = store
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
+        self.store_hits = 0
         self.misses = 0
 
     @property
@@ -427,6 +433,14 @@ class CachedEmbedder:
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.embedder!r}, entries={len(self._cache)})"
 
+    def _remember(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        with self._lock:
+            for t, v in items:
+                self._cache[t] = v
+                self._cache.move_to_end(t)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         out: list[np.ndarray | None] = [None] * len(texts)
@@ -440,17 +454,41 @@ class CachedEmbedder:
                     self._cache.move_to_end(t)
                     out[i] = v
             # a text repeated within one call is computed once: it counts as one miss
-            self.misses += len(missing)
             self.hits += len(texts) - len(missing)
+        if missing and self.store is not None:
+            stored = [(t, v) for t, v in zip(list(missing), self.store.get_many(self.model_key, list(missing)))]
+            found = [(t, v) for t, v in stored if v is not None]
+            for t, v in found:
+                for i in missing.pop(t):
+                    out[i] = v
+            self._remember(found)  # type: ignore[arg-type]
+            with self._lock:
+                self.store_hits += len(found)
         if missing:
             new = np.asarray(self.embedder.embed(list(missing)), dtype=np.float32)
+            if self.store is not None:
+                self.store.put_many(self.model_key, list(missing), new)
+            self._remember(zip(missing, new))
             with self._lock:
-                for (t, idxs), v in zip(missing.items(), new):
-                    self._cache[t] = v
-                    for i in idxs:
-                        out[i] = v
-                while len(self._cache) > self.max_entries:
-                    self._cache.popitem(last=False)
+                self.misses += len(missing)
+            for idxs, v in zip(missing.values(), new):
+                for i in idxs:
+                    out[i] = v
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack(out).astype(np.float32, copy=False)  # type: ignore[arg-type]
+
+    def warm(self, texts: Sequence[str], batch: int = 256) -> int:
+        """Make sure the store holds a vector of every text (ingest calls this with the texts the
+        re-scorer and the answerer will embed); nothing is returned or kept in memory. Returns the
+        texts computed. Without a store it does nothing (memory alone would not outlive the process)."""
+        if self.store is None:
+            return 0
+        unique = list(dict.fromkeys(texts))
+        todo = [t for t, there in zip(unique, self.store.has_many(self.model_key, unique)) if not there]
+        for i in range(0, len(todo), batch):
+            part = todo[i : i + batch]
+            self.store.put_many(self.model_key, part, np.asarray(self.embedder.embed(part), dtype=np.float32))
+        with self._lock:
+            self.misses += len(todo)
+        return len(todo)

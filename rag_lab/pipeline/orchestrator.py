@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.observability.ledger import reset_stage, set_stage
 from rag_lab.observability.tracing import stage_attributes_after, stage_attributes_before
@@ -29,11 +29,32 @@ class RequestCancelled(Exception):
 
 @dataclass(slots=True)
 class StageTiming:
+    """One stage's wall time. ``duration_ms`` runs from the stage's start until it returned or,
+    when it left background work running (the answer stream: the model generates after the stage
+    has returned), until that work finished, so the answer model's time shows in the stage that
+    started it; ``background_ms`` is the part after the stage returned (0 when there was none)."""
+
     event: str
     started_at: float
     duration_ms: float
     error: str = ""
     error_type: str = ""
+    background_ms: float = 0.0
+
+
+def _time_background(timing: StageTiming, t0: float, tasks: list[asyncio.Future[Any]]) -> None:
+    """Extend ``timing`` to the end of the last of ``tasks`` (a done callback on each: it runs
+    before anyone awaiting the tasks resumes, so the run's timings are final once they are awaited)."""
+    returned_ms = timing.duration_ms
+
+    def done(_: asyncio.Future[Any]) -> None:
+        end_ms = (time.perf_counter() - t0) * 1000
+        if end_ms > timing.duration_ms:
+            timing.duration_ms = end_ms
+            timing.background_ms = end_ms - returned_ms
+
+    for task in tasks:
+        task.add_done_callback(done)
 
 
 #: called after each stage with (event, chat, error); may await (the lab's step-through pauses here)
@@ -91,6 +112,7 @@ async def knowledge_qa_by_event(
 
         started = time.time()
         t0 = time.perf_counter()
+        n_background = len(chat.context.background_tasks)
         stage_token = set_stage(str(event))
         try:
             with services.tracer.span(f"pipeline.{event}") as span:
@@ -103,15 +125,17 @@ async def knowledge_qa_by_event(
                         span.record_error(err.error_type, str(err))
         finally:
             reset_stage(stage_token)
-        timings.append(
-            StageTiming(
-                str(event),
-                started,
-                (time.perf_counter() - t0) * 1000,
-                str(err) if err else "",
-                err.error_type if err else "",
-            )
+        timing = StageTiming(
+            str(event),
+            started,
+            (time.perf_counter() - t0) * 1000,
+            str(err) if err else "",
+            err.error_type if err else "",
         )
+        timings.append(timing)
+        left = [t for t in chat.context.background_tasks[n_background:] if isinstance(t, asyncio.Future)]
+        if left:
+            _time_background(timing, t0, left)
 
         if event == E.QUERY_UNDERSTAND:
             progress.close_query_understand(err)

@@ -28,6 +28,7 @@ took 9 s). :class:`OrderedAppender` wraps such a manager:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -72,7 +73,7 @@ class OrderedAppender:
         key = (session_id, message_id)
         with self._lock:
             self._last[key] = fut
-        fut.add_done_callback(lambda f, key=key: self._forget(key, f))
+        fut.add_done_callback(functools.partial(self._forget, key))
         return fut
 
     def _forget(self, key: tuple[str, str], fut: Future[None]) -> None:

@@ -1,8 +1,10 @@
 """CHAT_COMPLETION_STREAM: start the model stream, consume it in the background, decode citations
 across chunk boundaries and emit thinking / answer events (spec §4.12.3).
 
-The stage returns as soon as the stream has started (so its timing excludes generation); the
-request waits for ``chat.context.background_tasks``.
+The stage returns as soon as the stream has started; the request waits for
+``chat.context.background_tasks``. The stage's timing still covers generation: the orchestrator
+extends a stage's ``StageTiming`` to the end of the background tasks it left
+(``background_ms``), so the answer model's work (the extractive answerer's embedding) shows here.
 
 When the model fails — the stream cannot start, the connection breaks, an ``error`` chunk is not
 followed by a finished answer within ``model_failure_deadline_s``, or the stream ends without a

@@ -1,0 +1,146 @@
+"""The workspace vector cache: bit-for-bit vectors, model-key misses, the LRU bound, concurrent writers."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_lab.models import vector_cache as vc
+from rag_lab.models.embedding import CachedEmbedder
+from rag_lab.models.vector_cache import ROW_OVERHEAD, VectorCache
+
+
+class CountingEmbedder:
+    """Deterministic pseudo-vectors from the text (and a counter of texts embedded)."""
+
+    dimension = 8
+
+    def __init__(self, model_key: str = "fake|tok=aaaa") -> None:
+        self.model_key = model_key
+        self.embedded = 0
+
+    def embed(self, texts):
+        self.embedded += len(texts)
+        rows = [np.random.default_rng(abs(hash((self.model_key, t))) % 2**32).standard_normal(8) for t in texts]
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), 8)
+
+
+TEXTS = ["Mara Quill built the lighthouse in 1874.", "The keeper's log.", "", "灯塔", "Who built it?"]
+
+
+def test_a_cached_minilm_vector_equals_a_fresh_one_bit_for_bit(minilm, tmp_path: Path) -> None:
+    fresh = minilm.embed(TEXTS)
+    first = CachedEmbedder(minilm, store=VectorCache(tmp_path / "v.sqlite"))
+    first.embed(TEXTS)
+    assert first.misses == len(TEXTS)
+    again = CachedEmbedder(minilm, store=VectorCache(tmp_path / "v.sqlite"))  # a new process, in effect
+    served = again.embed(TEXTS)
+    assert (again.store_hits, again.misses) == (len(TEXTS), 0)
+    assert served.dtype == np.float32 and np.array_equal(served.view(np.uint32), fresh.view(np.uint32))
+
+
+def test_a_model_key_change_misses_the_cache(tmp_path: Path) -> None:
+    """The tokenizer's hash is part of MiniLM's model key: another tokenizer is another key."""
+    store = VectorCache(tmp_path / "v.sqlite")
+    a = CachedEmbedder(CountingEmbedder("minilm|tok=1111"), store=store)
+    a.embed(TEXTS)
+    b = CachedEmbedder(CountingEmbedder("minilm|tok=2222"), store=store)
+    b.embed(TEXTS)
+    assert (b.store_hits, b.misses) == (0, len(TEXTS))
+    c = CachedEmbedder(CountingEmbedder("minilm|tok=1111"), store=store)
+    c.embed(TEXTS)
+    assert (c.store_hits, c.misses, c.embedder.embedded) == (len(TEXTS), 0, 0)
+    assert store.stats()["models"].keys() == {"minilm|tok=1111", "minilm|tok=2222"}
+
+
+def test_warm_fills_the_store_only_with_what_is_missing(tmp_path: Path) -> None:
+    inner = CountingEmbedder()
+    c = CachedEmbedder(inner, store=VectorCache(tmp_path / "v.sqlite"))
+    assert c.warm(TEXTS + TEXTS) == len(TEXTS)
+    assert c.warm(TEXTS) == 0 and inner.embedded == len(TEXTS)
+    assert CachedEmbedder(inner).warm(TEXTS) == 0  # no store: nothing to warm
+
+
+def test_eviction_keeps_the_bound_and_drops_the_least_recently_used(tmp_path: Path, monkeypatch) -> None:
+    row = 8 * 4 + ROW_OVERHEAD
+    store = VectorCache(tmp_path / "v.sqlite", max_bytes=10 * row)
+    clock = [1_000_000.0]
+    monkeypatch.setattr(vc.time, "time", lambda: clock[0])
+    emb = CountingEmbedder()
+    texts = [f"text {i}" for i in range(30)]
+    for t in texts[:10]:
+        store.put_many(emb.model_key, [t], emb.embed([t]))
+        clock[0] += 120
+    store.get_many(emb.model_key, [texts[0]])  # read again: now the most recently used
+    clock[0] += 120
+    for t in texts[10:15]:
+        store.put_many(emb.model_key, [t], emb.embed([t]))
+        clock[0] += 120
+    s = store.stats()
+    assert s["bytes"] <= 10 * row and s["rows"] == s["bytes"] // row and s["evicted"] > 0
+    kept = [t for t, v in zip(texts[:15], store.get_many(emb.model_key, texts[:15])) if v is not None]
+    assert kept == [texts[0]] + texts[15 - (len(kept) - 1) : 15]  # the newest, plus the one read again
+    assert texts[1] not in kept and len(kept) >= 9
+
+
+def test_two_processes_and_threads_writing_at_once_do_not_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "v.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        from rag_lab.models.vector_cache import VectorCache
+        store = VectorCache({str(path)!r})
+        start = int(sys.argv[1])
+        for i in range(start, start + 300, 3):
+            texts = [f"t{{j}}" for j in range(i, i + 3)]
+            store.put_many("m", texts, np.array([[j, j + 0.5] for j in range(i, i + 3)], dtype=np.float32))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(s)]) for s in (0, 150)]
+    store = VectorCache(path)
+
+    def writer(start: int) -> None:
+        for i in range(start, start + 60, 2):
+            store.put_many("m", [f"t{i}", f"t{i + 1}"], np.array([[i, i + 0.5], [i + 1, i + 1.5]], dtype=np.float32))
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (400, 460)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    want = list(range(0, 450)) + list(range(400, 520))
+    got = store.get_many("m", [f"t{j}" for j in want])
+    assert all(v is not None and v.tolist() == [j, j + 0.5] for j, v in zip(want, got))
+    assert store.stats()["rows"] == len(set(want))
+
+
+def test_clear_one_model_or_all(tmp_path: Path) -> None:
+    store = VectorCache(tmp_path / "v.sqlite")
+    store.put_many("a", ["x", "y"], np.ones((2, 4), dtype=np.float32))
+    store.put_many("b", ["x"], np.ones((1, 4), dtype=np.float32))
+    assert store.clear("a") == 2 and store.stats()["models"] == {"b": {"rows": 1, "bytes": 16 + ROW_OVERHEAD}}
+    assert store.clear() == 1 and store.stats()["rows"] == 0 and store.stats()["bytes"] == 0
+    with pytest.raises(ValueError, match="2 texts"):
+        store.put_many("a", ["x", "y"], np.ones((1, 4), dtype=np.float32))
+
+
+def test_a_file_of_another_layout_is_started_again(tmp_path: Path) -> None:
+    path = tmp_path / "v.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE vectors (hash BLOB PRIMARY KEY, vec BLOB, used INTEGER)")
+        conn.execute("INSERT INTO vectors VALUES (x'00', x'00', 0)")
+    store = VectorCache(path)
+    assert store.get_many("m", ["x"]) == [None]
+    store.put_many("m", ["x"], np.ones((1, 2), dtype=np.float32))
+    assert store.get_many("m", ["x"])[0].tolist() == [1.0, 1.0] and store.stats()["rows"] == 1
