@@ -632,3 +632,31 @@ def test_changed_params_compare_the_effective_params() -> None:
     assert res.params_changed == {"s": {"mmr_lambda": [0.7, 0.5]}}
     assert res.params_line() == "params changed: mmr_lambda 0.7 → 0.5"
     assert compare_reports(b, b).params_line() == "params: unchanged from the baseline"
+
+
+def test_stats_boundaries_pinned_against_mutants() -> None:
+    """Survivors of the gate_stats mutation run, each pinned by a value (docs in benchmarks/README)."""
+    from rag_lab.eval.gate.stats import _bootstrap_means
+
+    d = [-1.0] * 6 + [0.0] * 4 + [0.5] * 2
+    # the defaults are 95 %, 10,000 resamples, seed 0; the percentiles are 2.5 % and 97.5 %
+    assert bootstrap_ci(d) == bootstrap_ci(d, 0.95, 10_000, 0)
+    lo, hi = bootstrap_ci(d, 0.9, 4000, 5)
+    ref = np.quantile(_bootstrap_means(np.asarray(d), 4000, 5), [0.05, 0.95])
+    assert (lo, hi) == (float(ref[0]), float(ref[1]))
+    assert bootstrap_ci(d, 0.9, 4000, 5) == bootstrap_ci(d, 0.9, 4000, 5)  # seeded
+    assert bootstrap_ci([-0.5]) == (-0.5, -0.5)  # one pair: a point, not NaN
+    # two pairs are enough for an SD
+    assert effect_size([-1.0, -0.5]) == pytest.approx(-0.75 / math.sqrt(0.125))
+    assert detectable_effect([0.0, 1.0]) == pytest.approx((1.644854 + 0.841621) * math.sqrt(0.5) / math.sqrt(2))
+    # the sign-flip test at exactly alpha = 2^-5 needs 6 drops (p < alpha is strict); every k is tried
+    assert min_queries_to_detect(30, 1 / 32) == 6 and min_queries_to_detect(1, 0.6) == 1
+    assert min_queries_to_detect(5, 0.05) == 5 and min_queries_to_detect(4, 0.05) is None
+    # bootstrap: a resample whose mean is exactly 0 counts as "not a drop"
+    assert paired_bootstrap_pvalue([-1.0, 1.0], n_resamples=4000, seed=1) == pytest.approx(0.75, abs=0.03)
+    assert paired_bootstrap_pvalue([-0.5], n_resamples=999) == pytest.approx(1 / 1000)
+    # exact enumeration up to 16 pairs; the Monte Carlo p never exceeds 1
+    assert paired_permutation_pvalue([-1.0] * 16) == 2.0**-16
+    assert paired_permutation_pvalue([0.0] * 20, n_resamples=5000) == 1.0
+    with pytest.raises(ValueError, match="^paired differences must be a finite 1-D sequence$"):
+        paired_permutation_pvalue([math.inf])
