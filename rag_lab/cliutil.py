@@ -8,8 +8,12 @@ sub-command modules never import the top-level CLI (one-way layers, ``tests/test
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 PROG = "rag-lab"
@@ -29,12 +33,50 @@ def command_parser(description: str | None, *add_commands: AddCommands) -> argpa
     return ap
 
 
+#: exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+INTERRUPTED_EXIT = 130
+
+
+@contextmanager
+def first_ctrl_c_stops() -> Iterator[None]:
+    """While a command runs: the first Ctrl-C raises ``KeyboardInterrupt`` at once, wherever the
+    main thread is — also in synchronous work inside a coroutine, where asyncio's own handler only
+    cancels the main task at its next ``await`` (an ingest inside ``rag-lab eval`` went on for
+    minutes). Later presses do not interrupt the clean-up it triggers (half-written documents are
+    removed, finished ones kept); a third one exits at once. Only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    presses = 0
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            raise KeyboardInterrupt
+        if presses == 2:
+            print(f"{PROG}: stopping — cleaning up what was half-written (Ctrl-C again to quit now)", file=sys.stderr)
+        else:
+            os._exit(INTERRUPTED_EXIT)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a ValueError / LookupError is printed as
-    ``rag-lab COMMAND: message`` and exits 2."""
+    ``rag-lab COMMAND: message`` and exits 2; Ctrl-C stops it with one line and exit code 130
+    (what finished is kept: see :func:`first_ctrl_c_stops`)."""
     args = parser.parse_args(None if argv is None else list(argv))
     try:
-        return int(args.func(args) or 0)
+        with first_ctrl_c_stops():
+            return int(args.func(args) or 0)
     except (ValueError, LookupError) as exc:
         print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted (Ctrl-C); what had finished is kept", file=sys.stderr)
+        return INTERRUPTED_EXIT

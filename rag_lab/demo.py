@@ -86,5 +86,18 @@ async def main() -> int:
     return 0
 
 
+def run() -> int:
+    """``make demo``: Ctrl-C stops it with one line and exit code 130, as every ``rag-lab`` command
+    (the ingest keeps the documents it finished)."""
+    from rag_lab.cliutil import INTERRUPTED_EXIT, first_ctrl_c_stops
+
+    try:
+        with first_ctrl_c_stops():
+            return asyncio.run(main())
+    except KeyboardInterrupt:
+        print("rag-lab demo: interrupted (Ctrl-C); what had finished is kept", file=sys.stderr)
+        return INTERRUPTED_EXIT
+
+
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(run())

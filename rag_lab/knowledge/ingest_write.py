@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,10 @@ def _chunks_for(ws: Workspace, kb: KnowledgeBase, doc: _Doc) -> list[Chunk]:
     )
 
 
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
 def _ingest(
     ws: Workspace,
     kb: KnowledgeBase,
@@ -159,6 +164,7 @@ def _ingest(
         done_docs: list[Knowledge] = []
 
         awaiting: list[Knowledge] = []  # written and keyword-indexed, vectors still pending
+        awaiting_bytes: list[int] = []  # their sizes: the bar moves when they are stored
 
         # a caching embedder (the Lab's) also gets the texts the re-scorer and the answerer will
         # embed for these chunks, so the workspace's vector cache holds them before any question
@@ -178,6 +184,9 @@ def _ingest(
             to_warm.clear()
             done_docs.extend(awaiting)
             awaiting.clear()
+            if awaiting_bytes:  # the bar counts what is stored: documents whose vectors are in
+                bar.update(sum(awaiting_bytes))
+                awaiting_bytes.clear()
 
         sample = sample_text(
             d.text or next(iter(_read_blocks(d.stream_path)), "") if d.stream_path else d.text for d in docs
@@ -202,6 +211,7 @@ def _ingest(
                     report.chunks_removed += _remove_document(ws, kb, k.id)
                 current = k.id
                 shown = 0
+                shown_at = 0.0
                 for chunks in _chunk_batches(ws, kb, doc):
                     store.add_chunks(chunks)
                     report.chunks_added += len(chunks)
@@ -219,12 +229,20 @@ def _ingest(
                         size - shown,
                         sum(len(c.content.encode("utf-8")) for c in chunks if c.chunk_type != "parent_text"),
                     )
-                    bar.update(max(0, step))
                     shown += max(0, step)
-                bar.update(size - shown)
+                    now = time.monotonic()
+                    if now - shown_at >= 0.5:  # a large file: say how far its reading got
+                        bar.set_postfix_str(f"{k.file_name or k.title or k.id}: {_mb(shown)} of {_mb(size)} read")
+                        shown_at = now
                 (report.updated if existing is not None else report.added).append(k.id)
                 awaiting.append(k)
+                awaiting_bytes.append(size)
                 current = None
+                if not pending:  # every vector of the documents waiting is in: they are stored
+                    done_docs.extend(awaiting)
+                    awaiting.clear()
+                    bar.update(sum(awaiting_bytes))
+                    awaiting_bytes.clear()
             flush()
         except BaseException:
             # stopped midway (an error, Ctrl-C): half-written documents (and those whose vectors

@@ -138,11 +138,18 @@ def test_progress_counts_bytes(workspace, embedder, tmp_path, monkeypatch):
     seen = {}
 
     class Bar:
-        def __init__(self, total=None, **kw):
+        def __init__(self, iterable=None, total=None, **kw):
             seen["total"], seen["unit"], seen["n"] = total, kw.get("unit"), 0
+            self.iterable = iterable or []
+
+        def __iter__(self):  # other users of tqdm.auto (bm25s) iterate
+            return iter(self.iterable)
 
         def update(self, n):
             seen["n"] += n
+
+        def set_postfix_str(self, text, refresh=True):
+            seen["postfix"] = text
 
         def close(self):
             pass
@@ -157,6 +164,54 @@ def test_progress_counts_bytes(workspace, embedder, tmp_path, monkeypatch):
     kb = workspace.create_kb("progress", embedder, chunk_size=200, chunk_overlap=0)
     workspace.ingest_folder(kb, d, embedder, progress=True)
     assert seen["unit"] == "B" and seen["total"] == 1400 + len(PARA * 20) == seen["n"]
+    assert seen["postfix"].endswith("read")  # the file being read, while it is read
+
+
+def test_progress_counts_what_is_stored_when_stopped_midway(workspace, embedder, tmp_path, monkeypatch):
+    """Ctrl-C during the second document's vectors: the bar shows the first document's bytes (it
+    is stored), not the second's (it was written, then removed again)."""
+    from rag_lab.knowledge import ingest_write
+
+    seen = {"n": 0}
+
+    class Bar:
+        def __init__(self, iterable=None, total=None, **kw):
+            seen["total"] = total
+            self.iterable = iterable or []
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def update(self, n):
+            seen["n"] += n
+
+        def set_postfix_str(self, text, refresh=True):
+            pass
+
+        def close(self):
+            pass
+
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    real, calls = ingest_write._embed, []
+
+    def embed_then_stop(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ingest_write, "_embed", embed_then_stop)
+    d = tmp_path / "stop"
+    d.mkdir()
+    (d / "a.txt").write_text("The first file about lighthouses.", encoding="utf-8")
+    (d / "b.txt").write_text("The second file about volcanoes.", encoding="utf-8")
+    kb = workspace.create_kb("stopped", embedder)
+    with pytest.raises(KeyboardInterrupt):
+        workspace.ingest_folder(kb, d, embedder, progress=True, batch_size=1)
+    stored = [k.file_name for k in workspace.store.list_knowledge(kb.id)]
+    assert stored == ["a.txt"] and seen["n"] == len(b"The first file about lighthouses.")
 
 
 @settings(max_examples=150, deadline=None)
