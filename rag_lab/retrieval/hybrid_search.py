@@ -385,10 +385,11 @@ class HybridSearcher:
 
     async def search_with_paths(
         self, primary_kb_id: str, sp: SearchParams
-    ) -> tuple[list[SearchResult], dict[str, Any]]:
-        """:meth:`search` with the compact per-path record of the search (:meth:`HybridTrace.paths`)."""
+    ) -> tuple[list[SearchResult], Callable[[], dict[str, Any]]]:
+        """:meth:`search` with a function giving the compact per-path record of the search
+        (:meth:`HybridTrace.paths`, built when called: a search nobody reads pays nothing for it)."""
         results, trace = await self.search_with_trace(primary_kb_id, sp)
-        return results, trace.paths()
+        return results, trace.paths
 
     def runs_in_process(self, primary_kb_id: str, sp: SearchParams) -> bool:
         """True when everything this search calls runs in this process: every searched KB's

@@ -171,7 +171,7 @@ async def capture_question(
     paths = state.diagnostics.get(SearchDiagnostics.KEY)
     if paths is not None:
         paths = SearchDiagnostics.from_dict(paths)
-        inputs.search_paths = SearchDiagnostics(calls=list(paths.calls), results=paths.results)
+        inputs.search_paths = SearchDiagnostics(calls=list(paths.calls or []), results=paths.results)
     if not inputs.needs_retrieval or not search or not req.rerank_model_id:
         return inputs
     model = services.get_rerank_model(req.rerank_model_id)  # a missing model fails the capture loudly

@@ -211,10 +211,11 @@ class QueryExpansionDiagnostics(StageDiagnostics):
 class SearchDiagnostics(StageDiagnostics):
     """CHUNK_SEARCH: per hybrid-search call (``calls``, in call order) its ``match_count`` and its
     ``vector``, ``keyword`` and ``fused`` lists (fused before the match-count cut) in rank order,
-    each hit ``[chunk id, document id, score]``; ``results``: the stage's output the same way."""
+    each hit ``[chunk id, document id, score]`` (may be :class:`Deferred`: built on first read);
+    ``results``: the stage's output the same way."""
 
     KEY: ClassVar[str] = "search"
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] | None = _deferrable()
     results: list[list[Any]] | None = None
 
     @classmethod

@@ -17,7 +17,7 @@ from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginE
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.base import SearchParams
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget, has_knowledge_retrieval_scope
-from rag_lab.types.diagnostics import QueryExpansionDiagnostics, SearchDiagnostics
+from rag_lab.types.diagnostics import Deferred, QueryExpansionDiagnostics, SearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 
@@ -219,7 +219,8 @@ class PluginSearch(StagePlugin):
             *(self._search_group(chat, key, group, kbs, query_text) for key, group in groups.items())
         )
         if diag is not None:
-            diag.calls = [rec for _, _, recs in outcomes for rec in recs]
+            recs = [rec for _, _, group_recs in outcomes for rec in group_recs]
+            diag.update(calls=Deferred(lambda: [{"kb": kb, **(rec() if callable(rec) else rec)} for kb, rec in recs]))
         results: list[SearchResult] = []
         first_err: BaseException | None = None
         for got, err, _ in outcomes:
@@ -230,7 +231,7 @@ class PluginSearch(StagePlugin):
 
     async def _search_group(
         self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
-    ) -> tuple[list[SearchResult], BaseException | None, list[dict[str, Any]]]:
+    ) -> tuple[list[SearchResult], BaseException | None, list[tuple[str, Any]]]:
         req = chat.request
         if self.services.searcher is None:
             raise RuntimeError("chunk_search: no searcher configured (Services.searcher)")
@@ -258,12 +259,12 @@ class PluginSearch(StagePlugin):
                 disable_vector = True
 
         results: list[SearchResult] = []
-        records: dict[int, dict[str, Any]] = {}  # by call position: calls finish in any order
+        records: dict[int, tuple[str, Any]] = {}  # by call position: calls finish in any order
         with_paths = getattr(type(searcher), "search_with_paths", None) is not None
 
         async def paths_of(n: int, primary: str, sp: SearchParams) -> list[SearchResult]:
             got, rec = await searcher.search_with_paths(primary, sp)
-            records[n] = {"kb": primary, **rec}
+            records[n] = (primary, rec)  # the record, or a function building it on first read
             return got  # type: ignore[no-any-return]
 
         async def call(n: int, primary: str, sp: SearchParams) -> list[SearchResult]:
