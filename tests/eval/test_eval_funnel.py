@@ -347,3 +347,13 @@ def test_a_sweep_ranks_by_a_funnel_objective_on_both_paths(eval_lab, small_ds, s
     assert [[r[m] for m in names] for r in fast.rows] == [[r[m] for m in names] for r in slow.rows]
     assert len({r["rerank.recall@10"] for r in slow.rows}) > 1  # the threshold moves it
     assert {r["evaluated_by"] for r in fast.rows} == {"fast, checked"}
+
+
+def test_the_funnel_modules_examples_run() -> None:
+    import doctest
+
+    import rag_lab.eval.funnel as funnel_mod
+    import rag_lab.eval.metric_defs as defs_mod
+
+    for mod in (funnel_mod, defs_mod):
+        assert doctest.testmod(mod).failed == 0
