@@ -112,6 +112,12 @@ def _typed(diagnostics: Mapping[str, Any], cls: type[StageDiagnostics]) -> Any:
     return None if value is None else cls.from_dict(value)
 
 
+def _compact(call: Mapping[str, Any]) -> bool:
+    """The search stage's per-path record (hits as lists), not a lab fusion record (hits as dicts)."""
+    hits = [h for name in ("vector", "keyword", "fused") for h in (call.get(name) or [])[:1]]
+    return "fused" in call and all(isinstance(h, (list, tuple)) for h in hits)
+
+
 def _merged_paths(calls: Sequence[Mapping[str, Any]], name: str) -> list[tuple[int, Hit]]:
     """One path's hits over every call, ordered by rank within the call (call order on ties);
     each with its 1-based rank in its call."""
@@ -129,7 +135,7 @@ def _stage_lists(
     lists: dict[str, list[Hit]] = {}
     info: dict[str, Any] = {"cut": {}, "rows": {}, "picks": {}, "outcome": "", "merge": {}, "top_k": None}
     search = _typed(diagnostics, SearchDiagnostics)
-    if search is not None and search.calls and "fused" in search.calls[0]:
+    if search is not None and search.calls and all(_compact(c) for c in search.calls):
         calls = search.calls
         for name in ("vector", "keyword", "fused"):
             lists[name] = [h for _, h in _merged_paths(calls, name)]

@@ -357,3 +357,25 @@ def test_the_funnel_modules_examples_run() -> None:
 
     for mod in (funnel_mod, defs_mod):
         assert doctest.testmod(mod).failed == 0
+
+
+def test_a_lab_fusion_record_under_search_is_not_read_as_paths() -> None:
+    """Captures that stored fusion records (hits as dicts) under ``diagnostics["search"]`` keep
+    their fusion views; the funnel does not mistake them for the stage's per-path lists."""
+    from rag_lab.lab.frames.search import fusion_data
+    from rag_lab.types import ChatManage
+    from rag_lab.types.diagnostics import diagnostics_from_dict
+
+    old = [
+        {
+            "fused": [{"chunk_id": "a0", "score": 1.0}],
+            "vector": [{"chunk_id": "a0", "knowledge_id": "A", "score": 0.9}],
+            "keyword": [],
+        }
+    ]
+    diags = diagnostics_from_dict({"search": old})
+    f = build_funnel(diags, [SearchResult(id="a0", knowledge_id="A", score=1.0)], ["A"])
+    assert list(f.stages) == ["final"]
+    chat = ChatManage()
+    chat.state.diagnostics = diags
+    assert fusion_data(chat) == old
