@@ -379,3 +379,22 @@ def test_a_lab_fusion_record_under_search_is_not_read_as_paths() -> None:
     chat = ChatManage()
     chat.state.diagnostics = diags
     assert fusion_data(chat) == old
+
+
+def test_the_stage_cache_serves_the_search_paths(eval_lab, small_ds, small_spec, tmp_path) -> None:
+    from rag_lab.eval.cache import enable_stage_cache
+    from rag_lab.eval.runner import evaluate_lab
+
+    def funnels() -> list[dict[str, Any]]:
+        res = asyncio.run(evaluate_lab(eval_lab, small_ds, small_spec.kb_name, progress=False))
+        return [r.funnel for r in res.records]
+
+    plain = funnels()
+    handle = enable_stage_cache(eval_lab, tmp_path / "cache")
+    try:
+        first, again = funnels(), funnels()
+        st = handle.stats()["search"]
+    finally:
+        handle.disable()
+    assert plain == first == again
+    assert st.hits >= len(small_ds.queries) and all("vector" in f["sizes"] for f in again)
