@@ -609,7 +609,12 @@ def add_eval_commands(subparsers: Any) -> None:
         help="a swept parameter (repeatable)",
     )
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="fixed override for every config")
-    p.add_argument("--objective", default="ndcg@10")
+    p.add_argument(
+        "--objective",
+        default="ndcg@10",
+        help="metric to rank configs by: a retrieval metric, an offline ragas metric, latency_ms, or a "
+        "gold-funnel metric (search.recall@50, rerank.hit@10, funnel.lost_at.rerank, …)",
+    )
     p.add_argument("--ragas-metric", action="append", metavar="NAME", help="offline ragas metric to compute too")
     p.add_argument("--optuna-trials", type=int, default=0, help="use optuna (TPE) with N trials instead of the grid")
     p.add_argument("--seed", type=int, default=0)
@@ -677,7 +682,12 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--baseline", required=True)
     p.add_argument("--current", default=None, help="a report JSON (default: re-run the baseline's spec)")
     p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="override for the re-run")
-    p.add_argument("--metric", action="append", metavar="NAME[:TOL]", help="gated metric (default: the usual set)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME[:TOL]",
+        help="gated metric (default: the usual set; gold-funnel metrics such as fused.recall@10 too)",
+    )
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--test", choices=("permutation", "bootstrap"), default="permutation")

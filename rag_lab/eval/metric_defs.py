@@ -11,6 +11,8 @@ best value can only get worse), sweep objectives (direction) and the docs.
 False
 >>> is_known_metric("ndcg@0"), is_known_metric("recall@3")
 (False, True)
+>>> metric("fused.recall@10").family, metric("funnel.lost_at.rerank").higher_is_better
+('funnel', False)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Metric:
     """One metric: ``low``/``high`` bound every valid per-question value (inclusive)."""
 
     name: str
-    family: str  # "retrieval" | "ragas retrieval" | "answer similarity" | "LLM judge" | "latency"
+    family: str  # "retrieval" | "ragas retrieval" | "answer similarity" | "LLM judge" | "latency" | "funnel"
     meaning: str
     low: float = 0.0
     high: float = 1.0
@@ -140,13 +142,32 @@ def metric(name: str) -> Metric:
     fixed = _FIXED.get(name)
     if fixed is not None:
         return _gated(fixed)
+    funnel = _funnel_metric(name)
+    if funnel is not None:
+        return funnel
     prefix, sep, k = name.partition("@")
     if sep and prefix in _K_FAMILIES and k.isdigit() and not k.startswith("0"):
         return _gated(Metric(name, "retrieval", f"{_K_FAMILIES[prefix]} (k = {k})", k=int(k)))
     raise KeyError(
         f"unknown metric {name!r}: use {', '.join(p + '@K' for p in _K_FAMILIES)} (K >= 1), "
+        f"STAGE.recall|hit|ar@K or funnel.lost_at.STAGE / funnel.kept (the gold funnel), "
         f"or one of {', '.join(sorted(_FIXED))}"
     )
+
+
+def _funnel_metric(name: str) -> Metric | None:
+    """A gold-funnel metric (:mod:`rag_lab.eval.funnel`), or ``None``."""
+    from rag_lab.eval.funnel import FAMILIES, parse_funnel_metric
+
+    parsed = parse_funnel_metric(name)
+    if parsed is None:
+        return None
+    stage, family, k = parsed
+    if family == "lost_at":
+        return Metric(name, "funnel", f"share of the gold documents lost at the {stage} stage", higher_is_better=False)
+    if family == "kept":
+        return Metric(name, "funnel", "share of the gold documents that reach the final contexts")
+    return Metric(name, "funnel", f"{FAMILIES[family]} of the {stage} stage's list (k = {k})", k=k)
 
 
 def _gated(m: Metric) -> Metric:

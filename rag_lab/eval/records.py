@@ -51,6 +51,9 @@ class QueryRecord:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    #: the gold funnel (:meth:`rag_lab.tuning.funnel.QuestionFunnel.to_dict`: each gold document's
+    #: rank at every stage, where it was lost and why); ``{}`` in reports written before it
+    funnel: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,6 +26,7 @@ from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.ingest import _replay_history, dataset_documents, eval_kb_name, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord, answer_text
+from rag_lab.tuning.funnel import build_funnel
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab, Run
@@ -41,6 +42,7 @@ __all__ = [
     "dataset_documents",
     "eval_kb_name",
     "evaluate_lab",
+    "failed_funnel",
     "faq_kb_name",
     "ingest_dataset",
     "params_overrides",
@@ -75,7 +77,13 @@ def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -
         tokens_in=run.ledger.tokens_in if run.ledger is not None else 0,
         tokens_out=run.ledger.tokens_out if run.ledger is not None else 0,
         cost_usd=run.ledger.cost if run.ledger is not None else 0.0,
+        funnel=build_funnel(run.diagnostics, run.references, q.gold_ids).to_dict(),
     )
+
+
+def failed_funnel(gold_ids: Iterable[str]) -> dict[str, Any]:
+    """The funnel of a question whose run raised: nothing at any stage (:mod:`rag_lab.eval.funnel`)."""
+    return {"error": True, "n_gold": len(set(gold_ids))}
 
 
 @dataclass
@@ -105,6 +113,12 @@ class EvalResult:
 
     def summary(self) -> dict[str, float]:
         return self.report.summary()
+
+    def funnel_summary(self) -> dict[str, float]:
+        """The gold-funnel metrics' means (:mod:`rag_lab.eval.funnel`; empty without funnels)."""
+        from rag_lab.eval.funnel import funnel_summary
+
+        return funnel_summary(self.records)
 
 
 def params_overrides(params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams) -> dict[str, Any]:
@@ -172,6 +186,7 @@ async def evaluate_lab(
                 list(q.answers),
                 gold_titles=[titles.get(g, "") for g in q.gold_ids],
                 error=f"{type(exc).__name__}: {exc}",
+                funnel=failed_funnel(q.gold_ids),
             )
             return rec, None
         finally:

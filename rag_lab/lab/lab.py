@@ -81,6 +81,8 @@ class Run:
     ledger: Any = None  # rag_lab.observability.ledger.Ledger: time, model calls, tokens, cost
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
+    #: ``state.diagnostics`` as the run left it (kept with or without snapshots: the gold funnel reads it)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def degraded(self) -> bool:
@@ -110,7 +112,8 @@ class Run:
         return out
 
     def frame(self, which: str = "search", **kw: Any):
-        """Search / fusion / rerank / merge / final results with every score component (pandas)."""
+        """Search / fusion / rerank / merge / final results with every score component (pandas);
+        ``which="funnel"`` with ``gold_ids=[...]``: where each gold document is at every stage."""
         from rag_lab.lab.frames import frame
 
         return frame(self, which, **kw)
@@ -613,6 +616,7 @@ class Lab:
             ledger=ledger,
             warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)]
             + [w for w in [language_warning(chat.request.query, self.embedder, "this question")] if w],
+            diagnostics=chat.state.diagnostics,
         )
 
     def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:

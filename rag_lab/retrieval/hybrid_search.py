@@ -268,6 +268,21 @@ class HybridTrace:
     image_dropped: int = 0
     image_errors: list[str] = field(default_factory=list)
 
+    def paths(self) -> dict[str, Any]:
+        """The compact per-path record the search stage keeps (``SearchDiagnostics.calls``): the
+        match count and the vector, keyword and fused (uncut) lists as ``[chunk id, document id,
+        score]`` in rank order."""
+
+        def hits(xs: Sequence[IndexWithScore]) -> list[list[Any]]:
+            return [[h.chunk_id, h.knowledge_id, float(h.score)] for h in xs]
+
+        return {
+            "match_count": self.match_count,
+            "vector": hits(self.vector_hits),
+            "keyword": hits(self.keyword_hits),
+            "fused": hits(self.fused),
+        }
+
 
 EngineFor = Callable[["KnowledgeBase"], tuple[str, RetrieveEngine]]
 
@@ -367,6 +382,14 @@ class HybridSearcher:
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
         results, _ = await self.search_with_trace(primary_kb_id, sp)
         return results
+
+    async def search_with_paths(
+        self, primary_kb_id: str, sp: SearchParams
+    ) -> tuple[list[SearchResult], Callable[[], dict[str, Any]]]:
+        """:meth:`search` with a function giving the compact per-path record of the search
+        (:meth:`HybridTrace.paths`, built when called: a search nobody reads pays nothing for it)."""
+        results, trace = await self.search_with_trace(primary_kb_id, sp)
+        return results, trace.paths
 
     def runs_in_process(self, primary_kb_id: str, sp: SearchParams) -> bool:
         """True when everything this search calls runs in this process: every searched KB's

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.pipeline.plugins.filter_top_k import filter_top_k
+from rag_lab.pipeline.plugins.filter_top_k import filter_top_k, top_k_diagnostics
 from rag_lab.pipeline.plugins.merge import merge_results
 from rag_lab.pipeline.plugins.rerank import annotate_reranked, degraded_threshold
+from rag_lab.reranking.composite import format_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images
 from rag_lab.reranking.vectorized import (
     composite_scores,
@@ -39,6 +40,7 @@ from rag_lab.reranking.vectorized import (
 )
 from rag_lab.tuning.inputs import QuestionInputs
 from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS
+from rag_lab.types.diagnostics import MergeDiagnostics, RerankDiagnostics
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
@@ -93,7 +95,7 @@ class FastEvaluator:
         self.memo = memo  # False: every evaluation runs its merge (benchmarks)
         self.stats = EvaluatorStats()
         self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
-        self._merged: dict[tuple[Any, ...], list[SearchResult]] = {}
+        self._merged: dict[tuple[Any, ...], Any] = {}
 
     # -- params ---------------------------------------------------------------------------------
     def params_for(self, config: Mapping[str, Any]) -> PipelineParams:
@@ -116,10 +118,13 @@ class FastEvaluator:
         return q.expanded and p.rerank_top_k != q.rerank_top_k
 
     # -- rerank -----------------------------------------------------------------------------------
-    def rerank(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[Picked] | None]:
+    def rerank(
+        self, q: QuestionInputs, p: PipelineParams, record: dict[str, Any] | None = None
+    ) -> tuple[str, list[Picked] | None]:
         """``(outcome, picks)``: the rerank stage's result as candidate positions with scores, in
         the stage's order; ``None`` when the stage leaves no rerank result (not run, no candidate,
-        model error: merge then reads the search results)."""
+        model error: merge then reads the search results). ``record`` (a dict) receives what the
+        stage's diagnostics hold (:meth:`trace`)."""
         cr = q.rerank
         if cr is None or not cr.candidates:
             return "not_run", None
@@ -151,6 +156,8 @@ class FastEvaluator:
             k = min(idx.size, max(1, p.rerank_top_k))
             sub = cr.jaccard[np.ix_(idx, idx)] if k > 1 else cr.jaccard  # k == 1 reads no similarity
             chosen, _ = select_mmr_jaccard(final, sub, k, p.mmr_lambda)
+            if record is not None:
+                record.update(idx=idx, comp=comp, final=final, chosen=list(chosen), k=k)
             faq_sel = cr.is_faq[idx]
             for j in chosen:
                 picks.append(
@@ -163,6 +170,8 @@ class FastEvaluator:
                         bool(boost is not None and faq_sel[j]),
                     )
                 )
+        if record is not None:
+            record.update(threshold_used=lad.threshold_used, sel=sel)
         if cr.pictorial:
             passed = set(sel.tolist())
             model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
@@ -223,6 +232,13 @@ class FastEvaluator:
         outcome, picks = self.rerank(q, p)
         if picks is not None and not picks:
             return "nothing", []
+        return outcome, self._merged_and_cut(q, picks, outcome, p)[2]
+
+    def _merged_and_cut(
+        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams
+    ) -> tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]:
+        """The merge output, the merge's decisions, the final contexts and (when FILTER_TOP_K cut)
+        how many competed: memoised by what merge reads."""
         key = (
             q.qid,
             outcome if picks is None else None,
@@ -233,14 +249,53 @@ class FastEvaluator:
         hit = self._merged.get(key)
         if hit is not None:
             self.stats.merge_hits += 1
-            return outcome, hit
+            return hit
         self.stats.merges += 1
-        merged = merge_results(self._merge_input(q, picks, outcome, p), q.history, q.query, p, q.store, [])
-        refs, _ = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
-        out = [r for r in refs if r is not None]
+        source = self._merge_input(q, picks, outcome, p)
+        mlog: list[dict[str, Any]] = [
+            {
+                "step": "input",
+                "source": "search_result" if picks is None else "rerank_result",
+                "ids": [r.id for r in source],
+            }
+        ]
+        merged = merge_results(source, q.history, q.query, p, q.store, mlog)
+        refs, before = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
+        got = (merged, mlog, [r for r in refs if r is not None], before)
         if self.memo:
-            self._merged[key] = out
-        return outcome, out
+            self._merged[key] = got
+        return got
+
+    def trace(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult], dict[str, Any]]:
+        """``(outcome, final contexts, diagnostics)``: :meth:`references` with the records the
+        pipeline's stages leave in ``state.diagnostics`` (search paths as captured; rerank outcome,
+        threshold, rows, ranked ids and MMR picks; merge decisions; FILTER_TOP_K's cut), which
+        :func:`rag_lab.tuning.funnel.build_funnel` reads."""
+        diags: dict[str, Any] = {}
+        if q.search_paths is not None:
+            diags["search"] = q.search_paths
+        if q.error:
+            return "error", [], diags
+        if not q.needs_retrieval:
+            return "no_retrieval", [], diags
+        record: dict[str, Any] = {}
+        outcome, picks = self.rerank(q, p, record)
+        cr = q.rerank
+        if cr is not None:
+            diags["rerank"] = _rerank_diagnostics(cr, outcome, picks, record, p)
+        if picks is not None and not picks:
+            return "nothing", [], diags
+        merged, mlog, out, before = self._merged_and_cut(q, picks, outcome, p)
+        diags["merge"] = MergeDiagnostics(steps=list(mlog))
+        if before is not None:
+            diags["filter_top_k"] = top_k_diagnostics(
+                "merge_result",
+                list[SearchResult | None](merged),
+                list[SearchResult | None](out),
+                before,
+                p.rerank_top_k,
+            )
+        return outcome, out, diags
 
     def evaluate(self, config: Mapping[str, Any], until: str = "merge") -> dict[str, list[SearchResult]]:
         """Final contexts per question id under ``config``. ``until="rerank"`` stops after the
@@ -260,6 +315,57 @@ class FastEvaluator:
         self.stats.evaluations += len(self.inputs)
         self.stats.seconds += time.perf_counter() - t0
         return out
+
+
+def _rerank_diagnostics(
+    cr: Any, outcome: str, picks: list[Picked] | None, record: Mapping[str, Any], p: PipelineParams
+) -> RerankDiagnostics:
+    """The rerank stage's diagnostics as the pipeline writes them (the fields the funnel reads)."""
+    if not cr.candidates:
+        return RerankDiagnostics(outcome="no_candidates", candidates=0)
+    if outcome == "model_error":
+        return RerankDiagnostics(outcome=outcome, error=cr.error, candidates=len(cr.candidates))
+    n = len(cr.candidates)
+    model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
+    scored: dict[int, tuple[float, float, bool]] = {}  # composite, final, image
+    idx = record.get("idx")
+    if idx is not None:
+        for i, c, f in zip(idx.tolist(), record["comp"].tolist(), record["final"].tolist()):
+            scored[int(i)] = (c, f, False)
+    selected = set()
+    for x in picks or []:
+        selected.add(x.index)
+        if x.image:
+            boost = p.faq_score_boost if x.faq_boosted else 1.0
+            scored[x.index] = (x.composite, x.composite * boost if x.faq_boosted else x.composite, True)
+    rows = []
+    for i, r in enumerate(cr.candidates):
+        hit = scored.get(i)
+        kept_by = IMAGE_VECTOR if hit is not None and hit[2] else (r.metadata or {}).get("kept_by", "")
+        rows.append(
+            {
+                "id": r.id,
+                "knowledge_id": r.knowledge_id,
+                "base_score": r.score,
+                "model_score": model_scores.get(i),
+                "composite_score": float(format_score(hit[0])) if hit is not None else None,
+                "final_score": hit[1] if hit is not None else None,
+                "passed_threshold": hit is not None and not hit[2] and kept_by != IMAGE_VECTOR,
+                "kept_by": kept_by,
+                "selected": i in selected,
+            }
+        )
+    ranked = [cr.candidates[i].id for i in idx.tolist()] if idx is not None else []
+    return RerankDiagnostics(
+        outcome=outcome,
+        candidates=n,
+        threshold=p.rerank_threshold,
+        threshold_used=record.get("threshold_used"),
+        mmr_k=record.get("k"),
+        ranked_ids=ranked,
+        rows=rows,
+        mmr=[{"step": n, "index": int(j)} for n, j in enumerate(record.get("chosen") or [])],
+    )
 
 
 def compare_references(expected: Sequence[SearchResult], got: Sequence[SearchResult]) -> str:

@@ -25,6 +25,7 @@ from rag_lab.reranking.image import pictorial_indices, score_images_with_vision
 from rag_lab.searchutil.text import go_lower
 from rag_lab.searchutil.tokens import cached_token_ids, intersection_counts
 from rag_lab.types.chat_manage import ChatManage, History, has_recall_threshold_override
+from rag_lab.types.diagnostics import SearchDiagnostics
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import MatchType, SearchResult
 
@@ -113,6 +114,8 @@ class QuestionInputs:
     references: list[SearchResult] = field(default_factory=list)  # the capture run's own final contexts
     error: str = ""  # the capture run failed before or in retrieval: no contexts under any config
     latency_ms: float = math.nan  # the capture run's (the whole pipeline at the retrieval config)
+    #: the search stage's per-path record (the gold funnel's vector / keyword / fused lists)
+    search_paths: SearchDiagnostics | None = None
 
 
 def _is_web(r: SearchResult) -> bool:
@@ -165,6 +168,10 @@ async def capture_question(
         store=memo,
         references=[r.copy() for r in references or []],
     )
+    paths = state.diagnostics.get(SearchDiagnostics.KEY)
+    if paths is not None:
+        paths = SearchDiagnostics.from_dict(paths)
+        inputs.search_paths = SearchDiagnostics(calls=list(paths.calls or []), results=paths.results)
     if not inputs.needs_retrieval or not search or not req.rerank_model_id:
         return inputs
     model = services.get_rerank_model(req.rerank_model_id)  # a missing model fails the capture loudly

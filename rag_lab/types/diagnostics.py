@@ -21,9 +21,12 @@ computes it first, so a deferred field reads exactly as the value it stands for.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Self
+
+from rag_lab.types.deferred import Deferred
+from rag_lab.types.deferred import deferrable as _deferrable
 
 __all__ = [
     "DIAGNOSTICS_TYPES",
@@ -39,6 +42,7 @@ __all__ = [
     "QueryExpansionDiagnostics",
     "QueryUnderstandDiagnostics",
     "RerankDiagnostics",
+    "SearchDiagnostics",
     "StageDiagnostics",
     "WebFetchDiagnostics",
     "diagnostics_from_dict",
@@ -48,47 +52,6 @@ __all__ = [
 
 class DiagnosticsVersionError(ValueError):
     """A stored diagnostics record is newer than this rag_lab reads."""
-
-
-T = TypeVar("T")
-
-
-class Deferred(Generic[T]):
-    """A field value computed on first read: ``compute()`` must depend only on data the caller
-    captured (never on objects a later stage may change), so that reading it later gives what
-    reading it at once would have given."""
-
-    __slots__ = ("compute",)
-
-    def __init__(self, compute: Callable[[], T]) -> None:
-        self.compute = compute
-
-
-class _DeferrableField(Generic[T]):
-    """Descriptor of a dataclass field that may hold a :class:`Deferred`: the instance stores the
-    value (or the :class:`Deferred`) under ``_deferrable_<name>``; reading computes a deferred
-    value once and stores the result in its place. The field's default is ``None``."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = f"_deferrable_{name}"
-
-    def __get__(self, obj: object | None, owner: type | None = None) -> T | None:
-        if obj is None:
-            return None  # the dataclass default
-        store = obj.__dict__
-        value = store.get(self.slot)
-        if type(value) is Deferred:
-            value = value.compute()
-            store[self.slot] = value
-        return value  # type: ignore[no-any-return]
-
-    def __set__(self, obj: object, value: T | Deferred[T] | None) -> None:
-        obj.__dict__[self.slot] = value
-
-
-def _deferrable() -> Any:
-    """A field that accepts a :class:`Deferred` (see :class:`_DeferrableField`); default ``None``."""
-    return _DeferrableField()
 
 
 @dataclass(eq=False)
@@ -245,6 +208,24 @@ class QueryExpansionDiagnostics(StageDiagnostics):
 
 
 @dataclass(eq=False)
+class SearchDiagnostics(StageDiagnostics):
+    """CHUNK_SEARCH: per hybrid-search call (``calls``, in call order) its ``match_count`` and its
+    ``vector``, ``keyword`` and ``fused`` lists (fused before the match-count cut) in rank order,
+    each hit ``[chunk id, document id, score]`` (may be :class:`Deferred`: built on first read);
+    ``results``: the stage's output the same way."""
+
+    KEY: ClassVar[str] = "search"
+    calls: list[dict[str, Any]] | None = _deferrable()
+    results: list[list[Any]] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "") -> Self:
+        if isinstance(data, list):  # lab captures before the type: a list of fusion records
+            return cls(calls=list(data))
+        return super().from_dict(data, where)
+
+
+@dataclass(eq=False)
 class EntitySearchDiagnostics(StageDiagnostics):
     """ENTITY_SEARCH: graph nodes and relations found, chunks loaded."""
 
@@ -314,12 +295,15 @@ class MergeDiagnostics(StageDiagnostics):
 
 @dataclass(eq=False)
 class FilterTopKDiagnostics(StageDiagnostics):
-    """FILTER_TOP_K: which list was cut, from how many to how many."""
+    """FILTER_TOP_K: which list was cut, from how many to how many, and the results it cut
+    (chunk ids and their document ids, aligned)."""
 
     KEY: ClassVar[str] = "filter_top_k"
     field: str | None = None  # noqa: A003 - the name stored in captures
     before: int | None = None
     after: int | None = None
+    cut_ids: list[str] | None = None
+    cut_doc_ids: list[str] | None = None
 
 
 @dataclass(eq=False)
@@ -374,6 +358,7 @@ DIAGNOSTICS_TYPES: dict[str, type[StageDiagnostics]] = {
         QueryUnderstandDiagnostics,
         EntityExtractionDiagnostics,
         QueryExpansionDiagnostics,
+        SearchDiagnostics,
         EntitySearchDiagnostics,
         RerankDiagnostics,
         WebFetchDiagnostics,

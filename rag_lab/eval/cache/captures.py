@@ -88,6 +88,8 @@ def inputs_payload(q: QuestionInputs) -> dict[str, Any]:
             v = {g.name: _rerank_field(g.name, getattr(v, g.name)) for g in fields(v)}
         elif f.name == "latency_ms":
             v = _float(v)
+        elif f.name == "search_paths" and v is not None:
+            v = v.to_dict()
         out[f.name] = v
     return out
 
@@ -131,6 +133,10 @@ def inputs_from_payload(d: Mapping[str, Any], store: StoreMemo | None) -> Questi
         )
     if body.get("latency_ms") is None:
         body["latency_ms"] = math.nan
+    if body.get("search_paths") is not None:
+        from rag_lab.types.diagnostics import SearchDiagnostics
+
+        body["search_paths"] = SearchDiagnostics.from_dict(body["search_paths"])
     return QuestionInputs(store=store, **body)
 
 

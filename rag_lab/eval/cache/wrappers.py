@@ -146,6 +146,23 @@ class CachingSearcher:
         self.cache.put(self.stage, key, [_search_result_payload(r) for r in results])
         return results
 
+    async def search_with_paths(
+        self, primary_kb_id: str, sp: SearchParams
+    ) -> tuple[list[SearchResult], dict[str, Any]]:
+        """``search_with_paths`` of the wrapped searcher, results and per-path record cached together."""
+        key = await asyncio.to_thread(self.search_key, primary_kb_id, sp)
+        if key is None:
+            results, paths = await self.inner.search_with_paths(primary_kb_id, sp)
+            return results, paths() if callable(paths) else paths
+        key = {**key, "with": "paths"}
+        payload = self.cache.get(self.stage, key)
+        if payload is not None:
+            return [_search_result_from_payload(d) for d in payload["results"]], payload["paths"]
+        results, paths = await self.inner.search_with_paths(primary_kb_id, sp)
+        record = paths() if callable(paths) else paths
+        self.cache.put(self.stage, key, {"results": [_search_result_payload(r) for r in results], "paths": record})
+        return results, record
+
 
 # --------------------------------------------------------------------------- rerank
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import rag_lab
+from rag_lab.eval.funnel import funnel_section
 from rag_lab.eval.metrics import RetrievalReport
 from rag_lab.eval.ragas_adapter import RagasResult
 from rag_lab.eval.records import QueryRecord
@@ -56,13 +57,22 @@ class SuiteResult:
         return [r.qid for r in self.records]
 
     def metric_names(self) -> list[str]:
+        """Retrieval, ragas, then gold-funnel metrics (:mod:`rag_lab.eval.funnel`; only when the
+        records carry funnels)."""
         names = list(self.retrieval.metric_names)
         if self.ragas is not None:
             names += list(self.ragas.metrics)
-        return names
+        return names + list(self.funnel_values())
+
+    def funnel_values(self) -> dict[str, dict[str, float]]:
+        """``{funnel metric: {qid: value}}`` from the records' funnels (empty without them)."""
+        from rag_lab.eval.funnel import funnel_values
+
+        return funnel_values(self.records)
 
     def values(self) -> dict[str, dict[str, float]]:
-        """``{metric: {qid: value}}`` for every metric (retrieval rows; ragas values, NaN kept)."""
+        """``{metric: {qid: value}}`` for every metric (retrieval rows; ragas values, NaN kept;
+        funnel values)."""
         out: dict[str, dict[str, float]] = {m: {} for m in self.metric_names()}
         for row in self.retrieval.rows:
             for m in self.retrieval.metric_names:
@@ -70,12 +80,16 @@ class SuiteResult:
         if self.ragas is not None:
             for m in self.ragas.metrics:
                 out[m] = dict(zip(self.ragas.qids, self.ragas.values[m]))
+        out.update(self.funnel_values())
         return out
 
     def summary(self) -> dict[str, float]:
+        from rag_lab.eval.funnel import funnel_summary
+
         s = dict(self.retrieval.summary())
         if self.ragas is not None:
             s.update(self.ragas.summary())
+        s.update(funnel_summary(self.records))
         return s
 
     def counts(self) -> dict[str, dict[str, int]]:
@@ -83,6 +97,9 @@ class SuiteResult:
         out = {m: {"n": n, "n_valid": n, "n_nan": 0, "n_failed": 0} for m in self.retrieval.metric_names}
         if self.ragas is not None:
             out.update(self.ragas.counts())
+        for m, per in self.funnel_values().items():
+            valid = sum(1 for v in per.values() if math.isfinite(v))
+            out[m] = {"n": len(per), "n_valid": valid, "n_nan": len(per) - valid, "n_failed": 0}
         return out
 
     @property
@@ -157,6 +174,7 @@ class SuiteResult:
                 "values": {m: [_nan_to_none(v) for v in vs] for m, vs in self.ragas.values.items()},
             },
             "records": records,
+            **({"funnel": funnel} if (funnel := funnel_section(self.records)) is not None else {}),
         }
 
     @classmethod

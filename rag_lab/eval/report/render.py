@@ -15,6 +15,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from rag_lab.eval.records import QueryRecord, answer_text
+from rag_lab.eval.report.funnel_render import funnel_html, funnel_markdown, is_funnel_metric
 from rag_lab.eval.report.model import FORMATS, EvalReport, SuiteResult
 from rag_lab.eval.report.plots import plot_png, plot_ragas_png
 
@@ -27,7 +28,8 @@ def _fmt(v: Any) -> str:
 
 def _summary_rows(suite: SuiteResult) -> list[tuple[str, str, int, int, int, int]]:
     s, c = suite.summary(), suite.counts()
-    return [(m, _fmt(s[m]), c[m]["n"], c[m]["n_valid"], c[m]["n_nan"], c[m]["n_failed"]) for m in suite.metric_names()]
+    names = [m for m in suite.metric_names() if not is_funnel_metric(m)]  # the funnel has its own table
+    return [(m, _fmt(s[m]), c[m]["n"], c[m]["n_valid"], c[m]["n_nan"], c[m]["n_failed"]) for m in names]
 
 
 def _main_metrics(suite: SuiteResult) -> list[str]:
@@ -93,6 +95,7 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
                 + " | ".join(cells)
                 + f" | {r.latency_ms:.0f} | {md_cell(r.error)} |"
             )
+        out += funnel_markdown(suite, max_rows)
         fails = _failures(suite)
         out += ["", f"### NaN and failed samples ({len(fails)})", ""]
         out += [f"- {line}" for line in fails] or ["none"]
@@ -248,6 +251,7 @@ def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True, sor
                 + f"{_num_td(r.latency_ms, '{:.0f}')}<td>{e(r.error)}</td></tr>"
             )
         parts.append("</tbody></table>")
+        parts.append(funnel_html(suite, max_rows))
         fails = _failures(suite)
         parts.append(
             f"<h3>NaN and failed samples ({len(fails)})</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in fails) + "</ul>"
@@ -264,7 +268,7 @@ def render_junit(report: EvalReport) -> str:
         ts = ET.SubElement(root, "testsuite", name=suite.name)
         n_fail = 0
         summary, counts = suite.summary(), suite.counts()
-        for m in suite.metric_names():
+        for m in [m for m in suite.metric_names() if not is_funnel_metric(m)]:
             tc = ET.SubElement(ts, "testcase", classname=f"rag_lab.eval.{suite.name}", name=m)
             c = counts[m]
             bad = c["n_nan"] + c["n_failed"]
@@ -279,10 +283,10 @@ def render_junit(report: EvalReport) -> str:
                 )
                 reasons = suite.ragas.reasons.get(m, {}) if suite.ragas is not None else {}
                 f.text = "\n".join(f"{q}: {why}" for q, why in reasons.items())
-        ts.set("tests", str(len(suite.metric_names())))
+        ts.set("tests", str(len([m for m in suite.metric_names() if not is_funnel_metric(m)])))
         ts.set("failures", str(n_fail))
         ts.set("errors", "0")
-        total += len(suite.metric_names())
+        total += len([m for m in suite.metric_names() if not is_funnel_metric(m)])
         failures += n_fail
     root.set("tests", str(total))
     root.set("failures", str(failures))
@@ -326,7 +330,7 @@ def suites_table(suites: Sequence[SuiteResult], metrics: Sequence[str] | None = 
     lines = []
     for s in suites:
         summ, counts = s.summary(), s.counts()
-        names = list(metrics) if metrics else s.metric_names()
+        names = list(metrics) if metrics else [m for m in s.metric_names() if not is_funnel_metric(m)]
         lines.append(f"{s.name} ({len(s.records)} queries, {s.errors} errors, {s.fallbacks} fallbacks)")
         for m in names:
             if m not in summ:
@@ -334,4 +338,9 @@ def suites_table(suites: Sequence[SuiteResult], metrics: Sequence[str] | None = 
             c = counts[m]
             extra = f"  ({c['n_nan']} NaN, {c['n_failed']} failed of {c['n']})" if c["n_nan"] or c["n_failed"] else ""
             lines.append(f"  {m:>26}: {_fmt(summ[m])}{extra}")
+        if not metrics and any(is_funnel_metric(m) for m in summ):
+            from rag_lab.eval.funnel import funnel_table
+
+            lines.append("  gold funnel (document ranks at each stage):")
+            lines += ["    " + line for line in funnel_table(summ).splitlines()]
     return "\n".join(lines)

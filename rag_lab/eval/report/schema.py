@@ -120,6 +120,7 @@ class _Checker:
                     f"{len(orphans)} record(s) without a metric row and not excluded ({_head(orphans)})",
                 )
         self.ragas(name, s.get("ragas"), rec_qids)
+        self.funnel_section(name, s.get("funnel"))
         summary = s.get("summary")
         if isinstance(summary, Mapping):
             for m, v in summary.items():
@@ -202,7 +203,60 @@ class _Checker:
             lat = r.get("latency_ms", 0.0)
             if not (_is_number(lat) and math.isfinite(lat) and lat >= 0):
                 self.add(_where(suite, qid, "latency_ms"), f"{lat!r} is not a number >= 0")
+            self.funnel_record(suite, qid, r.get("funnel", {}))
         return out
+
+    def funnel_record(self, suite: str, qid: str, f: Any) -> None:
+        """A record's gold funnel (optional: ``{}`` or absent in reports written before it)."""
+        from rag_lab.tuning.funnel import CHAIN, STAGES
+
+        if not isinstance(f, Mapping):
+            self.add(_where(suite, qid, "funnel"), f"is a {type(f).__name__}, not an object")
+            return
+        gold = f.get("gold", [])
+        if not isinstance(gold, list):
+            self.add(_where(suite, qid, "funnel.gold"), "not a list")
+            return
+        for g in gold:
+            if not isinstance(g, Mapping) or not isinstance(g.get("id"), str):
+                self.add(_where(suite, qid, "funnel.gold"), f"{g!r} is not a gold trace with a document id")
+                continue
+            ranks = g.get("ranks")
+            if not isinstance(ranks, Mapping):
+                self.add(_where(suite, qid, f"funnel.gold[{g['id']!r}].ranks"), "not an object")
+                continue
+            for stage, rank in ranks.items():
+                if stage not in STAGES or not (rank is None or (_is_number(rank) and int(rank) == rank and rank >= 1)):
+                    self.add(
+                        _where(suite, qid, f"funnel.gold[{g['id']!r}].ranks.{stage}"),
+                        f"{rank!r}: ranks are integers >= 1 (or null) of the stages {', '.join(STAGES)}",
+                    )
+            if g.get("lost_at", "") not in ("", *CHAIN):
+                self.add(
+                    _where(suite, qid, f"funnel.gold[{g['id']!r}].lost_at"), f"{g.get('lost_at')!r} is not a stage"
+                )
+
+    def funnel_section(self, suite: str, fs: Any) -> None:
+        """The suite's ``funnel`` section: per-stage values inside the metrics' ranges."""
+        if fs is None:
+            return
+        if not isinstance(fs, Mapping):
+            self.add(_where(suite, None, "funnel"), f"is a {type(fs).__name__}, not an object")
+            return
+        for family in ("recall", "hit", "ar"):
+            for stage, by_k in (fs.get(family) or {}).items():
+                for k, v in (by_k or {}).items() if isinstance(by_k, Mapping) else ():
+                    name = f"{stage}.{family}@{k}"
+                    if not is_known_metric(name):
+                        self.add(_where(suite, None, f"funnel.{family}.{stage}.{k}"), "unknown stage or cut-off")
+                    else:
+                        self.value(_where(suite, None, f"funnel.{family}.{stage}.{k}"), name, v, nan_ok=True)
+        for stage, v in (fs.get("lost_at") or {}).items():
+            name = f"funnel.lost_at.{stage}"
+            if not is_known_metric(name):
+                self.add(_where(suite, None, f"funnel.lost_at.{stage}"), "unknown stage")
+            else:
+                self.value(_where(suite, None, f"funnel.lost_at.{stage}"), name, v, nan_ok=True)
 
     def ragas(self, suite: str, rg: Any, rec_qids: set[str] | None) -> None:
         if rg is None:

@@ -176,10 +176,18 @@ class FastSweep:
             p = fe.params_for(post)
             refs: dict[str, list[Any]] = {}
             outcomes: dict[str, str] = {}
+            diags: dict[str, dict[str, Any]] = {}
+            funnel = self.ev.funnel_objective  # the funnel's records cost time: only when ranked by them
             for q in fe.inputs:
                 if fe.needs_recapture(q, p):
                     q2 = await self._recapture(suite, fe, q, post)
-                    outcomes[q.qid], refs[q.qid] = FastEvaluator([q2], fe.base).references(q2, p)
+                    one = FastEvaluator([q2], fe.base)
+                    if funnel:
+                        outcomes[q.qid], refs[q.qid], diags[q.qid] = one.trace(q2, p)
+                    else:
+                        outcomes[q.qid], refs[q.qid] = one.references(q2, p)
+                elif funnel:
+                    outcomes[q.qid], refs[q.qid], diags[q.qid] = fe.trace(q, p)
                 else:
                     outcomes[q.qid], refs[q.qid] = fe.references(q, p)
             titles = {d.id: d.title for d in suite.dataset.corpus}
@@ -205,6 +213,7 @@ class FastSweep:
                         error=captured.error,
                         is_fallback=outcomes[dq.id] == "nothing"
                         or (captured.needs_retrieval and not captured.search_result and not captured.error),
+                        funnel=_funnel(captured, diags.get(dq.id), r, dq.gold_ids) if funnel else {},
                     )
                 )
             memo = self._metrics.get(suite.name)
@@ -277,6 +286,14 @@ class FastSweep:
                 + (f"\n  … {len(problems) - 12} more" if len(problems) > 12 else "")
             )
         return chosen
+
+
+def _funnel(captured: Any, diagnostics: Any, refs: Sequence[Any], gold_ids: Sequence[str]) -> dict[str, Any]:
+    """The gold funnel of one question from the fast evaluator's records (as the pipeline's from
+    its run's: a failed capture keeps what its search recorded, as the failed run does)."""
+    from rag_lab.tuning.funnel import build_funnel
+
+    return build_funnel(diagnostics or {}, refs, gold_ids).to_dict()
 
 
 def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:

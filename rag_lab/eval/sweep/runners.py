@@ -59,6 +59,10 @@ class _Evaluator:
         from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 
         self.lab, self.suites, self.objective, self.ks = lab, list(suites), objective, tuple(ks)
+        from rag_lab.eval.funnel import parse_funnel_metric
+
+        #: ranked by a gold-funnel metric: rows carry it and the lost-at shares (both paths)
+        self.funnel_objective = parse_funnel_metric(objective) is not None
         metrics = list(ragas_metrics)
         if objective in OFFLINE_METRICS and objective not in metrics:
             metrics.append(objective)
@@ -156,6 +160,12 @@ class _Evaluator:
         outcome = hashlib.sha1()  # every question's final contexts: equal digests = same retrieval
         for suite, res in results:
             summ = dict(res.summary())
+            if self.funnel_objective:
+                from rag_lab.eval.funnel import funnel_summary
+                from rag_lab.tuning.funnel import CHAIN
+
+                names = [self.objective, *(f"funnel.lost_at.{s}" for s in CHAIN), "funnel.kept"]
+                summ.update(funnel_summary(res.records, dict.fromkeys(names)))
             if self.ragas_metrics:
                 from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
 

@@ -185,6 +185,11 @@ def objective_direction(objective: str) -> str:
         )
     if objective in OFFLINE_METRICS:
         return "maximize"
+    from rag_lab.eval.funnel import parse_funnel_metric
+    from rag_lab.eval.metric_defs import metric
+
+    if parse_funnel_metric(objective) is not None:  # the gold funnel (search.recall@50, funnel.lost_at.rerank, …)
+        return "maximize" if metric(objective).higher_is_better else "minimize"
     prefix, _, k = objective.partition("@")
     if objective in ("mrr", "map") or (
         prefix in ("recall", "precision", "hit", "ndcg", "mrr") and k.isdigit() and int(k) > 0
@@ -192,5 +197,6 @@ def objective_direction(objective: str) -> str:
         return "maximize"
     raise SweepError(
         f"unknown objective {objective!r}: use a retrieval metric (ndcg@10, recall@5, mrr, map, …), "
+        "a gold-funnel metric (search.recall@50, rerank.hit@10, funnel.lost_at.rerank, …), "
         f"an offline ragas metric ({', '.join(OFFLINE_METRICS)}) or latency_ms"
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.frames.common import FRAMES, short_id
+from rag_lab.lab.frames.funnel import funnel_frame, funnel_of, funnel_rows
 from rag_lab.lab.frames.merge import final_rows, merge_rows
 from rag_lab.lab.frames.rerank import (
     ThresholdOutcome,
@@ -41,6 +42,9 @@ __all__ = [
     "ThresholdOutcome",
     "final_rows",
     "frame",
+    "funnel_frame",
+    "funnel_of",
+    "funnel_rows",
     "fusion_data",
     "fusion_record",
     "fusion_rows",
@@ -55,13 +59,20 @@ __all__ = [
     "rerank_threshold_outcome",
 ]
 
-_ROWS = {"search": search_rows, "fusion": fusion_rows, "rerank": rerank_rows, "merge": merge_rows, "final": final_rows}
+_ROWS = {
+    "search": search_rows,
+    "fusion": fusion_rows,
+    "rerank": rerank_rows,
+    "merge": merge_rows,
+    "final": final_rows,
+    "funnel": funnel_rows,
+}
 
 
 def frame(obj: Any, which: str = "search", **kwargs: Any) -> pd.DataFrame:
-    """A DataFrame of one view: ``search``, ``fusion``, ``rerank``, ``merge`` or ``final``
-    (see the ``*_rows`` functions for the columns). ``fusion=`` passes a fusion trace to the
-    search and fusion views."""
+    """A DataFrame of one view: ``search``, ``fusion``, ``rerank``, ``merge``, ``final`` or
+    ``funnel`` (see the ``*_rows`` functions for the columns). ``fusion=`` passes a fusion trace to
+    the search and fusion views; ``gold_ids=`` names the gold documents of the funnel view."""
     import pandas as pd
 
     fn = _ROWS.get(which)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag_lab.lab.frames.common import _match_type_name, _snapshot, _typed
-from rag_lab.types.diagnostics import QueryExpansionDiagnostics
+from rag_lab.types.diagnostics import QueryExpansionDiagnostics, SearchDiagnostics
 
 
 def fusion_record(trace: Any, params: Any, query: str = "", kb_ids: Sequence[str] = ()) -> dict[str, Any]:
@@ -76,10 +76,18 @@ def fusion_data(obj: Any, fusion: Any = None) -> list[dict[str, Any]] | None:
         snap = None
     if snap is not None:
         recs = snap.state.diagnostics.get("search")
-        if isinstance(recs, list) and recs and isinstance(recs[0], dict) and "fused" in recs[0]:
+        if isinstance(recs, SearchDiagnostics):  # read back from a capture: the records are its calls
+            recs = recs.calls
+        if isinstance(recs, list) and recs and isinstance(recs[0], dict) and _is_fusion_record(recs[0]):
             return recs
     stored = (getattr(obj, "extras", None) or {}).get("fusion")
     return list(stored) if stored else None
+
+
+def _is_fusion_record(rec: dict[str, Any]) -> bool:
+    """A :func:`fusion_record` (hits as dicts), not the search stage's compact per-path record."""
+    fused = rec.get("fused")
+    return isinstance(fused, list) and (not fused or isinstance(fused[0], dict))
 
 
 def _first_ranks(hits: Sequence[dict[str, Any]]) -> dict[str, tuple[int, float]]:

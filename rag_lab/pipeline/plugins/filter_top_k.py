@@ -44,6 +44,17 @@ def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[Searc
     return main + extra, None
 
 
+def top_k_diagnostics(
+    name: str, results: list[SearchResult | None], kept: list[SearchResult | None], before: int, k: int
+) -> FilterTopKDiagnostics:
+    """What a truncating FILTER_TOP_K records: the list, the counts and the results it cut."""
+    left = {id(r) for r in kept}
+    cut = [r for r in sort_search_results_deterministically(results) if r is not None and id(r) not in left]
+    return FilterTopKDiagnostics(
+        field=name, before=before, after=k, cut_ids=[r.id for r in cut], cut_doc_ids=[r.knowledge_id for r in cut]
+    )
+
+
 class PluginFilterTopK(StagePlugin):
     events = (EventType.FILTER_TOP_K,)
     contract = StageContract(
@@ -74,8 +85,8 @@ class PluginFilterTopK(StagePlugin):
             return await next()
         kept, before = filter_top_k(results, chat.request.rerank_top_k)
         if before is not None:
-            state.diagnostics["filter_top_k"] = FilterTopKDiagnostics(
-                field=name, before=before, after=chat.request.rerank_top_k
+            state.diagnostics["filter_top_k"] = top_k_diagnostics(
+                name, results, kept, before, chat.request.rerank_top_k
             )
         setattr(state, name, kept)
         return await next()

@@ -17,7 +17,7 @@ from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginE
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.retrieval.base import SearchParams
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget, has_knowledge_retrieval_scope
-from rag_lab.types.diagnostics import QueryExpansionDiagnostics
+from rag_lab.types.diagnostics import Deferred, QueryExpansionDiagnostics, SearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 
@@ -80,6 +80,11 @@ def target_searches(
     return calls
 
 
+def compact_results(results: Sequence[SearchResult]) -> list[list[Any]]:
+    """``[chunk id, document id, score]`` of each result, in order (``SearchDiagnostics.results``)."""
+    return [[r.id, r.knowledge_id, float(r.score)] for r in results]
+
+
 class PluginSearch(StagePlugin):
     events = (EventType.CHUNK_SEARCH,)
     contract = StageContract(
@@ -103,6 +108,7 @@ class PluginSearch(StagePlugin):
         writes=(
             "state.diagnostics.query_expansion",
             "state.diagnostics.query_expansion_variants",
+            "state.diagnostics.search",
             "state.search_result",
         ),
         # with what HybridSearch reads (image recall, FAQ iteration): the stage cache keys on these
@@ -149,7 +155,9 @@ class PluginSearch(StagePlugin):
         ):
             log.error("chunk_search: no knowledge scope and web search disabled")
             return None  # spec App. B.17: success without next()
-        kb_task = asyncio.ensure_future(self.search_by_targets(chat))
+        diag = SearchDiagnostics()
+        chat.state.diagnostics["search"] = diag
+        kb_task = asyncio.ensure_future(self.search_by_targets(chat, diag))
         web_task = asyncio.ensure_future(self.search_web_if_enabled(chat))
         results: list[SearchResult] = []
         kb_err: BaseException | None = None
@@ -173,13 +181,18 @@ class PluginSearch(StagePlugin):
             extra = await expand_search(chat, self.services)
             chat.state.search_result = results + extra
             chat.state.diagnostics["query_expansion"] = QueryExpansionDiagnostics(triggered=True, added=len(extra))
+        diag.results = compact_results(chat.state.search_result)
 
         if chat.state.search_result:
             return await next()
         return ErrSearchNothing
 
     # -- KB search --------------------------------------------------------------------------
-    async def search_by_targets(self, chat: ChatManage) -> tuple[list[SearchResult], BaseException | None]:
+    async def search_by_targets(
+        self, chat: ChatManage, diag: SearchDiagnostics | None = None
+    ) -> tuple[list[SearchResult], BaseException | None]:
+        """The knowledge-base searches of the turn; each call's per-path record goes to ``diag``
+        (in call order) when the searcher gives one (``search_with_paths``)."""
         req = chat.request
         targets = [t for t in req.search_targets if t is not None]
         if not targets:
@@ -205,9 +218,12 @@ class PluginSearch(StagePlugin):
         outcomes = await asyncio.gather(
             *(self._search_group(chat, key, group, kbs, query_text) for key, group in groups.items())
         )
+        if diag is not None:
+            recs = [rec for _, _, group_recs in outcomes for rec in group_recs]
+            diag.update(calls=Deferred(lambda: [{"kb": kb, **(rec() if callable(rec) else rec)} for kb, rec in recs]))
         results: list[SearchResult] = []
         first_err: BaseException | None = None
-        for got, err in outcomes:
+        for got, err, _ in outcomes:
             results.extend(got)
             if err is not None and first_err is None:
                 first_err = err
@@ -215,7 +231,7 @@ class PluginSearch(StagePlugin):
 
     async def _search_group(
         self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
-    ) -> tuple[list[SearchResult], BaseException | None]:
+    ) -> tuple[list[SearchResult], BaseException | None, list[tuple[str, Any]]]:
         req = chat.request
         if self.services.searcher is None:
             raise RuntimeError("chunk_search: no searcher configured (Services.searcher)")
@@ -243,14 +259,21 @@ class PluginSearch(StagePlugin):
                 disable_vector = True
 
         results: list[SearchResult] = []
+        records: dict[int, tuple[str, Any]] = {}  # by call position: calls finish in any order
+        with_paths = getattr(type(searcher), "search_with_paths", None) is not None
 
-        async def call(primary: str, sp: SearchParams) -> list[SearchResult]:
+        async def paths_of(n: int, primary: str, sp: SearchParams) -> list[SearchResult]:
+            got, rec = await searcher.search_with_paths(primary, sp)
+            records[n] = (primary, rec)  # the record, or a function building it on first read
+            return got  # type: ignore[no-any-return]
+
+        async def call(n: int, primary: str, sp: SearchParams) -> list[SearchResult]:
             # search_timeout_s bounds remote work only: a search that runs wholly in this process
             # (FAISS + BM25, the ONNX query embedder) is awaited however long it takes
             in_process = getattr(searcher, "runs_in_process", None)
             try:
                 return await call_with_timeout(
-                    searcher.search(primary, sp),
+                    paths_of(n, primary, sp) if with_paths else searcher.search(primary, sp),
                     in_process=bool(in_process is not None and in_process(primary, sp)),
                     stage="chunk_search",
                     param="search_timeout_s",
@@ -262,12 +285,14 @@ class PluginSearch(StagePlugin):
                 return []
 
         calls = [
-            call(primary, sp)
-            for primary, sp in target_searches(req, group, query_text, embedding, disable_vector=disable_vector)
+            call(n, primary, sp)
+            for n, (primary, sp) in enumerate(
+                target_searches(req, group, query_text, embedding, disable_vector=disable_vector)
+            )
         ]
         for got in await asyncio.gather(*calls):
             results.extend(got)
-        return results, (errors[0] if errors else None)
+        return results, (errors[0] if errors else None), [records[n] for n in sorted(records)]
 
     # -- web search -------------------------------------------------------------------------
     async def search_web_if_enabled(self, chat: ChatManage) -> tuple[list[SearchResult], BaseException | None]:

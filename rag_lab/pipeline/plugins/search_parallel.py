@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError, run_parallel
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.pipeline.plugins.search import compact_results
 from rag_lab.searchutil.dedup import remove_duplicate_results
 from rag_lab.types.chat_manage import ChatManage
+from rag_lab.types.diagnostics import SearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 
@@ -33,6 +35,7 @@ class PluginSearchParallel(StagePlugin):
             "state.diagnostics.entity_search",
             "state.diagnostics.query_expansion",
             "state.diagnostics.query_expansion_variants",
+            "state.diagnostics.search",
             "state.graph_result",
             "state.search_result",
         ),
@@ -70,6 +73,9 @@ class PluginSearchParallel(StagePlugin):
         )
         chat.state.diagnostics.update(chunk_chat.state.diagnostics)
         chat.state.diagnostics.update(entity_chat.state.diagnostics)
+        search_diag = chat.state.diagnostics.get("search")
+        if isinstance(search_diag, SearchDiagnostics):  # the stage's output: graph hits in, duplicates out
+            search_diag.results = compact_results(chat.state.search_result)
         if chunk_chat.state.graph_result is not None or entity_chat.state.graph_result is not None:
             chat.state.graph_result = entity_chat.state.graph_result
         if not chat.state.search_result:
