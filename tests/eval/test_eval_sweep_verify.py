@@ -154,3 +154,24 @@ def test_verify_compares_scores_and_marks_checked_rows() -> None:
     rec = noise.fast_records[0][1][0][1].records[0]
     rec.context_scores = [math.nextafter(rec.context_scores[0], 1.0), rec.context_scores[1]]
     assert asyncio.run(noise.verify()) == [0, 1, 2]
+
+
+def test_check_plan_boundaries_pinned_against_mutants() -> None:
+    """Survivors of the sweep_verify mutation run, each pinned by a value."""
+    r = list(range(27))
+    assert check_plan(27, r) == check_plan(27, r, "auto", share=0.05, miss=0.01, top=3, seed=0)  # the defaults
+    assert check_plan(27, r).mode == "auto" and parse_check("auto") == "auto"
+    assert check_plan(10, list(range(10)), share=1.0).bad == 10  # share 1 is allowed
+    assert check_plan(10, list(range(10)), share=0.05).bad == 1  # at least one bad config
+    assert check_plan(0, []).indices == [] and check_plan(0, []).bad == 0
+    every = check_plan(5, [4, 3, 2, 1, 0], "all")
+    assert (every.n_top, every.n_sampled, every.bad, every.mode) == (5, 0, 1, "all")
+    assert check_plan(3, [0, 1, 2]).describe() == "all 3 configs"  # the top 3 are every config
+    assert sample_size(2, 1, 0.5) == 1  # miss probability exactly at the target is enough
+    with pytest.raises(ValueError, match=r"check miss probability 0 must be in \(0, 1\)"):
+        check_plan(5, [0], miss=0)
+    with pytest.raises(ValueError, match="check top -1 must be >= 0"):
+        check_plan(5, [0], top=-1)
+    for bad in (True, 1.5, -2):
+        with pytest.raises(ValueError, match=r"--check must be 'auto', 'all' or an integer >= 0, got"):
+            check_plan(5, [0], bad)  # type: ignore[arg-type]
