@@ -24,7 +24,7 @@ cur.json: 2 problems:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rag_lab.eval.metric_defs import is_known_metric, metric
@@ -129,6 +129,23 @@ class _Checker:
                 else:
                     self.value(_where(name, None, f"summary.{m}"), str(m), v, nan_ok=True)
 
+    def _keyed(self, suite: str, items: list[Any], label: str, twice: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """``(qid, item)`` of each object with a non-empty string ``qid``; the others, and a qid
+        seen before (``twice``), are reported (a repeated one is still yielded)."""
+        seen: set[str] = set()
+        for j, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                self.add(_where(suite, f"{label} #{j + 1}"), f"is a {type(item).__name__}, not an object")
+                continue
+            qid = item.get("qid")
+            if not isinstance(qid, str) or not qid:
+                self.add(_where(suite, f"{label} #{j + 1}", "qid"), f"{qid!r} is not a non-empty string")
+                continue
+            if qid in seen:
+                self.add(_where(suite, qid), twice)
+            seen.add(qid)
+            yield qid, item
+
     def retrieval(self, suite: str, rt: Any) -> list[str] | None:
         if not isinstance(rt, Mapping):
             self.add(_where(suite, None, "retrieval"), "missing or not an object")
@@ -149,18 +166,7 @@ class _Checker:
             self.add(_where(suite, None, "retrieval.rows"), "missing or not a list")
             return None
         qids: list[str] = []
-        seen: set[str] = set()
-        for j, row in enumerate(rows):
-            if not isinstance(row, Mapping):
-                self.add(_where(suite, f"row #{j + 1}"), f"is a {type(row).__name__}, not an object")
-                continue
-            qid = row.get("qid")
-            if not isinstance(qid, str) or not qid:
-                self.add(_where(suite, f"row #{j + 1}", "qid"), f"{qid!r} is not a non-empty string")
-                continue
-            if qid in seen:
-                self.add(_where(suite, qid), "the question has more than one metric row")
-            seen.add(qid)
+        for qid, row in self._keyed(suite, rows, "row", "the question has more than one metric row"):
             qids.append(qid)
             for m in names:
                 if m not in row:
@@ -181,16 +187,7 @@ class _Checker:
             self.add(_where(suite, None, "records"), "missing or not a list (the per-question records)")
             return None
         out: set[str] = set()
-        for j, r in enumerate(recs):
-            if not isinstance(r, Mapping):
-                self.add(_where(suite, f"record #{j + 1}"), f"is a {type(r).__name__}, not an object")
-                continue
-            qid = r.get("qid")
-            if not isinstance(qid, str) or not qid:
-                self.add(_where(suite, f"record #{j + 1}", "qid"), f"{qid!r} is not a non-empty string")
-                continue
-            if qid in out:
-                self.add(_where(suite, qid), "the question has more than one record")
+        for qid, r in self._keyed(suite, recs, "record", "the question has more than one record"):
             out.add(qid)
             for f in ("gold_ids", "retrieved_doc_ids", "context_ids", "context_doc_ids"):
                 v = r.get(f, [])
