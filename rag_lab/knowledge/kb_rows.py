@@ -18,7 +18,7 @@ demand (:meth:`RowTable.get`) by the store's positional decoder.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge
@@ -32,6 +32,75 @@ T = TypeVar("T", Chunk, Knowledge)
 
 #: the tables held, and the class their rows decode into
 _TABLES: dict[str, type] = {"chunks": Chunk, "knowledge": Knowledge}
+
+#: columns whose values repeat across a KB's rows (its id, a type, a status, ``'{}'``, a document
+#: id shared by its chunks): SQLite returns a new object per row for each, so a held table keeps
+#: one object per distinct value instead (``benchmarks/kb_rows_memory.py``: 148 → 88 MB at 100k
+#: chunks and documents, measured with tracemalloc)
+_SHARED_COLUMNS: dict[str, frozenset[str]] = {
+    "chunks": frozenset(
+        {
+            "knowledge_id",
+            "knowledge_base_id",
+            "chunk_type",
+            "start_at",
+            "end_at",
+            "parent_chunk_id",
+            "pre_chunk_id",
+            "next_chunk_id",
+            "index_status",
+            "image_info",
+            "metadata",
+            "tag_id",
+        }
+    ),
+    "knowledge": frozenset(
+        {
+            "knowledge_base_id",
+            "file_type",
+            "source",
+            "channel",
+            "description",
+            "enable_status",
+            "metadata",
+            "custom_metadata",
+            "created_at",
+            "updated_at",
+        }
+    ),
+}
+#: the column of each table that holds the document id, shared with the other table's when it is
+#: held (a chunk's ``knowledge_id`` is its document row's ``id``)
+_DOCUMENT_ID: dict[str, str] = {"chunks": "knowledge_id", "knowledge": "id"}
+
+
+def share_values(
+    rows: Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    shared: Collection[str],
+    known: dict[Any, Any] | None = None,
+) -> list[tuple[Any, ...]]:
+    """``rows`` with the values of the ``shared`` columns replaced by one object per distinct
+    value (equal rows, less memory); ``known`` seeds the values (objects another table holds).
+    Column by column (``zip``, ``map``): the rows' Python loop cost twice the table's read."""
+    rows = list(rows)
+    at = [i for i, c in enumerate(columns) if c in shared]
+    if not rows or not at:
+        return [tuple(r) for r in rows]
+    # one pool per type: 1 == 1.0 == True, and a float column keeps its floats; ±0.0 are equal
+    # but not the same value, so a float column holding a zero is left as it is
+    pools: dict[type, dict[Any, Any]] = {str: known if known is not None else {}, int: {}, float: {}}
+    cols: list[Any] = list(zip(*rows))
+    for i in at:
+        kinds = set(map(type, cols[i]))
+        if len(kinds) != 1:
+            continue
+        (kind,) = kinds
+        pool = pools.get(kind)
+        if pool is None or (kind is float and 0.0 in cols[i]):
+            continue
+        cols[i] = list(map(pool.setdefault, cols[i], cols[i]))
+    return list(zip(*cols))
 
 
 class RowTable(Generic[T]):
@@ -86,8 +155,9 @@ class KbRows:
     """The tables of whole KBs a store's readers share (one per :class:`KnowledgeStore`)."""
 
     #: rows held in all (chunks and documents of every KB held); a table that would pass it is
-    #: not held. ``benchmarks/search.py`` notes what they take: 227 MB (``sys.getsizeof``, an upper
-    #: bound) for 100,000 chunks of ~350 characters and their 100,000 documents.
+    #: not held. ``benchmarks/kb_rows_memory.py`` measures what they take with tracemalloc: 88 MB
+    #: for 100,000 chunks of ~350 characters and their 100,000 documents (``sys.getsizeof``'s
+    #: upper bound, which ``search.py`` prints, counts shared values once per row).
     max_rows = 300_000
 
     def __init__(self, store: KnowledgeStore) -> None:
@@ -116,6 +186,16 @@ class KbRows:
         with self._lock:
             return [t for t in self._tables.values() if t is not None]
 
+    def _ids(self, table: str, kb_id: str) -> dict[Any, Any]:
+        """The document ids the KB's other table holds (itself to itself), to share with this one;
+        empty when it is not held. Called under the lock."""
+        other = next(t for t in _TABLES if t != table)
+        held = self._tables.get((other, kb_id))
+        if held is None:
+            return {}
+        at = held.at[_DOCUMENT_ID[other]]
+        return {r[at]: r[at] for r in held.rows.values()}
+
     def _table(self, table: str, kb_id: str, token: Any) -> RowTable[Any] | None:
         store = self.store
         if token is None:
@@ -129,7 +209,13 @@ class KbRows:
             found: RowTable[Any] | None = None
             if self.max_rows > 0 and self._held + store.count_kb_rows(table, kb_id) <= self.max_rows:
                 columns, rows = store.kb_table_rows(table, kb_id)
-                found = RowTable(columns, rows, store.row_decoder(_TABLES[table], columns))
+                found = RowTable(
+                    columns,
+                    share_values(
+                        rows, columns, _SHARED_COLUMNS[table] | {_DOCUMENT_ID[table]}, self._ids(table, kb_id)
+                    ),
+                    store.row_decoder(_TABLES[table], columns),
+                )
                 self._held += len(found)
             self._tables[key] = found
             return found
