@@ -8,6 +8,8 @@ Layout::
     <root>/indexes/<kb_id>/bm25/CURRENT    name of the live keyword index version
     <root>/indexes/<kb_id>/bm25/v…/        bm25s index + tokens (KeywordIndex)
     <root>/locks/<kb_id>.lock              the KB's cross-process write lock
+    <root>/vectors.sqlite                  vectors by (model key, text), opened by the Lab
+                                           (rag_lab.models.vector_cache)
 
 Writers hold :meth:`Workspace.kb_lock` (a file lock shared by every process on the workspace,
 plus a thread lock) and start from the newest saved index; saves switch versions atomically

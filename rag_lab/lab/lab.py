@@ -125,12 +125,13 @@ class Run:
         return save_capture(self, path, **kw)
 
     def timings_frame(self):
-        """One row per stage: event, start, duration (ms), error (``StageTiming`` fields)."""
-        import dataclasses
+        """One row per stage: event, start, ``duration_ms`` (background work included) and
+        ``background_ms``, error (pandas)."""
+        from dataclasses import asdict
 
         import pandas as pd
 
-        return pd.DataFrame([dataclasses.asdict(t) for t in self.timings])
+        return pd.DataFrame([asdict(t) for t in self.timings])
 
 
 def ensure_owned_session(store: Any, session_id: str, user_id: str, tenant_id: int = 0) -> Any:

@@ -89,6 +89,8 @@ async def test_the_answer_models_time_shows_in_its_stage(tiny: tuple[Path, Any, 
     timing = next(t for t in run.timings if t.event == "chat_completion_stream")
     assert timing.background_ms > 0 and timing.duration_ms >= chat_calls[0].ms
     assert run.ledger.stage_ms["chat_completion_stream"] == timing.duration_ms
+    frame = run.timings_frame()  # (StageTiming has slots: no __dict__ to build it from)
+    assert frame.set_index("event").loc["chat_completion_stream", "background_ms"] == timing.background_ms
 
 
 def test_cache_stats_and_clear_commands(tiny: tuple[Path, Any, str], tmp_path: Path, capsys: Any) -> None:

@@ -144,3 +144,21 @@ def test_a_file_of_another_layout_is_started_again(tmp_path: Path) -> None:
     assert store.get_many("m", ["x"]) == [None]
     store.put_many("m", ["x"], np.ones((1, 2), dtype=np.float32))
     assert store.get_many("m", ["x"])[0].tolist() == [1.0, 1.0] and store.stats()["rows"] == 1
+
+
+def test_use_times_of_reads_are_written_in_a_batch_at_close(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000_000.0]
+    monkeypatch.setattr(vc.time, "time", lambda: clock[0])
+    path = tmp_path / "v.sqlite"
+    store = VectorCache(path)
+    store.put_many("m", ["a", "b"], np.ones((2, 2), dtype=np.float32))
+    clock[0] += 3600
+    store.get_many("m", ["a", "b"])
+
+    def used() -> list[int]:
+        with sqlite3.connect(path) as conn:
+            return [r[0] for r in conn.execute("SELECT used FROM uses ORDER BY used")]
+
+    assert used() == [1_000_000, 1_000_000]  # the read wrote nothing
+    store.close()
+    assert used() == [1_003_600, 1_003_600]
