@@ -27,12 +27,13 @@ and the caller computes the vectors.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,20 @@ def _statements(script: str) -> list[str]:
             out.append(buf.strip())
             buf = ""
     return out
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A ``BEGIN IMMEDIATE`` write transaction: committed when the block ends, rolled back when
+    it raises (anything, Ctrl-C included)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def vector_key(model_key: str, text: str) -> bytes:
@@ -233,15 +248,8 @@ class VectorCache:
         if not keys:
             return
         try:
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(self._conn()) as conn:
                 self._touch(conn, keys, int(time.time()))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             self._failed("a write", exc)
 
@@ -258,9 +266,7 @@ class VectorCache:
         now = int(time.time())
         rows = [(vector_key(model_key, t), little[i].tobytes()) for i, t in enumerate(texts)]
         try:
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(self._conn()) as conn:
                 conn.execute("INSERT OR IGNORE INTO models (model_key) VALUES (?)", (model_key,))
                 (model_id,) = conn.execute("SELECT id FROM models WHERE model_key = ?", (model_key,)).fetchone()
                 (before,) = conn.execute("SELECT rows FROM totals WHERE id = 0").fetchone()
@@ -272,11 +278,6 @@ class VectorCache:
                 (after,) = conn.execute("SELECT rows FROM totals WHERE id = 0").fetchone()
                 added = int(after) - int(before)
                 self._evict(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             self._failed("a write", exc)
             return 0
@@ -298,9 +299,7 @@ class VectorCache:
 
     def clear(self, model_key: str | None = None) -> int:
         """Remove every row (or those of one model key) and vacuum the file; returns the rows removed."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(self._conn()) as conn:
             if model_key is None:
                 n = conn.execute("DELETE FROM vectors").rowcount
                 conn.execute("DELETE FROM models")
@@ -311,11 +310,6 @@ class VectorCache:
                 if row is not None:
                     n = conn.execute("DELETE FROM vectors WHERE model_id = ?", (row[0],)).rowcount
                     conn.execute("DELETE FROM models WHERE id = ?", (row[0],))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         conn.execute("VACUUM")
         return int(n)
 
