@@ -660,3 +660,86 @@ def test_stats_boundaries_pinned_against_mutants() -> None:
     assert paired_permutation_pvalue([0.0] * 20, n_resamples=5000) == 1.0
     with pytest.raises(ValueError, match="^paired differences must be a finite 1-D sequence$"):
         paired_permutation_pvalue([math.inf])
+
+
+def test_compare_boundaries_pinned_against_mutants() -> None:
+    """Survivors of the gate_compare mutation run, each pinned by a value."""
+    from rag_lab.eval.gate import powered
+    from rag_lab.eval.gate.result import MetricCheck
+
+    pol = GatePolicy(metrics=["chrf"])
+    base = chrf_report([0.5] * 8)
+
+    def only(res: Any) -> Any:
+        return next(c for c in res.checks if c.metric == "chrf")
+
+    # a significant rise smaller than the tolerance is no improvement; the rise's p is Holm-adjusted
+    small_up = only(compare_reports(base, chrf_report([0.51] * 8), pol))
+    assert (small_up.status, small_up.p_up) == ("ok", pytest.approx(2.0**-8))
+    assert small_up.p_up_adjusted == small_up.p_up and (small_up.n_better, small_up.n_worse) == (8, 0)
+    up = only(compare_reports(base, chrf_report([0.6] * 8), pol))
+    assert up.status == "improved" and up.effect_size != up.effect_size  # d_z is NaN: every diff equal
+    pair = lambda v: EvalReport([chrf_report(v, "a").suites[0], chrf_report(v, "b").suites[0]])  # noqa: E731
+    two = compare_reports(pair([0.5] * 8), pair([0.6] * 8), pol)
+    assert [c.p_up_adjusted for c in two.checks if c.metric == "chrf"] == pytest.approx([2 * 2.0**-8] * 2)
+    # a drop of exactly the tolerance is not beyond it
+    at_tol = only(compare_reports(base, chrf_report([0.4375] * 8), GatePolicy(metrics=["chrf"], tolerance=0.0625)))
+    assert at_tol.delta == -0.0625 and at_tol.status != "regression"  # exact in binary
+    # nothing moved up or down: unchanged; moved with mean exactly 0: ok (not insufficient data)
+    even = only(compare_reports(base, chrf_report([0.6, 0.4] * 4), pol))
+    assert even.delta == pytest.approx(0.0, abs=1e-12) and even.status == "ok" and even.n_informative == 8
+    lo, hi = bootstrap_ci([0.1, -0.1] * 4, pol.ci_level, pol.n_resamples, pol.seed)
+    assert (even.ci_low, even.ci_high) == (lo, hi)  # the policy's seed
+    # powered: exactly min_queries moved and mde exactly the tolerance are enough
+    c = MetricCheck("s", "m", 0.5, 0.4, -0.1, 0.05, 0.5, 10, 0, 0, "ok", mde=0.05, min_queries=5, n_informative=5)
+    assert powered(c)
+    # a metric the current run lacks fails as missing, with the check's own fields
+    no_chrf = chrf_report([0.5] * 8)
+    no_chrf.suites[0].ragas = None
+    (m,) = [x for x in compare_reports(base, no_chrf, pol).checks if x.metric == "chrf"]
+    assert (m.suite, m.metric, m.baseline, m.tolerance, m.status) == ("s", "chrf", 0.5, 0.02, "missing")
+    assert m.note == "metric missing from the current run" and m.failed
+    # a current mean of NaN is status nan
+    all_nan = only(compare_reports(base, chrf_report([math.nan] * 8), pol))
+    assert all_nan.status == "nan" and all_nan.tier == "regression"
+
+
+def test_query_changes_pinned_against_mutants() -> None:
+    base = chrf_report([0.5, 0.0, 0.5, 0.5])
+    cur = chrf_report([0.5, math.nan, 0.5, 0.4])
+    cur.suites[0].records[2].answer = "another answer"
+    del cur.suites[0].records[0]  # q0 missing from the current run: the later changes still listed
+    cur.suites[0].retrieval.rows = [r for r in cur.suites[0].retrieval.rows if r["qid"] != "q0"]
+    rg = cur.suites[0].ragas
+    assert rg is not None
+    rg.qids, rg.values["chrf"] = rg.qids[1:], rg.values["chrf"][1:]
+    res = compare_reports(base, cur, GatePolicy(metrics=["chrf"], allow_underpowered=True))
+    by = {ch.qid: ch for ch in res.changes}
+    assert set(by) == {"q1", "q2", "q3"}
+    assert by["q1"].nan_metrics == ["chrf"] and by["q1"].deltas == {}  # 0 -> NaN: no drop to count
+    assert by["q2"].changed == ["answer"] and (by["q2"].baseline_answer, by["q2"].current_answer) == (
+        "",
+        "another answer",
+    )
+    assert by["q3"].changed == ["metrics"] and by["q3"].deltas == {"chrf": pytest.approx(-0.1)}
+    b2 = chrf_report([0.7, 0.5])
+    gone = compare_reports(b2, chrf_report([math.nan, 0.5]), GatePolicy(metrics=["chrf"]))
+    assert gone.changes[0].deltas == {"chrf": pytest.approx(-0.7)}  # became NaN: a drop to 0
+    # equal worst and sum: the change with more kinds of change first
+    w = chrf_report([0.5, 0.5])
+    x = chrf_report([0.4, 0.4])
+    x.suites[0].records[1].answer = "changed"
+    x.suites[0].records[1].retrieved_doc_ids = ["elsewhere"]
+    order = compare_reports(w, x, GatePolicy(metrics=["chrf"], allow_underpowered=True)).changes
+    assert [ch.qid for ch in order] == ["q1", "q0"]
+
+
+def test_error_check_pinned_against_mutants() -> None:
+    fixed = compare_reports(chrf_report([0.5] * 3), chrf_report([0.5] * 3))
+    err = next(c for c in fixed.checks if c.metric == "model_errors")
+    assert (err.status, err.n_pairs, err.tolerance, err.delta) == ("unchanged", 3, 0.0, 0.0)
+    was = chrf_report([0.5] * 3)
+    was.suites[0].records[1].error = "APIError: down"
+    healed = next(c for c in compare_reports(was, chrf_report([0.5] * 3)).checks if c.metric == "model_errors")
+    assert (healed.status, healed.n_informative, healed.delta, healed.failed) == ("ok", 1, -1.0, False)
+    assert math.isnan(healed.p_value) and (healed.bad_baseline, healed.bad_current) == (0, 0)
