@@ -688,7 +688,7 @@ def test_compare_boundaries_pinned_against_mutants() -> None:
     # nothing moved up or down: unchanged; moved with mean exactly 0: ok (not insufficient data)
     even = only(compare_reports(base, chrf_report([0.6, 0.4] * 4), pol))
     assert even.delta == pytest.approx(0.0, abs=1e-12) and even.status == "ok" and even.n_informative == 8
-    lo, hi = bootstrap_ci([0.1, -0.1] * 4, pol.ci_level, pol.n_resamples, pol.seed)
+    lo, hi = bootstrap_ci([0.6 - 0.5, 0.4 - 0.5] * 4, pol.ci_level, pol.n_resamples, pol.seed)
     assert (even.ci_low, even.ci_high) == (lo, hi)  # the policy's seed
     # powered: exactly min_queries moved and mde exactly the tolerance are enough
     c = MetricCheck("s", "m", 0.5, 0.4, -0.1, 0.05, 0.5, 10, 0, 0, "ok", mde=0.05, min_queries=5, n_informative=5)
