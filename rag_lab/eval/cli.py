@@ -745,6 +745,10 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_convert)
 
+    from rag_lab.eval.calibrate_cli import add_calibrate_command
+
+    add_calibrate_command(subparsers)
+
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
