@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError
+from rag_lab.eval.sweep.specs import INDEX_PARAMS, LATENCY_OF_CAPTURE, LATENCY_OF_PIPELINE, SweepError, p95
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.sweep.runners import _Evaluator, _Suite
@@ -44,17 +44,6 @@ __all__ = [
     "RetrievalMemo",
     "fast_path_reason",
 ]
-
-#: what a row's ``latency_ms`` measured (the CSV's ``latency_of`` column)
-LATENCY_OF_CAPTURE = "capture runs: the pipeline at this config's retrieval settings, not this config"
-LATENCY_OF_PIPELINE = "pipeline: this config, every question"
-
-
-def _p95(lat: Sequence[float]) -> float:
-    if not lat:
-        return math.nan
-    s = sorted(lat)
-    return s[min(len(s) - 1, int(math.ceil(0.95 * len(s))) - 1)]
 
 
 #: ragas offline metrics that read only the contexts (not the answer)
@@ -304,7 +293,7 @@ class FastSweep:
             problems += [f"config {config}: {p}" for p in found[:3]]
             lat = sorted(r.latency_ms for _, res in pipeline for r in res.records if not r.error)
             row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
-            row["p95_latency_ms"] = _p95(lat)
+            row["p95_latency_ms"] = p95(lat)
             row["evaluated_by"] = "fast, checked"
             row["latency_of"] = LATENCY_OF_PIPELINE
         self.checked = chosen
