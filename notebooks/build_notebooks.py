@@ -446,6 +446,50 @@ best.rerank_threshold, best.mmr_lambda, best.rerank_top_k""",
     ),
     (
         "md",
+        """## Where the gold is lost, and a threshold calibrated for it
+
+The gold funnel of one question (`run.frame("funnel", gold_ids=…)`): each gold document's rank at
+every stage, what the stage did with its best chunk, and the stage that lost it. Then the
+threshold calibration (`rag-lab calibrate`): the raw model scores of gold and other candidates, the
+precision / recall / F1 curve over `rerank_threshold`, and what each suggested threshold does end
+to end through the ladder (degraded retry, top-1 fallback), from the captures the sweep made.""",
+    ),
+    (
+        "code",
+        """q = suite.load().queries[0]
+frun = lab.ask(q.question, kb=suite.kb_name)
+frun.frame("funnel", gold_ids=q.gold_ids).head(16)""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.cache import enable_stage_cache
+from rag_lab.eval.calibration import acalibrate
+from rag_lab.eval.report.plots import calibration_png
+handle = enable_stage_cache(lab, os.path.join(workspace, "cache"))  # the sweep's captures are read back
+cal = await acalibrate(lab, suite.load(), suite.kb_name, target_recall=0.95, suite=suite.name)
+handle.disable()
+display(pd.DataFrame([{k: s.get(k) for k in ("name", "threshold", "precision", "recall", "f1")}
+                      | {f"final recall@5": (s.get("end_to_end") or {}).get("recall@5")}
+                      | (s.get("end_to_end") or {}).get("outcomes", {}) for s in cal.suggestions]))
+Image(data=calibration_png(cal))""",
+    ),
+    (
+        "md",
+        """## Does the tuned config hold on unseen questions?
+
+`rag-lab sweep --holdout 0.3` chooses the best config on 70 % of the questions and reports it on
+the other 30 % (through the full pipeline) against the default config: the paired test, the CI of
+the difference and the optimism (tuning-part score minus held-out score).""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.sweep.holdout import run_holdout
+_, held = await run_holdout(lab, [suite], [parse_param("rerank_threshold=0.1:0.7:0.1")], "ndcg@10", 0.3,
+                            cache_dir=os.path.join(workspace, "cache"), progress=False, check=1)
+print(held.line())""",
+    ),
+    (
+        "md",
         """## Live tuning
 
 The same evaluator behind sliders: move a knob and the metric table and the metric-vs-parameter

@@ -61,7 +61,8 @@ def _suites(args: argparse.Namespace) -> list[Any]:
     specs = [parse_suite_spec(s) for s in args.dataset]
     if getattr(args, "limit", None) or getattr(args, "max_docs", None):
         specs = [
-            SuiteSpec(s.dataset, args.limit or s.n_queries, args.max_docs or s.max_docs, s.seed, s.name) for s in specs
+            SuiteSpec(s.dataset, args.limit or s.n_queries, args.max_docs or s.max_docs, s.seed, s.name, start=s.start)
+            for s in specs
         ]
     return specs
 
@@ -263,10 +264,22 @@ def _project(
     projection.check_budget(getattr(args, "budget", None))
 
 
+def _params_file(path: str | None) -> dict[str, Any]:
+    """The ``params:`` of a YAML file (a sweep's ``<name>_best.yaml``, or a lab config's), as
+    overrides; the names and values are checked as ``PipelineParams.from_yaml`` checks them."""
+    if not path:
+        return {}
+    from rag_lab.types.params import PipelineParams
+
+    PipelineParams.from_yaml(path)  # names the file, the bad field and value
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return dict(raw.get("params") or {}) if "params" in raw else dict(raw)
+
+
 def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
     from rag_lab.eval.runner import evaluate_suites
 
-    params = _overrides(args.param)
+    params = {**_params_file(getattr(args, "params_file", None)), **_overrides(args.param)}
     lab = lab if lab is not None else _lab(args)
     metrics = _ragas_metrics(args)
     judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
@@ -360,7 +373,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     if args.ray is not None or not args.quiet:
         print(choice, file=sys.stderr)
-    if choice.kind == "ray":
+    holdout = None
+    if args.holdout is not None:
+        from rag_lab.eval.sweep.holdout import run_holdout
+
+        if args.ray is not None:
+            raise ValueError("--holdout runs in this process: leave out --ray")
+        try:
+            held: Any = float(args.holdout)
+        except ValueError:
+            from rag_lab.eval.runner import parse_suite_spec
+
+            held = [parse_suite_spec(args.holdout)]
+        result, holdout = _run(
+            lambda: run_holdout(
+                lab,
+                suites,
+                spaces,
+                args.objective,
+                held,
+                seed=args.seed,
+                n_trials=args.optuna_trials,
+                ragas_metrics=metrics,
+                base_params=base,
+                cache_dir=cache_dir,
+                progress=not args.quiet,
+                fast=not args.no_fast,
+                check=args.check,
+                check_share=args.check_share,
+                check_miss=args.check_miss,
+            )
+        )
+    elif choice.kind == "ray":
         result = _run(
             lambda: run_sweep_on_ray(
                 lab,
@@ -445,6 +489,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"capture(s) ({fast['capture_s']:.1f} s); re-checked on the full pipeline: {fast['check_plan']} "
             "(configs " + ", ".join(map(str, fast["checked_configs"])) + "): identical contexts, scores and metrics"
         )
+    if holdout is not None:
+        print(holdout.line())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if track:
         from rag_lab.eval.tracking import log_sweep
@@ -557,6 +603,14 @@ def add_eval_commands(subparsers: Any) -> None:
 
     p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
     _add_dataset_options(p)
+    p.add_argument(
+        "--config",
+        dest="params_file",
+        default=None,
+        metavar="PARAMS.yaml",
+        help="apply the params: of this YAML (a sweep's <name>_best.yaml) to every question, under --param; "
+        "the lab config stays `rag-lab --config LAB.yaml eval …`",
+    )
     _add_ragas_options(p)
     p.add_argument("--out", default="reports")
     p.add_argument("--name", default=None, help="report file name (default eval_<datasets>)")
@@ -663,6 +717,14 @@ def add_eval_commands(subparsers: Any) -> None:
         help="run the configs on Ray Tune (extra 'distributed'): no ADDRESS = a local cluster started for the run, "
         "'auto' = this machine's cluster, 'ray://head:10001' = a remote one",
     )
+    p.add_argument(
+        "--holdout",
+        default=None,
+        metavar="F|SPEC",
+        help="choose the best config on the other questions and report it on a seeded fraction F of each dataset's "
+        "questions (or on the dataset spec SPEC, e.g. NAME@50-100): held-out score, paired test against the "
+        "default config, optimism",
+    )
     p.add_argument("--ray-workers", type=int, default=2, help="concurrent trials (CPUs of a local cluster)")
     p.add_argument(
         "--ray-min-configs",
@@ -744,6 +806,10 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--skip-impossible", action="store_true", help="SQuAD 2.0: drop unanswerable questions")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_convert)
+
+    from rag_lab.eval.calibrate_cli import add_calibrate_command
+
+    add_calibrate_command(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.ingest import _replay_history, dataset_documents, eval_kb_name, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord, answer_text
+from rag_lab.eval.score_range import merge_ranges, run_score_range
 from rag_lab.eval.suite_spec import SuiteSpec, parse_suite_spec
 from rag_lab.tuning.funnel import build_funnel
 
@@ -100,6 +101,8 @@ class EvalResult:
     runs: dict[str, Run] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # overrides of the lab's params
     seconds: float = 0.0
+    #: the raw rerank-model scores seen (:func:`rag_lab.eval.score_range.merge_ranges`; None: none)
+    rerank_scores: dict[str, Any] | None = None
 
     @property
     def mean_latency_ms(self) -> float:
@@ -175,7 +178,7 @@ async def evaluate_lab(
     if n < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
 
-    async def one(q: Any) -> tuple[QueryRecord, Run | None]:
+    async def one(q: Any) -> tuple[QueryRecord, Run | None, Any]:
         try:
             session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
             run = await lab.aask(
@@ -191,11 +194,11 @@ async def evaluate_lab(
                 error=f"{type(exc).__name__}: {exc}",
                 funnel=failed_funnel(q.gold_ids),
             )
-            return rec, None
+            return rec, None, None
         finally:
             if pbar is not None:
                 pbar.update(1)
-        return record_from_run(q, run, titles), run
+        return record_from_run(q, run, titles), run, run_score_range(run.diagnostics)
 
     try:
         if n == 1:
@@ -203,7 +206,7 @@ async def evaluate_lab(
         else:
             gate = asyncio.Semaphore(n)
 
-            async def bounded(q: Any) -> tuple[QueryRecord, Run | None]:
+            async def bounded(q: Any) -> tuple[QueryRecord, Run | None, Any]:
                 async with gate:
                     return await one(q)
 
@@ -211,7 +214,7 @@ async def evaluate_lab(
     finally:
         if own_bar is not None:
             own_bar.close()
-    for rec, run in done:
+    for rec, run, _ in done:
         records.append(rec)
         if keep_runs and run is not None:
             runs[rec.qid] = run
@@ -228,6 +231,7 @@ async def evaluate_lab(
         runs=runs,
         params=params_overrides(p, lab.params),
         seconds=time.perf_counter() - t0,
+        rerank_scores=merge_ranges(r for _, _, r in done),
     )
 
 
@@ -319,6 +323,7 @@ async def evaluate_suites(
     ks_t = tuple(ks)
     suites: list[SuiteResult] = []
     loaded: list[tuple[str, Any]] = []
+    score_ranges: dict[str, Any] = {}
     for spec in spec_list:
         ds = spec.load()
         loaded.append((spec.name, ds))
@@ -334,6 +339,7 @@ async def evaluate_suites(
             keep_sessions=keep_sessions,
             concurrency=concurrency,
         )
+        score_ranges[spec.name] = res.rerank_scores
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
@@ -370,6 +376,7 @@ async def evaluate_suites(
     from rag_lab.eval.gate.provenance import report_provenance
 
     provenance = report_provenance(lab, loaded)
+    provenance["rerank_scores"] = score_ranges  # per suite, with models.reranker: the scale thresholds mean
     return EvalReport(
         suites, {"spec": run_spec, "lab_params": lab_params, "provenance": provenance, **dict(meta or {})}
     )

@@ -116,15 +116,17 @@ class Dataset:
             history={q.id: self.history[q.id] for q in queries if q.id in self.history},
         )
 
-    def subset(self, n_queries: int, max_docs: int | None = None, seed: int = 0) -> Dataset:
-        """The first ``n_queries`` queries, all their gold docs, and other docs up to ``max_docs``.
+    def subset(self, n_queries: int, max_docs: int | None = None, seed: int = 0, start: int = 0) -> Dataset:
+        """``n_queries`` queries from the ``start``-th (0-based; default the first), all their gold
+        docs, and other docs up to ``max_docs``.
 
         Distractors are drawn with ``random.Random(seed)``; the kept documents stay in corpus
         order. ``max_docs=None`` keeps the whole corpus. Raises ValueError when the gold documents
         alone exceed ``max_docs``.
         """
         _check_count("n_queries", n_queries)
-        queries = list(self.queries[:n_queries])
+        _check_count("start", start)
+        queries = list(self.queries[start : start + n_queries])
         history = {q.id: self.history[q.id] for q in queries if q.id in self.history}
         if max_docs is None:
             return replace(self, queries=queries, skipped_lines=list(self.skipped_lines), history=history)

@@ -123,7 +123,19 @@ def provenance_warnings(
             out.append(
                 f"the {role} model differs from the baseline's ({bm.get(role)!r} → {cm.get(role)!r}): scores "
                 "on other scales are not comparable"
+                + (
+                    "; rerank_threshold and rerank_fallback_min_score were set for the old one's scores"
+                    if role == "reranker"
+                    else ""
+                )
             )
+    from rag_lab.eval.score_range import range_warning
+
+    br, cr = dict(bp.get("rerank_scores") or {}), dict(cp.get("rerank_scores") or {})
+    for suite in sorted(set(br) & set(cr)):
+        w = range_warning("the baseline", br[suite], cr[suite])
+        if w:
+            out.append(f"suite {suite!r}: {w}")
     bd, cd = dict(bp.get("datasets") or {}), dict(cp.get("datasets") or {})
     for suite in sorted(set(bd) & set(cd)):
         if bd[suite] != cd[suite]:

@@ -68,3 +68,43 @@ def plot_ragas_png(suite: SuiteResult) -> bytes | None:
     ax.set_ylim(0, 1.2)
     ax.set_title(f"{suite.name}: ragas metrics (mean over valid samples)")
     return _png(fig)
+
+
+#: line colours of the calibration plot's suggested thresholds
+_SUGGESTION_COLOURS = ("#000000", "#cc3311", "#228833", "#aa3377", "#ee7733")
+
+
+def calibration_png(cal: Any) -> bytes:
+    """A threshold calibration (:class:`rag_lab.eval.calibration.Calibration`): the raw model
+    scores of gold and other candidates (histograms, left) and precision / recall / F1 against
+    the threshold (right), each suggested threshold as a vertical line on both."""
+    fig = _figure(10.0, 3.6)
+    ax1, ax2 = fig.subplots(1, 2)
+    gold, other = list(cal.gold_scores), list(cal.other_scores)
+    both = gold + other
+    if both:
+        lo, hi = min(both), max(both)
+        bins = [lo + (hi - lo) * i / 30 for i in range(31)] if hi > lo else 10
+        for vals, colour, label in ((other, "#999999", "other"), (gold, "#4477aa", "gold")):
+            if vals:
+                ax1.hist(vals, bins=bins, color=colour, alpha=0.7, label=f"{label} ({len(vals)})", density=True)
+    c = cal.curve
+    if c.get("threshold"):
+        ax2.plot(c["threshold"], c["precision"], color="#4477aa", label="precision")
+        ax2.plot(c["threshold"], c["recall"], color="#66ccee", label="recall")
+        ax2.plot(c["threshold"], c["f1"], color="#ccbb44", label="F1")
+    for i, s in enumerate(x for x in cal.suggestions if x.get("threshold") is not None):
+        colour = _SUGGESTION_COLOURS[i % len(_SUGGESTION_COLOURS)]
+        for ax in (ax1, ax2):
+            ax.axvline(
+                s["threshold"], color=colour, linestyle="--", linewidth=1.2, label=f"{s['name']} {s['threshold']:.3f}"
+            )
+    ax1.set_xlabel(f"raw model score ({cal.model_id})")
+    ax1.set_ylabel("density")
+    ax1.set_title(f"{cal.suite}: gold vs other candidates")
+    ax1.legend(fontsize=7)
+    ax2.set_xlabel("rerank_threshold (kept: score >= threshold)")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_title("candidates kept: precision / recall / F1")
+    ax2.legend(fontsize=7)
+    return _png(fig)

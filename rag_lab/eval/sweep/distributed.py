@@ -255,8 +255,8 @@ async def _fast_grid_on_ray(
                 raise SweepError(f"config {configs[i]}: a Ray worker's fast row differs from the driver's in {diff}")
         checked = await fs.verify(list(range(len(chosen))))
         for j, i in zip(checked, chosen):
-            rows[i]["latency_ms"] = ev.rows[j]["latency_ms"]
-            rows[i]["evaluated_by"] = ev.rows[j]["evaluated_by"]
+            for key in ("latency_ms", "p95_latency_ms", "evaluated_by", "latency_of"):
+                rows[i][key] = ev.rows[j][key]
         fs.checked = chosen
         stats = _stats(ev, fs)
     finally:
@@ -265,7 +265,7 @@ async def _fast_grid_on_ray(
 
 
 #: row keys that differ between two processes evaluating the same config
-_LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms"})
+_LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms", "fast_eval_ms"})
 
 
 def _run_tune(

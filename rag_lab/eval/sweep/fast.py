@@ -18,7 +18,8 @@ inputs captured once, checked against the full pipeline.
 Answers are not written on the fast path, so objectives and ragas metrics that read the answer
 (``chrf``, ``bleu``, ``latency_ms``, …) use the full pipeline; :func:`fast_path_reason` says why.
 Latency in a fast row is that of the capture runs (the pipeline at the retrieval config), marked
-by ``evaluated_by = "fast"``; checked rows carry the pipeline's own latency.
+by ``evaluated_by = "fast"`` and said in ``latency_of``; ``fast_eval_ms`` is the config's own time
+in the fast evaluator per question. Checked rows carry the pipeline's own latency.
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError
+from rag_lab.eval.sweep.specs import INDEX_PARAMS, LATENCY_OF_CAPTURE, LATENCY_OF_PIPELINE, SweepError, p95
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.sweep.runners import _Evaluator, _Suite
     from rag_lab.tuning import FastEvaluator, QuestionInputs
 
-__all__ = ["CONTEXT_METRICS", "FastSweep", "RetrievalMemo", "fast_path_reason"]
+__all__ = [
+    "CONTEXT_METRICS",
+    "LATENCY_OF_CAPTURE",
+    "LATENCY_OF_PIPELINE",
+    "FastSweep",
+    "RetrievalMemo",
+    "fast_path_reason",
+]
+
 
 #: ragas offline metrics that read only the contexts (not the answer)
 CONTEXT_METRICS = ("id_context_recall", "id_context_precision", "nonllm_context_recall", "nonllm_context_precision")
@@ -230,11 +239,19 @@ class FastSweep:
         return out
 
     async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """Record ``config``'s row from the fast evaluator (``evaluated_by = "fast"``)."""
+        """Record ``config``'s row from the fast evaluator (``evaluated_by = "fast"``). Its
+        ``latency_ms`` is the capture runs' (``latency_of``); ``fast_eval_ms`` is this config's own
+        time in the fast evaluator per question (a recapture it needed included)."""
+        t0, captured = time.perf_counter(), self.capture_seconds
         results = await self.results(config)
+        n_q = sum(len(res.records) for _, res in results)
+        own_s = time.perf_counter() - t0 - (self.capture_seconds - captured)  # a first capture is not this config's
+        own_ms = own_s * 1000.0 / max(1, n_q)
         index = len(self.ev.rows)
         row = await self.ev.record(config, results)
         row["evaluated_by"] = "fast"
+        row["latency_of"] = LATENCY_OF_CAPTURE
+        row["fast_eval_ms"] = own_ms
         self.fast_records[index] = (dict(config), results)
         return row
 
@@ -276,7 +293,9 @@ class FastSweep:
             problems += [f"config {config}: {p}" for p in found[:3]]
             lat = sorted(r.latency_ms for _, res in pipeline for r in res.records if not r.error)
             row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
+            row["p95_latency_ms"] = p95(lat)
             row["evaluated_by"] = "fast, checked"
+            row["latency_of"] = LATENCY_OF_PIPELINE
         self.checked = chosen
         if problems:
             bad = len({p.split(": ", 1)[0] for p in problems})

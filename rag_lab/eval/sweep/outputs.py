@@ -32,6 +32,8 @@ class SweepResult:
     suites: list[str] = field(default_factory=list)
     cache_stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the held-out check of ``--holdout`` (:class:`rag_lab.eval.sweep.holdout.HoldoutResult` as a dict)
+    holdout: dict[str, Any] | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -98,6 +100,8 @@ class SweepResult:
         ]
         if index:
             header.append(f"# KB index settings (not PipelineParams): {index}")
+        if self.holdout:
+            header.append(f"# {self.holdout['line']}")
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("\n".join(header) + "\n" + yaml.safe_dump({"params": params}, sort_keys=True), encoding="utf-8")
@@ -202,6 +206,11 @@ class SweepResult:
         warnings = self.warnings
         if warnings:
             lines += ["", "**Knobs that changed nothing:**", ""] + [f"- {w}" for w in warnings]
+        if "latency_of" in (self.rows[0] if self.rows else {}):
+            kinds = sorted({str(r.get("latency_of")) for r in self.rows})
+            lines += ["", "latency_ms: " + "; ".join(kinds) + " (see the CSV's latency_of, fast_eval_ms)"]
+        if self.holdout:
+            lines += ["", self.holdout["markdown"]]
         return "\n".join(lines) + "\n"
 
 
@@ -214,6 +223,13 @@ def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "s
         "pareto": result.plot_pareto(out / f"{name}_pareto.png"),
         "best_yaml": result.export_best_yaml(out / f"{name}_best.yaml"),
     }
+    if result.holdout:
+        import json
+
+        ho = out / f"{name}_holdout.json"
+        body = {k: v for k, v in result.holdout.items() if k != "markdown"}
+        ho.write_text(json.dumps(body, indent=1, default=float), encoding="utf-8")
+        paths["holdout"] = ho
     md = out / f"{name}.md"
     md.write_text(
         result.markdown() + f"\n![metric vs parameter]({paths['metric_vs_param'].name})\n\n"

@@ -127,7 +127,11 @@ class _Evaluator:
 
     async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Run ``config`` through the full pipeline on every suite and record its row."""
-        return await self.record(config, await self.pipeline_results(config))
+        from rag_lab.eval.sweep.fast import LATENCY_OF_PIPELINE
+
+        row = await self.record(config, await self.pipeline_results(config))
+        row["latency_of"] = LATENCY_OF_PIPELINE
+        return row
 
     async def pipeline_results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
         """``(suite, EvalResult)`` of ``config`` run through the full pipeline (nothing recorded)."""

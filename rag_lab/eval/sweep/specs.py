@@ -200,3 +200,16 @@ def objective_direction(objective: str) -> str:
         "a gold-funnel metric (search.recall@50, rerank.hit@10, funnel.lost_at.rerank, …), "
         f"an offline ragas metric ({', '.join(OFFLINE_METRICS)}) or latency_ms"
     )
+
+
+#: what a row's ``latency_ms`` measured (the CSV's ``latency_of`` column)
+LATENCY_OF_CAPTURE = "capture runs: the pipeline at this config's retrieval settings, not this config"
+LATENCY_OF_PIPELINE = "pipeline: this config, every question"
+
+
+def p95(lat: Sequence[float]) -> float:
+    """The 95th percentile as sweep rows give it (the nearest rank; NaN for none)."""
+    if not lat:
+        return math.nan
+    s = sorted(lat)
+    return s[min(len(s) - 1, int(math.ceil(0.95 * len(s))) - 1)]

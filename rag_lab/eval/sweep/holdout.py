@@ -1,0 +1,258 @@
+"""Tuning that holds on unseen questions: choose the best config on one part of the questions,
+report it on the other.
+
+``rag-lab sweep --holdout F`` keeps a seeded fraction ``F`` of each dataset's questions out of the
+sweep (:func:`split_questions`; the held-out part shares the corpus and KB, so only the questions
+differ); ``--holdout SPEC`` holds out another dataset spec instead (e.g. ``name@50-100`` after
+tuning on ``name:50``). The sweep (grid or optuna, the fast path and its pipeline re-check as
+usual) sees the tuning part only; its best config and the default config (the sweep's ``--set``
+overrides, no swept value) then run **through the full pipeline** on the held-out part.
+
+Reported (:class:`HoldoutResult`): the objective of the chosen config on the tuning part and on
+the held-out part, the default's on the held-out part, the paired per-question difference
+(chosen − default) with the one-sided sign-flip permutation p-value that the chosen config is
+better and the bootstrap CI of the mean difference (:mod:`rag_lab.eval.gate.stats`), and the
+**optimism**: tuning-part score minus held-out score of the chosen config (how much of the sweep's
+best was picked out of the noise of those particular questions).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+__all__ = ["HoldoutResult", "hold_out", "per_question_values", "split_dataset", "split_questions"]
+
+
+def split_questions(n: int, fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+    """``(tune, held)`` positions of ``n`` questions: a seeded random ``fraction`` held out (at
+    least one question on each side), both in question order. Depends on ``n``, ``fraction`` and
+    ``seed`` only, never on the questions' content."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"--holdout fraction must be in (0, 1), got {fraction:g}")
+    if n < 2:
+        raise ValueError(f"--holdout needs at least 2 questions to split, got {n}")
+    k = min(n - 1, max(1, round(fraction * n)))
+    held = set(random.Random(seed).sample(range(n), k))
+    return [i for i in range(n) if i not in held], sorted(held)
+
+
+def split_dataset(ds: Any, fraction: float, seed: int = 0) -> tuple[Any, Any]:
+    """The tuning and held-out parts of a dataset: same corpus and FAQ, the questions (and their
+    history) split by :func:`split_questions`."""
+    tune, held = split_questions(len(ds.queries), fraction, seed)
+
+    def part(idx: Sequence[int], tag: str) -> Any:
+        qs = [ds.queries[i] for i in idx]
+        hist = {q.id: ds.history[q.id] for q in qs if q.id in ds.history}
+        return replace(ds, name=f"{ds.name}[{tag}]", queries=qs, history=hist)
+
+    return part(tune, "tune"), part(held, "held-out")
+
+
+def per_question_values(records: Sequence[Any], report: Any, metric: str) -> dict[str, float]:
+    """Each question's value of ``metric`` (a retrieval metric of the report rows, or a funnel
+    metric of the records)."""
+    rows = {str(r["qid"]): float(r[metric]) for r in report.rows if metric in r}
+    if rows or not records:
+        return rows
+    from rag_lab.eval.funnel import funnel_values
+
+    return {qid: float(v) for qid, v in funnel_values(records, [metric]).get(metric, {}).items()}
+
+
+@dataclass
+class HoldoutResult:
+    objective: str
+    direction: str
+    chosen: dict[str, Any]  # the best config of the tuning part (swept params)
+    base: dict[str, Any]  # the fixed overrides (the default config)
+    n_tune: int
+    n_held: int
+    tuned_score: float  # chosen config, tuning part (the sweep's best)
+    held_score: float  # chosen config, held-out part
+    default_held_score: float  # default config, held-out part
+    delta: float  # held_score - default_held_score
+    ci: tuple[float, float]
+    p_value: float  # one-sided: the chosen config is better than the default on the held-out part
+    optimism: float  # tuned_score - held_score (maximised objective; the reverse when minimised)
+    moved: int  # held-out questions whose value differs between the two configs
+    per_question: dict[str, list[float]] = field(default_factory=dict)  # qid -> [chosen, default]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ci"] = list(self.ci)
+        return d
+
+    def line(self) -> str:
+        """The one-line summary the CLI prints and notebook 06 shows."""
+        return (
+            f"held out {self.n_held} of {self.n_tune + self.n_held} questions: {self.objective} "
+            f"{self.tuned_score:.4f} on the tuning part → {self.held_score:.4f} held out (optimism "
+            f"{self.optimism:+.4f}); default {self.default_held_score:.4f} held out, Δ {self.delta:+.4f} "
+            f"[{self.ci[0]:+.4f}, {self.ci[1]:+.4f}], p = {self.p_value:.4g} ({self.moved} questions moved)"
+        )
+
+    def markdown(self) -> str:
+        cfg = ", ".join(f"{k}={v}" for k, v in self.chosen.items()) or "(the default)"
+        return "\n".join(
+            [
+                "## Held-out check",
+                "",
+                f"Chosen on {self.n_tune} questions: {cfg}.",
+                "",
+                "| | tuning part | held out |",
+                "|---|---|---|",
+                f"| chosen config | {self.tuned_score:.4f} | {self.held_score:.4f} |",
+                f"| default config | | {self.default_held_score:.4f} |",
+                "",
+                f"Optimism (tuning − held out): {self.optimism:+.4f}. Chosen − default on the held-out part: "
+                f"{self.delta:+.4f}, 95 % bootstrap CI [{self.ci[0]:+.4f}, {self.ci[1]:+.4f}], one-sided paired "
+                f"permutation p = {self.p_value:.4g} ({self.moved} of {self.n_held} questions moved).",
+                "",
+            ]
+        )
+
+
+#: ``tune(tuning parts) -> SweepResult``; ``score(config, held-out parts) -> {suite: {qid: value}}``
+Tune = Callable[[list[Any]], Awaitable[Any]]
+Score = Callable[[Mapping[str, Any], list[Any]], Awaitable[dict[str, dict[str, float]]]]
+
+
+async def hold_out(
+    tune_parts: list[Any],
+    held_parts: list[Any],
+    tune: Tune,
+    score: Score,
+    base: Mapping[str, Any],
+    seed: int = 0,
+    n_resamples: int = 10_000,
+) -> tuple[Any, HoldoutResult]:
+    """Run the sweep on ``tune_parts`` alone, then score its best config and the default on
+    ``held_parts`` (the suites' per-question values, in question order, pooled over suites)."""
+    from rag_lab.eval.gate.stats import bootstrap_ci, paired_permutation_pvalue
+
+    result = await tune(tune_parts)
+    best = result.best()
+    chosen = result.best_config()
+    objective, direction = result.objective, result.direction
+    mine = await score({**dict(base), **chosen}, held_parts)
+    theirs = await score(dict(base), held_parts)
+    pairs: dict[str, list[float]] = {}
+    for suite in mine:
+        for qid, v in mine[suite].items():
+            pairs[f"{suite}/{qid}" if len(mine) > 1 else qid] = [v, theirs[suite][qid]]
+    diffs = [a - b for a, b in pairs.values() if math.isfinite(a) and math.isfinite(b)]
+    sign = 1.0 if direction == "maximize" else -1.0
+
+    def mean(xs: Sequence[float]) -> float:
+        return sum(xs) / len(xs) if xs else math.nan
+
+    held = mean([a for a, _ in pairs.values()])
+    default = mean([b for _, b in pairs.values()])
+    # p of "chosen better": the gate's one-sided test of a drop, on default − chosen (signed)
+    p = paired_permutation_pvalue([-sign * d for d in diffs], n_resamples, seed) if diffs else 1.0
+    return result, HoldoutResult(
+        objective=objective,
+        direction=direction,
+        chosen=chosen,
+        base=dict(base),
+        n_tune=sum(len(s.dataset.queries) for s in tune_parts),
+        n_held=len(pairs),
+        tuned_score=float(best[objective]),
+        held_score=held,
+        default_held_score=default,
+        delta=held - default,
+        ci=bootstrap_ci(diffs, 0.95, n_resamples, seed) if diffs else (math.nan, math.nan),
+        p_value=float(p),
+        optimism=sign * (float(best[objective]) - held),
+        moved=sum(1 for d in diffs if abs(d) > 1e-9),
+        per_question=pairs,
+    )
+
+
+def _parts(lab: Any, suites: Sequence[Any], progress: bool) -> list[Any]:
+    from rag_lab.eval.sweep.runners import _prepare
+
+    return _prepare(lab, suites, progress)
+
+
+async def run_holdout(
+    lab: Any,
+    suites: Sequence[Any],
+    spaces: Sequence[Any],
+    objective: str,
+    holdout: float | Sequence[Any],
+    *,
+    seed: int = 0,
+    n_trials: int = 0,
+    base_params: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    **sweep_kw: Any,
+) -> tuple[Any, HoldoutResult]:
+    """:func:`hold_out` with the lab: ``holdout`` a fraction of each suite's questions (split
+    with ``seed``) or held-out suites (SuiteSpecs / ``(dataset, kb)``); the sweep is
+    :func:`~rag_lab.eval.sweep.runners.run_grid` (or ``run_optuna`` with ``n_trials``) on the
+    tuning part, the held-out part runs through the full pipeline. Returns the sweep's result
+    (its ``holdout`` set) and the :class:`HoldoutResult`."""
+    from rag_lab.eval.runner import evaluate_lab
+    from rag_lab.eval.sweep.runners import run_grid, run_optuna
+    from rag_lab.eval.sweep.specs import INDEX_PARAMS, SweepError, objective_direction
+
+    objective_direction(objective)  # a bad objective fails before anything is ingested
+    if any(s.name in INDEX_PARAMS for s in spaces) or any(k in INDEX_PARAMS for k in base_params or {}):
+        raise SweepError("--holdout does not take BM25 index params (bm25_k1, bm25_b, bm25_method) yet")
+    prepared = _parts(lab, suites, progress)
+    if isinstance(holdout, (int, float)) and not isinstance(holdout, bool):
+        try:
+            split = [(s, *split_dataset(s.dataset, float(holdout), seed)) for s in prepared]
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
+        tune_parts = [type(s)(t.name, t, s.kb) for s, t, _ in split]
+        held_parts = [type(s)(h.name, h, s.kb) for s, _, h in split]
+    else:
+        tune_parts, held_parts = prepared, _parts(lab, list(holdout), progress)  # type: ignore[arg-type]
+        tune_ids = {(s.dataset.name, q.id) for s in tune_parts for q in s.dataset.queries}
+        shared = [q for s in held_parts for q in s.dataset.queries if (s.dataset.name, q.id) in tune_ids]
+        if shared:
+            raise SweepError(
+                f"--holdout: {len(shared)} held-out questions are also tuned on (e.g. {shared[0].id}); "
+                "hold out another range (NAME@START-END)"
+            )
+
+    async def tune(parts: list[Any]) -> Any:
+        pairs = [(s.dataset, s.kb) for s in parts]
+        if n_trials:
+            return await run_optuna(
+                lab,
+                pairs,
+                spaces,
+                n_trials,
+                objective,
+                seed=seed,
+                base_params=base_params,
+                progress=progress,
+                **sweep_kw,
+            )
+        return await run_grid(
+            lab, pairs, spaces, objective, base_params=base_params, progress=progress, check_seed=seed, **sweep_kw
+        )
+
+    async def score(config: Mapping[str, Any], parts: list[Any]) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for s in parts:
+            res = await evaluate_lab(lab, s.dataset, s.kb, progress=False, params=dict(config), keep_runs=False)
+            values = per_question_values(res.records, res.report, objective)
+            if not values:
+                raise SweepError(f"--holdout: {objective} is not a per-question retrieval or funnel metric")
+            out[s.name] = values
+        return out
+
+    result, ho = await hold_out(tune_parts, held_parts, tune, score, base_params or {}, seed=seed)
+    result.holdout = ho.to_dict()
+    result.holdout["line"] = ho.line()
+    result.holdout["markdown"] = ho.markdown()
+    return result, ho
