@@ -66,6 +66,44 @@ def first_ctrl_c_stops() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def check_file_stem(name: str, option: str = "--name") -> str:
+    """``name`` when it is a plain file name stem, which output writers put under their ``--out``
+    folder; otherwise :class:`ValueError` naming ``option`` and the value. Refused: empty names,
+    path separators (``/``, ``\\``), ``..``, a leading ``.`` or ``~``, NUL and other control
+    characters, so ``--name ../../x`` can never write outside ``--out``."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{option} {name!r}: a report name must be a non-empty file name")
+    bad = (
+        "a path separator"
+        if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name)
+        else "'..'"
+        if ".." in name
+        else "a leading '.' or '~'"
+        if name[0] in ".~"
+        else "a control character"
+        if any(ord(c) < 32 or ord(c) == 127 for c in name)
+        else ""
+    )
+    if bad:
+        raise ValueError(
+            f"{option} {name!r:.80}: a report name is a file name, not a path (it holds {bad}); "
+            "choose the folder with --out"
+        )
+    return name
+
+
+def file_stem_arg(option: str = "--name") -> Callable[[str], str]:
+    """An argparse ``type=`` that checks a ``--name`` with :func:`check_file_stem`."""
+
+    def parse(value: str) -> str:
+        try:
+            return check_file_stem(value, option)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a ValueError / LookupError is printed as
     ``rag-lab COMMAND: message`` and exits 2; Ctrl-C stops it with one line and exit code 130

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from rag_lab.cliutil import file_stem_arg
+
 __all__ = ["add_eval_commands", "main"]
 
 
@@ -613,7 +615,9 @@ def add_eval_commands(subparsers: Any) -> None:
     )
     _add_ragas_options(p)
     p.add_argument("--out", default="reports")
-    p.add_argument("--name", default=None, help="report file name (default eval_<datasets>)")
+    p.add_argument(
+        "--name", default=None, type=file_stem_arg(), help="report file name under --out (default eval_<datasets>)"
+    )
     p.add_argument("--all-formats", action="store_true", help="also HTML and JUnit XML")
     p.add_argument(
         "--export",
@@ -645,7 +649,7 @@ def add_eval_commands(subparsers: Any) -> None:
     _add_dataset_options(p, required=False)
     _add_ragas_options(p)
     p.add_argument("--out", default="reports")
-    p.add_argument("--name", default=None)
+    p.add_argument("--name", default=None, type=file_stem_arg(), help="report file name under --out")
     p.add_argument("--include-texts", action="store_true", help="keep context texts in the JSON")
     p.add_argument("--sort", default=None, metavar="METRIC", help="per-query rows by this metric, lowest first")
     p.add_argument("--quiet", action="store_true")
@@ -734,7 +738,7 @@ def add_eval_commands(subparsers: Any) -> None:
         help="smaller sweeps stay in-process even with --ray (0 = always Ray)",
     )
     p.add_argument("--out", default="reports")
-    p.add_argument("--name", default="sweep")
+    p.add_argument("--name", default="sweep", type=file_stem_arg(), help="output file names under --out")
     p.add_argument("--top", type=int, default=10)
     _add_tracking_options(p)
     p.add_argument("--quiet", action="store_true")

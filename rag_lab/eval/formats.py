@@ -250,6 +250,9 @@ def export_records(
     unknown = [f for f in fmts if f not in EXPORT_FORMATS]
     if unknown:
         raise ValueError(f"unknown export format(s) {', '.join(unknown)}; known: {', '.join(EXPORT_FORMATS)}")
+    from rag_lab.cliutil import check_file_stem
+
+    check_file_stem(stem)
     out = Path(out_dir)
     paths: dict[str, Path] = {}
     if "trec" in fmts:

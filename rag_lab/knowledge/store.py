@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
+from rag_lab.retrieval.sharing import SHARED_WITH, check_shared_with
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 from rag_lab.types.search_result import UNSEARCHABLE_STATUSES as UNSEARCHABLE_STATUSES
 
@@ -39,6 +40,18 @@ _UNSEARCHABLE_SQL = "(is_enabled = 0 OR index_status IN ({}))".format(
 )
 
 _SQLITE_MAX_VARS = 900  # stay below SQLITE_MAX_VARIABLE_NUMBER on old builds
+
+
+def _check_kb(kb: KnowledgeBase) -> None:
+    """What the store refuses to write: metadata that is not a mapping, a ``shared_with`` that is
+    not a list of tenant ids (normalised to a list of ints without repeats)."""
+    if not isinstance(kb.metadata, dict):
+        raise ValueError(f"knowledge base {kb.name!r}: metadata must be a mapping, got {type(kb.metadata).__name__}")
+    if SHARED_WITH in kb.metadata:
+        try:
+            kb.metadata[SHARED_WITH] = check_shared_with(kb.metadata[SHARED_WITH])
+        except ValueError as exc:
+            raise ValueError(f"knowledge base {kb.name!r}: {exc}") from None
 
 
 class StoreError(RuntimeError):
@@ -242,13 +255,18 @@ class KnowledgeStore:
 
     # -- knowledge bases --------------------------------------------------------------------
     def create_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
-        """Insert a KB; a duplicate id or name raises :class:`StoreError`."""
+        """Insert a KB; a duplicate id or name raises :class:`StoreError`, a malformed
+        ``metadata["shared_with"]`` :class:`ValueError` (nothing is written)."""
+        _check_kb(kb)
         if not kb.created_at:
             kb.created_at = time.time()
         self._write(self._insert_sql("knowledge_bases", KnowledgeBase, "INSERT"), _to_row(kb))
         return kb
 
     def update_kb(self, kb: KnowledgeBase) -> None:
+        """Write a KB's row; a malformed ``metadata["shared_with"]`` raises :class:`ValueError`
+        (see :mod:`rag_lab.retrieval.sharing`) and leaves the stored row as it was."""
+        _check_kb(kb)
         self._write(self._insert_sql("knowledge_bases", KnowledgeBase), _to_row(kb))
 
     def get_kb(self, kb_id: str) -> KnowledgeBase | None:

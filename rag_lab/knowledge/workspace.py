@@ -39,6 +39,7 @@ from rag_lab.knowledge.ingest_common import IngestError as IngestError
 from rag_lab.knowledge.ingest_common import check_embedder as check_embedder
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore
+from rag_lab.retrieval.sharing import SHARED_WITH, can_view, check_shared_with
 from rag_lab.types.errors import KnowledgeBaseNotFound as KnowledgeBaseNotFound
 from rag_lab.types.errors import MixedEmbeddingSpaces as MixedEmbeddingSpaces
 
@@ -194,20 +195,32 @@ class Workspace:
             self._kw_pinned.discard(kb.id)
             return self.store.create_kb(kb)
 
-    def get_kb(self, id_or_name: str | KnowledgeBase) -> KnowledgeBase:
-        """A KB by id or name; unknown → :class:`KnowledgeBaseNotFound` listing the known names."""
+    def get_kb(self, id_or_name: str | KnowledgeBase, *, tenant_id: int = 0) -> KnowledgeBase:
+        """A KB by id or name; unknown → :class:`KnowledgeBaseNotFound` listing the known names
+        (with ``tenant_id``: only the KBs that tenant may see, and a KB it may not see is unknown)."""
         if isinstance(id_or_name, KnowledgeBase):
             id_or_name = id_or_name.id
         kb = self.store.get_kb(id_or_name) or self.store.get_kb_by_name(id_or_name)
-        if kb is None:
-            raise KnowledgeBaseNotFound(self._not_found_message([id_or_name]))
+        if kb is None or not can_view(kb, tenant_id):
+            raise KnowledgeBaseNotFound(self._not_found_message([id_or_name], tenant_id))
         return kb
 
-    def _not_found_message(self, wanted: Sequence[str]) -> str:
-        names = [f"{k.name!r} ({k.id})" for k in self.store.list_kbs()]
+    def _not_found_message(self, wanted: Sequence[str], tenant_id: int = 0) -> str:
+        names = [f"{k.name!r} ({k.id})" for k in self.store.list_kbs() if can_view(k, tenant_id)]
         known = ", ".join(names) if names else "none"
         what = ", ".join(repr(w) for w in wanted)
         return f"unknown knowledge base {what} in workspace {str(self.root)!r}; known: {known}"
+
+    def share_kb(self, id_or_name: str | KnowledgeBase, tenant_ids: Sequence[int]) -> KnowledgeBase:
+        """Open a KB to other tenants (replaces ``metadata["shared_with"]``; ``[]`` shares with
+        nobody). ``tenant_ids`` must be positive integers (:class:`ValueError` otherwise)."""
+        kb = self.get_kb(id_or_name)
+        check_shared_with(tenant_ids)  # before the row is touched
+        with self._lock, self._file_lock("_kbs"):
+            kb = self.get_kb(kb.id)
+            kb.metadata[SHARED_WITH] = list(tenant_ids)
+            self.store.update_kb(kb)
+        return kb
 
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.store.list_kbs()

@@ -335,16 +335,19 @@ class Lab:
 
     # -- knowledge --------------------------------------------------------------------------
     def kb(self, name: str, create: bool = True, **kwargs: Any):
+        """The KB ``name`` (created with ``kwargs`` when missing and ``create``). With
+        ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
+        tenant N may see."""
         from rag_lab.knowledge.workspace import KnowledgeBaseExists, KnowledgeBaseNotFound
 
+        tenant = kwargs.get("tenant_id")
         try:
-            kb = self.workspace.get_kb(name)
+            kb = self.workspace.get_kb(name, tenant_id=0 if create else tenant or 0)
         except KnowledgeBaseNotFound:
             if not create:
                 raise
             # exist_ok: another process may create it at the same moment (same settings: fine)
             kb = self.workspace.create_kb(name, self.embedder, exist_ok=True, **kwargs)
-        tenant = kwargs.get("tenant_id")
         if tenant is not None and kb.tenant_id != tenant:
             raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")
         return kb

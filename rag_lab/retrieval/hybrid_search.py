@@ -53,6 +53,7 @@ from rag_lab.retrieval.image_recall import (
     recall_images,
     search_image_indexes,
 )
+from rag_lab.retrieval.sharing import can_view
 from rag_lab.types.errors import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
@@ -72,6 +73,7 @@ __all__ = [
     "SearchError",
     "KnowledgeBaseNotFound",
     "MixedEmbeddingSpaces",
+    "can_view",
     "EmbeddingUnavailable",
     "VectorStoreUnavailable",
     "normalize_match_count",
@@ -287,15 +289,6 @@ class HybridTrace:
 EngineFor = Callable[["KnowledgeBase"], tuple[str, RetrieveEngine]]
 
 
-def can_view(kb: KnowledgeBase, tenant_id: int) -> bool:
-    """§5.3: a tenant sees its own KBs and KBs shared with it (``metadata["shared_with"]``, a list
-    of tenant ids); ``tenant_id`` 0 means no check."""
-    if not tenant_id or kb.tenant_id == tenant_id:
-        return True
-    shared = kb.metadata.get("shared_with") or []
-    return tenant_id in {int(t) for t in shared if str(t).lstrip("-").isdigit()}
-
-
 async def _no_results() -> list[RetrieveResult]:
     return []
 
@@ -427,14 +420,14 @@ class HybridSearcher:
             elif all(k.id != kb.id for k in kbs):
                 kbs.append(kb)
         if not kbs:
-            raise KnowledgeBaseNotFound(self.workspace._not_found_message(wanted or [primary_kb_id]))
+            raise KnowledgeBaseNotFound(self.workspace._not_found_message(wanted or [primary_kb_id], sp.tenant_id))
         if missing:
             log.warning("hybrid search: unknown knowledge bases ignored: %s", ", ".join(missing))
         primary = next((k for k in kbs if primary_kb_id in (k.id, k.name)), None)
         if primary is None:
             raise KnowledgeBaseNotFound(
                 f"primary knowledge base {primary_kb_id!r} is not among the searched knowledge bases "
-                f"{[k.id for k in kbs]}; " + self.workspace._not_found_message([primary_kb_id])
+                f"{[k.id for k in kbs]}; " + self.workspace._not_found_message([primary_kb_id], sp.tenant_id)
             )
         return primary, kbs
 

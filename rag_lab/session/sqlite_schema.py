@@ -75,6 +75,8 @@ _NEWEST = "created_at DESC, CASE role WHEN 'user' THEN 0 ELSE 1 END DESC, rowid 
 _JSON_FIELDS = ("image_urls", "image_captions", "used_memories", "agent_steps", "extra")
 _SESSION_UPDATABLE = frozenset({"title", "description", "agent_id", "tenant_id", "user_id"})
 MAX_PAGE_SIZE = 1000
+#: the largest page a listing accepts: its offset (page x page_size) stays a 64-bit SQLite integer
+MAX_PAGE = 1_000_000
 
 
 class SessionNotFound(KeyError):

@@ -32,6 +32,7 @@ from rag_lab.session.sqlite_schema import (
     _NEWEST,
     _SCHEMA,
     _SESSION_UPDATABLE,
+    MAX_PAGE,
     MAX_PAGE_SIZE,
     SCHEMA_VERSION,
     InFlight,
@@ -46,6 +47,7 @@ from rag_lab.session.store import Message, check_message_fields, first_caption_u
 from rag_lab.types.search_result import SearchResult
 
 __all__ = [
+    "MAX_PAGE",
     "MAX_PAGE_SIZE",
     "SCHEMA_VERSION",
     "InFlight",
@@ -173,8 +175,8 @@ class SQLiteSessionStore:
 
     def list_sessions(self, user_id: str, page: int = 1, page_size: int = 20) -> SessionPage:
         """The user's sessions, pinned first, then the most recently updated; ``page`` from 1."""
-        if not isinstance(page, int) or page < 1:
-            raise ValueError(f"page must be an integer >= 1, got {page!r}")
+        if not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+            raise ValueError(f"page must be an integer in [1, {MAX_PAGE}], got {page!r:.40}")
         if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an integer in [1, {MAX_PAGE_SIZE}], got {page_size!r}")
         with self._lock:

@@ -54,6 +54,7 @@ from typing import Any
 from fastapi import FastAPI, Request  # this module is the HTTP layer: import it only to serve
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from rag_lab.session.sqlite_schema import MAX_PAGE, MAX_PAGE_SIZE
 from rag_lab.stream.auth import Principal, bearer_token
 from rag_lab.stream.coalesce import coalesce_events
 from rag_lab.stream.manager import StreamDirectory, StreamManager
@@ -67,6 +68,7 @@ from rag_lab.stream.server_http import (
     _check_id,
     _check_resource_urls,
     _json_object,
+    _query_int,
     _string_list,
     authenticate,
     message_dict,
@@ -193,12 +195,9 @@ def create_app(
     @app.get("/sessions")
     async def list_sessions(request: Request) -> dict[str, Any]:
         principal = caller(request)
-        try:
-            page = int(request.query_params.get("page", "1"))
-            page_size = int(request.query_params.get("page_size", "20"))
-            got = await service.call(service.sessions.list_sessions, principal.user_id, page, page_size)
-        except ValueError as exc:
-            raise ApiError(400, str(exc), "page") from None
+        page = _query_int(request, "page", 1, MAX_PAGE)
+        page_size = _query_int(request, "page_size", 20, MAX_PAGE_SIZE)
+        got = await service.call(service.sessions.list_sessions, principal.user_id, page, page_size)
         items = [session_dict(x) for x in got.items if owns(x, principal)]
         return {"success": True, "data": items, "total": got.total, "page": got.page, "page_size": got.page_size}
 

@@ -83,6 +83,18 @@ def _check_id(value: str, name: str) -> str:
     return value
 
 
+def _query_int(request: Request, name: str, default: int, hi: int) -> int:
+    """Query parameter ``name`` as an integer in ``[1, hi]`` (``default`` when absent), or a 400
+    naming the parameter: ``page=10**30`` must not reach SQLite (whose integers are 64-bit)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 12 and 1 <= int(text) <= hi):
+        raise ApiError(400, f"{name}: expected an integer in [1, {hi}], got {raw!r:.40}", name)
+    return int(text)
+
+
 def _check_resource_urls(request: Request) -> None:
     """§8.6: ``handle`` (default) passes references through; ``public`` needs a URL signer,
     which this server does not have, so it is refused rather than silently ignored."""

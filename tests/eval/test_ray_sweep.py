@@ -169,3 +169,52 @@ def test_pack_round_trip(tmp_path):
     assert (out / "store.sqlite").read_bytes() == b"\x00sqlite"
     assert (out / "indexes" / "kb" / "ids.json").read_text() == '{"a": 1}'
     assert not (out / "sessions.sqlite").exists()
+
+
+_LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+
+
+def _listeners() -> dict[str, set[str]]:
+    """Listening TCP/UDP addresses of this process's children (the local cluster's GCS, raylet,
+    agents and workers), by process name."""
+    import psutil
+
+    out: dict[str, set[str]] = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            conns = p.net_connections(kind="inet")
+            name = p.name()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # TCP listen, bound UDP
+                out.setdefault(name, set()).add(f"{c.laddr.ip}:{c.laddr.port}")
+    return out
+
+
+def test_the_local_cluster_listens_on_loopback_only_and_workers_run_the_drivers_code(ray_cluster):
+    """Issue 27, point 6: the local cluster's gcs_server and raylets listened on all interfaces
+    (``*:41081``); now every socket of the cluster is bound to loopback. The workers import the
+    driver's rag_lab (runtime_env), so the version handshake agrees, and a mismatch fails with a
+    clear error from the worker."""
+    import ray
+
+    from rag_lab.eval.sweep.distributed import SweepError, check_code_version, code_version, remote_cause
+
+    def worker_version() -> str:
+        from rag_lab.eval.sweep.ray_worker import code_version
+
+        return code_version()
+
+    # a worker process exists and reports its own code version: the driver's
+    assert ray.get(ray.remote(worker_version).remote()) == code_version()
+    found = _listeners()
+    assert {"gcs_server", "raylet"} <= set(found), found
+    wide = {name: addrs for name, addrs in found.items() if any(a.rsplit(":", 1)[0] not in _LOOPBACK for a in addrs)}
+    assert not wide, f"listening beyond loopback: {wide}"
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(ray.remote(check_code_version).remote("0.0.1+000000000000"))
+    assert isinstance(info.value.cause, SweepError)
+    cause = remote_cause(info.value)
+    assert cause.startswith("SweepError: rag_lab version mismatch: the driver runs 0.0.1+000000000000")
+    assert "this Ray worker (pid" in cause and code_version() in cause

@@ -315,11 +315,18 @@ def test_connection_cannot_touch_files_even_without_the_guard(tool, files):
     assert not (files / "out.csv").exists() and not (files / "x.db").exists()
 
 
-def test_a_file_name_that_slips_past_the_guard_fails_at_execution(tool, files):
+def test_a_file_name_after_a_comma_is_refused_by_both_layers(tool, files):
+    """Issue 27: the text check used to pass a file name after a comma in the FROM clause (only
+    the sandbox stopped it); now the guard refuses it, and the sandbox still does on its own."""
+    import duckdb
+
     sql = f"SELECT * FROM sales, '{files / 'secret.csv'}'"
-    assert check_read_only_sql(sql) == sql  # no FROM/JOIN directly before it
-    with pytest.raises(DataAnalysisError, match="file system operations are disabled"):
+    with pytest.raises(SQLGuardError, match="reading a file by name is not allowed"):
+        check_read_only_sql(sql)
+    with pytest.raises(DataAnalysisError, match="reading a file by name is not allowed"):
         tool.run_sql(sql)
+    with pytest.raises(duckdb.Error, match="file system operations are disabled"):
+        tool._con.execute(sql)  # the guard is bypassed on purpose
 
 
 # ---- schema and output ----------------------------------------------------------------------

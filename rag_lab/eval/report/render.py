@@ -303,7 +303,11 @@ def write_report(
     plots: bool = True,
     sort_by: str | None = None,
 ) -> dict[str, Path]:
-    """Write ``<name>.md``, ``<name>.html``, ``<name>.json`` and ``<name>.junit.xml`` (those asked)."""
+    """Write ``<name>.md``, ``<name>.html``, ``<name>.json`` and ``<name>.junit.xml`` (those asked)
+    under ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise)."""
+    from rag_lab.cliutil import check_file_stem
+
+    check_file_stem(name)
     fmts = list(dict.fromkeys(formats))
     unknown = [f for f in fmts if f not in FORMATS]
     if unknown:

@@ -54,9 +54,11 @@ from rag_lab.eval.sweep.ray_cluster import (
     FAST_MIN_FACTOR,
     ExecutorChoice,
     RayConnection,
+    RayUnavailable,
     choose_executor,
     init_ray,
     ray_available,
+    remote_cause,
 )
 from rag_lab.eval.sweep.ray_worker import (
     _SKIP,
@@ -64,6 +66,8 @@ from rag_lab.eval.sweep.ray_worker import (
     _evaluate_chunk_task,
     _ship_fast_inputs,
     _trainable,
+    check_code_version,
+    code_version,
     evaluate_chunk_in_worker,
     evaluate_in_worker,
     pack_folder,
@@ -180,6 +184,7 @@ def _payload(
         configs=configs,
         spaces=list(spaces),
         token=f"{os.getpid()}-{time.time_ns()}",
+        code_version=code_version(),
         fast_inputs=fast_inputs,
     )
 
@@ -238,7 +243,11 @@ async def _fast_grid_on_ray(
             n_chunks = min(len(configs), 4 * workers)
             chunks = [list(range(len(configs)))[i::n_chunks] for i in range(n_chunks)]
             rows_by_index: dict[int, dict[str, Any]] = {}
-            for part in ray.get([task.remote(ref, c) for c in chunks if c]):
+            try:
+                parts = ray.get([task.remote(ref, c) for c in chunks if c])
+            except ray.exceptions.RayError as exc:
+                raise SweepError(f"a Ray task failed: {remote_cause(exc)}") from None
+            for part in parts:
                 for row in part:
                     rows_by_index[int(row["config_index"])] = row
         finally:
@@ -263,6 +272,9 @@ async def _fast_grid_on_ray(
         ev.close(restore_index=False)
     return _result(spaces, objective, direction, rows, base, prepared, stats, t0)
 
+
+#: times Tune restarts a failed trial (FailureConfig.max_failures)
+TRIAL_RETRIES = 1
 
 #: row keys that differ between two processes evaluating the same config
 _LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms", "fast_eval_ms"})
@@ -304,14 +316,20 @@ def _run_tune(
             param_space=param_space,
             tune_config=tune_config,
             run_config=tune.RunConfig(
-                name="rag_lab_sweep", storage_path=str(storage), verbose=1 if progress else 0, log_to_file=False
+                name="rag_lab_sweep",
+                storage_path=str(storage),
+                verbose=1 if progress else 0,
+                log_to_file=False,
+                # a failed trial (its worker killed, out of memory, ...) is retried once; one that
+                # fails again (e.g. a rag_lab version mismatch) is reported with its cause below
+                failure_config=tune.FailureConfig(max_failures=TRIAL_RETRIES, fail_fast=False),
             ),
         )
         grid = tuner.fit()
         out: list[tuple[int, dict[str, Any]]] = []
         for res in (grid[i] for i in range(len(grid))):
             if res.error is not None:
-                raise SweepError(f"a Ray Tune trial failed: {res.error}")
+                raise SweepError(f"a Ray Tune trial failed: {remote_cause(res.error)}")
             m = dict(res.metrics or {})
             row = {k: m[k] for k in _row_keys(m)}
             order = int(m["config_index"]) if not n_trials else _trial_number(res)
@@ -367,6 +385,10 @@ __all__ = [
     "evaluate_chunk_in_worker",
     "evaluate_in_worker",
     "RayConnection",
+    "RayUnavailable",
+    "TRIAL_RETRIES",
+    "check_code_version",
+    "code_version",
     "init_ray",
     "pack_folder",
     "ray_available",

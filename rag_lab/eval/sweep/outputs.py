@@ -215,7 +215,11 @@ class SweepResult:
 
 
 def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "sweep") -> dict[str, Path]:
-    """CSV, metric-vs-param and Pareto PNGs, best-config YAML and a Markdown summary."""
+    """CSV, metric-vs-param and Pareto PNGs, best-config YAML and a Markdown summary under
+    ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise)."""
+    from rag_lab.cliutil import check_file_stem
+
+    check_file_stem(name)
     out = Path(out_dir)
     paths = {
         "csv": result.to_csv(out / f"{name}.csv"),

@@ -1,17 +1,37 @@
 """Choosing and reaching Ray: whether a sweep is worth running on Ray (:func:`choose_executor`,
 which says why), and connecting to or starting a cluster (:func:`init_ray`, a local one with its
-own session folder and the workers' environment)."""
+own session folder and the workers' environment).
+
+A local cluster listens on loopback only: its node address is ``127.0.0.1`` and every server it
+starts (GCS, raylets, object manager, agents, workers) binds there, with no dashboard. Ray 2.x
+turns ``_node_ip_address="127.0.0.1"`` into the machine's routable address unless it runs in its
+single-machine mode (``ray._private.ray_constants.ENABLE_RAY_CLUSTER`` false, what Ray does on
+macOS / Windows), so :func:`init_ray` starts the local cluster in that mode (restored afterwards);
+``tests/eval/test_ray_sweep.py`` checks the listening sockets. A cluster that cannot start or be
+reached raises :class:`RayUnavailable` naming the cause.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.sweep.ray_worker import WORKER_TMP_ENV
+from rag_lab.eval.sweep.specs import SweepError
+
+#: where a local cluster listens
+LOCAL_HOST = "127.0.0.1"
+
+
+class RayUnavailable(SweepError):
+    """Ray is installed but no cluster could be started or reached (the message says why)."""
+
 
 #: below this many configs a sweep stays in-process unless forced (see choose_executor)
 DEFAULT_MIN_CONFIGS = 8
@@ -114,9 +134,50 @@ class RayConnection:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _single_machine_mode() -> Iterator[None]:
+    """Ray's single-machine mode for the duration of a local start: ``127.0.0.1`` stays the node
+    address (see the module docstring); a Ray without the switch starts as it would anyway."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - a Ray without the private module
+        yield
+        return
+    saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    if saved is None:  # pragma: no cover
+        yield
+        return
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _cause(exc: BaseException) -> str:
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
+def remote_cause(exc: BaseException) -> str:
+    """``Type: message`` of what went wrong in a worker, on one line. Ray wraps the worker's
+    exception (``RayTaskError.cause``; Tune's error holds it in its text, after the worker's
+    traceback, as the last ``module.Type: message`` line)."""
+    inner = getattr(exc, "cause", None)
+    if isinstance(inner, BaseException) and inner is not exc:
+        first = next((ln.strip() for ln in str(inner).splitlines() if ln.strip()), "")
+        return f"{type(inner).__name__}: {first}"[:500]
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    causes = [ln for ln in lines if ln.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))]
+    line = causes[-1] if causes else lines[-1] if lines else type(exc).__name__
+    head, sep, rest = line.partition(":")
+    return (head.rsplit(".", 1)[-1] + sep + rest if sep and " " not in head else line)[:500]
+
+
 def init_ray(ray_address: str | None, workers: int) -> RayConnection:
-    """Connect to / start Ray. A local cluster gets ``workers`` CPUs and a session folder of its
-    own under the system temp dir (Ray's default ``/tmp/ray`` is left alone)."""
+    """Connect to / start Ray. A local cluster gets ``workers`` CPUs, a session folder of its own
+    under the system temp dir (Ray's default ``/tmp/ray`` is left alone) and listens on
+    ``127.0.0.1`` only. :class:`RayUnavailable` when it cannot start / be reached."""
     import ray
 
     if ray.is_initialized():
@@ -128,7 +189,32 @@ def init_ray(ray_address: str | None, workers: int) -> RayConnection:
         tmp = tempfile.mkdtemp(prefix="rlray_", dir="/tmp" if os.path.isdir("/tmp") else None)
         scratch = os.path.join(tmp, "rag_lab")
         os.makedirs(scratch)
-        ray.init(num_cpus=max(1, workers), runtime_env={"env_vars": _local_env(scratch)}, _temp_dir=tmp, **common)
+        try:
+            with _single_machine_mode():
+                ray.init(
+                    num_cpus=max(1, workers),
+                    runtime_env={"env_vars": _local_env(scratch)},
+                    _temp_dir=tmp,
+                    _node_ip_address=LOCAL_HOST,
+                    dashboard_host=LOCAL_HOST,
+                    **common,
+                )
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RayUnavailable(
+                f"could not start a local Ray cluster ({max(1, workers)} CPUs, session folder under {tmp}): "
+                f"{_cause(exc)}. Run the sweep without --ray, or start a cluster and pass --ray ADDRESS"
+            ) from None
         return RayConnection(True, "local", tmp)
-    ray.init(address=ray_address, **common)
+    try:
+        ray.init(address=ray_address, **common)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise RayUnavailable(
+            f"could not connect to the Ray cluster at {ray_address!r}: {_cause(exc)}. "
+            "Check the address (auto, ray://HEAD:10001) and that the cluster runs the same Ray version"
+        ) from None
     return RayConnection(True, ray_address)

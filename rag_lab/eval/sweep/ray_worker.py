@@ -5,6 +5,8 @@ optionally the fast path's captured stage inputs), the per-process Lab and evalu
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import os
 import shutil
@@ -19,8 +21,36 @@ from rag_lab.eval.sweep.runners import _Evaluator, _Suite
 from rag_lab.eval.sweep.specs import ParamSpace, SweepError
 
 #: workspace files a worker does not need (sessions, memories, a Milvus Lite file, the cache)
-_SKIP = ("sessions.sqlite", "memory.sqlite", "stage_cache")
+_SKIP = ("sessions.sqlite", "memory.sqlite", "milvus.db", "stage_cache")
 WORKER_TMP_ENV = "RAG_LAB_RAY_SCRATCH"
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """``<rag_lab version>+<hash>``: the package version and a SHA-256 (12 hex digits) over the
+    paths and bytes of every ``.py`` file of the imported ``rag_lab``. The driver puts it in the
+    payload and every worker compares it with its own (:func:`check_code_version`), so a node
+    running other code fails with a clear error instead of scoring configs differently."""
+    import rag_lab
+
+    root = Path(rag_lab.__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return f"{rag_lab.__version__}+{h.hexdigest()[:12]}"
+
+
+def check_code_version(expected: str) -> None:
+    """:class:`SweepError` when this process's :func:`code_version` is not ``expected``."""
+    mine = code_version()
+    if expected and expected != mine:
+        raise SweepError(
+            f"rag_lab version mismatch: the driver runs {expected}, this Ray worker (pid {os.getpid()}) runs "
+            f"{mine}; install the same rag_lab on every node (or ship it with the job's runtime_env)"
+        )
 
 
 def pack_folder(root: str | Path, skip: Sequence[str] = ()) -> bytes:
@@ -59,6 +89,8 @@ class SweepPayload:
     configs: list[dict[str, Any]]  # the grid (empty for optuna)
     spaces: list[ParamSpace]
     token: str  # identifies this sweep's payload in a worker process
+    #: the driver's :func:`code_version`, checked by every worker before it unpacks anything
+    code_version: str = ""
     #: the fast path: per retrieval group key, per suite, (captured questions without their store,
     #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
     fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
@@ -99,6 +131,7 @@ _STATE: dict[str, _WorkerState] = {}
 
 
 def _state_for(payload: SweepPayload) -> _WorkerState:
+    check_code_version(payload.code_version)
     st = _STATE.get(payload.token)
     if st is None:
         for old in list(_STATE):  # a worker serves one sweep at a time

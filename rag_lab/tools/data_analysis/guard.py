@@ -44,10 +44,27 @@ FORBIDDEN_KEYWORDS = frozenset(
     }
 )
 _FORBIDDEN_FUNCTIONS = frozenset(
-    {"glob", "sniff_csv", "query", "query_table", "getenv", "load_extension", "duckdb_secrets", "http_get", "http_post"}
+    {
+        "glob",
+        "sniff_csv",
+        "query",
+        "query_table",
+        "getenv",
+        "load_extension",
+        "http_get",
+        "http_post",
+        "sql_auto_complete",
+        "which_secret",
+        "current_setting",
+    }
 )
+#: the table functions a query may call in a FROM / JOIN position (they only generate rows);
+#: every other one (file readers, catalog and settings listings, ...) is refused there
+ALLOWED_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
 _FORBIDDEN_FUNCTION_PREFIXES = (
     "read_",
+    "duckdb_",
+    "pragma_",
     "parquet_",
     "sqlite_",
     "postgres_",
@@ -210,6 +227,102 @@ def _forbidden_function(name: str) -> bool:
     )
 
 
+# words that start a query inside parentheses (a subquery, not an expression)
+_QUERY_WORDS = frozenset(
+    {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "PIVOT", "UNPIVOT", "SUMMARIZE", "DESCRIBE", "SHOW"}
+)
+# statements that take a table reference right after their first word (as a subquery)
+_TABLE_STATEMENTS = frozenset({"PIVOT", "UNPIVOT", "SUMMARIZE", "DESCRIBE", "SHOW", "TABLE"})
+# words that end a FROM clause at their level (after them a comma no longer separates tables)
+_FROM_CLAUSE_ENDS = frozenset(
+    {"WHERE", "GROUP", "HAVING", "QUALIFY", "WINDOW", "ORDER", "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT"}
+    | {"SELECT", "VALUES", "RETURNING"}
+)
+
+
+@dataclass(slots=True)
+class _Level:
+    """One parenthesis level of the query: a query (``(SELECT …)``, ``(FROM …)``, a
+    parenthesised table reference) or an expression (function arguments, ``IN (…)``)."""
+
+    query: bool
+    in_from: bool = False
+    first: bool = True
+
+
+def _punct(t: _Tok | None, text: str) -> bool:
+    return t is not None and t.kind == "punct" and t.text == text
+
+
+def _check_table_ref(body: list[_Tok], i: int) -> int:
+    """Check the table reference starting at ``body[i]`` (a name, ``schema.name`` or a table
+    function call); the index of its last name."""
+    j = i
+    while _punct(body[j + 1] if j + 1 < len(body) else None, ".") and j + 2 < len(body):
+        j += 2
+        if body[j].kind == "string":
+            raise SQLGuardError(
+                f"table reference {body[j].text} at character {body[j].pos}: reading a file by name is not allowed"
+            )
+    last = body[j]
+    if last.kind not in ("word", "ident"):
+        return j
+    nxt = body[j + 1] if j + 1 < len(body) else None
+    if _punct(nxt, "("):
+        name = _name(last)
+        if name.lower() not in ALLOWED_TABLE_FUNCTIONS:
+            allowed = ", ".join(sorted(ALLOWED_TABLE_FUNCTIONS))
+            raise SQLGuardError(f"table function {name!r} at character {last.pos} is not allowed (allowed: {allowed})")
+    elif last.kind == "ident" and _path_like(_name(last)):
+        raise SQLGuardError(
+            f"table reference {last.text} at character {last.pos}: reading a file by name is not allowed"
+        )
+    return j
+
+
+def _check_table_refs(body: list[_Tok]) -> None:
+    """Every table reference (after ``FROM`` / ``JOIN``, after a comma in a FROM clause, inside a
+    parenthesised one, after ``LATERAL``, after ``PIVOT`` / ``SUMMARIZE`` / … starting a subquery)
+    is a table name or an allowed table function, never a quoted string (DuckDB reads the file it
+    names) nor another table function."""
+    levels = [_Level(query=True)]
+    expect = False  # the next token is a table reference
+    i = 0
+    while i < len(body):
+        t, lvl = body[i], levels[-1]
+        up = t.text.upper() if t.kind == "word" else ""
+        first, lvl.first = lvl.first, False
+        if _punct(t, "("):
+            nxt = body[i + 1] if i + 1 < len(body) else None
+            is_query = expect or (nxt is not None and nxt.kind == "word" and nxt.text.upper() in _QUERY_WORDS)
+            levels.append(_Level(query=is_query, in_from=expect))
+        elif _punct(t, ")"):
+            if len(levels) > 1:
+                levels.pop()
+            expect = False
+        elif expect and up == "LATERAL":
+            pass
+        elif up in ("FROM", "JOIN") and lvl.query:
+            lvl.in_from = expect = True
+        elif up in _TABLE_STATEMENTS and first and lvl.query:
+            expect = True
+        elif expect and up in _QUERY_WORDS:
+            lvl.in_from = expect = False
+        elif expect:
+            if t.kind == "string":
+                raise SQLGuardError(
+                    f"table reference {t.text} at character {t.pos}: reading a file by name is not allowed"
+                )
+            if t.kind in ("word", "ident"):
+                i = _check_table_ref(body, i)
+            expect = False
+        elif up in _FROM_CLAUSE_ENDS:
+            lvl.in_from = False
+        elif _punct(t, ",") and lvl.in_from:
+            expect = True
+        i += 1
+
+
 def check_read_only_sql(sql: str) -> str:
     """The query without its trailing ``;`` when ``sql`` is one read-only SELECT / WITH query;
     otherwise :class:`SQLGuardError` saying what is not allowed (see the module docstring)."""
@@ -256,6 +369,7 @@ def check_read_only_sql(sql: str) -> str:
             after = body[idx + 2] if idx + 2 < len(body) else None
             if not (after is not None and after.kind == "punct" and after.text == "."):  # not "schema".table
                 raise SQLGuardError(f"{t.text} {nxt.text} at character {t.pos}: reading a file by name is not allowed")
+    _check_table_refs(body)
     cleaned = sql[: toks[end].pos].rstrip() if end < len(toks) else sql.strip()
     import duckdb
 
