@@ -8,6 +8,7 @@ Every view works offline from a :class:`~rag_lab.lab.capture.Capture` (or a live
 * :class:`MMRView`: a λ slider re-running MMR on the stored scores and token sets.
 * :class:`CompositeView`: a threshold slider replaying the rerank ladder; which chunks survive.
 * :class:`FusionView`, :class:`MergeView`, :class:`TimingsView`: the remaining plots with tables.
+* :class:`FunnelView`: where each gold document of the question went, stage by stage.
 * :func:`workbench`: all of them in tabs.
 * :func:`export_replay_html`: one self-contained HTML file with the final answer, the references
   and a JavaScript player over the same events.
@@ -37,6 +38,7 @@ from rag_lab.lab.replay_page import export_replay_html, replay_page_data
 
 __all__ = [
     "CompositeView",
+    "FunnelView",
     "FusionView",
     "MMRView",
     "MergeView",
@@ -328,6 +330,23 @@ class MergeView(_View):
         self.widget = W.VBox([W.Image(value=_png(plot_merge(capture)), format="png"), W.HTML(_table(rows, cols))])
 
 
+class FunnelView(_View):
+    """Where each gold document of the question is at every stage (rank, score, what the stage did
+    to it, the stage that lost it), from the run's own records (:mod:`rag_lab.lab.frames.funnel`)."""
+
+    def __init__(self, capture: Any, gold_ids: Any) -> None:
+        from rag_lab.lab.frames.funnel import funnel_rows
+
+        W = _widgets()
+        rows = funnel_rows(capture, gold_ids)
+        if not rows:
+            raise ValueError("no gold document given (workbench(..., gold_ids=[...]))")
+        lost = sorted({f"{r['gold_id']} at {r['stage']}: {r['why']}" for r in rows if r["lost_here"]})
+        head = "lost: " + "; ".join(lost) if lost else "every gold document reached the final contexts"
+        cols = ["gold_id", "stage", "rank", "of", "chunk", "score", "note", "lost_here"]
+        self.widget = W.VBox([W.HTML(f"<b>{html.escape(head)}</b>"), W.HTML(_table(rows, cols))])
+
+
 class TimingsView(_View):
     def __init__(self, capture: Any) -> None:
         from rag_lab.lab.plots import plot_stage_timings
@@ -336,8 +355,9 @@ class TimingsView(_View):
         self.widget = W.VBox([W.Image(value=_png(plot_stage_timings(capture)), format="png")])
 
 
-def workbench(capture: Any, fusion: Any = None) -> Any:
-    """All views of a capture (or run) in tabs. A view whose data the capture lacks shows why."""
+def workbench(capture: Any, fusion: Any = None, gold_ids: Any = None) -> Any:
+    """All views of a capture (or run) in tabs. A view whose data the capture lacks shows why.
+    ``gold_ids``: the question's gold documents, for a "Gold funnel" tab."""
     W = _widgets()
     makers: list[tuple[str, Callable[[], Any]]] = [
         ("Stream", lambda: StreamPlayer(capture)),
@@ -347,6 +367,8 @@ def workbench(capture: Any, fusion: Any = None) -> Any:
         ("Merge", lambda: MergeView(capture)),
         ("Timings", lambda: TimingsView(capture)),
     ]
+    if gold_ids is not None:
+        makers.append(("Gold funnel", lambda: FunnelView(capture, gold_ids)))
     children, titles = [], []
     for title, make in makers:
         try:

@@ -398,3 +398,29 @@ def test_the_stage_cache_serves_the_search_paths(eval_lab, small_ds, small_spec,
         handle.disable()
     assert plain == first == again
     assert st.hits >= len(small_ds.queries) and all("vector" in f["sizes"] for f in again)
+
+
+def _funnel(run: Any, gold: Any) -> Any:
+    from rag_lab.lab.frames.funnel import funnel_of
+
+    return funnel_of(run, gold)
+
+
+def test_the_workbench_has_a_gold_funnel_tab(lab_runs, small_ds) -> None:
+    """``workbench(run, gold_ids=...)`` adds the funnel of the question's gold documents, read from
+    the run (the same rows as ``run.frame("funnel")``)."""
+    pytest.importorskip("ipywidgets")
+    from rag_lab.lab.frames.funnel import funnel_rows
+    from rag_lab.lab.widgets import workbench
+
+    _, runs = lab_runs
+    q = next(q for q in small_ds.queries if any(f.lost_at for f in _funnel(runs[q.id], q.gold_ids).gold))
+    run = runs[q.id]
+    tab = workbench(run, gold_ids=q.gold_ids)
+    assert tab.titles[-1] == "Gold funnel"
+    html_text = tab.children[-1].children[1].value
+    rows = funnel_rows(run, q.gold_ids)
+    assert rows and all(r["gold_id"] in html_text for r in rows)
+    head = tab.children[-1].children[0].value
+    lost = [r for r in rows if r["lost_here"]]
+    assert ("lost:" in head) == bool(lost) and "Gold funnel" not in workbench(run).titles
