@@ -7,8 +7,10 @@ cannot have is preceded by ``<!-- snippet: skip (reason) -->``; the skips are co
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -62,3 +64,92 @@ def test_python_snippets_run(path: Path, tmp_path: Path, monkeypatch: pytest.Mon
         except Exception as exc:  # noqa: BLE001 - name the snippet
             raise AssertionError(f"{path.name} line {line}: the snippet fails: {exc!r}") from exc
     assert os.getcwd() == str(tmp_path)
+
+
+_SHELL_RE = re.compile(r"```(?:bash|console|sh|shell)\n(.*?)```", re.S)
+_LONG_OPT_RE = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
+def rag_lab_commands(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line, tokens after rag-lab)`` of every ``rag-lab`` command line of the shell blocks of
+    ``path`` (continuation lines joined, ``#`` comments and a ``$`` prompt dropped)."""
+    text = path.read_text(encoding="utf-8")
+    out: list[tuple[int, list[str]]] = []
+    for m in _SHELL_RE.finditer(text):
+        first = text[: m.start(1)].count("\n") + 1
+        logical: list[tuple[int, str]] = []  # (first physical line, text with continuations joined)
+        pending = False
+        for i, physical in enumerate(m.group(1).split("\n")):
+            if pending:
+                logical[-1] = (logical[-1][0], logical[-1][1] + " " + physical.rstrip("\\"))
+            else:
+                logical.append((i, physical.rstrip("\\")))
+            pending = physical.endswith("\\")
+        for i, line in logical:
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError:
+                tokens = line.split()
+            if tokens[:1] == ["$"]:
+                tokens = tokens[1:]
+            for j, tok in enumerate(tokens):
+                if tok.endswith("rag-lab") and "/" not in tok.replace(".venv/bin/", ""):
+                    out.append((first + i, tokens[j + 1 :]))
+                    break
+    return out
+
+
+def _subcommand(parser: argparse.ArgumentParser, tokens: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The (sub)parser the leading words of ``tokens`` name, and the words used."""
+    used: list[str] = []
+    for tok in tokens:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or tok not in subs[0].choices:
+            break
+        parser = subs[0].choices[tok]
+        used.append(tok)
+    return parser, used
+
+
+def stale_commands(files: list[Path]) -> tuple[int, list[str]]:
+    """Long options checked, and the ``rag-lab`` subcommands / options of ``files`` that do not exist."""
+    from rag_lab.cli import build_parser
+
+    root = build_parser()
+    n_checked, stale = 0, []
+    for path in files:
+        for line, tokens in rag_lab_commands(path):
+            parser, used = _subcommand(root, tokens)
+            if tokens and not used and not tokens[0].startswith("-"):
+                stale.append(f"{path.name}:{line}: rag-lab has no subcommand {tokens[0]!r}")
+                continue
+            known = set(parser._option_string_actions)
+            for tok in tokens[len(used) :]:
+                for opt in _LONG_OPT_RE.findall(tok.split("=", 1)[0] if tok.startswith("--") else tok):
+                    n_checked += 1
+                    if opt not in known:
+                        stale.append(f"{path.name}:{line}: rag-lab {' '.join(used)} has no option {opt}")
+    return n_checked, stale
+
+
+def test_every_rag_lab_option_the_docs_name_exists() -> None:
+    """Cheap and catches stale docs: each ``rag-lab SUBCOMMAND --option`` of a shell block parses."""
+    n_checked, stale = stale_commands(FILES)
+    assert not stale, "\n".join(stale)
+    assert n_checked >= 20
+
+
+def test_the_option_check_catches_stale_docs(tmp_path: Path) -> None:
+    md = tmp_path / "stale.md"
+    md.write_text(
+        "```bash\n$ .venv/bin/rag-lab cache clear [--vectors|--bogus] --model K  # a --comment\n"
+        'rag-lab ask "q" --kb x \\\n  --no-such-flag=1\nrag-lab frobnicate --kb x\n```\n',
+        encoding="utf-8",
+    )
+    n_checked, stale = stale_commands([md])
+    assert n_checked == 5
+    assert stale == [
+        "stale.md:2: rag-lab cache clear has no option --bogus",
+        "stale.md:3: rag-lab ask has no option --no-such-flag",
+        "stale.md:5: rag-lab has no subcommand 'frobnicate'",
+    ]
