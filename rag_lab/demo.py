@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 import time
+from dataclasses import replace
 
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.eval.runner import evaluate_lab, write_retrieval_report
@@ -22,22 +23,61 @@ KB = "hotpotqa"
 _answering = {"started": False}
 
 
+#: documents of the quick demo KB `make lab` ingests on a first start (seconds, not minutes)
+QUICK_DOCS = 50
+#: the slice keeps the gold documents of at most this many of the first queries
+SLICE_QUERIES = 20
+
+
+def check_demo_docs(max_docs: int | None) -> None:
+    """Refuse a slice size that is not a whole number >= 1 (``None``: the whole corpus)."""
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
+        raise ValueError(f"the demo slice needs a whole number of documents >= 1, got {max_docs!r}")
+
+
 def demo_documents(max_docs: int | None = None) -> list[dict]:
-    """The demo corpus as ingestable dicts (``max_docs``: a slice keeping the first queries' gold
-    documents, for quick starts and tests)."""
+    """The demo corpus as ingestable dicts (``max_docs``: a slice keeping the gold documents of
+    as many of the first queries as fit, up to 20, for quick starts and tests; any ``max_docs >= 1``
+    works, a slice smaller than the first query's gold documents keeps the first of them)."""
+    check_demo_docs(max_docs)
     ds = load_dataset(DATASET)
-    if max_docs is not None:
-        ds = ds.subset(min(20, len(ds.queries)), max_docs=max_docs)
+    if max_docs is not None and max_docs < len(ds.corpus):
+        gold: set[str] = set()
+        n = 0
+        for q in ds.queries[:SLICE_QUERIES]:
+            if len(gold | set(q.gold_ids)) > max_docs:
+                break
+            gold |= set(q.gold_ids)
+            n += 1
+        if n:
+            ds = ds.subset(n, max_docs=max_docs)
+        else:  # fewer documents than the first question's gold: the first of those
+            keep = set(ds.queries[0].gold_ids[:max_docs])
+            ds = replace(ds, corpus=[d for d in ds.corpus if d.id in keep])
     return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
 
 
-def ensure_demo_kb(lab: Lab, max_docs: int | None = None, progress: bool = True):
-    """Ingest the demo corpus into the knowledge base ``hotpotqa`` unless it already holds
-    documents. Returns the ingest report, or ``None`` when the KB was ready."""
+def demo_kb_size(lab: Lab) -> int:
+    """Documents the demo knowledge base holds now (0: missing or empty)."""
     for kb in lab.workspace.list_kbs():
         if kb.name == KB and lab.workspace.store.count_chunks(kb.id) > 0:
-            return None
-    return lab.ingest_documents(demo_documents(max_docs), kb=KB, progress=progress)
+            return len(lab.workspace.store.list_knowledge(kb.id))
+    return 0
+
+
+def ensure_demo_kb(lab: Lab, max_docs: int | None = None, progress: bool = True):
+    """Make the knowledge base ``hotpotqa`` hold the demo corpus (``max_docs``: a slice of it,
+    see :func:`demo_documents`): ingests the wanted documents it lacks unless it already holds at
+    least as many. ``ensure_demo_kb(lab)`` after a quick start adds the rest of the corpus.
+    Returns the ingest report, or ``None`` when the KB was ready."""
+    wanted = demo_documents(max_docs)
+    held: set[str] = set()
+    for kb in lab.workspace.list_kbs():
+        if kb.name == KB and lab.workspace.store.count_chunks(kb.id) > 0:
+            held = {k.id for k in lab.workspace.store.list_knowledge(kb.id)}
+    if held and len(held) >= len(wanted):
+        return None
+    return lab.ingest_documents([d for d in wanted if d["id"] not in held], kb=KB, progress=progress)
 
 
 def _printer(ev: BusEvent) -> None:

@@ -1,9 +1,10 @@
 """`make lab`: prepare the demo knowledge base and open JupyterLab on the notebooks.
 
-    .venv/bin/python -m rag_lab.lab.launch [--port 8888] [--no-browser] [--workspace .rag_lab]
+    .venv/bin/python -m rag_lab.lab.launch [--port 8888] [--no-browser] [--workspace .rag_lab] [--demo-docs N|all]
 
-It ingests the demo corpus into the knowledge base ``hotpotqa`` of the workspace (once; later runs
-find it ready), then starts JupyterLab bound to 127.0.0.1 only, with the ``notebooks/`` folder as
+A first start ingests a quick slice of the demo corpus (50 documents, seconds) into the knowledge
+base ``hotpotqa`` of the workspace; later runs find it ready. ``--demo-docs all`` adds the rest of
+the corpus (994 documents, minutes), ``--demo-docs N`` asks for a slice of N >= 1. Then it starts JupyterLab bound to 127.0.0.1 only, with the ``notebooks/`` folder as
 its root and ``RAG_LAB_WORKSPACE`` pointing the notebooks at the prepared workspace. Arguments
 after ``--`` go to ``jupyter lab`` unchanged.
 """
@@ -18,7 +19,10 @@ from pathlib import Path
 
 from rag_lab.prompts.templates import REPO_ROOT
 
-__all__ = ["free_port", "jupyter_command", "main"]
+#: documents of the quick demo KB a first start ingests (see rag_lab.demo.QUICK_DOCS)
+QUICK = 50
+
+__all__ = ["demo_docs_arg", "free_port", "jupyter_command", "main", "prepare_demo"]
 
 
 def free_port() -> int:
@@ -51,6 +55,42 @@ def jupyter_command(
     return cmd + list(extra or [])
 
 
+def demo_docs_arg(value: str) -> int | None:
+    """``--demo-docs``: a whole number >= 1, or ``all`` (``None``: the whole corpus)."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of documents >= 1 or 'all', got {value!r}")
+    return n
+
+
+def prepare_demo(workspace: Path, demo_docs: int | None = QUICK) -> str:
+    """Make the demo KB of ``workspace`` ready (``demo_docs``: a slice, ``None``: the whole corpus;
+    a KB that already holds that many is left alone) and return the line to print."""
+    from rag_lab.demo import KB, demo_documents, demo_kb_size, ensure_demo_kb
+    from rag_lab.lab.lab import Lab
+
+    lab = Lab.from_config(workspace=workspace)
+    try:
+        report = ensure_demo_kb(lab, max_docs=demo_docs, progress=True)
+        held = demo_kb_size(lab)
+    finally:
+        lab.workspace.close()
+    total = len(demo_documents())
+    line = f"demo knowledge base '{KB}' in {workspace}: " + ("ready" if report is None else f"ingested ({report})")
+    line += f"; it holds {held} of the corpus's {total} documents"
+    if held < total:
+        line += (
+            " (a quick slice): `make lab LAB_ARGS='--demo-docs all'` adds the rest (minutes), "
+            "or `ensure_demo_kb(lab)` from rag_lab.demo in a notebook"
+        )
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -62,7 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-browser", action="store_true", help="do not open a browser (headless, CI)")
     ap.add_argument("--workspace", default=str(REPO_ROOT / ".rag_lab"), help="workspace holding the demo KB")
     ap.add_argument("--notebooks", default=str(REPO_ROOT / "notebooks"), help="JupyterLab's root folder")
-    ap.add_argument("--demo-docs", type=int, default=None, help="ingest only a slice of the demo corpus (N docs)")
+    ap.add_argument(
+        "--demo-docs",
+        type=demo_docs_arg,
+        default=QUICK,
+        metavar="N|all",
+        help=f"demo KB size: a slice of N >= 1 documents (default {QUICK}, seconds) or 'all' (994, minutes)",
+    )
     ap.add_argument("--token", default=None, help="server token (default: JupyterLab makes one and prints it)")
     args = ap.parse_args(argv)
 
@@ -72,16 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print("JupyterLab is not installed in this environment: run `make lab` (it installs the notebook extra)")
         return 2
 
-    from rag_lab.demo import KB, ensure_demo_kb
-    from rag_lab.lab.lab import Lab
-
     workspace = Path(args.workspace).resolve()
-    lab = Lab.from_config(workspace=workspace)
-    try:
-        report = ensure_demo_kb(lab, max_docs=args.demo_docs, progress=True)
-    finally:
-        lab.workspace.close()
-    print(f"demo knowledge base '{KB}' in {workspace}: " + ("ready" if report is None else f"ingested ({report})"))
+    print(prepare_demo(workspace, args.demo_docs), flush=True)
     env = dict(os.environ, RAG_LAB_WORKSPACE=str(workspace))
     cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, args.token, extra)
     print(f"JupyterLab on http://127.0.0.1:{args.port}/lab (notebooks: {args.notebooks}); Ctrl-C stops it", flush=True)

@@ -41,6 +41,8 @@ _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
 _HAS_CJK_RE = re.compile(rf"[{_CJK}]")
 _HAS_WORD_RE = re.compile(r"[^\W_]", re.UNICODE)
 _IMAGE_LINE_RE = re.compile(r"^!\[[^\]]*\]\([^)]*\)$")
+# A Markdown ATX heading line ("# Title", "## 2.1 Setup"): a title, not an answer sentence.
+_HEADING_RE = re.compile(r"^#{1,6}(?:\s|$)")
 
 _STOPWORDS = frozenset(
     """a an and are as at be by can do does did for from has have how i in is it its me my of on or
@@ -241,7 +243,7 @@ class ExtractiveChatModel:
     sentence. The bonus is there because a small English bi-encoder is weak on exact tokens
     (names, codes, numbers, and Chinese text, which it sees character by character); 0.15 is
     enough to break ties among similar sentences without letting a keyword match outrank a
-    clearly better paraphrase. Sentences below ``min_score`` are dropped; the best
+    clearly better paraphrase. Markdown heading lines (``# Title``) are not candidates. Sentences below ``min_score`` are dropped; the best
     ``max_sentences`` are taken greedily, skipping one whose cosine with an already chosen
     sentence exceeds ``redundancy``; the answer lists them by score, each followed by
     `` <ref id="HANDLE"/>``, separated by single spaces.
@@ -296,6 +298,8 @@ class ExtractiveChatModel:
         seen: set[str] = set()
         for passage in passages:
             for sentence in split_sentences(passage.text):
+                if _HEADING_RE.match(sentence):  # headings name the topic; they answer nothing
+                    continue
                 if sentence not in seen:
                     seen.add(sentence)
                     candidates.append((sentence, passage.handle))

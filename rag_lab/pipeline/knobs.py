@@ -6,6 +6,10 @@ A tuning session is only as good as its knobs. Three of them can silently do not
   upstream behaviour kept): a 0 does not switch a retriever off.
 * ``mmr_lambda`` only matters when MMR has to choose: when the candidates that passed the rerank
   threshold are no more than ``rerank_top_k``, MMR keeps all of them whatever λ is.
+* ``keyword_threshold`` is not applied by the BM25 keyword engines (spec §5, App. B.19), and a
+  ``vector_threshold`` above every hit's similarity empties the vector list; with both, a
+  question the keywords miss gets no retrieval at all (the search records only the hits that
+  passed, so the warning says which list came back empty).
 * a rerank threshold outside the reranker's score range either keeps everything or leaves only the
   fallback ladder (top-1 / degraded retry); such values are refused, naming the range.
 
@@ -35,6 +39,7 @@ __all__ = [
     "param_warnings",
     "rerank_warnings",
     "run_warnings",
+    "search_warnings",
     "suggest_fields",
     "sweep_warnings",
 ]
@@ -188,11 +193,55 @@ def rerank_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | 
     return out
 
 
+def search_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | None = None) -> list[KnobWarning]:
+    """Warnings from one run's search diagnostics (``state.diagnostics["search"]``): a turned
+    ``keyword_threshold`` (the BM25 engines do not apply it) and a turned ``vector_threshold``
+    that no vector hit reached (naming what the keyword list held, and when nothing was retrieved)."""
+    calls = diag.get("calls") if isinstance(diag, Mapping) else getattr(diag, "calls", None)
+    if not calls:
+        return []
+    turned = set(changed_fields(params) if changed is None else changed)
+    n_vec = sum(len(c.get("vector") or []) for c in calls)
+    n_kw = sum(len(c.get("keyword") or []) for c in calls)
+    out: list[KnobWarning] = []
+    if "keyword_threshold" in turned:
+        best = max((float(h[2]) for c in calls for h in c.get("keyword") or []), default=None)
+        seen = f"the best keyword score was {best:.3g}" if best is not None else "no keyword hit"
+        out.append(
+            KnobWarning(
+                "keyword_threshold",
+                params.keyword_threshold,
+                "no effect: the BM25 keyword engine does not apply it (spec §5, App. B.19: BM25 scores "
+                f"are unbounded), so every keyword match is kept whatever its value ({seen} on this question)",
+            )
+        )
+    if "vector_threshold" in turned and n_vec == 0:
+        tail = (
+            f"only the {n_kw} keyword hit(s) were retrieved"
+            if n_kw
+            else "the keyword search matched nothing either, so retrieval came back empty"
+        )
+        out.append(
+            KnobWarning(
+                "vector_threshold",
+                params.vector_threshold,
+                "no vector hit reached it on this question (the search keeps only the hits above it, "
+                f"cosine similarities; the embedder's good matches are usually 0.4-0.8): {tail}; "
+                "lower it for the vector path to count",
+            )
+        )
+    return out
+
+
 def run_warnings(params: PipelineParams, diagnostics: Any) -> list[KnobWarning]:
-    """All warnings for one run: :func:`param_warnings` and :func:`rerank_warnings`."""
+    """All warnings for one run: :func:`param_warnings`, :func:`search_warnings` and
+    :func:`rerank_warnings`."""
     turned = changed_fields(params)
     diag = diagnostics.get("rerank") if diagnostics is not None else None
-    return param_warnings(params, turned) + rerank_warnings(params, diag, turned)
+    search = diagnostics.get("search") if diagnostics is not None else None
+    return (
+        param_warnings(params, turned) + search_warnings(params, search, turned) + rerank_warnings(params, diag, turned)
+    )
 
 
 def sweep_warnings(

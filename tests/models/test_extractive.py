@@ -309,3 +309,27 @@ def test_token_estimate_fast_path_counts_like_the_pattern(text: str) -> None:
 
     assert estimate_tokens(text) == len(_TOKEN_RE.findall(text))
     assert estimate_tokens("a\xa0b\u3000c\x1cd") == 4 and estimate_tokens("a\u200bb") == 1
+
+
+async def test_markdown_headings_are_not_answer_sentences(minilm: OnnxMiniLMEmbedder) -> None:
+    """Issue 26: "# The Bellrock Lighthouse [1]" was an answer sentence; headings name a topic."""
+    xml = """<retrieval type="knowledge" mode="semantic">
+  <chunk id="c1" index="0" view="full">
+    <content># The Bellrock Lighthouse
+
+The Bellrock Lighthouse stands on a reef off the coast of Angus.
+
+## History of the Bellrock Lighthouse
+The lighthouse was built between 1807 and 1810.</content>
+  </chunk>
+</retrieval>"""
+    msgs = [ChatMessage("system", xml), ChatMessage("user", "Tell me about the Bellrock Lighthouse")]
+    chosen = ExtractiveChatModel(minilm).select(question_of(msgs), find_retrieval(msgs))
+    texts = [c.text for c in chosen]
+    assert texts and not any(t.startswith("#") for t in texts), texts
+    assert "The Bellrock Lighthouse stands on a reef off the coast of Angus." in texts
+    # a '#' inside a sentence (or a hashtag without a space) is not a heading
+    tag = ExtractiveChatModel(minilm).select(
+        "Bellrock hashtag", [RetrievedPassage("c1", "#Bellrock is trending.", "knowledge")]
+    )
+    assert [c.text for c in tag] == ["#Bellrock is trending."]

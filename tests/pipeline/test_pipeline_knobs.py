@@ -233,3 +233,29 @@ def test_sweep_output_names_lambda_that_changed_nothing(cli_ws, tmp_path, capsys
     cap = capsys.readouterr()
     assert "warning: mmr_lambda: the values 0.5, 0.9 gave the same contexts for every question" in cap.err
     assert "Knobs that changed nothing" in (tmp_path / "out" / "sweep.md").read_text()
+
+
+def test_thresholds_that_empty_retrieval_warn_with_what_the_search_saw() -> None:
+    """Issue 26: keyword_threshold=1000 with vector_threshold=0.95 retrieved nothing, silently."""
+    from rag_lab.pipeline.knobs import run_warnings
+    from rag_lab.types.diagnostics import SearchDiagnostics
+    from rag_lab.types.params import PipelineParams
+
+    p = PipelineParams(keyword_threshold=1000, vector_threshold=0.95)
+    empty = {
+        "search": SearchDiagnostics(calls=[{"kb": "k", "match_count": 30, "vector": [], "keyword": [], "fused": []}])
+    }
+    ws = {w.field: w.message for w in run_warnings(p, empty)}
+    assert set(ws) == {"keyword_threshold", "vector_threshold"}
+    assert (
+        "does not apply it" in ws["keyword_threshold"] and "no keyword hit on this question" in ws["keyword_threshold"]
+    )
+    assert "retrieval came back empty" in ws["vector_threshold"]
+    kw_only = {"search": {"calls": [{"vector": [], "keyword": [["c1", "d1", 2.5], ["c2", "d2", 1.0]]}]}}
+    ws = {w.field: w.message for w in run_warnings(p, kw_only)}
+    assert "the best keyword score was 2.5" in ws["keyword_threshold"]
+    assert "only the 2 keyword hit(s) were retrieved" in ws["vector_threshold"]
+    # a vector threshold that some hit reached, or untouched thresholds, say nothing
+    some = {"search": {"calls": [{"vector": [["c1", "d1", 0.97]], "keyword": []}]}}
+    assert [w.field for w in run_warnings(PipelineParams(vector_threshold=0.95), some)] == []
+    assert run_warnings(PipelineParams(), empty) == []

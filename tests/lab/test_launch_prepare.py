@@ -1,0 +1,49 @@
+"""`make lab`'s preparation (issue 26): a first start ingests a quick slice, ``--demo-docs N``
+works for any N >= 1 and refuses anything else in one line. No JupyterLab is started."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from rag_lab import demo
+from rag_lab.lab import launch
+
+
+def test_demo_docs_argument() -> None:
+    assert launch.demo_docs_arg("all") is None
+    assert launch.demo_docs_arg("10") == 10
+    assert launch.demo_docs_arg("1") == 1
+    assert launch.QUICK == demo.QUICK_DOCS
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten", "2.5"])
+def test_demo_docs_refuses_in_one_line(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        launch.main(["--demo-docs", bad, "--no-browser"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    assert err[-1].endswith(f"argument --demo-docs: a whole number of documents >= 1 or 'all', got {bad!r}")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 39, 41, 993])
+def test_any_slice_size_gives_that_many_documents(n: int) -> None:
+    docs = demo.demo_documents(n)  # used to raise ValueError under 40 (the first 20 queries' gold)
+    assert len(docs) == n
+    assert len({d["id"] for d in docs}) == n
+
+
+def test_prepare_ingests_small_slices_and_then_finds_them_ready(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    first = launch.prepare_demo(ws, 1)
+    assert f"demo knowledge base 'hotpotqa' in {ws}: ingested" in first
+    assert "holds 1 of the corpus's 994 documents" in first and "--demo-docs all" in first
+    t0 = time.perf_counter()
+    more = launch.prepare_demo(ws, 10)  # adds the 9 it lacks
+    assert "ingested" in more and "holds 10 of the corpus's 994" in more
+    assert time.perf_counter() - t0 < 60
+    again = launch.prepare_demo(ws, 5)  # holds more than asked: left alone
+    assert f"in {ws}: ready; it holds 10 of" in again
