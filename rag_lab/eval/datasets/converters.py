@@ -42,6 +42,8 @@ def query_row(q: QueryItem) -> dict[str, Any]:
     row: dict[str, Any] = {"id": q.id, "question": q.question, "answers": q.answers, "gold_ids": q.gold_ids}
     if q.metadata:
         row["metadata"] = q.metadata
+    if q.relevance:
+        row["relevance"] = q.relevance
     return row
 
 

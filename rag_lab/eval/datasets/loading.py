@@ -119,6 +119,21 @@ def _str_list(path: Path, line: int, name: str, value: Any, *, ids: bool) -> lis
     return list(value)
 
 
+def _relevance_field(path: Path, line: int, value: Any, corpus_ids: set[str]) -> dict[str, int]:
+    """Validate ``relevance``: ``{corpus id: integer grade >= 0}``."""
+    if not isinstance(value, dict):
+        raise _error(
+            path, line, "relevance", value, f"must be a JSON object {{doc_id: grade}}, got {type(value).__name__}"
+        )
+    for doc, grade in value.items():
+        where = f"relevance[{doc!r}]"
+        if doc not in corpus_ids:
+            raise _error(path, line, where, doc, f"unknown corpus id (not in {CORPUS_FILE})")
+        if isinstance(grade, bool) or not isinstance(grade, int) or grade < 0:
+            raise _error(path, line, where, grade, "a grade must be an integer >= 0")
+    return dict(value)
+
+
 def _load_corpus(path: Path, skipped: list[str]) -> list[CorpusDoc]:
     """Parse and validate ``corpus.jsonl``."""
     docs: list[CorpusDoc] = []
@@ -163,6 +178,7 @@ def _load_queries(path: Path, corpus_ids: set[str], skipped: list[str]) -> list[
                 answers=_str_list(path, line, "answers", obj["answers"], ids=False),
                 gold_ids=gold,
                 metadata=_metadata_field(path, line, obj.get("metadata", {})),
+                relevance=_relevance_field(path, line, obj.get("relevance", {}), corpus_ids),
             )
         )
     if not queries:

@@ -18,7 +18,7 @@ QUERIES_FILE = "queries.jsonl"
 MAX_VALUE_CHARS = 80
 
 _CORPUS_FIELDS = {"id", "title", "text", "metadata"}
-_QUERY_FIELDS = {"id", "question", "answers", "gold_ids", "metadata"}
+_QUERY_FIELDS = {"id", "question", "answers", "gold_ids", "metadata", "relevance"}
 _FAQ_FIELDS = {"id", "question", "answers", "similar_questions", "negative_questions"}
 _HISTORY_FIELDS = {"query_id", "turns"}
 
@@ -65,6 +65,13 @@ class QueryItem:
     answers: list[str]
     gold_ids: list[str]
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: optional graded qrels ``{doc_id: grade >= 0}`` (nDCG's gains); a gold id without a grade
+    #: counts 1, so an absent ``relevance`` is the binary relevance of ``gold_ids``
+    relevance: dict[str, int] = field(default_factory=dict)
+
+    def grades(self) -> dict[str, int]:
+        """Gain per document: 1 for each gold id, overridden by :attr:`relevance`."""
+        return {**dict.fromkeys(self.gold_ids, 1), **self.relevance}
 
 
 def datasets_root() -> Path:
@@ -104,6 +111,12 @@ class Dataset:
     def qrels(self) -> dict[str, set[str]]:
         """Gold ids per query id, the ``qrels`` argument of ``evaluate_retrieval``."""
         return {q.id: set(q.gold_ids) for q in self.queries}
+
+    def graded_qrels(self) -> dict[str, dict[str, int]] | None:
+        """Grades per query id when some query carries ``relevance``, else ``None`` (binary)."""
+        if not any(q.relevance for q in self.queries):
+            return None
+        return {q.id: q.grades() for q in self.queries}
 
     def head(self, n: int) -> Dataset:
         """The first ``n`` queries with the full corpus."""
