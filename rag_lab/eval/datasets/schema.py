@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -102,6 +103,20 @@ class Dataset:
     #: optional ``history.jsonl``: earlier turns per query id, replayed before the question
     history: dict[str, list[HistoryTurn]] = field(default_factory=dict)
 
+    @classmethod
+    def from_frame(cls, queries: Any, corpus: Any, name: str = "frame") -> Dataset:
+        """A dataset from pandas DataFrames with the files' columns (``queries``: id, question,
+        answers, gold_ids, optional metadata / relevance; ``corpus``: id, text, optional title /
+        metadata; or a list of :class:`CorpusDoc`). Rows are validated as the files' lines are;
+        errors name ``<DataFrame queries>:N`` (N the 1-based row position) and the field. A cell
+        holding None or NaN counts as absent."""
+        if isinstance(corpus, list) and all(isinstance(d, CorpusDoc) for d in corpus):
+            docs = list(corpus)
+        else:
+            docs = _corpus_docs(Path("<DataFrame corpus>"), _frame_rows(corpus))
+        qs = _query_items(Path("<DataFrame queries>"), _frame_rows(queries), {d.id for d in docs})
+        return cls(name=name, path=Path(f"<DataFrame {name}>"), corpus=docs, queries=qs)
+
     def doc(self, doc_id: str) -> CorpusDoc:
         """Return the corpus document ``doc_id`` (KeyError naming it if absent)."""
         for d in self.corpus:
@@ -156,6 +171,22 @@ class Dataset:
         keep = gold | set(random.Random(seed).sample(others, n_extra))
         corpus = [d for d in self.corpus if d.id in keep]
         return replace(self, queries=queries, corpus=corpus, skipped_lines=list(self.skipped_lines), history=history)
+
+
+def _frame_rows(frame: Any) -> list[tuple[int, dict[str, Any]]]:
+    """``(1-based row position, {column: value})`` without None / NaN cells; lists and arrays
+    (e.g. numpy arrays from parquet) become lists."""
+    out = []
+    for i, rec in enumerate(frame.to_dict("records"), 1):
+        row: dict[str, Any] = {}
+        for key, v in rec.items():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+                v = v.tolist()
+            row[str(key)] = v
+        out.append((i, row))
+    return out
 
 
 def _check_count(name: str, value: int) -> None:
