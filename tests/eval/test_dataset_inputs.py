@@ -121,3 +121,21 @@ def test_from_frame():
         Dataset.from_frame(queries.drop(columns=["question"]), corpus)
     with pytest.raises(DatasetError, match=r"<DataFrame corpus>:3: field 'id'"):
         Dataset.from_frame(queries, pd.concat([corpus.iloc[:2], corpus.iloc[:1]]))
+
+
+def test_convert_cli(tmp_path, capsys):
+    from rag_lab.eval.cli import main
+    from rag_lab.eval.datasets import load_dataset
+
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in CORPUS))
+    (tmp_path / "topics.tsv").write_text("1\tlighthouse year\n2\tbread\n")
+    (tmp_path / "qrels.txt").write_text("1 0 d1 2\n2 0 d2 1\n")
+    rc = main(["convert", "trec", str(tmp_path / "topics.tsv"), "--qrels", str(tmp_path / "qrels.txt"),
+               "--corpus", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert rc == 0
+    assert load_dataset(tmp_path / "out").queries[0].relevance == {"d1": 2}
+    rows = [{"user_input": "q?", "reference": "r", "reference_contexts": [CORPUS[1].text]}]
+    _jsonl(tmp_path / "r.jsonl", rows)
+    assert main(["convert", "ragas", str(tmp_path / "r.jsonl"), "--out", str(tmp_path / "out2")]) == 0
+    assert len(load_dataset(tmp_path / "out2").corpus) == 1
+    assert "wrote" in capsys.readouterr().out
