@@ -588,7 +588,20 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """SQuAD-style JSON or a BEIR folder → corpus.jsonl + queries.jsonl."""
     from rag_lab.eval.datasets import convert_beir, convert_squad
 
-    if args.layout == "squad":
+    if args.layout in ("ragas", "trec"):
+        from rag_lab.eval.datasets import read_ragas_jsonl, read_trec, write_dataset
+
+        if args.layout == "trec" and not (args.qrels and args.corpus):
+            raise ValueError("convert trec: --qrels and --corpus are required (the source is the topics file)")
+        read = (
+            read_ragas_jsonl(args.source, corpus=args.corpus)
+            if args.layout == "ragas"
+            else read_trec(args.source, args.qrels, args.corpus)
+        )
+        ds = write_dataset(read.corpus, read.queries, args.out, overwrite=args.overwrite)
+        for line in read.skipped_lines:
+            print(line)
+    elif args.layout == "squad":
         ds = convert_squad(args.source, args.out, skip_impossible=args.skip_impossible, overwrite=args.overwrite)
     else:
         ds = convert_beir(args.source, args.out, split=args.split, min_score=args.min_score, overwrite=args.overwrite)
@@ -801,9 +814,16 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_gate)
 
-    p = subparsers.add_parser("convert", help="convert SQuAD-style JSON or a BEIR folder to the dataset format")
-    p.add_argument("layout", choices=("squad", "beir"))
-    p.add_argument("source", help="the SQuAD JSON file, or the BEIR folder")
+    p = subparsers.add_parser(
+        "convert",
+        help="convert SQuAD-style JSON, a BEIR folder, ragas/HF JSONL or TREC topics+qrels to the dataset format",
+    )
+    p.add_argument("layout", choices=("squad", "beir", "ragas", "trec"))
+    p.add_argument("source", help="the SQuAD JSON file, the BEIR folder, the ragas JSONL or the TREC topics file")
+    p.add_argument("--qrels", default=None, help="trec: the qrels file (grades kept for graded nDCG)")
+    p.add_argument(
+        "--corpus", default=None, help="trec (required) / ragas (optional): corpus.jsonl or a dataset folder"
+    )
     p.add_argument("--out", required=True, help="output dataset folder")
     p.add_argument("--split", default="test", help="BEIR qrels split")
     p.add_argument("--min-score", type=int, default=1, help="BEIR: minimum relevance score of a gold document")

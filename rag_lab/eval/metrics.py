@@ -134,9 +134,24 @@ def mrr(retrieved: Sequence[str], gold: Collection[str], k: int | None = None) -
     return 0.0
 
 
-def ndcg_at_k(retrieved: Sequence[str], gold: Collection[str], k: int) -> float:
-    """Binary-relevance nDCG@k with a log2(rank + 1) discount; ideal DCG from |gold|."""
+def ndcg_at_k(
+    retrieved: Sequence[str], gold: Collection[str], k: int, grades: Mapping[str, int] | None = None
+) -> float:
+    """nDCG@k with a log2(rank + 1) discount. Binary (``grades`` None): gain 1 per gold id,
+    ideal DCG from |gold|. Graded, as trec_eval's ``ndcg_cut_k`` with graded qrels: gain = the
+    document's grade (0 when it has none), ideal DCG from the grades sorted descending.
+
+    >>> round(ndcg_at_k(["a", "b"], {"a", "b"}, 2, grades={"a": 1, "b": 3}), 4)
+    0.7967
+    """
     _check_k(k)
+    if grades is not None:
+        ranked = dedupe_ranking(retrieved)
+        ideal_gains = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+        if not ideal_gains:
+            raise ValueError("no document has a grade > 0: the query cannot be scored")
+        dcg_g = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+        return dcg_g / sum(g / math.log2(i + 2) for i, g in enumerate(ideal_gains))
     rel, g = _relevance(retrieved, gold)
     dcg = sum(1.0 / math.log2(i + 2) for i, r in enumerate(rel[:k]) if r)
     ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(g), k)))
@@ -209,10 +224,13 @@ def evaluate_retrieval(
     runs: Mapping[str, Sequence[str]],
     qrels: Mapping[str, Collection[str]],
     ks: Iterable[int] = DEFAULT_KS,
+    grades: Mapping[str, Mapping[str, int]] | None = None,
 ) -> RetrievalReport:
     """Score every query of ``qrels`` (and ``runs``) with the policies of the module docstring.
 
     Query order in the report: ``qrels`` order, then run-only queries (which are excluded).
+    ``grades`` (``{qid: {doc_id: grade}}``, optional) make nDCG graded for the queries it names;
+    the other metrics stay binary over ``qrels``.
 
     >>> report = evaluate_retrieval({"q1": ["d2", "d1"], "q2": ["d9"]}, {"q1": {"d1"}, "q2": {"d3"}}, ks=[1, 2])
     >>> s = report.summary()
@@ -251,7 +269,7 @@ def evaluate_retrieval(
             row[f"recall@{k}"] = recall_at_k(ranked, g, k)
             row[f"precision@{k}"] = precision_at_k(ranked, g, k)
             row[f"hit@{k}"] = hit_at_k(ranked, g, k)
-            row[f"ndcg@{k}"] = ndcg_at_k(ranked, g, k)
+            row[f"ndcg@{k}"] = ndcg_at_k(ranked, g, k, None if grades is None else grades.get(qid))
             row[f"mrr@{k}"] = mrr(ranked, g, k)
         row["mrr"] = mrr(ranked, g)
         row["map"] = average_precision(ranked, g)

@@ -222,6 +222,7 @@ async def evaluate_lab(
         {r.qid: r.retrieved_doc_ids for r in records},
         {q.id: set(q.gold_ids) for q in queries},
         ks=ks,
+        grades={q.id: q.grades() for q in queries} if any(q.relevance for q in queries) else None,
     )
     return EvalResult(
         dataset=dataset.name,

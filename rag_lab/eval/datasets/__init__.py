@@ -16,7 +16,8 @@ offending value (shortened to 80 characters). Blank lines are skipped and listed
 :attr:`Dataset.skipped_lines`.
 
 The package is split by responsibility: :mod:`.schema` (rows, :class:`Dataset`, errors),
-:mod:`.loading` (the validating loader), :mod:`.converters` (the one writer, SQuAD and BEIR
+:mod:`.loading` (the validating loader), :mod:`.inputs` (ragas / HF JSONL, TREC topics +
+qrels, DataFrames via ``Dataset.from_frame``), :mod:`.converters` (the one writer, SQuAD and BEIR
 converters), :mod:`.raw` and :mod:`.bundled` (the converters of the bundled third-party datasets,
 run by ``scripts/convert_datasets.py``).
 """
@@ -24,6 +25,7 @@ run by ``scripts/convert_datasets.py``).
 from __future__ import annotations
 
 from rag_lab.eval.datasets.converters import convert_beir, convert_squad, jsonl_bytes, write_dataset
+from rag_lab.eval.datasets.inputs import from_ragas_dataset, read_ragas_jsonl, read_trec
 from rag_lab.eval.datasets.loading import load_dataset
 from rag_lab.eval.datasets.schema import (
     CORPUS_FILE,
@@ -56,8 +58,11 @@ __all__ = [
     "convert_beir",
     "convert_squad",
     "datasets_root",
+    "from_ragas_dataset",
     "jsonl_bytes",
     "list_datasets",
     "load_dataset",
+    "read_ragas_jsonl",
+    "read_trec",
     "write_dataset",
 ]

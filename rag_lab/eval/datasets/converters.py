@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rag_lab.eval.datasets.loading import _id_field, _iter_rows, _metadata_field, _text_field, load_dataset
+from rag_lab.eval.datasets.loading import _iter_rows, load_dataset
 from rag_lab.eval.datasets.schema import (
     CORPUS_FILE,
     QUERIES_FILE,
@@ -17,7 +17,10 @@ from rag_lab.eval.datasets.schema import (
     DatasetError,
     QueryItem,
     _error,
+    _id_field,
+    _metadata_field,
     _short,
+    _text_field,
 )
 
 # --------------------------------------------------------------------------- writing and converting
@@ -42,6 +45,8 @@ def query_row(q: QueryItem) -> dict[str, Any]:
     row: dict[str, Any] = {"id": q.id, "question": q.question, "answers": q.answers, "gold_ids": q.gold_ids}
     if q.metadata:
         row["metadata"] = q.metadata
+    if q.relevance:
+        row["relevance"] = q.relevance
     return row
 
 

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.datasets.schema import (
-    _CORPUS_FIELDS,
     _FAQ_FIELDS,
     _HISTORY_FIELDS,
-    _QUERY_FIELDS,
     CORPUS_FILE,
     FAQ_FILE,
     HISTORY_FILE,
@@ -23,8 +21,14 @@ from rag_lab.eval.datasets.schema import (
     FAQItem,
     HistoryTurn,
     QueryItem,
+    _check_fields,
+    _corpus_docs,
     _error,
+    _id_field,
+    _query_items,
     _short,
+    _str_list,
+    _text_field,
     datasets_root,
     list_datasets,
 )
@@ -59,115 +63,14 @@ def _iter_rows(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, 
         yield lineno, obj
 
 
-def _check_fields(path: Path, line: int, obj: dict[str, Any], allowed: set[str], required: tuple[str, ...]) -> None:
-    """Reject missing required fields and unknown fields."""
-    for name in required:
-        if name not in obj:
-            raise DatasetError(f"{path}:{line}: field {name!r} is missing (row keys: {_short(sorted(obj))})")
-    for name in obj:
-        if name not in allowed:
-            raise _error(
-                path,
-                line,
-                name,
-                obj[name],
-                f"unknown field (allowed: {', '.join(sorted(allowed))}; put extras in 'metadata')",
-            )
-
-
-def _id_field(path: Path, line: int, name: str, value: Any) -> str:
-    """Validate a non-empty, whitespace-trimmed string id."""
-    if not isinstance(value, str):
-        raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise _error(path, line, name, value, "must be a non-empty string")
-    if value != value.strip():
-        raise _error(path, line, name, value, "must not start or end with whitespace")
-    return value
-
-
-def _text_field(path: Path, line: int, name: str, value: Any, *, non_blank: bool) -> str:
-    """Validate a string field (optionally not blank)."""
-    if not isinstance(value, str):
-        raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
-    if non_blank and not value.strip():
-        raise _error(path, line, name, value, "must not be empty or blank")
-    return value
-
-
-def _metadata_field(path: Path, line: int, value: Any) -> dict[str, Any]:
-    """Validate the optional metadata object."""
-    if not isinstance(value, dict):
-        raise _error(path, line, "metadata", value, f"must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _str_list(path: Path, line: int, name: str, value: Any, *, ids: bool) -> list[str]:
-    """Validate a list of strings (non-empty unique ids when ``ids``)."""
-    if not isinstance(value, list):
-        raise _error(path, line, name, value, f"must be a list of strings, got {type(value).__name__}")
-    seen: set[str] = set()
-    for i, item in enumerate(value):
-        where = f"{name}[{i}]"
-        if not isinstance(item, str):
-            raise _error(path, line, where, item, f"must be a string, got {type(item).__name__}")
-        if ids:
-            _id_field(path, line, where, item)
-            if item in seen:
-                raise _error(path, line, where, item, "duplicate id in the list")
-            seen.add(item)
-    return list(value)
-
-
 def _load_corpus(path: Path, skipped: list[str]) -> list[CorpusDoc]:
     """Parse and validate ``corpus.jsonl``."""
-    docs: list[CorpusDoc] = []
-    first_line: dict[str, int] = {}
-    for line, obj in _iter_rows(path, skipped):
-        _check_fields(path, line, obj, _CORPUS_FIELDS, ("id", "text"))
-        doc_id = _id_field(path, line, "id", obj["id"])
-        if doc_id in first_line:
-            raise _error(path, line, "id", doc_id, f"duplicate id (first seen on line {first_line[doc_id]})")
-        first_line[doc_id] = line
-        docs.append(
-            CorpusDoc(
-                id=doc_id,
-                text=_text_field(path, line, "text", obj["text"], non_blank=True),
-                title=_text_field(path, line, "title", obj.get("title", ""), non_blank=False),
-                metadata=_metadata_field(path, line, obj.get("metadata", {})),
-            )
-        )
-    if not docs:
-        raise DatasetError(f"{path}: the corpus holds no documents")
-    return docs
+    return _corpus_docs(path, _iter_rows(path, skipped))
 
 
 def _load_queries(path: Path, corpus_ids: set[str], skipped: list[str]) -> list[QueryItem]:
     """Parse and validate ``queries.jsonl`` against the corpus ids."""
-    queries: list[QueryItem] = []
-    first_line: dict[str, int] = {}
-    for line, obj in _iter_rows(path, skipped):
-        _check_fields(path, line, obj, _QUERY_FIELDS, ("id", "question", "answers", "gold_ids"))
-        qid = _id_field(path, line, "id", obj["id"])
-        if qid in first_line:
-            raise _error(path, line, "id", qid, f"duplicate id (first seen on line {first_line[qid]})")
-        first_line[qid] = line
-        gold = _str_list(path, line, "gold_ids", obj["gold_ids"], ids=True)
-        for i, g in enumerate(gold):
-            if g not in corpus_ids:
-                raise _error(path, line, f"gold_ids[{i}]", g, f"unknown corpus id (not in {CORPUS_FILE})")
-        queries.append(
-            QueryItem(
-                id=qid,
-                question=_text_field(path, line, "question", obj["question"], non_blank=True),
-                answers=_str_list(path, line, "answers", obj["answers"], ids=False),
-                gold_ids=gold,
-                metadata=_metadata_field(path, line, obj.get("metadata", {})),
-            )
-        )
-    if not queries:
-        raise DatasetError(f"{path}: the file holds no queries")
-    return queries
+    return _query_items(path, _iter_rows(path, skipped), corpus_ids)
 
 
 def _resolve(path_or_name: str | Path) -> Path:
