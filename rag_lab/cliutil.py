@@ -33,6 +33,24 @@ def command_parser(description: str | None, *add_commands: AddCommands) -> argpa
     return ap
 
 
+def param_overrides(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--param FIELD=VALUE`` items (YAML values), validated as PipelineParams fields (a bad name
+    or value raises ValueError naming it)."""
+    import yaml
+
+    from rag_lab.types.params import PipelineParams
+
+    out: dict[str, Any] = {}
+    for kv in items or []:
+        if "=" not in kv:
+            raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
+        key, value = kv.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    if out:
+        PipelineParams.from_mapping(out, source="--param")
+    return out
+
+
 #: exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
 INTERRUPTED_EXIT = 130
 

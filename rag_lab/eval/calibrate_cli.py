@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rag_lab.cliutil import param_overrides
+
 __all__ = ["add_calibrate_command", "cmd_calibrate"]
 
 
@@ -27,7 +29,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not args.dataset and not args.check:
         raise ValueError("give --dataset (to calibrate) or --check RESULT.json (to compare the lab's reranker)")
     lab = _lab(args)
-    params = _overrides(args.param)
+    params = param_overrides(args.param)
     model_id = lab_models(lab).get("reranker", "none")
     previous = load_calibration(args.check) if args.check else None
     if previous is not None and not args.dataset:
@@ -88,23 +90,6 @@ def _lab(args: argparse.Namespace) -> Any:
 
     ws = getattr(args, "workspace", None)
     return Lab.from_config(getattr(args, "config", None), **({"workspace": ws} if ws else {}))
-
-
-def _overrides(items: list[str] | None) -> dict[str, Any]:
-    """``--param FIELD=VALUE`` items (YAML values), validated as PipelineParams fields."""
-    import yaml
-
-    from rag_lab.types.params import PipelineParams
-
-    out: dict[str, Any] = {}
-    for kv in items or []:
-        if "=" not in kv:
-            raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
-        key, value = kv.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    if out:
-        PipelineParams.from_mapping(out, source="--param")
-    return out
 
 
 def _fraction(text: str) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from rag_lab.cliutil import file_stem_arg
+from rag_lab.cliutil import file_stem_arg, param_overrides
 
 __all__ = ["add_eval_commands", "main"]
 
@@ -41,20 +41,6 @@ def _lab(args: argparse.Namespace, workspace: str | Path | None = None) -> Any:
     if ws:
         overrides["workspace"] = ws
     return Lab.from_config(getattr(args, "config", None), **overrides)
-
-
-def _overrides(items: list[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kv in items or []:
-        if "=" not in kv:
-            raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
-        key, value = kv.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    if out:
-        from rag_lab.types.params import PipelineParams
-
-        PipelineParams.from_mapping(out, source="--param")  # names the bad field / value
-    return out
 
 
 def _suites(args: argparse.Namespace) -> list[Any]:
@@ -281,7 +267,7 @@ def _params_file(path: str | None) -> dict[str, Any]:
 def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
     from rag_lab.eval.runner import evaluate_suites
 
-    params = {**_params_file(getattr(args, "params_file", None)), **_overrides(args.param)}
+    params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param)}
     lab = lab if lab is not None else _lab(args)
     metrics = _ragas_metrics(args)
     judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
@@ -351,7 +337,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rag_lab.eval.sweep import parse_param, run_grid, run_optuna, write_sweep_outputs
 
     spaces = [parse_param(s) for s in args.param]
-    base = _overrides(args.set)
+    base = param_overrides(args.set)
     track = _tracking(args)
     lab = _lab(args)
     cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
@@ -376,6 +362,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.ray is not None or not args.quiet:
         print(choice, file=sys.stderr)
     holdout = None
+    # what every runner takes alike
+    common: dict[str, Any] = dict(
+        ragas_metrics=metrics,
+        base_params=base,
+        cache_dir=cache_dir,
+        progress=not args.quiet,
+        fast=not args.no_fast,
+        check=args.check,
+        check_share=args.check_share,
+        check_miss=args.check_miss,
+    )
     if args.holdout is not None:
         from rag_lab.eval.sweep.holdout import run_holdout
 
@@ -389,21 +386,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             held = [parse_suite_spec(args.holdout)]
         result, holdout = _run(
             lambda: run_holdout(
-                lab,
-                suites,
-                spaces,
-                args.objective,
-                held,
-                seed=args.seed,
-                n_trials=args.optuna_trials,
-                ragas_metrics=metrics,
-                base_params=base,
-                cache_dir=cache_dir,
-                progress=not args.quiet,
-                fast=not args.no_fast,
-                check=args.check,
-                check_share=args.check_share,
-                check_miss=args.check_miss,
+                lab, suites, spaces, args.objective, held, seed=args.seed, n_trials=args.optuna_trials, **common
             )
         )
     elif choice.kind == "ray":
@@ -415,56 +398,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 args.objective,
                 n_trials=args.optuna_trials,
                 seed=args.seed,
-                ragas_metrics=metrics,
-                base_params=base,
-                cache_dir=cache_dir,
                 ray_address=address,
                 workers=args.ray_workers,
-                progress=not args.quiet,
-                fast=not args.no_fast,
-                check=args.check,
                 check_seed=args.seed,
-                check_share=args.check_share,
-                check_miss=args.check_miss,
+                **common,
             )
         )
     elif args.optuna_trials:
         result = _run(
-            lambda: run_optuna(
-                lab,
-                suites,
-                spaces,
-                args.optuna_trials,
-                args.objective,
-                seed=args.seed,
-                ragas_metrics=metrics,
-                base_params=base,
-                cache_dir=cache_dir,
-                progress=not args.quiet,
-                fast=not args.no_fast,
-                check=args.check,
-                check_share=args.check_share,
-                check_miss=args.check_miss,
-            )
+            lambda: run_optuna(lab, suites, spaces, args.optuna_trials, args.objective, seed=args.seed, **common)
         )
     else:
-        result = _run(
-            lambda: run_grid(
-                lab,
-                suites,
-                spaces,
-                args.objective,
-                ragas_metrics=metrics,
-                base_params=base,
-                cache_dir=cache_dir,
-                progress=not args.quiet,
-                fast=not args.no_fast,
-                check=args.check,
-                check_seed=args.seed,
-                check_share=args.check_share,
-                check_miss=args.check_miss,
-            )
-        )
+        result = _run(lambda: run_grid(lab, suites, spaces, args.objective, check_seed=args.seed, **common))
     paths = write_sweep_outputs(result, args.out, args.name)
     with_errors = [r for r in result.rows if r["errors"]]
     if with_errors:
@@ -515,7 +460,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from rag_lab.eval.gate import GatePolicy, evaluate_spec, parse_metric_tolerances, run_gate
     from rag_lab.eval.report import load_report, write_report
 
-    params = _overrides(args.param)
+    params = param_overrides(args.param)
     if args.update:
         if args.dataset:
             from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
