@@ -3,7 +3,6 @@ works for any N >= 1 and refuses anything else in one line. No JupyterLab is sta
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -41,9 +40,8 @@ def test_prepare_ingests_small_slices_and_then_finds_them_ready(tmp_path: Path) 
     first = launch.prepare_demo(ws, 1)
     assert f"demo knowledge base 'hotpotqa' in {ws}: ingested" in first
     assert "holds 1 of the corpus's 994 documents" in first and "--demo-docs all" in first
-    t0 = time.perf_counter()
-    more = launch.prepare_demo(ws, 10)  # adds the 9 it lacks
+    more = launch.prepare_demo(ws, 10)  # adds the 9 it lacks, not the 10 again
     assert "ingested" in more and "holds 10 of the corpus's 994" in more
-    assert time.perf_counter() - t0 < 60
+    assert ": 9 added, 0 updated, 0 unchanged" in more
     again = launch.prepare_demo(ws, 5)  # holds more than asked: left alone
     assert f"in {ws}: ready; it holds 10 of" in again
