@@ -35,8 +35,9 @@ _TABLES: dict[str, type] = {"chunks": Chunk, "knowledge": Knowledge}
 
 #: columns whose values repeat across a KB's rows (its id, a type, a status, ``'{}'``, a document
 #: id shared by its chunks): SQLite returns a new object per row for each, so a held table keeps
-#: one object per distinct value instead (``benchmarks/kb_rows_memory.py``: 148 → 88 MB at 100k
-#: chunks and documents, measured with tracemalloc)
+#: one object per distinct value instead (``benchmarks/kb_rows_memory.py``, tracemalloc: 14.8 →
+#: 9.8 MB at 10k chunks and documents; 98.8 MB at 100k; the load takes ~2× as long: 0.32 vs 0.17 s
+#: at 20k)
 _SHARED_COLUMNS: dict[str, frozenset[str]] = {
     "chunks": frozenset(
         {
@@ -155,7 +156,7 @@ class KbRows:
     """The tables of whole KBs a store's readers share (one per :class:`KnowledgeStore`)."""
 
     #: rows held in all (chunks and documents of every KB held); a table that would pass it is
-    #: not held. ``benchmarks/kb_rows_memory.py`` measures what they take with tracemalloc: 88 MB
+    #: not held. ``benchmarks/kb_rows_memory.py`` measures what they take with tracemalloc: 98.8 MB
     #: for 100,000 chunks of ~350 characters and their 100,000 documents (``sys.getsizeof``'s
     #: upper bound, which ``search.py`` prints, counts shared values once per row).
     max_rows = 300_000
