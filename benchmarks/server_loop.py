@@ -9,10 +9,13 @@ For each setup it starts the server on loopback (uvicorn in a thread), sends N_S
 and polls /health every 50 ms until every stream ended. It prints per setup: /health p50 / p95 /
 max (ms), first-frame p50 / p95 (s) and the wall time. Setups:
 
-* ``memory``: the in-memory log (appends are a list append under a lock);
-* ``redis, appends on the loop``: the previous design, the lab's stream manager left unwrapped, so
-  each answer chunk is a blocking RPUSH inside the event loop;
-* ``redis, ordered writer``: the current design (:mod:`rag_lab.stream.appender`).
+* ``memory``: the in-memory log (appends are a list append under a lock), with the generations on
+  the server's loop (the previous design) and on their own loop thread (the current one,
+  :mod:`rag_lab.stream.pipeline_loop`);
+* ``redis, appends on the loop``: two designs ago, the lab's stream manager left unwrapped, so
+  each answer chunk is a blocking RPUSH inside the event loop (generations on the server's loop);
+* ``redis, writer``: the ordered background writer (:mod:`rag_lab.stream.appender`), with the
+  generations on the server's loop and on their own loop thread (the current design).
 
 Results depend on the machine's load: run it on a quiet machine and record ``uptime``.
 """
@@ -93,24 +96,32 @@ def main() -> None:
     from rag_lab.stream.redis_manager import RedisStreamManager
     from rag_lab.stream.server import create_app
 
+    from rag_lab.stream.server_sse import StreamServerSettings
+
+    on_loop = StreamServerSettings(pipeline_thread=False)  # the previous design: generations on the server's loop
     with tempfile.TemporaryDirectory() as tmp:
         lab, questions = _lab(str(Path(tmp) / "ws"), 25)
         lab.services.chat_models[CHAT_MODEL_ID].delay_s = pace
         print(f"{n} concurrent streams, model paced at {pace * 1000:.0f} ms/chunk, {len(questions)} distinct questions")
+        with ServerThread(create_app(lab, manager=MemoryStreamManager(), settings=on_loop)) as srv:
+            print(_line("memory, pipeline on the loop", asyncio.run(_run(srv.url, questions, n))))
         with ServerThread(create_app(lab, manager=MemoryStreamManager())) as srv:
-            print(_line("memory", asyncio.run(_run(srv.url, questions, n))))
+            print(_line("memory, pipeline thread", asyncio.run(_run(srv.url, questions, n))))
         if REDIS_BIN is None:
             print("redis skipped: redis-server is not installed")
             return
         redis = RedisServer(Path(tmp) / "redis").start()
         try:
             raw = RedisStreamManager(url=redis.url, prefix="old")
-            with ServerThread(create_app(lab, manager=raw)) as srv:
-                lab.stream_manager = raw  # the previous design: the pipeline appends on the loop
+            with ServerThread(create_app(lab, manager=raw, settings=on_loop)) as srv:
+                lab.stream_manager = raw  # two designs ago: the pipeline appends on the loop
                 print(_line("redis, appends on the loop", asyncio.run(_run(srv.url, questions, n))))
+            writer = RedisStreamManager(url=redis.url, prefix="writer")
+            with ServerThread(create_app(lab, manager=writer, settings=on_loop)) as srv:
+                print(_line("redis, writer, pipeline on loop", asyncio.run(_run(srv.url, questions, n))))
             wrapped = RedisStreamManager(url=redis.url, prefix="new")
             with ServerThread(create_app(lab, manager=wrapped)) as srv:
-                print(_line("redis, ordered writer", asyncio.run(_run(srv.url, questions, n))))
+                print(_line("redis, writer, pipeline thread", asyncio.run(_run(srv.url, questions, n))))
         finally:
             redis.stop()
 

@@ -20,6 +20,7 @@ from typing import Any
 from rag_lab.stream.auth import Principal
 from rag_lab.stream.bus import short_id
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
+from rag_lab.stream.pipeline_loop import PipelineLoop
 from rag_lab.stream.server_config import ServerConfig
 from rag_lab.stream.server_http import ApiError, owns
 from rag_lab.stream.server_sse import (
@@ -98,6 +99,8 @@ class StreamService:
         self._maintenance: asyncio.Task | None = None
         # the in-memory backends never block; Redis calls go to a worker thread
         self._inline = isinstance(manager, MemoryStreamManager) and isinstance(directory, MemoryStreamDirectory)
+        #: where generations run (None: on the server's loop); see StreamServerSettings.pipeline_thread
+        self.pipeline: PipelineLoop | None = PipelineLoop() if settings.pipeline_thread else None
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._inline:
@@ -185,21 +188,28 @@ class StreamService:
         except Exception as exc:  # a title never blocks an answer
             log.warning("title generation for %s not started: %s", gen.session_id, exc)
 
+    async def _title_and_answer(self, gen: Generation, cancel_event: asyncio.Event) -> Any:
+        """The title task (when due) and the pipeline's run for ``gen``, on the running loop."""
+        await self._start_title(gen)
+        return await self.lab.aask(
+            gen.query,
+            kb=gen.kbs or None,
+            session_id=gen.session_id,
+            message_id=gen.message_id,
+            cancel_event=cancel_event,
+            snapshots=False,
+            user_id=gen.user_id,
+            tenant_id=gen.tenant_id,
+            on_event=self._track(gen),
+        )
+
     async def _generate(self, gen: Generation) -> None:
         watcher = asyncio.get_running_loop().create_task(self._stop_watcher(gen))
-        await self._start_title(gen)
         try:
-            gen.run = await self.lab.aask(
-                gen.query,
-                kb=gen.kbs or None,
-                session_id=gen.session_id,
-                message_id=gen.message_id,
-                cancel_event=gen.cancel_event,
-                snapshots=False,
-                user_id=gen.user_id,
-                tenant_id=gen.tenant_id,
-                on_event=self._track(gen),
-            )
+            if self.pipeline is None:
+                gen.run = await self._title_and_answer(gen, gen.cancel_event)
+            else:
+                gen.run = await self.pipeline.run(lambda stop: self._title_and_answer(gen, stop), gen.cancel_event)
         except Exception as exc:  # §3.1 step 9.4: reported unless the request was cancelled
             gen.error = str(exc) or type(exc).__name__
             log.exception("generation %s/%s failed", gen.session_id, gen.message_id)
@@ -291,6 +301,8 @@ class StreamService:
             g.cancel_event.set()
         if running:
             await asyncio.wait([g.task for g in running if g.task is not None], timeout=timeout)
+        if self.pipeline is not None:
+            await asyncio.to_thread(self.pipeline.close, timeout)
         LIVE_INSTANCES.discard(self.instance)
 
     # -- reading -------------------------------------------------------------------------

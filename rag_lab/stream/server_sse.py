@@ -52,6 +52,11 @@ class StreamServerSettings:
     #: of the response on, so clients and proxies with a read timeout do not drop a slow first
     #: event (a search over a large KB, a model that thinks); 0 disables
     keepalive_s: float = 15.0
+    #: generations run on their own event loop in a background thread
+    #: (:mod:`rag_lab.stream.pipeline_loop`), so their Python work never delays ``/health``, asks,
+    #: stops or SSE frames; False runs them on the server's loop (the previous design, measured
+    #: side by side in ``benchmarks/server_loop.py``)
+    pipeline_thread: bool = True
 
     @classmethod
     def from_params(cls, params: Any) -> StreamServerSettings:

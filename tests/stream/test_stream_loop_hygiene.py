@@ -117,3 +117,85 @@ def test_keepalive_comments_flow_between_events(serve: Any, paced: Any) -> None:
     with httpx.Client(timeout=30) as c:
         r2 = c.post(f"{off.url}/knowledge-chat/s-keep0", json={"query": Q, "kb": "demo"})
     assert ": keep-alive" not in r2.text
+
+
+class _BusyModel:
+    """Wraps the lab's model: before its first chunk it holds the CPU in Python, without an await,
+    until ``release`` is set (at most 5 s), like a stage's long pure-Python work."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.busy = threading.Event()
+        self.release = threading.Event()
+        self.spun = threading.Event()  # set when the busy spell ends (released or timed out)
+        self.threads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def chat(self, messages: Any, options: Any = None) -> Any:
+        return await self.inner.chat(messages, options)
+
+    async def chat_stream(self, messages: Any, options: Any = None) -> Any:
+        import time
+
+        self.threads.append(threading.current_thread().name)
+        self.busy.set()
+        deadline = time.monotonic() + 5
+        while not self.release.is_set() and time.monotonic() < deadline:
+            sum(range(2000))  # no await: the loop running this coroutine serves nothing else
+        self.spun.set()
+        async for chunk in self.inner.chat_stream(messages, options):
+            yield chunk
+
+
+@pytest.fixture
+def busy_model(stream_lab: Any) -> Any:
+    from rag_lab.lab.lab import CHAT_MODEL_ID
+
+    models = stream_lab.services.chat_models
+    original = models[CHAT_MODEL_ID]
+    busy = _BusyModel(original)
+    models[CHAT_MODEL_ID] = busy
+    yield busy
+    busy.release.set()
+    models[CHAT_MODEL_ID] = original
+
+
+def _ask_while_busy(srv: Any, busy: _BusyModel, session: str) -> tuple[bool, httpx.Response]:
+    """Starts an ask, waits until its model holds the CPU, then asks ``/health``; returns whether
+    /health was answered while the model still held it, and the ask's response."""
+    box: dict[str, Any] = {}
+
+    def ask() -> None:
+        with httpx.Client(timeout=60) as c:
+            box["r"] = c.post(f"{srv.url}/knowledge-chat/{session}", json={"query": Q, "kb": "demo"})
+
+    t = threading.Thread(target=ask)
+    t.start()
+    assert busy.busy.wait(30), "the model was never called"
+    with httpx.Client(timeout=60) as c:
+        health = c.get(f"{srv.url}/health")
+    answered_while_busy = health.status_code == 200 and not busy.spun.is_set()
+    busy.release.set()
+    t.join(60)
+    return answered_while_busy, box["r"]
+
+
+def test_health_is_served_while_a_generation_holds_the_cpu(serve: Any, busy_model: _BusyModel) -> None:
+    """Generations run on the pipeline's own loop thread: the server's loop answers /health while
+    a generation does Python work without awaiting, and the answer still streams to the end."""
+    srv = serve()
+    answered, r = _ask_while_busy(srv, busy_model, "s-busy")
+    assert answered, "/health waited for the generation's Python work"
+    assert r.status_code == 200 and '"response_type":"complete"' in r.text
+    assert busy_model.threads == ["rag-lab-pipeline"]
+
+
+def test_on_the_servers_loop_health_waits_for_the_generation(serve: Any, busy_model: _BusyModel) -> None:
+    """The previous design (``pipeline_thread=False``), which the test above guards against: the
+    generation runs on the server's loop and /health is answered only after the model lets go."""
+    srv = serve(pipeline_thread=False)
+    answered, r = _ask_while_busy(srv, busy_model, "s-busy-loop")
+    assert not answered
+    assert r.status_code == 200 and busy_model.threads != ["rag-lab-pipeline"]
