@@ -29,7 +29,6 @@ import numpy as np
 from rag_lab.pipeline.plugins.filter_top_k import filter_top_k, top_k_diagnostics
 from rag_lab.pipeline.plugins.merge import merge_results
 from rag_lab.pipeline.plugins.rerank import annotate_reranked, degraded_threshold
-from rag_lab.reranking.composite import format_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images
 from rag_lab.reranking.vectorized import (
     composite_scores,
@@ -38,9 +37,10 @@ from rag_lab.reranking.vectorized import (
     stable_desc_order,
     threshold_ladder,
 )
+from rag_lab.tuning.diagnostics import rerank_diagnostics
 from rag_lab.tuning.inputs import QuestionInputs
 from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS
-from rag_lab.types.diagnostics import MergeDiagnostics, RerankDiagnostics
+from rag_lab.types.diagnostics import MergeDiagnostics
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
@@ -73,6 +73,34 @@ class Picked:
     wiki: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """One question's rerank stage before MMR under one config (see ``FastEvaluator._ranked``):
+    the ladder's result, the selected candidate positions (``sel``, ladder order), the same in
+    final-score order (``idx``) with their composite and final scores, the Jaccard matrix of
+    ``idx``, (model, base, composite, final, FAQ, position) as Python lists for the picks, and the
+    MMR picks per λ."""
+
+    ladder: Any
+    sel: np.ndarray
+    idx: np.ndarray
+    comp: np.ndarray
+    final: np.ndarray
+    jaccard: np.ndarray
+    lists: tuple[list[float], list[float], list[float], list[float], list[bool], list[int]]
+    #: λ → the longest MMR pick list computed so far (greedy MMR's first k picks do not depend on
+    #: how many more follow, so a shorter top-K reads a prefix)
+    picks_by_lambda: dict[float, list[int]] = field(default_factory=dict)
+
+    def mmr_picks(self, k: int, lam: float, similarity: np.ndarray) -> list[int]:
+        """The first ``k`` MMR picks at ``lam`` (``k`` at most the number of candidates)."""
+        known = self.picks_by_lambda.get(lam)
+        if known is None or len(known) < k:
+            known, _ = select_mmr_jaccard(self.final, similarity, k, lam)
+            self.picks_by_lambda[lam] = known
+        return known[:k]
+
+
 @dataclass
 class EvaluatorStats:
     evaluations: int = 0
@@ -96,6 +124,7 @@ class FastEvaluator:
         self.stats = EvaluatorStats()
         self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
         self._merged: dict[tuple[Any, ...], Any] = {}
+        self._ranked_memo: dict[tuple[Any, ...], _Ranked] = {}
 
     # -- params ---------------------------------------------------------------------------------
     def params_for(self, config: Mapping[str, Any]) -> PipelineParams:
@@ -132,44 +161,21 @@ class FastEvaluator:
             return "model_error", None
         n = len(cr.candidates)
         fallback_min = 0.0 if cr.recall_override else p.rerank_fallback_min_score
-        lad = threshold_ladder(
-            cr.model_index,
-            cr.model_score,
-            n,
-            p.rerank_threshold,
-            fallback_min,
-            degraded_threshold(p.rerank_threshold, p),
-        )
-        sel = cr.model_index[lad.positions]
-        rel = cr.model_score[lad.positions]
         boost = p.faq_score_boost if p.faq_priority_enabled and p.faq_score_boost > 1.0 else None
-        base = np.where(cr.is_graph[sel], rel, cr.search_score[sel])
-        w_src = np.where(cr.is_web[sel], p.web_source_weight, 1.0)
-        comp = composite_scores(
-            rel, base, w_src, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
-        )
-        final = faq_boost(comp, cr.is_faq[sel], boost is not None, boost or 1.0)
-        order = stable_desc_order(final)
-        idx, final, comp, base, rel = sel[order], final[order], comp[order], base[order], rel[order]
+        ranked = self._ranked(q, p, n, fallback_min, boost)
+        lad, sel = ranked.ladder, ranked.sel
         picks: list[Picked] = []
-        if idx.size:
+        if ranked.idx.size:
+            idx = ranked.idx
             k = min(idx.size, max(1, p.rerank_top_k))
-            sub = cr.jaccard[np.ix_(idx, idx)] if k > 1 else cr.jaccard  # k == 1 reads no similarity
-            chosen, _ = select_mmr_jaccard(final, sub, k, p.mmr_lambda)
+            sub = ranked.jaccard if k > 1 else cr.jaccard  # k == 1 reads no similarity
+            chosen = ranked.mmr_picks(k, p.mmr_lambda, sub)
             if record is not None:
-                record.update(idx=idx, comp=comp, final=final, chosen=list(chosen), k=k)
-            faq_sel = cr.is_faq[idx]
+                record.update(idx=idx, comp=ranked.comp, final=ranked.final, chosen=list(chosen), k=k)
+            rel, base, comp, final, faq_sel, index = ranked.lists
+            with_boost = boost is not None
             for j in chosen:
-                picks.append(
-                    Picked(
-                        int(idx[j]),
-                        float(rel[j]),
-                        float(base[j]),
-                        float(comp[j]),
-                        float(final[j]),
-                        bool(boost is not None and faq_sel[j]),
-                    )
-                )
+                picks.append(Picked(index[j], rel[j], base[j], comp[j], final[j], with_boost and faq_sel[j]))
         if record is not None:
             record.update(threshold_used=lad.threshold_used, sel=sel)
         if cr.pictorial:
@@ -201,6 +207,48 @@ class FastEvaluator:
             ]
             picks = sorted(boosted, key=lambda x: -x.score)
         return lad.outcome, picks
+
+    def _ranked(
+        self, q: QuestionInputs, p: PipelineParams, n: int, fallback_min: float, boost: float | None
+    ) -> _Ranked:
+        """The rerank stage up to MMR — the ladder, composite, FAQ boost and stable order, and the
+        Jaccard matrix of the ranked candidates — memoised per question by the values it reads
+        (configs that differ only in ``mmr_lambda`` or ``rerank_top_k`` share it)."""
+        cr = q.rerank
+        assert cr is not None
+        degraded = degraded_threshold(p.rerank_threshold, p)
+        key = (
+            q.qid,
+            p.rerank_threshold,
+            fallback_min,
+            degraded,
+            boost,
+            p.web_source_weight,
+            p.composite_model_weight,
+            p.composite_base_weight,
+            p.composite_source_weight,
+        )
+        hit = self._ranked_memo.get(key)
+        if hit is not None:
+            return hit
+        lad = threshold_ladder(cr.model_index, cr.model_score, n, p.rerank_threshold, fallback_min, degraded)
+        sel = cr.model_index[lad.positions]
+        rel = cr.model_score[lad.positions]
+        base = np.where(cr.is_graph[sel], rel, cr.search_score[sel])
+        w_src = np.where(cr.is_web[sel], p.web_source_weight, 1.0)
+        comp = composite_scores(
+            rel, base, w_src, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
+        )
+        final = faq_boost(comp, cr.is_faq[sel], boost is not None, boost or 1.0)
+        order = stable_desc_order(final)
+        idx, final, comp, base, rel = sel[order], final[order], comp[order], base[order], rel[order]
+        jaccard = cr.jaccard[np.ix_(idx, idx)] if idx.size > 1 else cr.jaccard
+        for shared in (sel, idx, comp, final):  # handed to every config that shares them
+            shared.setflags(write=False)
+        lists = (rel.tolist(), base.tolist(), comp.tolist(), final.tolist(), cr.is_faq[idx].tolist(), idx.tolist())
+        got = _Ranked(lad, sel, idx, comp, final, jaccard, lists, {})
+        self._ranked_memo[key] = got
+        return got
 
     # -- merge and top-K ----------------------------------------------------------------------------
     def _merge_input(
@@ -282,7 +330,7 @@ class FastEvaluator:
         outcome, picks = self.rerank(q, p, record)
         cr = q.rerank
         if cr is not None:
-            diags["rerank"] = _rerank_diagnostics(cr, outcome, picks, record, p)
+            diags["rerank"] = rerank_diagnostics(cr, outcome, picks, record, p)
         if picks is not None and not picks:
             return "nothing", [], diags
         merged, mlog, out, before = self._merged_and_cut(q, picks, outcome, p)
@@ -315,57 +363,6 @@ class FastEvaluator:
         self.stats.evaluations += len(self.inputs)
         self.stats.seconds += time.perf_counter() - t0
         return out
-
-
-def _rerank_diagnostics(
-    cr: Any, outcome: str, picks: list[Picked] | None, record: Mapping[str, Any], p: PipelineParams
-) -> RerankDiagnostics:
-    """The rerank stage's diagnostics as the pipeline writes them (the fields the funnel reads)."""
-    if not cr.candidates:
-        return RerankDiagnostics(outcome="no_candidates", candidates=0)
-    if outcome == "model_error":
-        return RerankDiagnostics(outcome=outcome, error=cr.error, candidates=len(cr.candidates))
-    n = len(cr.candidates)
-    model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
-    scored: dict[int, tuple[float, float, bool]] = {}  # composite, final, image
-    idx = record.get("idx")
-    if idx is not None:
-        for i, c, f in zip(idx.tolist(), record["comp"].tolist(), record["final"].tolist()):
-            scored[int(i)] = (c, f, False)
-    selected = set()
-    for x in picks or []:
-        selected.add(x.index)
-        if x.image:
-            boost = p.faq_score_boost if x.faq_boosted else 1.0
-            scored[x.index] = (x.composite, x.composite * boost if x.faq_boosted else x.composite, True)
-    rows = []
-    for i, r in enumerate(cr.candidates):
-        hit = scored.get(i)
-        kept_by = IMAGE_VECTOR if hit is not None and hit[2] else (r.metadata or {}).get("kept_by", "")
-        rows.append(
-            {
-                "id": r.id,
-                "knowledge_id": r.knowledge_id,
-                "base_score": r.score,
-                "model_score": model_scores.get(i),
-                "composite_score": float(format_score(hit[0])) if hit is not None else None,
-                "final_score": hit[1] if hit is not None else None,
-                "passed_threshold": hit is not None and not hit[2] and kept_by != IMAGE_VECTOR,
-                "kept_by": kept_by,
-                "selected": i in selected,
-            }
-        )
-    ranked = [cr.candidates[i].id for i in idx.tolist()] if idx is not None else []
-    return RerankDiagnostics(
-        outcome=outcome,
-        candidates=n,
-        threshold=p.rerank_threshold,
-        threshold_used=record.get("threshold_used"),
-        mmr_k=record.get("k"),
-        ranked_ids=ranked,
-        rows=rows,
-        mmr=[{"step": n, "index": int(j)} for n, j in enumerate(record.get("chosen") or [])],
-    )
 
 
 def compare_references(expected: Sequence[SearchResult], got: Sequence[SearchResult]) -> str:

@@ -152,6 +152,30 @@ def test_vectorised_mmr_picks_and_traces_like_the_reference(
     assert [s.to_dict() for s in steps_ids] == ref_trace
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_SCORE, _TOKENS), min_size=1, max_size=12),
+    st.lists(st.integers(1, 14), min_size=1, max_size=4),
+    st.sampled_from([0.0, 0.3, 0.5, 0.7, 1.0]),
+)
+def test_the_fast_evaluators_mmr_memo_reads_prefixes_of_one_greedy_run(
+    rows: list[tuple[float, frozenset[str]]], ks: list[int], lam: float
+) -> None:
+    """Greedy MMR's first k picks do not depend on how many follow (ties included), which the fast
+    evaluator's memo relies on: whatever order top-Ks come in, each equals the reference."""
+    from rag_lab.tuning.evaluator import _Ranked
+    from rag_lab.tuning.inputs import jaccard_matrix
+
+    scores = [s for s, _ in rows]
+    sets = [t for _, t in rows]
+    jac = jaccard_matrix(_ids(sets))
+    final = np.array(scores)
+    ranked = _Ranked(None, final, np.arange(len(rows)), final, final, jac, ([], [], [], [], [], []), {})
+    for k in ks:
+        k = min(k, len(rows))
+        assert ranked.mmr_picks(k, lam, jac) == select_mmr(scores, k, lam, sets if k > 1 else None)
+
+
 def test_mmr_worked_example_and_empty_sets() -> None:
     sets = [frozenset({"x", "y", "z"}), frozenset({"x", "y", "z"}), frozenset({"p", "q"}), frozenset()]
     ids = _ids(sets)
