@@ -13,7 +13,7 @@ export RAG_LAB_REQUIRE_EXTRAS := 1
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD := 1
 PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
 
-.PHONY: demo test test-fast notebooks venv clean lab judge test-llm mutation
+.PHONY: demo test test-suite test-checks test-fast notebooks venv clean lab judge test-llm mutation
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,11 +26,21 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m rag_lab.demo
 
+# two lanes at once (one per core; each is mostly one busy process): the tests, and the checks —
+# lint, types, the notebooks, the gate. `make test-suite` or `make test-checks` runs one lane.
 test: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-suite test-checks
+
+test-suite: $(STAMP)
+	$(PYTEST) -q -m "not llm" tests
+
+# the notebooks share one vector cache (a new one per run), so only the first embeds the corpus
+test-checks: $(STAMP)
 	$(VENV)/bin/ruff check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(VENV)/bin/ruff format --check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(PY) -m mypy rag_lab
-	$(PYTEST) -q --nbval-lax -m "not llm" tests notebooks
+	cache=$$(mktemp -d) && RAG_LAB_VECTOR_CACHE=$$cache/vectors.sqlite $(PYTEST) -q --nbval-lax notebooks; \
+		status=$$?; rm -rf "$$cache"; exit $$status
 	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
 
 test-fast: $(STAMP)

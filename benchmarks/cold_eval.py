@@ -1,6 +1,6 @@
 """`rag-lab eval` in a new process on an ingested KB (cold), then again in another new process (warm).
 
-Usage: .venv/bin/python benchmarks/cold_eval.py [N] [--workspace DIR] [--baseline]
+Usage: .venv/bin/python benchmarks/cold_eval.py [N] [--workspace DIR] [--baseline] [--sweep]
 
 1. Ingests the bundled HotpotQA corpus (``hotpotqa_hipporag100``, every document) into
    ``DIR/ingested`` (a temporary folder without ``--workspace``; with it, an earlier ingest is
@@ -11,6 +11,10 @@ Usage: .venv/bin/python benchmarks/cold_eval.py [N] [--workspace DIR] [--baselin
    ingest left in the vector cache), then the same command in another new process (warm: the cold
    run's vectors too). ``--baseline`` also runs it on a third copy with ``vector_cache: false``
    (vectors cached in memory only, for one process: the behaviour before the vector cache).
+   ``--sweep`` also runs ``rag-lab sweep`` over the same N questions in a new process on another
+   fresh copy (two MMR λ values: one capture of the questions, then the fast evaluator) and prints
+   ``sweep capture: X s for N questions, cold eval Y s (R× the cold eval)`` — the capture's own
+   seconds as the sweep reports them (``fast_path.capture_s``), next to the cold eval's.
 4. Asserts identical metrics and per-question results (answers, ranked documents, context ids and
    scores) between the runs, and prints
 
@@ -84,6 +88,25 @@ def run_eval(root: Path, n: int, name: str, out: Path, config: Path | None = Non
     }
 
 
+def run_sweep(root: Path, n: int, out: Path) -> dict[str, Any]:
+    """``rag-lab sweep`` over the first ``n`` questions (mmr_lambda 0.5, 0.7) in a new process: the
+    capture's seconds (from the sweep's Markdown, which prints its fast-path stats) and the wall."""
+    import re
+
+    cmd = [sys.executable, "-m", "rag_lab.cli", "--workspace", str(root), "sweep", "--dataset", f"{DATASET}:{n}"]
+    cmd += ["--param", "mmr_lambda=0.5,0.7", "--out", str(out), "--name", "sweep", "--quiet"]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
+    md = (out / "sweep.md").read_text(encoding="utf-8")
+    found = re.search(r"'capture_s': ([0-9.]+)", md)
+    if found is None:
+        sys.exit(f"{out / 'sweep.md'}: no fast_path capture_s in the sweep's stats")
+    return {"wall": wall, "capture_s": float(found.group(1))}
+
+
 def minilm_rate(texts: list[str]) -> float:
     from rag_lab.models.embedding import shared_minilm
 
@@ -100,6 +123,7 @@ def main() -> None:
     ap.add_argument("n", nargs="?", type=int, default=100, help="questions (default 100)")
     ap.add_argument("--workspace", default=None, help="keep the ingested workspace here (reused when present)")
     ap.add_argument("--baseline", action="store_true", help="also run with vector_cache: false")
+    ap.add_argument("--sweep", action="store_true", help="also time a sweep's capture of the same questions")
     args = ap.parse_args()
     base = Path(args.workspace) if args.workspace else Path(tempfile.mkdtemp(prefix="cold_eval_"))
     ingested = base / "ingested"
@@ -125,6 +149,10 @@ def main() -> None:
         shutil.copytree(ingested, work / "ws_baseline")
         runs["baseline"] = run_eval(work / "ws_baseline", args.n, "baseline", work / "out", config=cfg)
 
+    sweep = None
+    if args.sweep:
+        shutil.copytree(ingested, work / "ws_sweep")
+        sweep = run_sweep(work / "ws_sweep", args.n, work / "out_sweep")
     for name, r in runs.items():
         assert r["summary"] == runs["cold"]["summary"], f"{name}: metrics differ from cold"
         assert r["records"] == runs["cold"]["records"], f"{name}: per-question results differ from cold"
@@ -145,6 +173,12 @@ def main() -> None:
         f"physical limit: {1 / rate + warm:.3f} s/question cold = the question's embedding ({1 / rate:.3f} s, "
         f"MiniLM {rate:.1f} texts/s on these {n} questions) + the warm pipeline ({warm:.3f} s)"
     )
+    if sweep is not None:
+        cold_s = runs["cold"]["seconds"]
+        print(
+            f"sweep capture: {sweep['capture_s']:.1f} s for {n} questions, cold eval {cold_s:.1f} s "
+            f"({sweep['capture_s'] / cold_s:.2f}× the cold eval); the sweep's process {sweep['wall']:.1f} s in all"
+        )
     print(f"identical metrics and per-question results in {len(runs)} runs: {runs['cold']['summary']}")
 
 

@@ -9,6 +9,7 @@ manager, with the Run it returns beside it.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -146,23 +147,37 @@ def ensure_owned_session(store: Any, session_id: str, user_id: str, tenant_id: i
     return session
 
 
+#: the environment variable naming a vector cache file shared by every workspace that does not
+#: name its own (``vector_cache.path``): vectors are a pure function of (model key, text)
+VECTOR_CACHE_ENV = "RAG_LAB_VECTOR_CACHE"
+
+
 def vector_cache_from_config(cfg: Any, root: Path, source: str) -> Any:
     """The workspace's :class:`~rag_lab.models.vector_cache.VectorCache` from the ``vector_cache``
-    config key: ``true`` / absent (the default bound), ``{max_mb: N}``, or ``false`` (none: vectors
-    are cached in memory only, for the life of the process)."""
+    config key: ``true`` / absent (the default bound), ``{max_mb: N, path: FILE}``, or ``false``
+    (none: vectors are cached in memory only, for the life of the process). The file is ``path``
+    (``~`` expanded, relative to the workspace), else ``$RAG_LAB_VECTOR_CACHE``, else
+    ``<workspace>/vectors.sqlite``."""
     from rag_lab.models.vector_cache import DEFAULT_MAX_BYTES, FILE_NAME, VectorCache
 
     if cfg is False or cfg is None:
         return None
     if cfg is True:
         cfg = {}
-    if not isinstance(cfg, Mapping) or set(cfg) - {"max_mb"}:
-        raise LabConfigError(f"{source}: vector_cache: expected true, false or {{max_mb: N}}, got {cfg!r}")
+    if not isinstance(cfg, Mapping) or set(cfg) - {"max_mb", "path"}:
+        raise LabConfigError(f"{source}: vector_cache: expected true, false or {{max_mb: N, path: FILE}}, got {cfg!r}")
     max_mb = cfg.get("max_mb")
     if max_mb is not None and (isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or max_mb < 0):
         raise LabConfigError(f"{source}: vector_cache.max_mb must be a number >= 0, got {max_mb!r}")
+    path = cfg.get("path")
+    if path is not None and (not isinstance(path, str) or not path.strip()):
+        raise LabConfigError(f"{source}: vector_cache.path must be a file path, got {path!r}")
+    where = path or os.environ.get(VECTOR_CACHE_ENV, "").strip() or FILE_NAME
+    file = Path(root) / Path(where).expanduser()  # an absolute path replaces the workspace's
+    if file.is_dir():
+        raise LabConfigError(f"{source}: vector_cache: {file} is a folder; name the cache file (e.g. {file / FILE_NAME})")
     max_bytes = DEFAULT_MAX_BYTES if max_mb is None else int(max_mb * 1024 * 1024)
-    return VectorCache(Path(root) / FILE_NAME, max_bytes=max_bytes)
+    return VectorCache(file, max_bytes=max_bytes)
 
 
 def _run_sync(coro_factory: Callable[[], Any]) -> Any:

@@ -162,3 +162,35 @@ def test_use_times_of_reads_are_written_in_a_batch_at_close(tmp_path: Path, monk
     assert used() == [1_000_000, 1_000_000]  # the read wrote nothing
     store.close()
     assert used() == [1_003_600, 1_003_600]
+
+
+def test_where_the_cache_file_lives(tmp_path: Path, monkeypatch) -> None:
+    """``vector_cache.path`` names the file (relative to the workspace, ``~`` expanded), else
+    ``$RAG_LAB_VECTOR_CACHE`` (one file shared by workspaces), else ``<workspace>/vectors.sqlite``;
+    bad values name the key and the value."""
+    from rag_lab.lab.lab import VECTOR_CACHE_ENV, LabConfigError, vector_cache_from_config
+
+    ws = tmp_path / "ws"
+    monkeypatch.delenv(VECTOR_CACHE_ENV, raising=False)
+    assert vector_cache_from_config(True, ws, "lab.yaml").path == ws / vc.FILE_NAME
+    assert vector_cache_from_config({"path": "cache/v.sqlite"}, ws, "lab.yaml").path == ws / "cache" / "v.sqlite"
+    shared = tmp_path / "shared" / "vectors.sqlite"
+    monkeypatch.setenv(VECTOR_CACHE_ENV, str(shared))
+    a = vector_cache_from_config(True, tmp_path / "a", "lab.yaml")
+    b = vector_cache_from_config({"max_mb": 10}, tmp_path / "b", "lab.yaml")
+    assert a.path == b.path == shared
+    emb = CountingEmbedder()
+    CachedEmbedder(emb, store=a).embed(TEXTS)
+    other = CachedEmbedder(CountingEmbedder(), store=b)  # another workspace, same file: nothing to embed
+    other.embed(TEXTS)
+    assert (other.store_hits, other.misses) == (len(TEXTS), 0) and shared.is_file()
+    assert vector_cache_from_config({"path": "own.sqlite"}, ws, "lab.yaml").path == ws / "own.sqlite"  # config wins
+    assert vector_cache_from_config(False, ws, "lab.yaml") is None
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert vector_cache_from_config({"path": "~/v.sqlite"}, ws, "x").path == tmp_path / "home" / "v.sqlite"
+    with pytest.raises(LabConfigError, match=r"lab.yaml: vector_cache.path must be a file path, got 3"):
+        vector_cache_from_config({"path": 3}, ws, "lab.yaml")
+    with pytest.raises(LabConfigError, match=r"lab.yaml: vector_cache: expected .*got \{'size': 1\}"):
+        vector_cache_from_config({"size": 1}, ws, "lab.yaml")
+    with pytest.raises(LabConfigError, match="is a folder; name the cache file"):
+        vector_cache_from_config({"path": str(tmp_path)}, ws, "lab.yaml")
