@@ -113,7 +113,9 @@ def test_a_metric_whose_questions_are_all_unstable_is_insufficient_data() -> Non
     check = res.checks[0]
     assert check.status == "unstable" and check.tier == "insufficient data" and check.failed
     assert "all 4 scored question(s) are unstable" in check.note and not res.passed
-    allowed = compare_reports(_report(noisy), _report(noisy), GatePolicy(metrics=["faithfulness"], allow_underpowered=True))
+    allowed = compare_reports(
+        _report(noisy), _report(noisy), GatePolicy(metrics=["faithfulness"], allow_underpowered=True)
+    )
     assert allowed.passed and allowed.checks[0].allowed
 
 
