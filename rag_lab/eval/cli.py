@@ -237,6 +237,7 @@ def _project(
     repeat: int = 1,
     judge: Any = None,
     ragas_metrics: Any = (),
+    judge_repeats: int = 1,
 ) -> None:
     """Print the projected model calls / tokens / cost (the LLM judge's included); refuse to start
     over --budget."""
@@ -246,7 +247,7 @@ def _project(
     p = lab.params.with_changes(**params) if params else lab.params
     _warn_language(lab, suites)
     projection = project_suites(lab, suites, p, repeat=repeat)
-    add_judge_projection(projection, lab, suites, judge, ragas_metrics, p, repeat)
+    add_judge_projection(projection, lab, suites, judge, ragas_metrics, p, repeat * judge_repeats)
     if not getattr(args, "quiet", False):
         print("projected: " + projection.describe(), file=sys.stderr)
     projection.check_budget(getattr(args, "budget", None))
@@ -271,7 +272,10 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
     lab = lab if lab is not None else _lab(args)
     metrics = _ragas_metrics(args)
     judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
-    _project(args, lab, _suites(args), params, judge=judge, ragas_metrics=metrics)
+    repeats = int(getattr(args, "judge_repeats", None) or 1)
+    if repeats > 1 and judge is None:
+        raise ValueError("--judge-repeats needs LLM judge metrics: add --ragas-llm or --ragas-metric faithfulness …")
+    _project(args, lab, _suites(args), params, judge=judge, ragas_metrics=metrics, judge_repeats=repeats)
     config = getattr(args, "config", None)
     return _run(
         lambda: evaluate_suites(
@@ -284,6 +288,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
             meta={"config": config},
             concurrency=getattr(args, "concurrency", None),
             keep_sessions=bool(getattr(args, "keep_sessions", False)),
+            judge_repeats=repeats,
         )
     )
 
@@ -297,6 +302,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     lab = _lab(args)
     report = _evaluate(args, lab)
     print(suites_table(report.suites))
+    from rag_lab.eval.review import ALLOW_FLAG, unreviewed_count
+
+    if unreviewed_count(report.meta):
+        print(
+            f"warning: {unreviewed_count(report.meta)} unreviewed synthetic question(s) in this evaluation: "
+            f"review them before a baseline is built on them (rag-lab gate refuses without {ALLOW_FLAG})",
+            file=sys.stderr,
+        )
     name = args.name or "eval_" + "_".join(s.name for s in report.suites)
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
@@ -478,8 +491,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 raise ValueError(f"{args.baseline}: has no spec; give --dataset to create a baseline")
             old_params: Any = spec.get("params") or {}
             spec["params"] = {**dict(old_params), **params}
+        from rag_lab.eval.review import refuse_unreviewed, spec_unreviewed
+
+        unreviewed = spec_unreviewed(spec)
+        if unreviewed and not args.allow_unreviewed:
+            raise ValueError(refuse_unreviewed(unreviewed, f"the baseline {args.baseline} would be"))
         report = evaluate_spec(spec, config=args.config, workspace=args.workspace, progress=not args.quiet)
         out = Path(args.baseline)
+        if out.is_file() and not args.dataset:  # a refreshed baseline keeps its judge calibration
+            old = load_report(out).meta.get("judge_calibration")
+            if old is not None:
+                report.meta["judge_calibration"] = old
         paths = write_report(report, out.parent, out.name.removesuffix(".json"), formats=["json"])
         print(f"baseline written: {paths['json']}")
         return 0
@@ -499,6 +521,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         allow_underpowered=args.allow_underpowered,
         correction=args.correction,
         max_age_days=args.max_baseline_age_days,
+        allow_unreviewed=args.allow_unreviewed,
     )
     if args.headroom is not None:
         print(
@@ -560,6 +583,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def add_eval_commands(subparsers: Any) -> None:
     """Register eval, sweep, report, gate and convert on ``subparsers`` (of the rag-lab parser)."""
     from rag_lab.eval.formats import EXPORT_FORMATS
+    from rag_lab.eval.metric_defs import GATE_TOLERANCE
 
     p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
     _add_dataset_options(p)
@@ -572,6 +596,14 @@ def add_eval_commands(subparsers: Any) -> None:
         "the lab config stays `rag-lab --config LAB.yaml eval …`",
     )
     _add_ragas_options(p)
+    p.add_argument(
+        "--judge-repeats",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="score each sample N times with the LLM judge: per-question mean and spread, questions whose "
+        "repeats spread wider than the gate's tolerance marked unstable (default 1)",
+    )
     p.add_argument("--out", default="reports")
     p.add_argument(
         "--name", default=None, type=file_stem_arg(), help="report file name under --out (default eval_<datasets>)"
@@ -712,7 +744,7 @@ def add_eval_commands(subparsers: Any) -> None:
         metavar="NAME[:TOL]",
         help="gated metric (default: the usual set; gold-funnel metrics such as fused.recall@10 too)",
     )
-    p.add_argument("--tolerance", type=float, default=0.02)
+    p.add_argument("--tolerance", type=float, default=GATE_TOLERANCE)
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--test", choices=("permutation", "bootstrap"), default="permutation")
     p.add_argument("--resamples", type=int, default=10_000)
@@ -746,6 +778,12 @@ def add_eval_commands(subparsers: Any) -> None:
         default=None,
         metavar="PATH",
         help="append a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY, a PR comment)",
+    )
+    p.add_argument(
+        "--allow-unreviewed",
+        action="store_true",
+        help="build, update or compare against a baseline whose questions include unreviewed synthetic ones "
+        "(rag-lab testset output nobody checked); refused without it",
     )
     p.add_argument("--headroom", default=None, help=argparse.SUPPRESS)  # ignored since every metric is gated
     p.add_argument(

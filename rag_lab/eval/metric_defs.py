@@ -20,7 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Metric", "DEFAULT_GATE_METRICS", "is_known_metric", "metric", "metric_families"]
+__all__ = ["GATE_TOLERANCE", "Metric", "DEFAULT_GATE_METRICS", "is_known_metric", "metric", "metric_families"]
+
+
+#: the gate's default tolerance (how far a mean may drop before it can be a regression); also where
+#: judge repeats spread too wide to be stable (:mod:`rag_lab.eval.judge.repeats`)
+GATE_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True, slots=True)

@@ -310,10 +310,12 @@ async def evaluate_suites(
     meta: Mapping[str, Any] | None = None,
     concurrency: int | None = None,
     keep_sessions: bool = False,
+    judge_repeats: int = 1,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
     whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
-    :func:`evaluate_lab`."""
+    :func:`evaluate_lab`. ``judge_repeats``: score each sample that many times on the LLM metrics
+    (:func:`~rag_lab.eval.ragas_adapter.ascore_repeated`; the spec records it when > 1)."""
     from rag_lab.eval.report import EvalReport, SuiteResult
 
     spec_list = list(specs)
@@ -344,13 +346,14 @@ async def evaluate_suites(
         ragas = None
         suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
         if suite_metrics:
-            from rag_lab.eval.ragas_adapter import ascore_samples, samples_from_records
+            from rag_lab.eval.ragas_adapter import ascore_repeated, samples_from_records
             from rag_lab.observability.ledger import Ledger
 
-            ragas = await ascore_samples(
+            ragas = await ascore_repeated(
                 samples_from_records(res.records, ds),
                 suite_metrics,
-                judge=judge,
+                judge,
+                judge_repeats,
                 embedder=getattr(lab, "embedder", None),
                 ledger=Ledger(getattr(lab, "prices", None) or Ledger().prices),
             )
@@ -372,6 +375,7 @@ async def evaluate_suites(
         "ks": list(ks_t),
         "ragas_metrics": metrics,
         "params": params_overrides(params, lab.params) if params is not None else {},
+        **({"judge_repeats": judge_repeats} if judge_repeats > 1 else {}),
     }
     lab_params = lab.params.model_dump(mode="json") if hasattr(lab.params, "model_dump") else {}
     from rag_lab.eval.gate.provenance import report_provenance

@@ -29,8 +29,10 @@ from rag_lab.eval.gate.stats import (
     holm_adjust,
     min_queries_to_detect,
 )
+from rag_lab.eval.judge.repeats import suite_unstable
 from rag_lab.eval.metric_defs import metric as metric_info
 from rag_lab.eval.report import EvalReport, ReportError, SuiteResult, short_text, validate_report
+from rag_lab.eval.review import refuse_unreviewed, unreviewed_count, unreviewed_warnings
 
 #: paired differences smaller than this are float noise, not a change
 NO_CHANGE = 1e-9
@@ -51,6 +53,10 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
     if cvals is None or bvals is None:
         return _missing_check(base.name, metric, bmean, tol, "metric missing from the current run"), []
     cmean = cur.summary().get(metric, math.nan)
+    unstable = list(dict.fromkeys(suite_unstable(base.ragas, metric, tol) + suite_unstable(cur.ragas, metric, tol)))
+    if unstable:  # judge noise wider than the tolerance: no evidence either way, left out of the test
+        bvals = {q: v for q, v in bvals.items() if q not in unstable}
+        cvals = {q: v for q, v in cvals.items() if q not in unstable}
     missing_q = [q for q in bvals if q not in cvals]
     gained_nan = [q for q in bvals if q in cvals and math.isfinite(bvals[q]) and not math.isfinite(cvals[q])]
     pairs = [(bvals[q], cvals[q]) for q in bvals if q in cvals and math.isfinite(bvals[q]) and math.isfinite(cvals[q])]
@@ -73,7 +79,16 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
         n_better=sum(1 for x in diffs if x > 0),
         n_informative=moved,
         gained_nan=gained_nan,
+        unstable=unstable,
     )
+    if unstable and not pairs:
+        check.status = "unstable"
+        check.allowed = policy.allow_underpowered
+        check.note = (
+            f"insufficient data: all {len(unstable)} scored question(s) are unstable (judge repeats spread > {tol:g}); "
+            "use a steadier judge or more repeats" + ("; allowed by --allow-underpowered" if check.allowed else "")
+        )
+        return check, []
     if diffs:
         check.ci_low, check.ci_high = bootstrap_ci(diffs, policy.ci_level, policy.n_resamples, policy.seed)
     check.p_adjusted = check.p_value
@@ -86,6 +101,16 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
     except KeyError:
         check.saturated = ""
     return check, diffs if moved else list(bvals.values())
+
+
+def _unstable_note(c: MetricCheck) -> str:
+    if not c.unstable:
+        return ""
+    head = ", ".join(c.unstable[:5]) + (", …" if len(c.unstable) > 5 else "")
+    return (
+        f"{len(c.unstable)} unstable question(s) left out of the paired test (judge repeats spread > "
+        f"{c.tolerance:g}: {head})"
+    )
 
 
 def _power(c: MetricCheck, spread: Sequence[float], level: float, policy: GatePolicy) -> None:
@@ -106,8 +131,13 @@ def powered(c: MetricCheck) -> bool:
 def _decide(c: MetricCheck, policy: GatePolicy) -> None:
     """Set ``status`` and ``note`` from the (adjusted) p-values: regression, NaN, insufficient
     data (a fall the slice cannot tell from chance), improvement, ok or unchanged."""
-    if c.status == "missing":
+    if c.status in ("missing", "unstable"):
         return
+    _decide_status(c, policy)
+    c.note = "; ".join(x for x in (_unstable_note(c), c.note) if x)
+
+
+def _decide_status(c: MetricCheck, policy: GatePolicy) -> None:
     tol, alpha = c.tolerance, policy.alpha
     where = f"{c.n_worse} of {c.n_pairs} questions worse"
     p_txt = f"p={c.p_value:.4g}" + (f", Holm {c.p_adjusted:.4g}" if policy.correction == "holm" else "")
@@ -280,6 +310,13 @@ def compare_reports(
             validate_report(rep, str(rep.meta.get("source") or label))
         except ReportError as exc:
             raise GateError(str(exc)) from None
+    unreviewed = {"baseline": unreviewed_count(baseline.meta), "current": unreviewed_count(current.meta)}
+    if unreviewed["baseline"] and not pol.allow_unreviewed:
+        raise GateError(
+            refuse_unreviewed(
+                baseline.meta, " ".join(filter(None, ["the baseline", baseline.meta.get("source"), "is"]))
+            )
+        )
     checks: list[MetricCheck] = []
     spread: dict[int, list[float]] = {}  # check index -> the values whose spread sets its power
     changes: list[QueryChange] = []
@@ -315,7 +352,9 @@ def compare_reports(
         changes += query_changes(base, cur, gated)
     if not checks:
         raise GateError("nothing to gate: the baseline has no suites / gated metrics")
-    measured = [i for i, c in enumerate(checks) if c.metric != ERRORS_METRIC and c.status != "missing"]
+    measured = [
+        i for i, c in enumerate(checks) if c.metric != ERRORS_METRIC and c.status not in ("missing", "unstable")
+    ]
     _adjust([checks[i] for i in measured], pol)
     level = pol.alpha / len(measured) if pol.correction == "holm" and measured else pol.alpha
     for i in measured:
@@ -323,4 +362,5 @@ def compare_reports(
         _decide(checks[i], pol)
     changes.sort(key=_change_order)
     warnings = provenance_warnings(baseline, current, pol.max_age_days, now)
-    return GateResult(checks, pol, current, changes, changed_params(baseline, current), warnings)
+    warnings += unreviewed_warnings(baseline.meta, current.meta, pol.allow_unreviewed)
+    return GateResult(checks, pol, current, changes, changed_params(baseline, current), warnings, unreviewed)

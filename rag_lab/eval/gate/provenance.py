@@ -70,12 +70,20 @@ def lab_models(lab: Any) -> dict[str, str]:
 
 
 def report_provenance(lab: Any, datasets: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """``{"code_version", "models", "datasets": {suite: digest}}`` of a run."""
-    return {
+    """``{"code_version", "models", "datasets": {suite: digest}}`` of a run, plus
+    ``unreviewed_synthetic`` when some suite has unreviewed synthetic questions (:mod:`rag_lab.eval.review`)."""
+    from rag_lab.eval.review import unreviewed_section
+
+    pairs = list(datasets)
+    out: dict[str, Any] = {
         "code_version": code_version(),
         "models": lab_models(lab),
-        "datasets": {name: dataset_digest(ds) for name, ds in datasets},
+        "datasets": {name: dataset_digest(ds) for name, ds in pairs},
     }
+    unreviewed = unreviewed_section(pairs)
+    if unreviewed:
+        out["unreviewed_synthetic"] = unreviewed
+    return out
 
 
 def _parse_time(text: Any) -> datetime.datetime | None:

@@ -58,6 +58,7 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
         if c.note:
             lines.append(f"  {c.suite} {c.metric}: {c.note}")
     lines += [f"warning: {w}" for w in res.warnings]
+    lines += unstable_lines(res)
     lines.append(res.params_line())
     if res.changes:
         lines.append(f"per-question changes: {len(res.changes)} (worst first)")
@@ -105,7 +106,8 @@ def gate_markdown(res: GateResult, max_changes: int = 200) -> str:
         res.verdict(),
         "",
         *[f"- warning: {md_cell(w)}" for w in res.warnings],
-        *([""] if res.warnings else []),
+        *[f"- {md_cell(u)}" for u in unstable_lines(res)],
+        *([""] if res.warnings or res.unstable_count() else []),
         res.params_line(),
         "",
         f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | p adj | d_z | mde | moved "
@@ -235,13 +237,27 @@ def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
             )
     if res.warnings:
         lines += ["", *[f"> warning: {md_cell(w)}" for w in res.warnings]]
+    lines += [f"> {md_cell(u)}" for u in unstable_lines(res)]
     lines.append("")
     return "\n".join(lines)
 
 
+def unstable_lines(res: GateResult) -> list[str]:
+    """One line per judge metric check that left unstable questions out of its paired test."""
+    out = []
+    for c in res.checks:
+        if c.unstable:
+            head = ", ".join(c.unstable[:10]) + (", …" if len(c.unstable) > 10 else "")
+            out.append(
+                f"unstable: {c.suite}/{c.metric}: {len(c.unstable)} question(s) whose judge repeats spread > "
+                f"{c.tolerance:g} left out of the paired test ({head})"
+            )
+    return out
+
+
 def _status(c: MetricCheck) -> str:
-    word = "insufficient data" if c.status == "underpowered" else c.status
-    if c.status == "underpowered" and c.allowed:
+    word = "insufficient data" if c.status in ("underpowered", "unstable") else c.status
+    if c.status in ("underpowered", "unstable") and c.allowed:
         return word + " (allowed)"
     return word.upper() if c.failed else word
 

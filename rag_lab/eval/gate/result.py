@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_lab.eval.gate.changes import QueryChange
 from rag_lab.eval.gate.render import gate_html, gate_junit, gate_markdown, gate_summary_markdown, gate_table
 from rag_lab.eval.gate.stats import paired_bootstrap_pvalue, paired_permutation_pvalue
-from rag_lab.eval.metric_defs import metric_families
+from rag_lab.eval.metric_defs import GATE_TOLERANCE, metric_families
 from rag_lab.eval.report import EvalReport
 
 #: metric family of every metric gated by default (one name per quantity: no aliases)
@@ -31,7 +32,7 @@ class GateError(ValueError):
 @dataclass
 class GatePolicy:
     metrics: Sequence[str] | None = None  # None: DEFAULT_GATE_METRICS present in the baseline
-    tolerance: float = 0.02
+    tolerance: float = GATE_TOLERANCE
     tolerances: dict[str, float] = field(default_factory=dict)
     alpha: float = 0.05
     test: str = "permutation"  # "permutation" | "bootstrap"
@@ -45,6 +46,8 @@ class GatePolicy:
     correction: str = "holm"  # "holm" (across every metric check of the gate) | "none"
     #: warn when the baseline is older than this many days (0: never)
     max_age_days: float = 90.0
+    #: compare against a baseline built on synthetic questions nobody reviewed (refused otherwise)
+    allow_unreviewed: bool = False
 
     def __post_init__(self) -> None:
         if self.test not in ("permutation", "bootstrap"):
@@ -87,6 +90,7 @@ class GatePolicy:
             "power": self.power,
             "correction": self.correction,
             "max_age_days": self.max_age_days,
+            "allow_unreviewed": self.allow_unreviewed,
         }
 
 
@@ -97,6 +101,7 @@ TIERS: dict[str, str] = {
     "missing": "regression",
     "errors": "regression",
     "underpowered": "insufficient data",
+    "unstable": "insufficient data",
     "improved": "improvement",
     "ok": "unchanged",
     "unchanged": "unchanged",
@@ -135,6 +140,8 @@ class MetricCheck:
     allowed: bool = False  # an underpowered check let through by --allow-underpowered
     power_alpha: float = math.nan  # the level mde and min_queries are computed at
     gained_nan: list[str] = field(default_factory=list)  # questions finite in the baseline, NaN now
+    #: questions whose judge repeats are unstable (:mod:`rag_lab.eval.judge.repeats`): left out of the test
+    unstable: list[str] = field(default_factory=list)
 
     @property
     def tier(self) -> str:
@@ -142,7 +149,7 @@ class MetricCheck:
 
     @property
     def failed(self) -> bool:
-        if self.status == "underpowered":
+        if self.status in ("underpowered", "unstable"):
             return not self.allowed
         return self.tier == "regression"
 
@@ -172,6 +179,7 @@ class MetricCheck:
             "n_informative": self.n_informative,
             "saturated": self.saturated or None,
             "gained_nan": list(self.gained_nan),
+            "unstable": list(self.unstable),
             "nan_baseline": self.bad_baseline,
             "nan_current": self.bad_current,
             "status": self.status,
@@ -181,85 +189,8 @@ class MetricCheck:
         }
 
 
-@dataclass
-class QueryChange:
-    """One question whose behaviour differs from the baseline."""
-
-    suite: str
-    qid: str
-    question: str
-    changed: list[str]  # of "error", "nan", "ranking", "contexts", "answer", "metrics"
-    deltas: dict[str, float]  # gated metric -> current - baseline (non-zero only)
-    baseline_ids: list[str] = field(default_factory=list)
-    current_ids: list[str] = field(default_factory=list)
-    baseline_answer: str = ""
-    current_answer: str = ""
-    gold_ids: list[str] = field(default_factory=list)
-    baseline_error: str = ""
-    current_error: str = ""
-    nan_metrics: list[str] = field(default_factory=list)  # gated metrics finite in the baseline, NaN now
-
-    @property
-    def gained_failure(self) -> bool:
-        """A new pipeline / model error, or a metric that could no longer be scored."""
-        return bool(self.current_error and not self.baseline_error) or bool(self.nan_metrics)
-
-    @property
-    def worst(self) -> float:
-        """The largest drop on a gated metric (negative), else 0 (or the smallest rise)."""
-        return min(self.deltas.values()) if self.deltas else 0.0
-
-    def describe(self) -> str:
-        parts = []
-        if "error" in self.changed:
-            if self.current_error and not self.baseline_error:
-                parts.append(f"new error: {_short(self.current_error)}")
-            elif self.baseline_error and not self.current_error:
-                parts.append("error gone")
-            else:
-                parts.append(f"error changed: {_short(self.current_error)}")
-        if self.nan_metrics:
-            parts.append("became NaN: " + ", ".join(self.nan_metrics))
-        if "ranking" in self.changed:
-            parts.append(f"ranking {_ids(self.baseline_ids)} → {_ids(self.current_ids)}")
-        if "contexts" in self.changed:
-            parts.append("final contexts")
-        if "answer" in self.changed:
-            parts.append("answer")
-        drops = ", ".join(f"{m} {d:+.3f}" for m, d in sorted(self.deltas.items(), key=lambda kv: kv[1]))
-        return "; ".join(parts) + (f" ({drops})" if drops else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "qid": self.qid,
-            "question": self.question,
-            "changed": list(self.changed),
-            "worst": self.worst,
-            "deltas": dict(self.deltas),
-            "gold_ids": list(self.gold_ids),
-            "baseline_ids": list(self.baseline_ids),
-            "current_ids": list(self.current_ids),
-            "baseline_answer": self.baseline_answer,
-            "current_answer": self.current_answer,
-            "baseline_error": self.baseline_error,
-            "current_error": self.current_error,
-            "nan_metrics": list(self.nan_metrics),
-        }
-
-
 def _status_word(status: str) -> str:
     return "insufficient data" if status == "underpowered" else status
-
-
-def _short(text: str, n: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _ids(ids: Sequence[str], n: int = 3) -> str:
-    head = ", ".join(ids[:n])
-    return f"[{head}{', …' if len(ids) > n else ''}]"
 
 
 def _num(v: Any) -> Any:
@@ -276,6 +207,12 @@ class GateResult:
     params_changed: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: the baseline's age and provenance (code version, models, dataset content) against the current run's
     warnings: list[str] = field(default_factory=list)
+    #: unreviewed synthetic questions of the baseline and of the current run (``--allow-unreviewed``)
+    unreviewed: dict[str, int] = field(default_factory=dict)
+
+    def unstable_count(self) -> int:
+        """Questions left out of some judge metric's paired test because their repeats are unstable."""
+        return sum(len(c.unstable) for c in self.checks)
 
     @property
     def passed(self) -> bool:
@@ -354,6 +291,8 @@ class GateResult:
             "tiers": {t: [f"{c.suite}/{c.metric}" for c in cs] for t, cs in self.tiers().items()},
             "params_changed": self.params_changed,
             "warnings": list(self.warnings),
+            "unreviewed_synthetic": dict(self.unreviewed),
+            "unstable": {f"{c.suite}/{c.metric}": list(c.unstable) for c in self.checks if c.unstable},
             "query_changes": [ch.to_dict() for ch in self.changes],
         }
 

@@ -46,6 +46,7 @@ def evaluate_spec(
     merged = {**dict(spec.get("params") or {}), **dict(params or {})}
     ks = tuple(spec.get("ks") or (1, 3, 5, 10))
     ragas_metrics = list(spec.get("ragas_metrics") or [])
+    judge_repeats = int(spec.get("judge_repeats") or 1)
 
     def run(ws: Path) -> EvalReport:
         lab = lab_factory(ws) if lab_factory else Lab.from_config(config, workspace=ws)
@@ -57,6 +58,7 @@ def evaluate_spec(
                     params=merged or None,
                     ragas_metrics=ragas_metrics,
                     judge=judge,
+                    judge_repeats=judge_repeats,
                     ks=ks,
                     progress=progress,
                     meta={"config": str(config) if isinstance(config, (str, Path)) else None},

@@ -70,7 +70,8 @@ from rag_lab.eval.ragas_adapter.samples import (
     metric_tokens,
     samples_from_records,
 )
-from rag_lab.eval.ragas_adapter.score import ascore_samples, score_samples
+from rag_lab.eval.ragas_adapter.score import ascore_repeated, ascore_samples, score_samples
+from rag_lab.eval.ragas_adapter.scorers import prompt_hash
 
 __all__ = [
     "ALL_METRICS",
@@ -89,7 +90,9 @@ __all__ = [
     "JUDGE_CALLS_PER_SAMPLE",
     "JUDGE_MAX_ATTEMPTS",
     "add_judge_projection",
+    "ascore_repeated",
     "ascore_samples",
+    "prompt_hash",
     "judge_from_lab_config",
     "judge_ledger_transport",
     "judge_summary",

@@ -107,6 +107,9 @@ class RagasResult:
     failed: dict[str, list[str]] = field(default_factory=dict)  # metric -> qids that raised / lacked input
     #: the judge's HTTP calls (every attempt): calls, failed, tokens_in, tokens_out, cost_usd, ms
     judge: dict[str, Any] = field(default_factory=dict)
+    #: ``eval --judge-repeats N``: metric -> per sample (aligned with qids) its N judge scores
+    #: (NaN kept); ``values`` then holds their mean over the finite ones. Empty: scored once.
+    repeats: dict[str, list[list[float]]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
         """Mean over the valid (finite) samples; NaN when there is none."""
@@ -138,6 +141,7 @@ class RagasResult:
             "reasons": self.reasons,
             "failed": self.failed,
             "judge": dict(self.judge),
+            **({"repeats": {m: [list(r) for r in rs] for m, rs in self.repeats.items()}} if self.repeats else {}),
         }
 
     @classmethod
@@ -149,6 +153,7 @@ class RagasResult:
             {k: dict(v) for k, v in (data.get("reasons") or {}).items()},
             {k: list(v) for k, v in (data.get("failed") or {}).items()},
             dict(data.get("judge") or {}),
+            {m: [[float(x) for x in r] for r in rs] for m, rs in (data.get("repeats") or {}).items()},
         )
 
 

@@ -50,13 +50,14 @@ async def ascore_samples(
         )
     _import_ragas()
     scorers = _offline_scorers() if any(m not in LLM_METRICS for m in names) else {}
+    prompts: dict[str, str] = {}
     if llm_wanted:
         assert judge is not None
         if ledger is None:
             from rag_lab.observability.ledger import Ledger
 
             ledger = Ledger()
-        scorers.update(_llm_scorers(judge, embedder, llm_wanted, ledger))
+        scorers.update(_llm_scorers(judge, embedder, llm_wanted, ledger, prompts))
     values: dict[str, list[float]] = {m: [math.nan] * len(samples) for m in names}
     reasons: dict[str, dict[str, str]] = {m: {} for m in names}
     failed: dict[str, list[str]] = {m: [] for m in names}
@@ -99,7 +100,61 @@ async def ascore_samples(
         values,
         {m: r for m, r in reasons.items() if r},
         {m: f for m, f in failed.items() if f},
-        judge_summary(ledger) if llm_wanted else {},
+        {**judge_summary(ledger), "model": judge.model, "prompt_hash": prompts} if judge and llm_wanted else {},
+    )
+
+
+async def ascore_repeated(
+    samples: Sequence[RagasSample],
+    metrics: Sequence[str],
+    judge: JudgeConfig | None,
+    repeats: int,
+    embedder: Any = None,
+    ledger: Any = None,
+) -> RagasResult:
+    """:func:`ascore_samples` with every LLM metric scored ``repeats`` times (the offline metrics,
+    deterministic, once): ``RagasResult.repeats`` holds each sample's scores, ``values`` their mean
+    over the finite ones (NaN when none; the reason of the first failure kept), and ``judge`` the
+    totals of every call (one ledger across the repeats)."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise RagasError(f"judge repeats must be an integer >= 1, got {repeats!r}")
+    names = _check_metric_names(metrics)
+    llm = [m for m in names if m in LLM_METRICS]
+    if repeats == 1 or not llm:
+        return await ascore_samples(samples, names, judge, embedder, ledger)
+    if ledger is None:
+        from rag_lab.observability.ledger import Ledger
+
+        ledger = Ledger()
+    offline = [m for m in names if m not in LLM_METRICS]
+    base = await ascore_samples(samples, offline, None, embedder) if offline else None
+    runs = [await ascore_samples(samples, llm, judge, embedder, ledger) for _ in range(repeats)]
+    values = dict(base.values) if base else {}
+    reasons = dict(base.reasons) if base else {}
+    failed = dict(base.failed) if base else {}
+    reps: dict[str, list[list[float]]] = {}
+    for m in llm:
+        reps[m] = [[r.values[m][i] for r in runs] for i in range(len(samples))]
+        means = []
+        for row in reps[m]:
+            ok = [v for v in row if math.isfinite(v)]
+            means.append(math.fsum(ok) / len(ok) if ok else math.nan)
+        values[m] = means
+        never = [s.qid for s, mean in zip(samples, means) if not math.isfinite(mean)]
+        why = {q: w for r in reversed(runs) for q, w in r.reasons.get(m, {}).items() if q in never}
+        if why:
+            reasons[m] = why
+        lost = [q for q in never if any(q in r.failed.get(m, []) for r in runs)]
+        if lost:
+            failed[m] = lost
+    return RagasResult(
+        [m for m in names],
+        [s.qid for s in samples],
+        {m: values[m] for m in names},
+        reasons,
+        failed,
+        runs[-1].judge,
+        reps,
     )
 
 

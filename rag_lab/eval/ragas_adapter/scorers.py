@@ -199,9 +199,30 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     }
 
 
-def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None) -> dict[str, ScoreFn]:
+def prompt_hash(metric_obj: Any) -> str:
+    """SHA-256 (16 hex) of the prompts a ragas metric object sends its judge: for each attribute
+    holding a prompt (an object with ``instruction`` and ``output_model``), in attribute order, its
+    name, class, instruction, language, output JSON schema and few-shot examples as rendered."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for name, value in sorted(vars(metric_obj).items()):
+        if not (hasattr(value, "instruction") and hasattr(value, "output_model")):
+            continue
+        examples = value._generate_examples() if hasattr(value, "_generate_examples") else ""
+        schema = json.dumps(value.output_model.model_json_schema(), sort_keys=True)
+        for part in (name, type(value).__name__, value.instruction, getattr(value, "language", ""), schema, examples):
+            h.update(str(part).encode("utf-8") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _llm_scorers(
+    judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None, prompts: dict[str, str] | None = None
+) -> dict[str, ScoreFn]:
     """The LLM metrics as closures; the OpenAI client is created here, in the running loop, with a
-    transport that records every attempt in ``ledger``."""
+    transport that records every attempt in ``ledger``. ``prompts`` receives each metric's
+    :func:`prompt_hash`."""
     import httpx
     from openai import AsyncOpenAI
     from ragas.llms.base import llm_factory
@@ -223,6 +244,8 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledge
     out: dict[str, ScoreFn] = {}
     if "faithfulness" in wanted:
         faith = Faithfulness(llm=llm)
+        if prompts is not None:
+            prompts["faithfulness"] = prompt_hash(faith)
 
         async def faithfulness(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
@@ -238,6 +261,8 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledge
         if embedder is None:
             raise RagasError("answer_relevancy needs an embedder (the lab's, or models.judge_embedder)")
         relevancy = AnswerRelevancy(llm=llm, embeddings=_embeddings_adapter(embedder))
+        if prompts is not None:
+            prompts["answer_relevancy"] = prompt_hash(relevancy)
 
         async def answer_relevancy(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
@@ -246,6 +271,8 @@ def _llm_scorers(judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledge
         out["answer_relevancy"] = answer_relevancy
     if "llm_context_precision" in wanted:
         precision = ContextPrecisionWithReference(llm=llm)
+        if prompts is not None:
+            prompts["llm_context_precision"] = prompt_hash(precision)
 
         async def llm_context_precision(s: RagasSample) -> float:
             _need(bool(s.reference.strip()), "no reference answer")

@@ -172,6 +172,11 @@ class SuiteResult:
             else {
                 **self.ragas.to_dict(),
                 "values": {m: [_nan_to_none(v) for v in vs] for m, vs in self.ragas.values.items()},
+                **(
+                    {"repeats": {m: [[_nan_to_none(v) for v in r] for r in rs] for m, rs in self.ragas.repeats.items()}}
+                    if self.ragas.repeats
+                    else {}
+                ),
             },
             "records": records,
             **({"funnel": funnel} if (funnel := funnel_section(self.records)) is not None else {}),
@@ -185,6 +190,8 @@ class SuiteResult:
         if rag:
             rag = dict(rag)
             rag["values"] = {m: [_none_to_nan(v) for v in vs] for m, vs in rag["values"].items()}
+            if rag.get("repeats"):
+                rag["repeats"] = {m: [[_none_to_nan(v) for v in r] for r in rs] for m, rs in rag["repeats"].items()}
             ragas = RagasResult.from_dict(rag)
         return cls(
             name=d["name"],

@@ -16,6 +16,7 @@ from xml.etree import ElementTree as ET
 
 from rag_lab.eval.records import QueryRecord, answer_text
 from rag_lab.eval.report.funnel_render import funnel_html, funnel_markdown, is_funnel_metric
+from rag_lab.eval.report.judge_render import calibration_markdown, repeats_markdown, review_markdown
 from rag_lab.eval.report.model import FORMATS, EvalReport, SuiteResult
 from rag_lab.eval.report.plots import plot_png, plot_ragas_png
 
@@ -57,6 +58,7 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
     if meta.get("config"):
         out.append(f" · config `{meta['config']}`")
     out.append("")
+    out += review_markdown(report) + calibration_markdown(report)
     for suite in report.suites:
         out += [f"## {suite.name}", ""]
         params = ", ".join(f"{k}={v}" for k, v in sorted(suite.params.items())) or "lab defaults"
@@ -95,6 +97,7 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
                 + " | ".join(cells)
                 + f" | {r.latency_ms:.0f} | {md_cell(r.error)} |"
             )
+        out += repeats_markdown(suite, max_rows)
         out += funnel_markdown(suite, max_rows)
         fails = _failures(suite)
         out += ["", f"### NaN and failed samples ({len(fails)})", ""]

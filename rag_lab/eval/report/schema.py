@@ -286,6 +286,31 @@ class _Checker:
                 continue
             for q, v in zip(qids, vals):
                 self.value(_where(suite, q, m), m, v, nan_ok=True)
+        self.repeats(suite, rg.get("repeats"), qids, metrics)
+
+    def repeats(self, suite: str, reps: Any, qids: list[str], metrics: list[Any]) -> None:
+        """``ragas.repeats`` (optional, ``eval --judge-repeats N``): per scored metric one list of
+        N values per question, N the same everywhere."""
+        if reps is None:
+            return
+        if not isinstance(reps, Mapping):
+            self.add(_where(suite, None, "ragas.repeats"), f"is a {type(reps).__name__}, not an object")
+            return
+        sizes: set[int] = set()
+        for m, rows in reps.items():
+            w = _where(suite, None, f"ragas.repeats.{m}")
+            if m not in metrics:
+                self.add(w, "repeats of a metric the suite did not score")
+                continue
+            if not isinstance(rows, list) or len(rows) != len(qids) or not all(isinstance(r, list) for r in rows):
+                self.add(w, f"needs one list of repeats for each of the {len(qids)} questions")
+                continue
+            for q, row in zip(qids, rows):
+                sizes.add(len(row))
+                for v in row:
+                    self.value(_where(suite, q, f"ragas.repeats.{m}"), str(m), v, nan_ok=True)
+        if len(sizes) > 1 or 0 in sizes or 1 in sizes:
+            self.add(_where(suite, None, "ragas.repeats"), f"repeat counts {sorted(sizes)}: expected one count >= 2")
 
 
 def _head(items: Sequence[str], n: int = 3) -> str:
@@ -301,6 +326,11 @@ def validate_report_data(data: Mapping[str, Any], source: str = "<report>") -> N
     seen: set[str] = set()
     for i, s in enumerate(suites):
         c.suite(i, s, seen)
+    meta = data.get("meta")
+    if isinstance(meta, Mapping) and "judge_calibration" in meta:
+        from rag_lab.eval.judge.calibrate import calibration_problems
+
+        c.problems += calibration_problems(meta["judge_calibration"])
     if c.problems:
         raise ReportSchemaError(source, c.problems)
 
@@ -319,8 +349,15 @@ def validate_report(report: Any, source: str = "<report>") -> None:
                     "rows": s.retrieval.rows,
                     "excluded_queries": list(s.retrieval.excluded_queries),
                 },
-                "ragas": None if rg is None else {"metrics": rg.metrics, "qids": rg.qids, "values": rg.values},
+                "ragas": None
+                if rg is None
+                else {
+                    "metrics": rg.metrics,
+                    "qids": rg.qids,
+                    "values": rg.values,
+                    **({"repeats": rg.repeats} if rg.repeats else {}),
+                },
                 "records": [r.to_dict() for r in s.records],
             }
         )
-    validate_report_data({"suites": suites}, source)
+    validate_report_data({"suites": suites, "meta": dict(report.meta or {})}, source)

@@ -1,0 +1,121 @@
+"""``rag-lab judge calibrate``: the LLM judge against human labels (:mod:`.calibrate`).
+
+::
+
+    rag-lab judge calibrate --labels labels.jsonl --report reports/eval_mykb.json
+    rag-lab judge calibrate --labels labels.jsonl --dataset datasets/mykb --judge-model M --judge-base-url URL
+    rag-lab judge calibrate --labels labels.jsonl --report R.json --attach reports/baseline.json
+
+With ``--report`` the judge scores already in an evaluation report (its ragas values) are
+compared; with ``--dataset`` the questions are evaluated now and the labelled metrics scored by the
+judge (``--judge-*`` or the lab config's ``models.judge``). The result is written as JSON (``--out``,
+default ``reports/judge_calibration.json``) and, with ``--attach``, stored in that report as
+``meta.judge_calibration`` (the report is checked against the schema before it is rewritten).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_calibrate_subcommand", "cmd_judge_calibrate"]
+
+
+def _judge_info(report: Any, base_url: str = "") -> dict[str, Any]:
+    """The judge model and prompt hashes a report's ragas results record (first suite that has them)."""
+    info: dict[str, Any] = {"model": "", "base_url": base_url, "prompt_hash": {}}
+    for s in report.suites:
+        j = (s.ragas.judge if s.ragas is not None else None) or {}
+        if j.get("model"):
+            info["model"] = j["model"]
+            info["prompt_hash"] = dict(j.get("prompt_hash") or {})
+            break
+    return info
+
+
+def _attach(result: dict[str, Any], target: str) -> None:
+    from rag_lab.eval.report import EvalReport, ReportError
+
+    path = Path(target)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: file not found (--attach needs an existing report)") from None
+    except ValueError as exc:
+        raise ReportError(f"{path}: cannot read report JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("meta", {}), dict):
+        raise ReportError(f"{path}: not a rag_lab evaluation report")
+    data.setdefault("meta", {})["judge_calibration"] = result
+    EvalReport.from_dict(data, source=str(path))  # the whole report, calibration included, is checked
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def cmd_judge_calibrate(args: argparse.Namespace) -> int:
+    from rag_lab.eval.judge.calibrate import calibrate, calibration_table, report_scores
+    from rag_lab.eval.judge.labels import labels_digest, read_labels
+    from rag_lab.eval.report import load_report
+
+    labels = read_labels(args.labels)
+    if bool(args.report) == bool(args.dataset):
+        raise ValueError("give either --report REPORT.json (scores already there) or --dataset (score now)")
+    metrics = list(dict.fromkeys(lab.metric for lab in labels))
+    if args.report:
+        report = load_report(args.report)
+        have = {m for s in report.suites if s.ragas is not None for m in s.ragas.metrics}
+        lacking = [m for m in metrics if m not in have]
+        if lacking:
+            raise ValueError(
+                f"{args.report}: has no judge scores for {', '.join(lacking)} (labelled in {args.labels}); "
+                "evaluate with --ragas-llm, or give --dataset to score now"
+            )
+        source, base_url = f"report {args.report}", ""
+    else:
+        from rag_lab.eval.cli import _evaluate, _lab
+
+        args.ragas_metric = metrics
+        lab = _lab(args)
+        report = _evaluate(args, lab)
+        source = "judge run on " + ", ".join(s.name for s in report.suites)
+        base_url = args.judge_base_url or str(((lab.config.get("models") or {}).get("judge") or {}).get("base_url", ""))
+    info = _judge_info(report, base_url)
+    if args.judge_model and not info["model"]:
+        info["model"] = args.judge_model
+    result = calibrate(labels, report_scores(report), info, source, str(args.labels), labels_digest(args.labels))
+    print(calibration_table(result))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    if args.attach:
+        _attach(result, args.attach)
+        print(f"stored as meta.judge_calibration in {args.attach}")
+    return 0
+
+
+def add_calibrate_subcommand(sub: Any) -> None:
+    """``judge calibrate`` on the ``judge`` command's subparsers."""
+    from rag_lab.eval.cli import _add_dataset_options
+
+    p = sub.add_parser("calibrate", help="agreement of the LLM judge with human labels (κ, α, Spearman, bias)")
+    p.add_argument("--labels", required=True, metavar="FILE", help="human labels, JSONL (docs/evaluation.md)")
+    p.add_argument("--report", default=None, metavar="REPORT.json", help="take the judge scores from this report")
+    _add_dataset_options(p, required=False)
+    g = p.add_argument_group("judge (with --dataset; default: the lab config's models.judge)")
+    g.add_argument("--judge-model", default=None)
+    g.add_argument("--judge-base-url", default=None)
+    g.add_argument("--judge-api-key-env", default=None)
+    p.add_argument("--out", default="reports/judge_calibration.json", help="the result JSON")
+    p.add_argument("--attach", default=None, metavar="REPORT.json", help="store the result in this report's meta")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(
+        func=cmd_judge_calibrate,
+        ragas=False,
+        ragas_llm=False,
+        ragas_metric=None,
+        params_file=None,
+        concurrency=None,
+        keep_sessions=False,
+        judge_repeats=1,
+    )
