@@ -16,7 +16,9 @@ every mode:
 Then a large grid (default 540 configs: thresholds × λ × top-K × composite weights × overlap
 threshold) on the fast evaluator alone: evaluations/s stopping before merge (rerank result), and
 including merge with the merge memo off (every evaluation merges) and on (what ``rag-lab sweep``
-does). Every mode first runs one config unrecorded (warm-up: jieba, embedding caches).
+does). Every mode first runs one config unrecorded (warm-up: jieba, embedding caches). The
+comparison grid is timed 3 times on the pipeline and 5 times on the fast evaluator (a new evaluator
+each time, its memos empty), and each mode reports its best pass.
 
 Among the output, for scripts: ``fast evaluator: N evaluations/s (R× full pipeline)``.
 """
@@ -61,6 +63,12 @@ def big_grid(limit: int) -> list[dict[str, Any]]:
     return grid[:limit]
 
 
+#: passes timed per mode; the best is reported (the fast evaluator's pass takes ~50 ms, where a
+#: scheduler hiccup on the shared machine weighs; the pipeline's takes seconds)
+PIPELINE_REPEATS = 3
+FAST_REPEATS = 5
+
+
 async def pipeline_sweep(lab: Lab, ds: Any, kb: str, configs: list[dict]) -> tuple[float, list[dict]]:
     t0 = time.perf_counter()
     out = []
@@ -99,6 +107,8 @@ async def main() -> None:
 
         await pipeline_sweep(lab, ds, spec.kb_name, GRID[:1])  # warm-up: embedding caches, jieba
         plain_s, plain = await pipeline_sweep(lab, ds, spec.kb_name, GRID)
+        for _ in range(PIPELINE_REPEATS - 1):  # the best of a few passes, as for the fast evaluator
+            plain_s = min(plain_s, (await pipeline_sweep(lab, ds, spec.kb_name, GRID))[0])
 
         handle = enable_stage_cache(lab, Path(tmp) / "cache")
         await pipeline_sweep(lab, ds, spec.kb_name, GRID[:1])  # fills the stage cache
@@ -110,8 +120,9 @@ async def main() -> None:
         capture_s = time.perf_counter() - t0
         fe = FastEvaluator(inputs, lab.params)
         fast_sweep(fe, ds, GRID[:1])  # warm-up
-        fe = FastEvaluator(inputs, lab.params)
-        fast_s, _, fast = fast_sweep(fe, ds, GRID)
+        fast_s, _, fast = fast_sweep(FastEvaluator(inputs, lab.params), ds, GRID)
+        for _ in range(FAST_REPEATS - 1):  # each pass on a new evaluator: its memos start empty
+            fast_s = min(fast_s, fast_sweep(FastEvaluator(inputs, lab.params), ds, GRID)[0])
 
         big = big_grid(n_big)
         big_evals = len(big) * len(ds.queries)

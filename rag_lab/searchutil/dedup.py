@@ -14,7 +14,7 @@ from rag_lab.searchutil.text import (
     normalize_content,
     utf8_len,
 )
-from rag_lab.searchutil.tokens import cached_token_ids, intersection_counts
+from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set, intersection_counts
 from rag_lab.types.params import PipelineParams
 
 __all__ = ["remove_duplicate_results", "remove_partial_overlaps"]
@@ -64,6 +64,8 @@ def remove_partial_overlaps(
     items: list[Any] = list(results)
     contents = [r.content for r in items]
     norms = [normalize_content(c) for c in contents]
+    if n <= SMALL_N:
+        return _remove_small(items, contents, norms, threshold)
     byte_lens = np.array([utf8_len(s) for s in norms], dtype=np.int64)
     ids = [cached_token_ids(c) for c in contents]
     sizes = np.array([a.size for a in ids], dtype=np.int64)
@@ -95,17 +97,56 @@ def remove_partial_overlaps(
             hit[i, j] = True
     if not hit.any():
         return items
-    scores = [r.score for r in items]
-    removed = [False] * n
-    # only hit pairs can remove anything; visited in the reference order (i, then j > i); a row
-    # is skipped when its i was removed before the row began (it goes on within its own row)
-    row, skip = -1, False
     hi, hj = np.nonzero(hit)
-    for i, j in zip(hi.tolist(), hj.tolist()):
+    pairs = [((j, i) if j_short[i, j] else (i, j), i, j) for i, j in zip(hi.tolist(), hj.tolist())]
+    return _drop(items, pairs)
+
+
+#: at most this many results, the pairs are tested one by one on the cached token sets (a few
+#: dozen set intersections cost less than the array set-up); above, all pairs at once as arrays
+SMALL_N = 12
+
+
+def _remove_small(items: list[Any], contents: list[str], norms: list[str], threshold: float) -> list[Any]:
+    """:func:`remove_partial_overlaps` pair by pair (same decisions: ``|a ∩ b| / min(|a|, |b|)``
+    in doubles, the same containment pre-test and test)."""
+    n = len(items)
+    sets = [cached_token_set(c) for c in contents]
+    sizes = [len(t) for t in sets]
+    byte_lens = [utf8_len(t) for t in norms]
+    han: list[bool] | None = None
+    pairs: list[tuple[tuple[int, int], int, int]] = []
+    for i in range(n):
+        a, size_i, bytes_i = sets[i], sizes[i], byte_lens[i]
+        for j in range(i + 1, n):
+            common = len(a & sets[j]) if size_i and sizes[j] else 0
+            small = min(size_i, sizes[j])
+            short, long_ = (j, i) if byte_lens[j] < bytes_i else (i, j)
+            if (common / small if small > 0 else 0.0) >= threshold:  # 0 when one is empty
+                pairs.append(((short, long_), i, j))
+                continue
+            if common < sizes[short] - 2:  # not every token of the short one (but its ends) is shared
+                if han is None:
+                    han = [not t.isascii() and _has_han(t) for t in norms]
+                if not (han[i] or han[j]):
+                    continue
+            short_n = norms[short]
+            if short_n and short_n in norms[long_]:
+                pairs.append(((short, long_), i, j))
+    return _drop(items, pairs) if pairs else items
+
+
+def _drop(items: list[Any], pairs: list[tuple[tuple[int, int], int, int]]) -> list[Any]:
+    """Apply the hit pairs ``((short, long), i, j)``, in (i, then j > i) order: the short one goes
+    unless its score is strictly higher; a row is skipped when its ``i`` was removed before the
+    row began (it goes on within its own row)."""
+    scores = [r.score for r in items]
+    removed = [False] * len(items)
+    row, skip = -1, False
+    for (short, long_), i, j in pairs:
         if i != row:
             row, skip = i, removed[i]
         if skip or removed[j]:
             continue
-        short, long_ = (j, i) if j_short[i, j] else (i, j)
         removed[long_ if scores[short] > scores[long_] else short] = True
     return [r for r, gone in zip(items, removed) if not gone]
