@@ -81,13 +81,40 @@ plot_stage_timings(run)""",
 NOTEBOOKS["01_pipeline_event_by_event"] = [
     (
         "md",
-        """# 01 · The pipeline, event by event
+        """# 01 · The guided tour: one question through every stage
 
 The orchestrator triggers one event after another; each event runs a chain of plugins that read
-and write one object, `ChatManage` (request · state · context). `lab.step()` pauses after every
-stage so you can look at that object, exactly as the next stage will see it.""",
+and write one object, `ChatManage` (request · state · context). This notebook follows **one
+question** through all of them with `lab.step()`, which pauses after every stage: after each one
+you see the state as the next stage will see it, and a diff of what the stage changed (chunks
+added, dropped, moved, rescored; fields written). Each stage prints one summary line,
+`STAGE <event>: …`.
+
+The question runs on a small knowledge base bundled for this tour (`rag_lab/lab/tour_data`, 12
+short documents written for rag_lab, about a fictional bridge): several documents repeat the same
+fact almost word for word, so MMR has near-duplicates to choose between; the documents are cut
+into short chunks, so the merge has neighbours to join and short chunks to expand; a few are off
+topic, so the rerank threshold has something to cut. The question is the second turn of a
+conversation, so the first turn's references come back in the merge and the final top-K has to
+cut. The other notebooks go deeper into each stage: [02](02_hybrid_search_and_expansion.ipynb)
+search and fusion, [03](03_rerank_composite_mmr.ipynb) rerank and MMR, [04](04_merge.ipynb) merge,
+[05](05_generation_citations_replay.ipynb) generation and citations,
+[07](07_ragas_regression_report.ipynb) the metrics.""",
     ),
     ("code", SETUP),
+    (
+        "code",
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset, stage_change
+tour = load_tour_dataset()
+q = tour.queries[0]
+lab = Lab.from_config(workspace=workspace)
+print(ingest_tour(lab))
+print("params of the tour:", TOUR_PARAMS)
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)   # the conversation's first turn
+print("turn 1:", TOUR_FIRST_TURN, "→", len(first.references), "references")
+print("QUESTION:", q.question)
+print("gold documents:", q.gold_ids, "| expected answers:", q.answers)""",
+    ),
     (
         "md",
         "Each stage declares what it reads and writes on `ChatManage` and which params it reads (a test keeps the declarations true; `rag-lab stages` prints the same table):",
@@ -96,57 +123,210 @@ stage so you can look at that object, exactly as the next stage will see it.""",
         "code",
         """from rag_lab.pipeline.container import Services, default_plugins
 from rag_lab.pipeline.contracts import stage_table
-pd.set_option("display.max_colwidth", 80)
-pd.DataFrame(stage_table(default_plugins(Services())))[["stage", "events", "reads", "writes", "params"]]""",
+pd.DataFrame(stage_table(default_plugins(Services())))[["stage", "events", "reads", "writes"]]""",
     ),
-    ("code", INGEST_HOTPOT),
+    (
+        "md",
+        """Start the step-through. `before` is the `ChatManage` the orchestrator starts from; `step()`
+runs one stage, prints its summary line and keeps the diff.""",
+    ),
     (
         "code",
-        """st = lab.step(ds.queries[1].question, kb="hotpot")
-view = st.next()
+        """st = lab.step(q.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+before = lab.new_chat(q.question, [TOUR_KB], lab._params(TOUR_PARAMS), first.session_id)
+changes = {}
+def step():
+    global before
+    view = st.next()
+    ch = changes[view.event] = stage_change(view.event, before, view.state)
+    print(ch.line)
+    before = view.state
+    return view, ch.diff
+view, d = step()   # load_history
+for h in view.state.state.history:
+    print(f"  history: Q {h.query!r} → {len(h.knowledge_references)} references")""",
+    ),
+    (
+        "code",
+        """view, d = step()   # memory_recall: no memories are stored in this workspace, so nothing to recall
 view""",
     ),
     (
         "md",
-        "Keep stepping. After `chunk_search_parallel` the state holds the hybrid search results; the rerank and merge lists are still empty.",
+        """## Query understanding
+
+With an instruction-following model this stage rewrites the question (a follow-up such as
+*"when did it open?"* becomes self-contained) and labels its intent. The offline extractive model
+follows no instructions, so the stage takes its offline path: the rewrite stays the question and a
+rule labels greetings and small talk, which skip retrieval; anything else is a retrieval question
+(intent `""`).""",
     ),
     (
         "code",
-        """view = st.run_to("chunk_search_parallel")
-s = view.state.state
-print(len(s.search_result), "search results;", len(s.rerank_result), "reranked;", len(s.merge_result), "merged")
-pd.DataFrame([{"id": r.id[-22:], "title": r.knowledge_title, "score": round(r.score, 3), "match_type": r.match_type}
-              for r in s.search_result[:8]])""",
-    ),
-    (
-        "code",
-        """after_rerank = st.run_to("chunk_rerank").state
-after_rerank.state.diagnostics["rerank"].outcome, len(after_rerank.state.rerank_result)  # typed diagnostics""",
+        """view, d = step()   # query_understand
+from rag_lab.pipeline.plugins.query_understand import detect_smalltalk
+print("diagnostics:", dict(view.state.state.diagnostics["query_understand"].to_dict()))
+print("rewrite_query:", view.state.state.rewrite_query)
+print("intent:", repr(view.state.state.intent), "| 'thank you!' would be", repr(detect_smalltalk("thank you!")), "and skip retrieval")""",
     ),
     (
         "md",
-        "`diff` compares two snapshots: here the same run before and after the rerank stage — which chunks were kept, dropped or moved, and how their scores changed (the rerank replaces the search score by the composite score).",
+        """## Search: two paths and their fusion
+
+The vector index (FAISS, cosine) and the keyword index (BM25) each return a ranked list; weighted
+reciprocal-rank fusion adds `0.7/(60+rank_v) + 0.3/(60+rank_k)` per chunk (a chunk missing from
+one list gets no term from it) and divides by the maximum. The table shows both ranks and both
+terms; `fused` is the sum, normalised.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_search_parallel
+from rag_lab.lab.frames import frame, fusion_trace
+after_search = view.state
+fusion = fusion_trace(lab, after_search)
+fz = frame(after_search, "fusion", fusion=fusion)
+print(f"SEARCH paths: {fz['vector_rank'].notna().sum()} vector hits, {fz['keyword_rank'].notna().sum()} keyword hits, "
+      f"{(fz['vector_rank'].notna() & fz['keyword_rank'].notna()).sum()} on both")
+fz.head(10)""",
+    ),
+    ("code", "d"),
+    (
+        "md",
+        """## Rerank: the threshold ladder, the composite score, MMR
+
+The reranker scores every candidate against the question. The **threshold ladder** keeps those at
+or above `rerank_threshold` (here 0.5); the survivors get the **composite score**
+`0.6·model + 0.3·search + 0.1·source weight`, which reorders them; **MMR** then picks
+`rerank_top_k` = 4, one at a time, by `λ·relevance − (1−λ)·max Jaccard overlap with the picks so far`.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_rerank
+from rag_lab.lab.frames import rerank_threshold_outcome
+after_rerank = view.state
+rr = frame(after_rerank, "rerank")
+o = rerank_threshold_outcome(after_rerank)
+print(f"THRESHOLD {o.threshold}: {len(o.kept)} of {len(rr)} candidates kept ({o.outcome}); cut:",
+      ", ".join(rr.loc[~rr.passed_threshold, "id"].str.split(":").str[-1]))
+for t in (0.3, 0.6, 0.8):
+    print(f"  at threshold {t}: {len(rerank_threshold_outcome(after_rerank, t).kept)} kept")""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.diff import diff_lists
+passed = [r for r in after_search.state.search_result if r.id in set(rr.loc[rr.passed_threshold, "id"])]
+by_id = {r.id: r for r in passed}
+composite = []
+for cid in after_rerank.state.diagnostics["rerank"].ranked_ids:   # composite order, composite scores
+    c = by_id[cid].copy(); c.score = float(rr.set_index("id").loc[cid, "final_score"]); composite.append(c)
+comp = diff_lists(passed, composite, "search order → composite order")
+print(f"COMPOSITE: {sum(c.status == 'moved' for c in comp)} of {len(comp)} survivors moved, "
+      f"{sum(c.score_delta is not None and abs(c.score_delta) > 1e-12 for c in comp)} rescored")
+pd.DataFrame([{"chunk": c.id.split(":")[-1], "search rank": c.rank_a, "composite rank": c.rank_b, "status": c.status,
+               "search score": round(c.score_a, 4), "composite": round(c.score_b, 4)} for c in comp]).head(10)""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.frames import mmr_inputs, mmr_selection
+inputs = mmr_inputs(after_rerank)
+lists = {}
+for lam in (1.0, 0.7, 0.5, 0.3, 0.0):
+    picks = [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)]
+    lists.setdefault(tuple(picks), []).append(lam)
+    print(f"MMR λ={lam}: {picks}")
+print(f"MMR distinct pick lists: {len(lists)} across 5 values of λ (the run uses λ={inputs['lambda']})")""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_mmr
+plot_mmr(after_rerank, lambdas=(1.0, 0.7, 0.3))""",
+    ),
+    (
+        "md",
+        """At λ = 1 MMR is a plain top-4 by composite score: three near-copies of *"designed by Mara Vell
+and opened in May 1911"* (history society, visitor guide, county press). As λ falls, overlap with
+what is already picked costs more: the copies give way to the chunk that says where Vell trained —
+the one the third part of the question needs — and, at λ = 0, to chunks chosen mostly for being
+different. The stage's diff: the search list (its input) against the four picks (its output).""",
+    ),
+    ("code", "d"),
+    (
+        "md",
+        """## Merge
+
+Neighbouring chunks of one document are joined, chunks shorter than 350 characters are expanded
+with their neighbours up to 850, and the first turn's references that overlap the question come
+back (`history`). Every decision is recorded.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_merge
+steps = view.state.state.diagnostics["merge"].steps
+from collections import Counter
+print("MERGE steps:", dict(Counter(s["step"] + (":" + s["action"] if s.get("action") else "") for s in steps)))
+pd.DataFrame([{k: (v.split(":")[-1] if isinstance(v, str) else v) for k, v in s.items() if k in ("step", "id", "into", "action", "length")}
+              for s in steps if s["step"] != "input"])""",
+    ),
+    ("code", "d"),
+    (
+        "code",
+        """view, d = step()   # filter_top_k
+ft = view.state.state.diagnostics["filter_top_k"]
+print(f"TOP-K: {ft.before} contexts → {ft.after}; cut {[c.split(':')[-1] for c in ft.cut_ids]}")
+d""",
+    ),
+    (
+        "md",
+        '## Context and answer\n\nThe contexts are rendered as compact XML with request-local aliases (`c1`, `c2`, …); the model cites `<ref id="c1"/>` and the stream decoder expands each citation into a `<kb …/>` tag.',
+    ),
+    (
+        "code",
+        """view, d = step()   # into_chat_message
+print(view.state.state.rendered_contexts[:700])""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chat_completion_stream
+run = st.finish()
+print("ANSWER:", run.answer)""",
+    ),
+    (
+        "md",
+        """## Where the gold passages went
+
+The funnel: each gold document's rank at every stage — vector and keyword lists, fused, search
+output, after the threshold, MMR, merge, final — and the stage that lost it. Both reach the
+answer here. At λ = 1 (rerun from the rerank stage, everything upstream reused) the near-copies
+take MMR's places and `mara_vell` is lost at MMR.""",
+    ),
+    (
+        "code",
+        """print("FUNNEL of the run (λ = 0.7)")
+funnel = run.frame("funnel", gold_ids=q.gold_ids)
+funnel[["gold_id", "stage", "rank", "of", "note", "lost_here"]]""",
+    ),
+    (
+        "code",
+        """greedy = lab.rerun(run, "chunk_rerank", params={**TOUR_PARAMS, "mmr_lambda": 1.0})
+gf = greedy.frame("funnel", gold_ids=q.gold_ids)
+print("FUNNEL at λ = 1.0: lost", {r.gold_id: r.stage for r in gf.itertuples() if r.lost_here} or "nothing")
+gf[gf.stage.isin(["rerank", "mmr", "final"])][["gold_id", "stage", "rank", "note", "lost_here"]]""",
+    ),
+    (
+        "md",
+        "The two runs differ only in `mmr_lambda`; their final states, diffed (the contexts, the rendered prompt and the diagnostics that changed):",
     ),
     (
         "code",
         """from rag_lab.lab.diff import diff
-d = diff(view.state, after_rerank, lists=("search_result", "rerank_result"))
-d.frame().head(10)""",
-    ),
-    (
-        "code",
-        """run = st.finish()
-print(run.stages)
-print(run.answer[:400])""",
+pd_ = diff(run.state("filter_top_k"), greedy.state("filter_top_k"), lists=("merge_result",), labels=("λ = 0.7", "λ = 1.0"))
+s = pd_.summary()["merge_result"]
+print(f"PARAMS DIFF: +{s['added']} -{s['dropped']} moved {s['moved']} rescored {s['rescored']}; fields: {', '.join(pd_.changed_fields)}")
+pd_""",
     ),
     (
         "md",
         "Every stage of a finished run is still there: `run.state(stage)` is the snapshot after it, and `lab.rerun(run, stage, params=...)` runs again from a stage with other parameters, reusing everything upstream.",
-    ),
-    (
-        "code",
-        """tight = lab.rerun(run, "chunk_rerank", params={"rerank_top_k": 1})
-[r.knowledge_title for r in run.references][:5], [r.knowledge_title for r in tight.references]""",
     ),
 ]
 
