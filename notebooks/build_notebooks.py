@@ -395,13 +395,22 @@ The rerank stage sends at most 200 candidates to the reranker, keeps those above
 reaches 0.15; one retry at threshold×0.7, floor 0.3), turns each into a **composite score**
 `0.6·model + 0.3·search + 0.1·source weight` (web pages 0.95, everything else 1.0), applies the FAQ
 boost, and finally picks `rerank_top_k` of them with **MMR**: `0.7·relevance − 0.3·max Jaccard
-redundancy` with what was already picked.""",
+redundancy` with what was already picked.
+
+The question is the one of the guided tour ([01](01_pipeline_event_by_event.ipynb)), on its small
+knowledge base: several documents there say *"designed by Mara Vell, opened in May 1911"* in
+nearly the same words, so MMR has near-duplicates to choose between.""",
     ),
     ("code", SETUP),
-    ("code", INGEST_HOTPOT),
     (
         "code",
-        """run = lab.ask(ds.queries[3].question, kb="hotpot")
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+lab = Lab.from_config(workspace=workspace)
+ingest_tour(lab)
+tq = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+run = lab.ask(tq.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+print("QUESTION:", tq.question, "| params:", TOUR_PARAMS)
 run.frame("rerank").head(12)""",
     ),
     (
@@ -411,20 +420,26 @@ run.frame("rerank").head(12)""",
     (
         "code",
         """from rag_lab.lab.plots import plot_composite_scores, plot_mmr
-plot_composite_scores(run, threshold=0.5)""",
+plot_composite_scores(run, threshold=0.6)""",
     ),
     (
         "code",
         """from rag_lab.lab.frames import rerank_threshold_outcome
-for t in (0.2, 0.5, 0.8, 0.95):
+for t in (0.3, 0.5, 0.6, 0.8, 0.95):
     o = rerank_threshold_outcome(run, t)
     print(f"threshold {t}: outcome={o.outcome}, kept={len(o.kept)}")""",
     ),
     (
         "md",
-        "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity.",
+        "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity: at λ = 1 the four picks are the four best composite scores, three of them near-copies of one sentence; as λ falls the copies give way to other chunks.",
     ),
-    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4))"""),
+    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4, 0.0))"""),
+    (
+        "code",
+        """from rag_lab.lab.frames import mmr_inputs, mmr_selection
+inputs = mmr_inputs(run)
+pd.DataFrame({f"λ={lam}": [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)] for lam in (1.0, 0.7, 0.4, 0.0)})""",
+    ),
     ("code", """pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])"""),
     (
         "md",
@@ -449,9 +464,9 @@ mmr_view""",
     (
         "code",
         """# the views are plain Python objects too: what the sliders do, from code
-threshold_view.slider.value = 0.8
+threshold_view.slider.value = 0.6
 mmr_view.slider.value = 0.2
-print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_view.picks)""",
+print(len(threshold_view.survivors), "survive at 0.6;", "picks at λ=0.2:", mmr_view.picks)""",
     ),
     (
         "md",
@@ -460,13 +475,53 @@ print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_
 One run shows *how* MMR picks; whether a λ is good shows over a set of questions. The fast
 evaluator (`rag_lab.tuning`, the same one `rag-lab sweep` uses) captures the 20 questions once and
 replays the rerank stage — ladder, composite, MMR over the captured Jaccard matrix — and merge for
-any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders.""",
+any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders. Here on 20
+HotpotQA questions:""",
     ),
+    ("code", INGEST_HOTPOT.replace("lab = Lab.from_config(workspace=workspace)\n", "")),
     (
         "code",
         """from rag_lab.eval.sweep.fast import tuning_panel
 panel = tuning_panel(lab, ds, "hotpot", n_questions=20, metrics=("ndcg@10", "recall@10"))
 pd.DataFrame([{"mmr_lambda": v, **m} for v, m in panel.curve("mmr_lambda")]).round(4)""",
+    ),
+    (
+        "md",
+        "The curve is flat. Why, in numbers: how many candidates MMR chooses from on each of these questions, how many it keeps, and how much the candidates overlap.",
+    ),
+    (
+        "code",
+        """import statistics
+from itertools import combinations
+from rag_lab.searchutil.text import jaccard
+rows = []
+for hq in ds.queries[:20]:
+    inp = mmr_inputs(lab.ask(hq.question, kb="hotpot"))
+    n = len(inp["ids"]) if inp else 0
+    toks = [set(t) for t in inp["tokens"]] if inp else []
+    pairs = [jaccard(a, b) for a, b in combinations(toks, 2)]
+    sets = {frozenset(s["id"] for s in mmr_selection(inp, lam)) for lam in (0.0, 0.3, 0.7, 1.0)} if inp else set()
+    rows.append({"candidates": n, "k": inp["k"] if inp else 0, "mean_jaccard": statistics.mean(pairs) if pairs else 0.0,
+                 "max_jaccard": max(pairs, default=0.0), "pick_sets_across_λ": len(sets)})
+hs = pd.DataFrame(rows)
+tour_toks = [set(t) for t in inputs["tokens"]]
+tour_max = max(jaccard(a, b) for a, b in combinations(tour_toks, 2))
+print(f"HotpotQA slice: median {hs.candidates.median():.0f} candidates per question (max {hs.candidates.max()}); "
+      f"k ≥ candidates on {(hs.k >= hs.candidates).sum()} of {len(hs)} questions; "
+      f"mean pairwise Jaccard {hs.mean_jaccard.mean():.3f}, highest pair on a question {hs.max_jaccard.median():.3f} (median); "
+      f"questions where λ changes the picked set: {(hs.pick_sets_across_λ > 1).sum()}")
+print(f"tour question: {len(inputs['ids'])} candidates, k = {inputs['k']}, highest pair Jaccard {tour_max:.3f}")
+hs.describe().round(3)""",
+    ),
+    (
+        "md",
+        """λ cannot act on this slice: MMR picks `k = min(candidates, rerank_top_k)` chunks, and with
+`rerank_top_k` = 30 and a median of 4 candidates past the threshold (9 at most) it keeps every
+candidate on all 20 questions — λ only changes their order, and FILTER_TOP_K then sorts the
+contexts by score again, so the ranking the metrics see is the same for every λ. The candidates
+overlap little besides (mean pairwise Jaccard ≈ 0.09, against 0.42 for the tour's closest pair).
+λ matters when more candidates survive than `rerank_top_k` keeps *and* they repeat each other, as
+on the tour question (13 candidates, k = 4).""",
     ),
 ]
 
@@ -771,7 +826,147 @@ print(suites_table(baseline.suites))""",
     ),
     (
         "md",
-        "Now a planted regression: a rerank threshold so high that most chunks are filtered. (ragas warns about the questions that kept no context at all — that is the regression showing.) The gate compares the two reports question by question.",
+        r"""## What the retrieval metrics measure
+
+Each question has a ranking of retrieved documents $d_1, d_2, \dots$ (document ids of the final
+contexts, best first, each counted once) and a set $G$ of gold documents; $rel_i = 1$ when
+$d_i \in G$. Every metric is computed per question and averaged over the questions of a slice
+(`rag_lab.eval.metrics`, equal to trec_eval):
+
+| metric | per question | reads |
+|---|---|---|
+| recall@k | $\dfrac{\sum_{i\le k} rel_i}{\lvert G\rvert}$ | how much of the gold is in the top k |
+| precision@k | $\dfrac{\sum_{i\le k} rel_i}{k}$ (missing ranks count as non-relevant) | how much of the top k is gold |
+| hit@k | $1$ if $\sum_{i\le k} rel_i > 0$ else $0$ | is any gold in the top k |
+| MRR (mrr@k) | $\dfrac{1}{\text{rank of the first gold}}$, $0$ if none (in the top k) | how soon the first gold comes |
+| nDCG@k | $\dfrac{DCG@k}{IDCG@k}$, $DCG@k = \sum_{i\le k} \dfrac{g_i}{\log_2(i+1)}$ | gains discounted by rank, against the best order |
+| MAP | $AP = \dfrac{1}{\lvert G\rvert}\sum_{i:\,rel_i=1} \text{precision@}i$, averaged | precision at every gold, unretrieved gold adds 0 |
+
+In nDCG the gain $g_i$ is $rel_i$ (binary) or the document's **grade** (graded relevance: a
+passage that answers the question can count 3, one that only supports it 1); $IDCG@k$ is the DCG
+of the ideal order: the gold documents (or the grades, highest first) at the top.
+
+Worked on one question of the baseline, by hand, next to what `rag_lab.eval.metrics` returns:""",
+    ),
+    (
+        "code",
+        """import math
+from rag_lab.eval import metrics as M
+hot = baseline.suites[0]
+def informative(r):   # a ranking with a non-gold document before its last gold one
+    rel = [d in r.gold_ids for d in r.retrieved_doc_ids]
+    return True in rel and False in rel[: len(rel) - rel[::-1].index(True)]
+ex = next((r for r in hot.records if informative(r)), hot.records[0])
+ranking, gold = M.dedupe_ranking(ex.retrieved_doc_ids), set(ex.gold_ids)
+rel = [int(d in gold) for d in ranking]
+print("QUESTION:", ex.question)
+print("gold:", sorted(gold))
+for i, (d, r) in enumerate(zip(ranking, rel), 1):
+    print(f"  rank {i}: {d}{'   ← gold' if r else ''}")
+k = 3
+by_hand = {
+    f"recall@{k}": (sum(rel[:k]) / len(gold), f"{sum(rel[:k])}/{len(gold)}"),
+    f"precision@{k}": (sum(rel[:k]) / k, f"{sum(rel[:k])}/{k}"),
+    "hit@1": (float(rel[0]), f"rel_1 = {rel[0]}"),
+    "mrr": (1 / (rel.index(1) + 1) if 1 in rel else 0.0, f"1/{rel.index(1) + 1}" if 1 in rel else "0"),
+    f"ndcg@{k}": (sum(r / math.log2(i + 2) for i, r in enumerate(rel[:k]))
+                  / sum(1 / math.log2(i + 2) for i in range(min(len(gold), k))),
+                  " + ".join(f"{r}/log2({i + 2})" for i, r in enumerate(rel[:k])) + " over the ideal "
+                  + " + ".join(f"1/log2({i + 2})" for i in range(min(len(gold), k)))),
+    "map": (sum(sum(rel[: i + 1]) / (i + 1) for i, r in enumerate(rel) if r) / len(gold),
+            "(" + " + ".join(f"{sum(rel[: i + 1])}/{i + 1}" for i, r in enumerate(rel) if r) + f")/{len(gold)}"),
+}
+library = {f"recall@{k}": M.recall_at_k(ranking, gold, k), f"precision@{k}": M.precision_at_k(ranking, gold, k),
+           "hit@1": M.hit_at_k(ranking, gold, 1), "mrr": M.mrr(ranking, gold), f"ndcg@{k}": M.ndcg_at_k(ranking, gold, k),
+           "map": M.average_precision(ranking, gold)}
+report_row = next(row for row in hot.retrieval.rows if str(row["qid"]) == ex.qid)
+rows = []
+for name, (value, working) in by_hand.items():
+    assert math.isclose(value, library[name]) and math.isclose(value, float(report_row[name])), name
+    rows.append({"metric": name, "by hand": working, "= ": round(value, 4), "rag_lab": round(library[name], 4),
+                 "report": round(float(report_row[name]), 4)})
+pd.set_option("display.max_colwidth", 120)
+pd.DataFrame(rows)""",
+    ),
+    (
+        "code",
+        """# graded relevance: say the first gold document answers the question (grade 3), the other supports it (grade 1)
+grades = {g: (3 if i == 0 else 1) for i, g in enumerate(sorted(gold, key=lambda g: ranking.index(g) if g in ranking else 99))}
+gains = [grades.get(d, 0) for d in ranking[:k]]
+ideal = sorted(grades.values(), reverse=True)[:k]
+dcg, idcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains)), sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+print("grades:", grades, "| gains in rank order:", gains, "| ideal:", ideal)
+print(f"graded nDCG@{k} = {dcg:.4f} / {idcg:.4f} = {dcg / idcg:.4f}; rag_lab: {M.ndcg_at_k(ranking, gold, k, grades=grades):.4f}")
+assert math.isclose(dcg / idcg, M.ndcg_at_k(ranking, gold, k, grades=grades))""",
+    ),
+    (
+        "md",
+        r"""## What the ragas metrics measure
+
+The offline ragas metrics of this report, on the same question (the values are ragas' own,
+computed by `rag_lab.eval.ragas_adapter`; here recomputed by hand from their definitions). $R$ are
+the retrieved contexts (documents $R_{id}$), $C$ the gold documents' texts (ids $G$), $a$ the
+answer and $y$ the reference answer; $\text{sim}(x, y) = 1 - \text{Levenshtein}(x, y)/\max(|x|, |y|)$.
+
+| metric | formula |
+|---|---|
+| id_context_recall | $\lvert R_{id} \cap G\rvert / \lvert G\rvert$ |
+| id_context_precision | $\lvert R_{id} \cap G\rvert / \lvert R_{id}\rvert$ (NaN when nothing was retrieved) |
+| nonllm_context_recall | share of gold texts $c \in C$ with $\max_{r \in R} \text{sim}(r, c) > 0.5$ |
+| nonllm_context_precision | average precision of the verdicts $v_i = [\max_{c \in C} \text{sim}(R_i, c) \ge 0.5]$: $\sum_i v_i \cdot \text{precision@}i \,/\, \sum_i v_i$ |
+| string_similarity | $\text{sim}(a, y)$ |
+| bleu | $BP \cdot \exp\big(\tfrac14 \sum_{n=1}^4 \log p_n\big)$, $p_n$ the n-gram precisions, $BP = \min(1, e^{1 - \lvert y\rvert/\lvert a\rvert})$ |
+| rouge_l | $F_1$ of the longest common subsequence of words: $P = LCS/\lvert a\rvert$, $R = LCS/\lvert y\rvert$ |
+| chrf | character n-gram ($n \le 6$) F-score with $\beta = 2$ (recall weighted twice), averaged over $n$ |
+
+The answer metrics are low on every question here: the extractive answerer returns whole
+sentences, the references are a few words (*"Mara Vell"*-style short answers).""",
+    ),
+    (
+        "code",
+        """from rapidfuzz.distance import Levenshtein
+from rouge_score import rouge_scorer, tokenizers
+from sacrebleu.metrics import BLEU, CHRF
+from rag_lab.eval.records import answer_text
+ds_hot = load_dataset(suites[0].dataset)
+texts = {d.id: d.text for d in ds_hot.corpus}
+R_ids, G_ids, R, C = set(ex.context_doc_ids), set(ex.gold_ids), ex.contexts, [texts[g] for g in ex.gold_ids if g in texts]
+a, y = answer_text(ex.answer), ex.answers[0]
+sim = lambda x, z: 1 - Levenshtein.normalized_distance(x, z)
+verdicts = [int(max(sim(r, c) for c in C) >= 0.5) for r in R]
+toks = tokenizers.DefaultTokenizer(use_stemmer=False)
+ta, ty = toks.tokenize(a), toks.tokenize(y)
+lcs = [[0] * (len(ty) + 1) for _ in range(len(ta) + 1)]
+for i in range(len(ta)):
+    for j in range(len(ty)):
+        lcs[i + 1][j + 1] = lcs[i][j] + 1 if ta[i] == ty[j] else max(lcs[i][j + 1], lcs[i + 1][j])
+L = lcs[-1][-1]
+p_l, r_l = (L / len(ta) if ta else 0.0), (L / len(ty) if ty else 0.0)
+bleu = BLEU().corpus_score([a], [[y]])
+bp_and_p = f"BP {bleu.bp:.3f}, p_n {[round(p / 100, 3) for p in bleu.precisions]}"
+by_hand = {
+    "id_context_recall": (len(R_ids & G_ids) / len(G_ids), f"{len(R_ids & G_ids)}/{len(G_ids)}"),
+    "id_context_precision": (len(R_ids & G_ids) / len(R_ids), f"{len(R_ids & G_ids)}/{len(R_ids)}"),
+    "nonllm_context_recall": (sum(max(sim(r, c) for r in R) > 0.5 for c in C) / len(C),
+                              "max sim per gold text: " + ", ".join(f"{max(sim(r, c) for r in R):.2f}" for c in C)),
+    "nonllm_context_precision": (sum(v * sum(verdicts[: i + 1]) / (i + 1) for i, v in enumerate(verdicts)) / (sum(verdicts) + 1e-10),
+                                 f"verdicts {verdicts}"),
+    "string_similarity": (sim(a, y), f"1 − {Levenshtein.distance(a, y)}/{max(len(a), len(y))}"),
+    "bleu": (bleu.score / 100, bp_and_p),
+    "rouge_l": (2 * p_l * r_l / (p_l + r_l) if L else 0.0, f"LCS {L} words, |a| {len(ta)}, |y| {len(ty)}"),
+    "chrf": (CHRF().corpus_score([a], [[y]]).score / 100, "sacrebleu chrF (β = 2, n ≤ 6)"),
+}
+ragas_value = dict(zip(hot.ragas.qids, zip(*[hot.ragas.values[m] for m in OFFLINE_METRICS])))[ex.qid]
+rows = []
+for m, v in zip(OFFLINE_METRICS, ragas_value):
+    value, working = by_hand[m]
+    rows.append({"metric": m, "by hand": working, "= ": round(value, 4), "ragas (report)": round(v, 4), "equal": math.isclose(value, v, abs_tol=1e-9)})
+print("answer:", a[:160], "…" if len(a) > 160 else "", "| reference:", y)
+pd.DataFrame(rows)""",
+    ),
+    (
+        "md",
+        "Now a planted regression: a rerank threshold so high that most chunks are filtered (questions that keep no context at all get NaN on `id_context_precision`, with the reason in the report — that is the regression showing). The gate compares the two reports question by question; its summary is rendered whole below.",
     ),
     (
         "code",
@@ -918,18 +1113,22 @@ stream player, the composite score with its threshold slider, MMR with its λ sl
 and stage timings. A capture needs no model and no knowledge base: send the file to a colleague and
 the same views open on their machine.
 
-Under `make lab` this notebook uses the demo knowledge base that `make lab` prepared; elsewhere it
-ingests a slice of the same corpus into a temporary workspace.""",
+The question is the guided tour's ([01](01_pipeline_event_by_event.ipynb)), on its small knowledge
+base, where every stage — MMR included — visibly acts. Under `make lab` the tour's knowledge base is
+added to the `make lab` workspace (12 documents, seconds; unchanged documents are skipped on later
+runs); elsewhere the notebook uses a temporary workspace.""",
     ),
     ("code", SETUP),
     (
         "code",
         """demo_ws = os.environ.get("RAG_LAB_WORKSPACE")          # set by `make lab`
 lab = Lab.from_config(workspace=demo_ws or workspace)
-if not any(kb.name == "hotpotqa" for kb in lab.workspace.list_kbs()):
-    ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
-    print(lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpotqa", progress=False))
-run = lab.ask("If Gallu is a demon Lilu is what?", kb="hotpotqa")
+from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+print(ingest_tour(lab))
+q = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+run = lab.ask(q.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+print("QUESTION:", q.question)
 print(run.answer[:300])""",
     ),
     (
