@@ -44,7 +44,10 @@ with citations — and keeps everything each stage did so you can look at it.
 This notebook ingests a slice of the bundled HotpotQA corpus, asks one question and shows what came
 back. Every model here runs offline on the CPU: MiniLM-L6 embeddings (ONNX int8), an embedding
 re-scorer as reranker, and an *extractive* answerer that picks and cites the best sentences of the
-retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM).""",
+retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM).
+
+Next: the guided tour ([01](01_pipeline_event_by_event.ipynb)) follows one question through every stage, with what each
+stage changed.""",
     ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
@@ -339,7 +342,9 @@ NOTEBOOKS["02_hybrid_search_and_expansion"] = [
 over-recalled pool (`max(match_count*5, 50)` per KB, capped at 500), then fuses the two ranked lists
 with weighted reciprocal-rank fusion: `0.7/(60+rank_v) + 0.3/(60+rank_k)`, divided by its maximum so
 scores stay in [0, 1]. When the first recall is short of `embedding_top_k`, a local, LLM-free query
-expansion adds keyword-only searches for a few variants of the question.""",
+expansion adds keyword-only searches for a few variants of the question. (The search stage of
+the guided tour ([01](01_pipeline_event_by_event.ipynb)) shows the same table for its question, between the stages before and
+after it.)""",
     ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
@@ -534,7 +539,8 @@ CHUNK_MERGE turns reranked chunks into contexts: 1 input · 2 dedup (id + conten
 3 references from the previous turn · 4 parent chunks · 5 sequential merge of neighbouring chunks
 of one document · 6 FAQ answers · 7 short chunks (< 350 characters) expanded with their neighbours up
 to 850 · 8 merge again, dedup, and drop partial overlaps (containment or ≥ 85 % token overlap).
-Every decision is recorded.""",
+Every decision is recorded. (The guided tour ([01](01_pipeline_event_by_event.ipynb)) shows the merge on its question: a join of
+neighbours, expansions and the previous turn's references.)""",
     ),
     ("code", SETUP),
     ("md", "Small chunks make merging visible: a KB with 200-character chunks over a few long passages."),
@@ -570,13 +576,23 @@ The model never sees internal ids. Retrieved chunks are rendered as compact XML 
 aliases (`c1`, `c2`, …; `w1` for web pages); the model cites `<ref id="c1"/>`; a streaming decoder
 expands each reference into a `<kb …/>` tag across arbitrary chunk boundaries and drops anything it
 does not know (fail-closed). Every event is stored append-only, so a stream can be replayed or
-resumed from any offset.""",
+resumed from any offset.
+
+The question is the one of the guided tour ([01](01_pipeline_event_by_event.ipynb)), whose answer draws on three documents.""",
     ),
     ("code", SETUP),
-    ("code", INGEST_HOTPOT),
     (
         "code",
-        """run = lab.ask(ds.queries[4].question, kb="hotpot")
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+lab = Lab.from_config(workspace=workspace)
+print(ingest_tour(lab))
+tq = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+print("QUESTION:", tq.question)""",
+    ),
+    (
+        "code",
+        """run = lab.ask(tq.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
 system = run.state("chat_completion_stream").state.diagnostics["chat_messages"].messages[0]["content"]
 print(system[system.find("<retrieval"):][:700])""",
     ),
