@@ -44,7 +44,10 @@ with citations — and keeps everything each stage did so you can look at it.
 This notebook ingests a slice of the bundled HotpotQA corpus, asks one question and shows what came
 back. Every model here runs offline on the CPU: MiniLM-L6 embeddings (ONNX int8), an embedding
 re-scorer as reranker, and an *extractive* answerer that picks and cites the best sentences of the
-retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM).""",
+retrieved passages (configure an OpenAI-compatible endpoint in `config/lab.yaml` for a real LLM).
+
+Next: the guided tour ([01](01_pipeline_event_by_event.ipynb)) follows one question through every stage, with what each
+stage changed.""",
     ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
@@ -81,13 +84,40 @@ plot_stage_timings(run)""",
 NOTEBOOKS["01_pipeline_event_by_event"] = [
     (
         "md",
-        """# 01 · The pipeline, event by event
+        """# 01 · The guided tour: one question through every stage
 
 The orchestrator triggers one event after another; each event runs a chain of plugins that read
-and write one object, `ChatManage` (request · state · context). `lab.step()` pauses after every
-stage so you can look at that object, exactly as the next stage will see it.""",
+and write one object, `ChatManage` (request · state · context). This notebook follows **one
+question** through all of them with `lab.step()`, which pauses after every stage: after each one
+you see the state as the next stage will see it, and a diff of what the stage changed (chunks
+added, dropped, moved, rescored; fields written). Each stage prints one summary line,
+`STAGE <event>: …`.
+
+The question runs on a small knowledge base bundled for this tour (`rag_lab/lab/tour_data`, 12
+short documents written for rag_lab, about a fictional bridge): several documents repeat the same
+fact almost word for word, so MMR has near-duplicates to choose between; the documents are cut
+into short chunks, so the merge has neighbours to join and short chunks to expand; a few are off
+topic, so the rerank threshold has something to cut. The question is the second turn of a
+conversation, so the first turn's references come back in the merge and the final top-K has to
+cut. The other notebooks go deeper into each stage: [02](02_hybrid_search_and_expansion.ipynb)
+search and fusion, [03](03_rerank_composite_mmr.ipynb) rerank and MMR, [04](04_merge.ipynb) merge,
+[05](05_generation_citations_replay.ipynb) generation and citations,
+[07](07_ragas_regression_report.ipynb) the metrics.""",
     ),
     ("code", SETUP),
+    (
+        "code",
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset, stage_change
+tour = load_tour_dataset()
+q = tour.queries[0]
+lab = Lab.from_config(workspace=workspace)
+print(ingest_tour(lab))
+print("params of the tour:", TOUR_PARAMS)
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)   # the conversation's first turn
+print("turn 1:", TOUR_FIRST_TURN, "→", len(first.references), "references")
+print("QUESTION:", q.question)
+print("gold documents:", q.gold_ids, "| expected answers:", q.answers)""",
+    ),
     (
         "md",
         "Each stage declares what it reads and writes on `ChatManage` and which params it reads (a test keeps the declarations true; `rag-lab stages` prints the same table):",
@@ -96,57 +126,210 @@ stage so you can look at that object, exactly as the next stage will see it.""",
         "code",
         """from rag_lab.pipeline.container import Services, default_plugins
 from rag_lab.pipeline.contracts import stage_table
-pd.set_option("display.max_colwidth", 80)
-pd.DataFrame(stage_table(default_plugins(Services())))[["stage", "events", "reads", "writes", "params"]]""",
+pd.DataFrame(stage_table(default_plugins(Services())))[["stage", "events", "reads", "writes"]]""",
     ),
-    ("code", INGEST_HOTPOT),
+    (
+        "md",
+        """Start the step-through. `before` is the `ChatManage` the orchestrator starts from; `step()`
+runs one stage, prints its summary line and keeps the diff.""",
+    ),
     (
         "code",
-        """st = lab.step(ds.queries[1].question, kb="hotpot")
-view = st.next()
+        """st = lab.step(q.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+before = lab.new_chat(q.question, [TOUR_KB], lab._params(TOUR_PARAMS), first.session_id)
+changes = {}
+def step():
+    global before
+    view = st.next()
+    ch = changes[view.event] = stage_change(view.event, before, view.state)
+    print(ch.line)
+    before = view.state
+    return view, ch.diff
+view, d = step()   # load_history
+for h in view.state.state.history:
+    print(f"  history: Q {h.query!r} → {len(h.knowledge_references)} references")""",
+    ),
+    (
+        "code",
+        """view, d = step()   # memory_recall: no memories are stored in this workspace, so nothing to recall
 view""",
     ),
     (
         "md",
-        "Keep stepping. After `chunk_search_parallel` the state holds the hybrid search results; the rerank and merge lists are still empty.",
+        """## Query understanding
+
+With an instruction-following model this stage rewrites the question (a follow-up such as
+*"when did it open?"* becomes self-contained) and labels its intent. The offline extractive model
+follows no instructions, so the stage takes its offline path: the rewrite stays the question and a
+rule labels greetings and small talk, which skip retrieval; anything else is a retrieval question
+(intent `""`).""",
     ),
     (
         "code",
-        """view = st.run_to("chunk_search_parallel")
-s = view.state.state
-print(len(s.search_result), "search results;", len(s.rerank_result), "reranked;", len(s.merge_result), "merged")
-pd.DataFrame([{"id": r.id[-22:], "title": r.knowledge_title, "score": round(r.score, 3), "match_type": r.match_type}
-              for r in s.search_result[:8]])""",
-    ),
-    (
-        "code",
-        """after_rerank = st.run_to("chunk_rerank").state
-after_rerank.state.diagnostics["rerank"].outcome, len(after_rerank.state.rerank_result)  # typed diagnostics""",
+        """view, d = step()   # query_understand
+from rag_lab.pipeline.plugins.query_understand import detect_smalltalk
+print("diagnostics:", dict(view.state.state.diagnostics["query_understand"].to_dict()))
+print("rewrite_query:", view.state.state.rewrite_query)
+print("intent:", repr(view.state.state.intent), "| 'thank you!' would be", repr(detect_smalltalk("thank you!")), "and skip retrieval")""",
     ),
     (
         "md",
-        "`diff` compares two snapshots: here the same run before and after the rerank stage — which chunks were kept, dropped or moved, and how their scores changed (the rerank replaces the search score by the composite score).",
+        """## Search: two paths and their fusion
+
+The vector index (FAISS, cosine) and the keyword index (BM25) each return a ranked list; weighted
+reciprocal-rank fusion adds `0.7/(60+rank_v) + 0.3/(60+rank_k)` per chunk (a chunk missing from
+one list gets no term from it) and divides by the maximum. The table shows both ranks and both
+terms; `fused` is the sum, normalised.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_search_parallel
+from rag_lab.lab.frames import frame, fusion_trace
+after_search = view.state
+fusion = fusion_trace(lab, after_search)
+fz = frame(after_search, "fusion", fusion=fusion)
+print(f"SEARCH paths: {fz['vector_rank'].notna().sum()} vector hits, {fz['keyword_rank'].notna().sum()} keyword hits, "
+      f"{(fz['vector_rank'].notna() & fz['keyword_rank'].notna()).sum()} on both")
+fz.head(10)""",
+    ),
+    ("code", "d"),
+    (
+        "md",
+        """## Rerank: the threshold ladder, the composite score, MMR
+
+The reranker scores every candidate against the question. The **threshold ladder** keeps those at
+or above `rerank_threshold` (here 0.5); the survivors get the **composite score**
+`0.6·model + 0.3·search + 0.1·source weight`, which reorders them; **MMR** then picks
+`rerank_top_k` = 4, one at a time, by `λ·relevance − (1−λ)·max Jaccard overlap with the picks so far`.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_rerank
+from rag_lab.lab.frames import rerank_threshold_outcome
+after_rerank = view.state
+rr = frame(after_rerank, "rerank")
+o = rerank_threshold_outcome(after_rerank)
+print(f"THRESHOLD {o.threshold}: {len(o.kept)} of {len(rr)} candidates kept ({o.outcome}); cut:",
+      ", ".join(rr.loc[~rr.passed_threshold, "id"].str.split(":").str[-1]))
+for t in (0.3, 0.6, 0.8):
+    print(f"  at threshold {t}: {len(rerank_threshold_outcome(after_rerank, t).kept)} kept")""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.diff import diff_lists
+passed = [r for r in after_search.state.search_result if r.id in set(rr.loc[rr.passed_threshold, "id"])]
+by_id = {r.id: r for r in passed}
+composite = []
+for cid in after_rerank.state.diagnostics["rerank"].ranked_ids:   # composite order, composite scores
+    c = by_id[cid].copy(); c.score = float(rr.set_index("id").loc[cid, "final_score"]); composite.append(c)
+comp = diff_lists(passed, composite, "search order → composite order")
+print(f"COMPOSITE: {sum(c.status == 'moved' for c in comp)} of {len(comp)} survivors moved, "
+      f"{sum(c.score_delta is not None and abs(c.score_delta) > 1e-12 for c in comp)} rescored")
+pd.DataFrame([{"chunk": c.id.split(":")[-1], "search rank": c.rank_a, "composite rank": c.rank_b, "status": c.status,
+               "search score": round(c.score_a, 4), "composite": round(c.score_b, 4)} for c in comp]).head(10)""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.frames import mmr_inputs, mmr_selection
+inputs = mmr_inputs(after_rerank)
+lists = {}
+for lam in (1.0, 0.7, 0.5, 0.3, 0.0):
+    picks = [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)]
+    lists.setdefault(tuple(picks), []).append(lam)
+    print(f"MMR λ={lam}: {picks}")
+print(f"MMR distinct pick lists: {len(lists)} across 5 values of λ (the run uses λ={inputs['lambda']})")""",
+    ),
+    (
+        "code",
+        """from rag_lab.lab.plots import plot_mmr
+plot_mmr(after_rerank, lambdas=(1.0, 0.7, 0.3))""",
+    ),
+    (
+        "md",
+        """At λ = 1 MMR is a plain top-4 by composite score: three near-copies of *"designed by Mara Vell
+and opened in May 1911"* (history society, visitor guide, county press). As λ falls, overlap with
+what is already picked costs more: the copies give way to the chunk that says where Vell trained —
+the one the third part of the question needs — and, at λ = 0, to chunks chosen mostly for being
+different. The stage's diff: the search list (its input) against the four picks (its output).""",
+    ),
+    ("code", "d"),
+    (
+        "md",
+        """## Merge
+
+Neighbouring chunks of one document are joined, chunks shorter than 350 characters are expanded
+with their neighbours up to 850, and the first turn's references that overlap the question come
+back (`history`). Every decision is recorded.""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chunk_merge
+steps = view.state.state.diagnostics["merge"].steps
+from collections import Counter
+print("MERGE steps:", dict(Counter(s["step"] + (":" + s["action"] if s.get("action") else "") for s in steps)))
+pd.DataFrame([{k: (v.split(":")[-1] if isinstance(v, str) else v) for k, v in s.items() if k in ("step", "id", "into", "action", "length")}
+              for s in steps if s["step"] != "input"])""",
+    ),
+    ("code", "d"),
+    (
+        "code",
+        """view, d = step()   # filter_top_k
+ft = view.state.state.diagnostics["filter_top_k"]
+print(f"TOP-K: {ft.before} contexts → {ft.after}; cut {[c.split(':')[-1] for c in ft.cut_ids]}")
+d""",
+    ),
+    (
+        "md",
+        '## Context and answer\n\nThe contexts are rendered as compact XML with request-local aliases (`c1`, `c2`, …); the model cites `<ref id="c1"/>` and the stream decoder expands each citation into a `<kb …/>` tag.',
+    ),
+    (
+        "code",
+        """view, d = step()   # into_chat_message
+print(view.state.state.rendered_contexts[:700])""",
+    ),
+    (
+        "code",
+        """view, d = step()   # chat_completion_stream
+run = st.finish()
+print("ANSWER:", run.answer)""",
+    ),
+    (
+        "md",
+        """## Where the gold passages went
+
+The funnel: each gold document's rank at every stage — vector and keyword lists, fused, search
+output, after the threshold, MMR, merge, final — and the stage that lost it. Both reach the
+answer here. At λ = 1 (rerun from the rerank stage, everything upstream reused) the near-copies
+take MMR's places and `mara_vell` is lost at MMR.""",
+    ),
+    (
+        "code",
+        """print("FUNNEL of the run (λ = 0.7)")
+funnel = run.frame("funnel", gold_ids=q.gold_ids)
+funnel[["gold_id", "stage", "rank", "of", "note", "lost_here"]]""",
+    ),
+    (
+        "code",
+        """greedy = lab.rerun(run, "chunk_rerank", params={**TOUR_PARAMS, "mmr_lambda": 1.0})
+gf = greedy.frame("funnel", gold_ids=q.gold_ids)
+print("FUNNEL at λ = 1.0: lost", {r.gold_id: r.stage for r in gf.itertuples() if r.lost_here} or "nothing")
+gf[gf.stage.isin(["rerank", "mmr", "final"])][["gold_id", "stage", "rank", "note", "lost_here"]]""",
+    ),
+    (
+        "md",
+        "The two runs differ only in `mmr_lambda`; their final states, diffed (the contexts, the rendered prompt and the diagnostics that changed):",
     ),
     (
         "code",
         """from rag_lab.lab.diff import diff
-d = diff(view.state, after_rerank, lists=("search_result", "rerank_result"))
-d.frame().head(10)""",
-    ),
-    (
-        "code",
-        """run = st.finish()
-print(run.stages)
-print(run.answer[:400])""",
+pd_ = diff(run.state("filter_top_k"), greedy.state("filter_top_k"), lists=("merge_result",), labels=("λ = 0.7", "λ = 1.0"))
+s = pd_.summary()["merge_result"]
+print(f"PARAMS DIFF: +{s['added']} -{s['dropped']} moved {s['moved']} rescored {s['rescored']}; fields: {', '.join(pd_.changed_fields)}")
+pd_""",
     ),
     (
         "md",
         "Every stage of a finished run is still there: `run.state(stage)` is the snapshot after it, and `lab.rerun(run, stage, params=...)` runs again from a stage with other parameters, reusing everything upstream.",
-    ),
-    (
-        "code",
-        """tight = lab.rerun(run, "chunk_rerank", params={"rerank_top_k": 1})
-[r.knowledge_title for r in run.references][:5], [r.knowledge_title for r in tight.references]""",
     ),
 ]
 
@@ -159,7 +342,9 @@ NOTEBOOKS["02_hybrid_search_and_expansion"] = [
 over-recalled pool (`max(match_count*5, 50)` per KB, capped at 500), then fuses the two ranked lists
 with weighted reciprocal-rank fusion: `0.7/(60+rank_v) + 0.3/(60+rank_k)`, divided by its maximum so
 scores stay in [0, 1]. When the first recall is short of `embedding_top_k`, a local, LLM-free query
-expansion adds keyword-only searches for a few variants of the question.""",
+expansion adds keyword-only searches for a few variants of the question. (The search stage of
+the guided tour ([01](01_pipeline_event_by_event.ipynb)) shows the same table for its question, between the stages before and
+after it.)""",
     ),
     ("code", SETUP),
     ("code", INGEST_HOTPOT),
@@ -215,13 +400,22 @@ The rerank stage sends at most 200 candidates to the reranker, keeps those above
 reaches 0.15; one retry at threshold×0.7, floor 0.3), turns each into a **composite score**
 `0.6·model + 0.3·search + 0.1·source weight` (web pages 0.95, everything else 1.0), applies the FAQ
 boost, and finally picks `rerank_top_k` of them with **MMR**: `0.7·relevance − 0.3·max Jaccard
-redundancy` with what was already picked.""",
+redundancy` with what was already picked.
+
+The question is the one of the guided tour ([01](01_pipeline_event_by_event.ipynb)), on its small
+knowledge base: several documents there say *"designed by Mara Vell, opened in May 1911"* in
+nearly the same words, so MMR has near-duplicates to choose between.""",
     ),
     ("code", SETUP),
-    ("code", INGEST_HOTPOT),
     (
         "code",
-        """run = lab.ask(ds.queries[3].question, kb="hotpot")
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+lab = Lab.from_config(workspace=workspace)
+ingest_tour(lab)
+tq = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+run = lab.ask(tq.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+print("QUESTION:", tq.question, "| params:", TOUR_PARAMS)
 run.frame("rerank").head(12)""",
     ),
     (
@@ -231,20 +425,26 @@ run.frame("rerank").head(12)""",
     (
         "code",
         """from rag_lab.lab.plots import plot_composite_scores, plot_mmr
-plot_composite_scores(run, threshold=0.5)""",
+plot_composite_scores(run, threshold=0.6)""",
     ),
     (
         "code",
         """from rag_lab.lab.frames import rerank_threshold_outcome
-for t in (0.2, 0.5, 0.8, 0.95):
+for t in (0.3, 0.5, 0.6, 0.8, 0.95):
     o = rerank_threshold_outcome(run, t)
     print(f"threshold {t}: outcome={o.outcome}, kept={len(o.kept)}")""",
     ),
     (
         "md",
-        "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity.",
+        "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity: at λ = 1 the four picks are the four best composite scores, three of them near-copies of one sentence; as λ falls the copies give way to other chunks.",
     ),
-    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4))"""),
+    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4, 0.0))"""),
+    (
+        "code",
+        """from rag_lab.lab.frames import mmr_inputs, mmr_selection
+inputs = mmr_inputs(run)
+pd.DataFrame({f"λ={lam}": [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)] for lam in (1.0, 0.7, 0.4, 0.0)})""",
+    ),
     ("code", """pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])"""),
     (
         "md",
@@ -269,9 +469,9 @@ mmr_view""",
     (
         "code",
         """# the views are plain Python objects too: what the sliders do, from code
-threshold_view.slider.value = 0.8
+threshold_view.slider.value = 0.6
 mmr_view.slider.value = 0.2
-print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_view.picks)""",
+print(len(threshold_view.survivors), "survive at 0.6;", "picks at λ=0.2:", mmr_view.picks)""",
     ),
     (
         "md",
@@ -280,13 +480,53 @@ print(len(threshold_view.survivors), "survive at 0.8;", "picks at λ=0.2:", mmr_
 One run shows *how* MMR picks; whether a λ is good shows over a set of questions. The fast
 evaluator (`rag_lab.tuning`, the same one `rag-lab sweep` uses) captures the 20 questions once and
 replays the rerank stage — ladder, composite, MMR over the captured Jaccard matrix — and merge for
-any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders.""",
+any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders. Here on 20
+HotpotQA questions:""",
     ),
+    ("code", INGEST_HOTPOT.replace("lab = Lab.from_config(workspace=workspace)\n", "")),
     (
         "code",
         """from rag_lab.eval.sweep.fast import tuning_panel
 panel = tuning_panel(lab, ds, "hotpot", n_questions=20, metrics=("ndcg@10", "recall@10"))
 pd.DataFrame([{"mmr_lambda": v, **m} for v, m in panel.curve("mmr_lambda")]).round(4)""",
+    ),
+    (
+        "md",
+        "The curve is flat. Why, in numbers: how many candidates MMR chooses from on each of these questions, how many it keeps, and how much the candidates overlap.",
+    ),
+    (
+        "code",
+        """import statistics
+from itertools import combinations
+from rag_lab.searchutil.text import jaccard
+rows = []
+for hq in ds.queries[:20]:
+    inp = mmr_inputs(lab.ask(hq.question, kb="hotpot"))
+    n = len(inp["ids"]) if inp else 0
+    toks = [set(t) for t in inp["tokens"]] if inp else []
+    pairs = [jaccard(a, b) for a, b in combinations(toks, 2)]
+    sets = {frozenset(s["id"] for s in mmr_selection(inp, lam)) for lam in (0.0, 0.3, 0.7, 1.0)} if inp else set()
+    rows.append({"candidates": n, "k": inp["k"] if inp else 0, "mean_jaccard": statistics.mean(pairs) if pairs else 0.0,
+                 "max_jaccard": max(pairs, default=0.0), "pick_sets_across_λ": len(sets)})
+hs = pd.DataFrame(rows)
+tour_toks = [set(t) for t in inputs["tokens"]]
+tour_max = max(jaccard(a, b) for a, b in combinations(tour_toks, 2))
+print(f"HotpotQA slice: median {hs.candidates.median():.0f} candidates per question (max {hs.candidates.max()}); "
+      f"k ≥ candidates on {(hs.k >= hs.candidates).sum()} of {len(hs)} questions; "
+      f"mean pairwise Jaccard {hs.mean_jaccard.mean():.3f}, highest pair on a question {hs.max_jaccard.median():.3f} (median); "
+      f"questions where λ changes the picked set: {(hs.pick_sets_across_λ > 1).sum()}")
+print(f"tour question: {len(inputs['ids'])} candidates, k = {inputs['k']}, highest pair Jaccard {tour_max:.3f}")
+hs.describe().round(3)""",
+    ),
+    (
+        "md",
+        """λ cannot act on this slice: MMR picks `k = min(candidates, rerank_top_k)` chunks, and with
+`rerank_top_k` = 30 and a median of 4 candidates past the threshold (9 at most) it keeps every
+candidate on all 20 questions — λ only changes their order, and FILTER_TOP_K then sorts the
+contexts by score again, so the ranking the metrics see is the same for every λ. The candidates
+overlap little besides (mean pairwise Jaccard ≈ 0.09, against 0.42 for the tour's closest pair).
+λ matters when more candidates survive than `rerank_top_k` keeps *and* they repeat each other, as
+on the tour question (13 candidates, k = 4).""",
     ),
 ]
 
@@ -299,7 +539,8 @@ CHUNK_MERGE turns reranked chunks into contexts: 1 input · 2 dedup (id + conten
 3 references from the previous turn · 4 parent chunks · 5 sequential merge of neighbouring chunks
 of one document · 6 FAQ answers · 7 short chunks (< 350 characters) expanded with their neighbours up
 to 850 · 8 merge again, dedup, and drop partial overlaps (containment or ≥ 85 % token overlap).
-Every decision is recorded.""",
+Every decision is recorded. (The guided tour ([01](01_pipeline_event_by_event.ipynb)) shows the merge on its question: a join of
+neighbours, expansions and the previous turn's references.)""",
     ),
     ("code", SETUP),
     ("md", "Small chunks make merging visible: a KB with 200-character chunks over a few long passages."),
@@ -335,13 +576,23 @@ The model never sees internal ids. Retrieved chunks are rendered as compact XML 
 aliases (`c1`, `c2`, …; `w1` for web pages); the model cites `<ref id="c1"/>`; a streaming decoder
 expands each reference into a `<kb …/>` tag across arbitrary chunk boundaries and drops anything it
 does not know (fail-closed). Every event is stored append-only, so a stream can be replayed or
-resumed from any offset.""",
+resumed from any offset.
+
+The question is the one of the guided tour ([01](01_pipeline_event_by_event.ipynb)), whose answer draws on three documents.""",
     ),
     ("code", SETUP),
-    ("code", INGEST_HOTPOT),
     (
         "code",
-        """run = lab.ask(ds.queries[4].question, kb="hotpot")
+        """from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+lab = Lab.from_config(workspace=workspace)
+print(ingest_tour(lab))
+tq = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+print("QUESTION:", tq.question)""",
+    ),
+    (
+        "code",
+        """run = lab.ask(tq.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
 system = run.state("chat_completion_stream").state.diagnostics["chat_messages"].messages[0]["content"]
 print(system[system.find("<retrieval"):][:700])""",
     ),
@@ -591,7 +842,147 @@ print(suites_table(baseline.suites))""",
     ),
     (
         "md",
-        "Now a planted regression: a rerank threshold so high that most chunks are filtered. (ragas warns about the questions that kept no context at all — that is the regression showing.) The gate compares the two reports question by question.",
+        r"""## What the retrieval metrics measure
+
+Each question has a ranking of retrieved documents $d_1, d_2, \dots$ (document ids of the final
+contexts, best first, each counted once) and a set $G$ of gold documents; $rel_i = 1$ when
+$d_i \in G$. Every metric is computed per question and averaged over the questions of a slice
+(`rag_lab.eval.metrics`, equal to trec_eval):
+
+| metric | per question | reads |
+|---|---|---|
+| recall@k | $\dfrac{\sum_{i\le k} rel_i}{\lvert G\rvert}$ | how much of the gold is in the top k |
+| precision@k | $\dfrac{\sum_{i\le k} rel_i}{k}$ (missing ranks count as non-relevant) | how much of the top k is gold |
+| hit@k | $1$ if $\sum_{i\le k} rel_i > 0$ else $0$ | is any gold in the top k |
+| MRR (mrr@k) | $\dfrac{1}{\text{rank of the first gold}}$, $0$ if none (in the top k) | how soon the first gold comes |
+| nDCG@k | $\dfrac{DCG@k}{IDCG@k}$, $DCG@k = \sum_{i\le k} \dfrac{g_i}{\log_2(i+1)}$ | gains discounted by rank, against the best order |
+| MAP | $AP = \dfrac{1}{\lvert G\rvert}\sum_{i:\,rel_i=1} \text{precision@}i$, averaged | precision at every gold, unretrieved gold adds 0 |
+
+In nDCG the gain $g_i$ is $rel_i$ (binary) or the document's **grade** (graded relevance: a
+passage that answers the question can count 3, one that only supports it 1); $IDCG@k$ is the DCG
+of the ideal order: the gold documents (or the grades, highest first) at the top.
+
+Worked on one question of the baseline, by hand, next to what `rag_lab.eval.metrics` returns:""",
+    ),
+    (
+        "code",
+        """import math
+from rag_lab.eval import metrics as M
+hot = baseline.suites[0]
+def informative(r):   # a ranking with a non-gold document before its last gold one
+    rel = [d in r.gold_ids for d in r.retrieved_doc_ids]
+    return True in rel and False in rel[: len(rel) - rel[::-1].index(True)]
+ex = next((r for r in hot.records if informative(r)), hot.records[0])
+ranking, gold = M.dedupe_ranking(ex.retrieved_doc_ids), set(ex.gold_ids)
+rel = [int(d in gold) for d in ranking]
+print("QUESTION:", ex.question)
+print("gold:", sorted(gold))
+for i, (d, r) in enumerate(zip(ranking, rel), 1):
+    print(f"  rank {i}: {d}{'   ← gold' if r else ''}")
+k = 3
+by_hand = {
+    f"recall@{k}": (sum(rel[:k]) / len(gold), f"{sum(rel[:k])}/{len(gold)}"),
+    f"precision@{k}": (sum(rel[:k]) / k, f"{sum(rel[:k])}/{k}"),
+    "hit@1": (float(rel[0]), f"rel_1 = {rel[0]}"),
+    "mrr": (1 / (rel.index(1) + 1) if 1 in rel else 0.0, f"1/{rel.index(1) + 1}" if 1 in rel else "0"),
+    f"ndcg@{k}": (sum(r / math.log2(i + 2) for i, r in enumerate(rel[:k]))
+                  / sum(1 / math.log2(i + 2) for i in range(min(len(gold), k))),
+                  " + ".join(f"{r}/log2({i + 2})" for i, r in enumerate(rel[:k])) + " over the ideal "
+                  + " + ".join(f"1/log2({i + 2})" for i in range(min(len(gold), k)))),
+    "map": (sum(sum(rel[: i + 1]) / (i + 1) for i, r in enumerate(rel) if r) / len(gold),
+            "(" + " + ".join(f"{sum(rel[: i + 1])}/{i + 1}" for i, r in enumerate(rel) if r) + f")/{len(gold)}"),
+}
+library = {f"recall@{k}": M.recall_at_k(ranking, gold, k), f"precision@{k}": M.precision_at_k(ranking, gold, k),
+           "hit@1": M.hit_at_k(ranking, gold, 1), "mrr": M.mrr(ranking, gold), f"ndcg@{k}": M.ndcg_at_k(ranking, gold, k),
+           "map": M.average_precision(ranking, gold)}
+report_row = next(row for row in hot.retrieval.rows if str(row["qid"]) == ex.qid)
+rows = []
+for name, (value, working) in by_hand.items():
+    assert math.isclose(value, library[name]) and math.isclose(value, float(report_row[name])), name
+    rows.append({"metric": name, "by hand": working, "= ": round(value, 4), "rag_lab": round(library[name], 4),
+                 "report": round(float(report_row[name]), 4)})
+pd.set_option("display.max_colwidth", 120)
+pd.DataFrame(rows)""",
+    ),
+    (
+        "code",
+        """# graded relevance: say the first gold document answers the question (grade 3), the other supports it (grade 1)
+grades = {g: (3 if i == 0 else 1) for i, g in enumerate(sorted(gold, key=lambda g: ranking.index(g) if g in ranking else 99))}
+gains = [grades.get(d, 0) for d in ranking[:k]]
+ideal = sorted(grades.values(), reverse=True)[:k]
+dcg, idcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains)), sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+print("grades:", grades, "| gains in rank order:", gains, "| ideal:", ideal)
+print(f"graded nDCG@{k} = {dcg:.4f} / {idcg:.4f} = {dcg / idcg:.4f}; rag_lab: {M.ndcg_at_k(ranking, gold, k, grades=grades):.4f}")
+assert math.isclose(dcg / idcg, M.ndcg_at_k(ranking, gold, k, grades=grades))""",
+    ),
+    (
+        "md",
+        r"""## What the ragas metrics measure
+
+The offline ragas metrics of this report, on the same question (the values are ragas' own,
+computed by `rag_lab.eval.ragas_adapter`; here recomputed by hand from their definitions). $R$ are
+the retrieved contexts (documents $R_{id}$), $C$ the gold documents' texts (ids $G$), $a$ the
+answer and $y$ the reference answer; $\text{sim}(x, y) = 1 - \text{Levenshtein}(x, y)/\max(|x|, |y|)$.
+
+| metric | formula |
+|---|---|
+| id_context_recall | $\lvert R_{id} \cap G\rvert / \lvert G\rvert$ |
+| id_context_precision | $\lvert R_{id} \cap G\rvert / \lvert R_{id}\rvert$ (NaN when nothing was retrieved) |
+| nonllm_context_recall | share of gold texts $c \in C$ with $\max_{r \in R} \text{sim}(r, c) > 0.5$ |
+| nonllm_context_precision | average precision of the verdicts $v_i = [\max_{c \in C} \text{sim}(R_i, c) \ge 0.5]$: $\sum_i v_i \cdot \text{precision@}i \,/\, \sum_i v_i$ |
+| string_similarity | $\text{sim}(a, y)$ |
+| bleu | $BP \cdot \exp\big(\tfrac14 \sum_{n=1}^4 \log p_n\big)$, $p_n$ the n-gram precisions, $BP = \min(1, e^{1 - \lvert y\rvert/\lvert a\rvert})$ |
+| rouge_l | $F_1$ of the longest common subsequence of words: $P = LCS/\lvert a\rvert$, $R = LCS/\lvert y\rvert$ |
+| chrf | character n-gram ($n \le 6$) F-score with $\beta = 2$ (recall weighted twice), averaged over $n$ |
+
+The answer metrics are low on every question here: the extractive answerer returns whole
+sentences, the references are a few words (*"Mara Vell"*-style short answers).""",
+    ),
+    (
+        "code",
+        """from rapidfuzz.distance import Levenshtein
+from rouge_score import rouge_scorer, tokenizers
+from sacrebleu.metrics import BLEU, CHRF
+from rag_lab.eval.records import answer_text
+ds_hot = load_dataset(suites[0].dataset)
+texts = {d.id: d.text for d in ds_hot.corpus}
+R_ids, G_ids, R, C = set(ex.context_doc_ids), set(ex.gold_ids), ex.contexts, [texts[g] for g in ex.gold_ids if g in texts]
+a, y = answer_text(ex.answer), ex.answers[0]
+sim = lambda x, z: 1 - Levenshtein.normalized_distance(x, z)
+verdicts = [int(max(sim(r, c) for c in C) >= 0.5) for r in R]
+toks = tokenizers.DefaultTokenizer(use_stemmer=False)
+ta, ty = toks.tokenize(a), toks.tokenize(y)
+lcs = [[0] * (len(ty) + 1) for _ in range(len(ta) + 1)]
+for i in range(len(ta)):
+    for j in range(len(ty)):
+        lcs[i + 1][j + 1] = lcs[i][j] + 1 if ta[i] == ty[j] else max(lcs[i][j + 1], lcs[i + 1][j])
+L = lcs[-1][-1]
+p_l, r_l = (L / len(ta) if ta else 0.0), (L / len(ty) if ty else 0.0)
+bleu = BLEU().corpus_score([a], [[y]])
+bp_and_p = f"BP {bleu.bp:.3f}, p_n {[round(p / 100, 3) for p in bleu.precisions]}"
+by_hand = {
+    "id_context_recall": (len(R_ids & G_ids) / len(G_ids), f"{len(R_ids & G_ids)}/{len(G_ids)}"),
+    "id_context_precision": (len(R_ids & G_ids) / len(R_ids), f"{len(R_ids & G_ids)}/{len(R_ids)}"),
+    "nonllm_context_recall": (sum(max(sim(r, c) for r in R) > 0.5 for c in C) / len(C),
+                              "max sim per gold text: " + ", ".join(f"{max(sim(r, c) for r in R):.2f}" for c in C)),
+    "nonllm_context_precision": (sum(v * sum(verdicts[: i + 1]) / (i + 1) for i, v in enumerate(verdicts)) / (sum(verdicts) + 1e-10),
+                                 f"verdicts {verdicts}"),
+    "string_similarity": (sim(a, y), f"1 − {Levenshtein.distance(a, y)}/{max(len(a), len(y))}"),
+    "bleu": (bleu.score / 100, bp_and_p),
+    "rouge_l": (2 * p_l * r_l / (p_l + r_l) if L else 0.0, f"LCS {L} words, |a| {len(ta)}, |y| {len(ty)}"),
+    "chrf": (CHRF().corpus_score([a], [[y]]).score / 100, "sacrebleu chrF (β = 2, n ≤ 6)"),
+}
+ragas_value = dict(zip(hot.ragas.qids, zip(*[hot.ragas.values[m] for m in OFFLINE_METRICS])))[ex.qid]
+rows = []
+for m, v in zip(OFFLINE_METRICS, ragas_value):
+    value, working = by_hand[m]
+    rows.append({"metric": m, "by hand": working, "= ": round(value, 4), "ragas (report)": round(v, 4), "equal": math.isclose(value, v, abs_tol=1e-9)})
+print("answer:", a[:160], "…" if len(a) > 160 else "", "| reference:", y)
+pd.DataFrame(rows)""",
+    ),
+    (
+        "md",
+        "Now a planted regression: a rerank threshold so high that most chunks are filtered (questions that keep no context at all get NaN on `id_context_precision`, with the reason in the report — that is the regression showing). The gate compares the two reports question by question; its summary is rendered whole below.",
     ),
     (
         "code",
@@ -738,18 +1129,22 @@ stream player, the composite score with its threshold slider, MMR with its λ sl
 and stage timings. A capture needs no model and no knowledge base: send the file to a colleague and
 the same views open on their machine.
 
-Under `make lab` this notebook uses the demo knowledge base that `make lab` prepared; elsewhere it
-ingests a slice of the same corpus into a temporary workspace.""",
+The question is the guided tour's ([01](01_pipeline_event_by_event.ipynb)), on its small knowledge
+base, where every stage — MMR included — visibly acts. Under `make lab` the tour's knowledge base is
+added to the `make lab` workspace (12 documents, seconds; unchanged documents are skipped on later
+runs); elsewhere the notebook uses a temporary workspace.""",
     ),
     ("code", SETUP),
     (
         "code",
         """demo_ws = os.environ.get("RAG_LAB_WORKSPACE")          # set by `make lab`
 lab = Lab.from_config(workspace=demo_ws or workspace)
-if not any(kb.name == "hotpotqa" for kb in lab.workspace.list_kbs()):
-    ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
-    print(lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in ds.corpus], kb="hotpotqa", progress=False))
-run = lab.ask("If Gallu is a demon Lilu is what?", kb="hotpotqa")
+from rag_lab.lab.tour import TOUR_FIRST_TURN, TOUR_KB, TOUR_PARAMS, ingest_tour, load_tour_dataset
+print(ingest_tour(lab))
+q = load_tour_dataset().queries[0]
+first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
+run = lab.ask(q.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
+print("QUESTION:", q.question)
 print(run.answer[:300])""",
     ),
     (

@@ -125,16 +125,26 @@ _jieba_lock = threading.Lock()
 _jieba_cut_for_search: Callable[..., Iterable[str]] | None = None
 
 
+def quiet_jieba() -> Any:
+    """The jieba module, initialised without its dictionary-loading notices on stderr (jieba
+    logs "Building prefix dict…" / "Loading model cost…" at DEBUG through its own stderr handler;
+    its level goes to WARNING before the first load). Idempotent."""
+    import logging
+
+    import jieba  # noqa: PLC0415 (lazy: ~1.5 s dictionary load)
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
 def _cut_for_search(text: str) -> Iterable[str]:
     """jieba search-mode segmentation (HMM on); jieba is imported on first use."""
     global _jieba_cut_for_search
     if _jieba_cut_for_search is None:
         with _jieba_lock:
             if _jieba_cut_for_search is None:
-                import jieba  # noqa: PLC0415 (lazy: ~1.5 s dictionary load)
-
-                jieba.initialize()
-                _jieba_cut_for_search = jieba.cut_for_search
+                _jieba_cut_for_search = quiet_jieba().cut_for_search
     return _jieba_cut_for_search(text, HMM=True)
 
 

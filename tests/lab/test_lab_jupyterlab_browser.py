@@ -4,8 +4,12 @@ Playwright for Python drives Debian's ``chromium`` (``executable_path``: no brow
 JupyterLab is started by `make lab`'s launcher on a free loopback port over a folder holding one
 notebook that opens :func:`~rag_lab.lab.widgets.workbench` on the stored capture. The test runs the
 notebook, drags the λ slider of the MMR tab and the threshold slider of the composite tab with the
-mouse, and checks that the rendered summary and the plot image change. Screenshots are kept under
-``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose another folder).
+mouse, and checks that the rendered summary and the plot image change. Each slider change's redraw
+latency (from releasing the handle to the redrawn picture, and to the redrawn text) is written to
+``widget-latency.json`` and must stay under :data:`MAX_REDRAW_S` (the 200 ms goal is the
+benchmark's). The guided tour (notebook 01, with its committed outputs) is opened too and
+screenshotted. Screenshots are kept under ``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose
+another folder).
 
 These tests never skip: without chromium or the playwright package they fail and say how to
 install them (`.ci/run` installs chromium; `make test` installs playwright with the dev extra).
@@ -13,8 +17,10 @@ install them (`.ci/run` installs chromium; `make test` installs playwright with 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -28,6 +34,10 @@ CELL = f"""from rag_lab.lab.capture import load_capture
 from rag_lab.lab.widgets import workbench
 cap = load_capture({str(CAPTURE)!r})
 workbench(cap)"""
+TOUR = ROOT / "notebooks" / "01_pipeline_event_by_event.ipynb"
+#: the most a slider change may take to redraw its text and picture in the browser
+MAX_REDRAW_S = 1.0
+LATENCY: dict[str, dict[str, float]] = {}
 
 
 def _chromium() -> str:
@@ -44,6 +54,7 @@ def jlab(tmp_path_factory):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells.append(nbformat.v4.new_code_cell(CELL))
     nbformat.write(nb, root / "workbench.ipynb")
+    shutil.copy(TOUR, root / TOUR.name)  # with its committed outputs: opened, not run
     ws = tmp_path_factory.mktemp("jlab_ws")
     with running_jupyterlab(
         root, ws, tmp_path_factory.mktemp("jlab_logs"), demo_docs=40, extra=["--LabApp.expose_app_in_browser=True"]
@@ -91,8 +102,9 @@ def _visible_panel(page):
     return page.locator(".widget-tab-contents > .lm-Widget:not(.lm-mod-hidden)").first
 
 
-def _drag_slider(page, panel, to_fraction: float) -> None:
-    """Drag the panel's slider handle with the mouse to ``to_fraction`` of its track."""
+def _drag_slider(page, panel, to_fraction: float) -> float:
+    """Drag the panel's slider handle with the mouse to ``to_fraction`` of its track; returns the
+    ``time.perf_counter()`` of the release (the slider sends its value on release)."""
     track = panel.locator(".widget-slider .noUi-target").first
     handle = panel.locator(".widget-slider .noUi-handle").first
     tb, hb = track.bounding_box(), handle.bounding_box()
@@ -101,17 +113,36 @@ def _drag_slider(page, panel, to_fraction: float) -> None:
     page.mouse.down()
     page.mouse.move(tb["x"] + tb["width"] * to_fraction, hb["y"] + hb["height"] / 2, steps=12)
     page.mouse.up()
+    return time.perf_counter()
 
 
 def _image_src(panel) -> str:
     return panel.locator("img").first.get_attribute("src") or ""
 
 
-def _wait_image_change(page, panel, old: str) -> None:
-    """The kernel re-renders the plot after the summary: wait for the new PNG to arrive."""
+def _wait_image_change(page, panel, old: str) -> float:
+    """The kernel re-renders the plot after the summary: wait for the new PNG to arrive; returns
+    when it did (``time.perf_counter()``)."""
     img = panel.locator("img").first.element_handle()
-    page.wait_for_function("([img, old]) => img.getAttribute('src') !== old", arg=[img, old])
+    page.wait_for_function("([img, old]) => img.getAttribute('src') !== old", arg=[img, old], polling="raf")
+    done = time.perf_counter()
     assert _image_src(panel) != old
+    return done
+
+
+def _record_latency(view: str, released: float, text_at: float, image_at: float) -> None:
+    """Keep one view's redraw latency (seconds → ms) in ``widget-latency.json`` and check it."""
+    LATENCY[view] = {
+        "text_ms": round((text_at - released) * 1000, 1),
+        "image_ms": round((image_at - released) * 1000, 1),
+    }
+    (ARTIFACTS / "widget-latency.json").write_text(
+        json.dumps({"max_s": MAX_REDRAW_S, "views": LATENCY}, indent=2) + "\n"
+    )
+    print(f"{view}: text redrawn after {LATENCY[view]['text_ms']} ms, picture after {LATENCY[view]['image_ms']} ms")
+    assert max(text_at, image_at) - released <= MAX_REDRAW_S, (
+        f"{view}: a slider change took {max(text_at, image_at) - released:.2f} s to redraw (limit {MAX_REDRAW_S} s)"
+    )
 
 
 def test_the_workbench_opens_with_all_tabs(page):
@@ -129,13 +160,14 @@ def test_moving_lambda_changes_the_picks_and_the_plot(page):
     page.wait_for_function("(el) => el.innerText.includes('same picks as the run')", arg=summary.element_handle())
     before_text, before_img = summary.inner_text(), _image_src(panel)
     assert before_text.startswith("λ = 0.70")
-    _drag_slider(page, panel, 0.0)  # λ = 0: diversity only
-    page.wait_for_function("(el) => el.innerText.startsWith('λ = 0.00')", arg=summary.element_handle())
+    released = _drag_slider(page, panel, 0.0)  # λ = 0: diversity only
+    page.wait_for_function("(el) => el.innerText.startsWith('λ = 0.00')", arg=summary.element_handle(), polling="raf")
+    text_at = time.perf_counter()
     after = summary.inner_text()
     assert "2 pick(s) differ from the run's λ=0.7" in after
     # honest knobs: all four candidates are kept whatever λ is, and the view says so
     assert "no effect on this question: 4 candidate(s) passed" in after
-    _wait_image_change(page, panel, before_img)
+    _record_latency("mmr_lambda", released, text_at, _wait_image_change(page, panel, before_img))
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-mmr-lambda0.png"))
 
 
@@ -145,9 +177,38 @@ def test_moving_the_threshold_changes_the_survivors_and_the_plot(page):
     summary = panel.locator(".widget-html").first
     page.wait_for_function("(el) => el.innerText.includes('4 of 4')", arg=summary.element_handle())
     before_img = _image_src(panel)
-    _drag_slider(page, panel, 1.0)  # threshold 1.0: nothing passes; the top-1 fallback keeps one
-    page.wait_for_function("(el) => el.innerText.includes('1 of 4')", arg=summary.element_handle())
+    released = _drag_slider(page, panel, 1.0)  # threshold 1.0: nothing passes; the top-1 fallback keeps one
+    page.wait_for_function("(el) => el.innerText.includes('1 of 4')", arg=summary.element_handle(), polling="raf")
+    text_at = time.perf_counter()
     text = summary.inner_text()
     assert "threshold 1.00" in text and "fallback_top1" in text
-    _wait_image_change(page, panel, before_img)
+    _record_latency("rerank_threshold", released, text_at, _wait_image_change(page, panel, before_img))
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-threshold1.png"))
+
+
+def test_the_tour_notebook_renders_its_stages(page, jlab):
+    """Notebook 01 as committed (not run): its stage lines, the MMR pick lists and the funnel are
+    on the page; screenshots of the question, the rerank stage and the funnel."""
+    tour = page.context.new_page()
+    try:
+        tour.goto(jlab.url(f"/lab/tree/{TOUR.name}"))
+        tour.wait_for_selector(".jp-Notebook .jp-Cell .jp-OutputArea-output")
+        tour.add_style_tag(content=".Toastify { display: none !important; }")  # the "Jupyter news?" toast
+        shots = {
+            "question": "QUESTION:",
+            "rerank": "THRESHOLD 0.5",
+            "mmr": "MMR distinct pick lists",
+            "funnel": "FUNNEL at λ = 1.0",
+        }
+        for name, text in shots.items():
+            cell = tour.locator(".jp-Cell", has=tour.locator(".jp-OutputArea-output", has_text=text)).first
+            cell.wait_for(state="attached")
+            for _ in range(3):  # the windowed notebook measures the cells it passes: scroll until it settles
+                cell.evaluate("el => el.scrollIntoView({block: 'start'})")
+                tour.wait_for_timeout(400)
+            cell.locator(".jp-OutputArea-output").first.wait_for(state="visible")
+            tour.screenshot(path=str(ARTIFACTS / f"tour-01-{name}.png"))
+        for stage in ("chunk_search_parallel", "chunk_rerank", "chunk_merge", "filter_top_k"):
+            assert tour.locator(".jp-OutputArea-output", has_text=f"STAGE {stage}:").count() >= 1, stage
+    finally:
+        tour.close()

@@ -4,6 +4,7 @@ kept as NaN with their reasons and counted."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import warnings
 from collections.abc import Sequence
@@ -20,6 +21,17 @@ from rag_lab.eval.ragas_adapter.samples import (
     _MissingInput,
 )
 from rag_lab.eval.ragas_adapter.scorers import _clamp, _import_ragas, _llm_scorers, _offline_scorers
+
+
+class _NoContextNotice(logging.Filter):
+    """ragas' ID-based context precision logs a warning for each sample with no retrieved context
+    ids; the score is NaN and recorded with its reason here, so the notice is dropped while
+    rag_lab scores (only that message, only that logger)."""
+
+    LOGGER = "ragas.metrics._context_precision"
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
+        return "No retrieved context IDs" not in record.getMessage()
 
 
 def _check_metric_names(metrics: Sequence[str]) -> list[str]:
@@ -83,14 +95,19 @@ async def ascore_samples(
         if not math.isfinite(v):
             reasons[metric][s.qid] = "the metric returned NaN"
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for metric in names:
-            if metric in LLM_METRICS:
-                await asyncio.gather(*(one(metric, i, s) for i, s in enumerate(samples)))
-            else:
-                for i, s in enumerate(samples):
-                    await one(metric, i, s)
+    notice, quiet = logging.getLogger(_NoContextNotice.LOGGER), _NoContextNotice()
+    notice.addFilter(quiet)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for metric in names:
+                if metric in LLM_METRICS:
+                    await asyncio.gather(*(one(metric, i, s) for i, s in enumerate(samples)))
+                else:
+                    for i, s in enumerate(samples):
+                        await one(metric, i, s)
+    finally:
+        notice.removeFilter(quiet)
     for m in names:
         order = {s.qid: i for i, s in enumerate(samples)}
         failed[m].sort(key=lambda q: order.get(q, 0))

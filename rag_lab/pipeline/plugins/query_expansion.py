@@ -68,9 +68,9 @@ def expansion_tokens(text: str) -> list[str]:
         if not run:
             return
         if run_han:
-            import jieba
+            from rag_lab.searchutil.text import quiet_jieba
 
-            tokens.extend(w.strip() for w in jieba.cut_for_search(run, HMM=True) if w.strip())
+            tokens.extend(w.strip() for w in quiet_jieba().cut_for_search(run, HMM=True) if w.strip())
         else:
             tokens.append(run)
         run = ""
