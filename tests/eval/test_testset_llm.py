@@ -248,3 +248,23 @@ def test_cli_llm_and_choice(llm_lab, tmp_path, capsys):
     assert main([*base, "--model", "m"]) == 2
     assert "--model and --base-url go together" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+def test_auto_picks_the_labs_chat_model_only_when_it_follows_instructions():
+    from types import SimpleNamespace
+
+    from rag_lab.eval.testset.cli import choose_generator
+
+    args = SimpleNamespace(generator="auto", model=None, base_url=None, api_key_env=None, timeout=5.0)
+    llm = SimpleNamespace(follows_instructions=True, model="m")
+    assert choose_generator(args, SimpleNamespace(chat_model=llm)) == ("llm", llm)
+    extractive = SimpleNamespace(chat_model=SimpleNamespace(follows_instructions=False))
+    assert choose_generator(args, extractive) == ("offline", None)
+    args.generator = "offline"
+    assert choose_generator(args, SimpleNamespace(chat_model=llm)) == ("offline", None)
+    args.model, args.base_url = "m", "http://127.0.0.1:9/v1"
+    with pytest.raises(ValueError, match="uses no model"):
+        choose_generator(args, extractive)
+    args.generator, args.api_key_env = "auto", "RAG_LAB_TEST_UNSET_KEY"
+    with pytest.raises(Exception, match="RAG_LAB_TEST_UNSET_KEY"):
+        choose_generator(args, extractive)
