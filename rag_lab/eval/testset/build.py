@@ -33,13 +33,26 @@ from rag_lab.eval.testset.generate import (
     stratified_order,
 )
 
-__all__ = ["REPORT_FILE", "WEAKER_NOTE", "TestsetReport", "build_testset", "kb_sources"]
+__all__ = [
+    "LLM_NOTE",
+    "REPORT_FILE",
+    "WEAKER_NOTE",
+    "TestsetReport",
+    "build_testset",
+    "kb_sources",
+    "ranks_of",
+    "retrieved_docs",
+]
 
 REPORT_FILE = "testset_report.json"
 WEAKER_NOTE = (
     "synthetic questions (offline generator, no model): they reuse the source's own words, which "
     "favours keyword search, and nobody reviewed them; scores on this set are a smoke test of your "
     "retrieval, weaker evidence than human-labelled questions"
+)
+LLM_NOTE = (
+    "synthetic questions (written by a chat model from your chunks, filtered for retrievability, "
+    "copies and duplicates): nobody reviewed them; review a sample before trusting a baseline on them"
 )
 
 
@@ -55,8 +68,38 @@ class TestsetReport:
     by_generator: Counter[str] = field(default_factory=Counter)
     examined_chunks: int = 0
     retrieved_by: Counter[str] = field(default_factory=Counter)
+    #: ``offline`` or ``llm``; the fields below are the LLM generator's (absent from an offline report)
+    generator: str = "offline"
+    model: str = "none"
+    #: failed prompts by kind (``model error``, ``malformed reply``) and the first messages
+    errors: Counter[str] = field(default_factory=Counter)
+    error_examples: list[str] = field(default_factory=list)
+    model_calls: int = 0
+    prompt_hash: dict[str, str] = field(default_factory=dict)
+    multihop: int = 0
+    graph: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        if self.generator != "offline":
+            return {
+                "kb": self.kb,
+                "seed": self.seed,
+                "requested": self.requested,
+                "kept": self.kept,
+                "dropped": dict(sorted(self.dropped.items())),
+                "errors": dict(sorted(self.errors.items())),
+                "error_examples": list(self.error_examples),
+                "by_generator": dict(sorted(self.by_generator.items())),
+                "retrieved_by": dict(sorted(self.retrieved_by.items())),
+                "examined_chunks": self.examined_chunks,
+                "multihop": self.multihop,
+                "graph": self.graph,
+                "generator": self.generator,
+                "generator_model": self.model,
+                "model_calls": self.model_calls,
+                "prompt_hash": dict(self.prompt_hash),
+                "note": LLM_NOTE,
+            }
         return {
             "kb": self.kb,
             "seed": self.seed,
@@ -73,10 +116,14 @@ class TestsetReport:
     def __str__(self) -> str:
         drops = ", ".join(f"{k}: {v}" for k, v in sorted(self.dropped.items())) or "none"
         gens = ", ".join(f"{k} {v}" for k, v in sorted(self.by_generator.items()))
-        return (
+        line = (
             f"testset from KB {self.kb!r} (seed {self.seed}): kept {self.kept} of {self.requested} asked "
             f"({gens}); {self.examined_chunks} chunks examined; dropped: {drops}"
         )
+        if self.generator != "offline":
+            errs = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "none"
+            line += f"; model {self.model!r}, {self.model_calls} calls, errors: {errs}"
+        return line
 
 
 def kb_sources(lab: Any, kb: Any) -> tuple[list[CorpusDoc], list[SourceChunk]]:
@@ -96,23 +143,30 @@ def kb_sources(lab: Any, kb: Any) -> tuple[list[CorpusDoc], list[SourceChunk]]:
     return docs, sources
 
 
+def retrieved_docs(lab: Any, kb: Any, questions: list[str], depth: int) -> list[dict[str, list[str]]]:
+    """Per question ``{path: document ids in rank order}`` of the KB's keyword search and (when
+    the KB has vectors) its vector search, ``depth`` hits each: the answerable filter's evidence."""
+    engine = lab.workspace.engine()
+    embs = lab.embedder.embed(questions) if kb.embedding_dim > 0 and questions else None
+    out = []
+    for i, q in enumerate(questions):
+        paths = [("keyword", engine.keyword_search([kb.id], q, depth, 0.0))]
+        if embs is not None:
+            paths.append(("vector", engine.vector_search([kb.id], embs[i], depth, 0.0)))
+        out.append({name: list(dict.fromkeys(h.knowledge_id for h in hits)) for name, hits in paths})
+    return out
+
+
+def ranks_of(doc_id: str, lists: dict[str, list[str]]) -> dict[str, int]:
+    """``{path: 1-based rank of doc_id}`` for the paths of :func:`retrieved_docs` that return it."""
+    return {name: docs.index(doc_id) + 1 for name, docs in lists.items() if doc_id in docs}
+
+
 def _retrieved_by(lab: Any, kb: Any, cands: list[Candidate], depth: int) -> list[dict[str, int]]:
     """Per candidate ``{path: rank of the source document}`` for the keyword and vector paths
     that return it in the top ``depth`` (rank 1-based); empty when neither does."""
-    engine = lab.workspace.engine()
-    embs = lab.embedder.embed([c.question for c in cands]) if kb.embedding_dim > 0 and cands else None
-    out = []
-    for i, c in enumerate(cands):
-        found: dict[str, int] = {}
-        paths = [("keyword", engine.keyword_search([kb.id], c.question, depth, 0.0))]
-        if embs is not None:
-            paths.append(("vector", engine.vector_search([kb.id], embs[i], depth, 0.0)))
-        for name, hits in paths:
-            docs = list(dict.fromkeys(h.knowledge_id for h in hits))
-            if c.source.doc_id in docs:
-                found[name] = docs.index(c.source.doc_id) + 1
-        out.append(found)
-    return out
+    lists = retrieved_docs(lab, kb, [c.question for c in cands], depth)
+    return [ranks_of(c.source.doc_id, found) for c, found in zip(cands, lists, strict=True)]
 
 
 def build_testset(

@@ -1,4 +1,10 @@
-"""``rag-lab testset --kb KB --n N --out DIR [--seed S]``: a generated test set for your own KB."""
+"""``rag-lab testset --kb KB --n N --out DIR [--seed S] [--generator auto|offline|llm]``: a generated
+test set for your own KB.
+
+``--generator auto`` (the default) picks ``llm`` when a chat model is at hand — ``--model`` and
+``--base-url`` given, or the lab config's ``models.chat`` is a model that follows instructions
+(an OpenAI-compatible endpoint) — and ``offline`` otherwise (the extractive answerer of the
+default config cannot write questions)."""
 
 from __future__ import annotations
 
@@ -6,21 +12,65 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_testset_command", "cmd_testset"]
+__all__ = ["add_testset_command", "choose_generator", "cmd_testset"]
+
+
+def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
+    """``(generator, chat model or None)`` for the command line (module docstring)."""
+    from rag_lab.eval.testset.llm import model_from_options
+
+    given = bool(args.model or args.base_url)
+    if given and not (args.model and args.base_url):
+        raise ValueError("--model and --base-url go together (an OpenAI-compatible endpoint)")
+    if args.generator == "offline":
+        if given:
+            raise ValueError("--generator offline uses no model; drop --model/--base-url")
+        return "offline", None
+    if given:
+        return "llm", model_from_options(args.model, args.base_url, args.api_key_env, args.timeout)
+    lab_model = getattr(lab, "chat_model", None)
+    if getattr(lab_model, "follows_instructions", False):
+        return "llm", lab_model
+    if args.generator == "llm":
+        raise ValueError(
+            "--generator llm needs a chat model: give --model and --base-url, or set models.chat "
+            "in the lab config to an OpenAI-compatible endpoint (type: openai)"
+        )
+    return "offline", None
 
 
 def cmd_testset(args: argparse.Namespace) -> int:
-    from rag_lab.eval.testset.build import REPORT_FILE, WEAKER_NOTE, build_testset
+    from rag_lab.eval.testset.build import LLM_NOTE, REPORT_FILE, WEAKER_NOTE, build_testset
+    from rag_lab.eval.testset.llm_build import build_llm_testset
     from rag_lab.lab.lab import Lab
 
     overrides = {"workspace": args.workspace} if args.workspace else {}
     lab = Lab.from_config(args.config, **overrides)
-    ds, report = build_testset(
-        lab, args.kb, args.n, args.out, seed=args.seed, depth=args.depth, overwrite=args.overwrite
-    )
+    generator, model = choose_generator(args, lab)
+    if generator == "llm":
+        ds, report = build_llm_testset(
+            lab,
+            args.kb,
+            args.n,
+            args.out,
+            model,
+            seed=args.seed,
+            depth=args.depth,
+            overwrite=args.overwrite,
+            multihop=args.multihop,
+            timeout=args.timeout,
+            retries=args.retries,
+            concurrency=args.concurrency,
+        )
+        note = LLM_NOTE
+    else:
+        ds, report = build_testset(
+            lab, args.kb, args.n, args.out, seed=args.seed, depth=args.depth, overwrite=args.overwrite
+        )
+        note = WEAKER_NOTE
     print(report)
     print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
-    print(f"note: {WEAKER_NOTE}", file=sys.stderr)
+    print(f"note: {note}", file=sys.stderr)
     print(f"next: rag-lab eval --dataset {ds.path}", file=sys.stderr)
     return 0
 
@@ -28,7 +78,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
 def add_testset_command(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "testset",
-        help="generate questions with known gold from a KB's chunks (offline, no model; weaker than human labels)",
+        help="generate questions with known gold from a KB's chunks (a chat model when configured, else offline)",
     )
     p.add_argument("--kb", required=True, help="knowledge base name")
     p.add_argument("--n", type=int, required=True, help="number of questions to keep")
@@ -36,4 +86,18 @@ def add_testset_command(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--depth", type=int, default=10, help="answerable: the source document in the top DEPTH hits")
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument(
+        "--generator",
+        choices=("auto", "offline", "llm"),
+        default="auto",
+        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline",
+    )
+    g = p.add_argument_group("chat model (--generator llm)")
+    g.add_argument("--model", default=None, help="model name at an OpenAI-compatible endpoint")
+    g.add_argument("--base-url", default=None, help="the endpoint, e.g. http://127.0.0.1:8080/v1")
+    g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    g.add_argument("--multihop", type=float, default=0.25, help="share of questions from two graph-linked chunks")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per model call")
+    g.add_argument("--retries", type=int, default=1, help="retries of a failed model call (then an error)")
+    g.add_argument("--concurrency", type=int, default=4, help="model calls at once")
     p.set_defaults(func=cmd_testset)
