@@ -175,7 +175,9 @@ def vector_cache_from_config(cfg: Any, root: Path, source: str) -> Any:
     where = path or os.environ.get(VECTOR_CACHE_ENV, "").strip() or FILE_NAME
     file = Path(root) / Path(where).expanduser()  # an absolute path replaces the workspace's
     if file.is_dir():
-        raise LabConfigError(f"{source}: vector_cache: {file} is a folder; name the cache file (e.g. {file / FILE_NAME})")
+        raise LabConfigError(
+            f"{source}: vector_cache: {file} is a folder; name the cache file (e.g. {file / FILE_NAME})"
+        )
     max_bytes = DEFAULT_MAX_BYTES if max_mb is None else int(max_mb * 1024 * 1024)
     return VectorCache(file, max_bytes=max_bytes)
 
