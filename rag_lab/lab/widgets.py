@@ -21,8 +21,10 @@ play or scrub anyway. The exported page therefore carries its own small player (
 :func:`rag_lab.lab.replay.stream_state`, written in JavaScript) and a ``<noscript>`` copy of the
 final answer and references; the browser test checks the JavaScript and Python folds agree.
 
-Figures are shown as PNG ``Image`` widgets (rendered with Agg), so updating a slider works the
-same in Jupyter, VS Code and a kernel-less test.
+Figures are shown as PNG ``Image`` widgets (rendered with Agg), so they work the same in Jupyter,
+VS Code and a kernel-less test; the two slider views (threshold and λ) redraw an inline SVG
+instead (:mod:`rag_lab.lab.plots.svg_views`, a few ms against 250–450 ms for a PNG of the
+matplotlib figure), so a change redraws within the time a slider may take.
 
 The standalone page lives in :mod:`rag_lab.lab.replay_page` and is re-exported here.
 """
@@ -198,9 +200,9 @@ class CompositeView(_View):
             continuous_update=False,
             readout_format=".2f",
         )
-        self.image = W.Image(format="png")
+        self.picture = W.HTML()  # inline SVG (rag_lab.lab.plots.svg_views): redrawn in milliseconds
         self.summary = W.HTML()
-        self.widget = W.VBox([self.slider, self.summary, self.image])
+        self.widget = W.VBox([self.slider, self.summary, self.picture])
         self.slider.observe(lambda ch: self.update(ch["new"]), names="value")
         self.outcome = rerank_threshold_outcome(capture)
         self.update(start)
@@ -212,10 +214,13 @@ class CompositeView(_View):
 
     def update(self, threshold: float) -> None:
         from rag_lab.lab.frames import rerank_threshold_outcome
-        from rag_lab.lab.plots import plot_composite_scores
+        from rag_lab.lab.plots.svg_views import composite_svg
         from rag_lab.pipeline.knobs import rerank_warnings
 
         self.outcome = rerank_threshold_outcome(self.capture, threshold)
+        # the picture first: the frontend applies updates in order, so the text never shows a
+        # threshold whose picture has not arrived
+        self.picture.value = composite_svg(self.capture, threshold)
         o = self.outcome
         used = f" (retried at {o.threshold_used:.2f})" if o.threshold_used != o.threshold else ""
         params = _params_of(self.capture).model_copy(update={"rerank_threshold": float(threshold)})
@@ -231,7 +236,6 @@ class CompositeView(_View):
             + _warning_html(self.warnings)
             + "<br>".join(html.escape(s) for s in self.survivors)
         )
-        self.image.value = _png(plot_composite_scores(self.capture, threshold))
 
 
 class MMRView(_View):
@@ -256,21 +260,22 @@ class MMRView(_View):
             continuous_update=False,
             readout_format=".2f",
         )
-        self.image = W.Image(format="png")
+        self.picture = W.HTML()  # inline SVG (rag_lab.lab.plots.svg_views): redrawn in milliseconds
         self.summary = W.HTML()
-        self.widget = W.VBox([self.slider, self.summary, self.image])
+        self.widget = W.VBox([self.slider, self.summary, self.picture])
         self.slider.observe(lambda ch: self.update(ch["new"]), names="value")
         self.picks: list[str] = []
         self.update(self.run_lambda)
 
     def update(self, lam: float) -> None:
         from rag_lab.lab.frames import mmr_selection, short_id
-        from rag_lab.lab.plots import plot_mmr
+        from rag_lab.lab.plots.svg_views import mmr_svg
         from rag_lab.pipeline.knobs import rerank_warnings
 
         inputs = self.inputs
         if inputs is None:  # MMR did not run: nothing to redraw
             return
+        self.picture.value = mmr_svg(self.capture, lam=lam)  # before the text, as in CompositeView
         self.picks = [s["id"] for s in mmr_selection(inputs, lam)]
         base = [s["id"] for s in mmr_selection(inputs, self.run_lambda)]
         changed = [i for i, (a, b) in enumerate(zip(self.picks, base)) if a != b]
@@ -290,7 +295,6 @@ class MMRView(_View):
                 for i, p in enumerate(self.picks)
             )
         )
-        self.image.value = _png(plot_mmr(self.capture, lam=lam))
 
 
 class FusionView(_View):

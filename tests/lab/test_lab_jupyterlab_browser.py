@@ -4,7 +4,7 @@ Playwright for Python drives Debian's ``chromium`` (``executable_path``: no brow
 JupyterLab is started by `make lab`'s launcher on a free loopback port over a folder holding one
 notebook that opens :func:`~rag_lab.lab.widgets.workbench` on the stored capture. The test runs the
 notebook, drags the λ slider of the MMR tab and the threshold slider of the composite tab with the
-mouse, and checks that the rendered summary and the plot image change. Each slider change's redraw
+mouse, and checks that the rendered summary and the picture (an inline SVG) change. Each slider change's redraw
 latency (from releasing the handle to the redrawn picture, and to the redrawn text) is written to
 ``widget-latency.json`` and must stay under :data:`MAX_REDRAW_S` (the 200 ms goal is the
 benchmark's). The guided tour (notebook 01, with its committed outputs) is opened too and
@@ -117,14 +117,20 @@ def _drag_slider(page, panel, to_fraction: float) -> float:
 
 
 def _image_src(panel) -> str:
-    return panel.locator("img").first.get_attribute("src") or ""
+    """What the view's picture shows (its SVG root's ``data-state``: the threshold and survivors,
+    or λ and the picks)."""
+    return panel.locator("svg.rag-lab-view").first.get_attribute("data-state") or ""
 
 
 def _wait_image_change(page, panel, old: str) -> float:
-    """The kernel re-renders the plot after the summary: wait for the new PNG to arrive; returns
-    when it did (``time.perf_counter()``)."""
-    img = panel.locator("img").first.element_handle()
-    page.wait_for_function("([img, old]) => img.getAttribute('src') !== old", arg=[img, old], polling="raf")
+    """Wait until the picture shows another state than ``old``; returns when it did
+    (``time.perf_counter()``)."""
+    page.wait_for_function(
+        "([panel, old]) => { const s = panel.querySelector('svg.rag-lab-view'); "
+        "return s !== null && s.getAttribute('data-state') !== old; }",
+        arg=[panel.element_handle(), old],
+        polling="raf",
+    )
     done = time.perf_counter()
     assert _image_src(panel) != old
     return done

@@ -30,7 +30,6 @@ from rag_lab.types.stream import StreamEvent
 from tests.lab.data.make_capture import CAPTURE, QUESTION
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
-PNG = b"\x89PNG\r\n\x1a\n"
 CHAT = "/v1/chat/completions"
 
 
@@ -120,15 +119,16 @@ def test_composite_view_threshold_slider(cap):
     view = CompositeView(cap)
     ids = [r.id for r in cap.state("chunk_search_parallel").state.search_result]
     assert view.slider.value == pytest.approx(0.1) and view.survivors == ids
-    before = bytes(view.image.value)
-    assert before.startswith(PNG)
+    before = view.picture.value
+    assert before.startswith("<svg") and 'data-state="threshold=0.10 kept=4"' in before
     view.slider.value = 0.7
     assert [s.split(":")[1] for s in view.survivors] == ["lighthouse.md#c0"]
     assert (
         "<b>1 of 4</b> candidates survive threshold 0.70" in view.summary.value
         and "<code>ok</code>" in view.summary.value
     )
-    assert bytes(view.image.value).startswith(PNG) and bytes(view.image.value) != before
+    assert 'data-state="threshold=0.70 kept=1"' in view.picture.value and view.picture.value != before
+    assert "threshold 0.70: 1 of 4 survive (ok)" in view.picture.value  # the picture says what the text says
     view.slider.value = 0.95
     assert view.outcome.outcome == "fallback_top1" and len(view.survivors) == 1
 
@@ -142,7 +142,64 @@ def test_mmr_view_lambda_slider(cap):
     view.slider.value = 0.0
     assert view.picks == [s["id"] for s in mmr_selection(inputs, 0.0)]
     assert "2 pick(s) differ from the run&#x27;s λ=0.7" in view.summary.value
-    assert "<b>volcano.html#c0</b>" in view.summary.value and bytes(view.image.value).startswith(PNG)
+    assert "<b>volcano.html#c0</b>" in view.summary.value
+    assert view.picture.value.startswith("<svg") and 'data-state="lambda=0.00 picks=' in view.picture.value
+
+
+def _bars(svg: str, kind: str) -> list[tuple[float, float]]:
+    """(width in px, data-value) of the SVG's bars of one kind, in drawing order."""
+    found = re.findall(rf'<rect [^>]*width="([0-9.]+)"[^>]*data-kind="{kind}" data-value="([-0-9.e]+)"', svg)
+    return [(float(w), float(v)) for w, v in found]
+
+
+def test_the_composite_picture_draws_the_rows_at_scale(cap):
+    """The threshold view's SVG: one model bar per candidate, 220 px per unit of model score, the
+    stacked parts at 240 px per unit, the threshold line where the threshold is, the survivors
+    coloured and the others grey (the ladder's outcome at that threshold)."""
+    from rag_lab.lab.frames import rerank_rows, rerank_threshold_outcome
+    from rag_lab.lab.plots.svg_views import composite_svg
+
+    rows = rerank_rows(cap)
+    svg = composite_svg(cap, 0.7)
+    model = _bars(svg, "model")
+    assert [v for _, v in model] == pytest.approx([float(r["model_score"]) for r in rows], abs=1e-6)
+    assert all(w == pytest.approx(220 * v, abs=0.06) for w, v in model)
+    parts = _bars(svg, "base_part")
+    assert [v for _, v in parts] == pytest.approx([float(r["base_part"]) for r in rows], abs=1e-6)
+    assert all(w == pytest.approx(240 * v, abs=0.06) for w, v in parts)
+    line = re.search(r'<line x1="([0-9.]+)"[^>]*data-kind="line" data-value="0.7"', svg)
+    assert line is not None and float(line.group(1)) == pytest.approx(190 + 220 * 0.7, abs=0.06)
+    kept = rerank_threshold_outcome(cap, 0.7).kept
+    colours = re.findall(r'fill="(#[0-9A-F]+)"[^>]*data-kind="model"', svg)
+    assert [c == "#4C72B0" for c in colours] == [i in kept for i in range(len(rows))]
+    assert "threshold 0.70: 1 of 4 survive (ok)" in svg and svg.count("filtered") == 3
+
+
+def test_the_mmr_picture_draws_each_lambdas_picks(cap):
+    """The λ view's SVG: the steps at λ (relevance and redundancy bars with the trace's values),
+    and one grid row per λ whose cells are the picks' relevance ranks, outlined where they differ
+    from the run's λ."""
+    from rag_lab.lab.plots.svg_views import mmr_svg
+
+    inputs = mmr_inputs(cap)
+    scores = [float(x) for x in inputs["scores"]]
+    rank = {i: n for n, i in enumerate(sorted(range(len(scores)), key=lambda i: (-scores[i], i)), 1)}
+    svg = mmr_svg(cap, lam=0.0, lambdas=(0.0, 1.0))
+    steps = mmr_selection(inputs, 0.0)
+    assert [v for _, v in _bars(svg, "relevance")] == pytest.approx([s["relevance"] for s in steps], abs=1e-6)
+    assert [v for _, v in _bars(svg, "redundancy")] == pytest.approx([s["redundancy"] for s in steps], abs=1e-6)
+    assert f'data-state="lambda=0.00 picks={",".join(str(rank[s["index"]]) for s in steps)}"' in svg
+    for lam in (0.0, 0.7, 1.0):  # the run's λ is always a row
+        label = f"λ={lam:g}" + (" (run)" if lam == 0.7 else "")
+        assert f">{html.escape(label)}" in svg
+    cells = re.findall(r'stroke="(black|none)" stroke-width="1.5"/><text [^>]*>#(\d+)</text>', svg)
+    k = int(inputs["k"])
+    rows = [cells[i : i + k] for i in range(0, len(cells), k)]
+    run_row = [rank[s["index"]] for s in mmr_selection(inputs, 0.7)]
+    for row, lam in zip(rows, (0.0, 0.7, 1.0)):
+        picks = [rank[s["index"]] for s in mmr_selection(inputs, lam)]
+        assert [int(n) for _, n in row] == picks
+        assert [o == "black" for o, _ in row] == [a != b for a, b in zip(picks, run_row)]
 
 
 def test_workbench_tabs(cap):
