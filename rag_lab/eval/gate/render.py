@@ -202,7 +202,9 @@ def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
     data, improvements; the unchanged ones counted), the worst changed questions and the warnings:
     short enough for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment."""
     mark = "PASSED" if res.passed else "FAILED"
-    lines = [f"### rag_lab gate: {mark}", "", f"**{md_cell(res.verdict())}**", ""]
+    verdict = res.verdict()
+    detail = verdict.split(": ", 1)[1] if verdict.startswith(f"GATE {mark}: ") else verdict  # the heading says it
+    lines = [f"### rag_lab gate: {mark}", "", f"**{md_cell(detail)}**", ""]
     tiers = res.tiers()
     heads = {
         "regression": "Regressions",
