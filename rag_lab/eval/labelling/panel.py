@@ -223,13 +223,26 @@ class LabelPanel:
         self.buttons["prev"].on_click(lambda _: self.command("p"))
         self.buttons["next"].on_click(lambda _: self.command("n"))
         self.passage_box = W.VBox()
-        self.cmd = W.Text(placeholder=COMMAND_HELP, continuous_update=False, layout=W.Layout(width="100%"))
+        self.cmd = W.Text(
+            placeholder="command, then Enter: a · r · e TEXT · 210 · 3=2 · n · p",
+            continuous_update=False,
+            layout=W.Layout(width="100%"),
+        )
         self.cmd.add_class("rag-lab-label-command")
         self.cmd.observe(self._on_command, names="value")
         self.status = W.HTML()
         self.status.add_class("rag-lab-label-status")
+        helptext = W.HTML(f"<span style='color:#666;font-size:smaller'>{html.escape(COMMAND_HELP)}</span>")
         self.widget = W.VBox(
-            [self.header, self.text, W.HBox(list(self.buttons.values())), self.passage_box, self.cmd, self.status]
+            [
+                self.header,
+                self.text,
+                W.HBox(list(self.buttons.values())),
+                self.passage_box,
+                self.cmd,
+                helptext,
+                self.status,
+            ]
         )
         self.widget.add_class("rag-lab-label-panel")
 
@@ -284,7 +297,7 @@ class LabelPanel:
                 toggle = W.ToggleButtons(
                     options=[(f"{GRADE_NAMES[g]} ({g})", g) for g in GRADES],
                     value=lab.grade if lab is not None else None,
-                    style={"button_width": "7.5em"},
+                    style={"button_width": "9.5em"},
                 )
                 toggle.observe(lambda ch, i=i: self._on_toggle(i, ch), names="value")
                 text = p.text if len(p.text) <= MAX_PASSAGE_CHARS else p.text[:MAX_PASSAGE_CHARS] + " …"
