@@ -51,22 +51,24 @@ class Passage:
 Retriever = Callable[[str], Sequence[Passage]]
 
 
-def lab_retriever(lab: Any, kb: str, params: Any = None) -> Retriever:
+def lab_retriever(lab: Any, kb: str, params: Any = None, searched: int = 5) -> Retriever:
     """Passages for a question from ``lab.ask(question, kb=kb)`` (the whole offline pipeline):
-    its final contexts best first, then what the search stage found that rerank, MMR or merge did
-    not keep (a person judges those too), each chunk once."""
+    its final contexts best first, then up to ``searched`` more that the search stage found and
+    rerank, MMR or merge did not keep (a person judges those too), each chunk once."""
 
     def retrieve(question: str) -> list[Passage]:
         run = lab.ask(question, kb=kb, params=params) if params is not None else lab.ask(question, kb=kb)
-        searched = run.snapshots.get("chunk_search_parallel")
-        lists = [(run.references, "retrieved")]
-        if searched is not None:
-            lists.append((searched.state.search_result, "searched, not kept"))
+        snap = run.snapshots.get("chunk_search_parallel")
+        lists = [(run.references, "retrieved", len(run.references))]
+        if snap is not None:
+            lists.append((snap.state.search_result, "searched, not kept", searched))
         out: list[Passage] = []
         seen: set[str] = set()
-        for results, origin in lists:
+        for results, origin, most in lists:
             n = 0
             for r in results:
+                if n >= most:
+                    break
                 if r.id in seen or not r.knowledge_id:
                     continue
                 seen.add(r.id)
