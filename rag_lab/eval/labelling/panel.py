@@ -124,6 +124,7 @@ class LabelPanel:
 
     def _default_kb(self) -> str:
         from rag_lab.eval.ingest import eval_kb_name, ingest_dataset
+        from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
 
         names = {str(q.item.metadata.get("source_kb") or "") for q in self.session.questions} - {""}
         if len(names) == 1:
@@ -131,7 +132,7 @@ class LabelPanel:
             try:
                 self.lab.kb(name, create=False)
                 return name
-            except Exception:  # noqa: BLE001 - not in this workspace: ingest the corpus instead
+            except KnowledgeBaseNotFound:  # not in this workspace: ingest the corpus instead
                 pass
         ds = self.session.dataset()
         name = eval_kb_name(ds.name, ds)
