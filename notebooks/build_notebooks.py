@@ -1183,6 +1183,185 @@ plot_fusion(cap)""",
 ]
 
 
+NOTEBOOKS["09_your_own_documents"] = [
+    (
+        "md",
+        """# 09 · Your own documents
+
+The bundled datasets come with gold labels; your documents do not. This notebook goes the whole way
+from a folder of documents to a gate that protects them, offline, in seconds:
+
+1. ingest the folder into a knowledge base;
+2. **generate** questions whose gold document is known (`rag-lab testset`; here its Python API);
+3. **label** a few in the labelling panel: accept, edit or reject each question, grade the
+   passages retrieved for it (2 relevant, 1 partly, 0 not);
+4. **evaluate** with the gold funnel (where each gold document is lost);
+5. a small **sweep**;
+6. a **baseline**, and the **gate**: it refuses a baseline built on questions nobody reviewed,
+   until they are reviewed (or you say `allow_unreviewed` / `--allow-unreviewed`).
+
+The documents below are the guided tour's twelve (fictional bridge, its engineer, a few off-topic
+pages), written out as Markdown files: point `my_docs` at your own folder instead.""",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """from pathlib import Path
+from rag_lab.lab.tour import TOUR_DATA
+my_docs = Path(workspace) / "my_documents"        # ← your folder of .md / .txt / .pdf / ... files
+my_docs.mkdir()
+for d in load_dataset(TOUR_DATA).corpus:
+    (my_docs / f"{d.id}.md").write_text(f"# {d.title}\\n\\n{d.text}\\n", encoding="utf-8")
+lab = Lab.from_config(workspace=workspace)
+print(lab.ingest(my_docs, kb="mine", progress=False))""",
+    ),
+    (
+        "md",
+        """## Generated questions
+
+`build_testset` (the command line: `rag-lab testset --kb mine --n 8 --out my_testset`) samples
+chunks one document at a time, makes a question of each without any model (key phrases, a cloze
+sentence, the title with two distinctive terms), and keeps the ones whose source document keyword
+or vector search finds. Every question carries its provenance and `synthetic: true,
+reviewed: false`. Such questions reuse the source's words: a smoke test of retrieval, weaker than
+questions a person wrote — hence the review below.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.testset import build_testset
+testset = Path(workspace) / "my_testset"
+generated, testset_report = build_testset(lab, "mine", n=8, out_dir=testset, seed=0)
+print(testset_report)
+pd.DataFrame([{"id": q.id, "generator": q.metadata["generator"], "question": q.question, "gold": q.gold_ids[0]}
+              for q in generated.queries])""",
+    ),
+    (
+        "md",
+        """## Labelling
+
+`LabelPanel` walks the questions. For each: the question (edit it in the box), *Accept* /
+*Save edit* / *Reject*, and the passages the lab's pipeline retrieves for it (its final contexts,
+then what search found and the later stages dropped), each with a *relevant (2) / partly (1) /
+not relevant (0)* toggle. The keyboard works too: the command box under the passages takes
+`a` (accept), `r` (reject), `e NEW TEXT` (edit), `210` (grade the passages by position), `3=2`
+(one passage), `n` / `p` (next / previous), several per line (`a 210 n`), then Enter. Every change
+is written to `my_testset/queries.jsonl` at once (atomically): a reviewed question gets
+`reviewed: true` with who and when, an edited one keeps its generated text, a rejected one stays
+in the file, marked, and is left out of every evaluation; grades become the question's graded
+qrels (`relevance`), which nDCG uses.""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.labelling import LabelPanel
+panel = LabelPanel(lab, testset, kb="mine", who="notebook")
+panel""",
+    ),
+    (
+        "md",
+        """In JupyterLab you would click or type. Here the same edits go through the panel's model
+(`panel.session`, plain Python: what the buttons and the command box call), question by question,
+grading passages by their document:""",
+    ),
+    (
+        "code",
+        """s = panel.session
+def grade(index, grades):   # {document id: grade} for the passages shown for question `index`
+    q = s.questions[index]
+    for p in panel.passages(index):
+        if p.doc_id in grades:
+            s.grade(q.id, p.passage, p.doc_id, grades[p.doc_id])
+    return q.id
+
+s.edit(grade(0, {"county_press_1911.md": 2}), "When did the new Orrin Bridge open to traffic?")
+s.accept(grade(1, {"sourdough.md": 2, "mara_vell.md": 0}))
+s.accept(grade(2, {"river_orrin.md": 2, "orrin_bridge.md": 1, "kestle_ferry.md": 0}))
+s.reject(s.questions[3].id)           # "ten years drawing office": a keyword list, not a question
+s.save()
+panel.show(2)                          # the panel redrawn on question 3, its grades set
+print(s.counts())
+pd.DataFrame([{"id": q.id, "status": q.status, "question": q.text, "gold": q.gold_ids(), "grades": q.relevance()}
+              for q in s.questions[:4]])""",
+    ),
+    (
+        "md",
+        """## Evaluation with the gold funnel
+
+The folder is now an ordinary dataset: `SuiteSpec(path)` (or `rag-lab eval --dataset
+my_testset`) evaluates it. The rejected question is left out (7 of 8); the report still flags the
+questions nobody reviewed. The funnel table follows every gold document through the stages.""",
+    ),
+    (
+        "code",
+        """from IPython.display import Markdown
+from rag_lab.eval.runner import SuiteSpec, evaluate_suites
+from rag_lab.eval.report import render_markdown, suites_table
+suite = SuiteSpec(str(testset), name="mine")
+current = await evaluate_suites(lab, [suite], progress=False)
+print(suites_table(current.suites))
+print(current.meta["provenance"]["unreviewed_synthetic"])""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.report.funnel_render import funnel_markdown
+display(Markdown("\\n".join(funnel_markdown(current.suites[0]))))
+q = s.questions[2]   # the question with two gold documents after labelling: each one's path through the stages
+run = lab.ask(q.text, kb=suite.kb_name)
+run.frame("funnel", gold_ids=q.gold_ids())[["gold_id", "stage", "rank", "of", "note", "lost_here"]]""",
+    ),
+    (
+        "md",
+        "## A small sweep\n\nThree rerank thresholds on the labelled set (the fast evaluator replays them from one capture per question):",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.sweep import parse_param, run_grid
+sweep = await run_grid(lab, [suite], [parse_param("rerank_threshold=0.2,0.5,0.8")], objective="ndcg@10",
+                       cache_dir=os.path.join(workspace, "cache"), progress=False, check=1)
+sweep.frame()[["rerank_threshold", "ndcg@10", "recall@10", "mrr", "evaluated_by"]]""",
+    ),
+    (
+        "md",
+        """## A baseline and the gate
+
+A baseline is what every later change is judged by. Built on questions nobody checked, it would
+judge changes by labels nobody vouches for, so the gate refuses it — unless told otherwise:""",
+    ),
+    (
+        "code",
+        """from rag_lab.eval.gate import GateError, GatePolicy, compare_reports
+baseline = current
+try:
+    compare_reports(baseline, current)
+except GateError as exc:
+    print("REFUSED:", exc)
+allowed = compare_reports(baseline, current, GatePolicy(allow_unreviewed=True))
+print("with allow_unreviewed:", "passed" if allowed.passed else "failed", "|", allowed.warnings[0])""",
+    ),
+    (
+        "md",
+        "Review the rest (here: accept them as they are), evaluate again, and the reviewed set is a baseline the gate accepts without the flag:",
+    ),
+    (
+        "code",
+        """for q in s.questions:
+    if not q.reviewed:
+        s.accept(q.id)
+s.save()
+print(s.counts())
+reviewed = await evaluate_suites(lab, [SuiteSpec(str(testset), name="mine")], progress=False)
+print("unreviewed in the new baseline:", reviewed.meta["provenance"].get("unreviewed_synthetic", "none"))
+gate = compare_reports(reviewed, reviewed)
+print("gate:", "passed" if gate.passed else "failed", "| warnings:", [w for w in gate.warnings if "unreviewed" in w] or "none")""",
+    ),
+    (
+        "md",
+        """From the terminal, the same loop is `rag-lab testset`, the panel in JupyterLab (`make lab`),
+`rag-lab eval --dataset my_testset`, `rag-lab sweep`, `rag-lab gate --update --dataset my_testset`
+and `rag-lab gate` (each refusing unreviewed questions unless `--allow-unreviewed`).""",
+    ),
+]
+
+
 def build(name: str) -> float:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

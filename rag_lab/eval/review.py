@@ -7,7 +7,8 @@ number, and the gate refuses to build, update or compare against a baseline buil
 ``--allow-unreviewed`` (:func:`refuse_unreviewed`): a baseline is what every change is judged by,
 and nobody has said these questions and their gold ids are right.
 
-A question counts as reviewed once its metadata says ``"reviewed": true``.
+A question counts as reviewed once its metadata says ``"reviewed": true`` (what the labelling
+panel, :mod:`rag_lab.eval.labelling`, writes with who and when).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def refuse_unreviewed(meta_or_section: Mapping[str, Any], what: str) -> str:
     n = sum(int(v.get("count", 0)) for v in section.values() if isinstance(v, Mapping))
     return (
         f"{what.strip()} built on {n} unreviewed synthetic question(s) ({_describe(section)}): they were "
-        "generated (rag-lab testset) and nobody checked them or their gold ids. Review them (set "
-        f'"reviewed": true in their metadata in queries.jsonl) or pass {ALLOW_FLAG} to use them anyway'
+        "generated (rag-lab testset) and nobody checked them or their gold ids. Review them (the labelling "
+        'panel, rag_lab.eval.labelling.LabelPanel, or "reviewed": true in their metadata in queries.jsonl) '
+        f"or pass {ALLOW_FLAG} to use them anyway"
     )
 
 

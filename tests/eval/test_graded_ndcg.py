@@ -4,6 +4,7 @@ computes ``ndcg_cut_k`` with graded qrels (checked against pytrec_eval); binary 
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -63,3 +64,16 @@ def test_relevance_field_loads_and_validates(tmp_path):
     _write(tmp_path, {**base, "relevance": ["a"]})
     with pytest.raises(DatasetError, match="queries.jsonl:1: field 'relevance'"):
         load_dataset(tmp_path)
+
+
+def test_the_fast_sweep_scores_graded_qrels_as_the_pipeline_evaluation_does() -> None:
+    from rag_lab.eval.sweep.fast import RetrievalMemo
+
+    qrels, grades = {"q1": {"d1", "d2"}, "q2": {"d3"}}, {"q1": {"d1": 1, "d2": 2}}
+    runs = {"q1": ["d1", "d2"], "q2": ["d3"]}
+    memo = RetrievalMemo(qrels, ks=(2,), grades=grades)
+    expected = evaluate_retrieval(runs, qrels, ks=(2,), grades=grades).summary()
+    assert memo.report(runs).summary() == expected
+    # q1 graded: (1 + 2/log2 3) / (2 + 1/log2 3); q2 binary: 1
+    assert expected["ndcg@2"] == pytest.approx(((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)) + 1) / 2)
+    assert RetrievalMemo(qrels, ks=(2,)).report(runs).summary()["ndcg@2"] == 1.0

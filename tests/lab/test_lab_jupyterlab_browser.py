@@ -35,6 +35,11 @@ from rag_lab.lab.widgets import workbench
 cap = load_capture({str(CAPTURE)!r})
 workbench(cap)"""
 TOUR = ROOT / "notebooks" / "01_pipeline_event_by_event.ipynb"
+LABEL_CELL = """import tempfile
+from rag_lab.eval.labelling import LabelPanel
+from rag_lab.lab import Lab
+lab = Lab.from_config(workspace=tempfile.mkdtemp())
+LabelPanel(lab, {folder!r}, who="browser")"""
 #: the most a slider change may take to redraw its text and picture in the browser
 MAX_REDRAW_S = 1.0
 LATENCY: dict[str, dict[str, float]] = {}
@@ -55,11 +60,37 @@ def jlab(tmp_path_factory):
     nb.cells.append(nbformat.v4.new_code_cell(CELL))
     nbformat.write(nb, root / "workbench.ipynb")
     shutil.copy(TOUR, root / TOUR.name)  # with its committed outputs: opened, not run
+    label_ds = _label_dataset(root / "label_ds")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell(LABEL_CELL.format(folder=str(label_ds))))
+    nbformat.write(nb, root / "labelling.ipynb")
     ws = tmp_path_factory.mktemp("jlab_ws")
     with running_jupyterlab(
         root, ws, tmp_path_factory.mktemp("jlab_logs"), demo_docs=40, extra=["--LabApp.expose_app_in_browser=True"]
     ) as srv:
+        srv.label_ds = label_ds
         yield srv
+
+
+def _label_dataset(folder: Path) -> Path:
+    from rag_lab.eval.datasets import CorpusDoc, QueryItem, write_dataset
+
+    gen = {"synthetic": True, "reviewed": False}
+    write_dataset(
+        [
+            CorpusDoc(
+                "light", "The Brightwater lighthouse was built in 1874 by the engineer Mara Quill.", "Lighthouse"
+            ),
+            CorpusDoc("bread", "Sourdough bread rises thanks to a starter of wild yeast.", "Bread"),
+        ],
+        [
+            QueryItem("gen-1", "Who built the Brightwater lighthouse?", [], ["light"], metadata=dict(gen)),
+            QueryItem("gen-2", "What makes sourdough rise?", [], ["bread"], metadata=dict(gen)),
+        ],
+        folder,
+    )
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +249,33 @@ def test_the_tour_notebook_renders_its_stages(page, jlab):
             assert tour.locator(".jp-OutputArea-output", has_text=f"STAGE {stage}:").count() >= 1, stage
     finally:
         tour.close()
+
+
+def test_a_question_is_labelled_in_the_browser(page, jlab):
+    """The labelling panel in JupyterLab: grade the first passage with its toggle (the mouse),
+    accept the question from the command box (the keyboard: type, Enter), and find both in
+    queries.jsonl."""
+    lab_page = page.context.new_page()
+    try:
+        lab_page.goto(jlab.url("/lab/tree/labelling.ipynb"))
+        lab_page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+        lab_page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
+        lab_page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        panel = lab_page.locator(".rag-lab-label-panel")
+        panel.wait_for(timeout=120_000)
+        assert "Question 1 of 2" in panel.inner_text()
+        status = panel.locator(".rag-lab-label-status")
+        panel.locator(".widget-toggle-buttons").first.locator("button", has_text="relevant (2)").click()
+        lab_page.wait_for_function("(el) => el.innerText.includes('1=2')", arg=status.element_handle())
+        box = panel.locator(".rag-lab-label-command input")
+        box.fill("a n")
+        box.press("Enter")
+        lab_page.wait_for_function("(el) => el.innerText.includes('Question 2 of 2')", arg=panel.element_handle())
+        lab_page.screenshot(path=str(ARTIFACTS / "jupyterlab-labelling.png"))
+    finally:
+        lab_page.close()
+    rows = [json.loads(line) for line in (jlab.label_ds / "queries.jsonl").read_text().splitlines()]
+    meta = rows[0]["metadata"]
+    assert meta["reviewed"] is True and meta["review"]["status"] == "accepted" and meta["review"]["by"] == "browser"
+    assert rows[0]["relevance"] == {"light": 2} and meta["labels"][0]["grade"] == 2
+    assert rows[1]["metadata"]["reviewed"] is False

@@ -30,6 +30,7 @@ from rag_lab.eval.datasets.schema import (
     _str_list,
     _text_field,
     datasets_root,
+    is_rejected,
     list_datasets,
 )
 
@@ -93,12 +94,13 @@ def load_dataset(path_or_name: str | Path) -> Dataset:
     folder = _resolve(path_or_name)
     skipped: list[str] = []
     corpus = _load_corpus(folder / CORPUS_FILE, skipped)
-    queries = _load_queries(folder / QUERIES_FILE, {d.id for d in corpus}, skipped)
+    rows = _load_queries(folder / QUERIES_FILE, {d.id for d in corpus}, skipped)
+    queries = [q for q in rows if not is_rejected(q)]
+    if not queries:
+        raise DatasetError(f"{folder / QUERIES_FILE}: every question ({len(rows)}) was rejected by a reviewer")
     faq = _load_faq(folder / FAQ_FILE, skipped) if (folder / FAQ_FILE).is_file() else []
     history = (
-        _load_history(folder / HISTORY_FILE, {q.id for q in queries}, skipped)
-        if (folder / HISTORY_FILE).is_file()
-        else {}
+        _load_history(folder / HISTORY_FILE, {q.id for q in rows}, skipped) if (folder / HISTORY_FILE).is_file() else {}
     )
     return Dataset(
         name=folder.resolve().name,
@@ -107,7 +109,8 @@ def load_dataset(path_or_name: str | Path) -> Dataset:
         queries=queries,
         skipped_lines=skipped,
         faq=faq,
-        history=history,
+        history={q.id: history[q.id] for q in queries if q.id in history},
+        rejected=[q for q in rows if is_rejected(q)],
     )
 
 

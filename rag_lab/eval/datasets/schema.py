@@ -76,6 +76,12 @@ class QueryItem:
         return {**dict.fromkeys(self.gold_ids, 1), **self.relevance}
 
 
+def is_rejected(q: QueryItem) -> bool:
+    """Whether a reviewer rejected the question (it stays in the file and out of evaluations)."""
+    review = q.metadata.get("review")
+    return isinstance(review, dict) and review.get("status") == "rejected"
+
+
 def datasets_root() -> Path:
     """Return the repository's ``datasets/`` folder."""
     return Path(rag_lab.__file__).resolve().parent.parent / "datasets"
@@ -102,6 +108,9 @@ class Dataset:
     faq: list[FAQItem] = field(default_factory=list)
     #: optional ``history.jsonl``: earlier turns per query id, replayed before the question
     history: dict[str, list[HistoryTurn]] = field(default_factory=dict)
+    #: questions a reviewer rejected (``metadata.review.status == "rejected"``, see
+    #: :mod:`rag_lab.eval.labelling`): kept in the file, left out of :attr:`queries`
+    rejected: list[QueryItem] = field(default_factory=list)
 
     @classmethod
     def from_frame(cls, queries: Any, corpus: Any, name: str = "frame") -> Dataset:

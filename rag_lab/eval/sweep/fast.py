@@ -65,11 +65,13 @@ def fast_path_reason(objective: str, ragas_metrics: Sequence[str]) -> str:
 
 class RetrievalMemo:
     """:func:`rag_lab.eval.metrics.evaluate_retrieval` with each question's row computed once per
-    distinct ranking (configs that retrieve the same documents for a question share it)."""
+    distinct ranking (configs that retrieve the same documents for a question share it); ``grades``
+    (``Dataset.graded_qrels()``) make nDCG graded, as in the pipeline's evaluation."""
 
-    def __init__(self, qrels: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)) -> None:
+    def __init__(self, qrels: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10), grades: Any = None) -> None:
         self.qrels = {qid: frozenset(g) for qid, g in qrels.items()}
         self.ks = tuple(ks)
+        self.grades = dict(grades or {})
         self._rows: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
 
     def report(self, runs: Mapping[str, Sequence[str]]) -> Any:
@@ -85,7 +87,8 @@ class RetrievalMemo:
             key = (qid, ranking)
             row = self._rows.get(key)
             if row is None:
-                row = evaluate_retrieval({qid: list(ranking)}, {qid: gold}, ks=self.ks).rows[0]
+                g = {qid: self.grades[qid]} if qid in self.grades else None
+                row = evaluate_retrieval({qid: list(ranking)}, {qid: gold}, ks=self.ks, grades=g).rows[0]
                 self._rows[key] = row
             rows.append(row)
         excluded.extend(qid for qid in runs if qid not in self.qrels)
@@ -228,7 +231,7 @@ class FastSweep:
             memo = self._metrics.get(suite.name)
             if memo is None:
                 memo = self._metrics[suite.name] = RetrievalMemo(
-                    {q.id: set(q.gold_ids) for q in suite.dataset.queries}, self.ev.ks
+                    {q.id: set(q.gold_ids) for q in suite.dataset.queries}, self.ev.ks, suite.dataset.graded_qrels()
                 )
             report = memo.report({r.qid: r.retrieved_doc_ids for r in records})
             self.eval_seconds += time.perf_counter() - t0
@@ -370,7 +373,7 @@ def tuning_panel(
     finally:
         if handle is not None:
             handle.disable()
-    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries})
+    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries}, grades=dataset.graded_qrels())
     names = list(metrics)
 
     def score(runs: Mapping[str, list[str]]) -> dict[str, float]:
