@@ -51,6 +51,17 @@ class _LiteUnimplemented(logging.Filter):
 _LITE_FILTER = _LiteUnimplemented()
 
 
+class _LiteIteratorTs(logging.Filter):
+    """Drops pymilvus's warning that Lite gave a query iterator no MVCC timestamp (Lite has
+    none to give; the client-side timestamp it falls back to is what Lite reads at)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "failed to get mvccTs" not in record.getMessage()
+
+
+_LITE_ITERATOR_FILTER = _LiteIteratorTs()
+
+
 def _require_pymilvus() -> Any:
     try:
         import pymilvus
@@ -75,7 +86,10 @@ class MilvusConfig:
       width (``max(ef_search, top_k)`` is used);
     * ``consistency_level`` — ``Strong`` (default: a search sees the rows just ingested),
       ``Session``, ``Bounded`` or ``Eventually``;
-    * ``timeout_s`` — per call.
+    * ``timeout_s`` — per call;
+    * ``repair_max_rows`` — a KB whose copy is missing or behind is copied again when it opens if
+      it has at most this many rows (and every vector is at hand); a larger one is refused with
+      the ``rag-lab reindex`` command to run (:mod:`rag_lab.retrieval.milvus_sync`).
     """
 
     uri: str
@@ -87,6 +101,7 @@ class MilvusConfig:
     ef_search: int = 128
     consistency_level: str = "Strong"
     timeout_s: float = 30.0
+    repair_max_rows: int = 20_000
 
     def __post_init__(self) -> None:
         prefix = self.collection_prefix
@@ -101,6 +116,9 @@ class MilvusConfig:
             "ef_search": isinstance(self.ef_search, int) and self.ef_search >= 1,
             "consistency_level": self.consistency_level in ("Strong", "Session", "Bounded", "Eventually"),
             "timeout_s": isinstance(self.timeout_s, int | float) and self.timeout_s > 0,
+            "repair_max_rows": isinstance(self.repair_max_rows, int)
+            and not isinstance(self.repair_max_rows, bool)
+            and self.repair_max_rows >= 0,
         }
         rules = {
             "uri": "a non-empty string (a .db path, http://host:19530 or a Zilliz endpoint)",
@@ -110,6 +128,7 @@ class MilvusConfig:
             "ef_search": "an integer >= 1",
             "consistency_level": "one of Strong, Session, Bounded, Eventually",
             "timeout_s": "a number > 0",
+            "repair_max_rows": "an integer >= 0",
         }
         for name, ok in checks.items():
             if not ok:
@@ -180,10 +199,12 @@ def build_filter(
     tag_ids: Sequence[str] = (),
     exclude_chunk_ids: Sequence[str] = (),
     keyword: bool = False,
+    exclude_docs: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """The filter expression of one search: the KBs, the searchable-chunk rules (enabled,
-    searchable type, status), the owner tenants, optional document / tag filters (ANDed), the
-    chunks SQLite says are unsearchable, and for BM25 the keyword rows only."""
+    searchable type, status), the owner tenants, optional document / tag filters (ANDed),
+    chunks to leave out, documents to leave out per KB (``{kb id: [knowledge ids]}``: those a
+    writer is writing right now) and for BM25 the keyword rows only."""
     parts = [
         in_list("kb_id", kb_ids),
         "is_enabled == true",
@@ -198,6 +219,9 @@ def build_filter(
         parts.append(in_list("tag_id", tag_ids))
     if exclude_chunk_ids:
         parts.append(in_list("chunk_id", sorted(exclude_chunk_ids), negate=True))
+    for kb_id, docs in sorted((exclude_docs or {}).items()):
+        if docs:
+            parts.append(f"not ((kb_id == {literal(kb_id)}) and ({in_list('knowledge_id', sorted(docs))}))")
     if keyword:
         parts.append("keyword_row == true")
     return " and ".join(f"({p})" for p in parts)
