@@ -6,8 +6,10 @@ module; each test has its own workspace and collection prefix."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ else:
     pytest.importorskip("milvus_lite", reason="Milvus Lite comes with the 'milvus' extra")
 
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
+from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams  # noqa: E402
 from rag_lab.retrieval.milvus_engine import MilvusEngine, MilvusSyncError, build_filter, literal  # noqa: E402
 from rag_lab.retrieval.milvus_sync import expected_row_ids  # noqa: E402
 
@@ -108,8 +111,27 @@ def test_a_failed_write_is_journalled_refused_then_retried(tmp_path, lite, embed
     assert f"knowledge base 'k' ({kb.id})" in msg and "Milvus holds 6 rows, SQLite 6" in msg
     assert f"rag-lab reindex --kb k --engine milvus --uri {eng.config.uri}" in msg
 
-    # the next ingest retries, although nothing changed since
+    # while a writer holds the KB, a search leaves out the documents it has pending
     outage.on = False
+    held, release = threading.Event(), threading.Event()
+
+    def writer():
+        with ws.kb_lock(kb):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert held.wait(10)
+    try:
+        kept = eng.vector_search([kb.id], v, 6, -1.0)
+    finally:
+        release.set()
+        t.join()
+    assert {h.knowledge_id for h in kept} == {"d0", "d2", "d3", "d4", "d5"}
+    assert [kid for kid, _, _ in ws.store.sync.pending(kb.id, eng.config.key)] == ["d1"]
+
+    # the next ingest retries, although nothing changed since
     again = ws.ingest_documents(kb, docs, embedder, progress=False)
     assert len(again.unchanged) == 6 and not again.changed and not again.warnings
     assert ws.store.sync.pending(kb.id, eng.config.key) == []
@@ -198,9 +220,19 @@ def test_engine_switch_without_reindex_is_refused_with_the_command(tmp_path, lit
         assert f"knowledge base 'team docs' ({kb.id})" in msg and "Milvus holds 0 rows, SQLite 6" in msg
         assert "6 rows > repair_max_rows 5" in msg
         assert f"run: rag-lab reindex --kb 'team docs' --engine milvus --uri {eng.config.uri}" in msg
+    searcher = HybridSearcher(ws, lambda kb: embedder, engine_for=lambda kb: (eng.config.key, eng))
+    sp = SearchParams(query_text="copper orbit", match_count=4, knowledge_base_ids=[kb.id])
+    with pytest.raises(Exception) as err:  # the pipeline's search fails: no silently empty list
+        asyncio.run(searcher.search(kb.id, sp))
+    chain, exc = [], err.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    assert any(isinstance(e, MilvusSyncError) and "rag-lab reindex" in str(e) for e in chain), chain
     counts = eng.index_documents(kb, embedder=embedder)  # what `rag-lab reindex` runs
     assert counts.rows == 6 and ws.store.sync.pending(kb.id, eng.config.key) == []
     assert len(eng.vector_search([kb.id], v, 4, 0.0)) == 4
+    assert len(asyncio.run(searcher.search(kb.id, sp))) == 4
     ws.close()
 
 
