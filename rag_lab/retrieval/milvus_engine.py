@@ -60,8 +60,6 @@ from rag_lab.retrieval.milvus_layout import (
     _LITE_ITERATOR_FILTER,
     ANALYZER_PARAMS,
     ENGINE_TYPE,
-    ID_MAX_BYTES,
-    TEXT_MAX_BYTES,
     IndexedCounts,
     MilvusConfig,
     MilvusEngineError,
@@ -71,6 +69,7 @@ from rag_lab.retrieval.milvus_layout import (
     collection_name,
     literal,
 )
+from rag_lab.retrieval.milvus_schema import build_schema, check_collection
 from rag_lab.retrieval.milvus_sync import MilvusSync, MilvusSyncError
 from rag_lab.types.search_result import MatchType
 
@@ -151,43 +150,7 @@ class MilvusEngine:
         return collection_name(self.config.collection_prefix, kb)
 
     def _schema(self, kb: KnowledgeBase) -> tuple[Any, Any]:
-        pymilvus = _require_pymilvus()
-        DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
-        client = self.client
-        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_BYTES)
-        for name in ("chunk_id", "knowledge_id", "tag_id"):
-            s.add_field(name, DataType.VARCHAR, max_length=ID_MAX_BYTES)
-        s.add_field("kb_id", DataType.VARCHAR, max_length=64)
-        s.add_field("is_enabled", DataType.BOOL)
-        s.add_field("chunk_type", DataType.VARCHAR, max_length=32)
-        s.add_field("status", DataType.VARCHAR, max_length=32)
-        s.add_field("tenant_id", DataType.INT64)
-        s.add_field("keyword_row", DataType.BOOL)
-        s.add_field("own_text", DataType.VARCHAR, max_length=TEXT_MAX_BYTES)
-        s.add_field(
-            "text", DataType.VARCHAR, max_length=TEXT_MAX_BYTES, enable_analyzer=True, analyzer_params=ANALYZER_PARAMS
-        )
-        s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        s.add_function(
-            Function(
-                name="text_bm25",
-                function_type=FunctionType.BM25,
-                input_field_names=["text"],
-                output_field_names=["sparse"],
-            )
-        )
-        ip = client.prepare_index_params()
-        ip.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        if kb.embedding_model_key and kb.embedding_dim > 0:
-            s.add_field("dense", DataType.FLOAT_VECTOR, dim=int(kb.embedding_dim))
-            ip.add_index(
-                field_name="dense",
-                index_type="HNSW",
-                metric_type="COSINE",
-                params={"M": self.config.hnsw_m, "efConstruction": self.config.hnsw_ef_construction},
-            )
-        return s, ip
+        return build_schema(self.client, kb, self.config)
 
     def ensure_collection(self, kb: KnowledgeBase) -> str:
         """Create the collection of ``kb``'s space if it does not exist; returns its name."""
@@ -204,27 +167,21 @@ class MilvusEngine:
                         schema=schema,
                         index_params=index_params,
                         consistency_level=self.config.consistency_level,
+                        num_shards=self.config.num_shards,
                     )
+                    if self.config.replicas > 1:
+                        client.release_collection(name)
+                        client.load_collection(name, replica_number=self.config.replicas)
                 else:
-                    self._check_existing(name, kb)
-                    client.load_collection(name)
+                    check_collection(client, name, kb, self.config)  # layout, analyser, index: or how to migrate
+                    kw = {"replica_number": self.config.replicas} if self.config.replicas > 1 else {}
+                    client.load_collection(name, **kw)
             except MilvusEngineError:
                 raise
             except Exception as exc:
                 raise MilvusEngineError(f"Milvus collection {name!r} for knowledge base {kb.name!r}: {exc}") from exc
             self._ready.add(name)
             return name
-
-    def _check_existing(self, name: str, kb: KnowledgeBase) -> None:
-        desc = self.client.describe_collection(name)
-        dims = [int((f.get("params") or {}).get("dim", 0)) for f in desc.get("fields", []) if f.get("name") == "dense"]
-        want = int(kb.embedding_dim) if kb.embedding_model_key else 0
-        have = dims[0] if dims else 0
-        if have != want:
-            raise MilvusEngineError(
-                f"Milvus collection {name!r} has dense dimension {have}, but knowledge base {kb.name!r} "
-                f"needs {want}; drop the collection or change collection_prefix"
-            )
 
     # -- writing ----------------------------------------------------------------------------
     def index_documents(
@@ -251,9 +208,12 @@ class MilvusEngine:
         return counts
 
     def _flush(self, name: str) -> None:
-        """Seal what was written. Milvus Lite rebuilds the index of its unsealed (mutable) rows at
-        every search, which costs ~0.3-0.7 s per query at 3k rows (measured); a server seals on
-        its own, and one flush per ingestion call is cheap there."""
+        """Seal what was written, by the ``flush`` policy. Milvus Lite rebuilds the index of its
+        unsealed (mutable) rows at every search, which costs ~0.3-0.7 s per query at 3k rows
+        (measured), so ``auto`` flushes after each sync there; a server seals segments on its
+        own (and rate-limits flush calls), so ``auto`` never flushes one."""
+        if not self.config.flushes:
+            return
         try:
             self.client.flush(name)
         except Exception as exc:
@@ -326,8 +286,9 @@ class MilvusEngine:
                 params: dict[str, Any] = {"metric_type": "BM25"}
                 field = "sparse"
             else:
-                params = {"metric_type": "COSINE", "params": {"ef": max(self.config.ef_search, top_k)}}
+                params = {"metric_type": "COSINE", "params": self.config.dense_search_params(top_k)}
                 field = "dense"
+            level = {"consistency_level": lvl} if (lvl := self.config.search_consistency_level) else {}
             try:
                 res = self.client.search(
                     name,
@@ -337,6 +298,7 @@ class MilvusEngine:
                     filter=expr,
                     output_fields=["chunk_id", "kb_id", "own_text"],
                     search_params=params,
+                    **level,
                 )
             except Exception as exc:
                 raise MilvusEngineError(f"Milvus search in {name!r} failed: {exc}") from exc

@@ -23,7 +23,13 @@ else:
 
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams  # noqa: E402
-from rag_lab.retrieval.milvus_engine import MilvusEngine, MilvusSyncError, build_filter, literal  # noqa: E402
+from rag_lab.retrieval.milvus_engine import (  # noqa: E402
+    MilvusEngine,
+    MilvusEngineError,
+    MilvusSyncError,
+    build_filter,
+    literal,
+)
 from rag_lab.retrieval.milvus_sync import expected_row_ids  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -269,4 +275,55 @@ def test_owner_change_and_enabled_flags_are_written_into_milvus(tmp_path, lite, 
     assert off in {h.chunk_id for h in eng.vector_search([kb.id], v, 6, -1.0)}
     assert eng.client.get(name, ids=[off], output_fields=["is_enabled"])[0]["is_enabled"] is True
     assert ws.store.sync.pending(kb.id, eng.config.key) == []
+    ws.close()
+
+
+def test_open_checks_the_layout_and_says_how_to_migrate(tmp_path, lite, embedder):
+    from pymilvus import DataType
+
+    ws = Workspace(tmp_path / "ws")
+    kb = ws.create_kb("k", embedder)
+    _engine(ws, lite, "t_schema").ensure_collection(kb)
+    name = _engine(ws, lite, "t_schema").ensure_collection(kb)  # our own layout, opened again: accepted
+    with pytest.raises(MilvusEngineError) as err:
+        _engine(ws, lite, "t_schema", index_type="IVF_FLAT").ensure_collection(kb)
+    msg = str(err.value)
+    assert f"Milvus collection {name!r} (knowledge base 'k')" in msg
+    assert "the dense index is HNSW, the config asks for IVF_FLAT" in msg
+    assert "Migrate: set collection_prefix: t_schema_v2" in msg and "rag-lab reindex --kb k --engine milvus" in msg
+
+    old = _engine(ws, lite, "t_old")  # a collection of an older layout: no tenant field, standard analyser
+    client = old.client
+    s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=2048)
+    s.add_field(
+        "text", DataType.VARCHAR, max_length=65535, enable_analyzer=True, analyzer_params={"tokenizer": "standard"}
+    )
+    s.add_field("dense", DataType.FLOAT_VECTOR, dim=embedder.dimension)
+    ip = client.prepare_index_params()
+    ip.add_index(field_name="dense", index_type="HNSW", metric_type="COSINE")
+    client.create_collection(old.collection_for(kb), schema=s, index_params=ip)
+    with pytest.raises(MilvusEngineError) as err:
+        old.ensure_collection(kb)
+    msg = str(err.value)
+    assert "field 'tenant_id' is missing" in msg and "no BM25 function from 'text' to 'sparse'" in msg
+    assert 'field \'text\' is analysed with {"tokenizer": "standard"}' in msg
+    ws.close()
+
+
+def test_shards_consistency_per_search_and_flush_policy_reach_the_client(tmp_path, lite, embedder, monkeypatch):
+    ws = Workspace(tmp_path / "ws")
+    eng = _engine(ws, lite, "t_cfg", num_shards=2, search_consistency_level="Bounded", flush="never")
+    ws.mirror_for = lambda kb: eng
+    calls: dict[str, list] = {"create_collection": [], "search": [], "flush": []}
+    for name in calls:
+        orig = getattr(eng.client, name)
+        monkeypatch.setattr(eng.client, name, lambda *a, _o=orig, _n=name, **k: calls[_n].append(k) or _o(*a, **k))
+    kb = ws.create_kb("k", embedder, chunk_size=80, chunk_overlap=0)
+    ws.ingest_documents(kb, _docs(), embedder, progress=False)
+    assert [k["num_shards"] for k in calls["create_collection"]] == [2]
+    assert calls["flush"] == []  # flush: never (a server's policy), even on Lite
+    assert len(eng.vector_search([kb.id], embedder.embed(["copper"])[0], 3, 0.0)) == 3
+    assert eng.keyword_search([kb.id], "copper", 3, 0.0)
+    assert [k["consistency_level"] for k in calls["search"]] == ["Bounded", "Bounded"]
     ws.close()
