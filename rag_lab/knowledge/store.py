@@ -15,6 +15,7 @@ write lock and the change token that caches of its rows key on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -28,6 +29,14 @@ from typing import Any, TypeVar
 from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
+from rag_lab.knowledge.sync_journal import (
+    SyncJournal,
+    create_tables,
+    forget_kb,
+    journal_chunk_flags,
+    journal_documents,
+    journal_owner_change,
+)
 from rag_lab.retrieval.sharing import SHARED_WITH, check_shared_with
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 from rag_lab.types.search_result import UNSEARCHABLE_STATUSES as UNSEARCHABLE_STATUSES
@@ -187,6 +196,9 @@ class KnowledgeStore:
         self._create_schema()
         #: whole KBs' chunk and document rows, per store state (the search path's reads)
         self.kb_rows = KbRows(self)
+        #: the sync state of external engine copies and their pending writes (written in the
+        #: transactions below that commit a change: :mod:`rag_lab.knowledge.sync_journal`)
+        self.sync = SyncJournal(self)
 
     #: ``row_decoder(cls, columns)``: row → ``cls`` for rows of these columns (the decoder every
     #: getter uses; :class:`~rag_lab.knowledge.kb_rows.KbRows` decodes its rows with it)
@@ -201,18 +213,24 @@ class KnowledgeStore:
         ``data_version`` (which moves when another connection commits). Caches of store rows key on it."""
         return self.generation, int(self._conn().execute("PRAGMA data_version").fetchone()[0])
 
-    def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (committed on exit, rolled back on an error)."""
         with self._write_lock:
             self.generation += 1
             conn = self._conn()
             try:
                 with conn:
-                    if isinstance(rows, tuple):
-                        conn.execute(sql, rows)
-                    else:
-                        conn.executemany(sql, rows)
+                    yield conn
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
+
+    def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
+        with self._transaction() as conn:
+            if isinstance(rows, tuple):
+                conn.execute(sql, rows)
+            else:
+                conn.executemany(sql, rows)
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
@@ -246,6 +264,7 @@ class KnowledgeStore:
                         "CREATE INDEX IF NOT EXISTS chunk_unsearchable ON chunks(knowledge_base_id) "
                         f"WHERE {_UNSEARCHABLE_SQL}"
                     )
+                    create_tables(conn)
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: not a usable SQLite store: {exc}") from None
 
@@ -267,7 +286,9 @@ class KnowledgeStore:
         """Write a KB's row; a malformed ``metadata["shared_with"]`` raises :class:`ValueError`
         (see :mod:`rag_lab.retrieval.sharing`) and leaves the stored row as it was."""
         _check_kb(kb)
-        self._write(self._insert_sql("knowledge_bases", KnowledgeBase), _to_row(kb))
+        with self._transaction() as conn:
+            journal_owner_change(conn, kb.id, kb.tenant_id)
+            conn.execute(self._insert_sql("knowledge_bases", KnowledgeBase), _to_row(kb))
 
     def get_kb(self, kb_id: str) -> KnowledgeBase | None:
         row = self._conn().execute("SELECT * FROM knowledge_bases WHERE id = ?", (kb_id,)).fetchone()
@@ -298,6 +319,7 @@ class KnowledgeStore:
                 conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
                 conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ?", (kb_id,))
                 conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
+                forget_kb(conn, kb_id)
 
     # -- documents --------------------------------------------------------------------------
     def add_knowledge(self, docs: Knowledge | Iterable[Knowledge]) -> None:
@@ -307,7 +329,10 @@ class KnowledgeStore:
         for d in items:
             if not d.created_at:
                 d.created_at = now
-        self._write(self._insert_sql("knowledge", Knowledge), [_to_row(d) for d in items])
+        with self._transaction() as conn:
+            conn.executemany(self._insert_sql("knowledge", Knowledge), [_to_row(d) for d in items])
+            for kb_id in {d.knowledge_base_id for d in items}:  # the documents' commit point
+                journal_documents(conn, kb_id, [d.id for d in items if d.knowledge_base_id == kb_id])
 
     def get_document(self, kb_id: str, knowledge_id: str) -> Knowledge | None:
         row = (
@@ -361,6 +386,7 @@ class KnowledgeStore:
                     "DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
                 )
                 conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
+                journal_documents(conn, kb_id, [knowledge_id])
         return ids
 
     # -- chunks -----------------------------------------------------------------------------
@@ -440,10 +466,12 @@ class KnowledgeStore:
 
     def set_chunks_enabled(self, ids: Iterable[str], enabled: bool) -> None:
         for batch in _batches(_unique(ids)):
-            self._write(
-                f"UPDATE chunks SET is_enabled = ? WHERE id IN ({', '.join('?' * len(batch))})",
-                (int(enabled), *batch),
-            )
+            with self._transaction() as conn:
+                conn.execute(
+                    f"UPDATE chunks SET is_enabled = ? WHERE id IN ({', '.join('?' * len(batch))})",
+                    (int(enabled), *batch),
+                )
+                journal_chunk_flags(conn, batch)
 
     def searchable_chunk_ids(
         self, kb_id: str, knowledge_ids: Sequence[str] = (), tag_ids: Sequence[str] = ()

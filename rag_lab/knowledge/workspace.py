@@ -225,17 +225,34 @@ class Workspace:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.store.list_kbs()
 
-    def mirror(self, kb: KnowledgeBase) -> Any:
-        """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``."""
-        return self.mirror_for(kb) if self.mirror_for is not None else None
+    def mirror(self, kb: KnowledgeBase, attach: bool = False) -> Any:
+        """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``. With
+        ``attach``, before a write: the store records that the engine holds a copy, so the write
+        is journalled until the engine acknowledges it."""
+        mirror = self.mirror_for(kb) if self.mirror_for is not None else None
+        if mirror is not None and attach:
+            mirror.sync.attach(kb)
+        return mirror
+
+    def _sync_mirror(self, kb: KnowledgeBase, mirror: Any) -> str:
+        """Replay ``kb``'s pending writes into its engine copy; "" or the error met (the writes
+        stay journalled: the next ingest or search retries them, a search refuses meanwhile)."""
+        try:
+            with self.kb_lock(kb):
+                mirror.sync.replay(kb, self.embedder_for(kb) if self.embedder_for is not None else None)
+        except Exception as exc:
+            log.warning("%s", exc)
+            return str(exc)
+        return ""
 
     def delete_kb(self, id_or_name: str | KnowledgeBase) -> None:
         kb = self.get_kb(id_or_name)
         mirror = self.mirror(kb)
         if mirror is not None:
             mirror.drop_kb(kb)
+            mirror.sync.detach(kb)
         with self.kb_lock(kb), self._lock:
-            self.store.delete_kb(kb.id)
+            self.store.delete_kb(kb.id)  # with its sync state and journal
             self._vec.pop(kb.id, None)
             self._kw.pop(kb.id, None)
             self._kw_pinned.discard(kb.id)
@@ -278,6 +295,30 @@ class Workspace:
 
                     repair_vector_index(self, kb_obj, vindex, embedder)
             yield
+
+    @contextlib.contextmanager
+    def try_kb_lock(self, kb: KnowledgeBase) -> Iterator[bool]:
+        """:meth:`kb_lock` without waiting: yields True holding it, or False (holding nothing)
+        when another writer holds it now."""
+        from filelock import Timeout
+
+        if not self.write_lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            lock = self._file_lock(kb.id)
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                yield False
+                return
+            try:
+                self._drop_stale(kb.id)
+                yield True
+            finally:
+                lock.release()
+        finally:
+            self.write_lock.release()
 
     def _drop_stale(self, kb_id: str, vector: bool = True, keyword: bool = True) -> None:
         """Forget cached indexes (both, or the one asked for) whose on-disk version changed
@@ -411,6 +452,7 @@ class Workspace:
         from rag_lab.knowledge.ingestion import ingest_folder
 
         kb = self.get_kb(kb)
+        self.mirror(kb, attach=True)
         return self._after_ingest(
             kb, ingest_folder(self, kb, path, embedder, progress=progress, **kw), extractor, progress
         )
@@ -427,6 +469,7 @@ class Workspace:
         from rag_lab.knowledge.ingestion import ingest_documents
 
         kb = self.get_kb(kb)
+        self.mirror(kb, attach=True)
         return self._after_ingest(
             kb, ingest_documents(self, kb, docs, embedder, progress=progress, **kw), extractor, progress
         )
@@ -443,15 +486,17 @@ class Workspace:
         from rag_lab.knowledge.ingestion import ingest_faq
 
         kb = self.get_kb(kb)
+        self.mirror(kb, attach=True)
         return self._after_ingest(
             kb, ingest_faq(self, kb, entries, embedder, progress=progress, **kw), extractor, progress
         )
 
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
         mirror = self.mirror(kb)
-        if mirror is not None and report.changed:
-            with self.kb_lock(kb):
-                mirror.index_documents(kb, report.added + report.updated)
+        if mirror is not None:  # this ingestion's writes, and any left pending by an earlier one
+            error = self._sync_mirror(kb, mirror)
+            if error:
+                report.warnings.append(error)
         if kb.metadata.get("graph_enabled") and report.changed:
             from rag_lab.knowledge.entities import OfflineEntityExtractor, build_graph
 
@@ -469,10 +514,10 @@ class Workspace:
         from rag_lab.knowledge.ingestion import delete_document
 
         kb = self.get_kb(kb)
+        mirror = self.mirror(kb, attach=True)
         removed = delete_document(self, kb, knowledge_id)
-        mirror = self.mirror(kb)
         if mirror is not None:
-            mirror.delete_documents(kb, [knowledge_id])
+            self._sync_mirror(kb, mirror)
         if kb.metadata.get("graph_enabled"):
             from rag_lab.knowledge.graph import NameSpace
 

@@ -17,12 +17,13 @@ Chinese) plus lower-casing, punctuation removal and the same English stop words 
 keyword index. Only the first row of a chunk (``keyword_row``) carries the chunk text for BM25;
 the other FAQ question rows carry ``""``.
 
-**Source of truth.** SQLite keeps the chunk rows; Milvus holds a copy written at ingestion
-(:meth:`MilvusEngine.index_documents`, called by the workspace after each ingestion of a KB
-bound to this engine) or rebuilt by ``rag-lab reindex``. Every search is filtered in Milvus on
-the copied flags *and* excludes the chunks SQLite currently says are unsearchable (disabled,
-``processing``/``failed``), then hydrated from SQLite like the local engine's hits, so a stale
-copy can shorten a list but never return a chunk the store would hide.
+**Source of truth.** SQLite keeps the chunk rows; Milvus holds a copy kept in step by
+:mod:`rag_lab.retrieval.milvus_sync`: upserts keyed by row id at ingestion (the workspace replays
+the KB's journal of unacknowledged writes after each ingestion or deletion), the flags
+(``is_enabled``, ``tenant_id``) updated in place when they change, the journal replayed and the
+row counts compared before a KB is searched (a copy that is missing or behind is copied again or
+refused with the ``rag-lab reindex`` command), ``rag-lab reindex`` for a whole copy. Hits are
+hydrated from SQLite like the local engine's, so a chunk the store hides is never returned.
 
 **Semantics** (the contract shared with :class:`~rag_lab.retrieval.engine.LocalEngine`, tested
 in ``tests/retrieval/test_milvus_engine.py``): same filters, same ``top_k``; vector scores are
@@ -47,7 +48,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,12 +56,10 @@ import numpy as np
 
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.milvus_layout import (
-    _INSERT_BATCH,
     _LITE_FILTER,
+    _LITE_ITERATOR_FILTER,
     ANALYZER_PARAMS,
     ENGINE_TYPE,
-    ID_MAX_BYTES,
-    TEXT_MAX_BYTES,
     IndexedCounts,
     MilvusConfig,
     MilvusEngineError,
@@ -69,13 +67,14 @@ from rag_lab.retrieval.milvus_layout import (
     build_filter,
     chunk_rows,
     collection_name,
-    in_list,
     literal,
 )
-from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, MatchType
+from rag_lab.retrieval.milvus_schema import build_schema, check_collection
+from rag_lab.retrieval.milvus_sync import MilvusSync, MilvusSyncError
+from rag_lab.types.search_result import MatchType
 
 if TYPE_CHECKING:
-    from rag_lab.knowledge.models import Chunk, KnowledgeBase
+    from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.models.base import Embedder
 
@@ -94,6 +93,8 @@ class MilvusEngine:
         self._client = client
         self._lock = threading.RLock()
         self._ready: set[str] = set()
+        #: writes, journal replay, open checks (rag_lab.retrieval.milvus_sync)
+        self.sync = MilvusSync(self)
 
     def __repr__(self) -> str:
         return f"MilvusEngine(uri={self.config.uri!r}, prefix={self.config.collection_prefix!r})"
@@ -112,6 +113,9 @@ class MilvusEngine:
                     grpc_log = logging.getLogger("grpc._server")
                     if _LITE_FILTER not in grpc_log.filters:
                         grpc_log.addFilter(_LITE_FILTER)
+                    iter_log = logging.getLogger("pymilvus.client.iterator.query_iterator")
+                    if _LITE_ITERATOR_FILTER not in iter_log.filters:
+                        iter_log.addFilter(_LITE_ITERATOR_FILTER)
                     # pymilvus pings every 10 s; Lite's in-process gRPC server keeps grpc's default
                     # policy (no pings more often than every 5 min) and answers GOAWAY otherwise
                     kw["grpc_options"] = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": 0}
@@ -146,43 +150,7 @@ class MilvusEngine:
         return collection_name(self.config.collection_prefix, kb)
 
     def _schema(self, kb: KnowledgeBase) -> tuple[Any, Any]:
-        pymilvus = _require_pymilvus()
-        DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
-        client = self.client
-        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_BYTES)
-        for name in ("chunk_id", "knowledge_id", "tag_id"):
-            s.add_field(name, DataType.VARCHAR, max_length=ID_MAX_BYTES)
-        s.add_field("kb_id", DataType.VARCHAR, max_length=64)
-        s.add_field("is_enabled", DataType.BOOL)
-        s.add_field("chunk_type", DataType.VARCHAR, max_length=32)
-        s.add_field("status", DataType.VARCHAR, max_length=32)
-        s.add_field("tenant_id", DataType.INT64)
-        s.add_field("keyword_row", DataType.BOOL)
-        s.add_field("own_text", DataType.VARCHAR, max_length=TEXT_MAX_BYTES)
-        s.add_field(
-            "text", DataType.VARCHAR, max_length=TEXT_MAX_BYTES, enable_analyzer=True, analyzer_params=ANALYZER_PARAMS
-        )
-        s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        s.add_function(
-            Function(
-                name="text_bm25",
-                function_type=FunctionType.BM25,
-                input_field_names=["text"],
-                output_field_names=["sparse"],
-            )
-        )
-        ip = client.prepare_index_params()
-        ip.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        if kb.embedding_model_key and kb.embedding_dim > 0:
-            s.add_field("dense", DataType.FLOAT_VECTOR, dim=int(kb.embedding_dim))
-            ip.add_index(
-                field_name="dense",
-                index_type="HNSW",
-                metric_type="COSINE",
-                params={"M": self.config.hnsw_m, "efConstruction": self.config.hnsw_ef_construction},
-            )
-        return s, ip
+        return build_schema(self.client, kb, self.config)
 
     def ensure_collection(self, kb: KnowledgeBase) -> str:
         """Create the collection of ``kb``'s space if it does not exist; returns its name."""
@@ -199,10 +167,15 @@ class MilvusEngine:
                         schema=schema,
                         index_params=index_params,
                         consistency_level=self.config.consistency_level,
+                        num_shards=self.config.num_shards,
                     )
+                    if self.config.replicas > 1:
+                        client.release_collection(name)
+                        client.load_collection(name, replica_number=self.config.replicas)
                 else:
-                    self._check_existing(name, kb)
-                    client.load_collection(name)
+                    check_collection(client, name, kb, self.config)  # layout, analyser, index: or how to migrate
+                    kw = {"replica_number": self.config.replicas} if self.config.replicas > 1 else {}
+                    client.load_collection(name, **kw)
             except MilvusEngineError:
                 raise
             except Exception as exc:
@@ -210,96 +183,41 @@ class MilvusEngine:
             self._ready.add(name)
             return name
 
-    def _check_existing(self, name: str, kb: KnowledgeBase) -> None:
-        desc = self.client.describe_collection(name)
-        dims = [int((f.get("params") or {}).get("dim", 0)) for f in desc.get("fields", []) if f.get("name") == "dense"]
-        want = int(kb.embedding_dim) if kb.embedding_model_key else 0
-        have = dims[0] if dims else 0
-        if have != want:
-            raise MilvusEngineError(
-                f"Milvus collection {name!r} has dense dimension {have}, but knowledge base {kb.name!r} "
-                f"needs {want}; drop the collection or change collection_prefix"
-            )
-
     # -- writing ----------------------------------------------------------------------------
-    def _local_vectors(self, kb: KnowledgeBase, chunk_ids: set[str]) -> dict[str, np.ndarray]:
-        index = self.workspace.vector_index(kb)
-        if index is None or len(index) == 0:
-            return {}
-        entries, vecs = index.export_vectors()
-        return {e.entry_id: vecs[i] for i, e in enumerate(entries) if e.chunk_id in chunk_ids}
-
     def index_documents(
         self, kb: KnowledgeBase, knowledge_ids: Sequence[str] | None = None, embedder: Embedder | None = None
     ) -> IndexedCounts:
-        """Write the searchable chunks of ``knowledge_ids`` (``None``: the whole KB) from SQLite,
-        replacing whatever Milvus held for them. Vectors come from the workspace's vector index;
-        entries it lacks are embedded with ``embedder`` (an error without one)."""
-        t0 = time.perf_counter()
-        name = self.ensure_collection(kb)
+        """Make Milvus hold SQLite's searchable rows of ``knowledge_ids`` (upserts by id, then
+        deletes of the ids SQLite no longer has; :meth:`MilvusSync.write_documents`). With
+        ``None`` the whole KB is copied (``rag-lab reindex``) and its journal acknowledged.
+        Vectors come from the workspace's vector index; entries it lacks are embedded with
+        ``embedder`` (an error without one)."""
+        if knowledge_ids is not None:
+            counts = self.sync.write_documents(kb, knowledge_ids, embedder)
+            self._flush(counts.collection)
+            return counts
         store = self.workspace.store
-        counts = IndexedCounts(kb_id=kb.id, collection=name)
-        if knowledge_ids is None:
-            chunks = store.list_chunks(kb.id)
-            docs = {c.knowledge_id for c in chunks}
-            self._delete(name, f"kb_id == {literal(kb.id)}")
-        else:
-            docs = set(knowledge_ids)
-            chunks = [c for kid in sorted(docs) for c in store.list_chunks(kb.id, kid)]
-            if docs:
-                self._delete(name, f"(kb_id == {literal(kb.id)}) and ({in_list('knowledge_id', sorted(docs))})")
-        chunks = [c for c in chunks if c.chunk_type in SEARCHABLE_CHUNK_TYPES]
-        counts.documents, counts.chunks = len(docs), len(chunks)
-        dense = bool(kb.embedding_model_key and kb.embedding_dim > 0)
-        vectors: dict[str, np.ndarray] | None = None
-        if dense:
-            vectors = self._local_vectors(kb, {c.id for c in chunks})
-            counts.embedded = self._embed_missing(kb, chunks, vectors, embedder)
-        batch: list[dict[str, Any]] = []
-        for c in chunks:
-            batch.extend(chunk_rows(kb, c, vectors))
-            if len(batch) >= _INSERT_BATCH:
-                counts.rows += self._insert(name, batch)
-                batch = []
-        if batch:
-            counts.rows += self._insert(name, batch)
-        self._flush(name)
-        counts.seconds = time.perf_counter() - t0
+        with self.workspace.kb_lock(kb):
+            self.sync.attach(kb)
+            entries = store.sync.pending(kb.id, self.config.key)
+            counts = self.sync.write_documents(kb, None, embedder)
+            self._flush(counts.collection)
+            store.sync.clear(kb.id, self.config.key, entries)
+            store.sync.record(kb.id, self.config.key, rows=self.count(kb))
+            self.sync._verified.add(kb.id)
         return counts
 
     def _flush(self, name: str) -> None:
-        """Seal what was written. Milvus Lite rebuilds the index of its unsealed (mutable) rows at
-        every search, which costs ~0.3-0.7 s per query at 3k rows (measured); a server seals on
-        its own, and one flush per ingestion call is cheap there."""
+        """Seal what was written, by the ``flush`` policy. Milvus Lite rebuilds the index of its
+        unsealed (mutable) rows at every search, which costs ~0.3-0.7 s per query at 3k rows
+        (measured), so ``auto`` flushes after each sync there; a server seals segments on its
+        own (and rate-limits flush calls), so ``auto`` never flushes one."""
+        if not self.config.flushes:
+            return
         try:
             self.client.flush(name)
         except Exception as exc:
             raise MilvusEngineError(f"Milvus flush of {name!r} failed: {exc}") from exc
-
-    def _embed_missing(
-        self, kb: KnowledgeBase, chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], embedder: Embedder | None
-    ) -> int:
-        from rag_lab.retrieval.spaces import vector_entries
-
-        missing = [(eid, text) for c in chunks for eid, _, text in vector_entries(c) if eid not in vectors]
-        if not missing or embedder is None:
-            return 0  # chunk_rows names the first missing entry
-        from rag_lab.retrieval.spaces import check_embedder
-
-        check_embedder(kb, embedder)
-        for start in range(0, len(missing), 64):
-            part = missing[start : start + 64]
-            vecs = np.asarray(embedder.embed([t for _, t in part]), dtype=np.float32)
-            for (eid, _), v in zip(part, vecs):
-                vectors[eid] = v
-        return len(missing)
-
-    def _insert(self, name: str, rows: list[dict[str, Any]]) -> int:
-        try:
-            res = self.client.insert(name, rows)
-        except Exception as exc:
-            raise MilvusEngineError(f"Milvus insert into {name!r} failed (first row {rows[0]['id']!r}): {exc}") from exc
-        return int(res.get("insert_count", len(rows))) if isinstance(res, Mapping) else len(rows)
 
     def _delete(self, name: str, expr: str) -> None:
         try:
@@ -308,10 +226,9 @@ class MilvusEngine:
             raise MilvusEngineError(f"Milvus delete in {name!r} failed ({expr[:200]}): {exc}") from exc
 
     def delete_documents(self, kb: KnowledgeBase, knowledge_ids: Sequence[str]) -> None:
+        """Delete the rows of documents SQLite no longer has (and rewrite those it still has)."""
         if knowledge_ids:
-            name = self.ensure_collection(kb)
-            self._delete(name, f"(kb_id == {literal(kb.id)}) and ({in_list('knowledge_id', sorted(knowledge_ids))})")
-            self._flush(name)
+            self.index_documents(kb, knowledge_ids)
 
     def drop_kb(self, kb: KnowledgeBase) -> None:
         """Delete every row of ``kb`` (the collection stays: other KBs of the space share it)."""
@@ -345,7 +262,6 @@ class MilvusEngine:
         keyword: bool,
     ) -> list[tuple[str, str, str | None, str, float]]:
         local = self.workspace.engine()
-        store = self.workspace.store
         raw: list[tuple[str, str, str | None, str, float]] = []
         kbs = local._kbs(kb_ids)
         if keyword:
@@ -353,24 +269,26 @@ class MilvusEngine:
         else:
             kbs = [k for k in kbs if k.vector_enabled and k.embedding_model_key and k.embedding_dim > 0]
         for name, group in self._groups(kbs).items():
+            # replay pending writes, compare counts on open: repaired or MilvusSyncError
+            busy = {kb.id: self.sync.before_search(kb) for kb in group}
             if not self.client.has_collection(name):
-                continue  # nothing indexed in this space yet
+                continue  # nothing indexed in this space yet (every KB of it is empty)
             self.ensure_collection(group[0])
-            excluded = sorted({cid for kb in group for cid in store.unsearchable_chunk_ids(kb.id)})
             expr = build_filter(
                 [k.id for k in group],
                 sorted({k.tenant_id for k in group}),
                 knowledge_ids,
                 tag_ids,
-                excluded,
                 keyword=keyword,
+                exclude_docs=busy,
             )
             if keyword:
                 params: dict[str, Any] = {"metric_type": "BM25"}
                 field = "sparse"
             else:
-                params = {"metric_type": "COSINE", "params": {"ef": max(self.config.ef_search, top_k)}}
+                params = {"metric_type": "COSINE", "params": self.config.dense_search_params(top_k)}
                 field = "dense"
+            level = {"consistency_level": lvl} if (lvl := self.config.search_consistency_level) else {}
             try:
                 res = self.client.search(
                     name,
@@ -380,6 +298,7 @@ class MilvusEngine:
                     filter=expr,
                     output_fields=["chunk_id", "kb_id", "own_text"],
                     search_params=params,
+                    **level,
                 )
             except Exception as exc:
                 raise MilvusEngineError(f"Milvus search in {name!r} failed: {exc}") from exc
@@ -432,6 +351,7 @@ __all__ = [
     "MilvusConfig",
     "MilvusEngine",
     "MilvusEngineError",
+    "MilvusSyncError",
     "IndexedCounts",
     "build_filter",
     "chunk_rows",

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,22 @@ ANALYZER_PARAMS: dict[str, Any] = {
 ID_MAX_BYTES = 2048
 TEXT_MAX_BYTES = 65535
 _INSERT_BATCH = 256
+CONSISTENCY_LEVELS = ("Strong", "Session", "Bounded", "Eventually")
+FLUSH_POLICIES = ("auto", "per_write", "never")
+#: dense index types → (build parameters, search parameters) a config may set
+VECTOR_INDEXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "HNSW": (("M", "efConstruction"), ("ef",)),
+    "FLAT": ((), ()),
+    "IVF_FLAT": (("nlist",), ("nprobe",)),
+    "IVF_SQ8": (("nlist",), ("nprobe",)),
+    "IVF_PQ": (("nlist", "m", "nbits"), ("nprobe",)),
+    "DISKANN": ((), ("search_list",)),
+    "AUTOINDEX": ((), ("level",)),
+}
+
+
+def _is_int(value: Any, low: int, high: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
 
 
 class MilvusEngineError(RuntimeError):
@@ -49,6 +65,17 @@ class _LiteUnimplemented(logging.Filter):
 
 
 _LITE_FILTER = _LiteUnimplemented()
+
+
+class _LiteIteratorTs(logging.Filter):
+    """Drops pymilvus's warning that Lite gave a query iterator no MVCC timestamp (Lite has
+    none to give; the client-side timestamp it falls back to is what Lite reads at)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "failed to get mvccTs" not in record.getMessage()
+
+
+_LITE_ITERATOR_FILTER = _LiteIteratorTs()
 
 
 def _require_pymilvus() -> Any:
@@ -75,7 +102,20 @@ class MilvusConfig:
       width (``max(ef_search, top_k)`` is used);
     * ``consistency_level`` — ``Strong`` (default: a search sees the rows just ingested),
       ``Session``, ``Bounded`` or ``Eventually``;
-    * ``timeout_s`` — per call.
+    * ``timeout_s`` — per call;
+    * ``repair_max_rows`` — a KB whose copy is missing or behind is copied again when it opens if
+      it has at most this many rows (and every vector is at hand); a larger one is refused with
+      the ``rag-lab reindex`` command to run (:mod:`rag_lab.retrieval.milvus_sync`);
+    * ``index_type`` (``HNSW``; or ``FLAT``, ``IVF_FLAT``, ``IVF_SQ8``, ``IVF_PQ``, ``DISKANN``,
+      ``AUTOINDEX``) and ``index_params`` — the dense index and its build settings (for HNSW
+      ``M`` / ``efConstruction`` default to ``hnsw_m`` / ``hnsw_ef_construction``);
+      ``search_params`` — its query settings (``ef`` for HNSW, default ``ef_search``;
+      ``nprobe`` for IVF; ``search_list`` for DISKANN; ``level`` for AUTOINDEX);
+    * ``num_shards`` (1-16) — at collection creation; ``replicas`` — in-memory replicas loaded;
+    * ``search_consistency_level`` — the level each search asks for (``""``: the collection's,
+      i.e. ``consistency_level`` at creation);
+    * ``flush`` — ``auto`` (after each sync on Milvus Lite, never on a server, which seals
+      segments itself), ``per_write`` or ``never``.
     """
 
     uri: str
@@ -87,6 +127,14 @@ class MilvusConfig:
     ef_search: int = 128
     consistency_level: str = "Strong"
     timeout_s: float = 30.0
+    repair_max_rows: int = 20_000
+    index_type: str = "HNSW"
+    index_params: Mapping[str, Any] = field(default_factory=dict)
+    search_params: Mapping[str, Any] = field(default_factory=dict)
+    num_shards: int = 1
+    replicas: int = 1
+    search_consistency_level: str = ""
+    flush: str = "auto"
 
     def __post_init__(self) -> None:
         prefix = self.collection_prefix
@@ -99,8 +147,14 @@ class MilvusConfig:
             "hnsw_m": isinstance(self.hnsw_m, int) and 2 <= self.hnsw_m <= 2048,
             "hnsw_ef_construction": isinstance(self.hnsw_ef_construction, int) and self.hnsw_ef_construction >= 1,
             "ef_search": isinstance(self.ef_search, int) and self.ef_search >= 1,
-            "consistency_level": self.consistency_level in ("Strong", "Session", "Bounded", "Eventually"),
+            "consistency_level": self.consistency_level in CONSISTENCY_LEVELS,
             "timeout_s": isinstance(self.timeout_s, int | float) and self.timeout_s > 0,
+            "repair_max_rows": _is_int(self.repair_max_rows, 0),
+            "index_type": self.index_type in VECTOR_INDEXES,
+            "num_shards": _is_int(self.num_shards, 1, 16),
+            "replicas": _is_int(self.replicas, 1),
+            "search_consistency_level": self.search_consistency_level in ("", *CONSISTENCY_LEVELS),
+            "flush": self.flush in FLUSH_POLICIES,
         }
         rules = {
             "uri": "a non-empty string (a .db path, http://host:19530 or a Zilliz endpoint)",
@@ -110,10 +164,54 @@ class MilvusConfig:
             "ef_search": "an integer >= 1",
             "consistency_level": "one of Strong, Session, Bounded, Eventually",
             "timeout_s": "a number > 0",
+            "repair_max_rows": "an integer >= 0",
+            "index_type": f"one of {', '.join(VECTOR_INDEXES)}",
+            "num_shards": "an integer in [1, 16]",
+            "replicas": "an integer >= 1",
+            "search_consistency_level": f"'' (the collection's) or one of {', '.join(CONSISTENCY_LEVELS)}",
+            "flush": f"one of {', '.join(FLUSH_POLICIES)}",
         }
         for name, ok in checks.items():
             if not ok:
                 raise MilvusEngineError(f"engine.{name}={getattr(self, name)!r} must be {rules[name]}")
+        build, search = VECTOR_INDEXES[self.index_type]
+        for name, allowed in (("index_params", build), ("search_params", search)):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise MilvusEngineError(
+                    f"engine.{name}={value!r} must be a mapping like {{{allowed[0] if allowed else 'key'}: 16}}"
+                )
+            unknown = sorted(set(value) - set(allowed))
+            if unknown:
+                raise MilvusEngineError(
+                    f"engine.{name}: {', '.join(map(str, unknown))} not valid for index_type {self.index_type} "
+                    f"(allowed: {', '.join(allowed) or 'none'})"
+                )
+            bad = sorted(k for k, v in value.items() if not _is_int(v, 1))
+            if bad:
+                raise MilvusEngineError(f"engine.{name}.{bad[0]}={value[bad[0]]!r} must be an integer >= 1")
+        object.__setattr__(self, "index_params", dict(self.index_params))
+        object.__setattr__(self, "search_params", dict(self.search_params))
+
+    def build_index_params(self) -> dict[str, Any]:
+        """The dense index's build parameters."""
+        if self.index_type == "HNSW":
+            return {"M": self.hnsw_m, "efConstruction": self.hnsw_ef_construction, **self.index_params}
+        return dict(self.index_params)
+
+    def dense_search_params(self, top_k: int) -> dict[str, Any]:
+        """The dense search's ``params`` for ``top_k`` results (a beam never narrower than top_k)."""
+        params = dict(self.search_params)
+        if self.index_type == "HNSW":
+            params["ef"] = max(int(params.get("ef", self.ef_search)), top_k)
+        elif self.index_type == "DISKANN" and "search_list" in params:
+            params["search_list"] = max(int(params["search_list"]), top_k)
+        return params
+
+    @property
+    def flushes(self) -> bool:
+        """Whether the engine flushes after a sync (``flush: auto``: only on Milvus Lite)."""
+        return self.flush == "per_write" or (self.flush == "auto" and self.is_lite)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "engine") -> MilvusConfig:
@@ -180,10 +278,12 @@ def build_filter(
     tag_ids: Sequence[str] = (),
     exclude_chunk_ids: Sequence[str] = (),
     keyword: bool = False,
+    exclude_docs: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """The filter expression of one search: the KBs, the searchable-chunk rules (enabled,
-    searchable type, status), the owner tenants, optional document / tag filters (ANDed), the
-    chunks SQLite says are unsearchable, and for BM25 the keyword rows only."""
+    searchable type, status), the owner tenants, optional document / tag filters (ANDed),
+    chunks to leave out, documents to leave out per KB (``{kb id: [knowledge ids]}``: those a
+    writer is writing right now) and for BM25 the keyword rows only."""
     parts = [
         in_list("kb_id", kb_ids),
         "is_enabled == true",
@@ -198,6 +298,9 @@ def build_filter(
         parts.append(in_list("tag_id", tag_ids))
     if exclude_chunk_ids:
         parts.append(in_list("chunk_id", sorted(exclude_chunk_ids), negate=True))
+    for kb_id, docs in sorted((exclude_docs or {}).items()):
+        if docs:
+            parts.append(f"not ((kb_id == {literal(kb_id)}) and ({in_list('knowledge_id', sorted(docs))}))")
     if keyword:
         parts.append("keyword_row == true")
     return " and ".join(f"({p})" for p in parts)
