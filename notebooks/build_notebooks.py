@@ -648,11 +648,20 @@ sweep fails loudly if any question's contexts differ.""",
     ),
     ("code", SETUP),
     (
+        "md",
+        """The knobs worth turning, with the range where they act: the rerank model's scores and the
+composite lie in [0, 1], so a threshold outside it keeps everything or nothing; λ is a weight in
+[0, 1]; top-K beyond the ~30 candidates that survive changes nothing. These are the tuning panel's
+slider ranges. `PipelineParams` accepts wider values (the "valid" columns) and refuses the rest
+with an error naming the field.""",
+    ),
+    (
         "code",
-        """from rag_lab.types import PipelineParams
-ranges = PipelineParams.field_ranges()
-pd.DataFrame([{"field": k, "default": getattr(PipelineParams(), k), "min": lo, "max": hi}
-              for k, (lo, hi) in ranges.items() if k.startswith(("rerank", "mmr", "composite", "rrf"))])""",
+        """from rag_lab.lab.tuning_widget import DEFAULT_KNOBS
+from rag_lab.types import PipelineParams
+valid, default = PipelineParams.field_ranges(), PipelineParams()
+pd.DataFrame([{"param": k.name, "default": getattr(default, k.name), "useful from": k.low, "to": k.high,
+               "step": k.step, "valid from": valid[k.name][0], "valid to": valid[k.name][1]} for k in DEFAULT_KNOBS])""",
     ),
     (
         "code",

@@ -234,7 +234,8 @@ def svg_line_plot(
     width: int = 460,
     height: int = 260,
 ) -> str:
-    """A small SVG: the curve (dots joined), the current point (red), a dashed baseline (defaults)."""
+    """A small SVG: the curve (dots joined), the current point (red), a dashed baseline (defaults).
+    The root's ``data-state`` (``<xlabel>=<current x>``) says which point it shows."""
     esc = html.escape
     xs = [x for x, _ in points] + [marker[0]]
     ys = [y for _, y in points] + [marker[1], baseline]
@@ -255,7 +256,8 @@ def svg_line_plot(
         return top + (1.0 - (y - y0) / (y1 - y0)) * ph
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="11" class="rag-lab-curve" data-state="{esc(xlabel)}={marker[0]:g}">',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="white" stroke="#999"/>',
     ]
     for t in _ticks(x0, x1):
