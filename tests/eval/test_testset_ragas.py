@@ -214,3 +214,38 @@ def test_ragas_generator_down_server_writes_nothing(ragas_lab, byte_tiktoken, tm
     with pytest.raises(RagasError, match="knowledge-graph stage failed"):
         build_ragas_testset(ragas_lab, "curie", 2, tmp_path / "out", chat, seed=0)
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_generator_ragas(ragas_lab, byte_tiktoken, tmp_path, capsys, monkeypatch):
+    import sys
+
+    from rag_lab.cli import main
+
+    base = ["--workspace", str(ragas_lab.workspace.root), "testset", "--kb", "curie", "--n", "2", "--seed", "1"]
+    with FakeOpenAIServer() as srv:
+        srv.script(CHAT, *([RagasScript()] * 300))
+        rc = main([*base, "--out", str(tmp_path / "o"), "--generator", "ragas", "--model", "fake-ragas",
+                   "--base-url", srv.base_url, "--retries", "0"])  # fmt: skip
+    assert rc == 0
+    out, err = capsys.readouterr()
+    assert "model 'fake-ragas'" in out and "_query_synthesizer" in out and "reviewed" in err
+    assert {q.metadata["generator"] for q in load_dataset(tmp_path / "o").queries} == {"ragas"}
+    # no chat endpoint (the default config's answerer is extractive): a clear refusal, nothing written
+    assert main([*base, "--out", str(tmp_path / "p"), "--generator", "ragas"]) == 2
+    assert "--generator ragas needs an OpenAI-compatible chat model" in capsys.readouterr().err
+    # ragas missing: the message names the extra
+    monkeypatch.setitem(sys.modules, "ragas", None)
+    args = [
+        *base,
+        "--out",
+        str(tmp_path / "q"),
+        "--generator",
+        "ragas",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    assert main(args) == 2
+    assert "pip install 'rag_lab[eval]'" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
