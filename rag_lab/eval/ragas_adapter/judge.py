@@ -90,17 +90,23 @@ JUDGE_CALLS_PER_SAMPLE = {"faithfulness": 2, "answer_relevancy": 3}
 JUDGE_MAX_ATTEMPTS = 4
 
 
-def judge_ledger_transport(ledger: Any, model_id: str) -> Any:
+def judge_ledger_transport(ledger: Any, model_id: str, *, keepalive: bool = True) -> Any:
     """An httpx transport that records every HTTP attempt of the judge client in ``ledger``
     (kind ``judge``): tokens from the reply's ``usage`` (0 and flagged when absent), failures with
-    the status or exception, connection failures at 0 tokens."""
+    the status or exception, connection failures at 0 tokens. ``keepalive=False`` pools no
+    connection, for a client that several event loops use one after another (ragas' test-set
+    pipeline runs each stage in a loop of its own; a pooled connection dies with its loop)."""
     import httpx
 
     from rag_lab.observability.ledger import call_error, never_connected
 
     class _Recording(httpx.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx.AsyncHTTPTransport()
+            self.inner = (
+                httpx.AsyncHTTPTransport()
+                if keepalive
+                else httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+            )
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             import json as _json

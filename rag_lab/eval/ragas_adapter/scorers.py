@@ -40,6 +40,10 @@ def _embeddings_adapter(embedder: Any) -> Any:
     from ragas.embeddings.base import BaseRagasEmbedding
 
     class _LabEmbeddings(BaseRagasEmbedding):
+        #: the ``aembed_*`` methods run the embedder in a worker thread (ragas' test-set
+        #: extractors check this flag before awaiting them)
+        is_async = True
+
         def __init__(self, inner: Any) -> None:
             super().__init__()
             self.inner = inner

@@ -42,6 +42,7 @@ __all__ = [
     "kb_sources",
     "ranks_of",
     "retrieved_docs",
+    "write_testset",
 ]
 
 REPORT_FILE = "testset_report.json"
@@ -236,8 +237,16 @@ def build_testset(
                     },
                 )
             )
+    return write_testset(docs, kept, out_dir, report, overwrite=overwrite), report
+
+
+def write_testset(
+    docs: list[CorpusDoc], kept: list[QueryItem], out_dir: str | Path, report: TestsetReport, overwrite: bool = False
+) -> Dataset:
+    """The end every generator shares: refuse an empty set (the report says why), else write the
+    dataset (the KB's documents, the kept questions) and :data:`REPORT_FILE` under ``out_dir``."""
     if not kept:
         raise ValueError(f"{report}: no question survived the filters")
     ds = write_dataset(docs, kept, out_dir, overwrite=overwrite)
     (Path(out_dir) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    return ds, report
+    return ds

@@ -1,10 +1,11 @@
-"""``rag-lab testset --kb KB --n N --out DIR [--seed S] [--generator auto|offline|llm]``: a generated
-test set for your own KB.
+"""``rag-lab testset --kb KB --n N --out DIR [--seed S] [--generator auto|offline|llm|ragas]``: a
+generated test set for your own KB.
 
 ``--generator auto`` (the default) picks ``llm`` when a chat model is at hand — ``--model`` and
 ``--base-url`` given, or the lab config's ``models.chat`` is a model that follows instructions
 (an OpenAI-compatible endpoint) — and ``offline`` otherwise (the extractive answerer of the
-default config cannot write questions)."""
+default config cannot write questions). ``--generator ragas`` (never picked by ``auto``) runs ragas'
+``TestsetGenerator`` on the same chat endpoint (:mod:`.ragas_build`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,18 @@ def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
     given = bool(args.model or args.base_url)
     if given and not (args.model and args.base_url):
         raise ValueError("--model and --base-url go together (an OpenAI-compatible endpoint)")
+    if args.generator == "ragas":
+        from rag_lab.eval.testset.ragas_build import ragas_chat_config
+
+        return "ragas", ragas_chat_config(
+            args.model,
+            args.base_url,
+            args.api_key_env,
+            args.timeout,
+            args.retries,
+            args.concurrency,
+            getattr(lab, "config", None),
+        )
     if args.generator == "offline":
         if given:
             raise ValueError("--generator offline uses no model; drop --model/--base-url")
@@ -47,7 +60,14 @@ def cmd_testset(args: argparse.Namespace) -> int:
     overrides = {"workspace": args.workspace} if args.workspace else {}
     lab = Lab.from_config(args.config, **overrides)
     generator, model = choose_generator(args, lab)
-    if generator == "llm":
+    if generator == "ragas":
+        from rag_lab.eval.testset.ragas_build import build_ragas_testset
+
+        ds, report = build_ragas_testset(
+            lab, args.kb, args.n, args.out, model, seed=args.seed, depth=args.depth, overwrite=args.overwrite
+        )
+        note = LLM_NOTE
+    elif generator == "llm":
         ds, report = build_llm_testset(
             lab,
             args.kb,
@@ -88,11 +108,12 @@ def add_testset_command(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument(
         "--generator",
-        choices=("auto", "offline", "llm"),
+        choices=("auto", "offline", "llm", "ragas"),
         default="auto",
-        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline",
+        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline; "
+        "ragas: ragas' TestsetGenerator on that chat model (the eval extra)",
     )
-    g = p.add_argument_group("chat model (--generator llm)")
+    g = p.add_argument_group("chat model (--generator llm / ragas)")
     g.add_argument("--model", default=None, help="model name at an OpenAI-compatible endpoint")
     g.add_argument("--base-url", default=None, help="the endpoint, e.g. http://127.0.0.1:8080/v1")
     g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")

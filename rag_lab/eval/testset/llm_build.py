@@ -23,14 +23,13 @@ Malformed replies and model faults are errors (``report.errors``), not drops.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_lab.eval.datasets import Dataset, QueryItem, write_dataset
-from rag_lab.eval.testset.build import REPORT_FILE, TestsetReport, kb_sources, ranks_of, retrieved_docs
+from rag_lab.eval.datasets import Dataset, QueryItem
+from rag_lab.eval.testset.build import TestsetReport, kb_sources, ranks_of, retrieved_docs, write_testset
 from rag_lab.eval.testset.generate import SourceChunk, normalize_question, sentences, stratified_order
 from rag_lab.eval.testset.links import LinkedPair, entity_nodes, linked_pairs
 from rag_lab.eval.testset.llm import (
@@ -246,8 +245,4 @@ def build_llm_testset(
                 metadata=md,
             )
         )
-    if not kept:
-        raise ValueError(f"{report}: no question survived the filters")
-    ds = write_dataset(docs, kept, out_dir, overwrite=overwrite)
-    (Path(out_dir) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    return ds, report
+    return write_testset(docs, kept, out_dir, report, overwrite=overwrite), report
