@@ -81,38 +81,35 @@ class TestsetReport:
     graph: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        if self.generator != "offline":
-            return {
-                "kb": self.kb,
-                "seed": self.seed,
-                "requested": self.requested,
-                "kept": self.kept,
-                "dropped": dict(sorted(self.dropped.items())),
-                "errors": dict(sorted(self.errors.items())),
-                "error_examples": list(self.error_examples),
-                "by_generator": dict(sorted(self.by_generator.items())),
-                "retrieved_by": dict(sorted(self.retrieved_by.items())),
-                "examined_chunks": self.examined_chunks,
-                "multihop": self.multihop,
-                "graph": self.graph,
-                "generator": self.generator,
-                "generator_model": self.model,
-                "model_calls": self.model_calls,
-                "prompt_hash": dict(self.prompt_hash),
-                "note": LLM_NOTE,
-            }
-        return {
+        """The report as written next to the dataset (the model generators' extra fields in place)."""
+        by_model = self.generator != "offline"
+        out: dict[str, Any] = {
             "kb": self.kb,
             "seed": self.seed,
             "requested": self.requested,
             "kept": self.kept,
             "dropped": dict(sorted(self.dropped.items())),
-            "by_generator": dict(sorted(self.by_generator.items())),
-            "retrieved_by": dict(sorted(self.retrieved_by.items())),
-            "examined_chunks": self.examined_chunks,
-            "generator_model": "none",
-            "note": WEAKER_NOTE,
         }
+        if by_model:
+            out.update(errors=dict(sorted(self.errors.items())), error_examples=list(self.error_examples))
+        out.update(
+            by_generator=dict(sorted(self.by_generator.items())),
+            retrieved_by=dict(sorted(self.retrieved_by.items())),
+            examined_chunks=self.examined_chunks,
+        )
+        if not by_model:
+            out.update(generator_model="none", note=WEAKER_NOTE)
+            return out
+        out.update(
+            multihop=self.multihop,
+            graph=self.graph,
+            generator=self.generator,
+            generator_model=self.model,
+            model_calls=self.model_calls,
+            prompt_hash=dict(self.prompt_hash),
+            note=LLM_NOTE,
+        )
+        return out
 
     def __str__(self) -> str:
         drops = ", ".join(f"{k}: {v}" for k, v in sorted(self.dropped.items())) or "none"
