@@ -263,16 +263,21 @@ def test_the_tour_notebook_renders_its_stages(page, jlab):
         tour.close()
 
 
+def _open_and_run(jlab, page, notebook: str) -> None:
+    """Open ``notebook`` of the JupyterLab root in ``page`` and run all its cells (not awaited)."""
+    page.goto(jlab.url(f"/lab/tree/{notebook}"))
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+    page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+
 def test_a_question_is_labelled_in_the_browser(page, jlab):
     """The labelling panel in JupyterLab: grade the first passage with its toggle (the mouse),
     accept the question from the command box (the keyboard: type, Enter), and find both in
     queries.jsonl."""
     lab_page = page.context.new_page()
     try:
-        lab_page.goto(jlab.url("/lab/tree/labelling.ipynb"))
-        lab_page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
-        lab_page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
-        lab_page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _open_and_run(jlab, lab_page, "labelling.ipynb")
         panel = lab_page.locator(".rag-lab-label-panel")
         panel.wait_for(timeout=120_000)
         assert "Question 1 of 2" in panel.inner_text()
@@ -299,10 +304,7 @@ def test_the_tuning_panel_redraws_its_table_and_curve(page, jlab):
     showing 0.9 is recorded with the other views' and must stay under the limit."""
     tune = page.context.new_page()
     try:
-        tune.goto(jlab.url("/lab/tree/tuning.ipynb"))
-        tune.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
-        tune.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
-        tune.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _open_and_run(jlab, tune, "tuning.ipynb")
         slider = tune.locator(".widget-slider", has_text="rerank_threshold").first
         slider.wait_for(timeout=180_000)
         curve = tune.locator("svg.rag-lab-curve").first

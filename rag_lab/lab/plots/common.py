@@ -75,3 +75,15 @@ def _run_params(run: Any):
     from rag_lab.types.params import PipelineParams
 
     return getattr(run, "params", None) or PipelineParams()
+
+
+def candidate_fate(row: dict[str, Any], alive: bool) -> str:
+    """What became of a rerank candidate, for its bar's note: kept by another rule, filtered by
+    the ladder, or its MMR pick order (empty when none applies)."""
+    if row["kept_by"]:
+        return f"  kept by {row['kept_by']}"
+    if not alive:
+        return "  filtered"
+    if row["mmr_order"] is not None:
+        return f"  MMR #{row['mmr_order']}"
+    return ""

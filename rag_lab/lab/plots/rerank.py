@@ -26,6 +26,7 @@ from rag_lab.lab.plots.common import (
     _figure,
     _row_height,
     _run_params,
+    candidate_fate,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,13 +119,7 @@ def plot_composite_scores(run: Any, threshold: float | None = None, max_rows: in
                 label=lab("boost", "boost (FAQ / wiki / memory)"),
             )
         end = max(composite, boosted or 0.0)
-        note = f" {end:.3f}" + (f"  {' '.join(tags)}" if tags else "")
-        if r["kept_by"]:
-            note += f"  kept by {r['kept_by']}"
-        elif not alive:
-            note += "  filtered"
-        elif r["mmr_order"] is not None:
-            note += f"  MMR #{r['mmr_order']}"
+        note = f" {end:.3f}" + (f"  {' '.join(tags)}" if tags else "") + candidate_fate(r, alive)
         ax_c.text(end, y, note, va="center", fontsize=fs)
     ax_c.set_xlabel("composite score (stacked weighted parts) and boosts")
     ax_c.set_xlim(0, max(1.25, max(((r["boosted_score"] or 0.0) for r in rows), default=1.0) + 0.35))

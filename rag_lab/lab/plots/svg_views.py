@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag_lab.lab.frames import mmr_inputs, mmr_selection, rerank_rows, rerank_threshold_outcome, short_id
-from rag_lab.lab.plots.common import C_BASE, C_BOOST, C_DROPPED, C_MODEL, C_MUTED, C_SOURCE, DEFAULT_LAMBDAS
+from rag_lab.lab.plots.common import (
+    C_BASE,
+    C_BOOST,
+    C_DROPPED,
+    C_MODEL,
+    C_MUTED,
+    C_SOURCE,
+    DEFAULT_LAMBDAS,
+    candidate_fate,
+)
 
 __all__ = ["composite_svg", "mmr_svg"]
 
@@ -121,13 +130,7 @@ def composite_svg(run: Any, threshold: float | None = None, max_rows: int = 30) 
                 )
             )
             end = float(boosted)
-        note = f"{end:.3f}"
-        if r["kept_by"]:
-            note += f"  kept by {r['kept_by']}"
-        elif not alive:
-            note += "  filtered"
-        elif r["mmr_order"] is not None:
-            note += f"  MMR #{r['mmr_order']}"
+        note = f"{end:.3f}" + candidate_fate(r, alive)
         body.append(_text(x_comp + sx_c * end + 3, y + 12, note, font_size=10, fill="#333" if alive else "#999"))
     bottom = top + ROW_H * max(1, len(rows))
     lines = [(o.threshold, "5,3", f"threshold {o.threshold:.2f}")]
