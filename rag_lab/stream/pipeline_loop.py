@@ -100,10 +100,6 @@ class PipelineLoop:
             if watch is not None and not watch.done():
                 watch.cancel()
 
-    def call(self, fn: Callable[[], Any]) -> None:
-        """Run ``fn`` on the pipeline loop, soon (thread-safe; nothing waits for it)."""
-        self.loop().call_soon_threadsafe(fn)
-
     def close(self, timeout: float = 5.0) -> None:
         """Stop the loop: running coroutines are cancelled and awaited, then the thread ends."""
         with self._lock:
