@@ -43,9 +43,18 @@ the list only shrinks).
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 
-from rag_lab.importgraph import imported_names, module_edges, package_modules
+from rag_lab.importgraph import imported_names, package_modules
+from rag_lab.importgraph import module_edges as _module_edges
+
+
+@functools.cache
+def module_edges() -> dict[str, dict[str, int]]:
+    """The package's edges, parsed once for the tests of this file (each reads them whole)."""
+    return _module_edges()
+
 
 LAYERS: list[set[str]] = [
     {"types", "asyncutil", "cliutil", "importgraph"},
@@ -193,6 +202,25 @@ def test_the_checker_sees_lazy_imports_and_skips_type_checking() -> None:
         ["rag_lab.lab.frames", "rag_lab.lab"],
         ["rag_lab.stream.server"],
     ]
+    # the statement-only walk (sources without ``import_module``) finds the same imports, at
+    # any depth of statements: function, class, try/except/finally, with, match, loops
+    nested = (
+        "import rag_lab.a\n"
+        "def f():\n    class C:\n        def g(self):\n            import rag_lab.b\n"
+        "try:\n    import rag_lab.c\nexcept ImportError:\n    import rag_lab.d\nelse:\n    pass\n"
+        "finally:\n    from rag_lab import e\n"
+        "with open('x') as fh:\n    import rag_lab.f\n"
+        "match 1:\n    case 1:\n        import rag_lab.g\n"
+        "for i in range(2):\n    while True:\n        import rag_lab.h\n"
+        "if TYPE_CHECKING:\n    import rag_lab.skipped\nelse:\n    import rag_lab.i\n"
+        "x = [lambda: 1 for _ in ()]\n"
+    )
+    full = imported_names(ast.parse(nested), "rag_lab.m", False)
+    assert imported_names(ast.parse(nested), "rag_lab.m", False, calls=False) == full
+    assert [c[0] for c, _ in full] == [f"rag_lab.{x}" for x in "abcdefghi"]
+    # with calls=False the expression-level call is (by contract) not looked for
+    assert imported_names(ast.parse(src), "rag_lab.lab.capture", False, calls=False)[-1][0] != ["rag_lab.stream.server"]
+
     from rag_lab.importgraph import import_closure
 
     closure = import_closure(["rag_lab.retrieval.hybrid_search"])

@@ -145,6 +145,91 @@ def test_editing_any_module_in_the_search_closure_changes_the_version(tmp_path: 
     assert closure_digest(roots, root) == before
 
 
+def test_the_installed_package_closure_parses_only_the_closure() -> None:
+    """The installed package's closures are read lazily (only the modules reached are parsed) and
+    equal the closures over the whole package's edges (:func:`module_edges`): the stage roots',
+    the capture's, and every module's (all at once, and one by one for every 7th)."""
+    from rag_lab import importgraph
+    from rag_lab.eval.cache.keys import STAGE_CODE_ROOTS
+
+    importgraph._edges_of_cached.cache_clear()
+    closure = importgraph.import_closure(STAGE_CODE_ROOTS["rerank"])
+    assert importgraph._edges_of_cached.cache_info().currsize == len(closure)
+    assert "rag_lab.models.base" in closure and "rag_lab.retrieval.engine" not in closure
+
+    edges = importgraph.module_edges()
+    modules = importgraph.package_modules()
+
+    def whole_graph_closure(root: str) -> list[str]:
+        seen: set[str] = set()
+        todo = [root]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(edges.get(m, {}))
+                parent = m.rpartition(".")[0]
+                if parent in modules and parent != "rag_lab":
+                    todo.append(parent)
+        return sorted(seen)
+
+    from rag_lab.eval.cache.captures import _CODE_ROOTS
+
+    def whole_graph(roots: tuple[str, ...]) -> list[str]:
+        return sorted(set().union(*(whole_graph_closure(r) for r in roots)))
+
+    for roots in (*STAGE_CODE_ROOTS.values(), _CODE_ROOTS, tuple(modules), *((m,) for m in list(modules)[::7])):
+        assert importgraph.import_closure(roots) == whole_graph(roots), roots
+
+
+def test_the_imports_memo_spares_a_new_process_the_parsing(tmp_path: Path, monkeypatch) -> None:
+    """A second process (fresh in-memory caches, the memo file left by the first) parses no module
+    and gets the same closure; a damaged or foreign memo file is ignored; an edited source misses."""
+    import json
+
+    from rag_lab import importgraph
+    from rag_lab.eval.cache.keys import STAGE_CODE_ROOTS
+
+    def new_process(memo: Path) -> tuple[list[str], int]:
+        monkeypatch.setattr(importgraph, "IMPORTS_MEMO", memo)
+        importgraph._memo.cache_clear()
+        importgraph._edges_of_cached.cache_clear()
+        return importgraph.import_closure(STAGE_CODE_ROOTS["rerank"]), importgraph._memo().parsed
+
+    memo = tmp_path / "pycache" / "imports.json"
+    first, parsed = new_process(memo)
+    assert parsed == len(first) == 5 and memo.is_file()
+    assert new_process(memo) == (first, 0)
+    data = json.loads(memo.read_text(encoding="utf-8"))
+    assert len(data["entries"]) == len(first)
+    memo.write_text(json.dumps({**data, "extractor": "other"}), encoding="utf-8")
+    assert new_process(memo) == (first, len(first))  # another extractor's file: all parsed again
+    memo.write_text("{not json", encoding="utf-8")
+    assert new_process(memo) == (first, len(first))
+    # a folder that cannot be written: still the right closure, parsed each time
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")
+    assert new_process(blocked / "imports.json") == (first, len(first))
+    assert new_process(blocked / "imports.json") == (first, len(first))
+    # an edited module misses its entry (its key is its source's hash) and only it is parsed
+    target = importgraph.package_modules()["rag_lab.models.base"]
+    original = target.read_bytes()
+    real_read = Path.read_bytes
+
+    def edited(self: Path) -> bytes:
+        return real_read(self) + (b"\n# edited\n" if self == target else b"")
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    assert new_process(memo) == (first, 1)
+    assert new_process(memo) == (first, 0)
+    monkeypatch.setattr(Path, "read_bytes", real_read)
+    assert target.read_bytes() == original
+    assert new_process(memo) == (first, 0)  # the unedited source's entry is still there
+    assert len(json.loads(memo.read_text(encoding="utf-8"))["entries"]) == len(first) + 1
+    importgraph._memo.cache_clear()
+    importgraph._edges_of_cached.cache_clear()
+
+
 def test_search_key_params_are_the_search_stage_contract() -> None:
     """No hand-kept list: the key holds the contract's params; and the contract covers every
     PipelineParams field the search code reads (``p.`` / ``params.`` attribute reads in the
