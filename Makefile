@@ -12,6 +12,8 @@ export RAG_LAB_REQUIRE_EXTRAS := 1
 # … — costs seconds per start on a quiet machine, minutes under load)
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD := 1
 PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
+# pytest-xdist workers of `make test-suite` (TEST_WORKERS=0: one process, no workers)
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-suite test-checks test-fast notebooks venv clean lab judge test-llm mutation
 
@@ -26,13 +28,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m rag_lab.demo
 
-# two lanes at once (one per core; each is mostly one busy process): the tests, and the checks —
-# lint, types, the notebooks, the gate. `make test-suite` or `make test-checks` runs one lane.
+# two lanes at once: the tests, and the checks — lint, types, the notebooks, the gate. `make
+# test-suite` or `make test-checks` runs one lane. The tests lane runs on two pytest-xdist workers
+# (a test file stays whole on one worker, so its module fixtures start once): its servers, Ray and
+# the browser wait more than they compute, and a second worker fills those waits.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-suite test-checks
 
 test-suite: $(STAMP)
-	$(PYTEST) -q -m "not llm" tests
+	$(PYTEST) -p xdist -n $(TEST_WORKERS) --dist loadfile -q -m "not llm" tests
 
 # the notebooks share one vector cache (a new one per run), so only the first embeds the corpus
 test-checks: $(STAMP)
