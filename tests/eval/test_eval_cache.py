@@ -67,6 +67,19 @@ def test_corrupt_or_foreign_entries_are_misses_and_get_rewritten(tmp_path: Path)
     assert c.stats()["embed"].errors == 2
     c.put("embed", key, [2.0])
     assert c.get("embed", key) == [2.0]
+    # the text read back is the head (format, stage, the key's canonical JSON) and the payload; an
+    # entry written as one json.dumps of the whole dict (the earlier writer) reads the same
+    text = path.read_text(encoding="utf-8")
+    assert text == '{"format":1,"stage":"embed","key":' + canonical_json(key) + ',"payload":[2.0]}'
+    old = {"format": 1, "stage": "embed", "key": json.loads(canonical_json(key)), "payload": {"v": [3, "é"]}}
+    path.write_text(json.dumps(old, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    c.clear_memory()
+    assert c.get("embed", key) == {"v": [3, "é"]}
+    for damaged in (text[:-1], text[:-3] + "}", text.replace('"stage":"embed"', '"stage":"rerank"'), ""):
+        path.write_text(damaged, encoding="utf-8")
+        c.clear_memory()
+        assert c.get("embed", key) is None, damaged
+    assert c.stats()["embed"].errors == 6
 
 
 def test_numpy_values_in_keys_and_non_json_rejected(tmp_path: Path) -> None:

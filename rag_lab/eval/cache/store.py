@@ -79,6 +79,13 @@ class StageCache:
             while len(self._memory) > self.memory_entries:
                 self._memory.popitem(last=False)
 
+    @staticmethod
+    def _head(stage: str, key_text: str) -> str:
+        """An entry's text up to its payload: ``{"format":F,"stage":S,"key":K,"payload":`` with
+        the key as its canonical JSON. A read compares this head as text instead of parsing the key
+        and writing it again, and parses the payload only."""
+        return f'{{"format":{CACHE_FORMAT},"stage":{json.dumps(stage, ensure_ascii=False)},"key":{key_text},"payload":'
+
     def get(self, stage: str, key: Any) -> Any | None:
         """The payload stored for ``key`` (a fresh object), or ``None`` on a miss."""
         key_text = canonical_json(key)
@@ -99,35 +106,28 @@ class StageCache:
                 self._count(stage, "errors")
                 self._count(stage, "misses")
                 return None
-        try:
-            entry = json.loads(text)
-            ok = (
-                isinstance(entry, dict)
-                and entry.get("format") == CACHE_FORMAT
-                and entry.get("stage") == stage
-                and canonical_json(entry.get("key")) == key_text
-                and "payload" in entry
-            )
-        except ValueError:
-            ok = False
-        if not ok:
+        head = self._head(stage, key_text)
+        payload: Any = None
+        ok = text.startswith(head) and text.endswith("}")
+        if ok:
+            try:
+                payload = json.loads(text[len(head) : -1])
+            except ValueError:
+                ok = False
+        if not ok:  # another format, another key under this digest, or a damaged file
             self._count(stage, "errors")
             self._count(stage, "misses")
             return None
         self._remember(mkey, text)
         self._count(stage, "hits")
-        return entry["payload"]
+        return payload
 
     def put(self, stage: str, key: Any, payload: Any) -> Path:
         """Store ``payload`` (JSON-serialisable) under ``key``; atomic, last writer wins."""
         key_text = canonical_json(key)
         digest = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
-        text = json.dumps(
-            {"format": CACHE_FORMAT, "stage": stage, "key": json.loads(key_text), "payload": payload},
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=_json_default,
-        )
+        payload_text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+        text = self._head(stage, key_text) + payload_text + "}"
         path = self.path_for(stage, digest)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
