@@ -46,6 +46,8 @@ import ast
 import functools
 from collections import defaultdict
 
+import pytest
+
 from rag_lab.importgraph import imported_names, package_modules
 from rag_lab.importgraph import module_edges as _module_edges
 
@@ -228,3 +230,38 @@ def test_the_checker_sees_lazy_imports_and_skips_type_checking() -> None:
     assert "rag_lab.eval.gate" not in closure and "rag_lab.retrieval" in closure  # package __init__ runs first
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
     assert _unit("rag_lab.stream.server") == "serve" and _unit("rag_lab.stream.bus") == "stream"
+
+
+def test_edges_and_closure_of_a_small_package_with_every_kind_of_import(tmp_path) -> None:
+    """On a package written here: relative imports in a package ``__init__`` and in a module, an
+    ``import_module("…")`` literal as the only edge, a ``TYPE_CHECKING`` import, the top package
+    itself, and imports of other packages before ours; then the closure and its digest."""
+    from rag_lab.importgraph import closure_digest, import_closure
+
+    root = tmp_path / "pkgx"
+    (root / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "import os\nfrom . import a\n",
+        "a.py": "import json\nimport pkgx\nimport importlib\nimportlib.import_module('pkgx.b')\n",
+        "b.py": "from .sub import c\n",
+        "sub/__init__.py": "from . import c\nfrom .c import f\n",
+        "sub/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkgx import d\ndef f():\n    return 1\n",
+        "d.py": "from pkgx.sub.c import f\n",
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text, encoding="utf-8")
+    assert _module_edges(root) == {
+        "pkgx": {"pkgx.a": 2},
+        "pkgx.a": {"pkgx.b": 4},
+        "pkgx.b": {"pkgx.sub.c": 1},
+        "pkgx.sub": {"pkgx.sub.c": 1},
+        "pkgx.d": {"pkgx.sub.c": 1},
+    }
+    assert import_closure(["pkgx.a"], root) == ["pkgx.a", "pkgx.b", "pkgx.sub", "pkgx.sub.c"]
+    with pytest.raises(ValueError, match=r"not modules of pkgx: \['pkgx.zzz'\]"):
+        import_closure(["pkgx.zzz"], root)
+    before = closure_digest(["pkgx.a"], root)
+    (root / "d.py").write_text(files["d.py"] + "# edited\n", encoding="utf-8")
+    assert closure_digest(["pkgx.a"], root) == before  # d is imported only for type checking
+    (root / "sub/c.py").write_text(files["sub/c.py"] + "# edited\n", encoding="utf-8")
+    assert closure_digest(["pkgx.a"], root) != before

@@ -459,3 +459,30 @@ def test_bm25_index_cache_is_keyed_by_settings(tmp_path: Path) -> None:
     key = bm.index_key(ids, texts, k1=1.5, b=0.75, method="robertson")
     assert set(key) >= {"tokenizer", "k1", "b", "method", "corpus"}
     assert bm.index_key(ids, [*texts[:5], "rye bread"], k1=1.5, b=0.75, method="robertson")["corpus"] != key["corpus"]
+
+
+def test_memory_layer_unreadable_entries_and_the_entry_count(tmp_path: Path) -> None:
+    """An entry kept in memory is served after its file is gone (and parsed afresh each time); an
+    entry that cannot be read (a folder in its place) is an error and a miss; ``entries`` counts
+    the files per stage, leaving out a writer's temporary files."""
+    c = StageCache(tmp_path, memory_entries=2)
+    key = {"q": "é"}
+    path = c.put("embed", key, {"v": [1]})
+    path.unlink()
+    got = c.get("embed", key)
+    assert got == {"v": [1]}
+    got["v"].append(2)
+    assert c.get("embed", key) == {"v": [1]}  # a fresh object: the caller's change is not kept
+    assert c.stats()["embed"].hits == 2
+    c.put("embed", {"q": 2}, [2])
+    c.put("embed", {"q": 3}, [3])  # two entries in memory at most: the first one is gone now
+    assert c.get("embed", key) is None
+    path.mkdir()
+    assert c.get("embed", key) is None
+    st = c.stats()["embed"]
+    assert (st.hits, st.misses, st.errors, st.writes) == (2, 2, 1, 3)
+    path.rmdir()
+    c.put("rerank", key, [0])
+    (path.parent / ".tmp-left-over.json").write_text("{", encoding="utf-8")
+    assert (c.entries(), c.entries("embed"), c.entries("rerank"), c.entries("search")) == (3, 2, 1, 0)  # embed: {q: 2}, {q: 3}
+    assert repr(c) == f"StageCache({str(tmp_path)!r})"
