@@ -15,9 +15,11 @@ from rag_lab.session.store import MemoryMessageStore
 from rag_lab.types.search_result import SearchResult
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteSessionStore(tmp_path / "sessions.sqlite")
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """The store on each backend: the PostgreSQL one is held to the same behaviour."""
+    where = tmp_path / "sessions.sqlite" if request.param == "sqlite" else request.getfixturevalue("pg_dsn")
+    s = SQLiteSessionStore(where)
     yield s
     s.close()
 
