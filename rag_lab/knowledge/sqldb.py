@@ -253,7 +253,7 @@ class PgConnection:
         self._tx.append(tx)
         return self
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         import psycopg
 
         tx = self._tx.pop()
@@ -270,7 +270,6 @@ class PgConnection:
                 raise _as_sqlite_error(err) from err
         finally:
             self._lock.release()
-        return False
 
     def schema(self) -> PgConnection:
         """``with conn.schema():`` a transaction holding the schema lock (creators queue)."""
@@ -304,8 +303,8 @@ class _Entered:
     def __enter__(self) -> PgConnection:
         return self.conn
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        return self.conn.__exit__(kind, exc, tb)
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self.conn.__exit__(kind, exc, tb)
 
 
 def read_changes(conn: PgConnection) -> int:
