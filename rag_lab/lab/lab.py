@@ -203,6 +203,13 @@ class Lab:
         self.params = PipelineParams.from_mapping(cfg.get("params") or {}, source=f"{source}: params")
         self.language = str(cfg.get("language") or "English")
         root = Path(workspace if workspace is not None else cfg.get("workspace") or ".rag_lab")
+        from rag_lab.knowledge.store_config import StoreConfig
+
+        try:
+            #: where KBs, documents, chunks, sessions and messages live (the ``store`` section)
+            self.store_config = StoreConfig.from_config(cfg.get("store"), source)
+        except ValueError as exc:
+            raise LabConfigError(str(exc)) from None
         from rag_lab.knowledge.workspace import Workspace
         from rag_lab.models.embedding import CachedEmbedder
         from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
@@ -261,13 +268,6 @@ class Lab:
                 self.prompts.get(tid)
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
-        from rag_lab.knowledge.store_config import StoreConfig
-
-        try:
-            #: where KBs, documents, chunks, sessions and messages live (the ``store`` section)
-            self.store_config = StoreConfig.from_config(cfg.get("store"), source)
-        except ValueError as exc:
-            raise LabConfigError(str(exc)) from None
         self.workspace = Workspace(root, store=self.store_config.knowledge_location(root))
         # an index found disagreeing with the store re-embeds what it lacks with this lab's model
         self.workspace.embedder_for = lambda kb: (

@@ -1,0 +1,119 @@
+"""The knowledge store on PostgreSQL where it differs from one SQLite file: several processes'
+connections (two store objects here) see each other's writes through the database's change
+counter, the schema is created once when two stores open an empty database at once, a server
+that cannot be reached is an error naming the URL without its password, and a workspace over a
+shared store serves what another workspace (another replica's folder) ingested."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.knowledge.sqldb import pg_table_sql, redact, to_pg
+from rag_lab.knowledge.store import KnowledgeStore, StoreError
+
+
+def test_two_stores_see_each_others_writes_and_the_change_token_moves(pg_dsn):
+    a, b = KnowledgeStore(pg_dsn), KnowledgeStore(pg_dsn)
+    try:
+        assert a.shared and b.shared and a.path is None
+        before = b.change_token()
+        a.create_kb(KnowledgeBase(id="kb1", name="Alpha"))
+        after = b.change_token()
+        assert after[0] == before[0] == 0  # b wrote nothing itself...
+        assert after[1] == before[1] + 1  # ...and the database's counter moved by a's one commit
+        assert b.get_kb("kb1").name == "Alpha"
+        b.add_knowledge(Knowledge(id="d1", knowledge_base_id="kb1", title="T"))
+        b.add_chunks([Chunk(id="kb1:c0", knowledge_id="d1", knowledge_base_id="kb1", content="x")])
+        table = a.kb_rows.chunks("kb1")
+        assert table is not None and set(table.rows) == {"kb1:c0"}
+        b.set_chunks_enabled(["kb1:c0"], False)  # b's write drops a's held rows
+        again = a.kb_rows.chunks("kb1")
+        assert again is not table and again is not None and again.get("kb1:c0").is_enabled is False
+        assert a.change_token() == (1, before[1] + 4) and b.change_token() == (3, before[1] + 4)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_two_stores_opening_an_empty_database_at_once_create_the_schema_once(pg_dsn):
+    stores: list[KnowledgeStore] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(KnowledgeStore(pg_dsn))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(stores) == 4
+    stores[0].create_kb(KnowledgeBase(id="kb1", name="A"))
+    assert [k.id for k in stores[3].list_kbs()] == ["kb1"]
+    for s in stores:
+        s.close()
+
+
+def test_unreachable_server_names_the_url_without_its_password(pg_server):
+    url = f"postgresql://someone:secret@127.0.0.1:{pg_server.port + 1 if pg_server.port < 65535 else 1}/x"
+    with pytest.raises(StoreError, match=r"someone:\*\*\*@127\.0\.0\.1:\d+/x: cannot connect") as err:
+        KnowledgeStore(url)
+    assert "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT * FROM t WHERE a = ? AND b LIKE 'x%'", "SELECT * FROM t WHERE a = %s AND b LIKE 'x%%'"),
+        (
+            "CREATE TABLE t (id TEXT, n INTEGER, at REAL, note TEXT NOT NULL DEFAULT '')",
+            'CREATE TABLE t (id TEXT COLLATE "C", n BIGINT, at DOUBLE PRECISION, note TEXT COLLATE "C" NOT NULL DEFAULT \'\')',
+        ),
+    ],
+)
+def test_statements_are_translated_for_postgres(sql, expected):
+    assert to_pg(sql) == expected
+
+
+def test_only_table_definitions_get_postgres_types():
+    assert to_pg("UPDATE t SET n = ? WHERE id = ?") == "UPDATE t SET n = %s WHERE id = %s"
+    assert pg_table_sql("CREATE TABLE x (a INTEGER)") == "CREATE TABLE x (a BIGINT)"
+    assert redact("postgresql://u:pw@h:5/db?x=1") == "postgresql://u:***@h:5/db?x=1"
+    assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_text_sorts_by_code_point_as_on_sqlite(pg_dsn, tmp_path):
+    ids = ["b", "B", "a", "_x", "é", "Z", "a-1", "a_1", "10", "9"]
+    orders = []
+    for where in (tmp_path / "s.sqlite", pg_dsn):
+        with KnowledgeStore(where) as s:
+            s.create_kb(KnowledgeBase(id="kb", name="kb"))
+            s.add_chunks([Chunk(id=i, knowledge_id="d", knowledge_base_id="kb", content=i) for i in ids])
+            orders.append([c.id for c in s.list_chunks("kb")])
+    assert orders[0] == orders[1] == sorted(ids)
+
+
+def test_a_workspace_serves_what_another_workspace_ingested_into_the_shared_store(pg_dsn, tmp_path, embedder):
+    """Two replicas' folders over one PostgreSQL store: B's indexes are built from the store when
+    opened, and rebuilt from it when A writes again (the change token moved)."""
+    from rag_lab.knowledge.workspace import Workspace
+
+    a, b = Workspace(tmp_path / "a", store=pg_dsn), Workspace(tmp_path / "b", store=pg_dsn)
+    try:
+        kb = a.create_kb("shared", embedder, chunk_size=200, chunk_overlap=0)
+        a.ingest_documents(kb, [{"id": "d1", "title": "Lighthouse", "text": "The lighthouse was built in 1874."}], embedder, progress=False)
+        b.embedder_for = lambda kb: embedder
+        assert b.keyword_index("shared").chunk_ids() == a.keyword_index("shared").chunk_ids()
+        assert len(b.vector_index("shared")) == 1
+        a.ingest_documents(kb, [{"id": "d2", "title": "Bread", "text": "Sourdough rises with wild yeast."}], embedder, progress=False)
+        assert sorted(b.keyword_index("shared").chunk_ids()) == sorted(a.store.searchable_chunk_ids(kb.id))
+        assert len(b.keyword_index("shared").chunk_ids()) == 2 and len(b.vector_index("shared")) == 2
+    finally:
+        a.close()
+        b.close()
