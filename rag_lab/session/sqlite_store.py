@@ -530,8 +530,13 @@ class SQLiteSessionStore:
         now = time.time()
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO in_flight (session_id, message_id, request_id, user_id, tenant_id, query, host,"
-                " pid, instance, started_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO in_flight (session_id, message_id, request_id, user_id, tenant_id, query, host,"
+                " pid, instance, started_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (session_id, message_id) DO UPDATE SET request_id = excluded.request_id,"
+                " user_id = excluded.user_id, tenant_id = excluded.tenant_id, query = excluded.query,"
+                " host = excluded.host, pid = excluded.pid, instance = excluded.instance,"
+                " started_at = excluded.started_at, heartbeat = excluded.heartbeat, partial = '',"
+                " knowledge_references = '[]'",
                 (session_id, message_id, request_id, user_id, tenant_id, query, host, pid, instance, now, now),
             )
 

@@ -107,11 +107,18 @@ def test_a_workspace_serves_what_another_workspace_ingested_into_the_shared_stor
     a, b = Workspace(tmp_path / "a", store=pg_dsn), Workspace(tmp_path / "b", store=pg_dsn)
     try:
         kb = a.create_kb("shared", embedder, chunk_size=200, chunk_overlap=0)
-        a.ingest_documents(kb, [{"id": "d1", "title": "Lighthouse", "text": "The lighthouse was built in 1874."}], embedder, progress=False)
+        a.ingest_documents(
+            kb,
+            [{"id": "d1", "title": "Lighthouse", "text": "The lighthouse was built in 1874."}],
+            embedder,
+            progress=False,
+        )
         b.embedder_for = lambda kb: embedder
         assert b.keyword_index("shared").chunk_ids() == a.keyword_index("shared").chunk_ids()
         assert len(b.vector_index("shared")) == 1
-        a.ingest_documents(kb, [{"id": "d2", "title": "Bread", "text": "Sourdough rises with wild yeast."}], embedder, progress=False)
+        a.ingest_documents(
+            kb, [{"id": "d2", "title": "Bread", "text": "Sourdough rises with wild yeast."}], embedder, progress=False
+        )
         assert sorted(b.keyword_index("shared").chunk_ids()) == sorted(a.store.searchable_chunk_ids(kb.id))
         assert len(b.keyword_index("shared").chunk_ids()) == 2 and len(b.vector_index("shared")) == 2
     finally:

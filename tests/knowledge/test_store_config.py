@@ -43,7 +43,11 @@ def test_store_section_and_environment(cfg, env, expected):
         ),
         ({"type": "postgres", "dsn": 5432}, {}, r"lab.yaml: store.dsn: expected a postgresql:// URL string, got 5432"),
         ({"type": "sqlite", "dsn": URL}, {}, r"lab.yaml: store.dsn: given for type sqlite"),
-        ({"type": "postgres", "dsn": URL, "pool": 4}, {}, r"lab.yaml: store: unknown key\(s\) pool; allowed: dsn, type"),
+        (
+            {"type": "postgres", "dsn": URL, "pool": 4},
+            {},
+            r"lab.yaml: store: unknown key\(s\) pool; allowed: dsn, type",
+        ),
         (
             None,
             {STORE_DSN_ENV: "postgresql-ish://u:secret@h/db"},

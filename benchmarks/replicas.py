@@ -1,0 +1,117 @@
+"""Several ``rag-lab serve`` processes sharing one state: a PostgreSQL store and Redis streams.
+
+The harness the two-replica test (``tests/stream/test_stream_two_replicas.py``) and the
+throughput figures of ``benchmarks/scale_out.py --part replicas`` share:
+
+* :func:`write_config`: the lab YAML of one replica (its own workspace folder for index files and
+  caches, the shared ``store``, optional API keys and chat model);
+* :class:`ServeReplica`: ``python -m rag_lab.cli --config … serve --port … --stream-manager
+  redis://…`` as a subprocess, started and stopped, with its stderr kept for the error message;
+* :func:`start_all`: start several at once (their start-ups overlap) and wait for each
+  ``/health``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["ServeReplica", "start_all", "write_config"]
+
+
+def write_config(
+    path: Path,
+    workspace: Path,
+    dsn: str,
+    *,
+    api_keys: Mapping[str, Any] | None = None,
+    chat: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write one replica's lab YAML to ``path``; returns ``path``."""
+    cfg: dict[str, Any] = {"workspace": str(workspace), "store": {"type": "postgres", "dsn": dsn}}
+    if api_keys:
+        cfg["server"] = {"api_keys": dict(api_keys)}
+    if chat:
+        cfg["models"] = {"chat": dict(chat)}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=True), encoding="utf-8")
+    return path
+
+
+class ServeReplica:
+    """One ``rag-lab serve`` subprocess on ``127.0.0.1:port``."""
+
+    def __init__(self, config: Path, port: int, stream_manager: str) -> None:
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "rag_lab.cli",
+            "--config",
+            str(config),
+            "serve",
+            "--port",
+            str(port),
+            "--stream-manager",
+            stream_manager,
+            "--log-level",
+            "warning",
+        ]
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()
+
+    def launch(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env, cwd=ROOT)
+
+    def stderr(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")[-12000:]
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"rag-lab serve on port {self.port} exited:\n{self.stderr()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"rag-lab serve on port {self.port} did not answer /health in {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+
+def start_all(replicas: Sequence[ServeReplica]) -> None:
+    """Launch every replica, then wait for each (stopping them all when one fails)."""
+    for r in replicas:
+        r.launch()
+    try:
+        for r in replicas:
+            r.wait_ready()
+    except BaseException:
+        for r in replicas:
+            r.stop()
+        raise
