@@ -18,7 +18,7 @@ PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual,tracking]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual,tracking,postgres]"
 	touch $(STAMP)
 
 venv: $(STAMP)

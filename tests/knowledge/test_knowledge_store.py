@@ -10,7 +10,7 @@ from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.store import KnowledgeStore, StoreError
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def location(request, tmp_path):
     """A store's file, or a PostgreSQL store's URL (two stores opened on it are two connections)."""
     return tmp_path / "s.sqlite" if request.param == "sqlite" else request.getfixturevalue("pg_dsn")
@@ -30,7 +30,7 @@ def _chunk(cid: str, kid: str, kb: str, idx: int = 0, **kw) -> Chunk:
     return Chunk(id=cid, knowledge_id=kid, knowledge_base_id=kb, content=f"content of {cid}", chunk_index=idx, **kw)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request, tmp_path):
     """The store on each backend: the PostgreSQL one is held to the same behaviour."""
     s = KnowledgeStore(tmp_path / "s.sqlite" if request.param == "sqlite" else request.getfixturevalue("pg_dsn"))

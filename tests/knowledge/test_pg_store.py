@@ -14,6 +14,8 @@ from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqldb import pg_table_sql, redact, to_pg
 from rag_lab.knowledge.store import KnowledgeStore, StoreError
 
+pytestmark = pytest.mark.postgres
+
 
 def test_two_stores_see_each_others_writes_and_the_change_token_moves(pg_dsn):
     a, b = KnowledgeStore(pg_dsn), KnowledgeStore(pg_dsn)

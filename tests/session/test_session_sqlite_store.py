@@ -15,7 +15,7 @@ from rag_lab.session.store import MemoryMessageStore
 from rag_lab.types.search_result import SearchResult
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request, tmp_path):
     """The store on each backend: the PostgreSQL one is held to the same behaviour."""
     where = tmp_path / "sessions.sqlite" if request.param == "sqlite" else request.getfixturevalue("pg_dsn")

@@ -23,7 +23,7 @@ from benchmarks.replicas import ServeReplica, start_all, write_config
 from benchmarks.stream_reliability import free_port, iter_frames
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 Q = "When was the Brightwater lighthouse built?"
 KEY = "alice-team-key-0123456789abcdef"
