@@ -8,7 +8,10 @@ throughput figures of ``benchmarks/scale_out.py --part replicas`` share:
 * :class:`ServeReplica`: ``python -m rag_lab.cli --config … serve --port … --stream-manager
   redis://…`` as a subprocess, started and stopped, with its stderr kept for the error message;
 * :func:`start_all`: start several at once (their start-ups overlap) and wait for each
-  ``/health``.
+  ``/health``;
+* :class:`MilvusLiteServer`: ``python -m milvus_lite server`` on a loopback port, the Milvus
+  every replica reaches over gRPC (a Milvus Lite ``.db`` file opens in one process only; its
+  server mode serves several).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ServeReplica", "start_all", "write_config"]
+__all__ = ["MilvusLiteServer", "ServeReplica", "start_all", "write_config"]
 
 
 def write_config(
@@ -36,9 +39,12 @@ def write_config(
     *,
     api_keys: Mapping[str, Any] | None = None,
     chat: Mapping[str, Any] | None = None,
+    engine: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write one replica's lab YAML to ``path``; returns ``path``."""
     cfg: dict[str, Any] = {"workspace": str(workspace), "store": {"type": "postgres", "dsn": dsn}}
+    if engine:
+        cfg["engine"] = dict(engine)
     if api_keys:
         cfg["server"] = {"api_keys": dict(api_keys)}
     if chat:
@@ -115,3 +121,41 @@ def start_all(replicas: Sequence[ServeReplica]) -> None:
         for r in replicas:
             r.stop()
         raise
+
+
+class MilvusLiteServer:
+    """Milvus Lite's gRPC server on ``127.0.0.1:port`` with its data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir, self.port = Path(data_dir), port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()
+
+    def start(self, timeout_s: float = 60.0) -> MilvusLiteServer:
+        import socket
+
+        cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.data_dir)]
+        cmd += ["--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self._log.seek(0)
+                raise RuntimeError(f"milvus_lite server exited: {self._log.read().decode('utf-8', 'replace')[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"milvus_lite server did not listen on {self.port} in {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()

@@ -1,10 +1,12 @@
 """Two ``rag-lab serve`` replicas sharing their state (issue 27, "a team deployment"): a
-PostgreSQL store (KBs, documents, chunks, sessions, messages, generations in flight) and Redis
-streams, each replica with its own workspace folder (index files, caches), on loopback.
+PostgreSQL store (KBs, documents, chunks, sessions, messages, generations in flight), Redis
+streams and a Milvus engine (Milvus Lite's gRPC server), each replica with its own workspace
+folder (caches), everything on loopback.
 
 A question asked on replica A is resumed and stopped on replica B; the session's history is the
 same on both. B also answers a question of its own from the KB that only the store holds for it
-(it has never ingested anything: its indexes are built from the store, its hits hydrated from it).
+(it has never ingested anything: it searches the shared Milvus and hydrates the hits from the
+shared store).
 
 The replicas are real processes (``benchmarks/replicas.py``); the chat model is the loopback
 fake OpenAI server, streaming one word every 50 ms so that the answer is still running when B
@@ -14,12 +16,13 @@ stops it (nothing here asserts a time: the delays only make the stream long enou
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import httpx
 import pytest
 
-from benchmarks.replicas import ServeReplica, start_all, write_config
+from benchmarks.replicas import MilvusLiteServer, ServeReplica, start_all, write_config
 from benchmarks.stream_reliability import free_port, iter_frames
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
@@ -44,11 +47,23 @@ def _history(client: httpx.Client, url: str, session_id: str, wait_s: float = 20
         time.sleep(0.1)
 
 
-def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path, pg_dsn, redis_url, docs_dir):
+@pytest.fixture
+def milvus(tmp_path):
+    if os.environ.get("RAG_LAB_REQUIRE_EXTRAS") or os.environ.get("CI"):
+        import milvus_lite  # noqa: F401  (make test / CI install the extra: never skip there)
+    else:
+        pytest.importorskip("milvus_lite", reason="Milvus Lite comes with the 'milvus' extra")
+    server = MilvusLiteServer(tmp_path / "milvus", free_port()).start()
+    yield {"type": "milvus", "uri": server.uri, "collection_prefix": "team"}
+    server.stop()
+
+
+def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path, pg_dsn, redis_url, milvus, docs_dir):
     from rag_lab.lab import Lab
 
-    ingest = Lab.from_config({"store": {"type": "postgres", "dsn": pg_dsn}}, workspace=tmp_path / "a")
-    ingest.ingest(docs_dir, kb="demo", progress=False)  # into replica A's folder and the shared store
+    ingest = Lab.from_config({"store": {"type": "postgres", "dsn": pg_dsn}, "engine": milvus}, workspace=tmp_path / "a")
+    ingest.ingest(docs_dir, kb="demo", progress=False)  # into the shared store and the shared Milvus
+    ingest.engines.close()
     ingest.workspace.close()
     ingest.sessions.close()
 
@@ -59,10 +74,14 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
         model.stream_reply = lambda req: Reply.chat(WORDS if next(calls) == 0 else ["Built ", "in ", "1874."])
         chat = {"type": "openai", "model": "paced", "base_url": model.base_url, "max_retries": 0, "timeout": 30}
         a = ServeReplica(
-            write_config(tmp_path / "a.yaml", tmp_path / "a", pg_dsn, api_keys=KEYS, chat=chat), free_port(), redis_url
+            write_config(tmp_path / "a.yaml", tmp_path / "a", pg_dsn, api_keys=KEYS, chat=chat, engine=milvus),
+            free_port(),
+            redis_url,
         )
         b = ServeReplica(
-            write_config(tmp_path / "b.yaml", tmp_path / "b", pg_dsn, api_keys=KEYS, chat=chat), free_port(), redis_url
+            write_config(tmp_path / "b.yaml", tmp_path / "b", pg_dsn, api_keys=KEYS, chat=chat, engine=milvus),
+            free_port(),
+            redis_url,
         )
         start_all([a, b])
         try:
@@ -113,6 +132,8 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
                     for ref in refs[-1].data["knowledge_references"]
                 )
                 assert frames[-1].type == "complete"
+                # B never built an index of its own: it searched Milvus and read the rows from PostgreSQL
+                assert not (tmp_path / "b" / "indexes").exists() and not (tmp_path / "b" / "store.sqlite").exists()
                 history_a = _history(c, a.url, sid)
                 assert [m["role"] for m in history_a] == ["user", "assistant", "user", "assistant"]
                 assert history_a == _history(c, b.url, sid)
