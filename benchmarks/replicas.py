@@ -159,3 +159,107 @@ class MilvusLiteServer:
                 self.proc.kill()
                 self.proc.wait(5)
         self._log.close()
+
+
+# -- throughput: one replica vs two on the same machine -------------------------------------------
+
+
+async def _ask(client: Any, url: str, question: str) -> float:
+    """One ask on a new session, read to the end of its SSE stream; its latency in seconds."""
+    import uuid
+
+    t0 = time.perf_counter()
+    async with client.stream(
+        "POST", f"{url}/knowledge-chat/bench-{uuid.uuid4().hex}", json={"query": question, "kb": "bench"}
+    ) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"{url}: ask answered {r.status_code}: {(await r.aread())[:300]!r}")
+        tail = b""
+        async for chunk in r.aiter_bytes():
+            tail = (tail + chunk)[-4096:]
+        if b'"response_type":"complete"' not in tail:
+            raise RuntimeError(f"{url}: the stream ended without complete: {tail[-300:]!r}")
+    return time.perf_counter() - t0
+
+
+async def _round(urls: Sequence[str], questions: Sequence[str], concurrency: int) -> tuple[float, list[float]]:
+    """Every question once, ``concurrency`` at a time, sent to ``urls`` in turn: (wall s, latencies)."""
+    import asyncio
+
+    import httpx
+
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, q: str) -> float:
+        async with gate:
+            return await _ask(client, urls[i % len(urls)], q)
+
+    async with httpx.AsyncClient(timeout=120) as client:
+        t0 = time.perf_counter()
+        latencies = await asyncio.gather(*(one(i, q) for i, q in enumerate(questions)))
+        return time.perf_counter() - t0, list(latencies)
+
+
+def bench_replicas(n_asks: int, concurrency: int) -> None:
+    """Print the asks per second of one ``rag-lab serve`` replica and of two sharing PostgreSQL
+    and Redis on this machine (offline models: extractive answerer, ONNX MiniLM embeddings and
+    re-scorer), for ``n_asks`` HotpotQA questions ``concurrency`` at a time, and their ratio."""
+    import asyncio
+    import json
+    import shutil
+    import statistics
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.stream_reliability import RedisServer, free_port
+    from rag_lab.lab import Lab
+    from tests.pg_server import PostgresServer
+
+    data = ROOT / "datasets" / "hotpotqa_distractor40"
+    docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    questions = [
+        json.loads(line)["question"]
+        for line in (data / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        if line
+    ]
+    asks = [questions[i % len(questions)] for i in range(n_asks)]
+    print(
+        f"== rag-lab serve replicas over PostgreSQL + Redis: {len(docs)} HotpotQA documents, {n_asks} asks, {concurrency} concurrent"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="rag_lab_bench_replicas_"))
+    pg = PostgresServer().start()
+    redis = RedisServer(tmp / "redis").start()
+    replicas: list[ServeReplica] = []
+    try:
+        dsn = pg.new_database("bench")
+        lab = Lab.from_config({"store": {"type": "postgres", "dsn": dsn}}, workspace=tmp / "ingest")
+        t0 = time.perf_counter()
+        lab.ingest_documents(docs, kb="bench", progress=False)
+        print(f"ingest into PostgreSQL: {time.perf_counter() - t0:.1f} s")
+        lab.workspace.close()
+        lab.sessions.close()
+        for name in ("a", "b"):  # each replica's folder starts with the index files the store matches
+            shutil.copytree(tmp / "ingest", tmp / name)
+            cfg = write_config(tmp / f"{name}.yaml", tmp / name, dsn)
+            replicas.append(ServeReplica(cfg, free_port(), redis.url))
+        start_all(replicas)
+        urls = [r.url for r in replicas]
+        for url in urls:  # each replica answers every question once first: equally warm caches
+            asyncio.run(_round([url], questions, concurrency))
+        results: dict[str, list[float]] = {"one replica": [], "two replicas": []}
+        for _ in range(2):  # alternated, so that drift in the machine's load hits both alike
+            for label, targets in (("one replica", urls[:1]), ("two replicas", urls)):
+                wall, lat = asyncio.run(_round(targets, asks, concurrency))
+                results[label].append(n_asks / wall)
+                print(
+                    f"{label:>12}: {n_asks / wall:6.2f} asks/s  ({wall:5.1f} s wall; latency p50 "
+                    f"{statistics.median(lat) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms)"
+                )
+        one, two = (statistics.mean(results[k]) for k in ("one replica", "two replicas"))
+        print(f"mean: one replica {one:.2f} asks/s, two replicas {two:.2f} asks/s")
+        print(f"ratio two/one: {two / one:.2f}  (cores here: {os.cpu_count()})")
+    finally:
+        for r in replicas:
+            r.stop()
+        redis.stop()
+        pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
