@@ -6,7 +6,7 @@ Usage:
     .venv/bin/python benchmarks/scale_out.py --part ray --workers 1 2   # by number of workers (~4 min)
     .venv/bin/python benchmarks/scale_out.py --part milvus --docs 20000 --queries 200
     .venv/bin/python benchmarks/scale_out.py --part ray --configs 12 --questions 10 --workers 1 2 4
-    .venv/bin/python benchmarks/scale_out.py --part replicas --asks 80 --concurrency 8
+    .venv/bin/python benchmarks/scale_out.py --part replicas --asks 160 --concurrency 8   # ~2 min
 
 **Milvus** (extra ``milvus``), on one synthetic topic corpus (``benchmarks/search.py``'s
 generator: one chunk per document, 384-d bag-of-words topic embeddings), in one process:
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=6)
     ap.add_argument("--hotpot-docs", type=int, default=60)
     ap.add_argument("--workers", type=int, nargs="+", default=[2], help="cluster sizes to measure, e.g. 1 2")
-    ap.add_argument("--asks", type=int, default=80, help="asks per round for the replicas part")
+    ap.add_argument("--asks", type=int, default=160, help="asks per round for the replicas part")
     ap.add_argument("--concurrency", type=int, default=8, help="asks in flight for the replicas part")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
