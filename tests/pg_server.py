@@ -86,7 +86,9 @@ class PostgresServer:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.folder)
         if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
+            raise RuntimeError(
+                f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}"
+            )
 
     def start(self) -> PostgresServer:
         if self._as_postgres:

@@ -267,7 +267,9 @@ class KnowledgeStore:
         with self._write_lock:
             try:
                 with self._conns.schema() as conn:
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'knowledge_bases')})")
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'knowledge_bases')})"
+                    )
                     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS kb_name ON knowledge_bases(name)")
                     conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS knowledge_id ON knowledge(id)")
@@ -400,9 +402,7 @@ class KnowledgeStore:
                     (kb_id, knowledge_id),
                 )
             ]
-            conn.execute(
-                "DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
-            )
+            conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id))
             conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
             journal_documents(conn, kb_id, [knowledge_id])
         return ids

@@ -44,7 +44,9 @@ class StoreConfig:
         if cfg is None:
             cfg = {}
         if not isinstance(cfg, Mapping):
-            raise ValueError(f"{source}: store: expected a mapping {{type: sqlite|postgres, dsn: URL}}, got {cfg!r:.80}")
+            raise ValueError(
+                f"{source}: store: expected a mapping {{type: sqlite|postgres, dsn: URL}}, got {cfg!r:.80}"
+            )
         unknown = sorted(set(cfg) - _KEYS)
         if unknown:
             raise ValueError(f"{source}: store: unknown key(s) {', '.join(map(str, unknown))}; allowed: dsn, type")

@@ -31,7 +31,9 @@ def open_pg_sessions(dsn: str, schema: str, version: int) -> PgConnection:
     try:
         conn = PgConnection(dsn)
     except ImportError:
-        raise ValueError(f"{where}: a PostgreSQL session store needs psycopg: pip install 'rag-lab[postgres]'") from None
+        raise ValueError(
+            f"{where}: a PostgreSQL session store needs psycopg: pip install 'rag-lab[postgres]'"
+        ) from None
     except sqlite3.Error as exc:
         raise ValueError(f"{where}: cannot connect to the PostgreSQL session store: {exc}") from None
     try:
