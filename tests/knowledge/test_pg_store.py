@@ -126,3 +126,25 @@ def test_a_workspace_serves_what_another_workspace_ingested_into_the_shared_stor
     finally:
         a.close()
         b.close()
+
+
+def test_a_writer_over_the_shared_store_saves_indexes_equal_to_the_store(pg_dsn, tmp_path, embedder):
+    """Re-ingesting a changed document (its old chunks deleted from the store, then from the
+    indexes the writer holds) saves index files that hold exactly the store's chunks: the
+    writer's cached indexes are not swapped for reloaded ones under it when its own writes move
+    the change token."""
+    from rag_lab.knowledge.workspace import Workspace
+    from rag_lab.retrieval.keyword_index import KeywordIndex
+    from rag_lab.retrieval.vector_index import VectorIndex
+
+    long_text = " ".join(f"Sentence {i} about the lighthouse keeper and the lamp." for i in range(40))
+    with Workspace(tmp_path / "a", store=pg_dsn) as ws:
+        kb = ws.create_kb("shared", embedder, chunk_size=120, chunk_overlap=0)
+        ws.ingest_documents(kb, [{"id": "d1", "title": "Long", "text": long_text}], embedder, progress=False)
+        before = ws.store.searchable_chunk_ids(kb.id)
+        ws.ingest_documents(kb, [{"id": "d1", "title": "Short", "text": "The lamp was lit."}], embedder, progress=False)
+        after = ws.store.searchable_chunk_ids(kb.id)
+        assert len(before) > 10 and len(after) == 1
+        saved_vectors = VectorIndex.load(ws.index_dir(kb.id), kb.embedding_dim).chunk_ids()
+        saved_keywords = KeywordIndex.load(ws.index_dir(kb.id) / "bm25").chunk_ids()
+        assert set(saved_vectors) == after and set(saved_keywords) == after
