@@ -148,3 +148,24 @@ def test_a_writer_over_the_shared_store_saves_indexes_equal_to_the_store(pg_dsn,
         saved_vectors = VectorIndex.load(ws.index_dir(kb.id), kb.embedding_dim).chunk_ids()
         saved_keywords = KeywordIndex.load(ws.index_dir(kb.id) / "bm25").chunk_ids()
         assert set(saved_vectors) == after and set(saved_keywords) == after
+
+
+def test_the_stage_cache_versions_a_kb_of_a_postgres_store_and_sees_other_writers(pg_dsn, tmp_path):
+    """``KbVersioner`` (the eval stage cache's KB versions) over a PostgreSQL store: the same rows
+    give the version a SQLite store gives, and another connection's write changes it."""
+    from rag_lab.eval.cache.keys import KbVersioner
+
+    rows = (KnowledgeBase(id="kb1", name="A", created_at=1.0), Knowledge(id="d1", knowledge_base_id="kb1", title="T"))
+    versions = []
+    for where in (tmp_path / "s.sqlite", pg_dsn):
+        with KnowledgeStore(where) as s:
+            s.create_kb(rows[0])
+            s.add_knowledge(rows[1])
+            s.add_chunks([Chunk(id="kb1:c0", knowledge_id="d1", knowledge_base_id="kb1", content="x")])
+            versions.append(KbVersioner(s).version("kb1"))
+    assert versions[0] == versions[1]
+    with KnowledgeStore(pg_dsn) as reader, KnowledgeStore(pg_dsn) as writer:
+        versioner = KbVersioner(reader)
+        assert versioner.version("kb1") == versions[1]
+        writer.add_chunks([Chunk(id="kb1:c1", knowledge_id="d1", knowledge_base_id="kb1", content="y")])
+        assert versioner.version("kb1") != versions[1]

@@ -85,6 +85,8 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
         )
         start_all([a, b])
         try:
+            for replica in (a, b):  # the banner names the shared store, its password left out
+                assert "store: postgres postgresql://postgres@127.0.0.1:" in replica.stderr()
             with httpx.Client(timeout=30, headers=AUTH) as c:
                 created = c.post(f"{a.url}/sessions", json={"title": "team"})  # on A, used on both
                 assert created.status_code == 201, created.text
