@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import itertools
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -77,7 +78,8 @@ class PostgresServer:
         self._names = itertools.count(1)
         self._has_db = False
         self._as_postgres = os.geteuid() == 0
-        self.user = "postgres" if self._as_postgres else (os.environ.get("USER") or "postgres")
+        #: the database superuser initdb creates: the user running the server
+        self.user = "postgres" if self._as_postgres else pwd.getpwuid(os.geteuid()).pw_name
 
     def _run(self, *args: str, timeout: float = 60.0) -> None:
         assert PG_BIN is not None
