@@ -20,6 +20,10 @@ partial indexes. What differs is bridged here, in one place:
 * errors: psycopg's are raised as the :mod:`sqlite3` classes they correspond to
   (:class:`sqlite3.IntegrityError` for a unique or foreign-key violation, and so on), so a store
   handles one set of exceptions;
+* a connection the server dropped (a restart) is opened again: a read or the start of a
+  transaction that finds it dead runs again on a new one; a write outside a transaction fails
+  once (it may have reached the server) and the next statement reconnects; a connection lost
+  inside a transaction raises :class:`sqlite3.OperationalError`;
 * the change counter: a write transaction of a connection made with ``change_counter=True``
   increments the one row of ``rag_lab_changes`` before it commits; :func:`read_changes` reads it.
   It is what SQLite's ``PRAGMA data_version`` is for a file: a number that moves when any other
@@ -168,10 +172,27 @@ class PgCursor:
         self._factory()
         import psycopg
 
+        word = sql.strip().upper()
+        # what may run again on a new connection when the old one turns out dead: a read or a
+        # BEGIN outside any transaction (nothing of theirs reached the server)
+        retry = not self._conn.in_transaction() and (word == "BEGIN" or word.startswith("SELECT"))
         try:
-            self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
+            try:
+                self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
+            except psycopg.OperationalError:
+                if not (retry and self._conn.raw.broken):
+                    raise
+                self._conn._live()
+                self._cur = self._conn.raw.cursor()
+                self._factory()
+                self._cur.execute(to_pg(sql), tuple(args))
         except psycopg.Error as exc:
             raise _as_sqlite_error(exc) from exc
+        finally:
+            if word in ("COMMIT", "ROLLBACK"):  # an explicit transaction ends, even on an error
+                self._conn.explicit = False
+        if word == "BEGIN":
+            self._conn.explicit = True
         return self
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
@@ -215,15 +236,38 @@ class PgConnection:
 
         self.dsn = dsn
         self.change_counter = change_counter
+        self._timeout = max(1, int(connect_timeout))
         try:
-            self.raw = psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout)))
+            self.raw = psycopg.connect(dsn, autocommit=True, connect_timeout=self._timeout)
         except psycopg.Error as exc:
             raise _as_sqlite_error(exc) from exc
         self._tx: list[Any] = []
+        #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
+        self.explicit = False
         self._lock = threading.RLock()
+
+    def in_transaction(self) -> bool:
+        return bool(self._tx) or self.explicit
+
+    def _live(self) -> None:
+        """Reconnect when the server dropped the connection (a restart) between transactions; a
+        connection lost inside one is an error (what it wrote is gone: nothing is replayed)."""
+        if not (self.raw.closed or self.raw.broken):
+            return
+        if self._tx or self.explicit:
+            self.explicit = False
+            raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
+        import psycopg
+
+        try:
+            self.raw = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
+        except psycopg.Error as exc:
+            raise _as_sqlite_error(exc) from exc
 
     # -- statements ---------------------------------------------------------------------------
     def cursor(self) -> PgCursor:
+        if not self._tx:
+            self._live()
         return PgCursor(self)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> PgCursor:
@@ -245,11 +289,20 @@ class PgConnection:
 
         self._lock.acquire()
         try:
+            if not self._tx:
+                self._live()
             tx = self.raw.transaction()
-            tx.__enter__()
-        except psycopg.Error as exc:
+            try:
+                tx.__enter__()
+            except psycopg.OperationalError:
+                if self._tx or not self.raw.broken:
+                    raise
+                self._live()  # the server dropped it since the last statement: nothing was sent
+                tx = self.raw.transaction()
+                tx.__enter__()
+        except (psycopg.Error, sqlite3.Error) as exc:
             self._lock.release()
-            raise _as_sqlite_error(exc) from exc
+            raise (_as_sqlite_error(exc) if isinstance(exc, psycopg.Error) else exc) from exc
         self._tx.append(tx)
         return self
 

@@ -169,3 +169,26 @@ def test_the_stage_cache_versions_a_kb_of_a_postgres_store_and_sees_other_writer
         assert versioner.version("kb1") == versions[1]
         writer.add_chunks([Chunk(id="kb1:c1", knowledge_id="d1", knowledge_base_id="kb1", content="y")])
         assert versioner.version("kb1") != versions[1]
+
+
+def test_connections_dropped_by_the_server_are_opened_again(pg_dsn, pg_server):
+    """A PostgreSQL restart (here: every other connection terminated) costs nothing but the
+    reconnect: the next read and write of both stores work; the session store too."""
+    import psycopg
+
+    from rag_lab.session.sqlite_store import SQLiteSessionStore
+
+    store, sessions = KnowledgeStore(pg_dsn), SQLiteSessionStore(pg_dsn)
+    try:
+        store.create_kb(KnowledgeBase(id="kb1", name="A"))
+        sid = sessions.create_session("alice").id
+        with psycopg.connect(pg_server.dsn("rag_lab"), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+        assert store.get_kb("kb1").name == "A"
+        store.create_kb(KnowledgeBase(id="kb2", name="B"))
+        sessions.add_message(sid, "user", "still here?", "r1")
+        assert [m.content for m in sessions.list_messages(sid)] == ["still here?"]
+        assert [k.id for k in KnowledgeStore(pg_dsn).list_kbs()] == ["kb1", "kb2"]
+    finally:
+        store.close()
+        sessions.close()
