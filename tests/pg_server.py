@@ -15,6 +15,7 @@ cheaper still (a schema of one shared database).
 
 from __future__ import annotations
 
+import atexit
 import glob
 import itertools
 import os
@@ -109,6 +110,7 @@ class PostgresServer:
             "local all all trust\nhost all all 127.0.0.1/32 trust\n", encoding="utf-8"
         )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w", "-t", "60", "start")
+        atexit.register(self.stop)  # an interrupted session does not leave a server behind
         self._wait()
         return self
 
@@ -153,6 +155,8 @@ class PostgresServer:
         return self.dsn("rag_lab") + f"?options=-c%20search_path%3D{name}"
 
     def stop(self) -> None:
+        if not self.folder.exists():
+            return
         try:
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=30.0)
         except (RuntimeError, subprocess.TimeoutExpired):
