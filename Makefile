@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual,tracking]"
+	$(PY) -m pip install -q -e ".[dev,plots,eval,notebook,milvus,distributed,multilingual,tracking,postgres]"
 	touch $(STAMP)
 
 venv: $(STAMP)

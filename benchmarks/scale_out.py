@@ -1,10 +1,12 @@
-"""Scale-out figures: Milvus Lite vs the local engine, and Ray vs in-process sweeps.
+"""Scale-out figures: Milvus Lite vs the local engine, Ray vs in-process sweeps, and two
+``rag-lab serve`` replicas vs one.
 
 Usage:
     .venv/bin/python benchmarks/scale_out.py                       # both parts, ~3 min on a 2-core VM
     .venv/bin/python benchmarks/scale_out.py --part ray --workers 1 2   # by number of workers (~4 min)
     .venv/bin/python benchmarks/scale_out.py --part milvus --docs 20000 --queries 200
     .venv/bin/python benchmarks/scale_out.py --part ray --configs 12 --questions 10 --workers 1 2 4
+    .venv/bin/python benchmarks/scale_out.py --part replicas --asks 160 --concurrency 8   # ~2 min
 
 **Milvus** (extra ``milvus``), on one synthetic topic corpus (``benchmarks/search.py``'s
 generator: one chunk per document, 384-d bag-of-words topic embeddings), in one process:
@@ -28,6 +30,11 @@ server would do.
   (config x question) evaluations per second, and the cluster start measured apart;
 * Ray's own costs on the same cluster: a no-op Tune trial (seconds per trial with 1 concurrent
   trial) and a no-op remote task (ms per task).
+
+**Replicas** (extra ``postgres``; PostgreSQL and redis-server installed): one and two
+``rag-lab serve`` processes over one PostgreSQL store and one Redis on this machine
+(``benchmarks/replicas.py``), offline models, the HotpotQA distractor-40 corpus: asks per second
+for the same asks sent to one replica, then to both in turn, and the ratio.
 
 The machine this ran on is a shared 2-core VM: more than 2 workers cannot speed anything up
 here, and absolute times drift with the other processes.
@@ -250,19 +257,25 @@ def bench_ray(n_configs: int, n_questions: int, n_docs: int, workers: list[int])
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("all", "milvus", "ray"), default="all")
+    ap.add_argument("--part", choices=("all", "milvus", "ray", "replicas"), default="all")
     ap.add_argument("--docs", type=int, default=3000, help="synthetic chunks for the Milvus part")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--configs", type=int, default=6, help="grid size for the Ray part")
     ap.add_argument("--questions", type=int, default=6)
     ap.add_argument("--hotpot-docs", type=int, default=60)
     ap.add_argument("--workers", type=int, nargs="+", default=[2], help="cluster sizes to measure, e.g. 1 2")
+    ap.add_argument("--asks", type=int, default=160, help="asks per round for the replicas part")
+    ap.add_argument("--concurrency", type=int, default=8, help="asks in flight for the replicas part")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.part in ("all", "milvus"):
         bench_milvus(args.docs, args.queries)
     if args.part in ("all", "ray"):
         bench_ray(args.configs, args.questions, args.hotpot_docs, args.workers)
+    if args.part in ("all", "replicas"):
+        from replicas import bench_replicas
+
+        bench_replicas(args.asks, args.concurrency)
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 

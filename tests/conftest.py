@@ -27,6 +27,24 @@ def embedder_cls():
     return HashEmbedder
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL server on loopback for the whole session (tests/pg_server.py); skipped
+    when PostgreSQL is missing, a failure under RAG_LAB_REQUIRE_EXTRAS / CI."""
+    from tests.pg_server import PostgresServer, need_postgres
+
+    need_postgres()
+    srv = PostgresServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_server) -> str:
+    """The URL of an empty PostgreSQL store (a schema of its own) on the session's server."""
+    return pg_server.new_schema()
+
+
 @pytest.fixture
 def workspace(tmp_path):
     from rag_lab.knowledge.workspace import Workspace

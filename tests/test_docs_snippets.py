@@ -119,6 +119,9 @@ def stale_commands(files: list[Path]) -> tuple[int, list[str]]:
     n_checked, stale = 0, []
     for path in files:
         for line, tokens in rag_lab_commands(path):
+            while len(tokens) > 1 and tokens[0] in ("--config", "--workspace"):  # before the subcommand
+                n_checked += 1
+                tokens = tokens[2:]
             parser, used = _subcommand(root, tokens)
             if tokens and not used and not tokens[0].startswith("-"):
                 stale.append(f"{path.name}:{line}: rag-lab has no subcommand {tokens[0]!r}")

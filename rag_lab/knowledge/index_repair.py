@@ -1,10 +1,12 @@
-"""Make a KB's indexes agree with SQLite, the source of truth (crash and concurrency repair).
+"""Make a KB's indexes agree with the knowledge store, the source of truth (crash and
+concurrency repair, and how a replica over a shared store catches up with the others).
 
 An index can disagree with the store after an interrupted ingestion (chunks written, index not
 yet switched), after an older rag_lab wrote two files non-atomically ("458 vectors but 215
-ids"), or after writers that did not share a lock. On open, the workspace compares the index's
-chunk ids with the store's and, when they differ, repairs the index with a warning instead of
-refusing to open:
+ids"), after writers that did not share a lock, or, over a shared PostgreSQL store, after
+another replica wrote. On open, the workspace compares the index's chunk ids with the store's
+and, when they differ, repairs the index with a warning (info over a shared store, where it is
+normal) instead of refusing to open:
 
 * keyword index: chunks missing from it are tokenised from their stored text, extra ones removed;
 * vector index: extra entries are removed; missing chunks are embedded when an embedder for the
@@ -33,6 +35,13 @@ log = logging.getLogger(__name__)
 IMAGE_CHUNK_TYPES = frozenset({"image_caption", "image_ocr"})
 
 
+def _level(ws: Workspace) -> int:
+    """How a repair is logged: a warning over a workspace's own store, where a disagreement means
+    an interrupted or concurrent writer; info over a shared store (PostgreSQL), where another
+    replica's writes reach this folder's indexes that way in normal operation."""
+    return logging.INFO if getattr(ws.store, "shared", False) else logging.WARNING
+
+
 def _chunk_types(ws: Workspace, kb_id: str) -> dict[str, str]:
     rows = ws.store._conn().execute("SELECT id, chunk_type FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
     return {r[0]: r[1] for r in rows if r[1] in SEARCHABLE_CHUNK_TYPES}
@@ -46,7 +55,8 @@ def repair_keyword_index(ws: Workspace, kb: KnowledgeBase, idx: Any) -> bool:
     extra = [cid for cid in have if cid not in want]
     if not missing and not extra:
         return False
-    log.warning(
+    log.log(
+        _level(ws),
         "knowledge base %r: keyword index disagrees with the store (%d chunks missing, %d extra); rebuilding it",
         kb.name,
         len(missing),
@@ -86,7 +96,8 @@ def repair_vector_index(ws: Workspace, kb: KnowledgeBase, idx: Any, embedder: An
         if not extra:
             return False
     else:
-        log.warning(
+        log.log(
+            _level(ws),
             "knowledge base %r: vector index disagrees with the store (%d chunks missing, %d extra); repairing it",
             kb.name,
             len({t[0] for t in todo}),

@@ -1,12 +1,23 @@
-"""One SQLite connection per thread for the embedded stores (knowledge, graph): WAL journal,
-30 s busy timeout, rows by name, reads through a memory map of up to :data:`MMAP_BYTES` of the file;
-an open failure raises the store's own error naming the file."""
+"""One database connection per thread for the stores (knowledge, graph).
+
+SQLite (a file path): WAL journal, 30 s busy timeout, rows by name, reads through a memory map of
+up to :data:`MMAP_BYTES` of the file. PostgreSQL (a ``postgresql://`` URL, the knowledge store of a
+team server): a :class:`~rag_lab.knowledge.sqldb.PgConnection` per thread, counting write
+transactions in the shared change counter; a connection found broken (the server restarted) is
+replaced on the next :meth:`ThreadConnections.get`. An open failure raises the store's own error
+naming the file or the URL (password left out).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from rag_lab.knowledge.sqldb import PgConnection, is_postgres, read_changes, redact
 
 #: ``PRAGMA mmap_size``: pages read through a memory map instead of read() calls into SQLite's own
 #: cache. Search hydrates rows at random places in the file; at 100k chunks (69 MB) 150 rows load
@@ -15,32 +26,75 @@ MMAP_BYTES = 256 * 1024 * 1024
 
 
 class ThreadConnections:
-    def __init__(self, path: Path, error: type[Exception], what: str, foreign_keys: bool = False) -> None:
-        self.path, self.error, self.what, self.foreign_keys = path, error, what, foreign_keys
+    def __init__(self, path: Path | str, error: type[Exception], what: str, foreign_keys: bool = False) -> None:
+        self.postgres = is_postgres(path)
+        self.path: Path | str = path if self.postgres else Path(path)
+        #: how messages name the database
+        self.where = redact(str(path)) if self.postgres else str(path)
+        self.error, self.what, self.foreign_keys = error, what, foreign_keys
         self._local = threading.local()
         self._lock = threading.Lock()
-        self.all: list[sqlite3.Connection] = []
+        self.all: list[Any] = []
         self.closed = False
 
-    def get(self) -> sqlite3.Connection:
+    def get(self) -> Any:
+        """This thread's connection: a :class:`sqlite3.Connection` or a :class:`PgConnection`."""
         if self.closed:
-            raise self.error(f"{self.path}: {self.what} is closed")
+            raise self.error(f"{self.where}: {self.what} is closed")
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self.postgres and conn.broken:
+            conn.close()
+            conn = None
         if conn is None:
-            try:
-                conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-                if self.foreign_keys:
-                    conn.execute("PRAGMA foreign_keys=ON")
-            except sqlite3.DatabaseError as exc:
-                raise self.error(f"{self.path}: cannot open SQLite {self.what}: {exc}") from None
+            conn = self._open_postgres() if self.postgres else self._open_sqlite()
             self._local.conn = conn
             with self._lock:
+                self.all = [c for c in self.all if not (self.postgres and c.broken)]
                 self.all.append(conn)
         return conn
+
+    def _open_sqlite(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+            if self.foreign_keys:
+                conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as exc:
+            raise self.error(f"{self.path}: cannot open SQLite {self.what}: {exc}") from None
+        return conn
+
+    def _open_postgres(self) -> PgConnection:
+        try:
+            return PgConnection(str(self.path), change_counter=True)
+        except sqlite3.Error as exc:
+            raise self.error(f"{self.where}: cannot connect to the PostgreSQL {self.what}: {exc}") from None
+        except ImportError:
+            raise self.error(
+                f"{self.where}: a PostgreSQL {self.what} needs psycopg: pip install 'rag-lab[postgres]'"
+            ) from None
+
+    def data_version(self) -> int:
+        """A number that moves whenever another connection (any process) commits a write: SQLite's
+        ``PRAGMA data_version``, PostgreSQL's change counter (:mod:`rag_lab.knowledge.sqldb`)."""
+        conn = self.get()
+        if self.postgres:
+            return read_changes(conn)
+        return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+    @contextlib.contextmanager
+    def schema(self) -> Iterator[Any]:
+        """A transaction to create tables in: on PostgreSQL it holds the schema lock, so that two
+        processes starting at once do not create the same table twice."""
+        conn = self.get()
+        if self.postgres:
+            with conn.schema() as c:
+                yield c
+        else:
+            with conn:
+                yield conn
 
     def close(self) -> None:
         self.closed = True

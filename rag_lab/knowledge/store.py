@@ -1,7 +1,10 @@
-"""SQLite store for knowledge bases, documents (Knowledge) and chunks.
+"""The store of knowledge bases, documents (Knowledge) and chunks: a SQLite file (the embedded
+default) or a PostgreSQL database (``postgresql://…``: the store several server replicas share).
 
-One file, WAL journal, one connection per thread (so worker threads such as ``asyncio.to_thread``
-can read while another thread writes; writes are serialised by a lock). Dataclass fields map to
+One connection per thread (so worker threads such as ``asyncio.to_thread`` can read while another
+thread writes; this process' writes are serialised by a lock). SQLite: one file, WAL journal.
+PostgreSQL: the same statements through :mod:`rag_lab.knowledge.sqldb`, which bridges the two
+dialects (placeholders, column types, errors, the change counter). Dataclass fields map to
 columns one to one; dict/list fields are JSON text, booleans are 0/1.
 
 Keys: a KB id and a KB name are unique; a document is keyed by ``(knowledge_base_id, id)`` so the
@@ -9,7 +12,7 @@ same dataset can be ingested into several KBs (e.g. two chunk sizes) with its ow
 are unique in the whole store (ingestion prefixes them with the KB id). Batch getters return
 dicts; missing ids are simply absent.
 
-Kept whole: one class over one SQLite file, whose methods share its per-thread connections, its
+Kept whole: one class over one database, whose methods share its per-thread connections, its
 write lock and the change token that caches of its rows key on.
 """
 
@@ -28,6 +31,7 @@ from typing import Any, TypeVar
 
 from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+from rag_lab.knowledge.sqldb import is_postgres
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.knowledge.sync_journal import (
     SyncJournal,
@@ -49,6 +53,9 @@ _UNSEARCHABLE_SQL = "(is_enabled = 0 OR index_status IN ({}))".format(
 )
 
 _SQLITE_MAX_VARS = 900  # stay below SQLITE_MAX_VARIABLE_NUMBER on old builds
+
+#: each table's primary key (upserts name it in ``ON CONFLICT``)
+_KEYS = {"knowledge_bases": "id", "knowledge": "knowledge_base_id, id", "chunks": "id"}
 
 
 def _check_kb(kb: KnowledgeBase) -> None:
@@ -181,17 +188,24 @@ def _unique(ids: Iterable[str]) -> list[str]:
 
 
 class KnowledgeStore:
-    """CRUD over KBs, documents and chunks in one SQLite file."""
+    """CRUD over KBs, documents and chunks in one SQLite file (a path) or one PostgreSQL
+    database (a ``postgresql://`` URL)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
+        #: True for a PostgreSQL store: other processes (other machines) write to it too
+        self.shared = is_postgres(path)
+        #: the SQLite file (``None`` for PostgreSQL, see :attr:`where`)
+        self.path: Path | None = None if self.shared else Path(path)
+        if self.path is not None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
         self._write_lock = threading.RLock()
-        self._conns = ThreadConnections(self.path, StoreError, "store", foreign_keys=True)
-        #: bumped by every write of this process (with PRAGMA data_version: any other writer)
+        self._conns = ThreadConnections(path, StoreError, "store", foreign_keys=True)
+        #: the file, or the URL without its password (what messages name)
+        self.where = self._conns.where
+        #: bumped by every write of this process (with the database's counter: any other writer)
         self.generation = 0
         self._create_schema()
         #: whole KBs' chunk and document rows, per store state (the search path's reads)
@@ -205,16 +219,19 @@ class KnowledgeStore:
     row_decoder = staticmethod(_decoder)
 
     # -- connections ------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Any:
+        """This thread's connection (:class:`sqlite3.Connection` or
+        :class:`~rag_lab.knowledge.sqldb.PgConnection`: the same calls)."""
         return self._conns.get()
 
     def change_token(self) -> tuple[int, int]:
-        """Changes when the store may have changed: this process' write count and SQLite's
-        ``data_version`` (which moves when another connection commits). Caches of store rows key on it."""
-        return self.generation, int(self._conn().execute("PRAGMA data_version").fetchone()[0])
+        """Changes when the store may have changed: this process' write count and the database's
+        change number (SQLite's ``data_version``, PostgreSQL's change counter: both move when
+        another connection, of any process, commits). Caches of store rows key on it."""
+        return self.generation, self._conns.data_version()
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[Any]:
         """One write transaction (committed on exit, rolled back on an error)."""
         with self._write_lock:
             self.generation += 1
@@ -223,7 +240,7 @@ class KnowledgeStore:
                 with conn:
                     yield conn
             except sqlite3.IntegrityError as exc:
-                raise StoreError(f"{self.path}: {exc}") from None
+                raise StoreError(f"{self.where}: {exc}") from None
 
     def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
         with self._transaction() as conn:
@@ -243,19 +260,20 @@ class KnowledgeStore:
         self.close()
 
     def _create_schema(self) -> None:
-        def cols(cls: type, pk: str) -> str:
+        def cols(cls: type, table: str) -> str:
             parts = [f"{n} {t}" for n, t in _columns(cls)]
-            return ", ".join(parts) + f", PRIMARY KEY ({pk})"
+            return ", ".join(parts) + f", PRIMARY KEY ({_KEYS[table]})"
 
         with self._write_lock:
-            conn = self._conn()
             try:
-                with conn:
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'id')})")
+                with self._conns.schema() as conn:
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS knowledge_bases ({cols(KnowledgeBase, 'knowledge_bases')})"
+                    )
                     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS kb_name ON knowledge_bases(name)")
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge_base_id, id')})")
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS knowledge ({cols(Knowledge, 'knowledge')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS knowledge_id ON knowledge(id)")
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS chunks ({cols(Chunk, 'id')})")
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS chunks ({cols(Chunk, 'chunks')})")
                     conn.execute("CREATE INDEX IF NOT EXISTS chunk_doc ON chunks(knowledge_base_id, knowledge_id)")
                     conn.execute(
                         "CREATE INDEX IF NOT EXISTS chunk_parent ON chunks(parent_chunk_id) WHERE parent_chunk_id != ''"
@@ -266,11 +284,19 @@ class KnowledgeStore:
                     )
                     create_tables(conn)
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: not a usable SQLite store: {exc}") from None
+                kind = "PostgreSQL" if self.shared else "SQLite"
+                raise StoreError(f"{self.where}: not a usable {kind} store: {exc}") from None
 
-    def _insert_sql(self, table: str, cls: type, mode: str = "INSERT OR REPLACE") -> str:
+    def _insert_sql(self, table: str, cls: type, replace: bool = True) -> str:
+        """``INSERT`` of a whole row; with ``replace`` an upsert on the table's key (the row
+        written over in place; a clash on another unique column still fails)."""
         names = _SPECS[cls][0]
-        return f"{mode} INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        if replace:
+            keys = _KEYS[table]
+            sets = ", ".join(f"{n} = excluded.{n}" for n in names if n not in keys.split(", "))
+            sql += f" ON CONFLICT ({keys}) DO UPDATE SET {sets}"
+        return sql
 
     # -- knowledge bases --------------------------------------------------------------------
     def create_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
@@ -279,7 +305,7 @@ class KnowledgeStore:
         _check_kb(kb)
         if not kb.created_at:
             kb.created_at = time.time()
-        self._write(self._insert_sql("knowledge_bases", KnowledgeBase, "INSERT"), _to_row(kb))
+        self._write(self._insert_sql("knowledge_bases", KnowledgeBase, replace=False), _to_row(kb))
         return kb
 
     def update_kb(self, kb: KnowledgeBase) -> None:
@@ -312,14 +338,11 @@ class KnowledgeStore:
 
     def delete_kb(self, kb_id: str) -> None:
         """Delete a KB with its documents and chunks."""
-        with self._write_lock:
-            self.generation += 1
-            conn = self._conn()
-            with conn:
-                conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
-                conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ?", (kb_id,))
-                conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
-                forget_kb(conn, kb_id)
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ?", (kb_id,))
+            conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ?", (kb_id,))
+            conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
+            forget_kb(conn, kb_id)
 
     # -- documents --------------------------------------------------------------------------
     def add_knowledge(self, docs: Knowledge | Iterable[Knowledge]) -> None:
@@ -371,22 +394,17 @@ class KnowledgeStore:
 
     def delete_knowledge(self, kb_id: str, knowledge_id: str) -> list[str]:
         """Delete a document and its chunks; returns the deleted chunk ids."""
-        with self._write_lock:
-            self.generation += 1
-            conn = self._conn()
-            with conn:
-                ids = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT id FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ? ORDER BY id",
-                        (kb_id, knowledge_id),
-                    )
-                ]
-                conn.execute(
-                    "DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
+        with self._transaction() as conn:
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ? ORDER BY id",
+                    (kb_id, knowledge_id),
                 )
-                conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
-                journal_documents(conn, kb_id, [knowledge_id])
+            ]
+            conn.execute("DELETE FROM chunks WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id))
+            conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ? AND id = ?", (kb_id, knowledge_id))
+            journal_documents(conn, kb_id, [knowledge_id])
         return ids
 
     # -- chunks -----------------------------------------------------------------------------
@@ -439,7 +457,8 @@ class KnowledgeStore:
 
     def table_columns(self, table: str) -> tuple[str, ...]:
         """``table``'s column names in its rows' order (``"chunks"`` or ``"knowledge"``)."""
-        return tuple(r[1] for r in self._conn().execute(f"PRAGMA table_info({_kb_table(table)})"))
+        cur = self._conn().execute(f"SELECT * FROM {_kb_table(table)} LIMIT 0")
+        return tuple(d[0] for d in cur.description)
 
     def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
         """The chunks whose ``parent_chunk_id`` is one of ``parent_ids`` (disabled ones included),

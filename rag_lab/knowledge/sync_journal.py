@@ -1,8 +1,8 @@
-"""The sync state of external engine copies (Milvus) in the SQLite store, and the journal of the
-writes they have not acknowledged yet.
+"""The sync state of external engine copies (Milvus) in the knowledge store, and the journal of
+the writes they have not acknowledged yet.
 
-SQLite is the source of truth; an external engine holds a copy of a KB's searchable chunks. Two
-tables live in ``store.sqlite`` next to the chunks:
+The store (SQLite, or PostgreSQL for a team server) is the source of truth; an external engine
+holds a copy of a KB's searchable chunks. Two tables live in the store next to the chunks:
 
 ``engine_sync``
     one row per (KB, engine key) that holds a copy: when it was attached, when it last
@@ -25,7 +25,6 @@ engine's job (:mod:`rag_lab.retrieval.milvus_sync`).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -55,12 +54,12 @@ _UPSERT = (
 )
 
 
-def create_tables(conn: sqlite3.Connection) -> None:
+def create_tables(conn: Any) -> None:
     for sql in SCHEMA:
         conn.execute(sql)
 
 
-def journal_documents(conn: sqlite3.Connection, kb_id: str, knowledge_ids: Iterable[str], op: str = "doc") -> None:
+def journal_documents(conn: Any, kb_id: str, knowledge_ids: Iterable[str], op: str = "doc") -> None:
     """Inside the caller's transaction: ``op`` pending for these documents of ``kb_id`` in every
     engine copy of the KB."""
     sql = _UPSERT.format(kid="?", join="", where="s.kb_id = ?")
@@ -68,19 +67,19 @@ def journal_documents(conn: sqlite3.Connection, kb_id: str, knowledge_ids: Itera
     conn.executemany(sql, [(kid, op, now, kb_id) for kid in dict.fromkeys(knowledge_ids)])
 
 
-def journal_chunk_flags(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> None:
+def journal_chunk_flags(conn: Any, chunk_ids: Sequence[str]) -> None:
     """Inside the caller's transaction: ``flags`` pending for the documents of these chunks."""
     marks = ", ".join("?" * len(chunk_ids))
     sql = _UPSERT.format(
         kid="c.knowledge_id",
         join="JOIN (SELECT DISTINCT knowledge_base_id, knowledge_id FROM chunks "
         f"WHERE id IN ({marks})) c ON c.knowledge_base_id = s.kb_id",
-        where="1",
+        where="1 = 1",
     )
     conn.execute(sql, ("flags", time.time(), *chunk_ids))
 
 
-def journal_owner_change(conn: sqlite3.Connection, kb_id: str, tenant_id: int) -> None:
+def journal_owner_change(conn: Any, kb_id: str, tenant_id: int) -> None:
     """Inside the caller's transaction, before the KB row is written: ``owner`` pending for the
     whole KB when its stored tenant differs from ``tenant_id``."""
     sql = _UPSERT.format(
@@ -91,7 +90,7 @@ def journal_owner_change(conn: sqlite3.Connection, kb_id: str, tenant_id: int) -
     conn.execute(sql, (WHOLE_KB, "owner", time.time(), kb_id, int(tenant_id)))
 
 
-def forget_kb(conn: sqlite3.Connection, kb_id: str) -> None:
+def forget_kb(conn: Any, kb_id: str) -> None:
     """Inside the caller's transaction: the KB is deleted, its copies' state goes with it."""
     conn.execute("DELETE FROM engine_journal WHERE kb_id = ?", (kb_id,))
     conn.execute("DELETE FROM engine_sync WHERE kb_id = ?", (kb_id,))
@@ -114,7 +113,8 @@ class SyncJournal:
         lock, conn = self._tx()
         with lock, conn:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO engine_sync (kb_id, engine_key, attached_at) VALUES (?, ?, ?)",
+                "INSERT INTO engine_sync (kb_id, engine_key, attached_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (kb_id, engine_key) DO NOTHING",
                 (kb_id, engine_key, time.time()),
             )
             if cur.rowcount == 0:

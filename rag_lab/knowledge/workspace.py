@@ -2,7 +2,9 @@
 
 Layout::
 
-    <root>/store.sqlite                    KBs, documents, chunks (KnowledgeStore)
+    <root>/store.sqlite                    KBs, documents, chunks (KnowledgeStore), unless the
+                                           store is a PostgreSQL database shared by several
+                                           processes (``Workspace(root, store=URL)``)
     <root>/indexes/<kb_id>/CURRENT         name of the live vector index version
     <root>/indexes/<kb_id>/v…/             vectors.faiss + ids.json (VectorIndex)
     <root>/indexes/<kb_id>/bm25/CURRENT    name of the live keyword index version
@@ -65,12 +67,20 @@ def kb_id_for_name(name: str) -> str:
 class Workspace:
     """Store + indexes under ``root``; caches one index object per KB (thread-safe)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, store: str | Path | None = None) -> None:
+        """``store``: the knowledge store's file or ``postgresql://`` URL (default
+        ``root/store.sqlite``)."""
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"{self.root}: workspace root exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.store = KnowledgeStore(self.root / "store.sqlite")
+        self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store)
+        #: per (index kind, KB): the store's change token when its cached index was last checked
+        #: (a shared store only: other processes write to it without touching this folder)
+        self._checked: dict[tuple[str, str], Any] = {}
+        #: KBs whose write lock a thread of this process holds now (their cached indexes are the
+        #: writer's: never dropped under it)
+        self._writing: dict[str, int] = {}
         self._vec: dict[str, VectorIndex] = {}
         self._kw: dict[str, KeywordIndex] = {}
         #: KBs searching with an index put in place by :meth:`use_keyword_index` (not the stored one)
@@ -294,7 +304,8 @@ class Workspace:
                     from rag_lab.knowledge.index_repair import repair_vector_index
 
                     repair_vector_index(self, kb_obj, vindex, embedder)
-            yield
+            with self._written(kb_id):
+                yield
 
     @contextlib.contextmanager
     def try_kb_lock(self, kb: KnowledgeBase) -> Iterator[bool]:
@@ -314,17 +325,46 @@ class Workspace:
                 return
             try:
                 self._drop_stale(kb.id)
-                yield True
+                with self._written(kb.id):
+                    yield True
             finally:
                 lock.release()
         finally:
             self.write_lock.release()
 
+    @contextlib.contextmanager
+    def _written(self, kb_id: str) -> Iterator[None]:
+        """While a writer holds ``kb_id``'s lock: its indexes stay cached (the writer keeps them in
+        step with its own store writes and saves them); on release, over a shared store, they
+        count as checked at the store's state then."""
+        with self._lock:
+            self._writing[kb_id] = self._writing.get(kb_id, 0) + 1
+        try:
+            yield
+        finally:
+            token = self.store.change_token() if self.store.shared else None
+            with self._lock:
+                self._writing[kb_id] -= 1
+                if not self._writing[kb_id]:
+                    del self._writing[kb_id]
+                if token is not None:
+                    self._checked[("vector", kb_id)] = self._checked[("keyword", kb_id)] = token
+
     def _drop_stale(self, kb_id: str, vector: bool = True, keyword: bool = True) -> None:
         """Forget cached indexes (both, or the one asked for) whose on-disk version changed
-        (another process saved)."""
+        (another process saved), and, over a shared store (PostgreSQL), those not checked since
+        the store last changed: another replica's writes reach this folder's index files only
+        through the repair that runs when they are opened again (:mod:`.index_repair`)."""
         from rag_lab.retrieval.versioned import read_pointer
 
+        if self.store.shared and kb_id not in self._writing:
+            token = self.store.change_token()
+            with self._lock:
+                for kind, cache, wanted in (("vector", self._vec, vector), ("keyword", self._kw, keyword)):
+                    if wanted and self._checked.get((kind, kb_id)) != token:
+                        if kind == "vector" or kb_id not in self._kw_pinned:
+                            cache.pop(kb_id, None)  # type: ignore[attr-defined]
+                        self._checked[(kind, kb_id)] = token
         with self._lock:
             vec = self._vec.get(kb_id) if vector else None
             if vec is not None and vec.version != read_pointer(self.index_dir(kb_id)):

@@ -38,6 +38,7 @@ CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
 _TOP_KEYS = {
     "workspace",
+    "store",
     "language",
     "models",
     "prompts",
@@ -202,6 +203,13 @@ class Lab:
         self.params = PipelineParams.from_mapping(cfg.get("params") or {}, source=f"{source}: params")
         self.language = str(cfg.get("language") or "English")
         root = Path(workspace if workspace is not None else cfg.get("workspace") or ".rag_lab")
+        from rag_lab.knowledge.store_config import StoreConfig
+
+        try:
+            #: where KBs, documents, chunks, sessions and messages live (the ``store`` section)
+            self.store_config = StoreConfig.from_config(cfg.get("store"), source)
+        except ValueError as exc:
+            raise LabConfigError(str(exc)) from None
         from rag_lab.knowledge.workspace import Workspace
         from rag_lab.models.embedding import CachedEmbedder
         from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
@@ -260,7 +268,7 @@ class Lab:
                 self.prompts.get(tid)
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
-        self.workspace = Workspace(root)
+        self.workspace = Workspace(root, store=self.store_config.knowledge_location(root))
         # an index found disagreeing with the store re-embeds what it lacks with this lab's model
         self.workspace.embedder_for = lambda kb: (
             self.embedder if getattr(kb, "embedding_model_key", "") == self.embedder.model_key else None
@@ -281,7 +289,7 @@ class Lab:
 
         # sessions and messages persist next to the knowledge bases; long-term memory is opt-in
         # (its affinity boost makes results depend on earlier questions)
-        self.sessions = SQLiteSessionStore(self.workspace.root / "sessions.sqlite")
+        self.sessions = SQLiteSessionStore(self.store_config.sessions_location(self.workspace.root))
         mem_cfg = dict(cfg.get("memory") or {})
         self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(

@@ -1,6 +1,8 @@
-"""Sessions and messages in SQLite (spec §9, seed "Gestion des sessions et messages").
+"""Sessions and messages in SQLite or PostgreSQL (spec §9, seed "Gestion des sessions et messages").
 
-One file holds two tables. ``sessions``: owner, title, pinned flag, the last request state the UI
+One SQLite file (the embedded default) or one PostgreSQL database (a ``postgresql://`` URL: the
+store several server replicas share, through :mod:`rag_lab.knowledge.sqldb`, which runs the same
+statements there) holds the tables. ``sessions``: owner, title, pinned flag, the last request state the UI
 restores (agent / model / KBs / web / thinking), and the fork lineage (``parent_session_id``,
 ``forked_from_message_id``). ``messages``: user and assistant messages paired by ``request_id``,
 with references, image URLs and captions, attachment prompt, rendered content, completion flag.
@@ -26,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag_lab.knowledge.sqldb import is_postgres, redact
+from rag_lab.session.pg_schema import open_pg_sessions
 from rag_lab.session.sqlite_schema import (
     _CHRONO,
     _JSON_FIELDS,
@@ -60,15 +64,20 @@ __all__ = [
 
 
 class SQLiteSessionStore:
-    """Sessions and messages in one SQLite file (``":memory:"`` for a private in-memory one)."""
+    """Sessions and messages in one SQLite file (``":memory:"`` for a private in-memory one), or
+    in a PostgreSQL database when ``path`` is a ``postgresql://`` URL."""
 
     def __init__(self, path: str | Path) -> None:
+        self._lock = threading.RLock()
+        if is_postgres(path):
+            self.path = redact(str(path))
+            self._db: Any = open_pg_sessions(str(path), _SCHEMA, SCHEMA_VERSION)
+            return
         self.path = str(path)
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise FileNotFoundError(f"{self.path}: folder {parent} does not exist")
-        self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.row_factory = sqlite3.Row
@@ -294,7 +303,7 @@ class SQLiteSessionStore:
                         now,
                     ),
                 )
-                cols = [k for k in rows[0].keys() if k != "id"] if rows else []
+                cols = [k for k in rows[0].keys() if k not in ("id", "rowid")] if rows else []
                 for r in rows:
                     values = [new_id if k == "session_id" else r[k] for k in cols]
                     self._db.execute(
@@ -521,8 +530,13 @@ class SQLiteSessionStore:
         now = time.time()
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO in_flight (session_id, message_id, request_id, user_id, tenant_id, query, host,"
-                " pid, instance, started_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO in_flight (session_id, message_id, request_id, user_id, tenant_id, query, host,"
+                " pid, instance, started_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (session_id, message_id) DO UPDATE SET request_id = excluded.request_id,"
+                " user_id = excluded.user_id, tenant_id = excluded.tenant_id, query = excluded.query,"
+                " host = excluded.host, pid = excluded.pid, instance = excluded.instance,"
+                " started_at = excluded.started_at, heartbeat = excluded.heartbeat, partial = '',"
+                " knowledge_references = '[]'",
                 (session_id, message_id, request_id, user_id, tenant_id, query, host, pid, instance, now, now),
             )
 

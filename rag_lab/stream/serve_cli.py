@@ -93,7 +93,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     auth = f"{len(keys)} API key(s)" if keys else "keyless (one local user, loopback only)"
     print(
         f"rag-lab serve: http://{args.host}:{args.port}  auth: {auth}  stream manager: {backend}  "
-        f"knowledge bases: {kbs}",
+        f"store: {lab.store_config.describe()}  knowledge bases: {kbs}",
         file=sys.stderr,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

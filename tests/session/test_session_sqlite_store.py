@@ -15,9 +15,11 @@ from rag_lab.session.store import MemoryMessageStore
 from rag_lab.types.search_result import SearchResult
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteSessionStore(tmp_path / "sessions.sqlite")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    """The store on each backend: the PostgreSQL one is held to the same behaviour."""
+    where = tmp_path / "sessions.sqlite" if request.param == "sqlite" else request.getfixturevalue("pg_dsn")
+    s = SQLiteSessionStore(where)
     yield s
     s.close()
 
@@ -322,3 +324,41 @@ def test_insert_message_stores_what_add_message_stores(tmp_path, kind):
     assert got.knowledge_references == added.knowledge_references == refs
     with pytest.raises(TypeError, match="unknown message field"):
         store.insert_message(sid, "user", "q", "r2", colour="red")
+
+
+def test_generations_in_flight_are_recorded_refreshed_restarted_and_ended(store):
+    """The crash-recovery records (rag_lab.stream.recovery): a second begin of the same message
+    starts its record over (no partial answer kept), heartbeats save the answer so far."""
+    s = store.create_session("alice")
+    store.begin_generation(
+        s.id, "m1", request_id="r1", user_id="alice", tenant_id=1, query="q?", host="h", pid=7, instance="i1"
+    )
+    store.heartbeat_generations("i1", {(s.id, "m1"): ("Partial ans", [{"id": "c1"}])})
+    (rec,) = store.list_generations()
+    assert (rec.session_id, rec.message_id, rec.request_id, rec.user_id, rec.tenant_id, rec.query) == (
+        s.id,
+        "m1",
+        "r1",
+        "alice",
+        1,
+        "q?",
+    )
+    assert (rec.host, rec.pid, rec.instance, rec.partial, rec.knowledge_references) == (
+        "h",
+        7,
+        "i1",
+        "Partial ans",
+        [{"id": "c1"}],
+    )
+    assert rec.heartbeat >= rec.started_at > 0
+    store.begin_generation(s.id, "m1", request_id="r2", user_id="alice", tenant_id=1, query="again", instance="i2")
+    (rec,) = store.list_generations()
+    assert (rec.request_id, rec.query, rec.instance, rec.partial, rec.knowledge_references) == (
+        "r2",
+        "again",
+        "i2",
+        "",
+        [],
+    )
+    store.end_generation(s.id, "m1")
+    assert store.list_generations() == []

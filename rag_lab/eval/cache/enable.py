@@ -63,7 +63,7 @@ def enable_stage_cache(
         return current
     cache = cache_dir if isinstance(cache_dir, StageCache) else StageCache(cache_dir)
     s = lab.services
-    versioner = KbVersioner(lab.workspace.store.path)
+    versioner = KbVersioner(lab.workspace.store)
     handle = StageCacheHandle(
         lab=lab,
         cache=cache,

@@ -145,14 +145,24 @@ class KbVersioner:
     store state, and two workspaces holding the same data get the same version.
     """
 
-    def __init__(self, store_path: str | Path) -> None:
+    def __init__(self, store_path: str | Path | Any) -> None:
+        #: a PostgreSQL knowledge store, read through its own connections and change token
+        #: (a SQLite store, or its path, is read through a read-only connection to the file)
+        self.store: Any = None
+        if not isinstance(store_path, (str, Path)):
+            if store_path.path is None:
+                self.store, store_path = store_path, ""
+            else:
+                store_path = store_path.path
         self.path = Path(store_path)
         self._conn: sqlite3.Connection | None = None
         self._data_version: int | None = None
         self._memo: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> Any:
+        if self.store is not None:
+            return self.store._conn()
         if self._conn is None:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30.0)
@@ -167,7 +177,10 @@ class KbVersioner:
     def version(self, kb_id: str) -> str:
         with self._lock:
             conn = self._connection()
-            dv = int(conn.execute("PRAGMA data_version").fetchone()[0])
+            if self.store is not None:
+                dv = hash(self.store.change_token())
+            else:
+                dv = int(conn.execute("PRAGMA data_version").fetchone()[0])
             if dv != self._data_version:
                 self._memo.clear()
                 self._data_version = dv
