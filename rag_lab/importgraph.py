@@ -63,9 +63,7 @@ def _is_type_checking(test: ast.expr) -> bool:
 _STATEMENT_LIKE = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
-def imported_names(
-    tree: ast.AST, module: str, is_package: bool, calls: bool = True
-) -> list[tuple[list[str], int]]:
+def imported_names(tree: ast.AST, module: str, is_package: bool, calls: bool = True) -> list[tuple[list[str], int]]:
     """(candidate target names, line) per import; the first candidate that is a module wins.
 
     ``calls=False`` skips the search for ``import_module("…")`` calls, which sit in expressions:

@@ -484,5 +484,6 @@ def test_memory_layer_unreadable_entries_and_the_entry_count(tmp_path: Path) -> 
     path.rmdir()
     c.put("rerank", key, [0])
     (path.parent / ".tmp-left-over.json").write_text("{", encoding="utf-8")
-    assert (c.entries(), c.entries("embed"), c.entries("rerank"), c.entries("search")) == (3, 2, 1, 0)  # embed: {q: 2}, {q: 3}
+    counts = (c.entries(), c.entries("embed"), c.entries("rerank"), c.entries("search"))
+    assert counts == (3, 2, 1, 0)  # embed: {q: 2} and {q: 3}
     assert repr(c) == f"StageCache({str(tmp_path)!r})"
