@@ -143,7 +143,7 @@ class MilvusConfig:
     search_consistency_level: str = ""
     flush: str = "auto"
     tenancy: str = "partition_key"
-    num_partitions: int = 16
+    num_partitions: int = 64
 
     def __post_init__(self) -> None:
         prefix = self.collection_prefix
@@ -187,7 +187,7 @@ class MilvusConfig:
         for name, ok in checks.items():
             if not ok:
                 raise MilvusEngineError(f"engine.{name}={getattr(self, name)!r} must be {rules[name]}")
-        if self.num_partitions != 16 and self.tenancy != "partition_key":
+        if self.num_partitions != 64 and self.tenancy != "partition_key":
             raise MilvusEngineError(
                 f"engine.num_partitions={self.num_partitions!r} applies only with tenancy: partition_key "
                 f"(engine.tenancy is {self.tenancy!r})"

@@ -16,7 +16,7 @@ def test_defaults_keep_the_hnsw_settings_and_flush_only_lite():
     assert lite.build_index_params() == {"M": 16, "efConstruction": 200}
     assert lite.dense_search_params(10) == {"ef": 128} and lite.dense_search_params(500) == {"ef": 500}
     assert lite.flushes and not MilvusConfig(uri="http://milvus:19530").flushes
-    assert (lite.tenancy, lite.num_partitions) == ("partition_key", 16)
+    assert (lite.tenancy, lite.num_partitions) == ("partition_key", 64)
     assert MilvusConfig(uri="http://milvus:19530", flush="per_write").flushes
     assert not MilvusConfig(uri="m.db", flush="never").flushes
     ivf = MilvusConfig.from_mapping(
@@ -60,8 +60,8 @@ def test_defaults_keep_the_hnsw_settings_and_flush_only_lite():
         ),
         ({"num_partitions": 0}, r"num_partitions=0 must be an integer in \[1, 1024\]"),
         (
-            {"tenancy": "filter", "num_partitions": 64},
-            "num_partitions=64 applies only with tenancy: partition_key \\(engine.tenancy is 'filter'\\)",
+            {"tenancy": "filter", "num_partitions": 16},
+            "num_partitions=16 applies only with tenancy: partition_key \\(engine.tenancy is 'filter'\\)",
         ),
     ],
 )
