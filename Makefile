@@ -15,7 +15,7 @@ PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
 # pytest-xdist workers of `make test-suite` (TEST_WORKERS=0: one process, no workers)
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-suite test-checks test-fast notebooks venv clean lab judge test-llm mutation
+.PHONY: demo test test-suite test-checks test-cluster test-fast notebooks venv clean lab judge test-llm mutation
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-suite test-checks
 
 test-suite: $(STAMP)
-	$(PYTEST) -p xdist -n $(TEST_WORKERS) --dist loadfile -q -m "not llm" tests
+	$(PYTEST) -p xdist -n $(TEST_WORKERS) --dist loadfile -q -m "not llm and not cluster" tests
 
 # the notebooks share one vector cache (a new one per run), so only the first embeds the corpus
 test-checks: $(STAMP)
@@ -46,6 +46,10 @@ test-checks: $(STAMP)
 	cache=$$(mktemp -d) && RAG_LAB_VECTOR_CACHE=$$cache/vectors.sqlite $(PYTEST) -q --nbval-lax notebooks; \
 		status=$$?; rm -rf "$$cache"; exit $$status
 	$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
+
+# a two-node Ray cluster on loopback (two `ray start` processes) running a sweep; minutes under load
+test-cluster: $(STAMP)
+	$(PYTEST) -q -m cluster tests/eval/test_ray_two_nodes.py
 
 test-fast: $(STAMP)
 	$(PYTEST) -q -m "not slow" tests

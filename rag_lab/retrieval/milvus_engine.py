@@ -60,7 +60,6 @@ from rag_lab.retrieval.milvus_layout import (
     _LITE_ITERATOR_FILTER,
     ANALYZER_PARAMS,
     ENGINE_TYPE,
-    IndexedCounts,
     MilvusConfig,
     MilvusEngineError,
     _require_pymilvus,
@@ -70,7 +69,8 @@ from rag_lab.retrieval.milvus_layout import (
     literal,
 )
 from rag_lab.retrieval.milvus_schema import build_schema, check_collection
-from rag_lab.retrieval.milvus_sync import MilvusSync, MilvusSyncError
+from rag_lab.retrieval.milvus_sync import IndexedCounts, MilvusSync, MilvusSyncError
+from rag_lab.retrieval.milvus_tenancy import check_tenancy_layout, drop_elsewhere
 from rag_lab.types.search_result import MatchType
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class MilvusEngine:
 
     # -- schema -----------------------------------------------------------------------------
     def collection_for(self, kb: KnowledgeBase) -> str:
-        return collection_name(self.config.collection_prefix, kb)
+        return collection_name(self.config.collection_prefix, kb, self.config.tenancy)
 
     def _schema(self, kb: KnowledgeBase) -> tuple[Any, Any]:
         return build_schema(self.client, kb, self.config)
@@ -161,13 +161,16 @@ class MilvusEngine:
             client = self.client
             try:
                 if not client.has_collection(name):
+                    check_tenancy_layout(client, name, kb, self.config)  # the space in another tenancy: migrate
                     schema, index_params = self._schema(kb)
+                    partitions = {"num_partitions": self.config.num_partitions} if self._partitioned else {}
                     client.create_collection(
                         name,
                         schema=schema,
                         index_params=index_params,
                         consistency_level=self.config.consistency_level,
                         num_shards=self.config.num_shards,
+                        **partitions,
                     )
                     if self.config.replicas > 1:
                         client.release_collection(name)
@@ -182,6 +185,10 @@ class MilvusEngine:
                 raise MilvusEngineError(f"Milvus collection {name!r} for knowledge base {kb.name!r}: {exc}") from exc
             self._ready.add(name)
             return name
+
+    @property
+    def _partitioned(self) -> bool:
+        return self.config.tenancy == "partition_key"
 
     # -- writing ----------------------------------------------------------------------------
     def index_documents(
@@ -231,10 +238,11 @@ class MilvusEngine:
             self.index_documents(kb, knowledge_ids)
 
     def drop_kb(self, kb: KnowledgeBase) -> None:
-        """Delete every row of ``kb`` (the collection stays: other KBs of the space share it)."""
+        """Delete every row of ``kb`` (the collections stay: other KBs of the space share them)."""
         name = self.collection_for(kb)
         if self.client.has_collection(name):
             self._delete(name, f"kb_id == {literal(kb.id)}")
+        drop_elsewhere(self, kb)  # collection_per_tenant: a former owner's collection
 
     def count(self, kb: KnowledgeBase) -> int:
         """Rows of ``kb`` in Milvus."""

@@ -34,6 +34,9 @@ TEXT_MAX_BYTES = 65535
 _INSERT_BATCH = 256
 CONSISTENCY_LEVELS = ("Strong", "Session", "Bounded", "Eventually")
 FLUSH_POLICIES = ("auto", "per_write", "never")
+#: how tenants' rows are kept apart (docs/scale-out.md "Tenants"); MAX_PARTITIONS: Milvus's default cap
+TENANCIES = ("partition_key", "collection_per_tenant", "filter")
+MAX_PARTITIONS = 1024
 #: dense index types → (build parameters, search parameters) a config may set
 VECTOR_INDEXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "HNSW": (("M", "efConstruction"), ("ef",)),
@@ -115,7 +118,11 @@ class MilvusConfig:
     * ``search_consistency_level`` — the level each search asks for (``""``: the collection's,
       i.e. ``consistency_level`` at creation);
     * ``flush`` — ``auto`` (after each sync on Milvus Lite, never on a server, which seals
-      segments itself), ``per_write`` or ``never``.
+      segments itself), ``per_write`` or ``never``;
+    * ``tenancy`` — ``partition_key`` (one collection per space, ``tenant_id`` its partition
+      key: a search touches its tenants' partitions), ``collection_per_tenant``
+      (``<collection>_t<tenant>``) or ``filter`` (one collection, a scalar filter);
+      ``num_partitions`` — partitions of a partition-key collection, at creation.
     """
 
     uri: str
@@ -135,6 +142,8 @@ class MilvusConfig:
     replicas: int = 1
     search_consistency_level: str = ""
     flush: str = "auto"
+    tenancy: str = "partition_key"
+    num_partitions: int = 64
 
     def __post_init__(self) -> None:
         prefix = self.collection_prefix
@@ -155,6 +164,8 @@ class MilvusConfig:
             "replicas": _is_int(self.replicas, 1),
             "search_consistency_level": self.search_consistency_level in ("", *CONSISTENCY_LEVELS),
             "flush": self.flush in FLUSH_POLICIES,
+            "tenancy": self.tenancy in TENANCIES,
+            "num_partitions": _is_int(self.num_partitions, 1, MAX_PARTITIONS),
         }
         rules = {
             "uri": "a non-empty string (a .db path, http://host:19530 or a Zilliz endpoint)",
@@ -170,10 +181,17 @@ class MilvusConfig:
             "replicas": "an integer >= 1",
             "search_consistency_level": f"'' (the collection's) or one of {', '.join(CONSISTENCY_LEVELS)}",
             "flush": f"one of {', '.join(FLUSH_POLICIES)}",
+            "tenancy": f"one of {', '.join(TENANCIES)}",
+            "num_partitions": f"an integer in [1, {MAX_PARTITIONS}]",
         }
         for name, ok in checks.items():
             if not ok:
                 raise MilvusEngineError(f"engine.{name}={getattr(self, name)!r} must be {rules[name]}")
+        if self.num_partitions != 64 and self.tenancy != "partition_key":
+            raise MilvusEngineError(
+                f"engine.num_partitions={self.num_partitions!r} applies only with tenancy: partition_key "
+                f"(engine.tenancy is {self.tenancy!r})"
+            )
         build, search = VECTOR_INDEXES[self.index_type]
         for name, allowed in (("index_params", build), ("search_params", search)):
             value = getattr(self, name)
@@ -249,12 +267,24 @@ class MilvusConfig:
         return f"milvus:{self.uri}|{self.db_name}|{self.collection_prefix}"
 
 
-def collection_name(prefix: str, kb: KnowledgeBase) -> str:
-    """The collection of a KB's embedding space."""
+def collection_name(prefix: str, kb: KnowledgeBase, tenancy: str = "partition_key") -> str:
+    """The collection of a KB's embedding space (with ``collection_per_tenant``, of its owner's
+    part of it: ``<space>_t<tenant id>``)."""
     if not kb.embedding_model_key or kb.embedding_dim <= 0:
-        return f"{prefix}_keywords"
-    digest = hashlib.sha1(f"{kb.embedding_model_key}|{kb.embedding_dim}".encode()).hexdigest()[:12]
-    return f"{prefix}_{digest}"
+        space = f"{prefix}_keywords"
+    else:
+        space = f"{prefix}_{hashlib.sha1(f'{kb.embedding_model_key}|{kb.embedding_dim}'.encode()).hexdigest()[:12]}"
+    return f"{space}{TENANT_SUFFIX}{int(kb.tenant_id)}" if tenancy == "collection_per_tenant" else space
+
+
+#: ``<space>_t<tenant>``: a tenant's collection under ``collection_per_tenant`` (tenant ids are >= 1)
+TENANT_SUFFIX = "_t"
+
+
+def space_of(name: str) -> str:
+    """The space a tenant's collection belongs to (``name`` itself for a shared collection)."""
+    head, sep, tail = name.rpartition(TENANT_SUFFIX)
+    return head if sep and tail.isdigit() else name
 
 
 def literal(value: str | int | bool) -> str:
@@ -361,22 +391,3 @@ def chunk_rows(kb: KnowledgeBase, chunk: Chunk, vectors: Mapping[str, np.ndarray
             }
         )
     return rows
-
-
-@dataclass(slots=True)
-class IndexedCounts:
-    """What :meth:`MilvusEngine.index_documents` wrote."""
-
-    kb_id: str
-    collection: str
-    documents: int = 0
-    chunks: int = 0
-    rows: int = 0
-    embedded: int = 0
-    seconds: float = 0.0
-
-    def __str__(self) -> str:
-        return (
-            f"{self.rows} rows ({self.chunks} chunks of {self.documents} documents, {self.embedded} embedded) "
-            f"into {self.collection} in {self.seconds:.2f}s"
-        )

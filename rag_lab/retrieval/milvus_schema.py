@@ -58,6 +58,8 @@ def build_schema(client: Any, kb: KnowledgeBase, config: MilvusConfig) -> tuple[
             kw["is_primary"] = True
         if name == "text":
             kw.update(enable_analyzer=True, analyzer_params=ANALYZER_PARAMS)
+        if name == "tenant_id" and config.tenancy == "partition_key":
+            kw["is_partition_key"] = True  # rows hashed into num_partitions by owner; a search prunes to its tenants'
         s.add_field(name, getattr(DataType, kind), **kw)
     s.add_function(
         Function(
@@ -121,6 +123,10 @@ def schema_differences(
         for fn in desc.get("functions") or []
     ):
         diffs.append("no BM25 function from 'text' to 'sparse'")
+    tenant = fields.get("tenant_id")
+    if tenant is not None and bool(tenant.get("is_partition_key")) != (config.tenancy == "partition_key"):
+        have = "partition_key" if tenant.get("is_partition_key") else "filter (or collection_per_tenant)"
+        diffs.append(f"its tenancy is {have}, the config asks for tenancy: {config.tenancy}")
     extra = sorted(set(fields) - set(SCALAR_FIELDS) - {"dense"})
     if extra:
         diffs.append(f"unexpected field(s) {', '.join(map(str, extra))}")
@@ -135,12 +141,19 @@ def schema_differences(
 
 
 def migration_message(name: str, kb: KnowledgeBase, config: MilvusConfig, diffs: list[str]) -> str:
-    prefix = f"{config.collection_prefix}_v2"
     return (
         f"Milvus collection {name!r} (knowledge base {kb.name!r}) does not have the layout this rag_lab writes: "
-        f"{'; '.join(diffs)}. Migrate: set collection_prefix: {prefix} in the KB's engine config, run "
+        f"{'; '.join(diffs)}. {migration_steps([name], kb, config)}"
+    )
+
+
+def migration_steps(names: list[str], kb: KnowledgeBase, config: MilvusConfig) -> str:
+    """How to move the KBs of the collections ``names`` to the configured layout."""
+    old = ", ".join(repr(n) for n in names)
+    return (
+        f"Migrate: set collection_prefix: {config.collection_prefix}_v2 in the KB's engine config, run "
         f"rag-lab reindex --kb {shlex.quote(kb.name)} --engine milvus --uri {shlex.quote(config.uri)} for each KB "
-        f"stored in {name!r}, then drop {name!r} (MilvusClient.drop_collection)"
+        f"stored in {old}, then drop {old} (MilvusClient.drop_collection)"
     )
 
 
@@ -166,4 +179,11 @@ def check_collection(client: Any, name: str, kb: KnowledgeBase, config: MilvusCo
         raise MilvusEngineError(migration_message(name, kb, config, diffs))
 
 
-__all__ = ["SCALAR_FIELDS", "build_schema", "check_collection", "migration_message", "schema_differences"]
+__all__ = [
+    "SCALAR_FIELDS",
+    "build_schema",
+    "check_collection",
+    "migration_message",
+    "migration_steps",
+    "schema_differences",
+]

@@ -29,18 +29,19 @@ import logging
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag_lab.retrieval.milvus_layout import (
     _INSERT_BATCH,
-    IndexedCounts,
     MilvusEngineError,
     chunk_rows,
     in_list,
     literal,
 )
+from rag_lab.retrieval.milvus_tenancy import PER_TENANT, drop_elsewhere
 from rag_lab.retrieval.spaces import vector_entries
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
@@ -53,6 +54,25 @@ log = logging.getLogger(__name__)
 WHOLE_KB = "*"  # as rag_lab.knowledge.sync_journal.WHOLE_KB (retrieval sits below knowledge)
 _DOC_BATCH = 500  # documents per filter expression
 _ID_BATCH = 1000  # ids per delete expression
+
+
+@dataclass(slots=True)
+class IndexedCounts:
+    """What :meth:`MilvusEngine.index_documents` wrote."""
+
+    kb_id: str
+    collection: str
+    documents: int = 0
+    chunks: int = 0
+    rows: int = 0
+    embedded: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.rows} rows ({self.chunks} chunks of {self.documents} documents, {self.embedded} embedded) "
+            f"into {self.collection} in {self.seconds:.2f}s"
+        )
 
 
 class MilvusSyncError(MilvusEngineError):
@@ -193,6 +213,8 @@ class MilvusSync:
                 new_ids.update(r["id"] for r in batch)
                 counts.rows += self._upsert(name, batch)
             self._delete_ids(name, sorted(self._existing_ids(name, expr) - new_ids))
+        if knowledge_ids is None:
+            drop_elsewhere(self.engine, kb)  # collection_per_tenant: the copy in a former owner's collection
         counts.documents = len(docs)
         counts.seconds = time.perf_counter() - t0
         return counts
@@ -266,7 +288,9 @@ class MilvusSync:
             else:
                 if docs:
                     self.write_documents(kb, docs, embedder)
-                if flags or "owner" in whole:
+                if "owner" in whole and self.engine.config.tenancy == PER_TENANT:
+                    self.write_documents(kb, None, embedder)  # into the new owner's collection, out of the old
+                elif flags or "owner" in whole:
                     self.write_flags(kb, None if "owner" in whole else flags)
                 if kb.id not in self._verified:
                     wrote = self._repair(kb, embedder, attached=False)
@@ -351,4 +375,4 @@ class MilvusSync:
         )
 
 
-__all__ = ["MilvusSync", "MilvusSyncError", "expected_row_ids"]
+__all__ = ["IndexedCounts", "MilvusSync", "MilvusSyncError", "expected_row_ids"]

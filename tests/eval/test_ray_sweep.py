@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 #: the caches (a cached query vector or passage embedding spends none): the driver's lab is warm
 #: from earlier tests of the session, a worker starts from what the packed workspace holds, so the
 #: count depends on what ran before (seen: 1085.5 in-process vs 2412.2 on Ray, same metrics)
-_VOLATILE = {"latency_ms", "p95_latency_ms", "fast_eval_ms", "worker_pid", "config_index", "tokens"}
+_VOLATILE = {"latency_ms", "p95_latency_ms", "fast_eval_ms", "worker_pid", "worker_node", "config_index", "tokens"}
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +157,15 @@ def test_choose_executor_rules():
     big = choose_executor(12, 10, "ray://head:10001", requested=True, workers=4)
     assert big.kind == "ray" and "on ray://head:10001 with 4 workers" in str(big)
     assert choose_executor(1, 10, None, requested=True, workers=2, min_configs=0).kind == "in-process"
+
+
+def test_a_loopback_address_is_recognised_so_ray_keeps_it():
+    from rag_lab.eval.sweep.ray_cluster import is_loopback_address
+
+    loopback = ["127.0.0.1:6379", "127.0.0.2:10001", "localhost:6379", "[::1]:6379", "127.0.0.1"]
+    assert all(is_loopback_address(a) for a in loopback)
+    others = ["10.0.0.5:6379", "head:6379", "auto", "ray://127.0.0.1:10001", "", None, "[fe80::1]:6379"]
+    assert not any(is_loopback_address(a) for a in others)
 
 
 def test_pack_round_trip(tmp_path):

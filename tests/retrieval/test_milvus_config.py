@@ -16,6 +16,7 @@ def test_defaults_keep_the_hnsw_settings_and_flush_only_lite():
     assert lite.build_index_params() == {"M": 16, "efConstruction": 200}
     assert lite.dense_search_params(10) == {"ef": 128} and lite.dense_search_params(500) == {"ef": 500}
     assert lite.flushes and not MilvusConfig(uri="http://milvus:19530").flushes
+    assert (lite.tenancy, lite.num_partitions) == ("partition_key", 64)
     assert MilvusConfig(uri="http://milvus:19530", flush="per_write").flushes
     assert not MilvusConfig(uri="m.db", flush="never").flushes
     ivf = MilvusConfig.from_mapping(
@@ -53,6 +54,15 @@ def test_defaults_keep_the_hnsw_settings_and_flush_only_lite():
         ({"search_consistency_level": "Quick"}, "search_consistency_level='Quick' must be '' .* or one of Strong"),
         ({"flush": "sometimes"}, "flush='sometimes' must be one of auto, per_write, never"),
         ({"repair_max_rows": -1}, "repair_max_rows=-1 must be an integer >= 0"),
+        (
+            {"tenancy": "per_tenant"},
+            "tenancy='per_tenant' must be one of partition_key, collection_per_tenant, filter",
+        ),
+        ({"num_partitions": 0}, r"num_partitions=0 must be an integer in \[1, 1024\]"),
+        (
+            {"tenancy": "filter", "num_partitions": 16},
+            "num_partitions=16 applies only with tenancy: partition_key \\(engine.tenancy is 'filter'\\)",
+        ),
     ],
 )
 def test_bad_settings_name_the_kb_and_the_key(tmp_path, settings, message):

@@ -114,7 +114,7 @@ async def run_sweep_on_ray(
 ) -> SweepResult:
     """The grid (``n_trials == 0``) or an optuna search of ``n_trials`` trials on Ray Tune; rows
     in config order (grid) or trial order (optuna), each with the same columns as in-process plus
-    ``worker_pid``.
+    ``worker_pid`` and ``worker_node`` (the Ray node that scored it).
 
     ``fast`` (grids only, when the objective and metrics read no answer): the driver captures the
     stage inputs of every retrieval config once (:mod:`rag_lab.eval.sweep.fast`), puts them in the
@@ -277,7 +277,7 @@ async def _fast_grid_on_ray(
 TRIAL_RETRIES = 1
 
 #: row keys that differ between two processes evaluating the same config
-_LOCAL_KEYS = frozenset({"config_index", "worker_pid", "latency_ms", "p95_latency_ms", "fast_eval_ms"})
+_LOCAL_KEYS = frozenset({"config_index", "worker_pid", "worker_node", "latency_ms", "p95_latency_ms", "fast_eval_ms"})
 
 
 def _run_tune(

@@ -7,13 +7,16 @@ starts (GCS, raylets, object manager, agents, workers) binds there, with no dash
 turns ``_node_ip_address="127.0.0.1"`` into the machine's routable address unless it runs in its
 single-machine mode (``ray._private.ray_constants.ENABLE_RAY_CLUSTER`` false, what Ray does on
 macOS / Windows), so :func:`init_ray` starts the local cluster in that mode (restored afterwards);
-``tests/eval/test_ray_sweep.py`` checks the listening sockets. A cluster that cannot start or be
-reached raises :class:`RayUnavailable` naming the cause.
+``tests/eval/test_ray_sweep.py`` checks the listening sockets. A cluster reached by a loopback
+address (``--ray 127.0.0.1:PORT``: nodes started with ``--node-ip-address=127.0.0.1``) is joined in
+the same mode, so that the address is not rewritten either (``tests/eval/test_ray_two_nodes.py``).
+A cluster that cannot start or be reached raises :class:`RayUnavailable` naming the cause.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -174,6 +177,21 @@ def remote_cause(exc: BaseException) -> str:
     return (head.rsplit(".", 1)[-1] + sep + rest if sep and " " not in head else line)[:500]
 
 
+def is_loopback_address(address: str | None) -> bool:
+    """Whether a Ray address (``host:port``, not ``auto`` nor ``ray://``) names this machine's
+    loopback interface (``127.x.x.x``, ``::1``, ``localhost``)."""
+    if not address or "://" in address or address == "auto":
+        return False
+    host = address.rpartition(":")[0] if address.count(":") == 1 or address.startswith("[") else address
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def init_ray(ray_address: str | None, workers: int) -> RayConnection:
     """Connect to / start Ray. A local cluster gets ``workers`` CPUs, a session folder of its own
     under the system temp dir (Ray's default ``/tmp/ray`` is left alone) and listens on
@@ -209,7 +227,10 @@ def init_ray(ray_address: str | None, workers: int) -> RayConnection:
             ) from None
         return RayConnection(True, "local", tmp)
     try:
-        ray.init(address=ray_address, **common)
+        # a loopback address kept as given (Ray would rewrite 127.0.0.1 into the routable address and
+        # wait minutes for a GCS that listens on loopback only)
+        with _single_machine_mode() if is_loopback_address(ray_address) else contextlib.nullcontext():
+            ray.init(address=ray_address, **common)
     except Exception as exc:
         with contextlib.suppress(Exception):
             ray.shutdown()

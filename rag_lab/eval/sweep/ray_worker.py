@@ -151,8 +151,15 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
         cfg = {s.name: s.normalise(config[s.name]) for s in payload.spaces}
     row = run_sync(lambda: st.evaluator.evaluate(cfg))
     st.evaluator.rows.clear()
-    row["worker_pid"] = os.getpid()
+    row.update(worker_place())
     return row
+
+
+def worker_place() -> dict[str, Any]:
+    """Where a row was scored: ``worker_pid`` and ``worker_node`` (the Ray node id, hex)."""
+    import ray
+
+    return {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
 
 
 def _ship_fast_inputs(fs: Any) -> dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]]:
@@ -201,7 +208,7 @@ def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> l
     for i in indices:
         row: dict[str, Any] = run_sync(lambda i=i: st.fast.evaluate(dict(payload.configs[i])))  # type: ignore[misc]
         row["config_index"] = i
-        row["worker_pid"] = os.getpid()
+        row.update(worker_place())
         rows.append(row)
     st.evaluator.rows.clear()
     st.fast.fast_records.clear()
