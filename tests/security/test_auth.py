@@ -61,6 +61,14 @@ def test_every_route_needs_a_key_and_x_user_id_is_not_one(keyed):
 def test_a_user_cannot_read_or_stop_another_users_stream_even_naming_them(keyed):
     srv = keyed()
     with httpx.Client(timeout=30, base_url=srv.url) as c:
+
+        def listed(key: str) -> list[str]:
+            return [
+                s["id"] for s in c.get("/sessions", headers=dict(auth(key), **{"X-User-ID": "alice"})).json()["data"]
+            ]
+
+        # the lab is shared by this directory's tests: what BOB, CAROL and ALICE own already stays
+        before = {key: listed(key) for key in (BOB, CAROL, ALICE)}
         sid = new_session(c, ALICE)
         r = c.post(f"/knowledge-chat/{sid}", json={"query": Q}, headers=auth(ALICE))
         assert r.status_code == 200
@@ -81,12 +89,12 @@ def test_a_user_cannot_read_or_stop_another_users_stream_even_naming_them(keyed)
             ):
                 assert (resp.status_code, resp.json()) == (404, missing.json())
                 assert Q not in resp.text
-            assert c.get("/sessions", headers=h).json()["data"] == []
+            assert listed(key) == before[key] and sid not in before[key]
         mine = c.get(f"/sessions/{sid}", headers=auth(ALICE)).json()["data"]
         assert [m["role"] for m in mine["messages"]] == ["user", "assistant"] and mine["messages"][0]["content"] == Q
         r = c.get(f"/sessions/continue-stream/{sid}", params={"message_id": mid}, headers=auth(ALICE))
         assert r.status_code == 200 and parse_frames(iter(r.text.split("\n")))[-1].type == "complete"
-        assert [s["id"] for s in c.get("/sessions", headers=auth(ALICE)).json()["data"]] == [sid]
+        assert sorted(listed(ALICE)) == sorted([sid, *before[ALICE]])
         assert c.delete(f"/sessions/{sid}", headers=auth(ALICE)).json() == {"success": True}
         assert c.get(f"/sessions/{sid}", headers=auth(ALICE)).status_code == 404
 
