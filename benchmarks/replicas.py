@@ -100,14 +100,19 @@ class ServeReplica:
         raise RuntimeError(f"rag-lab serve on port {self.port} did not answer /health in {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        _stop(self.proc)
         self._log.close()
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """End a server process: SIGTERM, then SIGKILL when it has not exited within 15 s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def start_all(replicas: Sequence[ServeReplica]) -> None:
@@ -151,13 +156,7 @@ class MilvusLiteServer:
         raise RuntimeError(f"milvus_lite server did not listen on {self.port} in {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        _stop(self.proc)
         self._log.close()
 
 

@@ -66,3 +66,15 @@ def small_kb(tmp_path):
 @pytest.fixture
 def docs():
     return [dict(d) for d in DOCS]
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory):
+    """(uri, client): one Milvus Lite file shared by a test module's engines
+    (:func:`tests.retrieval.lite_engines.lite_engine`)."""
+    from pymilvus import MilvusClient
+
+    uri = str(tmp_path_factory.mktemp("milvus_lite") / "m.db")
+    client = MilvusClient(uri)
+    yield uri, client
+    client.close()

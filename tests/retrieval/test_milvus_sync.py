@@ -24,13 +24,13 @@ else:
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams  # noqa: E402
 from rag_lab.retrieval.milvus_engine import (  # noqa: E402
-    MilvusEngine,
     MilvusEngineError,
     MilvusSyncError,
     build_filter,
     literal,
 )
 from rag_lab.retrieval.milvus_sync import expected_row_ids  # noqa: E402
+from tests.retrieval.lite_engines import lite_engine as _engine  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -46,22 +46,6 @@ TEXTS = [
 
 def _docs(texts=TEXTS):
     return [{"id": f"d{i}", "title": f"doc {i}", "text": t} for i, t in enumerate(texts)]
-
-
-@pytest.fixture(scope="module")
-def lite(tmp_path_factory):
-    """(uri, client): one Milvus Lite server shared by the module's engines."""
-    from pymilvus import MilvusClient
-
-    uri = str(tmp_path_factory.mktemp("sync") / "m.db")
-    client = MilvusClient(uri)
-    yield uri, client
-    client.close()
-
-
-def _engine(ws, lite, prefix, **cfg):
-    uri, client = lite
-    return MilvusEngine(ws, {"uri": uri, "collection_prefix": prefix, **cfg}, client=client)
 
 
 def _milvus_ids(eng, kb) -> set[str]:

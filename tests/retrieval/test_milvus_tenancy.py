@@ -22,9 +22,10 @@ else:
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
 from rag_lab.retrieval.base import SearchParams  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher  # noqa: E402
-from rag_lab.retrieval.milvus_engine import MilvusEngine, MilvusEngineError, build_filter, literal  # noqa: E402
+from rag_lab.retrieval.milvus_engine import MilvusEngineError, build_filter, literal  # noqa: E402
 from rag_lab.retrieval.milvus_layout import space_of  # noqa: E402
 from rag_lab.retrieval.sharing import can_view  # noqa: E402
+from tests.retrieval.lite_engines import lite_engine as _engine  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -35,21 +36,6 @@ TENANCIES = ["partition_key", "collection_per_tenant", "filter"]
 
 def _docs(prefix: str, texts: list[str]) -> list[dict]:
     return [{"id": f"{prefix}{i}", "title": f"{prefix} {i}", "text": t} for i, t in enumerate(texts)]
-
-
-@pytest.fixture(scope="module")
-def lite(tmp_path_factory):
-    from pymilvus import MilvusClient
-
-    uri = str(tmp_path_factory.mktemp("tenancy") / "m.db")
-    client = MilvusClient(uri)
-    yield uri, client
-    client.close()
-
-
-def _engine(ws, lite, prefix, **cfg):
-    uri, client = lite
-    return MilvusEngine(ws, {"uri": uri, "collection_prefix": prefix, **cfg}, client=client)
 
 
 def _count(eng, name: str, kb) -> int:
