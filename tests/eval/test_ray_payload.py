@@ -5,6 +5,7 @@ trials' FailureConfig, and a cluster that cannot start (an error naming the caus
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 
 import pytest
@@ -124,3 +125,68 @@ def test_remote_cause_is_one_line_naming_the_workers_error():
         cause = KeyError("k")
 
     assert remote_cause(Wrapped("long traceback")) == "KeyError: 'k'"
+
+
+_TIMED_OUT = (
+    "The current node timed out during startup. This could happen because some of the raylet failed to "
+    "startup or the GCS has become overloaded."
+)
+
+
+@pytest.mark.parametrize("timeouts", [1, 2])
+def test_a_local_start_that_timed_out_is_tried_once_more_in_a_new_folder(monkeypatch, tmp_path, timeouts):
+    """Ray gives a new node a fixed 30 s to register; under load the first start can miss it. A
+    second start in a new session folder is tried; two timeouts raise, naming both."""
+    ray = pytest.importorskip("ray")
+    import tempfile
+
+    from rag_lab.eval.sweep.ray_cluster import LOCAL_START_ATTEMPTS, RayUnavailable, init_ray
+
+    assert LOCAL_START_ATTEMPTS == 2
+    real_mkdtemp = tempfile.mkdtemp
+    folders: list[str] = []
+    shutdowns: list[int] = []
+
+    def init(**kw):
+        folders.append(kw["_temp_dir"])
+        assert os.path.isdir(kw["_temp_dir"])
+        if len(folders) <= timeouts:
+            raise Exception(_TIMED_OUT)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: real_mkdtemp(dir=tmp_path, prefix=kw.get("prefix", "")))
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(1))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    if timeouts == 1:
+        conn = init_ray(None, 2)
+        assert conn.started and conn.temp_dir == folders[1] and os.path.isdir(folders[1])
+        assert len(folders) == 2 and folders[0] != folders[1] and not os.path.exists(folders[0])
+        assert len(shutdowns) == 1  # the half-started first cluster was shut down before the second try
+    else:
+        with pytest.raises(RayUnavailable) as info:
+            init_ray(None, 2)
+        text = str(info.value)
+        assert text.startswith("could not start a local Ray cluster (2 CPUs, 2 tries, session folder under")
+        assert text.count("Exception: The current node timed out during startup") == 2 and "; then " in text
+        assert len(folders) == 2 and not any(os.path.exists(p) for p in folders)
+
+
+def test_a_start_that_failed_otherwise_is_not_tried_again(monkeypatch, tmp_path):
+    ray = pytest.importorskip("ray")
+    import tempfile
+
+    from rag_lab.eval.sweep.ray_cluster import RayUnavailable, init_ray
+
+    calls: list[int] = []
+
+    def init(**kw):
+        calls.append(1)
+        raise OSError("No space left on device")
+
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: real_mkdtemp(dir=tmp_path, prefix=kw.get("prefix", "")))
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    with pytest.raises(RayUnavailable, match=r"\(2 CPUs, session folder under .*OSError: No space left on device"):
+        init_ray(None, 2)
+    assert calls == [1]

@@ -35,14 +35,15 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 WORDS = [f"Word{i} " for i in range(400)]
 
 
-def _history(client: httpx.Client, url: str, session_id: str, wait_s: float = 20.0) -> list[dict]:
-    """The session's messages on ``url`` once the assistant's is completed (its writer is done)."""
+def _history(client: httpx.Client, url: str, session_id: str, count: int = 2, wait_s: float = 20.0) -> list[dict]:
+    """The session's messages on ``url`` once it holds ``count`` of them, all completed (the last
+    answer's writer is done: the assistant message is saved after the stream's last frame)."""
     deadline = time.monotonic() + wait_s
     while True:
         r = client.get(f"{url}/sessions/{session_id}")
         assert r.status_code == 200, r.text
         messages = r.json()["data"]["messages"]
-        if len(messages) >= 2 and all(m["is_completed"] for m in messages) or time.monotonic() > deadline:
+        if len(messages) >= count and all(m["is_completed"] for m in messages) or time.monotonic() > deadline:
             return messages
         time.sleep(0.1)
 
@@ -136,9 +137,9 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
                 assert frames[-1].type == "complete"
                 # B never built an index of its own: it searched Milvus and read the rows from PostgreSQL
                 assert not (tmp_path / "b" / "indexes").exists() and not (tmp_path / "b" / "store.sqlite").exists()
-                history_a = _history(c, a.url, sid)
+                history_a = _history(c, a.url, sid, count=4)
                 assert [m["role"] for m in history_a] == ["user", "assistant", "user", "assistant"]
-                assert history_a == _history(c, b.url, sid)
+                assert history_a == _history(c, b.url, sid, count=4)
                 assert history_a[3]["content"].startswith("Built in 1874.")
                 # the sessions list is the same on both replicas
                 lists = [c.get(f"{x.url}/sessions").json()["data"] for x in (a, b)]

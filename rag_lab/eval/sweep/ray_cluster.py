@@ -192,17 +192,19 @@ def is_loopback_address(address: str | None) -> bool:
         return False
 
 
-def init_ray(ray_address: str | None, workers: int) -> RayConnection:
-    """Connect to / start Ray. A local cluster gets ``workers`` CPUs, a session folder of its own
-    under the system temp dir (Ray's default ``/tmp/ray`` is left alone) and listens on
-    ``127.0.0.1`` only. :class:`RayUnavailable` when it cannot start / be reached."""
-    import ray
+#: tries at starting a local cluster. Ray waits a fixed 30 s for the new node to register with its
+#: GCS and gives up with "timed out during startup"; on a loaded machine (its agents' Python start-up
+#: takes longer than that) a second try, in a new session folder, usually gets through
+LOCAL_START_ATTEMPTS = 2
+#: the part of Ray's message that says the node was too slow to register (worth another try)
+_STARTUP_TIMEOUT = "timed out during startup"
 
-    if ray.is_initialized():
-        return RayConnection(False, "already initialised")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if ray_address in (None, "", "local"):
+
+def _start_local(ray: Any, workers: int, common: dict[str, Any]) -> RayConnection:
+    """A local cluster of ``workers`` CPUs in a session folder of its own; a start that timed out
+    is tried again (:data:`LOCAL_START_ATTEMPTS`), any other failure raises at once."""
+    causes: list[str] = []
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         # short: Ray puts unix sockets under it (107-byte limit)
         tmp = tempfile.mkdtemp(prefix="rlray_", dir="/tmp" if os.path.isdir("/tmp") else None)
         scratch = os.path.join(tmp, "rag_lab")
@@ -221,11 +223,31 @@ def init_ray(ray_address: str | None, workers: int) -> RayConnection:
             with contextlib.suppress(Exception):
                 ray.shutdown()
             shutil.rmtree(tmp, ignore_errors=True)
+            causes.append(_cause(exc))
+            if _STARTUP_TIMEOUT in str(exc) and attempt < LOCAL_START_ATTEMPTS:
+                continue
+            tries = f"{attempt} tries, " if attempt > 1 else ""
             raise RayUnavailable(
-                f"could not start a local Ray cluster ({max(1, workers)} CPUs, session folder under {tmp}): "
-                f"{_cause(exc)}. Run the sweep without --ray, or start a cluster and pass --ray ADDRESS"
+                f"could not start a local Ray cluster ({max(1, workers)} CPUs, {tries}session folder under {tmp}): "
+                f"{'; then '.join(causes)}. Run the sweep without --ray, or start a cluster and pass --ray ADDRESS"
             ) from None
         return RayConnection(True, "local", tmp)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def init_ray(ray_address: str | None, workers: int) -> RayConnection:
+    """Connect to / start Ray. A local cluster gets ``workers`` CPUs, a session folder of its own
+    under the system temp dir (Ray's default ``/tmp/ray`` is left alone) and listens on
+    ``127.0.0.1`` only (a start that timed out is tried once more). :class:`RayUnavailable` when it
+    cannot start / be reached."""
+    import ray
+
+    if ray.is_initialized():
+        return RayConnection(False, "already initialised")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if ray_address in (None, "", "local"):
+        return _start_local(ray, workers, common)
     try:
         # a loopback address kept as given (Ray would rewrite 127.0.0.1 into the routable address and
         # wait minutes for a GCS that listens on loopback only)
