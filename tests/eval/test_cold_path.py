@@ -105,7 +105,7 @@ def test_cache_stats_and_clear_commands(tiny: tuple[Path, Any, str], tmp_path: P
     assert main(["--workspace", str(ws), "cache", "stats"]) == 0
     out = capsys.readouterr().out
     assert f"vector cache: {ws / 'vectors.sqlite'}: " in out and " MB of 1024.0 MB (" in out
-    assert "  all-MiniLM-L6-v2-int8|local: " in out
+    assert "  all-MiniLM-L6-v2-int8|local|code:" in out  # the model key, and the code that filed the vectors
     assert f"stage cache: {ws / 'stage_cache'}: 1 entries (search 1), 0.0 MB" in out
     assert main(["--workspace", str(ws), "cache", "clear", "--model", "other|key"]) == 0
     assert "removed 0 vectors of 'other|key'" in capsys.readouterr().out
@@ -133,7 +133,7 @@ def test_cache_warm_fills_the_cache_for_a_kb_ingested_without_it(tmp_path: Path,
     lab = Lab.from_config(workspace=tmp_path)
     chunks = lab.workspace.store.list_chunks(lab.workspace.get_kb("old").id)
     texts = [c.content for c in chunks]
-    cached = VectorCache(tmp_path / "vectors.sqlite").get_many(lab.embedder.model_key, texts)
+    cached = VectorCache(tmp_path / "vectors.sqlite").get_many(lab.embedder.store_key, texts)
     fresh = lab.embedder.inner.embedder.embed(texts)
     assert all(v is not None and np.array_equal(v.view(np.uint32), f.view(np.uint32)) for v, f in zip(cached, fresh))
     lab.ask(ds.queries[0].question, kb="old", snapshots=False, persist=False)

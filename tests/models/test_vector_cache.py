@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rag_lab.models import vector_cache as vc
-from rag_lab.models.embedding import CachedEmbedder
+from rag_lab.models.embedding import CachedEmbedder, vector_store_key
 from rag_lab.models.vector_cache import ROW_OVERHEAD, VectorCache
 
 
@@ -57,7 +57,60 @@ def test_a_model_key_change_misses_the_cache(tmp_path: Path) -> None:
     c = CachedEmbedder(CountingEmbedder("minilm|tok=1111"), store=store)
     c.embed(TEXTS)
     assert (c.store_hits, c.misses, c.embedder.embedded) == (len(TEXTS), 0, 0)
-    assert store.stats()["models"].keys() == {"minilm|tok=1111", "minilm|tok=2222"}
+    assert store.stats()["models"].keys() == {a.store_key, b.store_key}
+    assert a.store_key.startswith("minilm|tok=1111|code:") and b.store_key.startswith("minilm|tok=2222|code:")
+
+
+def _embedder_class_from(path: Path, body: str, monkeypatch) -> type:
+    import importlib.util
+    import sys
+
+    path.write_text(f"class FileEmbedder:\n    dimension = 8\n    model_key = 'file|local'\n{body}")
+    spec = importlib.util.spec_from_file_location("file_embedder", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "file_embedder", module)  # as an imported module is
+    spec.loader.exec_module(module)
+    return module.FileEmbedder
+
+
+def test_an_edit_of_the_embedding_code_or_an_upgrade_misses_the_store(tmp_path: Path, monkeypatch) -> None:
+    """The model key (the vector space, kept by KBs) survives code changes; a stored vector does
+    not: the store key carries a hash of the embedder class's source file and of the numeric
+    packages' versions, so edited code or another onnxruntime computes afresh."""
+    import importlib.metadata
+
+    from rag_lab.models import embedding
+
+    src = tmp_path / "file_embedder.py"
+    keys = []  # each key taken while its source is the file's (the source is read at first use)
+    for body in ("return texts", "return texts", "return list(texts)"):
+        emb = _embedder_class_from(src, f"    def embed(self, texts):\n        {body}\n", monkeypatch)()
+        assert emb.model_key == "file|local"
+        keys.append(vector_store_key(emb))
+    assert keys[0] == keys[1] and keys[2] != keys[0]  # the same source, the same key; an edit, another
+    assert keys[0].startswith("file|local|code:") and len(keys[0]) == len("file|local|code:") + 12
+
+    inner = CountingEmbedder("minilm|tok=1111")
+    before = vector_store_key(inner)
+    real = importlib.metadata.version
+    monkeypatch.setattr(embedding, "_code_tags", {})
+    monkeypatch.setattr(importlib.metadata, "version", lambda pkg: "99.0" if pkg == "onnxruntime" else real(pkg))
+    upgraded = vector_store_key(inner)
+    assert upgraded != before and upgraded.split("|code:")[0] == before.split("|code:")[0]
+    store = VectorCache(tmp_path / "v.sqlite")
+    store.put_many(before, TEXTS, CountingEmbedder("minilm|tok=1111").embed(TEXTS))
+    c = CachedEmbedder(inner, store=store)
+    c.embed(TEXTS)
+    assert (c.store_hits, c.misses) == (0, len(TEXTS))  # the old runtime's vectors are not served
+    assert store.stats()["models"].keys() == {before, upgraded}
+    assert store.clear("minilm|tok=1111") == 2 * len(TEXTS) and store.stats()["rows"] == 0  # both, by model key
+
+
+def test_another_max_length_is_another_minilm_model_key() -> None:
+    from rag_lab.models.embedding import DEFAULT_TOKENIZER_PATH, MINILM_MODEL_KEY, minilm_model_key
+
+    assert minilm_model_key(DEFAULT_TOKENIZER_PATH) == minilm_model_key(DEFAULT_TOKENIZER_PATH, 256) == MINILM_MODEL_KEY
+    assert minilm_model_key(DEFAULT_TOKENIZER_PATH, 128) == f"{MINILM_MODEL_KEY}|max_length:128"
 
 
 def test_warm_fills_the_store_only_with_what_is_missing(tmp_path: Path) -> None:
