@@ -375,6 +375,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.ray is not None or not args.quiet:
         print(choice, file=sys.stderr)
     holdout = None
+    fold_line = ""
+    if (args.fail_if_not_better or args.folds > 1) and args.holdout is None:
+        raise ValueError("--fail-if-not-better and --folds need --holdout")
     # what every runner takes alike
     common: dict[str, Any] = dict(
         ragas_metrics=metrics,
@@ -397,11 +400,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             from rag_lab.eval.runner import parse_suite_spec
 
             held = [parse_suite_spec(args.holdout)]
-        result, holdout = _run(
-            lambda: run_holdout(
-                lab, suites, spaces, args.objective, held, seed=args.seed, n_trials=args.optuna_trials, **common
+        if args.folds > 1 and not isinstance(held, float):
+            raise ValueError("--folds K needs --holdout F (a fraction): a held-out SPEC is one fixed split")
+        folds = []
+        for k in range(args.folds):
+            folds.append(
+                _run(
+                    lambda seed=args.seed + k: run_holdout(
+                        lab, suites, spaces, args.objective, held, seed=seed, n_trials=args.optuna_trials, **common
+                    )
+                )
             )
-        )
+        result, holdout = folds[0]
+        if args.folds > 1:
+            from rag_lab.eval.sweep.holdout import folds_summary
+
+            result.holdout = {**(result.holdout or {}), "folds": [ho.to_dict() for _, ho in folds]}
+            fold_line = folds_summary([ho for _, ho in folds])
     elif choice.kind == "ray":
         result = _run(
             lambda: run_sweep_on_ray(
@@ -436,8 +451,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     best = result.best()
     print(result.markdown(top=args.top))
     print(
-        f"best {args.objective} = {best[args.objective]:.4f} with "
-        + ", ".join(f"{k}={best[k]}" for k in result.param_names)
+        f"best {args.objective}{' on the tuning part' if holdout is not None else ''} = "
+        f"{best[args.objective]:.4f} with " + ", ".join(f"{k}={best[k]}" for k in result.param_names)
     )
     stats = dict(result.cache_stats)
     fast = stats.pop("fast_path", None)
@@ -451,6 +466,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     if holdout is not None:
         print(holdout.line())
+        if fold_line:
+            print(fold_line)
+        print(holdout.decision(args.name))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if track:
         from rag_lab.eval.tracking import log_sweep
@@ -465,6 +483,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             **target,
         )
         print(_logged(run_id, target))
+    if holdout is not None and args.fail_if_not_better and not holdout.applies:
+        return 1
     return 0
 
 
@@ -716,8 +736,22 @@ def add_eval_commands(subparsers: Any) -> None:
         default=None,
         metavar="F|SPEC",
         help="choose the best config on the other questions and report it on a seeded fraction F of each dataset's "
-        "questions (or on the dataset spec SPEC, e.g. NAME@50-100): held-out score, paired test against the "
-        "default config, optimism",
+        "questions (or on the dataset spec SPEC, e.g. NAME@50-100): held-out score against the default config, "
+        "CI, optimism and a verdict better | not better | worse; only 'better' writes the tuned params to "
+        "NAME_best.yaml (else it keeps the default and the tuned config goes to NAME_tuned.yaml)",
+    )
+    p.add_argument(
+        "--fail-if-not-better",
+        action="store_true",
+        help="with --holdout: exit 1 when the held-out verdict is not 'better'",
+    )
+    p.add_argument(
+        "--folds",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="with --holdout F: repeat the tune / held-out split with K seeds (--seed, --seed+1, …) and print the "
+        "spread of the verdict; the outputs are the first split's",
     )
     p.add_argument("--ray-workers", type=int, default=2, help="concurrent trials (CPUs of a local cluster)")
     p.add_argument(
@@ -758,7 +792,8 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument(
         "--allow-underpowered",
         action="store_true",
-        help="pass checks whose slice cannot detect a drop of the tolerance (verdict 'insufficient data')",
+        help="pass inconclusive checks (mean within the tolerance, a drop of it not ruled out); never a probable "
+        "regression (mean drop beyond the tolerance)",
     )
     p.add_argument(
         "--correction",

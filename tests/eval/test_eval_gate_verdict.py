@@ -193,7 +193,7 @@ def test_summary_markdown_is_appended_with_the_tiers(tmp_path: Path) -> None:
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("earlier step\n### rag_lab gate: FAILED\n\n**1 of ")
     assert text.count("FAILED") == 1  # the verdict once: the heading, then the counts
-    assert "#### Insufficient data (the slice cannot detect a drop of its tolerance): 1" in text
+    assert "#### Probable regressions (mean drop beyond the tolerance, not significant): 1" in text
     assert "| s | chrf | 0.5000 → 0.4600 | -0.0400 |" in text
     assert "#### Changed questions: 1 (worst first)" in text and "`s/q9`" in text
     assert "#### Regressions" not in text  # empty tiers are left out

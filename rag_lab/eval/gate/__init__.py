@@ -7,28 +7,34 @@ metric on every row. A damaged report is unusable input (exit 2) naming file, su
 field; it never reaches a comparison.
 
 **Metric checks.** For each suite and gated metric, the queries present in both reports are paired
-and ``d_q = current_q - baseline_q`` computed (differences under 1e-9 are float noise, 0). The
-one-sided paired test of a drop is a sign-flip permutation test of the mean difference (exact over
-all 2^n sign vectors up to n = 16, else ``n_resamples`` random flips from ``seed``, ``p = (1 + hits)
-/ (1 + n_resamples)``), or a paired bootstrap; both deterministic for a fixed seed. The p-values of
-every metric check of the gate are then adjusted together with **Holm's step-down correction**
-(``correction="holm"``; raw and adjusted p are both reported), so 40 checks at alpha 0.05 do not
-give 40 chances of a false alarm. Each check then gets one status, in this order:
+and ``d_q = current_q - baseline_q`` computed (differences under 1e-9 are float noise, 0; repeated
+judge scores enter as each question's mean, so their spread widens the interval; no question is
+ever left out). When some question moved, :func:`~.stats.paired_test` gives the check three
+one-sided p-values of the mean difference — a drop (``mean < 0``), a rise (``mean > 0``) and
+non-inferiority (``mean > -tolerance``: the data rule out a drop of the tolerance) — from a
+sign-flip permutation test (default) or a paired bootstrap (``scipy.stats``, deterministic for a
+fixed seed), and the percentile bootstrap interval of the mean. Each family of p-values is
+corrected across the gate's tested checks with **Holm's step-down correction**
+(``correction="holm"``; raw and adjusted p are both reported). Each check then gets one status, in
+this order:
 
 * ``nan``: the current mean is NaN, or a question whose value was finite in the baseline is NaN /
   failed now (compared question by question: a NaN that moves to another question fails too);
-* ``unchanged``: no question moved;
-* ``regression``: the mean dropped by more than the tolerance (default 0.02, per-metric overrides)
-  with an adjusted ``p < alpha`` (default 0.05);
-* ``improved``: the mean rose by more than the tolerance with an adjusted ``p < alpha`` (passes;
-  refresh the baseline to lock it in);
-* ``underpowered`` (verdict *insufficient data*): the mean fell but the slice cannot detect a drop
-  of its tolerance: fewer questions moved than the test needs to ever reach ``p < alpha``
-  (``min_queries``: 5 for the sign-flip test at 0.05, whatever n), or the minimum detectable effect
-  ``mde = (z_{1-alpha} + z_power) * SD / sqrt(n)`` (SD of the observed per-question changes; of
-  the baseline's values before anything moved) is above the tolerance. It **fails** unless
-  ``allow_underpowered``; the note says what to do (more questions, ``--fail-on-change``);
-* ``ok``: questions moved, nothing significant and the slice had the power to see it.
+* ``no_samples``: no question has a finite value in both reports (a judge that never answered in
+  either run): reported once with the judge and a reason, never as a regression (passes);
+* ``unchanged``: no question moved (passes);
+* ``regression``: the mean dropped by more than the tolerance (default 0.02, per-metric
+  overrides) and the drop is significant (adjusted ``p < alpha``, default 0.05);
+* ``probable_regression``: the mean dropped by more than the tolerance but not significantly. It
+  **fails**, and ``allow_underpowered`` never lets it pass: a slice too small to prove a large
+  drop is no evidence that there is none;
+* ``inconclusive``: the mean is within the tolerance but the non-inferiority test does not rule
+  out a drop of the tolerance (adjusted ``p >= alpha``). It **fails** unless
+  ``allow_underpowered``; the note says about how many questions with such changes would settle
+  it (:func:`~.stats.questions_to_settle`);
+* ``improved``: the mean rose by more than the tolerance with an adjusted rise ``p < alpha``
+  (passes; refresh the baseline to lock it in);
+* ``ok``: a drop of the tolerance is ruled out (passes).
 
 Every default metric present in the baseline is gated, saturated ones included: a metric at its
 ceiling can only fall, which is what a gate is for (it is marked ``saturated="ceiling"``), and one
@@ -38,8 +44,8 @@ the baseline has a pipeline / model error it did not have (errors compared per q
 
 Each check also carries the percentile bootstrap confidence interval of the mean difference
 (``ci_level``), the effect size (Cohen's d_z) and the counts of questions that moved, got worse
-and got better. The verdict groups the checks in tiers: regression, insufficient data,
-improvement, unchanged.
+and got better. The verdict groups the checks in tiers: regression, probable regression,
+inconclusive, improvement, pass.
 
 **Per-question changes.** Every question whose error, ranking, final contexts, answer or gated
 metric values differ (a metric turned NaN included) is listed, new failures first, then worst first
@@ -54,12 +60,12 @@ was made by another code version, other models or other dataset content
 
 :func:`run_gate` re-runs the baseline's own spec (suites, ks, ragas metrics, params) with the
 offline defaults in a fresh workspace, unless a current report is given. Exit codes of the CLI:
-0 pass, 1 regression / NaN / missing / errors / insufficient data / changes under
-``--fail-on-change``, 2 unusable input. :meth:`GateResult.to_json` (``gate.json``) holds the
+0 pass, 1 regression / probable regression / NaN / missing / errors / inconclusive / changes
+under ``--fail-on-change``, 2 unusable input. :meth:`GateResult.to_json` (``gate.json``) holds the
 verdict for other tools; :meth:`GateResult.summary_markdown` a short summary for CI pages.
 
 The package is split by responsibility: :mod:`.stats` (the paired tests, Holm, confidence
-interval, effect size and what a slice can detect), :mod:`.result` (policy, checks, per-question
+interval, effect size and the questions that would settle a check), :mod:`.result` (policy, checks, per-question
 changes and the verdict), :mod:`.render` (the table, Markdown, summary, HTML and JUnit views of a
 result), :mod:`.compare` (baseline vs current, suite by suite), :mod:`.provenance` (where a report
 comes from) and :mod:`.run` (re-running a baseline's spec and :func:`run_gate`).
@@ -67,7 +73,7 @@ comes from) and :mod:`.run` (re-running a baseline's spec and :func:`run_gate`).
 
 from __future__ import annotations
 
-from rag_lab.eval.gate.compare import changed_params, compare_reports, powered, query_changes
+from rag_lab.eval.gate.compare import changed_params, compare_reports, query_changes
 from rag_lab.eval.gate.result import (
     DEFAULT_GATE_METRICS,
     ERRORS_METRIC,
@@ -80,16 +86,7 @@ from rag_lab.eval.gate.result import (
     QueryChange,
 )
 from rag_lab.eval.gate.run import baseline_spec, evaluate_spec, parse_metric_tolerances, run_gate
-from rag_lab.eval.gate.stats import (
-    EXACT_PERMUTATION_MAX_N,
-    bootstrap_ci,
-    detectable_effect,
-    effect_size,
-    holm_adjust,
-    min_queries_to_detect,
-    paired_bootstrap_pvalue,
-    paired_permutation_pvalue,
-)
+from rag_lab.eval.gate.stats import PairedTest, effect_size, holm_adjust, paired_test, questions_to_settle
 
 __all__ = [
     "DEFAULT_GATE_METRICS",
@@ -100,20 +97,16 @@ __all__ = [
     "MetricCheck",
     "QueryChange",
     "TIER_ORDER",
-    "bootstrap_ci",
+    "PairedTest",
     "changed_params",
     "compare_reports",
-    "detectable_effect",
     "holm_adjust",
-    "min_queries_to_detect",
-    "paired_bootstrap_pvalue",
-    "paired_permutation_pvalue",
-    "powered",
+    "paired_test",
     "query_changes",
+    "questions_to_settle",
     "run_gate",
     # used by the CLI and the tests
     "ERRORS_METRIC",
-    "EXACT_PERMUTATION_MAX_N",
     "baseline_spec",
     "effect_size",
     "evaluate_spec",

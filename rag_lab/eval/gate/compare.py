@@ -1,6 +1,6 @@
 """Baseline vs current report: one :class:`~rag_lab.eval.gate.result.MetricCheck` per suite and
-gated metric (paired test with Holm's correction across checks, the power check, NaN and missing
-rules), the per-question error check of each suite, the questions that changed, and the params
+gated metric (paired tests with Holm's correction across checks, the interval decision, NaN and
+missing rules), the per-question error check of each suite, the questions that changed, and the params
 that differ."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 
 from rag_lab.eval.gate.provenance import provenance_warnings
 from rag_lab.eval.gate.result import (
+    ADJUSTED,
     DEFAULT_GATE_METRICS,
     ERRORS_METRIC,
     GateError,
@@ -22,13 +23,7 @@ from rag_lab.eval.gate.result import (
     MetricCheck,
     QueryChange,
 )
-from rag_lab.eval.gate.stats import (
-    bootstrap_ci,
-    detectable_effect,
-    effect_size,
-    holm_adjust,
-    min_queries_to_detect,
-)
+from rag_lab.eval.gate.stats import effect_size, holm_adjust, paired_test, questions_to_settle
 from rag_lab.eval.judge.repeats import suite_unstable
 from rag_lab.eval.metric_defs import metric as metric_info
 from rag_lab.eval.report import EvalReport, ReportError, SuiteResult, short_text, validate_report
@@ -42,11 +37,23 @@ def _missing_check(suite: str, metric: str, baseline: float, tol: float, note: s
     return MetricCheck(suite, metric, baseline, math.nan, math.nan, tol, math.nan, 0, 0, 0, "missing", note)
 
 
+def _judge_name(suites: Sequence[SuiteResult]) -> str:
+    models = [str((s.ragas.judge or {}).get("model") or "") for s in suites if s.ragas is not None]
+    return next((m for m in models if m), "")
+
+
+def _first_reason(suites: Sequence[SuiteResult], metric: str) -> str:
+    for s in suites:
+        for reason in ((s.ragas.reasons if s.ragas is not None else {}).get(metric) or {}).values():
+            if reason:
+                return short_text(str(reason), 120)
+    return ""
+
+
 def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolicy) -> tuple[MetricCheck, list[float]]:
-    """The check's numbers (paired differences, p-values, CI) and the values whose spread sets
-    its power: the observed per-question changes once questions moved, else (a priori) the
-    baseline's values. Power and status are set by :func:`_power` and :func:`_decide` once every
-    check's p-value is known (the correction spans all of them)."""
+    """The check's numbers and its paired differences (repeated judge scores enter as each
+    question's mean; no question is left out). The p-values are corrected and the status set by
+    :func:`_decide` once every check is measured (the correction spans all of them)."""
     tol = policy.tolerance_for(metric)
     bvals, cvals = base.values().get(metric), cur.values().get(metric)
     bmean = base.summary().get(metric, math.nan)
@@ -54,9 +61,6 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
         return _missing_check(base.name, metric, bmean, tol, "metric missing from the current run"), []
     cmean = cur.summary().get(metric, math.nan)
     unstable = list(dict.fromkeys(suite_unstable(base.ragas, metric, tol) + suite_unstable(cur.ragas, metric, tol)))
-    if unstable:  # judge noise wider than the tolerance: no evidence either way, left out of the test
-        bvals = {q: v for q, v in bvals.items() if q not in unstable}
-        cvals = {q: v for q, v in cvals.items() if q not in unstable}
     missing_q = [q for q in bvals if q not in cvals]
     gained_nan = [q for q in bvals if q in cvals and math.isfinite(bvals[q]) and not math.isfinite(cvals[q])]
     pairs = [(bvals[q], cvals[q]) for q in bvals if q in cvals and math.isfinite(bvals[q]) and math.isfinite(cvals[q])]
@@ -69,7 +73,7 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
         cmean,
         float(np.mean(diffs)) if diffs else math.nan,
         tol,
-        policy.pvalue(diffs) if diffs else math.nan,
+        math.nan,
         len(pairs),
         sum(1 for v in bvals.values() if not math.isfinite(v)),
         sum(1 for v in cvals.values() if not math.isfinite(v)),
@@ -81,66 +85,44 @@ def _measure(base: SuiteResult, cur: SuiteResult, metric: str, policy: GatePolic
         gained_nan=gained_nan,
         unstable=unstable,
     )
-    if unstable and not pairs:
-        check.status = "unstable"
-        check.allowed = policy.allow_underpowered
-        check.note = (
-            f"insufficient data: all {len(unstable)} scored question(s) are unstable (judge repeats spread > {tol:g}); "
-            "use a steadier judge or more repeats" + ("; allowed by --allow-underpowered" if check.allowed else "")
-        )
-        return check, []
-    if diffs:
-        check.ci_low, check.ci_high = bootstrap_ci(diffs, policy.ci_level, policy.n_resamples, policy.seed)
-    check.p_adjusted = check.p_value
-    check.p_up = policy.pvalue([-x for x in diffs]) if moved else math.nan
-    check.p_up_adjusted = check.p_up
     if missing_q:
         check.note = f"{len(missing_q)} baseline queries missing from the current run (e.g. {missing_q[0]})"
+    elif not pairs and not gained_nan:
+        check.status = "no_samples"
+        judge, reason = _judge_name([base, cur]), _first_reason([cur, base], metric)
+        extra = ", ".join(x for x in (f"judge {judge}" if judge else "", f"e.g. {reason}" if reason else "") if x)
+        side = "the baseline" if math.isfinite(cmean) else "the baseline and the current run"
+        check.note = f"no valid samples in {side}" + (f" ({extra})" if extra else "")
+    if moved:
+        t = paired_test(
+            diffs, tol, test=policy.test, level=policy.ci_level, n_resamples=policy.n_resamples, seed=policy.seed
+        )
+        check.p_value, check.p_up, check.p_ni = t.p_drop, t.p_up, t.p_ni
+        check.ci_low, check.ci_high = t.ci
+    elif diffs:
+        check.ci_low = check.ci_high = 0.0
     try:
         check.saturated = metric_info(metric).saturated(bmean, tol)
     except KeyError:
         check.saturated = ""
-    return check, diffs if moved else list(bvals.values())
+    return check, diffs
 
 
-def _unstable_note(c: MetricCheck) -> str:
-    if not c.unstable:
-        return ""
-    head = ", ".join(c.unstable[:5]) + (", …" if len(c.unstable) > 5 else "")
-    return (
-        f"{len(c.unstable)} unstable question(s) left out of the paired test (judge repeats spread > "
-        f"{c.tolerance:g}: {head})"
-    )
+def _decide(c: MetricCheck, diffs: Sequence[float], level: float, policy: GatePolicy) -> None:
+    """Set ``status`` and ``note`` from the corrected p-values (see the package docstring);
+    ``level`` is the level the smallest p must beat under the correction (the inconclusive
+    check's estimate of the questions that would settle it)."""
+    if c.status not in ("missing", "no_samples"):
+        _decide_status(c, diffs, level, policy)
+    if c.saturated == "ceiling" and c.status in ("ok", "unchanged"):
+        c.note = (c.note + "; " if c.note else "") + "at the ceiling: it cannot rise, gated against drops"
 
 
-def _power(c: MetricCheck, spread: Sequence[float], level: float, policy: GatePolicy) -> None:
-    """What the slice can detect at ``level`` (alpha, or alpha / m under Holm: the level the
-    smallest of m p-values must beat): ``min_queries`` and the minimum detectable effect."""
-    c.power_alpha = level
-    c.min_queries = min_queries_to_detect(c.n_pairs, level, policy.test)
-    c.mde = detectable_effect(spread, level, policy.power) if spread else math.nan
-
-
-def powered(c: MetricCheck) -> bool:
-    """The slice can detect a drop of the check's tolerance: enough questions moved for the test to
-    ever reach significance (``min_queries``) and the minimum detectable effect is within the
-    tolerance."""
-    return c.min_queries is not None and c.n_informative >= c.min_queries and c.mde <= c.tolerance
-
-
-def _decide(c: MetricCheck, policy: GatePolicy) -> None:
-    """Set ``status`` and ``note`` from the (adjusted) p-values: regression, NaN, insufficient
-    data (a fall the slice cannot tell from chance), improvement, ok or unchanged."""
-    if c.status in ("missing", "unstable"):
-        return
-    _decide_status(c, policy)
-    c.note = "; ".join(x for x in (_unstable_note(c), c.note) if x)
-
-
-def _decide_status(c: MetricCheck, policy: GatePolicy) -> None:
+def _decide_status(c: MetricCheck, diffs: Sequence[float], level: float, policy: GatePolicy) -> None:
     tol, alpha = c.tolerance, policy.alpha
     where = f"{c.n_worse} of {c.n_pairs} questions worse"
-    p_txt = f"p={c.p_value:.4g}" + (f", Holm {c.p_adjusted:.4g}" if policy.correction == "holm" else "")
+    holm = policy.correction == "holm"
+    ci = f"{round(policy.ci_level * 100):d}% CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}]"
     if not math.isfinite(c.current):
         c.status, c.note = "nan", "current mean is NaN (no valid sample)"
     elif c.gained_nan:
@@ -148,45 +130,47 @@ def _decide_status(c: MetricCheck, policy: GatePolicy) -> None:
         c.note = f"{len(c.gained_nan)} question(s) became NaN / failed (e.g. {c.gained_nan[0]}); NaN is a failure"
     elif c.n_informative == 0:
         c.status = "unchanged"
-    elif c.delta < -tol and c.p_adjusted < alpha:
-        c.status = "regression"
+    elif c.delta < -tol:
+        p_txt = f"p={c.p_value:.4g}" + (f", Holm {c.p_adjusted:.4g}" if holm else "")
+        if c.p_adjusted < alpha:
+            c.status = "regression"
+            c.note = f"mean dropped by {-c.delta:.4f} > tolerance {tol:g}, {ci} (paired {policy.test} {p_txt} < {alpha:g}; {where})"
+        else:
+            c.status = "probable_regression"
+            c.note = (
+                f"mean dropped by {-c.delta:.4f} > tolerance {tol:g}, {ci}, not significant ({p_txt}; {where}): "
+                "a drop this large fails whatever the slice's size"
+            )
+    elif c.p_ni_adjusted >= alpha:
+        c.status = "inconclusive"
+        c.allowed = policy.allow_underpowered
+        c.n_needed = questions_to_settle(diffs, tol, level, policy.power, policy.test)
+        p_txt = f"p={c.p_ni:.4g}" + (f", Holm {c.p_ni_adjusted:.4g}" if holm else "")
+        need = (
+            f"about {c.n_needed} questions with changes like these would settle it"
+            if c.n_needed is not None
+            else "no number of questions would rule it out"
+        )
         c.note = (
-            f"mean dropped by {-c.delta:.4f} > tolerance {tol:g} (paired {policy.test} {p_txt} < {alpha:g}; {where})"
+            f"inconclusive: mean {c.delta:+.4f} is within the tolerance {tol:g} but {ci} does not rule out a "
+            f"drop of {tol:g} (non-inferiority {p_txt} >= {alpha:g}; {where}); {need} ({c.n_pairs} now)"
+            + ("; allowed by --allow-underpowered" if c.allowed else "; --allow-underpowered lets it pass")
         )
     elif c.delta > tol and c.p_up_adjusted < alpha:
         c.status = "improved"
-        c.note = f"mean rose by {c.delta:.4f} (p={c.p_up:.4g}); refresh the baseline to keep it"
-    elif c.delta < 0 and not powered(c):
-        c.status = "underpowered"
-        c.allowed = policy.allow_underpowered
-        lvl = f"{c.power_alpha:.3g}" + (" (alpha / checks, Holm)" if c.power_alpha < alpha else "")
-        why = []
-        if c.min_queries is None:
-            why.append(f"{c.n_pairs} questions can never reach p < {lvl}")
-        elif c.n_informative < c.min_queries:
-            why.append(f"{c.n_informative} moved where the test needs >= {c.min_queries} to reach p < {lvl}")
-        if not c.mde <= tol:
-            why.append(f"it detects only drops >= {c.mde:.4f} (mde at {lvl}, power {policy.power:g})")
-        c.note = (
-            f"insufficient data: mean fell by {-c.delta:.4f} ({where}, {p_txt}) but this slice cannot detect a "
-            f"drop of {tol:g}: {'; '.join(why)}. Evaluate more questions, gate with --fail-on-change "
-            "(deterministic pipelines)"
-            + (", or pass --allow-underpowered" if not c.allowed else "; allowed by --allow-underpowered")
-        )
+        c.note = f"mean rose by {c.delta:.4f}, {ci} (p={c.p_up_adjusted:.4g}); refresh the baseline to keep it"
     else:
         c.status = "ok"
-    if c.saturated == "ceiling" and c.status in ("ok", "unchanged"):
-        c.note = (c.note + "; " if c.note else "") + "at the ceiling: it cannot rise, gated against drops"
 
 
 def _adjust(checks: Sequence[MetricCheck], policy: GatePolicy) -> None:
-    """Holm across every metric check of the gate: the drop p-values, and apart the rise ones."""
-    if policy.correction != "holm":
-        return
-    for attr, out in (("p_value", "p_adjusted"), ("p_up", "p_up_adjusted")):
-        adj = holm_adjust([getattr(c, attr) for c in checks])
+    """Holm across the gate's tested checks, each family apart: the drop, rise and
+    non-inferiority p-values (without correction, adjusted = raw)."""
+    for attr in ("p_value", "p_up", "p_ni"):
+        raw = [getattr(c, attr) for c in checks]
+        adj = holm_adjust(raw) if policy.correction == "holm" else raw
         for c, a in zip(checks, adj):
-            setattr(c, out, a)
+            setattr(c, ADJUSTED[attr], a)
 
 
 def _errors_check(base: SuiteResult, cur: SuiteResult) -> MetricCheck:
@@ -318,7 +302,7 @@ def compare_reports(
             )
         )
     checks: list[MetricCheck] = []
-    spread: dict[int, list[float]] = {}  # check index -> the values whose spread sets its power
+    diffs_of: dict[int, list[float]] = {}  # check index -> its paired differences
     changes: list[QueryChange] = []
     cur_by_name = {s.name: s for s in current.suites}
     for base in baseline.suites:
@@ -346,20 +330,18 @@ def compare_reports(
             ]
             continue
         for m in gated:
-            check, spread[len(checks)] = _measure(base, cur, m, pol)
+            check, diffs_of[len(checks)] = _measure(base, cur, m, pol)
             checks.append(check)
         checks.append(_errors_check(base, cur))
         changes += query_changes(base, cur, gated)
     if not checks:
         raise GateError("nothing to gate: the baseline has no suites / gated metrics")
-    measured = [
-        i for i, c in enumerate(checks) if c.metric != ERRORS_METRIC and c.status not in ("missing", "unstable")
-    ]
-    _adjust([checks[i] for i in measured], pol)
-    level = pol.alpha / len(measured) if pol.correction == "holm" and measured else pol.alpha
+    measured = [i for i, c in enumerate(checks) if c.metric != ERRORS_METRIC and c.status != "missing"]
+    tested = [checks[i] for i in measured if math.isfinite(checks[i].p_value)]
+    _adjust(tested, pol)
+    level = pol.alpha / len(tested) if pol.correction == "holm" and tested else pol.alpha
     for i in measured:
-        _power(checks[i], spread[i], level, pol)
-        _decide(checks[i], pol)
+        _decide(checks[i], diffs_of[i], level, pol)
     changes.sort(key=_change_order)
     warnings = provenance_warnings(baseline, current, pol.max_age_days, now)
     warnings += unreviewed_warnings(baseline.meta, current.meta, pol.allow_unreviewed)

@@ -27,7 +27,7 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
         "tol",
         "p",
         "p adj",
-        "mde",
+        "p NI adj",
         "moved",
         "NaN b/c",
         "status",
@@ -45,7 +45,7 @@ def gate_table(res: GateResult, max_changes: int = 10) -> str:
                 _f(c.tolerance),
                 _f(c.p_value),
                 _f(c.p_adjusted),
-                _f(c.mde),
+                _f(c.p_ni_adjusted),
                 f"{c.n_informative}/{c.n_pairs}",
                 f"{c.bad_baseline}/{c.bad_current}",
                 _status(c),
@@ -89,7 +89,7 @@ def gate_junit(res: GateResult) -> str:
             tc = ET.SubElement(ts, "testcase", classname=f"rag_lab.gate.{suite}", name=c.metric)
             ET.SubElement(tc, "system-out").text = (
                 f"baseline={_f(c.baseline)} current={_f(c.current)} delta={_f(c.delta, True)} ci={_ci(c)} "
-                f"tol={_f(c.tolerance)} p={_f(c.p_value)} p_adj={_f(c.p_adjusted)} mde={_f(c.mde)} "
+                f"tol={_f(c.tolerance)} p={_f(c.p_value)} p_adj={_f(c.p_adjusted)} p_ni_adj={_f(c.p_ni_adjusted)} "
                 f"moved={c.n_informative}/{c.n_pairs} status={c.status} tier={c.tier}"
             )
             if c.failed:
@@ -110,15 +110,15 @@ def gate_markdown(res: GateResult, max_changes: int = 200) -> str:
         *([""] if res.warnings or res.unstable_count() else []),
         res.params_line(),
         "",
-        f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | p adj | d_z | mde | moved "
+        f"| suite | metric | family | baseline | current | delta | {lvl} | tol | p | p adj | p NI adj | d_z | moved "
         "| worse/better | NaN b/c | status |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in res.checks:
         lines.append(
             f"| {c.suite} | {c.metric} | {c.family} | {_f(c.baseline)} | {_f(c.current)} | {_f(c.delta, True)} | "
-            f"{_ci(c)} | {_f(c.tolerance)} | {_f(c.p_value)} | {_f(c.p_adjusted)} | {_f(c.effect_size, True)} | "
-            f"{_f(c.mde)} | {c.n_informative}/{c.n_pairs} | {c.n_worse}/{c.n_better} | "
+            f"{_ci(c)} | {_f(c.tolerance)} | {_f(c.p_value)} | {_f(c.p_adjusted)} | {_f(c.p_ni_adjusted)} | "
+            f"{_f(c.effect_size, True)} | {c.n_informative}/{c.n_pairs} | {c.n_worse}/{c.n_better} | "
             f"{c.bad_baseline}/{c.bad_current} | {'**' + _status(c) + '**' if c.failed else _status(c)} |"
         )
     notes = [f"- {c.suite} {c.metric}: {md_cell(c.note)}" for c in res.checks if c.note]
@@ -154,8 +154,8 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
         *[f"<p class='bad'>warning: {e(w)}</p>" for w in res.warnings],
         f"<p>{e(res.params_line())}</p>",
         "<table class='sortable'><thead><tr><th>suite</th><th>metric</th><th>family</th><th>baseline</th>"
-        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>p adj</th><th>d_z</th><th>mde</th>"
-        "<th>min questions</th><th>moved</th><th>pairs</th><th>worse</th><th>better</th><th>tier</th><th>status</th>"
+        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>p adj</th><th>p NI adj</th><th>d_z</th>"
+        "<th>questions to settle</th><th>moved</th><th>pairs</th><th>worse</th><th>better</th><th>tier</th><th>status</th>"
         "<th>note</th></tr></thead><tbody>",
     ]
 
@@ -168,7 +168,7 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
         parts.append(
             f"<tr{cls}><td>{e(c.suite)}</td><td>{e(c.metric)}</td><td>{e(c.family)}</td>{td(c.baseline)}"
             f"{td(c.current)}{td(c.delta, True)}<td>{e(_ci(c))}</td>{td(c.p_value)}{td(c.p_adjusted)}"
-            f"{td(c.effect_size, True)}{td(c.mde)}<td>{c.min_queries if c.min_queries is not None else '-'}</td>"
+            f"{td(c.p_ni_adjusted)}{td(c.effect_size, True)}<td>{c.n_needed if c.n_needed is not None else '-'}</td>"
             f"<td>{c.n_informative}</td><td>{c.n_pairs}</td><td>{c.n_worse}</td><td>{c.n_better}</td>"
             f"<td>{e(c.tier)}</td><td>{e(_status(c))}</td><td>{e(c.note)}</td></tr>"
         )
@@ -198,8 +198,8 @@ def gate_html(res: GateResult, max_changes: int = 500) -> str:
 
 
 def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
-    """The verdict first, then one table per tier that needs reading (regressions, insufficient
-    data, improvements; the unchanged ones counted), the worst changed questions and the warnings:
+    """The verdict first, then one table per tier that needs reading (regressions, probable
+    regressions, inconclusive checks, improvements; the passed ones counted), the worst changed questions and the warnings:
     short enough for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment."""
     mark = "PASSED" if res.passed else "FAILED"
     verdict = res.verdict()
@@ -208,7 +208,8 @@ def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
     tiers = res.tiers()
     heads = {
         "regression": "Regressions",
-        "insufficient data": "Insufficient data (the slice cannot detect a drop of its tolerance)",
+        "probable regression": "Probable regressions (mean drop beyond the tolerance, not significant)",
+        "inconclusive": "Inconclusive (within the tolerance, but a drop of it is not ruled out)",
         "improvement": "Improvements",
     }
     for tier, title in heads.items():
@@ -229,7 +230,9 @@ def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
         if len(checks) > max_items:
             lines.append(f"\n… {len(checks) - max_items} more in gate.md")
         lines.append("")
-    lines.append(f"{len(tiers['unchanged'])} checks unchanged or within the tolerance; {res.params_line()}.")
+    lines.append(
+        f"{len(tiers['pass'])} checks passed (unchanged, or a drop of the tolerance ruled out); {res.params_line()}."
+    )
     if res.changes:
         lines += ["", f"#### Changed questions: {len(res.changes)} (worst first)", ""]
         for ch in res.changes[:max_items]:
@@ -245,21 +248,21 @@ def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:
 
 
 def unstable_lines(res: GateResult) -> list[str]:
-    """One line per judge metric check that left unstable questions out of its paired test."""
+    """One line per judge metric check with questions whose repeats spread wider than the tolerance."""
     out = []
     for c in res.checks:
         if c.unstable:
             head = ", ".join(c.unstable[:10]) + (", …" if len(c.unstable) > 10 else "")
             out.append(
                 f"unstable: {c.suite}/{c.metric}: {len(c.unstable)} question(s) whose judge repeats spread > "
-                f"{c.tolerance:g} left out of the paired test ({head})"
+                f"{c.tolerance:g}, in the paired test as their means ({head})"
             )
     return out
 
 
 def _status(c: MetricCheck) -> str:
-    word = "insufficient data" if c.status in ("underpowered", "unstable") else c.status
-    if c.status in ("underpowered", "unstable") and c.allowed:
+    word = c.status.replace("_", " ")
+    if c.status == "inconclusive" and c.allowed:
         return word + " (allowed)"
     return word.upper() if c.failed else word
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rag_lab.eval.gate.changes import QueryChange
 from rag_lab.eval.gate.render import gate_html, gate_junit, gate_markdown, gate_summary_markdown, gate_table
-from rag_lab.eval.gate.stats import paired_bootstrap_pvalue, paired_permutation_pvalue
+from rag_lab.eval.gate.stats import TESTS
 from rag_lab.eval.metric_defs import GATE_TOLERANCE, metric_families
 from rag_lab.eval.report import EvalReport
 
@@ -40,9 +40,10 @@ class GatePolicy:
     seed: int = 0
     fail_on_change: bool = False  # deterministic setups: any changed question fails the gate
     ci_level: float = 0.95
-    #: a check whose slice cannot detect a drop of its tolerance passes only when allowed
+    #: an inconclusive check (mean within the tolerance, interval not ruling out a drop of it) passes
+    #: only when allowed; a probable regression never does
     allow_underpowered: bool = False
-    power: float = 0.8  # the power of the minimum detectable effect
+    power: float = 0.8  # the power at which an inconclusive check's questions_to_settle is estimated
     correction: str = "holm"  # "holm" (across every metric check of the gate) | "none"
     #: warn when the baseline is older than this many days (0: never)
     max_age_days: float = 90.0
@@ -50,7 +51,7 @@ class GatePolicy:
     allow_unreviewed: bool = False
 
     def __post_init__(self) -> None:
-        if self.test not in ("permutation", "bootstrap"):
+        if self.test not in TESTS:
             raise GateError(f"test={self.test!r}: use 'permutation' or 'bootstrap'")
         if self.correction not in ("holm", "none"):
             raise GateError(f"correction={self.correction!r}: use 'holm' or 'none'")
@@ -70,10 +71,6 @@ class GatePolicy:
 
     def tolerance_for(self, metric: str) -> float:
         return float(self.tolerances.get(metric, self.tolerance))
-
-    def pvalue(self, diffs: Sequence[float]) -> float:
-        fn = paired_permutation_pvalue if self.test == "permutation" else paired_bootstrap_pvalue
-        return fn(diffs, self.n_resamples, self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,13 +97,16 @@ TIERS: dict[str, str] = {
     "nan": "regression",
     "missing": "regression",
     "errors": "regression",
-    "underpowered": "insufficient data",
-    "unstable": "insufficient data",
+    "probable_regression": "probable regression",
+    "inconclusive": "inconclusive",
     "improved": "improvement",
-    "ok": "unchanged",
-    "unchanged": "unchanged",
+    "ok": "pass",
+    "unchanged": "pass",
+    "no_samples": "pass",
 }
-TIER_ORDER: tuple[str, ...] = ("regression", "insufficient data", "improvement", "unchanged")
+TIER_ORDER: tuple[str, ...] = ("regression", "probable regression", "inconclusive", "improvement", "pass")
+#: p-value attribute -> its corrected attribute
+ADJUSTED: dict[str, str] = {"p_value": "p_adjusted", "p_up": "p_up_adjusted", "p_ni": "p_ni_adjusted"}
 
 
 @dataclass
@@ -121,26 +121,28 @@ class MetricCheck:
     n_pairs: int
     bad_baseline: int  # NaN / failed samples
     bad_current: int
-    #: "regression" | "nan" | "missing" | "errors" (tier regression), "underpowered" (insufficient
-    #: data), "improved", "ok" (changes, none significant) | "unchanged" (no question moved)
+    #: "regression" | "nan" | "missing" | "errors" (tier regression), "probable_regression",
+    #: "inconclusive", "improved", "ok" (moved, within the tolerance) | "unchanged" (no question
+    #: moved) | "no_samples" (no finite value to pair: NaN on both sides)
     status: str
     note: str = ""
     ci_low: float = math.nan
     ci_high: float = math.nan
     effect_size: float = math.nan
-    mde: float = math.nan
-    min_queries: int | None = None
     n_worse: int = 0
     n_better: int = 0
     p_adjusted: float = math.nan  # Holm-adjusted one-sided p of a drop (= p without correction)
     p_up: float = math.nan  # one-sided p of a rise (improvement), and adjusted
     p_up_adjusted: float = math.nan
+    p_ni: float = math.nan  # non-inferiority: one-sided p of "mean > -tolerance", and adjusted
+    p_ni_adjusted: float = math.nan
     n_informative: int = 0  # questions whose value moved (non-zero paired differences)
+    #: an inconclusive check: about how many questions would settle it (None: none would)
+    n_needed: int | None = None
     saturated: str = ""  # "ceiling" (cannot rise: gated against drops) | "floor" (cannot fall) | ""
-    allowed: bool = False  # an underpowered check let through by --allow-underpowered
-    power_alpha: float = math.nan  # the level mde and min_queries are computed at
+    allowed: bool = False  # an inconclusive check let through by --allow-underpowered
     gained_nan: list[str] = field(default_factory=list)  # questions finite in the baseline, NaN now
-    #: questions whose judge repeats are unstable (:mod:`rag_lab.eval.judge.repeats`): left out of the test
+    #: questions whose judge repeats spread wider than the tolerance (in the test as their means)
     unstable: list[str] = field(default_factory=list)
 
     @property
@@ -149,9 +151,9 @@ class MetricCheck:
 
     @property
     def failed(self) -> bool:
-        if self.status in ("underpowered", "unstable"):
+        if self.status == "inconclusive":
             return not self.allowed
-        return self.tier == "regression"
+        return self.tier in ("regression", "probable regression")
 
     @property
     def family(self) -> str:
@@ -170,9 +172,9 @@ class MetricCheck:
             "p_adjusted": _num(self.p_adjusted),
             "effect_size": _num(self.effect_size),
             "tolerance": self.tolerance,
-            "mde": _num(self.mde),
-            "min_queries": self.min_queries,
-            "power_alpha": _num(self.power_alpha),
+            "p_ni": _num(self.p_ni),
+            "p_ni_adjusted": _num(self.p_ni_adjusted),
+            "n_needed": self.n_needed,
             "n_pairs": self.n_pairs,
             "n_worse": self.n_worse,
             "n_better": self.n_better,
@@ -190,7 +192,7 @@ class MetricCheck:
 
 
 def _status_word(status: str) -> str:
-    return "insufficient data" if status == "underpowered" else status
+    return status.replace("_", " ")
 
 
 def _num(v: Any) -> Any:
@@ -211,7 +213,7 @@ class GateResult:
     unreviewed: dict[str, int] = field(default_factory=dict)
 
     def unstable_count(self) -> int:
-        """Questions left out of some judge metric's paired test because their repeats are unstable."""
+        """Questions whose judge repeats spread wider than the tolerance, over every check."""
         return sum(len(c.unstable) for c in self.checks)
 
     @property
@@ -226,20 +228,20 @@ class GateResult:
         return out
 
     def tier_line(self) -> str:
-        """``2 regressions, 1 insufficient data, 0 improvements, 40 unchanged``."""
+        """``2 regressions, 0 probable regressions, 1 inconclusive, 0 improvements, 40 passed``."""
         t = self.tiers()
-        n_reg, n_low, n_up, n_same = (len(t[k]) for k in TIER_ORDER)
-        allowed = sum(1 for c in t["insufficient data"] if c.allowed)
-        low = f"{n_low} insufficient data" + (f" ({allowed} allowed)" if allowed else "")
+        n_reg, n_prob, n_inc, n_up, n_pass = (len(t[k]) for k in TIER_ORDER)
+        allowed = sum(1 for c in t["inconclusive"] if c.allowed)
+        inc = f"{n_inc} inconclusive" + (f" ({allowed} allowed)" if allowed else "")
         return (
-            f"{n_reg} regression{'s' if n_reg != 1 else ''}, {low}, "
-            f"{n_up} improvement{'s' if n_up != 1 else ''}, {n_same} unchanged"
+            f"{n_reg} regression{'s' if n_reg != 1 else ''}, {n_prob} probable regression{'s' if n_prob != 1 else ''}, "
+            f"{inc}, {n_up} improvement{'s' if n_up != 1 else ''}, {n_pass} passed"
         )
 
     def test_line(self) -> str:
         pol = self.policy
-        m = sum(1 for c in self.checks if c.metric != ERRORS_METRIC and c.n_pairs)
-        corr = f"Holm over {m} metric checks" if pol.correction == "holm" else "no correction"
+        m = sum(1 for c in self.checks if c.metric != ERRORS_METRIC and math.isfinite(c.p_value))
+        corr = f"Holm over {m} tested checks" if pol.correction == "holm" else "no correction"
         return f"test={pol.test}, alpha={pol.alpha:g}, {corr}"
 
     @property

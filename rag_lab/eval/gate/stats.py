@@ -1,17 +1,45 @@
-"""Paired tests of the regression gate: sign-flip permutation and bootstrap p-values of a mean
-difference, its bootstrap confidence interval, Cohen's d_z, and what a slice of ``n`` questions
-can detect (:func:`min_queries_to_detect`, :func:`detectable_effect`)."""
+"""The paired statistics of the regression gate and of the held-out check, on ``scipy.stats``.
+
+For the per-question differences ``d = current - baseline`` of one check, :func:`paired_test`
+gives three one-sided p-values of the mean difference and its confidence interval:
+
+* ``p_drop``: H0 ``mean(d) >= 0`` against a drop;
+* ``p_up``: H0 ``mean(d) <= 0`` against a rise;
+* ``p_ni`` (non-inferiority): H0 ``mean(d) <= -tolerance``, i.e. the data rule out a drop of the
+  tolerance when it is small. It is the test of ``d + tolerance`` against a rise.
+
+``test="permutation"`` is the sign-flip permutation test (``scipy.stats.permutation_test`` with
+``permutation_type="samples"`` on one sample: exact over the ``2^n`` sign vectors while they
+number at most ``n_resamples``, else ``n_resamples`` random flips from ``seed`` and ``p = (1 +
+hits) / (1 + n_resamples)``); ``test="bootstrap"`` reads all three from one percentile bootstrap
+of the mean (``scipy.stats.bootstrap``): the share of resampled means on the wrong side of the
+bound, with the same +1 correction. The interval is the percentile bootstrap interval in both cases.
+
+:func:`holm_adjust` corrects a family of p-values (Holm's step-down), and
+:func:`questions_to_settle` says how many questions an inconclusive check would need.
+"""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+from scipy import stats
 
-EXACT_PERMUTATION_MAX_N = 16
+TESTS = ("permutation", "bootstrap")
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """The one-sided p-values and the confidence interval of ``mean(d)`` (see the module doc)."""
+
+    p_drop: float
+    p_up: float
+    p_ni: float
+    ci: tuple[float, float]
 
 
 def _diffs(diffs: Sequence[float]) -> np.ndarray:
@@ -21,68 +49,68 @@ def _diffs(diffs: Sequence[float]) -> np.ndarray:
     return d
 
 
-def paired_permutation_pvalue(diffs: Sequence[float], n_resamples: int = 10_000, seed: int = 0) -> float:
-    """One-sided p-value of ``mean(diffs) < 0`` under sign symmetry (sign-flip permutation test).
+def _sign_flip(d: np.ndarray, alternative: str, n_resamples: int, seed: int) -> float:
+    if d.size == 1:  # scipy wants two observations: the two sign vectors of one, exactly
+        null = np.array([abs(d[0]), -abs(d[0])])
+        return float(np.mean(null <= d[0] if alternative == "less" else null >= d[0]))
+    res = stats.permutation_test(
+        (d,),
+        np.mean,
+        permutation_type="samples",
+        alternative=alternative,
+        n_resamples=n_resamples,
+        vectorized=True,
+        rng=seed,
+    )
+    return float(res.pvalue)
 
-    ``p = P(mean of randomly signed diffs <= observed mean)``; exact enumeration for n <= 16,
-    else ``(1 + hits) / (1 + n_resamples)`` with a ``numpy`` generator seeded by ``seed``.
-    Returns 1.0 for no pairs.
+
+def _bootstrap_means(
+    d: np.ndarray, level: float, n_resamples: int, seed: int
+) -> tuple[np.ndarray, tuple[float, float]]:
+    if d.size < 2:  # one question: every resample is that question
+        return np.full(n_resamples, d[0]), (float(d[0]), float(d[0]))
+    res = stats.bootstrap(
+        (d,), np.mean, n_resamples=n_resamples, confidence_level=level, method="percentile", rng=seed, vectorized=True
+    )
+    ci = res.confidence_interval
+    return np.asarray(res.bootstrap_distribution), (float(ci.low), float(ci.high))
+
+
+def paired_test(
+    diffs: Sequence[float],
+    tolerance: float = 0.0,
+    *,
+    test: str = "permutation",
+    level: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> PairedTest:
+    """:class:`PairedTest` of the paired differences ``diffs`` (finite; at least one).
+
+    >>> t = paired_test([-1.0, -1.0, -1.0], 0.02)
+    >>> t.p_drop, t.p_up, t.ci  # the 8 sign vectors: only the observed one is as low
+    (0.125, 1.0, (-1.0, -1.0))
     """
-    d = _diffs(diffs)
-    n = d.size
-    if n == 0:
-        return 1.0
-    observed = d.mean()
-    eps = 1e-12 * max(1.0, float(np.abs(d).max()))
-    if n <= EXACT_PERMUTATION_MAX_N:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
-        means = signs @ np.abs(d) / n
-        return float(np.mean(means <= observed + eps))
-    rng = np.random.default_rng(seed)
-    hits = 0
-    done = 0
-    while done < n_resamples:
-        b = min(2000, n_resamples - done)
-        signs = rng.choice((-1.0, 1.0), size=(b, n))
-        hits += int(np.sum(signs @ np.abs(d) / n <= observed + eps))
-        done += b
-    return (1 + hits) / (1 + n_resamples)
-
-
-def _bootstrap_means(d: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_resamples)
-    done = 0
-    while done < n_resamples:
-        b = min(2000, n_resamples - done)
-        out[done : done + b] = d[rng.integers(0, d.size, size=(b, d.size))].mean(axis=1)
-        done += b
-    return out
-
-
-def paired_bootstrap_pvalue(diffs: Sequence[float], n_resamples: int = 10_000, seed: int = 0) -> float:
-    """One-sided bootstrap p-value of ``mean(diffs) < 0``: the share of resampled means (queries
-    drawn with replacement) that are ``>= 0``, with the +1 correction. 1.0 for no pairs or all 0."""
-    d = _diffs(diffs)
-    if d.size == 0 or not np.any(d):
-        return 1.0
-    hits = int(np.sum(_bootstrap_means(d, n_resamples, seed) >= 0))
-    return (1 + hits) / (1 + n_resamples)
-
-
-def bootstrap_ci(
-    diffs: Sequence[float], level: float = 0.95, n_resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``mean(diffs)`` (queries resampled with
-    replacement). ``(0, 0)`` when every difference is 0, ``(nan, nan)`` for no pairs."""
+    if test not in TESTS:
+        raise ValueError(f"test={test!r}: use 'permutation' or 'bootstrap'")
     d = _diffs(diffs)
     if d.size == 0:
-        return (math.nan, math.nan)
-    if not np.any(d):
-        return (0.0, 0.0)
-    means = _bootstrap_means(d, n_resamples, seed)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return (float(lo), float(hi))
+        raise ValueError("paired test of no pairs")
+    means, ci = _bootstrap_means(d, level, n_resamples, seed)
+    if test == "bootstrap":
+        b = means.size + 1
+
+        def share(hits: np.ndarray) -> float:
+            return float((1 + np.count_nonzero(hits)) / b)
+
+        return PairedTest(share(means >= 0), share(means <= 0), share(means <= -tolerance), ci)
+    return PairedTest(
+        _sign_flip(d, "less", n_resamples, seed),
+        _sign_flip(d, "greater", n_resamples, seed),
+        _sign_flip(d + tolerance, "greater", n_resamples, seed),
+        ci,
+    )
 
 
 def effect_size(diffs: Sequence[float]) -> float:
@@ -97,29 +125,27 @@ def effect_size(diffs: Sequence[float]) -> float:
     return float(d.mean() / sd) if sd > 0 else math.nan
 
 
-def min_queries_to_detect(n: int, alpha: float = 0.05, test: str = "permutation") -> int | None:
-    """The fewest of ``n`` questions that must all get worse (by the same amount, the others
-    unchanged) for the one-sided test to give ``p < alpha``; None when even all ``n`` are not enough.
+def questions_to_settle(
+    diffs: Sequence[float], tolerance: float, level: float, power: float = 0.8, test: str = "permutation"
+) -> int | None:
+    """About how many questions, with changes like ``diffs``, would let the non-inferiority test
+    reach ``p < level`` with probability ``power``: ``ceil(((z_{1-level} + z_power) * SD / (mean +
+    tolerance))^2)`` (normal approximation), and never fewer than the sign-flip test needs to reach
+    ``level`` at all (``2^-n < level``). None when the mean drop is the tolerance or more (no number
+    of questions rules it out).
 
-    Permutation: the ``k`` drops are the only non-zero differences, so ``p = 2^-k``. Bootstrap:
-    a resample has mean >= 0 only when it draws none of them, ``p ≈ (1 - k/n)^n``.
+    >>> questions_to_settle([-0.01, 0.01] * 5, 0.02, 0.05)  # SD 0.0105, mean 0: 2 questions; 5 for 2^-n
+    5
     """
-    for k in range(1, n + 1):
-        p = 2.0**-k if test == "permutation" else (1 - k / n) ** n
-        if p < alpha:
-            return k
-    return None
-
-
-def detectable_effect(baseline_values: Sequence[float], alpha: float = 0.05, power: float = 0.8) -> float:
-    """Minimum detectable mean drop (normal approximation of a one-sided paired test) when the
-    per-question changes are as variable as the metric across the baseline's questions:
-    ``(z_{1-alpha} + z_power) * SD / sqrt(n)``. NaN for fewer than two valid values."""
-    v = np.asarray([x for x in baseline_values if math.isfinite(x)], dtype=np.float64)
-    if v.size < 2:
-        return math.nan
+    d = _diffs(diffs)
+    margin = float(d.mean()) + tolerance if d.size else math.nan
+    if not margin > 0:
+        return None
+    sd = float(d.std(ddof=1)) if d.size > 1 else 0.0
     z = NormalDist()
-    return float((z.inv_cdf(1 - alpha) + z.inv_cdf(power)) * v.std(ddof=1) / math.sqrt(v.size))
+    approx = math.ceil(((z.inv_cdf(1 - level) + z.inv_cdf(power)) * sd / margin) ** 2)
+    floor = math.floor(math.log2(1 / level)) + 1 if test == "permutation" else 2
+    return max(approx, floor)
 
 
 def holm_adjust(pvalues: Sequence[float]) -> list[float]:

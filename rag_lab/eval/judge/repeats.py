@@ -6,9 +6,9 @@ repeats spread wider than the tolerance, ``max - min > tol``, or when some repea
 judge could not score it every time) and others are not. The tolerance is the gate's for that
 metric (``--tolerance`` / ``--metric NAME:TOL``, default
 :data:`~rag_lab.eval.metric_defs.GATE_TOLERANCE`): the judge alone moves such a question by more
-than the gate lets the mean move, so a paired difference on it says nothing about the pipeline.
-The definition needs no baseline value, so the eval report marks the same questions the gate
-excludes (at the same tolerance).
+than the gate lets the mean move. The gate keeps every question in its paired test, as the mean of
+its repeats (the spread widens the interval), and lists the unstable ones; the definition needs no
+baseline value, so the eval report marks the same questions the gate lists.
 
 >>> repeat_stats([0.5, 1.0, 0.75])["std"]  # sample standard deviation (ddof = 1)
 0.25

@@ -10,10 +10,20 @@ overrides, no swept value) then run **through the full pipeline** on the held-ou
 
 Reported (:class:`HoldoutResult`): the objective of the chosen config on the tuning part and on
 the held-out part, the default's on the held-out part, the paired per-question difference
-(chosen − default) with the one-sided sign-flip permutation p-value that the chosen config is
-better and the bootstrap CI of the mean difference (:mod:`rag_lab.eval.gate.stats`), and the
-**optimism**: tuning-part score minus held-out score of the chosen config (how much of the sweep's
-best was picked out of the noise of those particular questions).
+(chosen − default) with the one-sided sign-flip permutation p-values that the chosen config is
+better and that it is worse and the 95 % bootstrap CI of the mean difference
+(:func:`rag_lab.eval.gate.stats.paired_test`), the **optimism** (tuning-part score minus held-out
+score of the chosen config: how much of the sweep's best was picked out of the noise of those
+particular questions), and the **verdict**:
+
+* ``better``: the whole interval lies on the better side of 0 (above it for a maximised
+  objective, below it for a minimised one) — the tuned config is the one to apply;
+* ``worse``: the whole interval lies on the worse side;
+* ``not better``: the interval holds 0.
+
+Only ``better`` makes the tuned params the sweep's ``<name>_best.yaml``; otherwise that file keeps
+the default config and the tuned one goes to ``<name>_tuned.yaml``
+(:func:`~rag_lab.eval.sweep.outputs.write_sweep_outputs`).
 """
 
 from __future__ import annotations
@@ -24,7 +34,34 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-__all__ = ["HoldoutResult", "hold_out", "per_question_values", "split_dataset", "split_questions"]
+__all__ = [
+    "HoldoutResult",
+    "folds_summary",
+    "hold_out",
+    "holdout_verdict",
+    "per_question_values",
+    "split_dataset",
+    "split_questions",
+]
+
+VERDICTS = ("better", "not better", "worse")
+
+
+def holdout_verdict(ci: tuple[float, float], direction: str) -> str:
+    """``better`` / ``worse`` when the interval of (chosen − default) lies wholly on that side of
+    0 for an objective maximised or minimised (``direction``), else ``not better``.
+
+    >>> holdout_verdict((-0.0181, -0.0009), "maximize"), holdout_verdict((-0.0181, -0.0009), "minimize")
+    ('worse', 'better')
+    >>> holdout_verdict((-0.01, 0.02), "maximize"), holdout_verdict((0.0, 0.02), "maximize")
+    ('not better', 'not better')
+    """
+    lo, hi = (ci[0], ci[1]) if direction == "maximize" else (-ci[1], -ci[0])
+    if lo > 0:
+        return "better"
+    if hi < 0:
+        return "worse"
+    return "not better"
 
 
 def split_questions(n: int, fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
@@ -81,19 +118,36 @@ class HoldoutResult:
     optimism: float  # tuned_score - held_score (maximised objective; the reverse when minimised)
     moved: int  # held-out questions whose value differs between the two configs
     per_question: dict[str, list[float]] = field(default_factory=dict)  # qid -> [chosen, default]
+    verdict: str = "not better"  # :func:`holdout_verdict` of ``ci``
+    p_worse: float = math.nan  # one-sided: the chosen config is worse than the default
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci"] = list(self.ci)
         return d
 
+    @property
+    def applies(self) -> bool:
+        """Whether the tuned config is the one to apply (verdict ``better``)."""
+        return self.verdict == "better"
+
     def line(self) -> str:
         """The one-line summary the CLI prints and notebook 06 shows."""
         return (
-            f"held out {self.n_held} of {self.n_tune + self.n_held} questions: {self.objective} "
-            f"{self.tuned_score:.4f} on the tuning part → {self.held_score:.4f} held out (optimism "
-            f"{self.optimism:+.4f}); default {self.default_held_score:.4f} held out, Δ {self.delta:+.4f} "
-            f"[{self.ci[0]:+.4f}, {self.ci[1]:+.4f}], p = {self.p_value:.4g} ({self.moved} questions moved)"
+            f"held out: tuned {self.held_score:.4f} vs default {self.default_held_score:.4f} ({self.objective}, "
+            f"{self.n_held} of {self.n_tune + self.n_held} questions), Δ {self.delta:+.4f}, 95% CI "
+            f"[{self.ci[0]:+.4f}, {self.ci[1]:+.4f}], verdict {self.verdict} (tuning part {self.tuned_score:.4f}, "
+            f"optimism {self.optimism:+.4f}; p better {self.p_value:.4g}, p worse {self.p_worse:.4g}; "
+            f"{self.moved} questions moved)"
+        )
+
+    def decision(self, name: str = "sweep") -> str:
+        """What the sweep's outputs do with the tuned config, in one sentence."""
+        if self.applies:
+            return f"the tuned config beats the default on held-out questions: {name}_best.yaml holds it"
+        return (
+            f"the tuned config is {self.verdict} than the default on held-out questions: {name}_best.yaml keeps "
+            f"the default, the tuned config is in {name}_tuned.yaml"
         )
 
     def markdown(self) -> str:
@@ -102,7 +156,7 @@ class HoldoutResult:
             [
                 "## Held-out check",
                 "",
-                f"Chosen on {self.n_tune} questions: {cfg}.",
+                f"Chosen on {self.n_tune} questions: {cfg}. Verdict: **{self.verdict}**.",
                 "",
                 "| | tuning part | held out |",
                 "|---|---|---|",
@@ -111,10 +165,23 @@ class HoldoutResult:
                 "",
                 f"Optimism (tuning − held out): {self.optimism:+.4f}. Chosen − default on the held-out part: "
                 f"{self.delta:+.4f}, 95 % bootstrap CI [{self.ci[0]:+.4f}, {self.ci[1]:+.4f}], one-sided paired "
-                f"permutation p = {self.p_value:.4g} ({self.moved} of {self.n_held} questions moved).",
+                f"permutation p = {self.p_value:.4g} that it is better, {self.p_worse:.4g} that it is worse "
+                f"({self.moved} of {self.n_held} questions moved). Better only when the whole interval is on "
+                "the better side of 0.",
                 "",
             ]
         )
+
+
+def folds_summary(results: Sequence[HoldoutResult]) -> str:
+    """One line: the verdicts of K tune / held-out splits and the range of their Δ."""
+    counts = {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
+    deltas = sorted(r.delta for r in results)
+    return (
+        f"{len(results)} splits: "
+        + ", ".join(f"{v} {n}" for v, n in counts.items())
+        + f"; Δ from {deltas[0]:+.4f} to {deltas[-1]:+.4f}"
+    )
 
 
 #: ``tune(tuning parts) -> SweepResult``; ``score(config, held-out parts) -> {suite: {qid: value}}``
@@ -133,7 +200,7 @@ async def hold_out(
 ) -> tuple[Any, HoldoutResult]:
     """Run the sweep on ``tune_parts`` alone, then score its best config and the default on
     ``held_parts`` (the suites' per-question values, in question order, pooled over suites)."""
-    from rag_lab.eval.gate.stats import bootstrap_ci, paired_permutation_pvalue
+    from rag_lab.eval.gate.stats import paired_test
 
     result = await tune(tune_parts)
     best = result.best()
@@ -153,8 +220,12 @@ async def hold_out(
 
     held = mean([a for a, _ in pairs.values()])
     default = mean([b for _, b in pairs.values()])
-    # p of "chosen better": the gate's one-sided test of a drop, on default − chosen (signed)
-    p = paired_permutation_pvalue([-sign * d for d in diffs], n_resamples, seed) if diffs else 1.0
+    ci, p_better, p_worse = (math.nan, math.nan), 1.0, 1.0
+    if diffs:
+        t = paired_test(diffs, n_resamples=n_resamples, seed=seed)
+        ci = t.ci
+        # "better" is a rise of a maximised objective and a fall of a minimised one
+        p_better, p_worse = (t.p_up, t.p_drop) if sign > 0 else (t.p_drop, t.p_up)
     return result, HoldoutResult(
         objective=objective,
         direction=direction,
@@ -166,11 +237,13 @@ async def hold_out(
         held_score=held,
         default_held_score=default,
         delta=held - default,
-        ci=bootstrap_ci(diffs, 0.95, n_resamples, seed) if diffs else (math.nan, math.nan),
-        p_value=float(p),
+        ci=ci,
+        p_value=float(p_better),
         optimism=sign * (float(best[objective]) - held),
         moved=sum(1 for d in diffs if abs(d) > 1e-9),
         per_question=pairs,
+        verdict=holdout_verdict(ci, direction) if diffs else "not better",
+        p_worse=float(p_worse),
     )
 
 

@@ -82,22 +82,32 @@ class SweepResult:
         b = self.best()
         return {k: b[k] for k in self.param_names}
 
-    def export_best_yaml(self, path: str | Path) -> Path:
+    def export_best_yaml(self, path: str | Path, *, tuned: bool = True) -> Path:
         """``params:`` = the sweep's base overrides plus the best config (PipelineParams fields only;
-        index settings go in a comment), loadable by ``PipelineParams.from_yaml``."""
+        index settings go in a comment), loadable by ``PipelineParams.from_yaml``. ``tuned=False``
+        writes the default config (the base overrides alone), with the reason in the header: what
+        ``<name>_best.yaml`` holds when the held-out check did not find the tuned config better."""
         import yaml
 
         from rag_lab.types.params import PipelineParams
 
         best = self.best()
-        cfg = {**self.base_params, **self.best_config()}
+        cfg = {**self.base_params, **(self.best_config() if tuned else {})}
         params = {k: v for k, v in cfg.items() if k not in INDEX_PARAMS}
         index = {k: v for k, v in cfg.items() if k in INDEX_PARAMS}
         PipelineParams.from_mapping(params, source="best config")  # validate before writing
-        header = [
-            f"# best of {len(self.rows)} configs by {self.objective} ({self.direction}) = {best[self.objective]:.6f}",
-            f"# suites: {', '.join(self.suites)}; mean latency {best['latency_ms']:.1f} ms",
-        ]
+        if tuned:
+            header = [
+                f"# best of {len(self.rows)} configs by {self.objective} ({self.direction}) = {best[self.objective]:.6f}",
+                f"# suites: {', '.join(self.suites)}; mean latency {best['latency_ms']:.1f} ms",
+            ]
+        else:
+            verdict = (self.holdout or {}).get("verdict", "not better")
+            header = [
+                f"# the default config: the sweep's best of {len(self.rows)} configs by {self.objective} was "
+                f"{verdict} than the default on held-out questions",
+                f"# tuned: {', '.join(f'{k}={v}' for k, v in self.best_config().items())}",
+            ]
         if index:
             header.append(f"# KB index settings (not PipelineParams): {index}")
         if self.holdout:
@@ -216,7 +226,9 @@ class SweepResult:
 
 def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "sweep") -> dict[str, Path]:
     """CSV, metric-vs-param and Pareto PNGs, best-config YAML and a Markdown summary under
-    ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise)."""
+    ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise). After a
+    held-out check whose verdict is not ``better``, ``<name>_best.yaml`` holds the default config
+    and the tuned one goes to ``<name>_tuned.yaml``."""
     from rag_lab.cliutil import check_file_stem
 
     check_file_stem(name)
@@ -225,8 +237,11 @@ def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "s
         "csv": result.to_csv(out / f"{name}.csv"),
         "metric_vs_param": result.plot_metric_vs_param(out / f"{name}_metric_vs_param.png"),
         "pareto": result.plot_pareto(out / f"{name}_pareto.png"),
-        "best_yaml": result.export_best_yaml(out / f"{name}_best.yaml"),
     }
+    applies = not result.holdout or result.holdout.get("verdict") == "better"
+    paths["best_yaml"] = result.export_best_yaml(out / f"{name}_best.yaml", tuned=applies)
+    if not applies:
+        paths["tuned_yaml"] = result.export_best_yaml(out / f"{name}_tuned.yaml")
     if result.holdout:
         import json
 
