@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 PROG = "rag-lab"
@@ -122,12 +123,30 @@ def file_stem_arg(option: str = "--name") -> Callable[[str], str]:
     return parse
 
 
+def check_config_file(path: str | None) -> None:
+    """A ``--config`` file that is missing, not YAML or not a mapping is refused before any
+    command runs (also commands that would not read it), naming the file."""
+    if not path:
+        return
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--config {path}: invalid YAML: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a mapping at the top level, got {type(data).__name__}")
+
+
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a ValueError / LookupError is printed as
     ``rag-lab COMMAND: message`` and exits 2; Ctrl-C stops it with one line and exit code 130
     (what finished is kept: see :func:`first_ctrl_c_stops`)."""
     args = parser.parse_args(None if argv is None else list(argv))
     try:
+        check_config_file(getattr(args, "config", None))
         with first_ctrl_c_stops():
             return int(args.func(args) or 0)
     except (ValueError, LookupError) as exc:

@@ -270,6 +270,8 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
 
     params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param)}
     lab = lab if lab is not None else _lab(args)
+    if params:
+        lab.resolve_params(params)  # the reranker's score range too: refused before the first question
     metrics = _ragas_metrics(args)
     judge = _judge_for(args, lab, metrics)  # fails here, before anything runs
     repeats = int(getattr(args, "judge_repeats", None) or 1)
@@ -324,7 +326,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
         target = _tracking_target(args, lab)
         run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
         print(_logged(run_id, target))
-    return 0
+    return _degraded_exit(report, args.allow_errors)
+
+
+#: exit code of an evaluation some of whose questions or judge calls failed (as ``rag-lab ask``'s fallback)
+DEGRADED_EXIT = 3
+
+
+def _degraded_exit(report: Any, allowed: int) -> int:
+    """0, or :data:`DEGRADED_EXIT` with one line on stderr when more than ``allowed`` questions
+    errored or fell back on a model fault, or more than ``allowed`` judge calls failed (HTTP
+    failures, or samples of an LLM metric the judge could not score): the count and the first
+    reason."""
+    from rag_lab.eval.ragas_adapter import LLM_METRICS
+
+    failed = [(s.name, r) for s in report.suites for r in s.records if r.error]
+    http_failed = sum(int((s.ragas.judge or {}).get("failed") or 0) for s in report.suites if s.ragas is not None)
+    unscored = [
+        (s.name, q, m, s.ragas.reasons.get(m, {}).get(q, "no reason recorded"))
+        for s in report.suites
+        if s.ragas is not None
+        for m, qids in s.ragas.failed.items()
+        if m in LLM_METRICS
+        for q in qids
+    ]
+    n_judge = max(http_failed, len(unscored))
+    parts = []
+    if failed:
+        suite, rec = failed[0]
+        kind = "fell back" if rec.is_fallback else "errored"
+        n_q = sum(len(s.records) for s in report.suites)
+        parts.append(
+            f"{len(failed)} of {n_q} questions errored or fell back (first: {suite}/{rec.qid} {kind}: {rec.error})"
+        )
+    if n_judge:
+        first = f" (first: {unscored[0][0]}/{unscored[0][1]} {unscored[0][2]}: {unscored[0][3]})" if unscored else ""
+        parts.append(f"{n_judge} judge call(s) failed{first}")
+    if not parts:
+        return 0
+    if len(failed) <= allowed and n_judge <= allowed:
+        print(f"warning: {'; '.join(parts)}; within --allow-errors {allowed}", file=sys.stderr)
+        return 0
+    print(f"degraded: {'; '.join(parts)}; the report was written (--allow-errors N accepts up to N)", file=sys.stderr)
+    return DEGRADED_EXIT
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -629,6 +673,14 @@ def add_eval_commands(subparsers: Any) -> None:
         "--name", default=None, type=file_stem_arg(), help="report file name under --out (default eval_<datasets>)"
     )
     p.add_argument("--all-formats", action="store_true", help="also HTML and JUnit XML")
+    p.add_argument(
+        "--allow-errors",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 when at most N questions errored or fell back and at most N judge calls failed "
+        "(default 0: any such failure exits 3, degraded)",
+    )
     p.add_argument(
         "--export",
         action="append",

@@ -477,6 +477,12 @@ class Lab:
         model = getattr(self.reranker, "inner", self.reranker)
         return f"the reranker {getattr(model, 'model_id', type(model).__name__)}"
 
+    def resolve_params(self, params: PipelineParams | Mapping[str, Any] | None) -> PipelineParams:
+        """The lab's params with ``params`` applied and checked before anything runs: unknown names
+        fail with a did-you-mean, bad values name the field and value, thresholds outside the
+        reranker's score range are refused with that range (:class:`ParamsError`)."""
+        return self._params(params)
+
     def _params(
         self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None
     ) -> PipelineParams:
