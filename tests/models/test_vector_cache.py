@@ -247,3 +247,30 @@ def test_where_the_cache_file_lives(tmp_path: Path, monkeypatch) -> None:
         vector_cache_from_config({"size": 1}, ws, "lab.yaml")
     with pytest.raises(LabConfigError, match="is a folder; name the cache file"):
         vector_cache_from_config({"path": str(tmp_path)}, ws, "lab.yaml")
+
+
+def test_a_perturbed_copy_of_the_model_weights_misses_the_store(minilm, tmp_path: Path) -> None:
+    """Same model key and code, other weights: a copy of ``model.onnx`` with one byte of a weight
+    tensor nudged loads under another store key and is embedded afresh; an identical copy hits."""
+    from rag_lab.models.embedding import OnnxMiniLMEmbedder, file_digest
+
+    data = bytearray(Path(minilm.model_path).read_bytes())
+    same = tmp_path / "same.onnx"
+    same.write_bytes(bytes(data))
+    data[len(data) // 2] ^= 0x01  # inside the initializers' raw data: still a loadable model
+    nudged = tmp_path / "nudged.onnx"
+    nudged.write_bytes(bytes(data))
+    store = VectorCache(tmp_path / "v.sqlite")
+    CachedEmbedder(minilm, store=store).embed(TEXTS)
+    other = OnnxMiniLMEmbedder(model_path=nudged)
+    assert other.model_key == minilm.model_key  # the vector space's name is the same
+    assert vector_store_key(other) != vector_store_key(minilm) and "|weights:" in vector_store_key(other)
+    c = CachedEmbedder(other, store=store)
+    c.embed(TEXTS)
+    assert (c.store_hits, c.misses) == (0, len(TEXTS))
+    copy = CachedEmbedder(OnnxMiniLMEmbedder(model_path=same), store=store)
+    copy.embed(TEXTS)
+    assert (copy.store_hits, copy.misses) == (len(TEXTS), 0)
+    assert file_digest(same) == file_digest(minilm.model_path) != file_digest(nudged)
+    assert vector_store_key(CountingEmbedder()).endswith(tuple("0123456789abcdef"))  # no weight files: no tag
+    assert "|weights:" not in vector_store_key(CountingEmbedder())
