@@ -29,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.tuning.calibration import Curve, best_f1, for_precision, for_recall, pr_curve, score_samples
+from rag_lab.tuning.calibration import (
+    Curve,
+    best_f1,
+    for_precision,
+    for_recall,
+    pr_curve,
+    score_samples,
+    short_threshold,
+)
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -121,7 +129,12 @@ class Calibration:
         for s in self.suggestions:
             e = s.get("end_to_end") or {}
             o = e.get("outcomes", {})
-            cells = [s["name"], *(_f(s.get(k)) for k in ("threshold", "precision", "recall", "f1"))]
+            t = s.get("threshold")
+            cells = [
+                s["name"],
+                repr(t) if isinstance(t, float) else "—",
+                *(_f(s.get(k)) for k in ("precision", "recall", "f1")),
+            ]
             cells += [_f(e.get(f"recall@{k}")) for k in ks]
             cells += [str(o.get(x, 0)) for x in ("ok", "threshold_degraded", "fallback_top1", "nothing")]
             lines.append("| " + " | ".join(cells) + " |")
@@ -208,6 +221,8 @@ async def acalibrate(
         if t is None:
             suggestions.append({"name": name, "threshold": None, "note": "no threshold reaches it"})
             continue
+        if name != "current":  # a short value that keeps the same candidates: the value printed is the one applied
+            t = short_threshold(curve, t)
         at = curve.at(t)
         try:
             e2e: dict[str, Any] | None = end_to_end(fe, t, gold, ks)

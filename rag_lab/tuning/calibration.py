@@ -27,13 +27,23 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 import numpy as np
 
 from rag_lab.tuning.inputs import QuestionInputs
 
-__all__ = ["Curve", "ScoreSamples", "best_f1", "for_precision", "for_recall", "pr_curve", "score_samples"]
+__all__ = [
+    "Curve",
+    "ScoreSamples",
+    "best_f1",
+    "for_precision",
+    "for_recall",
+    "pr_curve",
+    "score_samples",
+    "short_threshold",
+]
 
 
 @dataclass
@@ -186,3 +196,23 @@ def for_recall(curve: Curve, target: float) -> float | None:
     """The highest threshold whose recall is >= ``target`` (None: no threshold reaches it)."""
     hits = np.flatnonzero(curve.recall >= target) if curve.n_gold else np.zeros(0, dtype=int)
     return float(curve.threshold[hits[0]]) if hits.size else None
+
+
+def short_threshold(curve: Curve, threshold: float) -> float:
+    """The shortest decimal (2 to 12 places, rounded down) that keeps exactly the candidates
+    ``threshold`` keeps: above the next lower score of the curve, at most ``threshold``. A
+    suggestion printed with it is the value applied (0.26717… shown as 0.2672 would drop the
+    candidate scored 0.26717…).
+
+    >>> c = pr_curve([0.26717234, 0.2671, 0.5], [True, False, True])
+    >>> short_threshold(c, 0.26717234), short_threshold(c, 0.5)
+    (0.26717, 0.5)
+    """
+    below = curve.threshold[curve.threshold < threshold]
+    floor = float(below.max()) if below.size else -math.inf
+    exact = Decimal(repr(float(threshold)))
+    for places in range(2, 13):
+        r = float(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_FLOOR))
+        if r > floor:
+            return r
+    return float(threshold)

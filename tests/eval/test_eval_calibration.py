@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_lab.tuning.calibration import best_f1, for_precision, for_recall, pr_curve
+from rag_lab.tuning.calibration import best_f1, for_precision, for_recall, pr_curve, short_threshold
 
 
 def _brute(scores: list[float], gold: list[bool], t: float) -> tuple[float, float, float]:
@@ -48,6 +48,29 @@ def test_the_picks_equal_a_brute_force_scan(data: list[tuple[float, bool]], targ
     assert for_precision(c, target) == (min(reach_p) if reach_p else None)
     reach_r = [t for t in ts if table[t][1] >= target - 1e-12]
     assert for_recall(c, target) == (max(reach_r) if reach_r else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1, allow_subnormal=False), st.booleans()), min_size=1, max_size=30), st.data())
+def test_a_short_threshold_keeps_exactly_the_same_candidates(data: list[tuple[float, bool]], pick: Any) -> None:
+    """Ties and near-ties included: the printed (short) threshold keeps the candidates the exact one
+    keeps, is never above it, and its decimal form is no longer than the exact one's."""
+    scores, gold = [s for s, _ in data], [g for _, g in data]
+    c = pr_curve(scores, gold)
+    t = pick.draw(st.sampled_from(c.threshold.tolist()))
+    short = short_threshold(c, t)
+    assert short <= t and len(repr(short)) <= len(repr(t))
+    assert [x >= short for x in scores] == [x >= t for x in scores]
+    assert c.at(short) == c.at(t)
+
+
+def test_the_printed_threshold_is_the_applied_one() -> None:
+    """0.26717… rounded to 0.2672 for print would drop the gold passage scored 0.26717…: the
+    suggestion is 0.26717, which keeps it, and is what the table prints."""
+    c = pr_curve([0.9, 0.26717234, 0.2671, 0.1], [True, True, False, False])
+    assert for_recall(c, 0.99) == 0.26717234 and short_threshold(c, 0.26717234) == 0.26717
+    assert c.at(0.2672)["recall"] == 0.5 and c.at(0.26717)["recall"] == 1.0
+    assert short_threshold(c, 0.9) == 0.9 and short_threshold(c, 0.1) == 0.1  # nothing below: 2 places
 
 
 def test_precision_and_recall_at_a_threshold_by_hand() -> None:
@@ -86,6 +109,9 @@ def test_end_to_end_numbers_are_the_fast_evaluators_and_the_pipelines(
         e2e = s["end_to_end"]
         assert {k: e2e[f"recall@{k}"] for k in cal.ks} == {k: summ[f"recall@{k}"] for k in cal.ks}
         assert {k: v for k, v in e2e["outcomes"].items() if v} == fe.stats.outcomes
+    md = cal.markdown()
+    for s in cal.suggestions[1:]:  # every suggestion prints the value it was evaluated at
+        assert f"| {s['name']} | {s['threshold']!r} |" in md
     high = end_to_end(fe, 0.9, gold, cal.ks)["outcomes"]  # above every score: the lower rungs serve
     assert high["fallback_top1"] + high["threshold_degraded"] > 0 and high["ok"] == 0
     # the pipeline at the best-F1 threshold: the same recall, and the eval records the same score range
