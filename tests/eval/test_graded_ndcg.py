@@ -77,3 +77,20 @@ def test_the_fast_sweep_scores_graded_qrels_as_the_pipeline_evaluation_does() ->
     # q1 graded: (1 + 2/log2 3) / (2 + 1/log2 3); q2 binary: 1
     assert expected["ndcg@2"] == pytest.approx(((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)) + 1) / 2)
     assert RetrievalMemo(qrels, ks=(2,)).report(runs).summary()["ndcg@2"] == 1.0
+
+
+def test_graded_ndcg_counts_a_document_once_when_several_of_its_chunks_are_retrieved() -> None:
+    """Several chunks of one document (the usual case in RAG) repeat its id: only its first rank
+    counts, as trec_eval sees one document. By hand: [b, a, a] with grades a=2, b=1 is
+    (1 + 2/log2 3) / (2 + 1/log2 3) = 0.859719."""
+    grades = {"a": 2, "b": 1}
+    assert ndcg_at_k(["a", "a", "b"], set(), 3, grades=grades) == pytest.approx(1.0)
+    by_hand = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    assert (
+        ndcg_at_k(["b", "a", "a"], set(), 3, grades=grades)
+        == pytest.approx(by_hand)
+        == pytest.approx(0.859719, abs=1e-6)
+    )
+    assert ndcg_at_k(["x", "a", "a", "a"], set(), 2, grades=grades) == pytest.approx(
+        (2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    )

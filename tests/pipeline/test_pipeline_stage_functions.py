@@ -98,6 +98,23 @@ def test_history_references_seed_overlap_rule():
     assert got[0].metadata["history_overlap"] == "0.5"
 
 
+def test_history_overlap_at_exactly_the_threshold_is_kept():
+    """The seed's rule is ``overlap >= 0.3``: 3 of the query's 10 tokens in the reference is exactly
+    0.3 (kept); 2 of 10 is 0.2 (dropped)."""
+    query = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
+    refs = [
+        SearchResult(
+            id="three", content="alpha bravo charlie kilo lima mike november oscar papa quebec romeo", score=1.0
+        ),
+        SearchResult(id="two", content="alpha bravo sierra kilo lima mike november oscar papa quebec romeo", score=1.0),
+    ]
+    hist = [History(query="q", answer="a", knowledge_references=refs)]
+    log: list = []
+    got = inject_history_references([], hist, query, P, log)
+    assert P.history_overlap_threshold == 0.3 and [r.id for r in got] == ["three"]
+    assert [(e["id"], e["action"], e["overlap"]) for e in log] == [("three", "injected", 0.3), ("two", "dropped", 0.2)]
+
+
 def test_affinity_factor():
     assert affinity_factor(1, P) == 1.0
     assert affinity_factor(2, P) == pytest.approx(1 + 0.15 * math.log(3) / math.log(9))

@@ -14,6 +14,7 @@ from rag_lab.retrieval.fusion import (
     normalize_engine_scores,
     normalize_rrf_scores,
     normalize_vector_score,
+    resolve_rrf_k,
     resolve_rrf_weights,
     rrf_max_score,
     weighted_rrf,
@@ -73,6 +74,12 @@ def test_dedup_by_score_examples():
     assert [(h.chunk_id, h.id, h.score) for h in out] == [("c", "c", 0.9), ("b", "b#2", 0.8), ("a", "a", 0.5)]
     tie = dedup_by_score([hit("z", 0.3), hit("m", 0.3), hit("m", 0.3, entry="m#second")])
     assert [(h.chunk_id, h.id) for h in tie] == [("m", "m"), ("z", "z")]  # first max kept, ties by id
+
+
+def test_rrf_k_resolution_rule():
+    """§1.10: any k > 0 is used as configured (1 and 0.5 included); 0, negative or unset fall back to 60."""
+    assert resolve_rrf_k(1) == 1 and resolve_rrf_k(0.5) == 0.5 and resolve_rrf_k(60) == 60
+    assert resolve_rrf_k(0) == 60 and resolve_rrf_k(-3) == 60
 
 
 def test_weights_resolution_rule():
