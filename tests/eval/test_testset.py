@@ -93,3 +93,36 @@ def test_unknown_kb_and_bad_n(ts_lab, tmp_path):
         build_testset(ts_lab, "en", 0, tmp_path)
     with pytest.raises(Exception, match="nope"):
         build_testset(ts_lab, "nope", 3, tmp_path)
+
+
+def test_duplicates_and_unretrievable_questions_are_dropped(ts_lab, tmp_path, monkeypatch):
+    """A fixture that produces both cases the filters exist for: every chunk's question is one of
+    two texts (so all but the first of each text are duplicates), and the chunks of one document
+    are never retrieved. Exactly those are dropped, with their reasons counted."""
+    from rag_lab.eval.testset import build as build_mod
+    from rag_lab.eval.testset.generate import Candidate
+
+    _, sources = kb_sources(ts_lab, ts_lab.kb("en", create=False))
+    lost = sources[0].doc_id
+    texts = {s.chunk_id: f"Which harbour is described in text {i % 2}?" for i, s in enumerate(sources)}
+    texts.update(
+        {s.chunk_id: f"What is never retrieved in part {i}?" for i, s in enumerate(sources) if s.doc_id == lost}
+    )
+    monkeypatch.setattr(
+        build_mod, "generate_candidates", lambda src, stats, gen: [Candidate(texts[src.chunk_id], gen, src)]
+    )
+    real = build_mod._retrieved_by
+
+    def retrieved(lab, kb, cands, depth):
+        return [{} if c.source.doc_id == lost else found for c, found in zip(cands, real(lab, kb, cands, depth))]
+
+    monkeypatch.setattr(build_mod, "_retrieved_by", retrieved)
+    ds, report = build_testset(ts_lab, "en", len(sources), tmp_path / "out", seed=1)
+    lost_chunks = sum(1 for s in sources if s.doc_id == lost)
+    assert report.dropped["not retrieved"] == lost_chunks >= 1
+    assert sorted(q.question for q in ds.queries) == [
+        "Which harbour is described in text 0?",
+        "Which harbour is described in text 1?",
+    ]
+    assert report.dropped["duplicate"] == len(sources) - lost_chunks - 2
+    assert report.kept == 2 and all(q.gold_ids != [lost] for q in ds.queries)
