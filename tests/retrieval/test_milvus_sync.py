@@ -193,6 +193,14 @@ def test_engine_switch_without_reindex_is_repaired_when_cheap(tmp_path, lite, em
     fresh = _engine(ws, lite, "t_switch")
     assert len(fresh.vector_search([kb.id], v, 6, -1.0)) == 6
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb)
+
+    # the other way round: a chunk gone from SQLite with no journal entry (a lost write): Milvus
+    # holds one row too many, which is out of step too, and the stale row must not be searched
+    with ws.store._transaction() as conn:
+        conn.execute("DELETE FROM chunks WHERE id = ?", (f"{kb.id}:d5#c0",))
+    stale = _engine(ws, lite, "t_switch")
+    assert len(stale.vector_search([kb.id], v, 6, -1.0)) == 5
+    assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb) and len(_sqlite_ids(ws, kb)) == 5
     ws.close()
 
 
