@@ -1,21 +1,21 @@
-"""Agreement between two raters (an LLM judge and people) as pure functions over plain lists.
+"""Agreement between two raters (an LLM judge and people), on scikit-learn, krippendorff and scipy.
 
 * :func:`cohen_kappa`: Cohen's κ over categories ``0 .. levels-1``, unweighted (binary or nominal
-  labels) or weighted (``"linear"``: disagreement ``|i - j|``, ``"quadratic"``: ``(i - j)²``, for
-  graded labels). ``κ = 1 - Σ w·observed / Σ w·expected``, expected from the two raters' marginals.
+  labels) or weighted (``"linear"``, ``"quadratic"``, for graded labels):
+  ``sklearn.metrics.cohen_kappa_score`` with every category of the scale as a label.
 * :func:`krippendorff_alpha`: Krippendorff's α over reliability data (one row per rater, one column
-  per unit, ``None`` where a rater gave no value), ``"nominal"``, ``"ordinal"`` or ``"interval"``.
-  ``α = 1 - (n - 1) Σ o_ck δ²_ck / Σ n_c n_k δ²_ck`` from the coincidence matrix ``o`` of the
-  pairable values (units with at least two values).
-* :func:`spearman`: Spearman's ρ (Pearson's r of the ranks, ties given their average rank).
+  per unit, ``None`` where a rater gave no value), ``"nominal"``, ``"ordinal"`` or ``"interval"``:
+  ``krippendorff.alpha``.
+* :func:`spearman`: Spearman's ρ (ties given their average rank): ``scipy.stats.spearmanr``.
 * :func:`mean_bias`: mean of ``a - b``.
 * :func:`bin_score`: a judge score in [0, 1] onto a label scale of ``levels`` grades (equal-width
   bins; see there).
 * :func:`confusion`: the ``levels × levels`` count table.
 
-When a figure is undefined (κ when every label and judge bin fall in one category, α with a single
-value in the data, ρ when one side is constant) the function raises :class:`AgreementUndefined`
-with the reason, never a silent NaN: a caller reports "undefined: <reason>".
+What the libraries answer with NaN or a warning — κ when every label and judge bin fall in one
+category, α with a single value in the data or no unit rated twice, ρ when one side is constant —
+is checked first and raised as :class:`AgreementUndefined` with the reason, never a silent NaN: a
+caller reports "undefined: <reason>".
 
 >>> cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0], levels=2)  # p_o = 0.75, p_e = 0.5
 0.5
@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
 
 __all__ = [
     "AgreementUndefined",
@@ -56,57 +59,46 @@ def _check_labels(xs: Sequence[int], levels: int, who: str) -> None:
 
 def confusion(rows: Sequence[int], cols: Sequence[int], levels: int) -> list[list[int]]:
     """``table[i][j]`` = how many pairs have ``rows == i`` and ``cols == j``."""
+    from sklearn.metrics import confusion_matrix
+
     if len(rows) != len(cols):
         raise ValueError(f"{len(rows)} values against {len(cols)}: the raters must rate the same items")
     _check_labels(rows, levels, "rows")
     _check_labels(cols, levels, "cols")
-    table = [[0] * levels for _ in range(levels)]
-    for r, c in zip(rows, cols):
-        table[r][c] += 1
-    return table
+    if not rows:
+        return [[0] * levels for _ in range(levels)]
+    table = confusion_matrix(list(rows), list(cols), labels=list(range(levels)))
+    return [[int(v) for v in r] for r in table]
 
 
 def cohen_kappa(a: Sequence[int], b: Sequence[int], levels: int, weights: str | None = None) -> float:
     """Cohen's κ of two raters' categories ``0 .. levels-1`` (``weights``: None, linear, quadratic)."""
+    from sklearn.metrics import cohen_kappa_score
+
     if weights not in WEIGHTS:
         raise ValueError(f"weights={weights!r}: use one of {WEIGHTS}")
-    table = confusion(a, b, levels)
+    table = np.asarray(confusion(a, b, levels), dtype=np.float64)
     n = len(a)
     if n == 0:
         raise AgreementUndefined("no rated pairs")
-    row = [sum(r) for r in table]
-    col = [sum(table[i][j] for i in range(levels)) for j in range(levels)]
-
-    def w(i: int, j: int) -> float:
-        if weights is None:
-            return 0.0 if i == j else 1.0
-        d = abs(i - j)
-        return float(d) if weights == "linear" else float(d * d)
-
-    observed = sum(w(i, j) * table[i][j] for i in range(levels) for j in range(levels))
-    expected = sum(w(i, j) * row[i] * col[j] for i in range(levels) for j in range(levels)) / n
-    if expected == 0:
+    # κ = 1 - Σ w·observed / Σ w·expected: undefined when chance disagreement is 0
+    idx = np.arange(levels)
+    dist = np.abs(idx[:, None] - idx[None, :]).astype(np.float64)
+    w = (dist > 0).astype(np.float64) if weights is None else dist if weights == "linear" else dist**2
+    if float(np.sum(w * np.outer(table.sum(axis=1), table.sum(axis=0)))) == 0:
         used = sorted({*a, *b})
         raise AgreementUndefined(
             f"both raters put all {n} items in category {used[0]}: chance agreement is 1, κ is 0/0"
             if len(used) == 1
             else "no disagreement is possible under these marginals: κ is 0/0"
         )
-    return 1.0 - observed / expected
-
-
-def _delta2(kind: str, c: float, k: float, counts: dict[float, float], values: list[float]) -> float:
-    if kind == "nominal":
-        return 0.0 if c == k else 1.0
-    if kind == "interval":
-        return (c - k) ** 2
-    lo, hi = (c, k) if c <= k else (k, c)
-    between = sum(counts[g] for g in values if lo <= g <= hi)
-    return (between - (counts[c] + counts[k]) / 2.0) ** 2
+    return float(cohen_kappa_score(list(a), list(b), labels=list(range(levels)), weights=weights))
 
 
 def krippendorff_alpha(data: Sequence[Sequence[float | None]], level: str = "nominal") -> float:
     """Krippendorff's α of reliability data ``data[rater][unit]`` (``None``: no value)."""
+    import krippendorff
+
     if level not in ALPHA_LEVELS:
         raise ValueError(f"level={level!r}: use one of {ALPHA_LEVELS}")
     if not data:
@@ -114,57 +106,28 @@ def krippendorff_alpha(data: Sequence[Sequence[float | None]], level: str = "nom
     n_units = len(data[0])
     if any(len(r) != n_units for r in data):
         raise ValueError("every rater needs one entry per unit (None where it gave no value)")
-    coincidence: dict[tuple[float, float], float] = {}
-    for u in range(n_units):
-        vals = [float(r[u]) for r in data if r[u] is not None]  # type: ignore[arg-type]
-        m = len(vals)
-        if m < 2:
-            continue
-        for i, c in enumerate(vals):
-            for j, k in enumerate(vals):
-                if i != j:
-                    coincidence[(c, k)] = coincidence.get((c, k), 0.0) + 1.0 / (m - 1)
-    values = sorted({c for c, _ in coincidence})
-    counts = {c: sum(v for (x, _), v in coincidence.items() if x == c) for c in values}
-    n = sum(counts.values())
-    if n == 0:
+    matrix = np.array([[np.nan if v is None else float(v) for v in r] for r in data], dtype=np.float64)
+    pairable = matrix[:, np.sum(~np.isnan(matrix), axis=0) >= 2]
+    values = np.unique(pairable[~np.isnan(pairable)])
+    if values.size == 0:
         raise AgreementUndefined("no unit has two values to compare")
-    if len(values) < 2:
+    if values.size < 2:
         raise AgreementUndefined(f"every value is {values[0]:g}: expected disagreement is 0, α is 0/0")
-    d_obs = sum(v * _delta2(level, c, k, counts, values) for (c, k), v in coincidence.items())
-    d_exp = sum(counts[c] * counts[k] * _delta2(level, c, k, counts, values) for c in values for k in values)
-    return 1.0 - (n - 1) * d_obs / d_exp
-
-
-def _ranks(xs: Sequence[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            ranks[order[t]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=cast(Any, level)))
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's ρ of paired values (average ranks for ties)."""
+    from scipy.stats import spearmanr
+
     if len(a) != len(b):
         raise ValueError(f"{len(a)} values against {len(b)}")
     if len(a) < 2:
         raise AgreementUndefined(f"{len(a)} pair(s): ρ needs at least 2")
-    ra, rb = _ranks(a), _ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    sab = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    saa = sum((x - ma) ** 2 for x in ra)
-    sbb = sum((y - mb) ** 2 for y in rb)
-    if saa == 0 or sbb == 0:
-        side = "the judge's scores" if saa == 0 else "the human labels"
-        raise AgreementUndefined(f"{side} are all equal: ρ is 0/0")
-    return sab / math.sqrt(saa * sbb)
+    for side, xs in (("the judge's scores", a), ("the human labels", b)):
+        if len(set(xs)) == 1:
+            raise AgreementUndefined(f"{side} are all equal: ρ is 0/0")
+    return float(spearmanr(list(a), list(b)).statistic)
 
 
 def mean_bias(a: Sequence[float], b: Sequence[float]) -> float:
