@@ -26,14 +26,18 @@ from tests.models.fake_openai import FakeOpenAIServer, RecordedRequest, Reply  #
 
 
 class LatencyServer(FakeOpenAIServer):
-    """Every reply (the fake's defaults) waits ``latency`` seconds first."""
+    """Every reply (the fake's defaults) waits ``latency`` seconds first; each reply's path and
+    status are kept (a benchmark whose calls fail measures a pipeline without its models)."""
 
     def __init__(self, latency: float) -> None:
         super().__init__()
         self.latency = latency
+        self.replies: list[tuple[str, int]] = []
 
     def _default_reply(self, req: RecordedRequest) -> Reply:
-        return dataclasses.replace(super()._default_reply(req), delay=self.latency)
+        reply = dataclasses.replace(super()._default_reply(req), delay=self.latency)
+        self.replies.append((req.path, reply.status))
+        return reply
 
 
 def _strip(res: Any) -> list[dict[str, Any]]:
@@ -61,7 +65,8 @@ def main() -> None:
             "workspace": tmp,
             "models": {
                 "chat": {"type": "openai", "model": "fake", "base_url": srv.base_url, "max_retries": 0},
-                "reranker": {"type": "http", "model": "fake-rerank", "base_url": srv.root_url + "/rerank"},
+                # the client posts to {base_url}/rerank: /v1/rerank on the fake
+                "reranker": {"type": "http", "model": "fake-rerank", "base_url": srv.base_url},
             },
         }
         lab = Lab.from_config(cfg)
@@ -75,7 +80,11 @@ def main() -> None:
         t_par = time.perf_counter() - t0
         assert _strip(seq) == _strip(par), "concurrent records differ from the sequential ones"
         calls = len(srv.requests)
-        print(f"{n} questions, {latency * 1000:.0f} ms per model call, {calls} calls in all")
+        failed = [(path, status) for path, status in srv.replies if status >= 400]
+        assert not failed, f"{len(failed)} model calls failed (e.g. {failed[0]}): the benchmark would time no model"
+        reranks = sum(1 for path, _ in srv.replies if path.endswith("/rerank"))
+        assert reranks >= 2 * n, f"{reranks} rerank calls for {n} questions run twice: the reranker was not called"
+        print(f"{n} questions, {latency * 1000:.0f} ms per model call, {calls} calls in all ({reranks} rerank)")
         print(
             f"concurrency: sequential {t_seq:.1f} s, concurrent ({level}) {t_par:.1f} s "
             f"({t_seq / t_par:.1f}× faster; goal >= 4×); records identical"
