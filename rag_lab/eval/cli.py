@@ -300,6 +300,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     --export files); --mlflow logs the run."""
     from rag_lab.eval.report import suites_table, write_report
 
+    if args.run:
+        return _eval_run(args)
+    if not args.dataset:
+        raise ValueError(
+            "give --dataset NAME (rag_lab's pipeline on a dataset) or --run FILE (another system's outputs)"
+        )
     track = _tracking(args)
     lab = _lab(args)
     report = _evaluate(args, lab)
@@ -327,6 +333,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
         run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
         print(_logged(run_id, target))
     return _degraded_exit(report, args.allow_errors)
+
+
+def _eval_run(args: argparse.Namespace) -> int:
+    """``eval --run FILE``: another system's outputs scored into a report (:mod:`rag_lab.eval.external`)."""
+    from rag_lab.eval.external import evaluate_run
+    from rag_lab.eval.report import suites_table, write_report
+
+    if args.param or args.params_file:
+        raise ValueError("--run scores outputs that are already made: --param and --config do not apply")
+    if args.dataset and len(args.dataset) > 1:
+        raise ValueError("--run takes one --dataset (the questions and gold of that run)")
+    metrics = _ragas_metrics(args)
+    judged = [m for m in metrics if m in _llm_metrics()]
+    if judged:
+        raise ValueError(f"--run scores with the offline metrics; {', '.join(judged)} need rag_lab's judge run")
+    dataset = _suites(args)[0].load() if args.dataset else None
+    name = args.name or "eval_" + Path(args.run).name.split(".")[0]
+    suite = dataset.name if dataset is not None else "run"  # the same for every run of a system: gated suite by suite
+    report = evaluate_run(
+        args.run, suite, fmt=args.run_format, qrels=args.qrels, dataset=dataset, ragas_metrics=metrics
+    )
+    print(suites_table(report.suites))
+    formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
+    paths = write_report(report, args.out, name, formats=formats)
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _llm_metrics() -> tuple[str, ...]:
+    from rag_lab.eval.ragas_adapter import LLM_METRICS
+
+    return tuple(LLM_METRICS)
 
 
 #: exit code of an evaluation some of whose questions or judge calls failed (as ``rag-lab ask``'s fallback)
@@ -650,7 +688,18 @@ def add_eval_commands(subparsers: Any) -> None:
     from rag_lab.eval.metric_defs import GATE_TOLERANCE
 
     p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
-    _add_dataset_options(p)
+    _add_dataset_options(p, required=False)
+    p.add_argument(
+        "--run",
+        default=None,
+        metavar="FILE",
+        help="score another system's outputs instead of rag_lab's pipeline: a TREC run, a samples JSONL or a ragas "
+        "EvaluationDataset JSONL (gold from --qrels or --dataset); same metrics, report and gate, no funnel",
+    )
+    p.add_argument(
+        "--run-format", choices=["trec", "jsonl", "ragas"], default=None, help="with --run (default: guessed)"
+    )
+    p.add_argument("--qrels", default=None, metavar="FILE", help="with --run: the gold as a TREC qrels file")
     p.add_argument(
         "--config",
         dest="params_file",
