@@ -277,12 +277,19 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
     repeats = int(getattr(args, "judge_repeats", None) or 1)
     if repeats > 1 and judge is None:
         raise ValueError("--judge-repeats needs LLM judge metrics: add --ragas-llm or --ragas-metric faithfulness …")
-    _project(args, lab, _suites(args), params, judge=judge, ragas_metrics=metrics, judge_repeats=repeats)
+    own: list[tuple[str, Any, str]] = []
+    if getattr(args, "kb", None):
+        from rag_lab.eval.own_kb import kb_dataset
+
+        own = [(args.kb, kb_dataset(lab, args.kb, args.queries), args.kb)]
+    specs = _suites(args) if args.dataset else []
+    _project(args, lab, specs, params, judge=judge, ragas_metrics=metrics, judge_repeats=repeats)
     config = getattr(args, "config", None)
     return _run(
         lambda: evaluate_suites(
             lab,
-            _suites(args),
+            specs,
+            loaded=own,
             params=params or None,
             ragas_metrics=metrics,
             judge=judge,
@@ -302,9 +309,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.run:
         return _eval_run(args)
-    if not args.dataset:
+    if bool(args.kb) != bool(args.queries):
+        raise ValueError("--kb NAME and --queries FILE go together: the questions asked of that knowledge base")
+    if not args.dataset and not args.kb:
         raise ValueError(
-            "give --dataset NAME (rag_lab's pipeline on a dataset) or --run FILE (another system's outputs)"
+            "give --dataset NAME (rag_lab's pipeline on a dataset), --kb NAME --queries FILE (a knowledge base "
+            "you built) or --run FILE (another system's outputs)"
         )
     track = _tracking(args)
     lab = _lab(args)
@@ -318,7 +328,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"review them before a baseline is built on them (rag-lab gate refuses without {ALLOW_FLAG})",
             file=sys.stderr,
         )
-    name = args.name or "eval_" + "_".join(s.name for s in report.suites)
+    name = args.name or "eval_" + "_".join(s.name for s in report.suites).replace("/", "_")
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
     if args.export:
@@ -700,6 +710,18 @@ def add_eval_commands(subparsers: Any) -> None:
         "--run-format", choices=["trec", "jsonl", "ragas"], default=None, help="with --run (default: guessed)"
     )
     p.add_argument("--qrels", default=None, metavar="FILE", help="with --run: the gold as a TREC qrels file")
+    p.add_argument(
+        "--kb",
+        default=None,
+        metavar="NAME",
+        help="evaluate this knowledge base as it is (built by rag-lab ingest; nothing is re-ingested), with --queries",
+    )
+    p.add_argument(
+        "--queries",
+        default=None,
+        metavar="FILE",
+        help="with --kb: JSONL questions, each with its gold as document ids, source paths, file names or titles",
+    )
     p.add_argument(
         "--config",
         dest="params_file",

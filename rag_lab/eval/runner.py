@@ -17,7 +17,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -311,30 +311,36 @@ async def evaluate_suites(
     concurrency: int | None = None,
     keep_sessions: bool = False,
     judge_repeats: int = 1,
+    loaded: Sequence[tuple[str, Any, str]] | None = None,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
     whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
     :func:`evaluate_lab`. ``judge_repeats``: score each sample that many times on the LLM metrics
-    (:func:`~rag_lab.eval.ragas_adapter.ascore_repeated`; the spec records it when > 1)."""
+    (:func:`~rag_lab.eval.ragas_adapter.ascore_repeated`; the spec records it when > 1).
+    ``loaded``: ``(suite name, dataset, KB name)`` of knowledge bases already built (``rag-lab
+    eval --kb``), evaluated as they are: nothing is ingested, and the spec names no suite to re-run."""
     from rag_lab.eval.report import EvalReport, SuiteResult
 
     spec_list = list(specs)
-    names = [s.name for s in spec_list]
+    todo: list[tuple[str, Any, str, Any]] = [(s.name, None, s.kb_name, s) for s in spec_list]
+    todo += [(name, ds, kb, None) for name, ds, kb in loaded or ()]
+    names = [t[0] for t in todo]
     if len(set(names)) != len(names):
         raise ValueError(f"suite names must be unique, got {names}")
     metrics = list(ragas_metrics)
     ks_t = tuple(ks)
     suites: list[SuiteResult] = []
-    loaded: list[tuple[str, Any]] = []
+    datasets: list[tuple[str, Any]] = []
     score_ranges: dict[str, Any] = {}
-    for spec in spec_list:
-        ds = spec.load()
-        loaded.append((spec.name, ds))
-        ingest_dataset(lab, ds, spec.kb_name, progress=progress)
+    for name, ds, kb_name, spec in todo:
+        if spec is not None:
+            ds = spec.load()
+            ingest_dataset(lab, ds, kb_name, progress=progress)
+        datasets.append((name, ds))
         res = await evaluate_lab(
             lab,
             ds,
-            spec.kb_name,
+            kb_name,
             ks=ks_t,
             progress=progress,
             params=params,
@@ -342,9 +348,9 @@ async def evaluate_suites(
             keep_sessions=keep_sessions,
             concurrency=concurrency,
         )
-        score_ranges[spec.name] = res.rerank_scores
+        score_ranges[name] = res.rerank_scores
         ragas = None
-        suite_metrics = spec.ragas_metrics if spec.ragas_metrics is not None else metrics
+        suite_metrics = spec.ragas_metrics if spec is not None and spec.ragas_metrics is not None else metrics
         if suite_metrics:
             from rag_lab.eval.ragas_adapter import ascore_repeated, samples_from_records
             from rag_lab.observability.ledger import Ledger
@@ -359,10 +365,10 @@ async def evaluate_suites(
             )
         suites.append(
             SuiteResult(
-                spec.name,
+                name,
                 ds.name,
-                spec.kb_name,
-                spec.to_dict(),
+                kb_name,
+                spec.to_dict() if spec is not None else {"name": name, "kb": kb_name, "queries": str(ds.path)},
                 res.params,
                 res.report,
                 res.records,
@@ -380,7 +386,7 @@ async def evaluate_suites(
     lab_params = lab.params.model_dump(mode="json") if hasattr(lab.params, "model_dump") else {}
     from rag_lab.eval.gate.provenance import report_provenance
 
-    provenance = report_provenance(lab, loaded)
+    provenance = report_provenance(lab, datasets)
     provenance["rerank_scores"] = score_ranges  # per suite, with models.reranker: the scale thresholds mean
     return EvalReport(
         suites, {"spec": run_spec, "lab_params": lab_params, "provenance": provenance, **dict(meta or {})}
