@@ -1281,7 +1281,7 @@ pd.DataFrame([{"id": q.id, "generator": q.metadata["generator"], "question": q.q
 *Save edit* / *Reject*, and the passages the lab's pipeline retrieves for it (its final contexts,
 then what search found and the later stages dropped), each with a *relevant (2) / partly (1) /
 not relevant (0)* toggle. The keyboard works too: the command box under the passages takes
-`a` (accept), `r` (reject), `e NEW TEXT` (edit), `210` (grade the passages by position), `3=2`
+`a` (accept), `r` (reject), `e "NEW TEXT"` (edit), `210` (grade the passages by position), `3=2`
 (one passage), `n` / `p` (next / previous), several per line (`a 210 n`), then Enter. Every change
 is written to `my_testset/queries.jsonl` at once (atomically): a reviewed question gets
 `reviewed: true` with who and when, an edited one keeps its generated text, a rejected one stays

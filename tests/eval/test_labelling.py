@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rag_lab.eval.datasets import CorpusDoc, DatasetError, QueryItem, load_dataset, write_dataset
 from rag_lab.eval.labelling import LabelSession, PassageRef, parse_commands
+from rag_lab.eval.labelling.session import quote_text
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.review import spec_unreviewed, unreviewed_qids
 
@@ -52,7 +53,7 @@ def test_accept_edit_reject_grade_round_trip_through_the_files(tmp_path: Path) -
     corpus_before = (folder / "corpus.jsonl").read_bytes()
     s = _session(folder)
     assert s.apply("gen-1", "a 12", SHOWN) == 0  # accept; d1 partly, d2 relevant
-    assert s.apply("gen-2", "e Who trained as a shipwright?", SHOWN) == 0
+    assert s.apply("gen-2", 'e "Who trained as a shipwright?"', SHOWN) == 0
     assert s.apply("gen-3", "r n", SHOWN) == 1
     s.save()
     assert (folder / "corpus.jsonl").read_bytes() == corpus_before  # only queries.jsonl is written
@@ -135,18 +136,32 @@ def test_the_gate_stops_refusing_once_every_synthetic_question_is_reviewed(tmp_p
         "unreviewed_synthetic": 1,
         "graded_passages": 0,
     }
-    s.apply("gen-3", "e What makes sourdough rise?", SHOWN)
+    s.apply("gen-3", "e 'What makes sourdough rise?'", SHOWN)
     s.save()
     assert spec_unreviewed(spec) == {}
 
 
 def test_a_bad_command_line_changes_nothing() -> None:
     assert [c.kind for c in parse_commands("A 21 3=- N")] == ["accept", "grade", "grade", "clear", "next"]
-    assert parse_commands("e  What is it? ")[0].text == "What is it?"
+    assert parse_commands('e  " What is it? " ')[0].text == "What is it?"
     with pytest.raises(ValueError, match=r"'x' is not a command"):
         parse_commands("a x")
-    with pytest.raises(ValueError, match="needs the new question text"):
-        parse_commands("e")
+    # the text is quoted, so digits after it are grades, not part of the question
+    cmds = parse_commands('e "What is 2 \\"and\\" 3?" 210 n')
+    assert [(c.kind, c.text, c.position, c.grade) for c in cmds] == [
+        ("edit", 'What is 2 "and" 3?', 0, 0),
+        ("grade", "", 1, 2),
+        ("grade", "", 2, 1),
+        ("grade", "", 3, 0),
+        ("next", "", 0, 0),
+    ]
+    assert [c.kind for c in parse_commands("a e")] == ["accept", "edit_box"]  # e alone: the text box
+    with pytest.raises(
+        ValueError, match=r'quote the new text, so that what follows is read as commands: e "What… 2000"'
+    ):
+        parse_commands("e What… 2000")
+    with pytest.raises(ValueError, match="needs the new question text in the quotes"):
+        parse_commands('e "  "')
 
 
 def test_a_bad_line_is_refused_whole(tmp_path: Path) -> None:
@@ -213,7 +228,9 @@ _OPS = st.lists(
         st.sampled_from(["gen-1", "gen-2", "gen-3", "h-1"]),
         st.one_of(
             st.sampled_from(["a", "r"]),
-            st.text(alphabet="xyz ?é中", min_size=1, max_size=12).filter(str.strip).map(lambda t: "e " + t),
+            st.text(alphabet='xyz ?é中"\\', min_size=1, max_size=12)
+            .filter(str.strip)
+            .map(lambda t: "e " + quote_text(t)),
             st.lists(st.sampled_from("012"), min_size=1, max_size=3).map("".join),
             st.tuples(st.integers(1, 3), st.sampled_from("012-")).map(lambda p: f"{p[0]}={p[1]}"),
         ),

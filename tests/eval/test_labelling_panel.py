@@ -101,3 +101,24 @@ def test_the_source_chunk_is_shown_when_retrieval_misses_it(lab: Lab, tmp_path: 
     assert (p.passage, p.doc_id, p.origin) == (chunk.id, "bread", "source chunk") and "Sourdough" in p.text
     assert panel.command("1") == "gen-2: 1 · saved queries.jsonl"
     assert panel.session.question("gen-2").relevance() == {"bread": 1}
+
+
+def test_after_an_edit_the_passages_follow_the_new_text_and_grades_stay_with_their_passages(
+    lab: Lab, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path)
+    panel = LabelPanel(lab, folder, who="ana", clock=lambda: AT)
+    before = panel.passages()
+    graded = before[0]
+    panel.command("1=2")  # graded by position, stored by passage id
+    assert panel.session.question("gen-1").labels[graded.passage].grade == 2
+    panel.command('e "What does sourdough bread rise thanks to?" ')
+    after = panel.passages()
+    assert panel.current.text == "What does sourdough bread rise thanks to?"
+    assert after[0].doc_id == "bread" and after[0].origin == "retrieved #1"  # retrieved for the new text
+    kept = next(p for p in after if p.passage == graded.passage)  # still shown, wherever it now is
+    assert panel.session.question("gen-1").labels[kept.passage].grade == 2
+    panel.command("e")  # e alone: the text box holds the question, nothing changes
+    assert panel.text.value == panel.current.text and "edit the question in the text box" in panel.status.value
+    panel.command("e Who built it? 2")
+    assert "quote the new text" in panel.status.value and panel.current.text.startswith("What does sourdough")

@@ -22,7 +22,7 @@ from typing import Any
 from rag_lab.eval.datasets import CORPUS_FILE, Dataset
 from rag_lab.eval.datasets.loading import _load_corpus
 from rag_lab.eval.labelling.model import GRADE_NAMES, GRADES
-from rag_lab.eval.labelling.session import LabelSession, PassageRef
+from rag_lab.eval.labelling.session import LabelSession, PassageRef, parse_commands, quote_text
 
 __all__ = ["COMMAND_HELP", "LabelPanel", "Passage", "lab_retriever"]
 
@@ -180,11 +180,19 @@ class LabelPanel:
         """Run one command line on the current question (what Enter in the command box does);
         returns the status message shown."""
         q = self.current
+        text_before = q.text
         try:
-            move = self.session.apply(q.id, line, [p.ref() for p in self.passages()])
+            cmds = parse_commands(line)
+            move = self.session.apply(q.id, cmds, [p.ref() for p in self.passages()])
         except (ValueError, KeyError) as exc:
             return self._status(f"⚠ {exc}", error=True)
+        if q.text != text_before:  # retrieve for the new text; grades stay with their passages' ids
+            self._cache.pop(q.id, None)
         saved = self._autosave()
+        if any(c.kind == "edit_box" for c in cmds):
+            self.text.value = q.text
+            self._draw()
+            return self._status(f"{q.id}: edit the question in the text box, then press edit")
         if move:
             self.show(self.index + move)
         else:
@@ -254,7 +262,7 @@ class LabelPanel:
         if text == self.current.text:
             self._status("the text is unchanged: edit it in the box first (or accept it)", error=True)
             return
-        self.command(f"e {text}")
+        self.command(f"e {quote_text(text)}")
 
     def _on_command(self, change: dict[str, Any]) -> None:
         line = str(change["new"])

@@ -11,16 +11,22 @@ Commands (the panel's command box; case does not matter, several separated by sp
 
     a            accept the question
     r            reject it (kept in the file, marked, left out of evaluations)
-    e NEW TEXT   edit it to NEW TEXT (the rest of the line; the generated text is kept)
+    e "NEW TEXT" edit it to NEW TEXT (quoted, "..." with backslash escapes or '...'; the generated
+                 text is kept; what follows the closing quote is read as more commands)
+    e            alone: edit it in the panel's text box
     210          grade the shown passages by position: 1st relevant (2), 2nd partly (1), 3rd not (0)
     3=2          grade passage 3 as 2 (``3=-`` clears its grade)
     n / p        next / previous question
+
+A grade is stored with the passage's id, not its position: after an edit the panel retrieves
+passages for the new text, and a passage graded before keeps its grade wherever it is shown.
 """
 
 from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -35,7 +41,7 @@ from rag_lab.eval.datasets.loading import _iter_rows, _load_corpus
 from rag_lab.eval.datasets.schema import _query_items
 from rag_lab.eval.labelling.model import GRADES, Clock, QuestionState, state_from_item, utc_now
 
-__all__ = ["Command", "LabelSession", "PassageRef", "parse_commands"]
+__all__ = ["Command", "LabelSession", "PassageRef", "parse_commands", "quote_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +54,7 @@ class PassageRef:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One parsed command: ``kind`` in accept, reject, edit, grade, clear, next, prev."""
+    """One parsed command: ``kind`` in accept, reject, edit, edit_box, grade, clear, next, prev."""
 
     kind: str
     text: str = ""
@@ -57,6 +63,8 @@ class Command:
 
 
 _GRADE_AT = re.compile(r"^(\d+)[=:]([012-])$")
+#: ``e "text"`` (JSON-style escapes) or ``e 'text'``, then the rest of the line
+_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"|^\'([^\']*)\'')
 
 
 def parse_commands(line: str) -> list[Command]:
@@ -68,10 +76,22 @@ def parse_commands(line: str) -> list[Command]:
         token, _, tail = rest.partition(" ")
         low = token.lower()
         if low == "e":
-            if not tail.strip():
-                raise ValueError("'e' needs the new question text after it: e What is ...?")
-            out.append(Command("edit", text=tail.strip()))
-            break
+            tail = tail.strip()
+            if not tail:
+                out.append(Command("edit_box"))
+                break
+            m = _QUOTED.match(tail)
+            if m is None:
+                raise ValueError(
+                    f'quote the new text, so that what follows is read as commands: e "{short(tail)}" '
+                    "(or e alone to edit it in the text box)"
+                )
+            text = json.loads(f'"{m.group(1)}"') if m.group(1) is not None else m.group(2)
+            if not text.strip():
+                raise ValueError("'e' needs the new question text in the quotes: e \"What is ...?\"")
+            out.append(Command("edit", text=text.strip()))
+            rest = tail[m.end() :].strip()
+            continue
         if low in ("a", "r", "n", "p"):
             out.append(Command({"a": "accept", "r": "reject", "n": "next", "p": "prev"}[low]))
         elif low.isdigit() and all(int(c) in GRADES for c in low):
@@ -86,11 +106,20 @@ def parse_commands(line: str) -> list[Command]:
                 out.append(Command("grade", position=pos, grade=int(m.group(2))))
         else:
             raise ValueError(
-                f"{token!r} is not a command: a (accept), r (reject), e TEXT (edit), grades like 210 or 3=2 "
+                f'{token!r} is not a command: a (accept), r (reject), e "TEXT" (edit), grades like 210 or 3=2 '
                 "(2 relevant, 1 partly, 0 not; 3=- clears), n / p (next / previous)"
             )
         rest = tail.strip()
     return out
+
+
+def short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quote_text(text: str) -> str:
+    """``text`` as the quoted argument of an ``e`` command."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _digest(data: bytes) -> str:
@@ -205,6 +234,8 @@ class LabelSession:
                 self.reject(qid)
             elif c.kind == "edit":
                 self.edit(qid, c.text)
+            elif c.kind == "edit_box":
+                continue  # the panel opens its text box
             elif c.kind == "grade":
                 p = passages[c.position - 1]
                 self.grade(qid, p.passage, p.doc_id, c.grade)
