@@ -169,13 +169,13 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
 
 def _add_tracking_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MLflow (extra 'tracking')")
-    g.add_argument("--mlflow", action="store_true", help="log this run to MLflow (default store <workspace>/mlruns)")
+    g.add_argument("--mlflow", action="store_true", help="log this run to MLflow (default store sqlite:///<workspace>/mlflow.db)")
     g.add_argument(
         "--mlflow-uri",
         default=None,
         metavar="URI",
         help="tracking URI or folder (implies --mlflow; default $RAG_LAB_MLFLOW_URI, $MLFLOW_TRACKING_URI, "
-        "<workspace>/mlruns)",
+        "sqlite:///<workspace>/mlflow.db)",
     )
     g.add_argument("--mlflow-experiment", default=None, metavar="NAME", help="experiment name (default rag_lab)")
 

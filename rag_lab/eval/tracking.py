@@ -4,30 +4,36 @@
 :func:`log_sweep`, so runs can be compared over time in MLflow (``mlflow ui``, or
 ``MlflowClient``):
 
-* an **eval** is one run: params = the :class:`~rag_lab.types.params.PipelineParams` fields that
-  differ from the defaults, each suite's dataset and slice (``dataset.<suite>`` =
+* an **eval** is one run: params = every :class:`~rag_lab.types.params.PipelineParams` field as the
+  run used it (the lab's params with the run's overrides: a default run has ``rerank_threshold``
+  too), each suite's dataset and slice (``dataset.<suite>`` =
   ``NAME:N_QUERIES:MAX_DOCS:SEED``), the models of the lab config (``models.chat.type`` …);
   metrics = every suite mean of the report (retrieval and ragas), plus latency, errors and cost;
   artifacts = the files written (report JSON / Markdown / HTML, TREC run and qrels, JSONL).
-* a **sweep** is a parent run (the fixed params, datasets, models, objective; metric
+* a **sweep** is a parent run (every effective param but the swept ones, datasets, models, objective; metric
   ``best_<objective>``; the CSV, plots, best-config YAML and summary as artifacts) with one nested
-  child run per config: its swept values as params, its row's metrics (objective, the other
+  child run per config: its swept values and the fixed params that differ from the defaults as
+  params, its row's metrics (objective, the other
   metrics, latency, cost, errors), tags ``config_index`` and ``best``; the sweep's warnings (knobs
   that changed nothing) are the parent's tag ``rag_lab.warnings``.
 
 MLflow names allow letters, digits, ``_ - . : /`` and spaces, so ``@`` becomes ``_at_``
-(``ndcg@10`` is logged as ``ndcg_at_10``; :func:`mlflow_key`). With several suites a metric is
-logged per suite as ``<suite>/<metric>`` and the mean over suites under the plain name.
+(``ndcg@10`` is logged as ``ndcg_at_10``; :func:`mlflow_key`); the run's tag
+``rag_lab.metric_names`` maps each such alias back to rag_lab's name (JSON). With several suites a
+metric is logged per suite as ``<suite>/<metric>`` and the mean over suites under the plain name.
 
 Where runs go (:func:`tracking_uri`): ``--mlflow-uri``, else ``RAG_LAB_MLFLOW_URI``, else
-``MLFLOW_TRACKING_URI``, else a local file store ``<workspace>/mlruns`` (a ``file:`` URI; a plain
-path is turned into one). MLflow 3 keeps its file store in maintenance mode behind
-``MLFLOW_ALLOW_FILE_STORE``; logging to a ``file:`` URI sets it (unless it is set already). Any
-other URI MLflow takes (``sqlite:///…``, ``http://…``) is used as is.
+``MLFLOW_TRACKING_URI``, else a SQLite store ``<workspace>/mlflow.db`` with the artifacts in
+``<workspace>/mlartifacts`` — what a stock ``MlflowClient(tracking_uri="sqlite:///…")`` and
+``mlflow ui --backend-store-uri sqlite:///…`` read. A plain path names a file store (a ``file:``
+URI); MLflow 3 keeps that store in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``, which
+logging to it sets (unless it is set already). Any other URI MLflow takes (``http://…``) is used
+as is.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -53,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_EXPERIMENT = "rag_lab"
+#: the default store's database file and artifact folder, under the workspace
+DEFAULT_DB, DEFAULT_ARTIFACTS = "mlflow.db", "mlartifacts"
 URI_ENV = "RAG_LAB_MLFLOW_URI"
 _MAX_PARAM_LEN = 6000  # MLflow's limit on a param value
 _MAX_TAG_LEN = 8000  # and on a tag value
@@ -81,16 +89,19 @@ def require_mlflow() -> Any:
 
 def tracking_uri(uri: str | None = None, workspace: str | Path | None = None) -> str:
     """Where runs are logged: ``uri``, else ``$RAG_LAB_MLFLOW_URI``, else ``$MLFLOW_TRACKING_URI``,
-    else ``<workspace>/mlruns`` (``./mlruns`` without a workspace). A path becomes a ``file:`` URI.
+    else the SQLite store ``<workspace>/mlflow.db`` (``./mlflow.db`` without a workspace). A path
+    becomes a ``file:`` URI.
 
     >>> tracking_uri("/tmp/runs")
     'file:///tmp/runs'
     >>> tracking_uri("sqlite:///runs.db")
     'sqlite:///runs.db'
+    'sqlite:////tmp/ws/mlflow.db'
     """
     chosen = uri or os.environ.get(URI_ENV) or os.environ.get("MLFLOW_TRACKING_URI")
     if not chosen:
-        chosen = str(Path(workspace if workspace is not None else ".") / "mlruns")
+        db = Path(workspace if workspace is not None else ".").expanduser().resolve() / DEFAULT_DB
+        return f"sqlite:///{db}"
     if chosen == "databricks" or _SCHEME.match(chosen):
         return chosen
     return Path(chosen).expanduser().resolve().as_uri()
@@ -162,16 +173,27 @@ class _Logger:
 
         self.uri = tracking_uri(uri, workspace)
         self.mlflow = mlflow
+        artifacts = None
+        folder = None
         if self.uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            folder = Path(self.uri.removeprefix("file://"))
+        elif self.uri.startswith("sqlite:///"):  # artifacts beside the database, not in the working folder
+            folder = Path(self.uri.removeprefix("sqlite:///")).parent
+            artifacts = (folder / DEFAULT_ARTIFACTS).as_uri()
+        if folder is not None:
             try:
-                Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+                folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise TrackingError(f"MLflow at {self.uri}: cannot create the store folder ({exc})") from None
         with self.refused():
             self.client = MlflowClient(tracking_uri=self.uri)
             exp = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
+            self.experiment_id = (
+                exp.experiment_id
+                if exp is not None
+                else self.client.create_experiment(experiment, artifact_location=artifacts)
+            )
         self.experiment = experiment
 
     @contextmanager
@@ -198,6 +220,9 @@ class _Logger:
             self.client.log_batch(run_id, params=ps[i : i + _PARAMS_PER_BATCH])
         for i in range(0, len(ms), _METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=ms[i : i + _METRICS_PER_BATCH])
+        renamed = {mlflow_key(k): k for k in metrics if mlflow_key(k) != k}
+        if renamed:
+            self.client.set_tag(run_id, "rag_lab.metric_names", json.dumps(renamed, sort_keys=True)[:_MAX_TAG_LEN])
 
     def artifacts(self, run_id: str, paths: Iterable[str | Path]) -> None:
         for p in paths:
@@ -275,7 +300,7 @@ def log_eval(
     lab_params: Mapping[str, Any] = report.meta.get("lab_params") or {}
     params: dict[str, Any] = {}
     for s in report.suites:
-        params.update(changed_params({**lab_params, **s.params}))
+        params.update({**lab_params, **s.params})  # every effective param, defaults included
     for s in report.suites:
         params[f"dataset.{s.name}"] = _slice(s.spec)
     ragas = (report.meta.get("spec") or {}).get("ragas_metrics") or []
@@ -312,10 +337,12 @@ def log_sweep(
     from rag_lab.eval.sweep.specs import SweepError
 
     logger = _Logger(uri, workspace, experiment)
-    fixed = changed_params({**dict(lab_params or {}), **result.base_params})
-    fixed = {k: v for k, v in fixed.items() if k not in result.param_names}
+    effective = {
+        k: v for k, v in {**dict(lab_params or {}), **result.base_params}.items() if k not in result.param_names
+    }
+    fixed = changed_params(effective)  # on every child, beside its swept values
     parent_params: dict[str, Any] = {
-        **fixed,
+        **effective,
         "objective": result.objective,
         "direction": result.direction,
         "swept": ",".join(result.param_names),

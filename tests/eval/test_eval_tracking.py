@@ -4,6 +4,7 @@ and the eval command's --export files (pytrec_eval reproduces the report from th
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import sys
@@ -38,7 +39,8 @@ def _runs(client: Any, experiment: str) -> list[Any]:
 def test_tracking_uri_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("RAG_LAB_MLFLOW_URI", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert tracking_uri(workspace=tmp_path) == (tmp_path / "mlruns").resolve().as_uri()
+    # the default store is SQLite: a stock MlflowClient reads it without MLFLOW_ALLOW_FILE_STORE
+    assert tracking_uri(workspace=tmp_path) == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert tracking_uri(workspace=tmp_path) == "http://127.0.0.1:5000"
     monkeypatch.setenv("RAG_LAB_MLFLOW_URI", str(tmp_path / "runs"))
@@ -111,12 +113,18 @@ def test_eval_logs_to_mlflow_and_exports(
     assert run.data.tags["rag_lab.kind"] == "eval"
     p = run.data.params
     assert p["rerank_top_k"] == "5"
+    assert p["rerank_threshold"] == repr(eval_lab.params.rerank_threshold)  # a default, logged too
+    assert len([k for k in p if not k.startswith(("dataset.", "models.", "ragas"))]) == len(
+        eval_lab.params.model_dump()
+    )
     assert p[f"dataset.{suite.name}"] == f"{slice_}:0"
     assert p["models.embedder.type"] == "onnx-minilm" and p["models.chat.type"] == "extractive"
     m = run.data.metrics
     for name, value in summary.items():
         assert m[mlflow_key(name)] == pytest.approx(value, nan_ok=True), name
     assert m["ndcg_at_10"] == pytest.approx(summary["ndcg@10"]) and 0 < m["recall_at_10"] <= 1
+    names = json.loads(run.data.tags["rag_lab.metric_names"])  # each MLflow alias back to rag_lab's name
+    assert names["ndcg_at_10"] == "ndcg@10" and names["recall_at_5"] == "recall@5" and "mrr" not in names
     assert m["n_queries"] == small_spec.n_queries and m["errors"] == 0
     assert m["latency_ms"] == pytest.approx(suite.mean_latency_ms)
     artifacts = {f.path for f in client.list_artifacts(run.info.run_id)}
@@ -197,7 +205,8 @@ def test_sweep_logs_a_parent_and_one_child_per_config(
     )
     printed = capsys.readouterr().out
     assert code == 0, printed
-    uri = (ws / "mlruns").resolve().as_uri()  # the default store: <workspace>/mlruns
+    uri = f"sqlite:///{(ws / 'mlflow.db').resolve()}"  # the default store, beside its artifacts
+    assert (ws / "mlartifacts").is_dir() and not (Path.cwd() / "mlruns").exists()
     assert f"at {uri}" in printed
     with (tmp_path / "sw.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -210,7 +219,8 @@ def test_sweep_logs_a_parent_and_one_child_per_config(
     assert len(runs) == 5 and len(children) == 4
     pp = parent.data.params
     assert (pp["objective"], pp["direction"], pp["swept"]) == ("recall@5", "maximize", "rerank_threshold,rerank_top_k")
-    assert pp["mmr_lambda"] == "0.5" and "rerank_threshold" not in pp
+    assert pp["mmr_lambda"] == "0.5" and "rerank_threshold" not in pp  # swept: on the children
+    assert pp["vector_threshold"] == "0.2"  # every fixed param is on the parent, defaults too
     assert pp[f"dataset.{small_spec.name}"] == f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}:0"
     best_value = max(float(r["recall@5"]) for r in rows)
     assert parent.data.metrics["best_recall_at_5"] == pytest.approx(best_value)
