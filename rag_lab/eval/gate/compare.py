@@ -127,7 +127,10 @@ def _decide_status(c: MetricCheck, diffs: Sequence[float], level: float, policy:
         c.status, c.note = "nan", "current mean is NaN (no valid sample)"
     elif c.gained_nan:
         c.status = "nan"
-        c.note = f"{len(c.gained_nan)} question(s) became NaN / failed (e.g. {c.gained_nan[0]}); NaN is a failure"
+        c.note = (
+            f"{len(c.gained_nan)} question(s) became NaN / failed (e.g. {c.gained_nan[0]}); NaN is a failure "
+            f"(the means are over each run's valid questions, the delta over the {c.n_pairs} valid in both)"
+        )
     elif c.n_informative == 0:
         c.status = "unchanged"
     elif c.delta < -tol:
