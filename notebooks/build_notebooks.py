@@ -71,11 +71,13 @@ print("expected:", q.answers)""",
     ),
     (
         "md",
-        "Where did the time go? The answer stage returns as soon as the stream has started, so its own span is short; the stream itself is measured by the ledger.",
+        "Where did the time go? A stage's time runs until the background work it started has finished, so `chat_completion_stream` includes the whole answer stream (here the extractive answerer embedding the contexts' sentences), and that part is its `background_ms`: with the offline models it is usually the largest bar. The ledger below counts the model calls behind it.",
     ),
     (
         "code",
         """from rag_lab.lab.plots import plot_stage_timings
+answer = next(t for t in run.timings if t.event == "chat_completion_stream")
+assert answer.background_ms > 0 and answer.duration_ms >= answer.background_ms  # the stream is inside the stage's time
 plot_stage_timings(run)""",
     ),
     ("code", """run.ledger.summary()"""),
@@ -404,7 +406,15 @@ redundancy` with what was already picked.
 
 The question is the one of the guided tour ([01](01_pipeline_event_by_event.ipynb)), on its small
 knowledge base: several documents there say *"designed by Mara Vell, opened in May 1911"* in
-nearly the same words, so MMR has near-duplicates to choose between.""",
+nearly the same words, so MMR has near-duplicates to choose between.
+
+**What the offline "reranker" is.** With the offline defaults the rerank model is the *embedding
+re-scorer*: the cosine of the question and each passage under the same MiniLM model that the
+vector search used, clamped to [0, 1]. It re-reads each passage with its title and context, so it
+can reorder candidates, but it cannot add what a cross-encoder adds — reading the question and the
+passage together. A real reranker (`models: {reranker: {type: http, base_url, model}}`: Jina,
+Cohere, TEI `/rerank`) scores on another scale, so calibrate its threshold (`rag-lab calibrate`)
+before reusing the numbers below.""",
     ),
     ("code", SETUP),
     (
@@ -416,6 +426,7 @@ tq = load_tour_dataset().queries[0]
 first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
 run = lab.ask(tq.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
 print("QUESTION:", tq.question, "| params:", TOUR_PARAMS)
+assert lab.reranker.model_id == "embedding-rescorer:" + lab.embedder.model_key  # the search's own model
 run.frame("rerank").head(12)""",
     ),
     (
@@ -752,6 +763,37 @@ print(held.line())
 print(held.decision("sweep"))
 assert held.verdict in ("better", "not better", "worse")
 assert held.applies == (held.ci[0] > 0)  # better exactly when the interval lies above 0""",
+    ),
+    (
+        "md",
+        """## The decision: one config to apply
+
+Three numbers above each offered a "best", and they answer different questions:
+
+* the **sweep's best** is the config with the highest nDCG@10 on the very questions it was chosen
+  on, so part of its lead is those questions' luck (the held-out check measures how much: the
+  *optimism*);
+* the **calibration's best-F1 threshold** balances gold and non-gold candidates one passage at a
+  time, not the end-to-end metric after MMR, merge and top-K;
+* the **held-out check** is the only one that scores a choice on questions it was not chosen on,
+  against the config you run today. Its interval is what to act on: *better* only when the whole
+  interval is above 0. The one-sided p is how often a gain at least this large would show up by
+  chance if the two configs were equally good; with few held-out questions that moved it cannot
+  be small.
+
+So the recommended config is the tuned one when the verdict is *better*, and the default
+otherwise; this is what the sweep's `<name>_best.yaml` holds.""",
+    ),
+    (
+        "code",
+        """recommended = held.chosen if held.applies else {}  # {}: the default config (the sweep's --set only)
+print("sweep's best on all 20 questions:", result.best_config())
+print("calibration's best-F1 threshold:", cal.suggestion("best F1")["threshold"])
+print(f"held out: Δ {held.delta:+.4f}, 95% CI [{held.ci[0]:+.4f}, {held.ci[1]:+.4f}], p = {held.p_value:.3g} → {held.verdict}")
+print("recommended:", recommended or "the default config")
+# what the prose above states about this run
+assert held.verdict == "not better" and held.ci[0] <= 0 < held.ci[1]  # the interval holds 0
+assert recommended == {} and held.p_value > 0.05""",
     ),
     (
         "md",
