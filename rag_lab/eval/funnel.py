@@ -7,6 +7,10 @@ each gold document at each stage and the stage that lost it). Names:
 * ``<stage>.recall@K`` — share of the question's gold documents at rank <= K of the stage's list;
 * ``<stage>.hit@K`` — 1 when any gold document is at rank <= K;
 * ``<stage>.ar@K`` — all-recall: 1 when *every* gold document is at rank <= K (HippoRAG's AR@K);
+* ``<stage>.ndcg@K`` — binary nDCG@K of the stage's document list (gain 1 per gold document at
+  rank <= K, discount log2(rank + 1), ideal from min(|gold|, K)), and ``<stage>.map`` — average
+  precision over the whole list: what trec_eval's ``ndcg_cut_K`` and ``map`` give for that list, so
+  ``vector.ndcg@10`` and ``keyword.ndcg@10`` compare with published first-stage figures;
 * ``funnel.lost_at.<stage>`` — share of the question's gold documents lost at that stage (lower
   is better); ``funnel.kept`` — share that reaches the final contexts (the lost shares and the
   kept share of a question sum to 1).
@@ -36,6 +40,7 @@ from rag_lab.tuning.funnel import CHAIN, STAGES
 __all__ = [
     "AR_KS",
     "FAMILIES",
+    "NDCG_K",
     "RECALL_KS",
     "funnel_metric_names",
     "funnel_section",
@@ -57,7 +62,10 @@ FAMILIES = {
     "recall": "share of the gold documents at rank <= k",
     "hit": "1 when any gold document is at rank <= k",
     "ar": "all-recall: 1 when every gold document is at rank <= k",
+    "ndcg": "binary nDCG@k (gain 1 per gold document)",
 }
+#: the nDCG cut-off every report carries per stage (``<stage>.map`` too)
+NDCG_K = 10
 
 
 def parse_funnel_metric(name: str) -> tuple[str, str, int | None] | None:
@@ -65,6 +73,8 @@ def parse_funnel_metric(name: str) -> tuple[str, str, int | None] | None:
     or ``None`` when ``name`` is not one."""
     if name == "funnel.kept":
         return ("final", "kept", None)
+    if name.endswith(".map") and name.removesuffix(".map") in STAGES:
+        return (name.removesuffix(".map"), "map", None)
     if name.startswith("funnel.lost_at."):
         stage = name.removeprefix("funnel.lost_at.")
         return (stage, "lost_at", None) if stage in CHAIN else None
@@ -115,19 +125,27 @@ def question_value(funnel: Mapping[str, Any], name: str) -> float:
         return sum(1 for g in gold if not g.get("lost_at")) / len(gold)
     if stage not in (funnel.get("sizes") or {}):
         return math.nan
-    assert k is not None
     ranks = [(g.get("ranks") or {}).get(stage) for g in gold]
+    if family == "map":
+        found = sorted(r for r in ranks if r is not None)
+        return sum((j + 1) / r for j, r in enumerate(found)) / len(ranks)
+    assert k is not None
     if family == "recall":
         return stage_recall(ranks, k)
+    if family == "ndcg":
+        dcg = sum(1.0 / math.log2(r + 1) for r in ranks if r is not None and r <= k)
+        return dcg / sum(1.0 / math.log2(i + 2) for i in range(min(len(ranks), k)))
     inside = [r is not None and r <= k for r in ranks]
     return float(any(inside)) if family == "hit" else float(all(inside))
 
 
 def funnel_metric_names(stages: Sequence[str] = STAGES) -> list[str]:
     """The funnel metrics a report carries for ``stages``: recall and hit at :data:`RECALL_KS`,
-    all-recall at :data:`AR_KS`, then the lost-at shares and the kept share."""
+    all-recall at :data:`AR_KS`, nDCG at :data:`NDCG_K` and MAP, then the lost-at shares and the
+    kept share."""
     out = [f"{s}.{fam}@{k}" for s in stages for fam in ("recall", "hit") for k in RECALL_KS]
     out += [f"{s}.ar@{k}" for s in stages for k in AR_KS]
+    out += [m for s in stages for m in (f"{s}.ndcg@{NDCG_K}", f"{s}.map")]
     return out + [f"funnel.lost_at.{s}" for s in CHAIN] + ["funnel.kept"]
 
 
@@ -155,14 +173,17 @@ def funnel_table(summary: Mapping[str, float], k: int = 10, wide: int = 50) -> s
     """The per-stage table people read: recall@k, hit@k, recall@wide and ar@5 of each stage, and
     the share of gold lost at it (plain text, aligned)."""
     stages = [s for s in STAGES if f"{s}.recall@{k}" in summary]
-    head = ["stage", f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5", "lost here"]
+    head = ["stage", f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5", f"ndcg@{NDCG_K}", "map", "lost here"]
     rows = [head]
     for s in stages:
         lost = summary.get(f"funnel.lost_at.{s}")
         rows.append(
             [
                 s,
-                *(_fmt(summary.get(f"{s}.{m}")) for m in (f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5")),
+                *(
+                    _fmt(summary.get(f"{s}.{m}"))
+                    for m in (f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5", f"ndcg@{NDCG_K}", "map")
+                ),
                 _fmt(lost) if lost is not None else "",
             ]
         )

@@ -177,11 +177,14 @@ def test_stage_recall_equals_pytrec_eval_on_the_stage_list(lab_runs, small_ds) -
             if not docs:
                 assert question_value(rec, f"{stage}.recall@10") == 0.0
                 continue
-            trec = pytrec_eval.RelevanceEvaluator({q.id: {g: 1 for g in q.gold_ids}}, {"recall.5,10,50"}).evaluate(
-                {q.id: {d: float(len(docs) - i) for i, d in enumerate(docs)}}
-            )[q.id]
+            trec = pytrec_eval.RelevanceEvaluator(
+                {q.id: {g: 1 for g in q.gold_ids}}, {"recall.5,10,50", "ndcg_cut.5,10", "map"}
+            ).evaluate({q.id: {d: float(len(docs) - i) for i, d in enumerate(docs)}})[q.id]
             for k in (5, 10, 50):
                 assert question_value(rec, f"{stage}.recall@{k}") == pytest.approx(trec[f"recall_{k}"], abs=1e-12)
+            for k in (5, 10):  # first-stage figures as the literature reports them
+                assert question_value(rec, f"{stage}.ndcg@{k}") == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-12)
+            assert question_value(rec, f"{stage}.map") == pytest.approx(trec["map"], abs=1e-12)
             checked += 1
     assert checked > 50
 
@@ -308,6 +311,9 @@ def test_reports_carry_the_funnel_and_the_gate_reads_its_metrics(eval_lab, small
     suite = back.suites[0]
     assert "fused.recall@10" in suite.metric_names()
     assert suite.summary()["final.recall@10"] == pytest.approx(suite.summary()["recall@10"])
+    for m in ("ndcg@10", "map"):  # the final list's nDCG and MAP are the report's
+        assert suite.summary()[f"final.{m}"] == pytest.approx(suite.summary()[m]), m
+    assert "vector.ndcg@10" in suite.metric_names() and "keyword.map" in suite.metric_names()
     data = rep.to_dict()["suites"][0]["funnel"]
     assert set(data["lost_at"]) == set(CHAIN) and data["stages"] == list(STAGES)
     md = paths["md"].read_text(encoding="utf-8")
