@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_lab.eval.cache_cli import add_cache_commands
     from rag_lab.eval.cli import add_eval_commands
     from rag_lab.eval.judge_server import add_judge_commands
+    from rag_lab.eval.runs_cli import add_runs_command
     from rag_lab.eval.testset.cli import add_testset_command
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_judge_commands,
         add_cache_commands,
         add_testset_command,
+        add_runs_command,
     )
 
 

@@ -169,7 +169,9 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
 
 def _add_tracking_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MLflow (extra 'tracking')")
-    g.add_argument("--mlflow", action="store_true", help="log this run to MLflow (default store sqlite:///<workspace>/mlflow.db)")
+    g.add_argument(
+        "--mlflow", action="store_true", help="log this run to MLflow (default store sqlite:///<workspace>/mlflow.db)"
+    )
     g.add_argument(
         "--mlflow-uri",
         default=None,
@@ -331,6 +333,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     name = args.name or "eval_" + "_".join(s.name for s in report.suites).replace("/", "_")
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
+    from rag_lab.eval.runs import record_run
+
+    entry = record_run(lab.workspace.root, report, paths["json"])
+    if not args.quiet:
+        print(f"recorded as run {entry.id} (rag-lab runs list / compare)", file=sys.stderr)
     if args.export:
         from rag_lab.eval.formats import export_report
 
