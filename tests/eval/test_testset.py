@@ -126,3 +126,32 @@ def test_duplicates_and_unretrievable_questions_are_dropped(ts_lab, tmp_path, mo
     ]
     assert report.dropped["duplicate"] == len(sources) - lost_chunks - 2
     assert report.kept == 2 and all(q.gold_ids != [lost] for q in ds.queries)
+
+
+def test_questions_from_a_file_get_a_guessed_gold_and_stay_unreviewed(ts_lab, tmp_path):
+    from rag_lab.eval.review import unreviewed_qids
+    from rag_lab.eval.testset.from_file import build_from_file, read_questions
+
+    _, sources = kb_sources(ts_lab, ts_lab.kb("en", create=False))
+    asked = sources[0].text.split(".")[0].strip() + "?"
+    f = tmp_path / "asked.txt"
+    f.write_text(f"{asked}\n\n{asked.upper()}\nqqqzx vvvjk\n", encoding="utf-8")
+    ds, report = build_from_file(ts_lab, "en", f, tmp_path / "out")
+    # the vector search always finds a nearest document: even a nonsense question gets a guess to review
+    assert (report.kept, report.dropped["duplicate"], report.dropped["not retrieved"]) == (2, 1, 0)
+    q = ds.queries[0]
+    md = q.metadata
+    assert q.question == asked and q.gold_ids == [md["gold_candidates"][0]] and len(md["gold_candidates"]) <= 3
+    assert q.gold_ids == [sources[0].doc_id]  # the sentence's own document ranks first
+    assert md["origin"] == "file" and md["synthetic"] is True and md["reviewed"] is False
+    assert unreviewed_qids(load_dataset(tmp_path / "out")) == [q.id for q in ds.queries]  # refused until labelled
+    csv_file = tmp_path / "asked.csv"
+    csv_file.write_text('id,question\n1,"Where is it, then?"\n2,\n', encoding="utf-8")
+    assert read_questions(csv_file) == ["Where is it, then?"]
+    bad = tmp_path / "asked.jsonl"
+    bad.write_text('{"question": "ok?"}\n{"q": "no"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"asked.jsonl:2: field 'question' = None must be a non-empty string"):
+        read_questions(bad)
+    (tmp_path / "asked.xlsx").write_bytes(b"PK")
+    with pytest.raises(ValueError, match=r"use a .txt, .csv, .jsonl or .json file"):
+        read_questions(tmp_path / "asked.xlsx")

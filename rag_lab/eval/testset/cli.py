@@ -59,6 +59,22 @@ def cmd_testset(args: argparse.Namespace) -> int:
 
     overrides = {"workspace": args.workspace} if args.workspace else {}
     lab = Lab.from_config(args.config, **overrides)
+    if args.from_file:
+        from rag_lab.eval.testset.from_file import build_from_file
+
+        if args.n is not None:
+            raise ValueError("--from-file takes every question of the file: leave out --n")
+        ds, report = build_from_file(lab, args.kb, args.from_file, args.out, depth=args.depth, overwrite=args.overwrite)
+        print(report)
+        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
+        print(
+            "note: the gold of each question is a guess from the KB's search (gold_candidates in its metadata); "
+            "label them in the labelling panel before a baseline is built on them",
+            file=sys.stderr,
+        )
+        return 0
+    if args.n is None:
+        raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
     generator, model = choose_generator(args, lab)
     if generator == "ragas":
         from rag_lab.eval.testset.ragas_build import build_ragas_testset
@@ -101,7 +117,14 @@ def add_testset_command(subparsers: Any) -> None:
         help="generate questions with known gold from a KB's chunks (a chat model when configured, else offline)",
     )
     p.add_argument("--kb", required=True, help="knowledge base name")
-    p.add_argument("--n", type=int, required=True, help="number of questions to keep")
+    p.add_argument("--n", type=int, default=None, help="number of questions to keep")
+    p.add_argument(
+        "--from-file",
+        default=None,
+        metavar="FILE",
+        help="questions people asked (.txt one a line, .csv question column, .jsonl / .json) instead of generated "
+        "ones: gold guessed from the KB's search, every question unreviewed until labelled",
+    )
     p.add_argument("--out", required=True, help="output dataset folder (corpus.jsonl, queries.jsonl)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--depth", type=int, default=10, help="answerable: the source document in the top DEPTH hits")
