@@ -20,10 +20,18 @@ partial indexes. What differs is bridged here, in one place:
 * errors: psycopg's are raised as the :mod:`sqlite3` classes they correspond to
   (:class:`sqlite3.IntegrityError` for a unique or foreign-key violation, and so on), so a store
   handles one set of exceptions;
-* a connection the server dropped (a restart) is opened again: a read or the start of a
-  transaction that finds it dead runs again on a new one; a write outside a transaction fails
-  once (it may have reached the server) and the next statement reconnects; a connection lost
-  inside a transaction raises :class:`sqlite3.OperationalError`;
+* outages are waited out: a connection the server dropped (a restart) is opened again before any
+  statement outside a transaction is sent (a connection that is readable while idle holds the
+  server's goodbye, so nothing is sent on it). While the server refuses connections or is
+  starting up, the reconnect is retried with backoff (0.05 s doubling to 1 s) for up to
+  ``outage_s`` seconds (:data:`DEFAULT_OUTAGE_S`, or :data:`OUTAGE_ENV` in the environment, or
+  the ``store.outage_s`` config key), then the last error is raised. A read, or a ``BEGIN`` that
+  fails because the connection died under it, runs again on a new one within the same window; a
+  write outside a transaction that fails after it was sent is raised (it may have reached the
+  server); a connection lost inside a transaction raises :class:`sqlite3.OperationalError` (what
+  the transaction wrote is gone: nothing is replayed). Errors that no wait cures (a wrong
+  password, a missing database) are raised at once. The first connection of a store is not
+  waited for (a wrong URL fails fast); later ones are;
 * the change counter: a write transaction of a connection made with ``change_counter=True``
   increments the one row of ``rag_lab_changes`` before it commits; :func:`read_changes` reads it.
   It is what SQLite's ``PRAGMA data_version`` is for a file: a number that moves when any other
@@ -32,26 +40,49 @@ partial indexes. What differs is bridged here, in one place:
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import select
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
+    "DEFAULT_OUTAGE_S",
+    "OUTAGE_ENV",
     "PG_SCHEMES",
     "PgConnection",
     "PgCursor",
     "PgRow",
     "is_postgres",
+    "outage_window",
     "pg_table_sql",
     "read_changes",
     "redact",
     "to_pg",
 ]
 
+log = logging.getLogger(__name__)
+
 PG_SCHEMES = ("postgresql://", "postgres://")
+#: how long a dropped connection is retried while the server is unreachable (a restart)
+DEFAULT_OUTAGE_S = 30.0
+#: the environment variable that overrides :data:`DEFAULT_OUTAGE_S` (seconds, 0 to 3600)
+OUTAGE_ENV = "RAG_LAB_STORE_OUTAGE_S"
+#: errors of a server that is down, restarting or cut off: worth waiting for (psycopg gives no
+#: SQLSTATE for a failed connection, only libpq's message)
+_TRANSIENT = re.compile(
+    r"Connection refused|starting up|shutting down|in recovery|server closed the connection|"
+    r"Connection reset|terminating connection|could not receive data|could not send data|"
+    r"timeout expired|No such file or directory|connection is lost|consuming input failed|"
+    r"SSL SYSCALL|Broken pipe",
+    re.IGNORECASE,
+)
+_TRANSIENT_STATES = ("57P01", "57P02", "57P03")
 
 #: the change counter (one row) and the statement a counted write transaction runs before COMMIT
 CHANGES_TABLE = "rag_lab_changes"
@@ -67,6 +98,31 @@ SCHEMA_LOCK_KEY = 0x7261675F6C6162  # "rag_lab"
 def is_postgres(location: object) -> bool:
     """True when ``location`` is a ``postgresql://`` (or ``postgres://``) URL."""
     return isinstance(location, str) and location.startswith(PG_SCHEMES)
+
+
+def outage_window(value: object = None, environ: dict[str, str] | None = None) -> float:
+    """The outage window in seconds: ``value`` when given, else :data:`OUTAGE_ENV`, else
+    :data:`DEFAULT_OUTAGE_S`; a value that is not a number in [0, 3600] raises ValueError naming it."""
+    source = "store.outage_s"
+    if value is None:
+        raw = (os.environ if environ is None else environ).get(OUTAGE_ENV, "").strip()
+        if not raw:
+            return DEFAULT_OUTAGE_S
+        value, source = raw, f"${OUTAGE_ENV}"
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(value, bool) or not 0 <= seconds <= 3600:
+        raise ValueError(f"{source}: expected a number of seconds in [0, 3600], got {value!r:.40}")
+    return seconds
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for the errors of a server that is restarting or unreachable (module docstring)."""
+    if getattr(exc, "sqlstate", None) in _TRANSIENT_STATES:
+        return True
+    return bool(_TRANSIENT.search(str(exc)))
 
 
 def redact(dsn: str) -> str:
@@ -176,16 +232,18 @@ class PgCursor:
         # what may run again on a new connection when the old one turns out dead: a read or a
         # BEGIN outside any transaction (nothing of theirs reached the server)
         retry = not self._conn.in_transaction() and (word == "BEGIN" or word.startswith("SELECT"))
+        deadline = time.monotonic() + self._conn.outage_s
         try:
-            try:
-                self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
-            except psycopg.OperationalError:
-                if not (retry and self._conn.raw.broken):
-                    raise
-                self._conn._live()
-                self._cur = self._conn.raw.cursor()
-                self._factory()
-                self._cur.execute(to_pg(sql), tuple(args))
+            while True:
+                try:
+                    self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
+                    break
+                except psycopg.OperationalError as exc:
+                    if not (retry and self._conn.raw.broken and is_transient(exc)) or time.monotonic() > deadline:
+                        raise
+                    self._conn._live(deadline)
+                    self._cur = self._conn.raw.cursor()
+                    self._factory()
         except psycopg.Error as exc:
             raise _as_sqlite_error(exc) from exc
         finally:
@@ -231,38 +289,82 @@ class PgCursor:
 class PgConnection:
     """One psycopg connection (autocommit) speaking the stores' SQL (module docstring)."""
 
-    def __init__(self, dsn: str, *, change_counter: bool = False, connect_timeout: float = 10.0) -> None:
-        import psycopg
-
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        change_counter: bool = False,
+        connect_timeout: float = 10.0,
+        outage_s: float | None = None,
+        wait: bool = False,
+    ) -> None:
+        """``outage_s``: see :func:`outage_window`; ``wait``: wait out an outage for this first
+        connection too (a store that was reached before opens another connection)."""
         self.dsn = dsn
         self.change_counter = change_counter
         self._timeout = max(1, int(connect_timeout))
-        try:
-            self.raw = psycopg.connect(dsn, autocommit=True, connect_timeout=self._timeout)
-        except psycopg.Error as exc:
-            raise _as_sqlite_error(exc) from exc
+        #: how long a reconnect waits for a server that is down (module docstring)
+        self.outage_s = outage_window(outage_s)
         self._tx: list[Any] = []
         #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
         self.explicit = False
         self._lock = threading.RLock()
+        self.raw: Any = self._connect(time.monotonic() + self.outage_s if wait else 0.0)
 
     def in_transaction(self) -> bool:
         return bool(self._tx) or self.explicit
 
-    def _live(self) -> None:
-        """Reconnect when the server dropped the connection (a restart) between transactions; a
-        connection lost inside one is an error (what it wrote is gone: nothing is replayed)."""
-        if not (self.raw.closed or self.raw.broken):
-            return
-        if self._tx or self.explicit:
-            self.explicit = False
-            raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
+    def _connect(self, deadline: float) -> Any:
+        """A new psycopg connection; transient failures are retried with backoff until ``deadline``
+        (``time.monotonic()``), other failures and the last one raised as :mod:`sqlite3` errors."""
         import psycopg
 
+        delay, waited = 0.05, False
+        while True:
+            try:
+                raw = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
+            except psycopg.Error as exc:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise _as_sqlite_error(exc) from exc
+                if not waited:
+                    log.warning(
+                        "%s is unreachable (%s); retrying for up to %.0f s",
+                        redact(self.dsn),
+                        str(exc).strip().splitlines()[0],
+                        max(0.0, deadline - time.monotonic()),
+                    )
+                    waited = True
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if waited:
+                log.warning("%s is reachable again", redact(self.dsn))
+            return raw
+
+    def _dead(self) -> bool:
+        """The connection cannot take a statement: closed, broken, or readable while idle (the
+        server sent its goodbye, e.g. ``terminating connection due to administrator command``)."""
+        if self.raw.closed or self.raw.broken:
+            return True
         try:
-            self.raw = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
-        except psycopg.Error as exc:
-            raise _as_sqlite_error(exc) from exc
+            readable, _, _ = select.select([self.raw.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def _live(self, deadline: float | None = None) -> None:
+        """Reconnect when the server dropped the connection (a restart) between transactions,
+        waiting out the outage until ``deadline`` (default: ``outage_s`` from now); a connection
+        lost inside a transaction is an error (what it wrote is gone: nothing is replayed)."""
+        if self._tx or self.explicit:
+            if self.raw.closed or self.raw.broken:
+                self.explicit = False
+                raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
+            return
+        if not self._dead():
+            return
+        self.close()
+        self.raw = self._connect(time.monotonic() + self.outage_s if deadline is None else deadline)
 
     # -- statements ---------------------------------------------------------------------------
     def cursor(self) -> PgCursor:
@@ -289,17 +391,18 @@ class PgConnection:
 
         self._lock.acquire()
         try:
-            if not self._tx:
-                self._live()
-            tx = self.raw.transaction()
-            try:
-                tx.__enter__()
-            except psycopg.OperationalError:
-                if self._tx or not self.raw.broken:
-                    raise
-                self._live()  # the server dropped it since the last statement: nothing was sent
+            deadline = time.monotonic() + self.outage_s
+            while True:
+                if not self._tx:
+                    self._live(deadline)
                 tx = self.raw.transaction()
-                tx.__enter__()
+                try:
+                    tx.__enter__()
+                    break
+                except psycopg.OperationalError as exc:
+                    # the server dropped it since the last statement: BEGIN did not run, try again
+                    if self._tx or not self.raw.broken or not is_transient(exc) or time.monotonic() > deadline:
+                        raise
         except (psycopg.Error, sqlite3.Error) as exc:
             self._lock.release()
             raise (_as_sqlite_error(exc) if isinstance(exc, psycopg.Error) else exc) from exc

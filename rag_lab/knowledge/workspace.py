@@ -67,14 +67,15 @@ def kb_id_for_name(name: str) -> str:
 class Workspace:
     """Store + indexes under ``root``; caches one index object per KB (thread-safe)."""
 
-    def __init__(self, root: str | Path, store: str | Path | None = None) -> None:
+    def __init__(self, root: str | Path, store: str | Path | None = None, store_outage_s: float | None = None) -> None:
         """``store``: the knowledge store's file or ``postgresql://`` URL (default
-        ``root/store.sqlite``)."""
+        ``root/store.sqlite``); ``store_outage_s``: how long a PostgreSQL store waits out a
+        restarting server (see :class:`~rag_lab.knowledge.store.KnowledgeStore`)."""
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"{self.root}: workspace root exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store)
+        self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store, outage_s=store_outage_s)
         #: per (index kind, KB): the store's change token when its cached index was last checked
         #: (a shared store only: other processes write to it without touching this folder)
         self._checked: dict[tuple[str, str], Any] = {}

@@ -268,7 +268,9 @@ class Lab:
                 self.prompts.get(tid)
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
-        self.workspace = Workspace(root, store=self.store_config.knowledge_location(root))
+        self.workspace = Workspace(
+            root, store=self.store_config.knowledge_location(root), store_outage_s=self.store_config.outage_s
+        )
         # an index found disagreeing with the store re-embeds what it lacks with this lab's model
         self.workspace.embedder_for = lambda kb: (
             self.embedder if getattr(kb, "embedding_model_key", "") == self.embedder.model_key else None
@@ -289,7 +291,9 @@ class Lab:
 
         # sessions and messages persist next to the knowledge bases; long-term memory is opt-in
         # (its affinity boost makes results depend on earlier questions)
-        self.sessions = SQLiteSessionStore(self.store_config.sessions_location(self.workspace.root))
+        self.sessions = SQLiteSessionStore(
+            self.store_config.sessions_location(self.workspace.root), outage_s=self.store_config.outage_s
+        )
         mem_cfg = dict(cfg.get("memory") or {})
         self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(
