@@ -24,6 +24,7 @@ from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
 from rag_lab.pipeline.snapshots import SnapshotPlan, SnapshotTaker
 from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
 from rag_lab.stream.bus import BusEvent
+from rag_lab.stream.manager import stopped_answer
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.events import EventType
 from rag_lab.types.params import PipelineParams
@@ -621,17 +622,28 @@ class Lab:
         from rag_lab.searchutil.language import language_warning
 
         ledger = Ledger(self.prices)
+        # a remembered turn is saved before its ``complete`` is stored: whoever reads the session
+        # after ``complete`` finds the assistant message
+        hold = remember and self.services.messages is not None
         with use_ledger(ledger):
             outcome: QAOutcome = await run_knowledge_qa(
-                chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events
+                chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events, hold_complete=hold
             )
         for t in outcome.timings:
             ledger.stage_ms[t.event] = ledger.stage_ms.get(t.event, 0.0) + t.duration_ms
         if snapshots:
             snaps["final"] = taker.final(chat)
-        stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
+        sid, mid = chat.request.session_id, chat.context.message_id
+        stored, _ = self.stream_manager.get_events(sid, mid, 0)
+        stopped = stopped_answer(stored)
+        if stopped is not None:  # stopped through the log (another replica): the answer is what it holds
+            outcome.answer, outcome.cancelled = stopped, True
         if remember:
             await self._remember_turn(chat, outcome)
+        if stopped is None:
+            for ev in outcome.held:
+                self.stream_manager.append_event(sid, mid, ev)
+                stored.append(ev)
         return Run(
             question=chat.request.query,
             answer=outcome.answer,

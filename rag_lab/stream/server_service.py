@@ -93,6 +93,9 @@ class StreamService:
         #: the owner of every session (and so of its messages and streams) is stored here
         self.sessions = lab.sessions
         self.generations: dict[tuple[str, str], Generation] = {}
+        #: generations over whose turn the store could not yet be told (an outage past the
+        #: store's window): saved and cleared by the maintenance loop once the store is back
+        self.unsettled: dict[tuple[str, str], Generation] = {}
         self.active_followers = 0
         #: this server's identity in the crash-recovery records (rag_lab.stream.recovery)
         self.instance = uuid.uuid4().hex
@@ -134,10 +137,13 @@ class StreamService:
             tick += 1
             running = {k: (g.partial, list(g.references)) for k, g in self.generations.items() if not g.finished()}
             try:
-                if running:
+                if running or self.unsettled:
                     await asyncio.to_thread(self.sessions.heartbeat_generations, self.instance, running)
             except Exception as exc:
                 log.warning("could not refresh the in-flight records: %s", exc)
+            for gen in list(self.unsettled.values()):
+                if await self._settle(gen):
+                    del self.unsettled[(gen.session_id, gen.message_id)]
             if tick % sweep_every == 0:  # orphans of other hosts / hung processes
                 await self.recover()
 
@@ -231,11 +237,32 @@ class StreamService:
             if gen.stop_requested and not gen.stop_written:
                 gen.stop_written = True
                 await self._append_quietly(gen, self.stop_event(gen.session_id, gen.message_id))
-            try:  # the turn is saved (or failed): nothing left to recover
-                await asyncio.to_thread(self.sessions.end_generation, gen.session_id, gen.message_id)
-            except Exception as exc:
-                log.warning("could not clear the in-flight record of %s/%s: %s", gen.session_id, gen.message_id, exc)
+            if not await self._settle(gen):  # the turn is saved (or failed): nothing left to recover
+                self.unsettled[(gen.session_id, gen.message_id)] = gen
             gen.finished_at = time.monotonic()
+
+    async def _settle(self, gen: Generation) -> bool:
+        """Save a failed turn with its cause and clear the in-flight record
+        (:func:`~rag_lab.stream.recovery.settle_turn`); False when the store is still unreachable."""
+        from rag_lab.stream.recovery import settle_turn
+
+        try:
+            done = await asyncio.to_thread(
+                lambda: settle_turn(
+                    self.sessions,
+                    gen.session_id,
+                    gen.message_id,
+                    error=gen.error,
+                    partial=gen.partial,
+                    references=list(gen.references),
+                )
+            )
+        except Exception as exc:
+            log.warning("turn %s/%s not settled yet (retrying): %s", gen.session_id, gen.message_id, exc)
+            return False
+        if done != "ended":
+            log.warning("turn %s/%s failed (%s): %s", gen.session_id, gen.message_id, gen.error, done)
+        return True
 
     def _forget_finished(self) -> None:
         """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory)."""
