@@ -20,18 +20,13 @@ partial indexes. What differs is bridged here, in one place:
 * errors: psycopg's are raised as the :mod:`sqlite3` classes they correspond to
   (:class:`sqlite3.IntegrityError` for a unique or foreign-key violation, and so on), so a store
   handles one set of exceptions;
-* outages are waited out: a connection the server dropped (a restart) is opened again before any
-  statement outside a transaction is sent (a connection that is readable while idle holds the
-  server's goodbye, so nothing is sent on it). While the server refuses connections or is
-  starting up, the reconnect is retried with backoff (0.05 s doubling to 1 s) for up to
-  ``outage_s`` seconds (:data:`DEFAULT_OUTAGE_S`, or :data:`OUTAGE_ENV` in the environment, or
-  the ``store.outage_s`` config key), then the last error is raised. A read, or a ``BEGIN`` that
-  fails because the connection died under it, runs again on a new one within the same window; a
-  write outside a transaction that fails after it was sent is raised (it may have reached the
-  server); a connection lost inside a transaction raises :class:`sqlite3.OperationalError` (what
-  the transaction wrote is gone: nothing is replayed). Errors that no wait cures (a wrong
-  password, a missing database) are raised at once. The first connection of a store is not
-  waited for (a wrong URL fails fast); later ones are;
+* outages are waited out (:mod:`rag_lab.knowledge.pg_outage`): before a statement outside a
+  transaction, a connection that is dead, or readable while idle (the server's goodbye), is
+  replaced, retrying the reconnect for up to ``outage_s``; a read or a ``BEGIN`` that fails on a
+  connection that died under it runs again on a new one. A lone write that failed after it was
+  sent is raised (it may have reached the server), and so is a connection lost inside a
+  transaction (nothing is replayed). A store's first connection does not wait (a wrong URL fails
+  fast);
 * the change counter: a write transaction of a connection made with ``change_counter=True``
   increments the one row of ``rag_lab_changes`` before it commits; :func:`read_changes` reads it.
   It is what SQLite's ``PRAGMA data_version`` is for a file: a number that moves when any other
@@ -40,10 +35,7 @@ partial indexes. What differs is bridged here, in one place:
 
 from __future__ import annotations
 
-import logging
-import os
 import re
-import select
 import sqlite3
 import threading
 import time
@@ -51,9 +43,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, is_transient, outage_window
+
 __all__ = [
-    "DEFAULT_OUTAGE_S",
-    "OUTAGE_ENV",
     "PG_SCHEMES",
     "PgConnection",
     "PgCursor",
@@ -66,23 +58,7 @@ __all__ = [
     "to_pg",
 ]
 
-log = logging.getLogger(__name__)
-
 PG_SCHEMES = ("postgresql://", "postgres://")
-#: how long a dropped connection is retried while the server is unreachable (a restart)
-DEFAULT_OUTAGE_S = 30.0
-#: the environment variable that overrides :data:`DEFAULT_OUTAGE_S` (seconds, 0 to 3600)
-OUTAGE_ENV = "RAG_LAB_STORE_OUTAGE_S"
-#: errors of a server that is down, restarting or cut off: worth waiting for (psycopg gives no
-#: SQLSTATE for a failed connection, only libpq's message)
-_TRANSIENT = re.compile(
-    r"Connection refused|starting up|shutting down|in recovery|server closed the connection|"
-    r"Connection reset|terminating connection|could not receive data|could not send data|"
-    r"timeout expired|No such file or directory|connection is lost|consuming input failed|"
-    r"SSL SYSCALL|Broken pipe",
-    re.IGNORECASE,
-)
-_TRANSIENT_STATES = ("57P01", "57P02", "57P03")
 
 #: the change counter (one row) and the statement a counted write transaction runs before COMMIT
 CHANGES_TABLE = "rag_lab_changes"
@@ -98,31 +74,6 @@ SCHEMA_LOCK_KEY = 0x7261675F6C6162  # "rag_lab"
 def is_postgres(location: object) -> bool:
     """True when ``location`` is a ``postgresql://`` (or ``postgres://``) URL."""
     return isinstance(location, str) and location.startswith(PG_SCHEMES)
-
-
-def outage_window(value: object = None, environ: dict[str, str] | None = None) -> float:
-    """The outage window in seconds: ``value`` when given, else :data:`OUTAGE_ENV`, else
-    :data:`DEFAULT_OUTAGE_S`; a value that is not a number in [0, 3600] raises ValueError naming it."""
-    source = "store.outage_s"
-    if value is None:
-        raw = (os.environ if environ is None else environ).get(OUTAGE_ENV, "").strip()
-        if not raw:
-            return DEFAULT_OUTAGE_S
-        value, source = raw, f"${OUTAGE_ENV}"
-    try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        seconds = float("nan")
-    if isinstance(value, bool) or not 0 <= seconds <= 3600:
-        raise ValueError(f"{source}: expected a number of seconds in [0, 3600], got {value!r:.40}")
-    return seconds
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for the errors of a server that is restarting or unreachable (module docstring)."""
-    if getattr(exc, "sqlstate", None) in _TRANSIENT_STATES:
-        return True
-    return bool(_TRANSIENT.search(str(exc)))
 
 
 def redact(dsn: str) -> str:
@@ -315,42 +266,18 @@ class PgConnection:
         return bool(self._tx) or self.explicit
 
     def _connect(self, deadline: float) -> Any:
-        """A new psycopg connection; transient failures are retried with backoff until ``deadline``
-        (``time.monotonic()``), other failures and the last one raised as :mod:`sqlite3` errors."""
+        """A new psycopg connection, waiting out an outage until ``deadline``
+        (:func:`~rag_lab.knowledge.pg_outage.connect_waiting`); errors as :mod:`sqlite3` ones."""
         import psycopg
 
-        delay, waited = 0.05, False
-        while True:
-            try:
-                raw = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
-            except psycopg.Error as exc:
-                if not is_transient(exc) or time.monotonic() + delay > deadline:
-                    raise _as_sqlite_error(exc) from exc
-                if not waited:
-                    log.warning(
-                        "%s is unreachable (%s); retrying for up to %.0f s",
-                        redact(self.dsn),
-                        str(exc).strip().splitlines()[0],
-                        max(0.0, deadline - time.monotonic()),
-                    )
-                    waited = True
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            if waited:
-                log.warning("%s is reachable again", redact(self.dsn))
-            return raw
-
-    def _dead(self) -> bool:
-        """The connection cannot take a statement: closed, broken, or readable while idle (the
-        server sent its goodbye, e.g. ``terminating connection due to administrator command``)."""
-        if self.raw.closed or self.raw.broken:
-            return True
         try:
-            readable, _, _ = select.select([self.raw.fileno()], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
+            return connect_waiting(
+                lambda: psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout),
+                deadline,
+                redact(self.dsn),
+            )
+        except psycopg.Error as exc:
+            raise _as_sqlite_error(exc) from exc
 
     def _live(self, deadline: float | None = None) -> None:
         """Reconnect when the server dropped the connection (a restart) between transactions,
@@ -361,7 +288,7 @@ class PgConnection:
                 self.explicit = False
                 raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
             return
-        if not self._dead():
+        if not idle_connection_dead(self.raw):
             return
         self.close()
         self.raw = self._connect(time.monotonic() + self.outage_s if deadline is None else deadline)

@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from rag_lab.knowledge.models import KnowledgeBase
-from rag_lab.knowledge.sqldb import PgConnection, is_transient, outage_window
+from rag_lab.knowledge.pg_outage import is_transient, outage_window
+from rag_lab.knowledge.sqldb import PgConnection
 from rag_lab.knowledge.store import KnowledgeStore, StoreError
 from rag_lab.knowledge.store_config import StoreConfig
 from rag_lab.session.sqlite_store import SQLiteSessionStore
