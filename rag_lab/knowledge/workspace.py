@@ -224,12 +224,19 @@ class Workspace:
 
     def share_kb(self, id_or_name: str | KnowledgeBase, tenant_ids: Sequence[int]) -> KnowledgeBase:
         """Open a KB to other tenants (replaces ``metadata["shared_with"]``; ``[]`` shares with
-        nobody). ``tenant_ids`` must be positive integers (:class:`ValueError` otherwise)."""
+        nobody). ``tenant_ids`` must be a list of positive integers (:class:`ValueError` otherwise,
+        ``None`` included: unsharing is ``[]``)."""
+        if tenant_ids is None or isinstance(tenant_ids, (str, bytes)):
+            raise ValueError(
+                f"tenant_ids (metadata.shared_with): expected a list of tenant ids (positive integers, [] to "
+                f"share with nobody), "
+                f"got {tenant_ids!r:.40}"
+            )
         kb = self.get_kb(id_or_name)
-        check_shared_with(tenant_ids)  # before the row is touched
+        tenants = check_shared_with(tenant_ids)
         with self._lock, self._file_lock("_kbs"):
             kb = self.get_kb(kb.id)
-            kb.metadata[SHARED_WITH] = list(tenant_ids)
+            kb.metadata[SHARED_WITH] = tenants
             self.store.update_kb(kb)
         return kb
 

@@ -276,6 +276,14 @@ def test_only_the_owner_can_resume_stop_or_ask_and_strangers_learn_nothing(serve
         (
             "POST",
             "/knowledge-chat/s1",
+            {"json": {"query": "q", "knowledge_base_ids": "demo"}},
+            400,
+            "knowledge_base_ids",
+            "knowledge_base_ids: expected a list of strings, got the string 'demo'",
+        ),
+        (
+            "POST",
+            "/knowledge-chat/s1",
             {"json": {"query": "q", "knowledge_base_ids": [3]}},
             400,
             "knowledge_base_ids",
