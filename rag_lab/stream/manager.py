@@ -184,6 +184,12 @@ class MemoryStreamManager:
             start = max(0, from_offset)
             return [StreamEvent.from_dict(e.to_dict()) for e in events[start:]], len(events)
 
+    def is_stopped(self, session_id: str, message_id: str) -> bool:
+        """Whether the stream's log holds a ``stop`` (a cheap check for stop watchers)."""
+        with self._lock:
+            log_ = self._logs.get((session_id, message_id))
+            return log_ is not None and log_.stopped
+
     def dropped(self, session_id: str, message_id: str) -> int:
         """How many events a full stream refused."""
         with self._lock:

@@ -196,6 +196,11 @@ class RedisStreamManager:
             self.refused_after_stop += 1
             log.debug("stream %s is stopped: a %s event was not stored", key, event.type)
 
+    def is_stopped(self, session_id: str, message_id: str) -> bool:
+        """Whether the stream holds a ``stop`` (its stop mark exists): one EXISTS, where reading
+        the new events would move and decode them (a stop watcher's check)."""
+        return bool(self.client.exists(f"{self.prefix}#stop:{session_id}:{message_id}"))
+
     def get_events(self, session_id: str, message_id: str, from_offset: int = 0) -> tuple[list[StreamEvent], int]:
         """Events from ``from_offset`` on and the next offset (``from + raw count``); entries that
         do not decode are skipped but still counted."""

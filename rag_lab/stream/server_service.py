@@ -297,11 +297,25 @@ class StreamService:
         )
 
     async def _stop_watcher(self, gen: Generation) -> None:
-        """§8.5: a stop written by another replica reaches this generation through the log."""
+        """§8.5: a stop written by another replica reaches this generation through the log. A
+        backend that can say whether a stream is stopped (``is_stopped``: a key lookup in Redis)
+        is asked that instead of having every new event read and decoded."""
         offset = 0
         deadline = time.monotonic() + self.settings.stop_watch_max_s
+        is_stopped = getattr(self.manager, "is_stopped", None)
         while time.monotonic() < deadline:
             await asyncio.sleep(self.settings.stop_watch_interval_s)
+            if is_stopped is not None:
+                try:
+                    stopped = await self.call(is_stopped, gen.session_id, gen.message_id)
+                except Exception as exc:
+                    log.debug("stop watcher check failed (retrying): %s", exc)
+                    continue
+                if stopped:
+                    gen.stop_requested = gen.stop_written = True
+                    gen.cancel_event.set()
+                    return
+                continue
             try:
                 events, offset = await self.call(self.manager.get_events, gen.session_id, gen.message_id, offset)
             except Exception as exc:

@@ -309,3 +309,4 @@ def test_a_stopped_stream_takes_no_further_event_from_any_writer(backend, reques
     assert generating.refused_after_stop + (stopping.refused_after_stop if stopping is not generating else 0) == 3
     other, _ = stopping.get_events("s", "other")
     assert other == [] and stopped_answer(other) is None
+    assert generating.is_stopped("s", "m") and not generating.is_stopped("s", "other")  # the stop watcher's check
