@@ -118,6 +118,14 @@ class MemoryStreamManager:
         with self._lock:
             return len(self._logs)
 
+    def expire(self) -> int:
+        """Drop the streams whose TTL has passed now (appends and reads do it as they go; an idle
+        server's maintenance calls this); how many streams are left."""
+        with self._lock:
+            self._next_sweep = 0.0
+            self._expire(self._clock())
+            return len(self._logs)
+
     def _expire(self, now: float) -> None:
         if now < self._next_sweep:
             return

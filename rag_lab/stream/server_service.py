@@ -144,6 +144,11 @@ class StreamService:
             for gen in list(self.unsettled.values()):
                 if await self._settle(gen):
                     del self.unsettled[(gen.session_id, gen.message_id)]
+            # bounded memory while idle too: finished generations and expired in-process logs go
+            self._forget_finished()
+            expire = getattr(self.manager, "expire", None)
+            if expire is not None:
+                expire()
             if tick % sweep_every == 0:  # orphans of other hosts / hung processes
                 await self.recover()
 
@@ -265,7 +270,8 @@ class StreamService:
         return True
 
     def _forget_finished(self) -> None:
-        """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory)."""
+        """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory: at each
+        new ask and every heartbeat, so an idle server lets them go as well)."""
         cutoff = time.monotonic() - self.settings.keep_finished_s
         for key in [k for k, g in self.generations.items() if g.finished() and 0 < g.finished_at < cutoff]:
             del self.generations[key]
