@@ -268,3 +268,99 @@ def cross_replica_stop_round(
         saved_on_a=saved["a"],
         saved_on_b=saved["b"],
     )
+
+
+# -- the benchmark's rounds (benchmarks/stream_reliability.py --team) ----------------------------------
+
+
+def team_rounds(rounds: int = 3, per_phase: int = 4, down_s: float = 1.0) -> None:
+    """Print the PostgreSQL-restart and cross-replica-stop rounds over two real replicas: one
+    PostgreSQL, one Redis (AOF), the gated fake model; ``rounds`` of each."""
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.replicas import ServeReplica, start_all, write_config
+    from benchmarks.stream_reliability import RedisServer, free_port
+    from rag_lab.lab import Lab
+    from tests.conftest import DOCS
+    from tests.pg_server import PostgresServer
+
+    key = "bench-team-key-0123456789abcdef"
+    headers = {"Authorization": f"Bearer {key}"}
+    question = "When was the Brightwater lighthouse built?"
+    tmp = Path(tempfile.mkdtemp(prefix="rag_lab_bench_faults_"))
+    docs = tmp / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    pg = PostgresServer().start()
+    redis = RedisServer(tmp / "redis").start()
+    replicas: list[ServeReplica] = []
+    try:
+        dsn = pg.new_database("faults")
+        lab = Lab.from_config({"store": {"type": "postgres", "dsn": dsn}}, workspace=tmp / "ingest")
+        lab.ingest(docs, kb="demo", progress=False)
+        lab.workspace.close()
+        lab.sessions.close()
+        with FakeOpenAIServer() as server:
+            words = [f"Part{i} " for i in range(40)]
+            model = GatedModel(server, words, piece_delay=0.02)
+            chat = {"type": "openai", "model": "gated", "base_url": server.base_url, "max_retries": 0, "timeout": 60}
+            keys = {key: {"user": "bench", "tenant": 1}}
+            for name in ("a", "b"):
+                cfg = write_config(tmp / f"{name}.yaml", tmp / name, dsn, api_keys=keys, chat=chat)
+                replicas.append(ServeReplica(cfg, free_port(), redis.url))
+            start_all(replicas)
+            urls = [r.url for r in replicas]
+            print(
+                f"== two replicas, PostgreSQL restarts: {rounds} rounds, {per_phase} asks held before retrieval "
+                f"and {per_phase} in generation each, {down_s:.1f} s down"
+            )
+            totals = {"asks": 0, "complete": 0, "failed": 0, "answer_after_complete": 0, "in_flight_left": 0}
+            for i in range(rounds):
+                retrieving, generating, down = pg_restart_round(
+                    urls, headers, model, pg, kb="demo", question=question, per_phase=per_phase, down_s=down_s
+                )
+                asks = retrieving + generating
+                complete = sum(a.last == "complete" and a.answer == "".join(words) for a in asks)
+                with_answer = sum(
+                    any(m["role"] == "assistant" and m["content"] == "".join(words) for m in a.messages_after)
+                    for a in asks
+                )
+                left = len(in_flight_rows(dsn))
+                failed = [a.error or a.last for a in asks if a.last != "complete"]
+                print(
+                    f"round {i + 1}: store down {down:.1f} s; {complete}/{len(asks)} asks complete with the whole "
+                    f"answer, {with_answer}/{len(asks)} sessions read right after the end hold it, "
+                    f"{left} in-flight records left; failures: {failed or 'none'}"
+                )
+                for k, v in (
+                    ("asks", len(asks)),
+                    ("complete", complete),
+                    ("failed", len(failed)),
+                    ("answer_after_complete", with_answer),
+                    ("in_flight_left", left),
+                ):
+                    totals[k] += v
+            print(f"total: {totals}")
+            print(f"== two replicas, stop sent to B while A generates: {rounds} rounds")
+            server.piece_delay = 0.05
+            model.words = [f"Word{i} " for i in range(200)]  # long enough to be stopped midway
+            after = same = 0
+            for i in range(rounds):
+                res = cross_replica_stop_round(urls[0], urls[1], headers, redis.url, kb="demo", question=question)
+                equal = res.saved_on_a == res.saved_on_b == res.log_answer == res.read_on_b.answer
+                after += res.deltas_after_stop
+                same += int(equal)
+                print(
+                    f"round {i + 1}: {res.stop_reply.get('message')!r}; answer deltas after stop in the log: "
+                    f"{res.deltas_after_stop}; reader up to stop {len(res.read_on_b.answer)} chars, log "
+                    f"{len(res.log_answer)}, saved {len(res.saved_on_a)} (A) / {len(res.saved_on_b)} (B); "
+                    f"equal: {equal}"
+                )
+            print(f"total: {after} answer deltas after stop in {rounds} logs; saved = replayed in {same}/{rounds}")
+    finally:
+        for r in replicas:
+            r.stop()
+        redis.stop()
+        pg.stop()
