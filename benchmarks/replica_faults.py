@@ -146,6 +146,30 @@ def _start(client: Any, urls: Sequence[str], question: str, kb: str, i: int) -> 
     return out, t
 
 
+def start_team(
+    folder: Any, dsn: str, redis_url: str, docs: Any, chat: dict[str, Any], keys: dict[str, Any]
+) -> list[Any]:
+    """Ingest ``docs`` into the shared store at ``dsn`` (KB ``demo``, tenant 1), then start two
+    ``rag-lab serve`` replicas A and B over it and Redis, each with its own folder under
+    ``folder``; returns them running (stop each with ``.stop()``)."""
+    from benchmarks.replicas import ServeReplica, start_all, write_config
+    from benchmarks.stream_reliability import free_port
+    from rag_lab.lab import Lab
+
+    lab = Lab.from_config({"store": {"type": "postgres", "dsn": dsn}}, workspace=folder / "ingest")
+    lab.ingest(docs, kb="demo", progress=False)
+    lab.workspace.close()
+    lab.sessions.close()
+    replicas = [
+        ServeReplica(
+            write_config(folder / f"{n}.yaml", folder / n, dsn, api_keys=keys, chat=chat), free_port(), redis_url
+        )
+        for n in ("a", "b")
+    ]
+    start_all(replicas)
+    return replicas
+
+
 def pg_restart_round(
     urls: Sequence[str],
     headers: dict[str, str],
@@ -276,12 +300,11 @@ def cross_replica_stop_round(
 def team_rounds(rounds: int = 3, per_phase: int = 4, down_s: float = 1.0) -> None:
     """Print the PostgreSQL-restart and cross-replica-stop rounds over two real replicas: one
     PostgreSQL, one Redis (AOF), the gated fake model; ``rounds`` of each."""
+    import shutil
     import tempfile
     from pathlib import Path
 
-    from benchmarks.replicas import ServeReplica, start_all, write_config
-    from benchmarks.stream_reliability import RedisServer, free_port
-    from rag_lab.lab import Lab
+    from benchmarks.stream_reliability import RedisServer
     from tests.conftest import DOCS
     from tests.pg_server import PostgresServer
 
@@ -295,22 +318,14 @@ def team_rounds(rounds: int = 3, per_phase: int = 4, down_s: float = 1.0) -> Non
         (docs / name).write_text(text, encoding="utf-8")
     pg = PostgresServer().start()
     redis = RedisServer(tmp / "redis").start()
-    replicas: list[ServeReplica] = []
+    replicas: list[Any] = []
     try:
         dsn = pg.new_database("faults")
-        lab = Lab.from_config({"store": {"type": "postgres", "dsn": dsn}}, workspace=tmp / "ingest")
-        lab.ingest(docs, kb="demo", progress=False)
-        lab.workspace.close()
-        lab.sessions.close()
         with FakeOpenAIServer() as server:
             words = [f"Part{i} " for i in range(40)]
             model = GatedModel(server, words, piece_delay=0.02)
             chat = {"type": "openai", "model": "gated", "base_url": server.base_url, "max_retries": 0, "timeout": 60}
-            keys = {key: {"user": "bench", "tenant": 1}}
-            for name in ("a", "b"):
-                cfg = write_config(tmp / f"{name}.yaml", tmp / name, dsn, api_keys=keys, chat=chat)
-                replicas.append(ServeReplica(cfg, free_port(), redis.url))
-            start_all(replicas)
+            replicas = start_team(tmp, dsn, redis.url, docs, chat, {key: {"user": "bench", "tenant": 1}})
             urls = [r.url for r in replicas]
             print(
                 f"== two replicas, PostgreSQL restarts: {rounds} rounds, {per_phase} asks held before retrieval "
@@ -364,3 +379,4 @@ def team_rounds(rounds: int = 3, per_phase: int = 4, down_s: float = 1.0) -> Non
             r.stop()
         redis.stop()
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -21,8 +21,7 @@ __all__ = ["soak"]
 def _serve(workspace: str, backend: str, redis_url: str, port: int, ttl_s: float, keep_s: float, ready: Any) -> None:
     import logging
 
-    import uvicorn
-
+    from benchmarks.server_loop import run_server
     from benchmarks.stream_reliability import _lab
     from rag_lab.stream.manager import MemoryStreamManager
     from rag_lab.stream.redis_manager import RedisStreamManager
@@ -37,17 +36,7 @@ def _serve(workspace: str, backend: str, redis_url: str, port: int, ttl_s: float
         else RedisStreamManager(url=redis_url, prefix=f"soak-{port}", ttl_s=max(1, int(ttl_s)))
     )
     settings = StreamServerSettings(keep_finished_s=keep_s, heartbeat_s=0.5)
-    app = create_app(lab, manager=manager, settings=settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
-
-    async def serve() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.01)
-        ready.put(True)
-        await task
-
-    asyncio.run(serve())
+    run_server(create_app(lab, manager=manager, settings=settings), port, ready)
 
 
 async def _asks(url: str, questions: list[str], n: int, concurrency: int) -> int:

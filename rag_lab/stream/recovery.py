@@ -126,19 +126,7 @@ def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
             return "postponed"
     saved = "kept"
     if sessions.find_message(sid, mid) is None:
-        try:
-            sessions.add_message(
-                sid,
-                "assistant",
-                partial,
-                mid,
-                knowledge_references=[SearchResult.from_dict(r) for r in refs],
-                is_completed=True,
-                extra={"interrupted": True},
-            )
-            saved = "saved"
-        except KeyError:  # the session was deleted meanwhile
-            saved = "session gone"
+        saved = "saved" if _save_answer(sessions, sid, mid, partial, refs, {"interrupted": True}) else "session gone"
     sessions.end_generation(sid, mid)
     log.warning(
         "finished orphaned message %s/%s (server %s pid %s): %d characters of answer %s",
@@ -165,21 +153,28 @@ def settle_turn(
         and sessions.find_message(session_id, message_id) is None
         and sessions.find_message(session_id, message_id, role="user") is not None
     ):
-        try:
-            sessions.add_message(
-                session_id,
-                "assistant",
-                partial,
-                message_id,
-                knowledge_references=[SearchResult.from_dict(r) for r in references],
-                is_completed=True,
-                extra={"error": error},
-            )
-            done = "saved failed"
-        except KeyError:  # the session was deleted meanwhile
-            done = "session gone"
+        saved = _save_answer(sessions, session_id, message_id, partial, references, {"error": error})
+        done = "saved failed" if saved else "session gone"
     sessions.end_generation(session_id, message_id)
     return done
+
+
+def _save_answer(sessions: Any, sid: str, mid: str, text: str, refs: Any, extra: dict[str, Any]) -> bool:
+    """The assistant message of an answer the server ends itself (completed, with ``extra``);
+    False when the session was deleted meanwhile."""
+    try:
+        sessions.add_message(
+            sid,
+            "assistant",
+            text,
+            mid,
+            knowledge_references=[SearchResult.from_dict(r) for r in refs],
+            is_completed=True,
+            extra=extra,
+        )
+    except KeyError:
+        return False
+    return True
 
 
 def recover_orphans(manager: Any, sessions: Any, orphan_after_s: float, now: float | None = None) -> int:

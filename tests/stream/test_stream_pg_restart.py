@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.replica_faults import GatedModel, in_flight_rows, pg_restart_round
-from benchmarks.replicas import ServeReplica, start_all, write_config
-from benchmarks.stream_reliability import free_port
+from benchmarks.replica_faults import GatedModel, in_flight_rows, pg_restart_round, start_team
 from tests.models.fake_openai import FakeOpenAIServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -26,38 +24,13 @@ WORDS = [f"Part{i} " for i in range(12)]
 ANSWER = "".join(WORDS)
 
 
-@pytest.fixture
-def own_pg():
-    from tests.pg_server import PostgresServer, need_postgres
-
-    need_postgres()
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
-
-
 def test_asks_in_retrieval_and_in_generation_ride_out_a_postgres_restart(tmp_path, own_pg, redis_url, docs_dir):
-    from rag_lab.lab import Lab
-
     dsn = own_pg.new_database("team")
-    ingest = Lab.from_config({"store": {"type": "postgres", "dsn": dsn}}, workspace=tmp_path / "ingest")
-    ingest.ingest(docs_dir, kb="demo", progress=False)
-    ingest.workspace.close()
-    ingest.sessions.close()
-
     with FakeOpenAIServer() as server:
         model = GatedModel(server, WORDS)
         chat = {"type": "openai", "model": "gated", "base_url": server.base_url, "max_retries": 0, "timeout": 60}
         keys = {KEY: {"user": "bob", "tenant": 1}}  # the tenant that owns what a Lab ingests
-        replicas = [
-            ServeReplica(
-                write_config(tmp_path / f"{n}.yaml", tmp_path / n, dsn, api_keys=keys, chat=chat),
-                free_port(),
-                redis_url,
-            )
-            for n in ("a", "b")
-        ]
-        start_all(replicas)
+        replicas = start_team(tmp_path, dsn, redis_url, docs_dir, chat, keys)
         try:
             retrieving, generating, _ = pg_restart_round(
                 [r.url for r in replicas],

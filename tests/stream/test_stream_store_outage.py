@@ -43,16 +43,6 @@ class HeldChatModel:
             yield chunk
 
 
-@pytest.fixture
-def own_pg():
-    from tests.pg_server import PostgresServer, need_postgres
-
-    need_postgres()
-    srv = PostgresServer().start()
-    yield srv
-    srv.stop()
-
-
 def test_a_turn_whose_save_fails_is_saved_with_its_cause_once_the_store_is_back(tmp_path, own_pg, docs_dir):
     from rag_lab.lab import Lab
     from rag_lab.lab.lab import CHAT_MODEL_ID
