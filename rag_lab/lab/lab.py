@@ -638,12 +638,18 @@ class Lab:
         stopped = stopped_answer(stored)
         if stopped is not None:  # stopped through the log (another replica): the answer is what it holds
             outcome.answer, outcome.cancelled = stopped, True
-        if remember:
-            await self._remember_turn(chat, outcome)
-        if stopped is None:
-            for ev in outcome.held:
+
+        def release() -> None:
+            """Store the held ``complete`` (once): right after the turn is saved, before §9.1's
+            step 2; never after a ``stop`` (the log takes nothing more)."""
+            held, outcome.held = outcome.held, []
+            for ev in held if stopped is None else []:
                 self.stream_manager.append_event(sid, mid, ev)
                 stored.append(ev)
+
+        if remember:
+            await self._remember_turn(chat, outcome, release)
+        release()
         return Run(
             question=chat.request.query,
             answer=outcome.answer,
@@ -678,7 +684,9 @@ class Lab:
         """
         return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
-    async def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
+    async def _remember_turn(
+        self, chat: ChatManage, outcome: QAOutcome, saved: Callable[[], None] | None = None
+    ) -> None:
         """The assistant message with the answer so far (partial when the run was stopped),
         completed as §9.1 says: references, memories, cited documents, explicit facts.
 
@@ -703,6 +711,8 @@ class Lab:
             used_memories=list(chat.state.used_memories),
             **completion,
         )
+        if saved is not None:  # the turn is stored: its ``complete`` may go out now
+            saved()
         if finished:
             await start_after_completion(
                 sid,
