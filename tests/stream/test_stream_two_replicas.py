@@ -129,7 +129,9 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
                 assert saved.startswith("Word0 Word1 ") and "Word399" not in saved  # the partial answer, kept
                 # stop is final across replicas: A appended no answer delta after B's stop, and the
                 # answer saved is exactly what a reader up to the stop saw
-                log, _ = RedisStreamManager(url=redis_url).get_events(sid, mid, 0)
+                reader = RedisStreamManager(url=redis_url)
+                log, _ = reader.get_events(sid, mid, 0)
+                reader.close()
                 types = [e.type for e in log]
                 assert types.count("stop") == 1 and "answer" not in types[types.index("stop") :]
                 assert saved == resumed == answer_text(log[: types.index("stop")])
