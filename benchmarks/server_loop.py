@@ -103,8 +103,6 @@ def _serve(workspace: str, log: str, thread: bool, pace: float, redis_url: str, 
     uvicorn on ``port``; ``ready`` gets True once it serves."""
     import logging
 
-    import uvicorn
-
     from rag_lab.lab.lab import CHAT_MODEL_ID
     from rag_lab.stream.manager import MemoryStreamManager
     from rag_lab.stream.redis_manager import RedisStreamManager
@@ -119,6 +117,14 @@ def _serve(workspace: str, log: str, thread: bool, pace: float, redis_url: str, 
     app = create_app(lab, manager=manager, settings=StreamServerSettings(pipeline_thread=thread))
     if log == "redis-raw":
         lab.stream_manager = manager  # the pipeline's appends go straight to Redis, on its loop
+    run_server(app, port, ready)
+
+
+def run_server(app: Any, port: int, ready: Any) -> None:
+    """uvicorn serving ``app`` on 127.0.0.1:``port`` in this process until it is ended; ``ready``
+    (a multiprocessing queue) gets True once it serves."""
+    import uvicorn
+
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
 
     async def serve() -> None:

@@ -1,6 +1,8 @@
 """Stream reliability: concurrent SSE streams with random disconnects and resumes, memory and Redis.
 
 Usage: .venv/bin/python benchmarks/stream_reliability.py [N_STREAMS] [MAX_CYCLES] [SEED]
+       .venv/bin/python benchmarks/stream_reliability.py --team [ROUNDS]
+       .venv/bin/python benchmarks/stream_reliability.py --soak [N_STREAMS]
 
 For each backend it starts the chat server on loopback (one replica for memory; two replicas
 sharing one redis-server for Redis, each resume going to a random replica), then runs N_STREAMS
@@ -23,6 +25,14 @@ It then restarts Redis while streams are generating, once with the shipped AOF c
 (``--save ''``, for contrast), and prints what survives. The chat model is the offline extractive answerer paced at 20 ms per streamed
 chunk, so streams last long enough to be cut. The test suite runs a reduced version
 (tests/stream/test_stream_server.py) with the same harness.
+
+``--team [ROUNDS]`` (default 3) runs the team-deployment rounds instead, over two real ``rag-lab
+serve`` replicas sharing one PostgreSQL and one Redis (``benchmarks/replica_faults.py``): a
+PostgreSQL restart (1 s down) while 4 asks are held before retrieval and 4 in generation (asks
+complete, sessions read right after ``complete`` hold the answer, in-flight records left), and a
+stop sent to replica B while A generates (answer deltas after ``stop`` in the Redis log; saved
+answer = the one a reader up to ``stop`` saw). ``--soak [N_STREAMS]`` (default 2000) measures the
+server's RSS after a soak and after an idle period past the stream TTL (``benchmarks/stream_soak.py``).
 """
 
 from __future__ import annotations
@@ -642,6 +652,17 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)  # the restart's "list shrank" warnings are expected
     for handler in logging.getLogger().handlers:
         handler.setLevel(logging.ERROR)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.* and tests.* as packages
+    if sys.argv[1:2] == ["--team"]:
+        from benchmarks.replica_faults import team_rounds
+
+        team_rounds(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
+    if sys.argv[1:2] == ["--soak"]:
+        from benchmarks.stream_soak import soak
+
+        soak(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+        return
     n_streams = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     max_cycles = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0

@@ -7,7 +7,9 @@ to run as root, so under root the folder is handed to the ``postgres`` system us
 package creates it) and the binaries run through ``runuser -u postgres --``; any other user runs
 them directly. :meth:`PostgresServer.new_database` gives each test its own database, so tests share
 one server (its start is the only seconds they pay); :meth:`PostgresServer.new_schema` is
-cheaper still (a schema of one shared database).
+cheaper still (a schema of one shared database). :meth:`PostgresServer.restart` stops the server,
+keeps it down a while (connections refused) and starts it again, for the outage tests
+(:meth:`PostgresServer.pause` and :meth:`PostgresServer.resume` do each half).
 
 :func:`need_postgres` skips a test when PostgreSQL or psycopg is missing, and fails it instead when
 ``RAG_LAB_REQUIRE_EXTRAS=1`` or ``CI`` is set (``make test`` and CI install both).
@@ -153,6 +155,23 @@ class PostgresServer:
         with psycopg.connect(self.dsn("rag_lab"), autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{name}"')
         return self.dsn("rag_lab") + f"?options=-c%20search_path%3D{name}"
+
+    def pause(self) -> None:
+        """Stop the server (``-m fast``: its sessions are told and dropped); connections are
+        refused until :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the paused server again and wait until it answers."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w", "-t", "60", "start")
+        self._wait()
+
+    def restart(self, down_s: float = 1.0) -> None:
+        """:meth:`pause`, ``down_s`` seconds down, :meth:`resume` (a restart as ``pg_ctl restart``
+        does it, with a longer gap)."""
+        self.pause()
+        time.sleep(down_s)
+        self.resume()
 
     def stop(self) -> None:
         if not self.folder.exists():

@@ -20,10 +20,13 @@ partial indexes. What differs is bridged here, in one place:
 * errors: psycopg's are raised as the :mod:`sqlite3` classes they correspond to
   (:class:`sqlite3.IntegrityError` for a unique or foreign-key violation, and so on), so a store
   handles one set of exceptions;
-* a connection the server dropped (a restart) is opened again: a read or the start of a
-  transaction that finds it dead runs again on a new one; a write outside a transaction fails
-  once (it may have reached the server) and the next statement reconnects; a connection lost
-  inside a transaction raises :class:`sqlite3.OperationalError`;
+* outages are waited out (:mod:`rag_lab.knowledge.pg_outage`): before a statement outside a
+  transaction, a connection that is dead, or readable while idle (the server's goodbye), is
+  replaced, retrying the reconnect for up to ``outage_s``; a read or a ``BEGIN`` that fails on a
+  connection that died under it runs again on a new one. A lone write that failed after it was
+  sent is raised (it may have reached the server), and so is a connection lost inside a
+  transaction (nothing is replayed). A store's first connection does not wait (a wrong URL fails
+  fast);
 * the change counter: a write transaction of a connection made with ``change_counter=True``
   increments the one row of ``rag_lab_changes`` before it commits; :func:`read_changes` reads it.
   It is what SQLite's ``PRAGMA data_version`` is for a file: a number that moves when any other
@@ -35,9 +38,12 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, is_transient, outage_window
 
 __all__ = [
     "PG_SCHEMES",
@@ -45,6 +51,7 @@ __all__ = [
     "PgCursor",
     "PgRow",
     "is_postgres",
+    "outage_window",
     "pg_table_sql",
     "read_changes",
     "redact",
@@ -176,16 +183,18 @@ class PgCursor:
         # what may run again on a new connection when the old one turns out dead: a read or a
         # BEGIN outside any transaction (nothing of theirs reached the server)
         retry = not self._conn.in_transaction() and (word == "BEGIN" or word.startswith("SELECT"))
+        deadline = time.monotonic() + self._conn.outage_s
         try:
-            try:
-                self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
-            except psycopg.OperationalError:
-                if not (retry and self._conn.raw.broken):
-                    raise
-                self._conn._live()
-                self._cur = self._conn.raw.cursor()
-                self._factory()
-                self._cur.execute(to_pg(sql), tuple(args))
+            while True:
+                try:
+                    self._cur.execute(to_pg(sql), tuple(args))  # always params: ``%%`` is read as ``%``
+                    break
+                except psycopg.OperationalError as exc:
+                    if not (retry and self._conn.raw.broken and is_transient(exc)) or time.monotonic() > deadline:
+                        raise
+                    self._conn._live(deadline)
+                    self._cur = self._conn.raw.cursor()
+                    self._factory()
         except psycopg.Error as exc:
             raise _as_sqlite_error(exc) from exc
         finally:
@@ -231,38 +240,58 @@ class PgCursor:
 class PgConnection:
     """One psycopg connection (autocommit) speaking the stores' SQL (module docstring)."""
 
-    def __init__(self, dsn: str, *, change_counter: bool = False, connect_timeout: float = 10.0) -> None:
-        import psycopg
-
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        change_counter: bool = False,
+        connect_timeout: float = 10.0,
+        outage_s: float | None = None,
+        wait: bool = False,
+    ) -> None:
+        """``outage_s``: see :func:`outage_window`; ``wait``: wait out an outage for this first
+        connection too (a store that was reached before opens another connection)."""
         self.dsn = dsn
         self.change_counter = change_counter
         self._timeout = max(1, int(connect_timeout))
-        try:
-            self.raw = psycopg.connect(dsn, autocommit=True, connect_timeout=self._timeout)
-        except psycopg.Error as exc:
-            raise _as_sqlite_error(exc) from exc
+        #: how long a reconnect waits for a server that is down (module docstring)
+        self.outage_s = outage_window(outage_s)
         self._tx: list[Any] = []
         #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
         self.explicit = False
         self._lock = threading.RLock()
+        self.raw: Any = self._connect(time.monotonic() + self.outage_s if wait else 0.0)
 
     def in_transaction(self) -> bool:
         return bool(self._tx) or self.explicit
 
-    def _live(self) -> None:
-        """Reconnect when the server dropped the connection (a restart) between transactions; a
-        connection lost inside one is an error (what it wrote is gone: nothing is replayed)."""
-        if not (self.raw.closed or self.raw.broken):
-            return
-        if self._tx or self.explicit:
-            self.explicit = False
-            raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
+    def _connect(self, deadline: float) -> Any:
+        """A new psycopg connection, waiting out an outage until ``deadline``
+        (:func:`~rag_lab.knowledge.pg_outage.connect_waiting`); errors as :mod:`sqlite3` ones."""
         import psycopg
 
         try:
-            self.raw = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
+            return connect_waiting(
+                lambda: psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout),
+                deadline,
+                redact(self.dsn),
+            )
         except psycopg.Error as exc:
             raise _as_sqlite_error(exc) from exc
+
+    def _live(self, deadline: float | None = None) -> None:
+        """Reconnect when the server dropped the connection (a restart) between transactions,
+        waiting out the outage until ``deadline`` (default: ``outage_s`` from now); a connection
+        lost inside a transaction is an error (what it wrote is gone: nothing is replayed)."""
+        if self._tx or self.explicit:
+            if self.raw.closed or self.raw.broken:
+                self.explicit = False
+                raise sqlite3.OperationalError(f"{redact(self.dsn)}: the connection was lost inside a transaction")
+            return
+        if not idle_connection_dead(self.raw):
+            return
+        self.close()
+        self.raw = self._connect(time.monotonic() + self.outage_s if deadline is None else deadline)
 
     # -- statements ---------------------------------------------------------------------------
     def cursor(self) -> PgCursor:
@@ -289,17 +318,18 @@ class PgConnection:
 
         self._lock.acquire()
         try:
-            if not self._tx:
-                self._live()
-            tx = self.raw.transaction()
-            try:
-                tx.__enter__()
-            except psycopg.OperationalError:
-                if self._tx or not self.raw.broken:
-                    raise
-                self._live()  # the server dropped it since the last statement: nothing was sent
+            deadline = time.monotonic() + self.outage_s
+            while True:
+                if not self._tx:
+                    self._live(deadline)
                 tx = self.raw.transaction()
-                tx.__enter__()
+                try:
+                    tx.__enter__()
+                    break
+                except psycopg.OperationalError as exc:
+                    # the server dropped it since the last statement: BEGIN did not run, try again
+                    if self._tx or not self.raw.broken or not is_transient(exc) or time.monotonic() > deadline:
+                        raise
         except (psycopg.Error, sqlite3.Error) as exc:
             self._lock.release()
             raise (_as_sqlite_error(exc) if isinstance(exc, psycopg.Error) else exc) from exc

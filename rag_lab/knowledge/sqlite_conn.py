@@ -3,9 +3,10 @@
 SQLite (a file path): WAL journal, 30 s busy timeout, rows by name, reads through a memory map of
 up to :data:`MMAP_BYTES` of the file. PostgreSQL (a ``postgresql://`` URL, the knowledge store of a
 team server): a :class:`~rag_lab.knowledge.sqldb.PgConnection` per thread, counting write
-transactions in the shared change counter; a connection found broken (the server restarted) is
-replaced on the next :meth:`ThreadConnections.get`. An open failure raises the store's own error
-naming the file or the URL (password left out).
+transactions in the shared change counter; a connection the server dropped (a restart) opens
+itself again, waiting out an outage of up to ``outage_s`` seconds (:mod:`rag_lab.knowledge.sqldb`),
+and so does the first connection of a thread once the store was reached. An open failure raises
+the store's own error naming the file or the URL (password left out).
 """
 
 from __future__ import annotations
@@ -26,8 +27,18 @@ MMAP_BYTES = 256 * 1024 * 1024
 
 
 class ThreadConnections:
-    def __init__(self, path: Path | str, error: type[Exception], what: str, foreign_keys: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        error: type[Exception],
+        what: str,
+        foreign_keys: bool = False,
+        outage_s: float | None = None,
+    ) -> None:
         self.postgres = is_postgres(path)
+        self.outage_s = outage_s
+        #: a connection was opened once: later ones wait out an outage (a restart), the first fails fast
+        self._reached = False
         self.path: Path | str = path if self.postgres else Path(path)
         #: how messages name the database
         self.where = redact(str(path)) if self.postgres else str(path)
@@ -42,14 +53,10 @@ class ThreadConnections:
         if self.closed:
             raise self.error(f"{self.where}: {self.what} is closed")
         conn = getattr(self._local, "conn", None)
-        if conn is not None and self.postgres and conn.broken:
-            conn.close()
-            conn = None
         if conn is None:
             conn = self._open_postgres() if self.postgres else self._open_sqlite()
             self._local.conn = conn
             with self._lock:
-                self.all = [c for c in self.all if not (self.postgres and c.broken)]
                 self.all.append(conn)
         return conn
 
@@ -68,7 +75,9 @@ class ThreadConnections:
 
     def _open_postgres(self) -> PgConnection:
         try:
-            return PgConnection(str(self.path), change_counter=True)
+            conn = PgConnection(str(self.path), change_counter=True, outage_s=self.outage_s, wait=self._reached)
+            self._reached = True
+            return conn
         except sqlite3.Error as exc:
             raise self.error(f"{self.where}: cannot connect to the PostgreSQL {self.what}: {exc}") from None
         except ImportError:

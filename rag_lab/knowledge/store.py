@@ -191,7 +191,9 @@ class KnowledgeStore:
     """CRUD over KBs, documents and chunks in one SQLite file (a path) or one PostgreSQL
     database (a ``postgresql://`` URL)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, outage_s: float | None = None) -> None:
+        """``outage_s``: how long a PostgreSQL store waits for a restarting server
+        (:func:`~rag_lab.knowledge.sqldb.outage_window`; ``None``: the environment or 30 s)."""
         #: True for a PostgreSQL store: other processes (other machines) write to it too
         self.shared = is_postgres(path)
         #: the SQLite file (``None`` for PostgreSQL, see :attr:`where`)
@@ -202,7 +204,7 @@ class KnowledgeStore:
             except OSError as exc:
                 raise StoreError(f"{self.path}: cannot create the store directory: {exc}") from None
         self._write_lock = threading.RLock()
-        self._conns = ThreadConnections(path, StoreError, "store", foreign_keys=True)
+        self._conns = ThreadConnections(path, StoreError, "store", foreign_keys=True, outage_s=outage_s)
         #: the file, or the URL without its password (what messages name)
         self.where = self._conns.where
         #: bumped by every write of this process (with the database's counter: any other writer)

@@ -20,21 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_lab.knowledge.sqldb import PG_SCHEMES, is_postgres, redact
+from rag_lab.knowledge.sqldb import PG_SCHEMES, is_postgres, outage_window, redact
 
 __all__ = ["STORE_DSN_ENV", "STORE_TYPES", "StoreConfig"]
 
 STORE_DSN_ENV = "RAG_LAB_STORE_DSN"
 STORE_TYPES = ("sqlite", "postgres")
-_KEYS = frozenset({"type", "dsn"})
+_KEYS = frozenset({"type", "dsn", "outage_s"})
 
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """``type`` (``sqlite`` / ``postgres``) and, for PostgreSQL, the ``dsn`` URL."""
+    """``type`` (``sqlite`` / ``postgres``) and, for PostgreSQL, the ``dsn`` URL and the
+    ``outage_s`` window a dropped connection waits for a restarting server (``None``: the
+    environment's ``RAG_LAB_STORE_OUTAGE_S``, else 30 s; :mod:`rag_lab.knowledge.sqldb`)."""
 
     type: str = "sqlite"
     dsn: str = ""
+    outage_s: float | None = None
 
     @classmethod
     def from_config(cls, cfg: Any, source: str = "<dict>", environ: Mapping[str, str] | None = None) -> StoreConfig:
@@ -49,7 +52,15 @@ class StoreConfig:
             )
         unknown = sorted(set(cfg) - _KEYS)
         if unknown:
-            raise ValueError(f"{source}: store: unknown key(s) {', '.join(map(str, unknown))}; allowed: dsn, type")
+            raise ValueError(
+                f"{source}: store: unknown key(s) {', '.join(map(str, unknown))}; allowed: dsn, outage_s, type"
+            )
+        outage_s = None
+        if cfg.get("outage_s") is not None:
+            try:
+                outage_s = outage_window(cfg["outage_s"])
+            except ValueError as exc:
+                raise ValueError(f"{source}: {exc}") from None
         kind = cfg.get("type", "postgres" if cfg.get("dsn") else "sqlite")
         if kind not in STORE_TYPES:
             raise ValueError(f"{source}: store.type: expected one of {', '.join(STORE_TYPES)}, got {kind!r:.80}")
@@ -64,7 +75,7 @@ class StoreConfig:
                     f"${STORE_DSN_ENV}: expected a URL starting with {' or '.join(PG_SCHEMES)}, "
                     f"or 'sqlite', got {redact(env)!r:.80}"
                 )
-            return cls("postgres", env)
+            return cls("postgres", env, outage_s)
         if kind == "sqlite":
             if dsn:
                 raise ValueError(f"{source}: store.dsn: given for type sqlite (its files are in the workspace)")
@@ -75,7 +86,7 @@ class StoreConfig:
             raise ValueError(
                 f"{source}: store.dsn: expected a URL starting with {' or '.join(PG_SCHEMES)}, got {redact(dsn)!r:.80}"
             )
-        return cls("postgres", dsn)
+        return cls("postgres", dsn, outage_s)
 
     @property
     def shared(self) -> bool:

@@ -67,14 +67,15 @@ def kb_id_for_name(name: str) -> str:
 class Workspace:
     """Store + indexes under ``root``; caches one index object per KB (thread-safe)."""
 
-    def __init__(self, root: str | Path, store: str | Path | None = None) -> None:
+    def __init__(self, root: str | Path, store: str | Path | None = None, store_outage_s: float | None = None) -> None:
         """``store``: the knowledge store's file or ``postgresql://`` URL (default
-        ``root/store.sqlite``)."""
+        ``root/store.sqlite``); ``store_outage_s``: how long a PostgreSQL store waits out a
+        restarting server (see :class:`~rag_lab.knowledge.store.KnowledgeStore`)."""
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"{self.root}: workspace root exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store)
+        self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store, outage_s=store_outage_s)
         #: per (index kind, KB): the store's change token when its cached index was last checked
         #: (a shared store only: other processes write to it without touching this folder)
         self._checked: dict[tuple[str, str], Any] = {}
@@ -223,12 +224,19 @@ class Workspace:
 
     def share_kb(self, id_or_name: str | KnowledgeBase, tenant_ids: Sequence[int]) -> KnowledgeBase:
         """Open a KB to other tenants (replaces ``metadata["shared_with"]``; ``[]`` shares with
-        nobody). ``tenant_ids`` must be positive integers (:class:`ValueError` otherwise)."""
+        nobody). ``tenant_ids`` must be a list of positive integers (:class:`ValueError` otherwise,
+        ``None`` included: unsharing is ``[]``)."""
+        if tenant_ids is None or isinstance(tenant_ids, (str, bytes)):
+            raise ValueError(
+                f"tenant_ids (metadata.shared_with): expected a list of tenant ids (positive integers, [] to "
+                f"share with nobody), "
+                f"got {tenant_ids!r:.40}"
+            )
         kb = self.get_kb(id_or_name)
-        check_shared_with(tenant_ids)  # before the row is touched
+        tenants = check_shared_with(tenant_ids)
         with self._lock, self._file_lock("_kbs"):
             kb = self.get_kb(kb.id)
-            kb.metadata[SHARED_WITH] = list(tenant_ids)
+            kb.metadata[SHARED_WITH] = tenants
             self.store.update_kb(kb)
         return kb
 

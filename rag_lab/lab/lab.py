@@ -24,6 +24,7 @@ from rag_lab.pipeline.qa import QAOutcome, run_knowledge_qa
 from rag_lab.pipeline.snapshots import SnapshotPlan, SnapshotTaker
 from rag_lab.prompts.templates import REPO_ROOT, PromptTemplates
 from rag_lab.stream.bus import BusEvent
+from rag_lab.stream.manager import stopped_answer
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.events import EventType
 from rag_lab.types.params import PipelineParams
@@ -268,7 +269,9 @@ class Lab:
                 self.prompts.get(tid)
             except ValueError as exc:
                 raise LabConfigError(f"{source}: prompts.{key}: {exc}") from None
-        self.workspace = Workspace(root, store=self.store_config.knowledge_location(root))
+        self.workspace = Workspace(
+            root, store=self.store_config.knowledge_location(root), store_outage_s=self.store_config.outage_s
+        )
         # an index found disagreeing with the store re-embeds what it lacks with this lab's model
         self.workspace.embedder_for = lambda kb: (
             self.embedder if getattr(kb, "embedding_model_key", "") == self.embedder.model_key else None
@@ -289,7 +292,9 @@ class Lab:
 
         # sessions and messages persist next to the knowledge bases; long-term memory is opt-in
         # (its affinity boost makes results depend on earlier questions)
-        self.sessions = SQLiteSessionStore(self.store_config.sessions_location(self.workspace.root))
+        self.sessions = SQLiteSessionStore(
+            self.store_config.sessions_location(self.workspace.root), outage_s=self.store_config.outage_s
+        )
         mem_cfg = dict(cfg.get("memory") or {})
         self.memory = MemoryStore(self.workspace.root / "memory.sqlite", cached) if mem_cfg.get("enabled") else None
         self.services = Services(
@@ -623,17 +628,34 @@ class Lab:
         from rag_lab.searchutil.language import language_warning
 
         ledger = Ledger(self.prices)
+        # a remembered turn is saved before its ``complete`` is stored: whoever reads the session
+        # after ``complete`` finds the assistant message
+        hold = remember and self.services.messages is not None
         with use_ledger(ledger):
             outcome: QAOutcome = await run_knowledge_qa(
-                chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events
+                chat, self.services, manager, self.stream_manager, on_stage, on_event, events=events, hold_complete=hold
             )
         for t in outcome.timings:
             ledger.stage_ms[t.event] = ledger.stage_ms.get(t.event, 0.0) + t.duration_ms
         if snapshots:
             snaps["final"] = taker.final(chat)
-        stored, _ = self.stream_manager.get_events(chat.request.session_id, chat.context.message_id, 0)
+        sid, mid = chat.request.session_id, chat.context.message_id
+        stored, _ = self.stream_manager.get_events(sid, mid, 0)
+        stopped = stopped_answer(stored)
+        if stopped is not None:  # stopped through the log (another replica): the answer is what it holds
+            outcome.answer, outcome.cancelled = stopped, True
+
+        def release() -> None:
+            """Store the held ``complete`` (once): right after the turn is saved, before §9.1's
+            step 2; never after a ``stop`` (the log takes nothing more)."""
+            held, outcome.held = outcome.held, []
+            for ev in held if stopped is None else []:
+                self.stream_manager.append_event(sid, mid, ev)
+                stored.append(ev)
+
         if remember:
-            await self._remember_turn(chat, outcome)
+            await self._remember_turn(chat, outcome, release)
+        release()
         return Run(
             question=chat.request.query,
             answer=outcome.answer,
@@ -668,7 +690,9 @@ class Lab:
         """
         return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
-    async def _remember_turn(self, chat: ChatManage, outcome: QAOutcome) -> None:
+    async def _remember_turn(
+        self, chat: ChatManage, outcome: QAOutcome, saved: Callable[[], None] | None = None
+    ) -> None:
         """The assistant message with the answer so far (partial when the run was stopped),
         completed as §9.1 says: references, memories, cited documents, explicit facts.
 
@@ -693,6 +717,8 @@ class Lab:
             used_memories=list(chat.state.used_memories),
             **completion,
         )
+        if saved is not None:  # the turn is stored: its ``complete`` may go out now
+            saved()
         if finished:
             await start_after_completion(
                 sid,

@@ -7,6 +7,11 @@ base ``hotpotqa`` of the workspace; later runs find it ready. ``--demo-docs all`
 the corpus (994 documents, minutes), ``--demo-docs N`` asks for a slice of N >= 1. Then it starts JupyterLab bound to 127.0.0.1 only, with the ``notebooks/`` folder as
 its root and ``RAG_LAB_WORKSPACE`` pointing the notebooks at the prepared workspace. Arguments
 after ``--`` go to ``jupyter lab`` unchanged.
+
+JupyterLab asks for a token: its own (printed when it starts) unless ``--token TOKEN`` names one.
+An empty token would switch authentication off, so ``--token=`` is refused; running without
+authentication takes ``--no-auth``, which says so on stderr (any local user or process could
+then run code as you).
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from rag_lab.prompts.templates import REPO_ROOT
 #: documents of the quick demo KB a first start ingests (see rag_lab.demo.QUICK_DOCS)
 QUICK = 50
 
-__all__ = ["demo_docs_arg", "free_port", "jupyter_command", "main", "prepare_demo"]
+__all__ = ["NO_AUTH_WARNING", "demo_docs_arg", "free_port", "jupyter_command", "main", "prepare_demo", "server_token"]
+
+#: what ``--no-auth`` prints (stderr) before JupyterLab starts
+NO_AUTH_WARNING = (
+    "warning: --no-auth: JupyterLab runs without authentication; any user or process on this machine "
+    "can run code as you through http://127.0.0.1:{port}/"
+)
 
 
 def free_port() -> int:
@@ -91,6 +102,22 @@ def prepare_demo(workspace: Path, demo_docs: int | None = QUICK) -> str:
     return line
 
 
+def server_token(ap: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The token JupyterLab gets: ``None`` (it makes one), the one given, or ``""`` with
+    ``--no-auth`` (warned on stderr); an empty ``--token``, or both options, is a usage error."""
+    if args.no_auth:
+        if args.token:
+            ap.error("argument --no-auth: not allowed with --token (a token turns authentication on)")
+        print(NO_AUTH_WARNING.format(port=args.port), file=sys.stderr, flush=True)
+        return ""
+    if args.token is not None and not args.token.strip():
+        ap.error(
+            "argument --token: an empty token would switch JupyterLab's authentication off; leave --token out "
+            "(JupyterLab makes one and prints it), give one, or pass --no-auth to run without authentication"
+        )
+    return args.token
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -109,8 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N|all",
         help=f"demo KB size: a slice of N >= 1 documents (default {QUICK}, seconds) or 'all' (994, minutes)",
     )
-    ap.add_argument("--token", default=None, help="server token (default: JupyterLab makes one and prints it)")
+    ap.add_argument(
+        "--token", default=None, help="server token, not empty (default: JupyterLab makes one and prints it)"
+    )
+    ap.add_argument(
+        "--no-auth", action="store_true", help="run JupyterLab without authentication (loopback only; warned)"
+    )
     args = ap.parse_args(argv)
+    token = server_token(ap, args)
 
     try:
         import jupyterlab  # noqa: F401
@@ -121,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     workspace = Path(args.workspace).resolve()
     print(prepare_demo(workspace, args.demo_docs), flush=True)
     env = dict(os.environ, RAG_LAB_WORKSPACE=str(workspace))
-    cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, args.token, extra)
+    cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, token, extra)
     print(f"JupyterLab on http://127.0.0.1:{args.port}/lab (notebooks: {args.notebooks}); Ctrl-C stops it", flush=True)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return

@@ -37,6 +37,8 @@ class QAOutcome:
     total_ms: float = 0.0
     #: the chat model's failure when the answer fell back because of it ("" otherwise)
     model_error: str = ""
+    #: the ``complete`` event held back (``hold_complete``): the caller stores it after the turn
+    held: list[StreamEvent] = field(default_factory=list)
 
 
 async def run_knowledge_qa(
@@ -47,9 +49,12 @@ async def run_knowledge_qa(
     on_stage: StageHook | None = None,
     on_bus_event: Callable[[BusEvent], None] | None = None,
     events: list[EventType] | None = None,
+    hold_complete: bool = False,
 ) -> QAOutcome:
     """Run the pipeline for ``chat`` and wait until the answer stream has finished. ``events``
-    overrides the stage list (a re-run from a stage passes the tail of the original list)."""
+    overrides the stage list (a re-run from a stage passes the tail of the original list).
+    ``hold_complete``: the terminal ``complete`` event is returned in :attr:`QAOutcome.held`
+    instead of stored (the caller saves the turn first, then stores it)."""
     t0 = time.perf_counter()
     session_id = chat.request.session_id or str(uuid.uuid4())
     chat.request.session_id = session_id
@@ -70,6 +75,7 @@ async def run_knowledge_qa(
     bus = EventBus()
     chat.context.event_bus = bus
     handler = AgentStreamHandler(stream_manager, session_id, message_id)
+    handler.hold_complete = hold_complete
     handler.subscribe(bus)
     if on_bus_event is not None:
         bus.on_any(on_bus_event)
@@ -117,4 +123,5 @@ async def run_knowledge_qa(
     outcome.cancelled = chat.context.cancelled()
     outcome.model_error = str(chat.state.diagnostics.get("model_error") or "")
     outcome.total_ms = (time.perf_counter() - t0) * 1000
+    outcome.held = handler.held
     return outcome

@@ -24,12 +24,13 @@ _ROWIDS = (
 )
 
 
-def open_pg_sessions(dsn: str, schema: str, version: int) -> PgConnection:
+def open_pg_sessions(dsn: str, schema: str, version: int, outage_s: float | None = None) -> PgConnection:
     """A connection to the session tables at ``dsn`` (created at ``version`` when missing); a
-    database of another schema version, or one that cannot be reached, raises ValueError."""
+    database of another schema version, or one that cannot be reached, raises ValueError.
+    ``outage_s``: how long a dropped connection waits for the server (:mod:`rag_lab.knowledge.sqldb`)."""
     where = redact(dsn)
     try:
-        conn = PgConnection(dsn)
+        conn = PgConnection(dsn, outage_s=outage_s)
     except ImportError:
         raise ValueError(
             f"{where}: a PostgreSQL session store needs psycopg: pip install 'rag-lab[postgres]'"

@@ -67,11 +67,13 @@ class SQLiteSessionStore:
     """Sessions and messages in one SQLite file (``":memory:"`` for a private in-memory one), or
     in a PostgreSQL database when ``path`` is a ``postgresql://`` URL."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, outage_s: float | None = None) -> None:
+        """``outage_s``: how long a PostgreSQL store waits out a restarting server
+        (:func:`~rag_lab.knowledge.sqldb.outage_window`; ``None``: the environment or 30 s)."""
         self._lock = threading.RLock()
         if is_postgres(path):
             self.path = redact(str(path))
-            self._db: Any = open_pg_sessions(str(path), _SCHEMA, SCHEMA_VERSION)
+            self._db: Any = open_pg_sessions(str(path), _SCHEMA, SCHEMA_VERSION, outage_s)
             return
         self.path = str(path)
         if self.path != ":memory:":

@@ -31,6 +31,11 @@ class AgentStreamHandler:
         self._tool_started: dict[str, float] = {}
         #: appends the StreamManager refused (e.g. Redis down past its retry window)
         self.append_failures = 0
+        #: when True the terminal ``complete`` event is kept in :attr:`held` instead of stored:
+        #: the caller stores it once the turn is saved, so that a reader who sees ``complete``
+        #: and then reads the session finds the assistant message
+        self.hold_complete = False
+        self.held: list[StreamEvent] = []
 
     def subscribe(self, bus: EventBus) -> None:
         bus.on_any(self.handle)
@@ -109,7 +114,11 @@ class AgentStreamHandler:
                 self._append(StreamEvent(fid, ResponseType.ANSWER.value, final, False, data={"event_id": fid}))
                 self._append(StreamEvent(fid, ResponseType.ANSWER.value, "", True, data={"event_id": fid}))
             data = {"total_steps": d.get("total_steps", 0), "total_duration_ms": d.get("total_duration_ms", 0)}
-            self._append(StreamEvent(ev.id, ResponseType.COMPLETE.value, "", True, data=data))
+            complete = StreamEvent(ev.id, ResponseType.COMPLETE.value, "", True, data=data)
+            if self.hold_complete:
+                self.held.append(complete)
+            else:
+                self._append(complete)
 
     def _tool_result(self, ev: BusEvent) -> None:
         d = ev.data

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rag_lab.types.params import PipelineParams
-from rag_lab.types.stream import StreamEvent
+from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
 
 log = logging.getLogger(__name__)
 #: the spec's stream TTL (§8.1: 1 h), used by both backends
@@ -42,10 +42,26 @@ class _Log:
     nbytes: int = 0
     last_append: float = 0.0
     dropped: int = 0
+    #: a ``stop`` event is stored: the log takes nothing more
+    stopped: bool = False
 
 
 #: event types a full stream still accepts, so that its readers always learn that it ended
 _TERMINAL_TYPES = frozenset({"complete", "stop", "error"})
+
+
+def answer_text(events: list[StreamEvent]) -> str:
+    """The answer a reader of ``events`` saw: the ``answer`` deltas joined."""
+    return "".join(e.content for e in events if e.type == ResponseType.ANSWER.value)
+
+
+def stopped_answer(events: list[StreamEvent]) -> str | None:
+    """The answer a reader saw up to the log's ``stop`` event, or None when there is none. A
+    stopped log takes no further event (both backends), so this is the whole answer."""
+    for i, e in enumerate(events):
+        if e.type == STOP_RESPONSE_TYPE:
+            return answer_text(events[:i])
+    return None
 
 
 def _event_bytes(event: StreamEvent) -> int:
@@ -65,7 +81,8 @@ class MemoryStreamManager:
     * all streams together hold at most ``max_total_bytes``; the least recently appended streams
       are evicted first.
 
-    Appends are idempotent by :attr:`StreamEvent.append_id`."""
+    Appends are idempotent by :attr:`StreamEvent.append_id`. A stream whose log holds a ``stop``
+    event takes nothing more: stop is final, whoever appends after it."""
 
     def __init__(
         self,
@@ -94,9 +111,19 @@ class MemoryStreamManager:
         self._logs: OrderedDict[tuple[str, str], _Log] = OrderedDict()
         self.total_bytes = 0
         self._next_sweep = 0.0
+        #: appends refused because their stream was stopped
+        self.refused_after_stop = 0
 
     def __len__(self) -> int:
         with self._lock:
+            return len(self._logs)
+
+    def expire(self) -> int:
+        """Drop the streams whose TTL has passed now (appends and reads do it as they go; an idle
+        server's maintenance calls this); how many streams are left."""
+        with self._lock:
+            self._next_sweep = 0.0
+            self._expire(self._clock())
             return len(self._logs)
 
     def _expire(self, now: float) -> None:
@@ -126,6 +153,9 @@ class MemoryStreamManager:
                 log_ = self._logs[key] = _Log()
             if event.append_id in log_.append_ids:
                 return  # a retry of an append that was already stored
+            if log_.stopped:
+                self.refused_after_stop += 1
+                return  # stop is final: nothing is stored after it (docs/streams.md)
             full = len(log_.events) >= self.max_events_per_stream or log_.nbytes + size > self.max_stream_bytes
             if full and str(event.type) not in _TERMINAL_TYPES:
                 if not log_.dropped:
@@ -139,6 +169,7 @@ class MemoryStreamManager:
                 log_.dropped += 1
                 return
             log_.events.append(StreamEvent.from_dict(event.to_dict()))
+            log_.stopped = str(event.type) == STOP_RESPONSE_TYPE
             log_.append_ids.add(event.append_id)
             log_.nbytes += size
             log_.last_append = now
@@ -160,6 +191,12 @@ class MemoryStreamManager:
                 return [], from_offset
             start = max(0, from_offset)
             return [StreamEvent.from_dict(e.to_dict()) for e in events[start:]], len(events)
+
+    def is_stopped(self, session_id: str, message_id: str) -> bool:
+        """Whether the stream's log holds a ``stop`` (a cheap check for stop watchers)."""
+        with self._lock:
+            log_ = self._logs.get((session_id, message_id))
+            return log_ is not None and log_.stopped
 
     def dropped(self, session_id: str, message_id: str) -> int:
         """How many events a full stream refused."""

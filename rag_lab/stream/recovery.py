@@ -28,6 +28,7 @@ import socket
 import time
 from typing import Any
 
+from rag_lab.stream.manager import answer_text
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
 
@@ -63,10 +64,6 @@ def is_orphan(row: Any, now: float, orphan_after_s: float) -> bool:
     return now - row.heartbeat > orphan_after_s
 
 
-def _answer_text(events: list[StreamEvent]) -> str:
-    return "".join(e.content for e in events if e.type == ResponseType.ANSWER.value)
-
-
 def _references(events: list[StreamEvent]) -> list[dict[str, Any]] | None:
     for e in reversed(events):
         if e.type == ResponseType.REFERENCES.value:
@@ -83,7 +80,7 @@ def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
         log.warning("recovery of %s/%s postponed: cannot read its stream: %s", sid, mid, exc)
         return "postponed"
     kinds = {e.type for e in events}
-    log_text = _answer_text(events)
+    log_text = answer_text(events)
     partial = log_text if len(log_text) >= len(row.partial or "") else row.partial
     refs = _references(events)
     refs = refs if refs is not None else list(row.knowledge_references or [])
@@ -129,19 +126,7 @@ def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
             return "postponed"
     saved = "kept"
     if sessions.find_message(sid, mid) is None:
-        try:
-            sessions.add_message(
-                sid,
-                "assistant",
-                partial,
-                mid,
-                knowledge_references=[SearchResult.from_dict(r) for r in refs],
-                is_completed=True,
-                extra={"interrupted": True},
-            )
-            saved = "saved"
-        except KeyError:  # the session was deleted meanwhile
-            saved = "session gone"
+        saved = "saved" if _save_answer(sessions, sid, mid, partial, refs, {"interrupted": True}) else "session gone"
     sessions.end_generation(sid, mid)
     log.warning(
         "finished orphaned message %s/%s (server %s pid %s): %d characters of answer %s",
@@ -153,6 +138,43 @@ def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
         saved,
     )
     return "finished" if not done else "closed"
+
+
+def settle_turn(
+    sessions: Any, session_id: str, message_id: str, *, error: str = "", partial: str = "", references: Any = ()
+) -> str:
+    """Close a generation of this server: a failed one (``error``) whose user message is stored
+    and whose answer is not gets an assistant message with the answer so far, completed and
+    marked ``extra.error`` with the cause; then its in-flight record goes. Raises when the store
+    cannot be reached (the caller tries again later); returns what was done."""
+    done = "ended"
+    if (
+        error
+        and sessions.find_message(session_id, message_id) is None
+        and sessions.find_message(session_id, message_id, role="user") is not None
+    ):
+        saved = _save_answer(sessions, session_id, message_id, partial, references, {"error": error})
+        done = "saved failed" if saved else "session gone"
+    sessions.end_generation(session_id, message_id)
+    return done
+
+
+def _save_answer(sessions: Any, sid: str, mid: str, text: str, refs: Any, extra: dict[str, Any]) -> bool:
+    """The assistant message of an answer the server ends itself (completed, with ``extra``);
+    False when the session was deleted meanwhile."""
+    try:
+        sessions.add_message(
+            sid,
+            "assistant",
+            text,
+            mid,
+            knowledge_references=[SearchResult.from_dict(r) for r in refs],
+            is_completed=True,
+            extra=extra,
+        )
+    except KeyError:
+        return False
+    return True
 
 
 def recover_orphans(manager: Any, sessions: Any, orphan_after_s: float, now: float | None = None) -> int:

@@ -23,6 +23,12 @@ Two behaviours beyond the spec, both for a Redis that lost data (restart without
   ``append_id`` is not yet in the stream's id set (``<prefix>#ids:<session>:<message>``, same TTL),
   so an append retried after a lost reply is stored once.
 
+Stop is final: the same script stores a ``stop`` event together with a stop mark
+(``<prefix>#stop:<session>:<message>``, same TTL) and refuses every later append to that stream,
+so a replica still generating when another one stopped the stream cannot add an answer delta
+after the ``stop`` (it learns of the stop from the log a moment later). Check and append are one
+atomic script: no append can slip between them.
+
 Durability is Redis's: run it with the shipped ``config/redis-stream.conf`` (AOF,
 ``appendfsync everysec``) and a restart loses nothing; without persistence it loses everything.
 """
@@ -35,7 +41,7 @@ import re
 from typing import Any
 
 from rag_lab.types.params import PipelineParams
-from rag_lab.types.stream import StreamEvent
+from rag_lab.types.stream import STOP_RESPONSE_TYPE, StreamEvent
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +50,22 @@ DEFAULT_PREFIX = "stream:events"
 DEFAULT_TTL_S: int = PipelineParams.model_fields["stream_ttl_s"].default
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
-#: KEYS[1] the event list, KEYS[2] its append-id set; ARGV: append id, event JSON, TTL seconds
+#: KEYS[1] the event list, KEYS[2] its append-id set, KEYS[3] its stop mark; ARGV: append id,
+#: event JSON, TTL seconds, "1" for a stop event. Returns 1 stored, 0 already stored, 2 refused
+#: (the stream was stopped: nothing is stored after its stop, whichever replica appends)
 _APPEND_ONCE = """
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 2
+end
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then
   return 0
 end
 redis.call('RPUSH', KEYS[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[3], '1', 'EX', ARGV[3])
+end
 return 1
 """
 
@@ -149,6 +163,8 @@ class RedisStreamManager:
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
         self._append_once: Any = None  # registered on first use (EVALSHA, reloaded after a restart)
+        #: appends refused because their stream was stopped
+        self.refused_after_stop = 0
 
     def __repr__(self) -> str:
         return f"RedisStreamManager(url={redact_url(self.url)!r}, prefix={self.prefix!r}, ttl_s={self.ttl_s})"
@@ -163,14 +179,27 @@ class RedisStreamManager:
         self.client.close()
 
     def append_event(self, session_id: str, message_id: str, event: StreamEvent) -> None:
-        """RPUSH the JSON event and refresh the key's TTL, atomically and at most once per
-        ``event.append_id`` (a Lua script; see the module docstring)."""
+        """RPUSH the JSON event and refresh the key's TTL, atomically, at most once per
+        ``event.append_id`` and never after the stream's ``stop`` (a Lua script; see the module
+        docstring)."""
         event.stamp()
         key = self.key(session_id, message_id)
         ids = f"{self.prefix}#ids:{session_id}:{message_id}"
+        stop = f"{self.prefix}#stop:{session_id}:{message_id}"
         if self._append_once is None:
             self._append_once = self.client.register_script(_APPEND_ONCE)
-        self._append_once(keys=[key, ids], args=[event.append_id, encode_event(event), self.ttl_s])
+        is_stop = "1" if str(event.type) == STOP_RESPONSE_TYPE else "0"
+        done = self._append_once(
+            keys=[key, ids, stop], args=[event.append_id, encode_event(event), self.ttl_s, is_stop]
+        )
+        if done == 2:
+            self.refused_after_stop += 1
+            log.debug("stream %s is stopped: a %s event was not stored", key, event.type)
+
+    def is_stopped(self, session_id: str, message_id: str) -> bool:
+        """Whether the stream holds a ``stop`` (its stop mark exists): one EXISTS, where reading
+        the new events would move and decode them (a stop watcher's check)."""
+        return bool(self.client.exists(f"{self.prefix}#stop:{session_id}:{message_id}"))
 
     def get_events(self, session_id: str, message_id: str, from_offset: int = 0) -> tuple[list[StreamEvent], int]:
         """Events from ``from_offset`` on and the next offset (``from + raw count``); entries that
@@ -197,7 +226,11 @@ class RedisStreamManager:
         return events, start + len(raw)
 
     def delete(self, session_id: str, message_id: str) -> None:
-        self.client.delete(self.key(session_id, message_id), f"{self.prefix}#ids:{session_id}:{message_id}")
+        self.client.delete(
+            self.key(session_id, message_id),
+            f"{self.prefix}#ids:{session_id}:{message_id}",
+            f"{self.prefix}#stop:{session_id}:{message_id}",
+        )
 
 
 class RedisStreamDirectory:

@@ -243,7 +243,7 @@ def create_app(
                 "(server.max_query_chars); ask a shorter question",
                 "query",
             )
-        names = _string_list(body, "knowledge_base_ids") + _string_list(body, "kb")
+        names = _string_list(body, "knowledge_base_ids") + _string_list(body, "kb", one_string=True)
         kbs = service.resolve_kbs(list(dict.fromkeys(names)), principal)
         await service.session_for_ask(session_id, principal)
         message_id = str(uuid.uuid4())

@@ -39,8 +39,9 @@ KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
                             "description": "knowledge base names or ids to search (default: every KB you may see)",
                         },
                         "knowledge_base_ids": {
-                            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
-                            "description": "knowledge base ids (same as kb)",
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "knowledge base ids or names, a list (a lone string is refused)",
                         },
                     },
                 },
@@ -109,6 +110,9 @@ def authenticate(request: Request, config: ServerConfig) -> Principal:
     """The caller: the principal of the bearer key, or the local user of a keyless server
     (loopback peers only). 401 otherwise; the key itself is never logged nor echoed."""
     challenge = {"WWW-Authenticate": 'Bearer realm="rag-lab"'}
+    sent = request.headers.getlist("authorization")
+    if len(sent) > 1:  # which one would count is ambiguous between proxies and servers: neither
+        raise ApiError(400, f"authorization: send one Authorization header, got {len(sent)}", "authorization")
     if config.keyless:
         peer = request.client.host if request.client else ""
         if not is_loopback(peer):
@@ -235,11 +239,15 @@ async def _json_object(request: Request, example: str, config: ServerConfig | No
     return body
 
 
-def _string_list(body: dict[str, Any], name: str) -> list[str]:
+def _string_list(body: dict[str, Any], name: str, one_string: bool = False) -> list[str]:
+    """``body[name]`` as a list of non-empty strings (``[]`` when absent); a lone string is one
+    item only where the field takes one (``one_string``), else a 400 naming the field."""
     value = body.get(name)
     if value is None:
         return []
     if isinstance(value, str):
+        if not one_string:
+            raise ApiError(400, f"{name}: expected a list of strings, got the string {value!r:.80}", name)
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ApiError(400, f"{name}: expected a list of non-empty strings, got {value!r}", name)

@@ -93,6 +93,9 @@ class StreamService:
         #: the owner of every session (and so of its messages and streams) is stored here
         self.sessions = lab.sessions
         self.generations: dict[tuple[str, str], Generation] = {}
+        #: generations over whose turn the store could not yet be told (an outage past the
+        #: store's window): saved and cleared by the maintenance loop once the store is back
+        self.unsettled: dict[tuple[str, str], Generation] = {}
         self.active_followers = 0
         #: this server's identity in the crash-recovery records (rag_lab.stream.recovery)
         self.instance = uuid.uuid4().hex
@@ -134,10 +137,18 @@ class StreamService:
             tick += 1
             running = {k: (g.partial, list(g.references)) for k, g in self.generations.items() if not g.finished()}
             try:
-                if running:
+                if running or self.unsettled:
                     await asyncio.to_thread(self.sessions.heartbeat_generations, self.instance, running)
             except Exception as exc:
                 log.warning("could not refresh the in-flight records: %s", exc)
+            for gen in list(self.unsettled.values()):
+                if await self._settle(gen):
+                    del self.unsettled[(gen.session_id, gen.message_id)]
+            # bounded memory while idle too: finished generations and expired in-process logs go
+            self._forget_finished()
+            expire = getattr(self.manager, "expire", None)
+            if expire is not None:
+                expire()
             if tick % sweep_every == 0:  # orphans of other hosts / hung processes
                 await self.recover()
 
@@ -231,14 +242,36 @@ class StreamService:
             if gen.stop_requested and not gen.stop_written:
                 gen.stop_written = True
                 await self._append_quietly(gen, self.stop_event(gen.session_id, gen.message_id))
-            try:  # the turn is saved (or failed): nothing left to recover
-                await asyncio.to_thread(self.sessions.end_generation, gen.session_id, gen.message_id)
-            except Exception as exc:
-                log.warning("could not clear the in-flight record of %s/%s: %s", gen.session_id, gen.message_id, exc)
+            if not await self._settle(gen):  # the turn is saved (or failed): nothing left to recover
+                self.unsettled[(gen.session_id, gen.message_id)] = gen
             gen.finished_at = time.monotonic()
 
+    async def _settle(self, gen: Generation) -> bool:
+        """Save a failed turn with its cause and clear the in-flight record
+        (:func:`~rag_lab.stream.recovery.settle_turn`); False when the store is still unreachable."""
+        from rag_lab.stream.recovery import settle_turn
+
+        try:
+            done = await asyncio.to_thread(
+                lambda: settle_turn(
+                    self.sessions,
+                    gen.session_id,
+                    gen.message_id,
+                    error=gen.error,
+                    partial=gen.partial,
+                    references=list(gen.references),
+                )
+            )
+        except Exception as exc:
+            log.warning("turn %s/%s not settled yet (retrying): %s", gen.session_id, gen.message_id, exc)
+            return False
+        if done != "ended":
+            log.warning("turn %s/%s failed (%s): %s", gen.session_id, gen.message_id, gen.error, done)
+        return True
+
     def _forget_finished(self) -> None:
-        """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory)."""
+        """Drop generations that ended more than ``keep_finished_s`` ago (bounded memory: at each
+        new ask and every heartbeat, so an idle server lets them go as well)."""
         cutoff = time.monotonic() - self.settings.keep_finished_s
         for key in [k for k, g in self.generations.items() if g.finished() and 0 < g.finished_at < cutoff]:
             del self.generations[key]
@@ -270,11 +303,25 @@ class StreamService:
         )
 
     async def _stop_watcher(self, gen: Generation) -> None:
-        """§8.5: a stop written by another replica reaches this generation through the log."""
+        """§8.5: a stop written by another replica reaches this generation through the log. A
+        backend that can say whether a stream is stopped (``is_stopped``: a key lookup in Redis)
+        is asked that instead of having every new event read and decoded."""
         offset = 0
         deadline = time.monotonic() + self.settings.stop_watch_max_s
+        is_stopped = getattr(self.manager, "is_stopped", None)
         while time.monotonic() < deadline:
             await asyncio.sleep(self.settings.stop_watch_interval_s)
+            if is_stopped is not None:
+                try:
+                    stopped = await self.call(is_stopped, gen.session_id, gen.message_id)
+                except Exception as exc:
+                    log.debug("stop watcher check failed (retrying): %s", exc)
+                    continue
+                if stopped:
+                    gen.stop_requested = gen.stop_written = True
+                    gen.cancel_event.set()
+                    return
+                continue
             try:
                 events, offset = await self.call(self.manager.get_events, gen.session_id, gen.message_id, offset)
             except Exception as exc:

@@ -46,7 +46,7 @@ def test_store_section_and_environment(cfg, env, expected):
         (
             {"type": "postgres", "dsn": URL, "pool": 4},
             {},
-            r"lab.yaml: store: unknown key\(s\) pool; allowed: dsn, type",
+            r"lab.yaml: store: unknown key\(s\) pool; allowed: dsn, outage_s, type",
         ),
         (
             None,

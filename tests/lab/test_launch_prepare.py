@@ -45,3 +45,27 @@ def test_prepare_ingests_small_slices_and_then_finds_them_ready(tmp_path: Path) 
     assert ": 9 added, 0 updated, 0 unchanged" in more
     again = launch.prepare_demo(ws, 5)  # holds more than asked: left alone
     assert f"in {ws}: ready; it holds 10 of" in again
+
+
+@pytest.mark.parametrize("argv", [["--token="], ["--token", "  "], ["--no-auth", "--token", "secret"]])
+def test_an_empty_token_or_no_auth_with_a_token_is_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        launch.main([*argv, "--no-browser"])  # refused before anything is prepared or started
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --token: an empty token would switch JupyterLab's authentication off" in err or (
+        "argument --no-auth: not allowed with --token" in err
+    )
+
+
+def test_no_auth_is_explicit_and_warned(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    args = argparse.Namespace(no_auth=True, token=None, port=8899)
+    assert launch.server_token(ap, args) == ""
+    assert capsys.readouterr().err.strip() == launch.NO_AUTH_WARNING.format(port=8899)
+    assert "--IdentityProvider.token=" in launch.jupyter_command(8899, Path("."), False, "")
+    plain = argparse.Namespace(no_auth=False, token=None, port=8899)
+    assert launch.server_token(ap, plain) is None and capsys.readouterr().err == ""
+    assert not any("IdentityProvider" in a for a in launch.jupyter_command(8899, Path("."), False, None))

@@ -58,6 +58,25 @@ def test_every_route_needs_a_key_and_x_user_id_is_not_one(keyed):
     assert not srv.service.generations  # nothing ran
 
 
+def test_two_authorization_headers_are_refused_whichever_comes_first(keyed):
+    srv = keyed()
+    with httpx.Client(timeout=10, base_url=srv.url) as c:
+        for pair in ((ALICE, BOB), (BOB, ALICE), (ALICE, ALICE), ("x" * 20, ALICE)):
+            headers = [("Authorization", f"Bearer {k}") for k in pair]
+            for method, path, kw in (("GET", "/sessions", {}), ("POST", "/knowledge-chat/s1", {"json": {"query": Q}})):
+                r = c.request(method, path, headers=headers, **kw)
+                assert (r.status_code, r.json()) == (
+                    400,
+                    {
+                        "success": False,
+                        "error": "authorization: send one Authorization header, got 2",
+                        "field": "authorization",
+                    },
+                )
+        assert c.get("/sessions", headers=auth(ALICE)).status_code == 200  # one header: as before
+    assert not srv.service.generations
+
+
 def test_a_user_cannot_read_or_stop_another_users_stream_even_naming_them(keyed):
     srv = keyed()
     with httpx.Client(timeout=30, base_url=srv.url) as c:

@@ -67,6 +67,11 @@ def test_share_kb_writes_a_list_of_tenant_ids(tmp_path):
         assert [t for t in range(5) if can_view(ws.get_kb("h"), t)] == [0, 1, 2, 3]
         ws.share_kb("h", [])
         assert [t for t in range(5) if can_view(ws.get_kb("h"), t)] == [0, 2]
+        for bad in (None, "3"):  # the documented exception, naming the argument; nothing written
+            with pytest.raises(ValueError, match=r"tenant_ids \(metadata.shared_with\): expected a list") as info:
+                ws.share_kb("h", bad)
+            assert repr(bad) in str(info.value)
+        assert ws.get_kb("h").metadata["shared_with"] == []
     finally:
         ws.close()
 

@@ -4,7 +4,8 @@ the SSE frame parser) live in benchmarks/stream_reliability.py, which the tests 
 
 redis-server: the tests start their own, with the shipped ``config/redis-stream.conf`` (AOF,
 ``appendfsync everysec``) in a temporary folder on a free 127.0.0.1 port; ``volatile_redis`` is one
-without any persistence, for the tests of what a Redis that loses its data does. When the binary is missing the Redis tests are skipped with the reason,
+without any persistence, for the tests of what a Redis that loses its data does. ``own_pg`` is a
+PostgreSQL server of one test's own, for the store outage tests. When the binary is missing the Redis tests are skipped with the reason,
 except under ``CI`` where a missing redis-server is a failure (CI installs it with apt).
 """
 
@@ -65,6 +66,17 @@ def own_redis(tmp_path) -> Iterator[RedisServer]:
     """A redis-server (AOF) for one test (for restarts that must not disturb the others)."""
     _need_redis()
     srv = RedisServer(tmp_path / "redis").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def own_pg():
+    """A PostgreSQL server for one test (tests/pg_server.py), which it may stop and start."""
+    from tests.pg_server import PostgresServer, need_postgres
+
+    need_postgres()
+    srv = PostgresServer().start()
     yield srv
     srv.stop()
 

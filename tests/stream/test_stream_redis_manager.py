@@ -13,7 +13,7 @@ from rag_lab.stream.factory import (
     build_stream_manager,
     resolve_settings,
 )
-from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager
+from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, stopped_answer
 from rag_lab.stream.redis_manager import RedisStreamDirectory, RedisStreamManager, decode_event
 from rag_lab.types.search_result import MatchType, SearchResult
 from rag_lab.types.stream import StreamEvent
@@ -286,3 +286,27 @@ def test_handler_survives_a_store_that_refuses_appends(caplog):
     bus.emit(BusEventType.FINAL_ANSWER, {"content": "", "done": True}, event_id="a")
     assert handler.append_failures == 2 and handler.answer_text == "partial "
     assert "could not store a answer event: store is down" in caplog.text
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_stopped_stream_takes_no_further_event_from_any_writer(backend, request):
+    """Stop is final: once a ``stop`` is stored, appends from any manager (another replica) are
+    refused, the stop itself included when sent again; the answer up to the stop is the answer."""
+    if backend == "redis":
+        url = request.getfixturevalue("redis_url")
+        generating, stopping = RedisStreamManager(url=url), RedisStreamManager(url=url)
+    else:
+        generating = stopping = MemoryStreamManager()
+    generating.append_event("s", "m", StreamEvent("a1", "answer", "Built ", False))
+    stop = StreamEvent("stop-1", "stop", "", True)
+    stopping.append_event("s", "m", stop)
+    generating.append_event("s", "m", StreamEvent("a1", "answer", "in 1874.", False))
+    generating.append_event("s", "m", StreamEvent("c1", "complete", "", True))
+    stopping.append_event("s", "m", StreamEvent("stop-2", "stop", "", True))
+    events, offset = generating.get_events("s", "m", 0)
+    assert [e.type for e in events] == ["answer", "stop"] and offset == 2
+    assert stopped_answer(events) == "Built "
+    assert generating.refused_after_stop + (stopping.refused_after_stop if stopping is not generating else 0) == 3
+    other, _ = stopping.get_events("s", "other")
+    assert other == [] and stopped_answer(other) is None
+    assert generating.is_stopped("s", "m") and not generating.is_stopped("s", "other")  # the stop watcher's check

@@ -276,6 +276,14 @@ def test_only_the_owner_can_resume_stop_or_ask_and_strangers_learn_nothing(serve
         (
             "POST",
             "/knowledge-chat/s1",
+            {"json": {"query": "q", "knowledge_base_ids": "demo"}},
+            400,
+            "knowledge_base_ids",
+            "knowledge_base_ids: expected a list of strings, got the string 'demo'",
+        ),
+        (
+            "POST",
+            "/knowledge-chat/s1",
             {"json": {"query": "q", "knowledge_base_ids": [3]}},
             400,
             "knowledge_base_ids",
@@ -697,3 +705,20 @@ def test_finished_generations_are_forgotten_and_their_streams_still_resume(serve
         r = c.get("/sessions/continue-stream/s-gc", params={"message_id": first})
         frames = parse_frames(iter(r.text.split("\n")))
         assert frames[0].type == "agent_query" and frames[-1].type == "complete" and "1874" in answer_text(frames)
+
+
+def test_an_idle_server_lets_finished_streams_go_once_their_ttl_passes(serve):
+    """Memory stays bounded while idle: the maintenance loop forgets finished generations after
+    ``keep_finished_s`` and drops in-process logs past their TTL, with no new ask to trigger it
+    (``benchmarks/stream_reliability.py --soak`` measures the RSS of a bigger soak)."""
+    from rag_lab.stream.manager import MemoryStreamManager
+
+    manager = MemoryStreamManager(ttl_s=1.0)
+    srv = serve(manager=manager, keep_finished_s=0.2, heartbeat_s=0.05)
+    with httpx.Client(timeout=30, base_url=srv.url) as c:
+        for i in range(12):
+            r = c.post(f"/knowledge-chat/s-soak{i}", json={"query": Q})
+            assert parse_frames(iter(r.text.split("\n")))[-1].type == "complete"
+    # nothing is asked from here on: only the maintenance loop can let them go
+    assert wait_until(lambda: len(manager) == 0 and not srv.service.generations, timeout=30)
+    assert manager.expire() == 0

@@ -4,7 +4,8 @@ streams and a Milvus engine (Milvus Lite's gRPC server), each replica with its o
 folder (caches), everything on loopback.
 
 A question asked on replica A is resumed and stopped on replica B; the session's history is the
-same on both. B also answers a question of its own from the KB that only the store holds for it
+same on both, and the stop is final: A stores no answer delta after it, and the answer saved is
+the one a reader up to the stop saw. B also answers a question of its own from the KB that only the store holds for it
 (it has never ingested anything: it searches the shared Milvus and hydrates the hits from the
 shared store).
 
@@ -24,6 +25,8 @@ import pytest
 
 from benchmarks.replicas import MilvusLiteServer, ServeReplica, start_all, write_config
 from benchmarks.stream_reliability import free_port, iter_frames
+from rag_lab.stream.manager import answer_text
+from rag_lab.stream.redis_manager import RedisStreamManager
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -124,6 +127,14 @@ def test_ask_on_replica_a_resume_and_stop_on_replica_b_history_on_both(tmp_path,
                 assert history_a[0]["content"] == Q
                 saved = history_a[1]["content"]
                 assert saved.startswith("Word0 Word1 ") and "Word399" not in saved  # the partial answer, kept
+                # stop is final across replicas: A appended no answer delta after B's stop, and the
+                # answer saved is exactly what a reader up to the stop saw
+                reader = RedisStreamManager(url=redis_url)
+                log, _ = reader.get_events(sid, mid, 0)
+                reader.close()
+                types = [e.type for e in log]
+                assert types.count("stop") == 1 and "answer" not in types[types.index("stop") :]
+                assert saved == resumed == answer_text(log[: types.index("stop")])
                 assert history_a[1]["id"] == mid or history_a[1]["request_id"]
 
                 # B answers a question of its own from the shared store (hits hydrated from it)
