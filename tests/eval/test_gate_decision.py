@@ -91,13 +91,31 @@ def test_pvalues_by_hand_and_the_plus_one_correction() -> None:
     assert paired_test([-1.0, 1.0] * 10, seed=5) == paired_test([-1.0, 1.0] * 10, seed=5)  # seeded
     with pytest.raises(ValueError, match="finite"):
         paired_test([math.nan])
-    with pytest.raises(ValueError, match="no pairs"):
+    with pytest.raises(ValueError, match="^paired test of no pairs$"):
         paired_test([])
     with pytest.raises(ValueError, match="test='t'"):
         paired_test([1.0], test="t")
 
 
+def test_the_resampling_is_seeded_and_its_edges_pinned() -> None:
+    """The interval is scipy's percentile bootstrap with the policy's seed (another seed, another
+    interval); the default is 10,000 resamples; the bootstrap's non-inferiority share counts a mean
+    exactly at -tolerance as not ruling it out."""
+    import numpy as np
+    from scipy import stats
+
+    d = [0.31, -0.12, 0.05, -0.4, 0.22, 0.0, -0.07, 0.15]
+    ref = stats.bootstrap((np.array(d),), np.mean, n_resamples=2000, method="percentile", rng=7).confidence_interval
+    for test in ("permutation", "bootstrap"):
+        t = paired_test(d, 0.02, test=test, n_resamples=2000, seed=7)
+        assert t.ci == (ref.low, ref.high) and t.ci != paired_test(d, 0.02, test=test, n_resamples=2000, seed=8).ci
+    assert paired_test([-1.0] * 20).p_drop == pytest.approx(1 / 10_001)  # the default: 10,000 resamples
+    at = paired_test([-0.5] * 5, 0.5, test="bootstrap", n_resamples=999)
+    assert (at.p_drop, at.p_ni) == (pytest.approx(1 / 1000), 1.0)
+
+
 def test_questions_to_settle() -> None:
+    assert questions_to_settle([0.01], 0.02, 0.05) == 5  # one question: no spread, the sign-flip floor
     # SD 0.0105 and mean 0: the normal approximation says 2, the sign-flip test needs 5 (2^-5 < 0.05)
     assert questions_to_settle([-0.01, 0.01] * 5, 0.02, 0.05) == 5
     # SD 0.1: ((1.6449 + 0.8416) * 0.1 / 0.02)^2 = 154.6 → 155
