@@ -34,6 +34,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.tenant is not None:
         lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
     cap = None if args.max_file_mb <= 0 else int(args.max_file_mb * 1024 * 1024)
+    if args.prepare is not None:
+        from rag_lab.lab.lab import prepare_texts_for
+
+        lab.prepare_texts = prepare_texts_for({"prepare": args.prepare}, lab.config.get("models") or {}, "--prepare")
     report = lab.ingest(path, kb=args.kb, progress=not args.quiet, strict=args.strict, max_file_bytes=cap)
     print(report)
     if report.failed or report.skipped or report.warnings:
@@ -160,6 +164,13 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--strict", action="store_true", help="stop at the first file that cannot be read")
     p.add_argument(
         "--max-file-mb", type=float, default=256.0, help="skip files above this size (MB; 0 = no cap; default 256)"
+    )
+    p.add_argument(
+        "--prepare",
+        choices=["auto", "all", "none"],
+        default=None,
+        help="also embed the texts the re-scorer and the extractive answerer will read (auto: when the lab uses "
+        "them; default: the config's ingest.prepare, else auto)",
     )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)

@@ -272,6 +272,11 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
 
     params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param)}
     lab = lab if lab is not None else _lab(args)
+    retrieval_only = bool(getattr(args, "retrieval_only", False))
+    if retrieval_only:
+        if _ragas_metrics(args):
+            raise ValueError("--retrieval-only scores the search stage's list: ragas metrics need answers")
+        lab.prepare_texts = False  # nothing will rerank or answer: ingest embeds the chunks alone
     if params:
         lab.resolve_params(params)  # the reranker's score range too: refused before the first question
     metrics = _ragas_metrics(args)
@@ -292,6 +297,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
             lab,
             specs,
             loaded=own,
+            retrieval_only=retrieval_only,
             params=params or None,
             ragas_metrics=metrics,
             judge=judge,
@@ -717,6 +723,12 @@ def add_eval_commands(subparsers: Any) -> None:
         "--run-format", choices=["trec", "jsonl", "ragas"], default=None, help="with --run (default: guessed)"
     )
     p.add_argument("--qrels", default=None, metavar="FILE", help="with --run: the gold as a TREC qrels file")
+    p.add_argument(
+        "--retrieval-only",
+        action="store_true",
+        help="stop after search: score the search stage's list (with its vector / keyword / fused stage metrics); "
+        "no rerank, merge or answer, and ingest embeds the chunks alone",
+    )
     p.add_argument(
         "--kb",
         default=None,

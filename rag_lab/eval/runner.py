@@ -149,8 +149,10 @@ async def evaluate_lab(
     pbar: Any = None,
     concurrency: int | None = None,
     keep_sessions: bool = False,
+    retrieval_only: bool = False,
 ) -> EvalResult:
-    """Ask each question (no snapshots) and score the final contexts' documents.
+    """Ask each question (no snapshots) and score the final contexts' documents
+    (``retrieval_only``: the search stage's output, nothing after it runs).
 
     ``params`` (a PipelineParams or overrides of the lab's) apply to every question. ``pbar``: an
     open tqdm bar to advance instead of opening one (sweeps share one bar). ``concurrency``: how
@@ -182,7 +184,13 @@ async def evaluate_lab(
         try:
             session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
             run = await lab.aask(
-                q.question, kb=kbs, params=p, snapshots=False, session_id=session, persist=keep_sessions
+                q.question,
+                kb=kbs,
+                params=p,
+                snapshots=False,
+                session_id=session,
+                persist=keep_sessions,
+                retrieval_only=retrieval_only,
             )
         except Exception as exc:  # the record keeps the failure; the query scores 0
             rec = QueryRecord(
@@ -312,6 +320,7 @@ async def evaluate_suites(
     keep_sessions: bool = False,
     judge_repeats: int = 1,
     loaded: Sequence[tuple[str, Any, str]] | None = None,
+    retrieval_only: bool = False,
 ) -> Any:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
     whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
@@ -347,6 +356,7 @@ async def evaluate_suites(
             keep_runs=False,
             keep_sessions=keep_sessions,
             concurrency=concurrency,
+            retrieval_only=retrieval_only,
         )
         score_ranges[name] = res.rerank_scores
         ragas = None
@@ -382,6 +392,7 @@ async def evaluate_suites(
         "ragas_metrics": metrics,
         "params": params_overrides(params, lab.params) if params is not None else {},
         **({"judge_repeats": judge_repeats} if judge_repeats > 1 else {}),
+        **({"retrieval_only": True} if retrieval_only else {}),
     }
     lab_params = lab.params.model_dump(mode="json") if hasattr(lab.params, "model_dump") else {}
     from rag_lab.eval.gate.provenance import report_provenance

@@ -151,6 +151,7 @@ def _ingest(
     batch_size: int,
     report: IngestReport,
     desc: str,
+    prepare: bool = True,
 ) -> IngestReport:
     from tqdm.auto import tqdm
 
@@ -168,7 +169,8 @@ def _ingest(
 
         # a caching embedder (the Lab's) also gets the texts the re-scorer and the answerer will
         # embed for these chunks, so the workspace's vector cache holds them before any question
-        warm = getattr(embedder, "warm", None) if vindex is not None else None
+        # (``prepare=False``: a reranker and chat model that do not embed with it, or retrieval only)
+        warm = getattr(embedder, "warm", None) if vindex is not None and prepare else None
         to_warm: list[str] = []
 
         def flush() -> None:

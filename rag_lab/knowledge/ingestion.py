@@ -67,8 +67,10 @@ def ingest_folder(
     batch_size: int = DEFAULT_BATCH_SIZE,
     strict: bool = False,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+    prepare: bool = True,
 ) -> IngestReport:
-    """Ingest the supported files under ``path`` (recursively by default).
+    """Ingest the supported files under ``path`` (recursively by default). ``prepare``: also put
+    into the vector cache the texts the embedding re-scorer and the extractive answerer will embed.
 
     A file that cannot be read (permissions, not UTF-8, a broken table) is listed in
     ``report.failed`` with the reason and the others are ingested; ``strict=True`` stops at the
@@ -136,7 +138,7 @@ def ingest_folder(
         detail = f"; {', '.join(f'{p} ({r})' for p, r in found[:10])}" if found else ""
         raise IngestError(f"{root}: no ingestible .txt/.md/.html/.csv/.xlsx/.xls files found{detail}")
     if docs:
-        _ingest(ws, kb, docs, embedder, progress, batch_size, report, f"ingest {kb.name}")
+        _ingest(ws, kb, docs, embedder, progress, batch_size, report, f"ingest {kb.name}", prepare)
     if tables:
         from rag_lab.knowledge.tables import ingest_table
 
@@ -207,8 +209,10 @@ def ingest_documents(
     progress: bool = True,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    prepare: bool = True,
 ) -> IngestReport:
-    """Ingest dataset documents (``id``, ``title``, ``text``, ``metadata``, optional ``tag_id``)."""
+    """Ingest dataset documents (``id``, ``title``, ``text``, ``metadata``, optional ``tag_id``);
+    ``prepare`` as :func:`ingest_folder`."""
     _check_kb(kb, embedder, want_faq=False)
     t0 = time.perf_counter()
     report = IngestReport(kb_id=kb.id)
@@ -245,7 +249,7 @@ def ingest_documents(
             content_hash=_content_hash(title, text, meta, tag),
         )
         prepared.append(_Doc(k, text, tag_id=str(tag)))
-    _ingest(ws, kb, prepared, embedder, progress, batch_size, report, f"ingest {kb.name}")
+    _ingest(ws, kb, prepared, embedder, progress, batch_size, report, f"ingest {kb.name}", prepare)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -270,6 +274,7 @@ def ingest_faq(
     progress: bool = True,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    prepare: bool = True,
 ) -> IngestReport:
     """Ingest FAQ entries (one document + one ``faq`` chunk each; id from ``id`` or the question)."""
     _check_kb(kb, embedder, want_faq=True)
@@ -312,7 +317,7 @@ def ingest_faq(
             content_hash=_content_hash(entry.standard_question, text, {}, entry.to_metadata()),
         )
         prepared.append(_Doc(k, text, tag_id=str(_get(e, "tag_id", "") or ""), faq=entry))
-    _ingest(ws, kb, prepared, embedder, progress, batch_size, report, f"ingest FAQ {kb.name}")
+    _ingest(ws, kb, prepared, embedder, progress, batch_size, report, f"ingest FAQ {kb.name}", prepare)
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -38,6 +38,7 @@ DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 CHAT_MODEL_ID = "chat"
 RERANK_MODEL_ID = "rerank"
 _TOP_KEYS = {
+    "ingest",
     "workspace",
     "store",
     "language",
@@ -241,6 +242,7 @@ class Lab:
             )
         except ValueError as exc:
             raise LabConfigError(f"{source}: models: {exc}") from None
+        self.prepare_texts = prepare_texts_for(cfg.get("ingest"), models, source)
         from rag_lab.pipeline.knobs import check_score_range
 
         try:
@@ -394,6 +396,7 @@ class Lab:
     def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any):
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
+        kw.setdefault("prepare", self.prepare_texts)
         return self.workspace.ingest_folder(
             self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
@@ -408,7 +411,12 @@ class Lab:
 
     def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
         return self.workspace.ingest_documents(
-            self.kb(kb), docs, self.embedder, progress=progress, extractor=self.graph_extractor()
+            self.kb(kb),
+            docs,
+            self.embedder,
+            progress=progress,
+            extractor=self.graph_extractor(),
+            prepare=self.prepare_texts,
         )
 
     # -- asking -----------------------------------------------------------------------------
@@ -515,8 +523,10 @@ class Lab:
         user_id: str = "lab",
         tenant_id: int = 0,
         persist: bool = True,
+        retrieval_only: bool = False,
     ) -> Run:
-        """Run the pipeline for one question. ``cancel_event`` (an ``asyncio.Event``) stops it
+        """Run the pipeline for one question. ``retrieval_only``: stop after the search stage (no
+        rerank, merge or answer): the run's references are the search stage's output, in its order. ``cancel_event`` (an ``asyncio.Event``) stops it
         after the current stage / stream chunk, like the user's stop button; ``pause`` is awaited
         after every stage with (event, snapshot) — the step-through uses it. ``user_id`` and
         ``tenant_id`` name the caller: without ``kb`` the tenant's visible KBs are searched, a KB
@@ -530,9 +540,18 @@ class Lab:
         chat = self.new_chat(question, kbs, p, session_id, user_id=user_id, tenant_id=tenant_id)
         chat.context.message_id = message_id or str(uuid.uuid4())
         chat.context.cancel_event = cancel_event
+        events = None
+        if retrieval_only:
+            from rag_lab.pipeline.orchestrator import build_event_list
+
+            full = build_event_list(chat)
+            if EventType.CHUNK_SEARCH_PARALLEL not in full:
+                raise ValueError("retrieval_only needs a question with a knowledge base to search")
+            events = full[: full.index(EventType.CHUNK_SEARCH_PARALLEL) + 1]
+            persist = False  # nothing is answered: no turn to keep
         if persist:
             self._open_turn(chat, user_id, tenant_id)
-        return await self._execute(chat, None, {}, snapshots, on_event, pause, remember=persist)
+        return await self._execute(chat, events, {}, snapshots, on_event, pause, remember=persist)
 
     def _open_turn(self, chat: ChatManage, user_id: str, tenant_id: int) -> None:
         """The session (created for the caller when new) and the user message, which exists
@@ -659,7 +678,7 @@ class Lab:
         return Run(
             question=chat.request.query,
             answer=outcome.answer,
-            references=[r.copy() for r in chat.state.merge_result],
+            references=[r.copy() for r in (chat.state.merge_result or _searched(chat, outcome))],
             events=stored,
             timings=outcome.timings,
             snapshots=snaps,
@@ -729,3 +748,32 @@ class Lab:
                 user_id=chat.request.user_id,
                 memory=self.services.memory,
             )
+
+
+def _searched(chat: ChatManage, outcome: QAOutcome) -> list[Any]:
+    """The search stage's output when the run stopped after it (retrieval only), else nothing."""
+    if outcome.events and outcome.events[-1] == EventType.CHUNK_SEARCH_PARALLEL:
+        return list(chat.state.search_result)
+    return []
+
+
+#: ``ingest: {prepare: …}``: put into the vector cache at ingest the texts the re-scorer and the
+#: extractive answerer will embed — ``auto`` when either of them is the lab's (they embed with its
+#: embedder), ``all`` always, ``none`` never (an HTTP reranker and a real chat model embed nothing)
+PREPARE_CHOICES = ("auto", "all", "none")
+
+
+def prepare_texts_for(section: Any, models: Mapping[str, Any], source: str) -> bool:
+    """Whether ingest prepares the re-scorer's and answerer's texts under ``ingest: {prepare: …}``."""
+    cfg = section or {}
+    if not isinstance(cfg, Mapping) or set(cfg) - {"prepare"}:
+        raise LabConfigError(f"{source}: ingest: expected {{prepare: auto|all|none}}, got {section!r}")
+    choice = cfg.get("prepare", "auto")
+    if choice not in PREPARE_CHOICES:
+        raise LabConfigError(f"{source}: ingest.prepare = {choice!r}: use auto, all or none")
+    if choice != "auto":
+        return bool(choice == "all")
+    reranker = models.get("reranker", {})  # null: no reranker at all
+    rerank_embeds = isinstance(reranker, Mapping) and reranker.get("type", "embedding-rescorer") == "embedding-rescorer"
+    chat = models.get("chat") or {"type": "extractive"}
+    return bool(rerank_embeds or (isinstance(chat, Mapping) and chat.get("type", "extractive") == "extractive"))
