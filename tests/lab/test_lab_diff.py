@@ -244,3 +244,10 @@ def test_changes_show_the_values_that_differ_not_the_whole_json():
     html = d.to_html()
     assert "rows[1].s" in html and '"id": "a"' not in html  # the leaves, not the JSON of the rows
     assert len(d.changes(max_leaves=1)) == 3 + 2  # one leaf, then "2 more"
+
+
+def test_a_dict_that_appears_shows_its_keys():
+    from rag_lab.lab.diff.model import leaf_changes
+
+    assert leaf_changes("d", None, {"after": 4, "cut": ["a"]}) == [("d.after", "—", 4), ("d.cut", "—", ["a"])]
+    assert leaf_changes("d", {"k": 1}, None) == [("d.k", 1, "—")]

@@ -310,10 +310,14 @@ _MISSING = "—"  # a key on one side only
 
 def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any]]:
     """``(path, before, after)`` for every value that differs between ``before`` and ``after``:
-    dicts are followed key by key (a key on one side only shows ``—`` on the other), lists of equal
-    length index by index; anything else (and lists of different lengths) is one leaf."""
+    dicts are followed key by key (a key on one side only, or a dict on one side only, shows ``—``
+    on the other), lists of equal length index by index; anything else (and lists of different lengths) is one leaf."""
     if before == after:
         return []
+    if isinstance(after, dict) and before in (None, _MISSING):  # a dict that appears: its keys
+        before = {}
+    if isinstance(before, dict) and after in (None, _MISSING):
+        after = {}
     if isinstance(before, dict) and isinstance(after, dict):
         out: list[tuple[str, Any, Any]] = []
         for k in sorted(set(before) | set(after), key=str):
@@ -329,6 +333,8 @@ def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any
 
 def _brief(value: Any, n: int = 80) -> Any:
     """A short cell value: floats to 4 places, a list or dict by its size and start."""
+    if value is None:
+        return _MISSING
     if isinstance(value, float):
         return round(value, 4)
     if isinstance(value, list):
