@@ -588,12 +588,21 @@ for t in (0.3, 0.5, 0.6, 0.8, 0.95):
         "md",
         "MMR, step by step: at each step the item with the best `λ·relevance − (1−λ)·redundancy` is chosen. Lower λ favours diversity: at λ = 1 the four picks are the four best composite scores, three of them near-copies of one sentence; as λ falls the copies give way to other chunks.",
     ),
-    ("code", """plot_mmr(run, lambdas=(1.0, 0.7, 0.4, 0.0))"""),
     (
         "code",
         """from rag_lab.lab.frames import mmr_inputs, mmr_selection
 inputs = mmr_inputs(run)
-pd.DataFrame({f"λ={lam}": [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)] for lam in (1.0, 0.7, 0.4, 0.0)})""",
+greedy = [s["id"].split(":")[-1] for s in mmr_selection(inputs, 1.0)]
+by_composite = run.frame("rerank").sort_values("final_score", ascending=False)
+top4 = [i.split(":")[-1] for i in by_composite[by_composite.passed_threshold].id[:4]]
+copies = {"kestle_history_society#c0", "orrin_bridge_visitor_guide#c1", "county_press_1911#c0"}
+assert set(greedy) == set(top4) and len(copies & set(greedy)) == 3   # λ = 1: the best four, three copies
+assert len(copies & {s["id"].split(":")[-1] for s in mmr_selection(inputs, 0.0)}) < 3
+plot_mmr(run, lambdas=(1.0, 0.7, 0.4, 0.0))""",
+    ),
+    (
+        "code",
+        """pd.DataFrame({f"λ={lam}": [s["id"].split(":")[-1] for s in mmr_selection(inputs, lam)] for lam in (1.0, 0.7, 0.4, 0.0)})""",
     ),
     ("code", """pd.DataFrame(run.state("chunk_rerank").state.diagnostics["rerank"]["mmr"][:6])"""),
     (
@@ -633,7 +642,10 @@ replays the rerank stage — ladder, composite, MMR over the captured Jaccard ma
 any λ or threshold, without the pipeline. Notebook 06 puts these knobs on sliders. Here on 20
 HotpotQA questions:""",
     ),
-    ("code", INGEST_HOTPOT.replace("lab = Lab.from_config(workspace=workspace)\n", "")),
+    (
+        "code",
+        INGEST_HOTPOT.replace("lab = Lab.from_config(workspace=workspace)\n", "") + "\nassert len(ds.queries) == 20",
+    ),
     (
         "code",
         """from rag_lab.eval.sweep.fast import tuning_panel
@@ -678,6 +690,13 @@ overlap little besides (mean pairwise Jaccard ≈ 0.09, against 0.42 for the tou
 λ matters when more candidates survive than `rerank_top_k` keeps *and* they repeat each other, as
 on the tour question (13 candidates, k = 4).""",
     ),
+    (
+        "code",
+        """assert lab.params.rerank_top_k == 30 and len(hs) == 20 and (hs.k >= hs.candidates).all()
+assert (hs.candidates.median(), hs.candidates.max()) == (4, 9)
+assert round(hs.mean_jaccard.mean(), 2) == 0.09 and round(tour_max, 2) == 0.42
+assert (len(inputs["ids"]), inputs["k"]) == (13, 4)""",
+    ),
 ]
 
 NOTEBOOKS["04_merge"] = [
@@ -701,19 +720,46 @@ lab = Lab.from_config(workspace=workspace)
 lab.kb("pubmed", chunk_size=200, chunk_overlap=40)
 lab.ingest_documents([{"id": d.id, "title": d.title or d.id, "text": d.text} for d in long.corpus], kb="pubmed", progress=False)
 run = lab.ask(long.queries[0].question, kb="pubmed")
-pd.DataFrame(run.state("chunk_merge").state.diagnostics["merge"].steps[:12])""",
+steps = run.state("chunk_merge").state.diagnostics["merge"].steps
+short_id = lambda v: v.split(":")[-1] if isinstance(v, str) else ", ".join(x.split(":")[-1] for x in v) if isinstance(v, list) else v
+cols = ["step", "id", "action", "into", "length"]
+pd.DataFrame([{k: short_id(st.get(k, "")) for k in cols} for st in steps if st["step"] != "input"]).fillna("")""",
     ),
-    ("code", """run.frame("merge").head(10)"""),
+    (
+        "md",
+        """On this question two of the steps act: the sequential merge joins neighbouring chunks of one
+abstract (`extend`: a chunk that follows its neighbour is appended to it) and the expansion grows
+the short chunks that are left. The others have nothing to do here, and the step log shows no entry
+for them: no chunk arrives twice (dedup), there is no previous turn (history), the KB has no parent
+chunks and no FAQ entries, and after the merge no context contains another (overlap). The guided
+tour ([01](01_pipeline_event_by_event.ipynb)) shows the history step at work.""",
+    ),
+    (
+        "code",
+        """from collections import Counter
+acted = Counter(st["step"] for st in steps if st["step"] != "input")
+print("steps that acted:", dict(acted))
+assert set(acted) == {"merge", "expand"} and acted["merge"] == 8""",
+    ),
+    ("code", """run.frame("merge").head(10).fillna("")"""),
     (
         "code",
         """from rag_lab.lab.plots import plot_merge
 plot_merge(run)""",
     ),
-    ("md", "The expansion bounds are parameters; turning expansion off shows what the model would otherwise see:"),
+    (
+        "md",
+        "The expansion bounds are parameters; turning expansion off shows what the model would otherwise see — the same context, without the neighbours' text:",
+    ),
     (
         "code",
         """short = lab.rerun(run, "chunk_merge", params={"expansion_min_len": 0})
-[len(r.content) for r in run.references][:6], [len(r.content) for r in short.references][:6]""",
+by_id = {r.id: r.content for r in short.references}
+grown = next(r for r in run.references if r.id in by_id and len(r.content) > len(by_id[r.id]))
+before, after = by_id[grown.id], grown.content
+print("EXPANSION OFF:", grown.id.split(":")[-1], f"({len(before)} characters)\\n ", before)
+print("EXPANSION ON: ", f"({len(after)} characters)\\n ", after)
+assert len(before) < run.params.expansion_min_len and len(before) < len(after) <= run.params.expansion_max_len""",
     ),
 ]
 
