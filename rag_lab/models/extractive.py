@@ -40,9 +40,9 @@ _WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_]+", re.UNICODE)
 # The word before a final "." (letters and inner dots: "e.g", "Dr", "M"), for the abbreviation check.
 _LAST_WORD_RE = re.compile(r"(?<![^\s(\"'“‘\[])[A-Za-z][A-Za-z.]*\.?$")
 # Abbreviations whose "." ends no sentence: single capital initials, dotted forms (e.g., i.e.,
-# U.S.) and common titles.
+# U.S., O.F.M.), common titles and "c." / "ca." (circa).
 _ABBREVIATION_RE = re.compile(
-    r"[A-Z]\.?|(?:[A-Za-z]\.)+[A-Za-z]\.?|(?:Dr|Mr|Mrs|Ms|Prof|Sr|Jr|St|Mt|Capt|Gen|Col|Lt|Rev|Hon|vs|cf|approx|fig|Fig)\.?"
+    r"[A-Z]\.?|(?:[A-Za-z]\.)+[A-Za-z]\.?|(?:Dr|Mr|Mrs|Ms|Prof|Sr|Jr|St|Mt|Capt|Gen|Col|Lt|Rev|Hon|vs|cf|approx|fig|Fig|c|ca)\.?"
 )
 _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
 _HAS_CJK_RE = re.compile(rf"[{_CJK}]")

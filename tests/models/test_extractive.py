@@ -302,6 +302,10 @@ def test_hard_wrapped_sentences_are_joined_before_extraction() -> None:
         ("Dr. Vell came. Mr. Lisk left.", ["Dr. Vell came.", "Mr. Lisk left."]),
         ('He shouted "Run!" and left. Then?', ['He shouted "Run!" and left.', "Then?"]),
         ("Made in the U.S. by hand. It works.", ["Made in the U.S. by hand.", "It works."]),
+        (
+            "Haymo of Faversham, O.F.M. (c. 1180 – 1244) was a friar.",
+            ["Haymo of Faversham, O.F.M. (c. 1180 – 1244) was a friar."],
+        ),
         # must split: ordinary words before ".", "!" and "?" before a capital
         ("The tide turned. Boats left! Why? Nobody knew.", ["The tide turned.", "Boats left!", "Why?", "Nobody knew."]),
         ('She said "Go." Then she went.', ['She said "Go."', "Then she went."]),
