@@ -1615,7 +1615,8 @@ from rag_lab.eval.report import render_markdown, suites_table
 suite = SuiteSpec(str(testset), name="mine")
 current = await evaluate_suites(lab, [suite], progress=False)
 print(suites_table(current.suites))
-print(current.meta["provenance"]["unreviewed_synthetic"])""",
+print(current.meta["provenance"]["unreviewed_synthetic"])
+assert len(current.suites[0].records) == 7   # 7 of 8: the rejected question is left out""",
     ),
     (
         "code",
@@ -1669,6 +1670,24 @@ reviewed = await evaluate_suites(lab, [SuiteSpec(str(testset), name="mine")], pr
 print("unreviewed in the new baseline:", reviewed.meta["provenance"].get("unreviewed_synthetic", "none"))
 gate = compare_reports(reviewed, reviewed)
 print("gate:", "passed" if gate.passed else "failed", "| warnings:", [w for w in gate.warnings if "unreviewed" in w] or "none")""",
+    ),
+    (
+        "md",
+        """The reviewed report is the baseline; a later change is judged against it. Plant a regression — a
+rerank threshold of 0.9, which only the closest passages pass — evaluate again, and compare the new
+report with the baseline question by question. One question loses one of its two gold documents;
+on 7 questions a single loss cannot be significant, so the drops are *probable* regressions — beyond
+the tolerance, and failing the gate all the same:""",
+    ),
+    (
+        "code",
+        """planted = await evaluate_suites(lab, [SuiteSpec(str(testset), name="mine")], params={"rerank_threshold": 0.9}, progress=False)
+caught = compare_reports(reviewed, planted)
+print(caught.tier_line())
+print(caught.table())
+checks = {c.metric: c for c in caught.checks}
+assert planted is not reviewed and not caught.passed
+assert checks["recall@10"].status == "probable_regression" and checks["recall@10"].n_worse == 1""",
     ),
     (
         "md",
