@@ -723,6 +723,9 @@ run = lab.ask(long.queries[0].question, kb="pubmed")
 steps = run.state("chunk_merge").state.diagnostics["merge"].steps
 short_id = lambda v: v.split(":")[-1] if isinstance(v, str) else ", ".join(x.split(":")[-1] for x in v) if isinstance(v, list) else v
 cols = ["step", "id", "action", "into", "length"]
+mp = run.params
+assert (mp.expansion_min_len, mp.expansion_max_len, mp.overlap_threshold) == (350, 850, 0.85)
+assert max(len(r.content) for r in run.state("chunk_rerank").state.rerank_result) <= 200   # 200-character chunks
 pd.DataFrame([{k: short_id(st.get(k, "")) for k in cols} for st in steps if st["step"] != "input"]).fillna("")""",
     ),
     (
@@ -1462,7 +1465,8 @@ q = load_tour_dataset().queries[0]
 first = lab.ask(TOUR_FIRST_TURN, kb=TOUR_KB, params=TOUR_PARAMS)
 run = lab.ask(q.question, kb=TOUR_KB, params=TOUR_PARAMS, session_id=first.session_id)
 print("QUESTION:", q.question)
-print(run.answer[:300])""",
+print(run.answer)
+assert len(load_tour_dataset().corpus) == 12""",
     ),
     (
         "code",
@@ -1475,7 +1479,7 @@ print(path.name, f"{path.stat().st_size / 1024:.0f} KiB,", len(cap.events), "str
     ),
     (
         "md",
-        "The workbench: click through the tabs. *Stream* replays the answer as it arrived (play, or drag the slider); *Composite score* and *MMR* have the sliders of notebook 03.",
+        "The workbench: click through the tabs. *Stream* replays the answer as it arrived (play, or drag the slider); *Composite score* and *MMR* have the sliders of [03](03_rerank_composite_mmr.ipynb).",
     ),
     (
         "code",
