@@ -888,6 +888,9 @@ with an error naming the field.""",
         """from rag_lab.lab.tuning_widget import DEFAULT_KNOBS
 from rag_lab.types import PipelineParams
 valid, default = PipelineParams.field_ranges(), PipelineParams()
+useful = {k.name: (k.low, k.high) for k in DEFAULT_KNOBS}
+assert useful["rerank_threshold"] == useful["mmr_lambda"] == (0.0, 1.0) and useful["rerank_top_k"] == (1, 30)
+assert all(valid[k][0] <= lo and hi <= valid[k][1] for k, (lo, hi) in useful.items())   # valid is wider
 pd.DataFrame([{"param": k.name, "default": getattr(default, k.name), "useful from": k.low, "to": k.high,
                "step": k.step, "valid from": valid[k.name][0], "valid to": valid[k.name][1]} for k in DEFAULT_KNOBS])""",
     ),
@@ -946,7 +949,9 @@ to end through the ladder (degraded retry, top-1 fallback), from the captures th
         "code",
         """q = suite.load().queries[0]
 frun = lab.ask(q.question, kb=suite.kb_name)
-frun.frame("funnel", gold_ids=q.gold_ids).head(16)""",
+ffun = frun.frame("funnel", gold_ids=q.gold_ids)
+assert set(ffun.gold_id) == set(q.gold_ids) and ffun.lost_here.sum() <= len(q.gold_ids)   # one loss at most per gold
+ffun.head(16).fillna("")""",
     ),
     (
         "code",
@@ -1029,6 +1034,7 @@ JupyterLab (`make lab`) the sliders respond, a static copy shows the panel as it
 from rag_lab.eval.sweep.fast import tuning_panel
 ds = suite.load()
 panel = tuning_panel(lab, ds, suite.kb_name, n_questions=20)
+assert len(panel.evaluator.inputs) == 20
 panel""",
     ),
     (
@@ -1534,7 +1540,9 @@ my_docs.mkdir()
 for d in load_dataset(TOUR_DATA).corpus:
     (my_docs / f"{d.id}.md").write_text(f"# {d.title}\\n\\n{d.text}\\n", encoding="utf-8")
 lab = Lab.from_config(workspace=workspace)
-print(lab.ingest(my_docs, kb="mine", progress=False))""",
+print(lab.ingest(my_docs, kb="mine", progress=False))
+from rag_lab.eval.labelling.model import GRADE_NAMES
+assert len(list(my_docs.glob("*.md"))) == 12 and GRADE_NAMES == {2: "relevant", 1: "partly", 0: "not relevant"}""",
     ),
     (
         "md",
@@ -1575,6 +1583,7 @@ qrels (`relevance`), which nDCG uses.""",
         "code",
         """from rag_lab.eval.labelling import LabelPanel
 panel = LabelPanel(lab, testset, kb="mine", who="notebook")
+assert sorted(GRADE_NAMES) == [0, 1, 2] and len(panel.session.questions) == 8
 panel""",
     ),
     (
