@@ -60,7 +60,7 @@ stage changed.""",
         """q = ds.queries[0]
 run = lab.ask(q.question, kb="hotpot")
 print("Q:", q.question)
-print("A:", run.answer[:600])
+print("A:", run.answer)
 print("expected:", q.answers)""",
     ),
     (
