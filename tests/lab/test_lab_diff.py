@@ -213,3 +213,41 @@ def test_diff_properties(a, b):
     assert [x for x in a if x in same] == [x for x in b if x in same]
     swapped = diff_lists(rb, ra)
     assert {c.id for c in swapped if c.status == "added"} == {c.id for c in changes if c.status == "dropped"}
+
+
+def test_changes_show_the_values_that_differ_not_the_whole_json():
+    from rag_lab.lab.diff import FieldChange, SnapshotDiff
+    from rag_lab.lab.diff.model import leaf_changes
+
+    before = {"mmr_lambda": 0.7, "rows": [{"id": "a", "s": 0.5}, {"id": "b", "s": 0.4}], "k": 4}
+    after = {"mmr_lambda": 1.0, "rows": [{"id": "a", "s": 0.5}, {"id": "b", "s": 0.45}], "k": 4, "new": True}
+    assert leaf_changes("x", before, after) == [
+        ("x.mmr_lambda", 0.7, 1.0),
+        ("x.new", "—", True),
+        ("x.rows[1].s", 0.4, 0.45),
+    ]
+    assert leaf_changes("x", [1, 2], [1, 2, 3]) == [("x", [1, 2], [1, 2, 3])]  # lengths differ: one leaf
+    assert leaf_changes("x", before, dict(before)) == []
+    a = _chat(search=[_r("kb:A", 0.9), _r("kb:B", 0.8)])
+    b = _chat(search=[_r("kb:B", 0.85), _r("kb:C", 0.2)])
+    d = diff(a, b)
+    d = SnapshotDiff(d.chunks, [FieldChange("state.diagnostics.rerank", before, after)], d.lists, "a", "b")
+    rows = d.changes()
+    assert rows.to_dict("records") == [
+        {"change": "rescored", "what": "search_result: B", "before": "#2 (0.8000)", "after": "#1 (0.8500)"},
+        {"change": "added", "what": "search_result: C", "before": "", "after": "#2 (0.2000)"},
+        {"change": "dropped", "what": "search_result: A", "before": "#1 (0.9000)", "after": ""},
+        {"change": "field", "what": "state.diagnostics.rerank.mmr_lambda", "before": 0.7, "after": 1.0},
+        {"change": "field", "what": "state.diagnostics.rerank.new", "before": "—", "after": True},
+        {"change": "field", "what": "state.diagnostics.rerank.rows[1].s", "before": 0.4, "after": 0.45},
+    ]
+    html = d.to_html()
+    assert "rows[1].s" in html and '"id": "a"' not in html  # the leaves, not the JSON of the rows
+    assert len(d.changes(max_leaves=1)) == 3 + 2  # one leaf, then "2 more"
+
+
+def test_a_dict_that_appears_shows_its_keys():
+    from rag_lab.lab.diff.model import leaf_changes
+
+    assert leaf_changes("d", None, {"after": 4, "cut": ["a"]}) == [("d.after", "—", 4), ("d.cut", "—", ["a"])]
+    assert leaf_changes("d", {"k": 1}, None) == [("d.k", 1, "—")]

@@ -282,3 +282,27 @@ def test_fusion_and_composite_stay_readable_at_many_candidates(n):
     assert comp.get_size_inches()[1] <= 11.0
     assert _overlaps(comp.axes[0].get_yticklabels(), _renderer(comp)) == []
     assert f"of {n} survive" in comp.axes[0].get_title()
+
+
+def test_labels_right_of_their_bars_end_inside_the_axes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from rag_lab.lab.plots.stages import _fit_labels
+
+    def right_edges(fig, ax, texts):
+        r = FigureCanvasAgg(fig).get_renderer()
+        return max(t.get_window_extent(r).x1 for t in texts), ax.get_window_extent(r).x1
+
+    fig = Figure(figsize=(6, 2))
+    ax = fig.subplots()
+    ax.barh([0, 1], [100, 40])
+    texts = [ax.text(100, 0, "  merged into c7 (extend); fused ← c8, c9, c10 … +3"), ax.text(40, 1, "  kept")]
+    ax.set_xlim(0, 220)
+    label_end, axes_end = right_edges(fig, ax, texts)
+    assert label_end > axes_end  # without the fit, the long label runs off the axes
+    _fit_labels(fig, ax, texts)
+    label_end, axes_end = right_edges(fig, ax, texts)
+    assert label_end <= axes_end and ax.get_xlim()[1] > 220
+    before = ax.get_xlim()
+    _fit_labels(fig, ax, texts)  # labels that fit leave the axis alone
+    assert ax.get_xlim() == before

@@ -292,6 +292,57 @@ def test_hard_wrapped_sentences_are_joined_before_extraction() -> None:
     assert join_wrapped_lines("长城是中国古代的\n军事防御工程。") == "长城是中国古代的军事防御工程。"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # must not split: initials, dotted abbreviations, titles, a terminator inside a quote
+        # followed by a lower-case word
+        ("Florence M. Nightingale trained nurses.", ["Florence M. Nightingale trained nurses."]),
+        ("Tools, e.g. hammers, help. Most do.", ["Tools, e.g. hammers, help.", "Most do."]),
+        ("Dr. Vell came. Mr. Lisk left.", ["Dr. Vell came.", "Mr. Lisk left."]),
+        ('He shouted "Run!" and left. Then?', ['He shouted "Run!" and left.', "Then?"]),
+        ("Made in the U.S. by hand. It works.", ["Made in the U.S. by hand.", "It works."]),
+        (
+            "Haymo of Faversham, O.F.M. (c. 1180 – 1244) was a friar.",
+            ["Haymo of Faversham, O.F.M. (c. 1180 – 1244) was a friar."],
+        ),
+        # must split: ordinary words before ".", "!" and "?" before a capital
+        ("The tide turned. Boats left! Why? Nobody knew.", ["The tide turned.", "Boats left!", "Why?", "Nobody knew."]),
+        ('She said "Go." Then she went.', ['She said "Go."', "Then she went."]),
+        ("It is 3.14 exactly. Next.", ["It is 3.14 exactly.", "Next."]),
+    ],
+)
+def test_sentence_splitting_respects_abbreviations_and_quotes(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+def test_a_sentence_cut_at_a_chunk_seam_is_joined_across_the_blank_lines() -> None:
+    """Two chunks joined by a paragraph break where the chunker cut mid-sentence: the sentence
+    runs on (the next line starts lower-case); a real paragraph break (capital start) stays."""
+    text = "graduated in 1891, one of the first \n\nwomen to finish.\n\nAfter ten years she left."
+    assert split_sentences(text) == [
+        "graduated in 1891, one of the first women to finish.",
+        "After ten years she left.",
+    ]
+    assert split_sentences("A heading without a stop\n\nThe next paragraph.") == [
+        "A heading without a stop",
+        "The next paragraph.",
+    ]
+
+
+_WORDS = st.lists(
+    st.sampled_from(["bridge", "river", "tide", "ferry", "tower", "Kestle", "Orrin", "1911"]), min_size=1, max_size=6
+)
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=5), st.sampled_from([".", "!", "?"]))
+def test_sentences_of_capitalised_words_split_exactly_at_their_ends(sentences: list[list[str]], stop: str) -> None:
+    """Sentences that start with a capital and end with a word of two or more letters plus a
+    terminator split exactly there; an initial or "e.g." inside one never splits it."""
+    built = [" ".join(["The", *words, "e.g. the", "M.", "Vell", "today"]) + stop for words in sentences]
+    assert split_sentences(" ".join(built)) == built
+
+
 @given(
     st.text(
         alphabet=st.one_of(

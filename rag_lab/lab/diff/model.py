@@ -155,6 +155,43 @@ class SnapshotDiff:
             columns=["field", "before", "after"],
         )
 
+    def changes(self, max_leaves: int = 8) -> pd.DataFrame:
+        """What changed, one row each: the chunks added, dropped, moved, rescored or rewritten
+        (rank and score before / after), then each changed field down to the values that differ
+        (a nested dict or an equally long list is followed key by key; at most ``max_leaves`` rows
+        per field, the rest counted in one row) — short values, never a whole JSON document."""
+        import pandas as pd
+
+        rows: list[dict[str, Any]] = []
+        for c in self.chunks:
+            if c.status == "same" and not _rescored(c) and not c.content_changed:
+                continue
+            change = c.status if c.status != "same" else ("rescored" if _rescored(c) else "text")
+            if c.content_changed and change != "text":
+                change += ", text"
+            rows.append(
+                {
+                    "change": change,
+                    "what": f"{c.list}: {c.id.rsplit(':', 1)[-1]}",
+                    "before": _rank_score(c.rank_a, c.score_a),
+                    "after": _rank_score(c.rank_b, c.score_b),
+                }
+            )
+        for f in self.fields:
+            leaves = leaf_changes(f.path, f.before, f.after)
+            for path, before, after in leaves[:max_leaves]:
+                rows.append({"change": "field", "what": path, "before": _brief(before), "after": _brief(after)})
+            if len(leaves) > max_leaves:
+                rows.append(
+                    {
+                        "change": "field",
+                        "what": f"{f.path} …",
+                        "before": "",
+                        "after": f"{len(leaves) - max_leaves} more",
+                    }
+                )
+        return pd.DataFrame(rows, columns=["change", "what", "before", "after"])
+
     def __str__(self) -> str:
         lines = [f"diff {self.label_a} → {self.label_b}"]
         for name, s in self.summary().items():
@@ -215,10 +252,20 @@ class SnapshotDiff:
         if self.fields:
             out.append("<h5 style='margin:8px 0 2px'>Changed fields</h5><table style='border-collapse:collapse'>")
             for f in self.fields:
-                out.append(
-                    f"<tr><td style='padding:2px 8px;vertical-align:top'><code>{esc(f.path)}</code></td>"
-                    f"<td style='padding:2px 8px'>{_value_html(f.before, f.after, max_text)}</td></tr>"
-                )
+                if isinstance(f.before, str) and isinstance(f.after, str):
+                    leaves = [(f.path, f.before, f.after)]
+                else:  # nested values: only the leaves that differ, never the whole JSON
+                    leaves = leaf_changes(f.path, f.before, f.after)
+                for path, before, after in leaves[:_MAX_HTML_LEAVES]:
+                    out.append(
+                        f"<tr><td style='padding:2px 8px;vertical-align:top'><code>{esc(path)}</code></td>"
+                        f"<td style='padding:2px 8px'>{_value_html(before, after, max_text)}</td></tr>"
+                    )
+                if len(leaves) > _MAX_HTML_LEAVES:
+                    out.append(
+                        f"<tr><td style='padding:2px 8px'><code>{esc(f.path)} …</code></td>"
+                        f"<td style='padding:2px 8px'>{len(leaves) - _MAX_HTML_LEAVES} more values changed</td></tr>"
+                    )
             out.append("</table>")
         elif not self.chunks:
             out.append("<p>No differences.</p>")
@@ -255,6 +302,52 @@ def _score_pair(c: ChunkChange) -> str:
 
 def _score_text(c: ChunkChange) -> str:
     return f"score {_score_pair(c)}" if (c.score_a is not None or c.score_b is not None) else ""
+
+
+_MAX_HTML_LEAVES = 8
+_MISSING = "—"  # a key on one side only
+
+
+def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any]]:
+    """``(path, before, after)`` for every value that differs between ``before`` and ``after``:
+    dicts are followed key by key (a key on one side only, or a dict on one side only, shows ``—``
+    on the other), lists of equal length index by index; anything else (and lists of different lengths) is one leaf."""
+    if before == after:
+        return []
+    if isinstance(after, dict) and before in (None, _MISSING):  # a dict that appears: its keys
+        before = {}
+    if isinstance(before, dict) and after in (None, _MISSING):
+        after = {}
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for k in sorted(set(before) | set(after), key=str):
+            out.extend(leaf_changes(f"{path}.{k}", before.get(k, _MISSING), after.get(k, _MISSING)))
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out = []
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            out.extend(leaf_changes(f"{path}[{i}]", b, a))
+        return out
+    return [(path, before, after)]
+
+
+def _brief(value: Any, n: int = 80) -> Any:
+    """A short cell value: floats to 4 places, a list or dict by its size and start."""
+    if value is None:
+        return _MISSING
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, list):
+        return f"{len(value)} items: {_short(value, n)}" if value else "[]"
+    if isinstance(value, dict):
+        return _short(value, n)
+    return _short(value, n)
+
+
+def _rank_score(rank: int | None, score: float | None) -> str:
+    if rank is None:
+        return ""
+    return f"#{rank}" + ("" if score is None else f" ({score:.4f})")
 
 
 def _short(value: Any, n: int = 200) -> Any:

@@ -32,6 +32,11 @@ def funnel_of(obj: Any, gold_ids: Iterable[str]) -> QuestionFunnel:
     return build_funnel(diagnostics or {}, list(references or []), gold_ids)
 
 
+def _num(x: Any) -> Any:
+    """A score as the notes show it: four places."""
+    return f"{x:.4f}" if isinstance(x, float) else x
+
+
 def _note(stage: str, detail: dict[str, Any]) -> str:
     if stage == "fused" and detail.get("fused", {}).get("cut"):
         return f"beyond the match count {detail['fused']['cut']}"
@@ -40,7 +45,7 @@ def _note(stage: str, detail: dict[str, Any]) -> str:
         if "model" not in rr:
             return f"rerank {rr.get('outcome')}: input passed on"
         kept = "passed" if rr.get("passed") else (f"kept by {rr['kept_by']}" if rr.get("kept_by") else "below")
-        return f"model {rr.get('model')}, composite {rr.get('composite')}, {kept} threshold {rr.get('threshold')}"
+        return f"model {_num(rr.get('model'))}, composite {_num(rr.get('composite'))}, {kept} threshold {rr.get('threshold')}"
     if stage == "mmr" and "mmr" in detail:
         return f"MMR pick {detail['mmr']['pick']}"
     if stage == "merge" and "merge" in detail:

@@ -22,6 +22,25 @@ if TYPE_CHECKING:  # pragma: no cover
 _FATE_COLOR = {"kept": C_KEPT, "merged": C_MODEL}
 
 
+def _fit_labels(fig: Figure, ax: Any, labels: list[Any]) -> None:
+    """Widen the x axis (from its start) until every label drawn right of its bar ends inside the
+    axes: a label starting at data x, w pixels wide, fits when (x - start) / span <= 1 - w / W."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas
+    renderer = FigureCanvasAgg(fig).get_renderer()  # measuring text needs a renderer
+    fig.set_canvas(canvas)
+    width = ax.get_window_extent(renderer).width
+    lo, hi = ax.get_xlim()
+    span = hi - lo
+    for t in labels:
+        w = t.get_window_extent(renderer).width
+        if w < 0.9 * width:
+            span = max(span, (t.get_position()[0] - lo) / (1 - w / width))
+    if span > hi - lo:
+        ax.set_xlim(lo, lo + span * 1.02)
+
+
 def plot_merge(run: Any) -> Figure:
     """One row per chunk that entered the merge: its length before (light) and after (dark), the
     fate (kept, merged into another chunk, dropped as a partial overlap or duplicate) and what
@@ -31,6 +50,7 @@ def plot_merge(run: Any) -> Figure:
     ax = fig.subplots()
     ys = list(range(len(rows)))
     longest = 1
+    labels = []
     for y, r in zip(ys, rows):
         color = _FATE_COLOR.get(r["fate"], C_DROPPED)
         lin = r["length_in"] or 0
@@ -50,10 +70,13 @@ def plot_merge(run: Any) -> Figure:
             notes.append(f"parent {short_id(r['parent'])}")
         if r["origin"] == "history":
             notes.append("from history")
-        ax.text(max(lin, lout), y, "  " + "; ".join(notes), va="center", fontsize=8)
+        if len(r["absorbed"]) > 4:  # a long list would run off the figure
+            notes[1] = "fused ← " + ", ".join(short_id(x) for x in r["absorbed"][:3]) + f" … +{len(r['absorbed']) - 3}"
+        labels.append(ax.text(max(lin, lout), y, "  " + "; ".join(notes), va="center", fontsize=8))
     ax.set_yticks(ys, [short_id(r["id"]) for r in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, longest * 2.2)
+    _fit_labels(fig, ax, labels)
     ax.set_xlabel("content length (characters): before the merge (light) / after (dark)")
     from matplotlib.patches import Patch
 
