@@ -352,3 +352,12 @@ def test_a_minimised_objective_is_better_when_it_falls() -> None:
         holdout_verdict((-0.01, -0.001), "minimize") == "better"
         and holdout_verdict((0.001, 0.01), "minimize") == "worse"
     )
+
+
+def test_the_spread_of_the_verdict_across_splits() -> None:
+    from rag_lab.eval.sweep.holdout import folds_summary
+
+    results = [_held([0.6] * 10, [0.5] * 10)[1], _held([0.5] * 10, [0.5] * 10)[1], _held([0.4] * 10, [0.5] * 10)[1]]
+    assert [r.verdict for r in results] == ["better", "not better", "worse"]
+    assert folds_summary(results) == "3 splits: better 1, not better 1, worse 1; Δ from -0.1000 to +0.1000"
+    assert folds_summary(results[:1]) == "1 splits: better 1, not better 0, worse 0; Δ from +0.1000 to +0.1000"
