@@ -29,7 +29,7 @@ _data = st.lists(
 )  # few distinct values: many ties
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(_data, st.sampled_from([0.2, 0.5, 0.8, 1.0]))
 def test_the_picks_equal_a_brute_force_scan(data: list[tuple[float, bool]], target: float) -> None:
     scores, gold = [s for s, _ in data], [g for _, g in data]

@@ -103,7 +103,7 @@ def test_recovery_tolerates_what_models_write():
 _VALUE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     rewrite=_VALUE,
     intent=st.sampled_from(["kb_search", "greeting", "chitchat", "", "KB-Search"]),
