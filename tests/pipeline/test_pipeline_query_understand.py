@@ -353,7 +353,7 @@ async def test_dedicated_model_then_fallback_to_chat_then_skip(caplog):
         assert "query-understanding model 'gone' unavailable" in caplog.text
         chat = _chat(query_understand_model_id="gone", chat_model_id="also-gone")
         assert await _run(PluginQueryUnderstand(svc), chat) == ["next"]
-        assert chat.state.diagnostics["query_understand"]["skipped"] == "no model" and len(srv.requests) == 2
+        assert chat.state.diagnostics["query_understand"]["skipped"] == "no model" and len(srv.requests_to(CHAT)) == 2
 
 
 async def test_call_error_skips_the_stage():
