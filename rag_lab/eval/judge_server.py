@@ -7,14 +7,14 @@ The 135M model is plumbing-grade, not a good judge: it exists so that every real
 tokens in the ledger, the ragas LLM metrics producing numbers or NaN with a reason) runs end to end
 against a real OpenAI-compatible server here, with bounded time per call.
 
-``rag-lab judge serve`` (``make judge``) starts it in the foreground and prints the ``models.judge``
+``rag-lab judge serve`` (``make judge-serve``) starts it in the foreground and prints the ``models.judge``
 / ``models.chat`` config to use; :class:`LlamaServer` does the same from Python (a context manager).
 The server runs with ``--poll 0`` (no busy-waiting on a shared machine), ``-t THREADS`` (default
-1: on a 2-core machine shared with other jobs, two threads spend their time waiting for each
-other at every barrier — measured 1 token/s with ``-t 2`` against 86 tokens/s with ``-t 1`` under a
-load of 15; ``--threads 2`` is faster only on an idle machine) and ``--no-repack`` (the AMX
-repacked kernels of this build crash with an illegal instruction at warm-up on CPUs that lack
-them).
+1: when other jobs hold the cores, two threads spend their time waiting for each other at every
+barrier — measured 1 token/s with ``-t 2`` against 86 tokens/s with ``-t 1`` on a busy 2-core
+machine; ``--threads 2`` is faster only on an idle one), ``-c`` :data:`DEFAULT_CTX` and
+``--no-repack`` (the AMX repacked kernels of this build crash with an illegal instruction at
+warm-up on CPUs that lack them).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 MODEL_NAME = "smollm2-135m-instruct"
+#: context tokens per slot: what rag_lab sends with default params fits — an answer prompt of up
+#: to ~4,400 tokens (16 references of the default chunk size) plus ``max_completion_tokens`` 2,048
+#: — and it is SmolLM2's training context (``n_ctx_train``) too
+DEFAULT_CTX = 8192
 
 
 class JudgeServerError(RuntimeError):
@@ -138,7 +142,7 @@ class LlamaServer:
     host: str = "127.0.0.1"
     port: int = 0
     threads: int = 1
-    ctx_size: int = 4096
+    ctx_size: int = DEFAULT_CTX
     parallel: int = 1
     startup_timeout: float = 120.0
     extra_args: list[str] = field(default_factory=list)
@@ -237,7 +241,7 @@ class LlamaServer:
         return {"models": {"chat": {**entry, "max_retries": 0}, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
 
 
-def serve(port: int = 0, threads: int = 1, ctx_size: int = 4096) -> int:
+def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
     """Run the judge server in the foreground until interrupted (``rag-lab judge serve``)."""
     import yaml
 
@@ -272,6 +276,8 @@ def add_judge_commands(subparsers: Any) -> None:
     s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
-    s.add_argument("--ctx-size", type=int, default=4096, help="context tokens")
+    s.add_argument(
+        "--ctx-size", type=int, default=DEFAULT_CTX, help=f"context tokens (default {DEFAULT_CTX}: default params fit)"
+    )
     s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))
     add_calibrate_subcommand(sub)
