@@ -47,6 +47,8 @@ MODEL_NAME = "smollm2-135m-instruct"
 #: to ~4,400 tokens (16 references of the default chunk size) plus ``max_completion_tokens`` 2,048
 #: — and it is SmolLM2's training context (``n_ctx_train``) too
 DEFAULT_CTX = 8192
+#: ``models.chat.timeout_s`` of the config printed for this server (connect + first token)
+LOCAL_FIRST_TOKEN_S = 300.0
 
 
 class JudgeServerError(RuntimeError):
@@ -238,7 +240,10 @@ class LlamaServer:
     def config(self) -> dict[str, Any]:
         """``models.chat`` and ``models.judge`` entries of a lab config pointing at this server."""
         entry = {"type": "openai", "model": MODEL_NAME, "base_url": self.base_url}
-        return {"models": {"chat": {**entry, "max_retries": 0}, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
+        # timeout_s: one CPU thread reads a default-params answer prompt (~4,400 tokens) before its
+        # first token, which takes longer than the 15 s default allows a remote endpoint
+        chat = {**entry, "max_retries": 0, "timeout_s": LOCAL_FIRST_TOKEN_S}
+        return {"models": {"chat": chat, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
 
 
 def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:

@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 @pytest.fixture(scope="module")
 def docs_lab(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Any:
     cfg = llama.config()
-    cfg["models"]["chat"].update(timeout=300.0, extra_body={"seed": 0})
+    cfg["models"]["chat"].update(timeout=600.0, extra_body={"seed": 0})  # timeout_s: the config's
     cfg["models"]["embedder"] = {"type": "onnx-minilm"}
     cfg["models"]["reranker"] = {"type": "embedding-rescorer"}
     cfg["params"] = {"temperature": 0.0, "query_understand_temperature": 0.0}

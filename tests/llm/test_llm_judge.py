@@ -26,7 +26,7 @@ DETERMINISTIC = {"temperature": 0.0, "query_understand_temperature": 0.0}
 @pytest.fixture(scope="module")
 def llm_lab(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory, docs_dir: Path) -> Any:
     cfg = llama.config()
-    cfg["models"]["chat"].update(timeout=CALL_TIMEOUT_S, extra_body={"seed": 0})
+    cfg["models"]["chat"].update(timeout=CALL_TIMEOUT_S, timeout_s=CALL_TIMEOUT_S, extra_body={"seed": 0})
     cfg["models"]["embedder"] = {"type": "onnx-minilm"}
     cfg["models"]["reranker"] = {"type": "embedding-rescorer"}
     cfg["params"] = {

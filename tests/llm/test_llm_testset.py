@@ -24,7 +24,7 @@ CALL_TIMEOUT_S = 120.0  # a hung server fails the test instead of hanging it
 @pytest.fixture(scope="module")
 def gen_lab(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory, docs_dir: Path) -> Any:
     cfg = llama.config()
-    cfg["models"]["chat"]["timeout"] = CALL_TIMEOUT_S
+    cfg["models"]["chat"].update(timeout=CALL_TIMEOUT_S, timeout_s=CALL_TIMEOUT_S, extra_body={"seed": 0})
     cfg["models"]["embedder"] = {"type": "onnx-minilm"}
     cfg["models"]["reranker"] = {"type": "embedding-rescorer"}
     lab = Lab.from_config(cfg, workspace=tmp_path_factory.mktemp("llm_testset_ws"))

@@ -29,8 +29,9 @@
   empty, without any word, a timestamp or the prompt's runtime line copied over, a piece of the
   prompt echoed back, a bare intent label — is dropped and the original query is kept
   (:func:`rewrite_rejection`; the reason goes to ``diagnostics["query_understand"]["rewrite_rejected"]``).
-* A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, also given
-  to the HTTP client) keeps the original query; the progress window reports it as not successful.
+* A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, or the
+  model's ``models.chat.timeout_s`` when smaller, also given to the HTTP client) keeps the
+  original query; the progress window reports it as not successful.
   The timeout applies to a remote model only (:mod:`rag_lab.models.timeouts`): an in-process model
   that follows instructions is waited for, whatever the machine's load.
 * **Offline** (a model with ``follows_instructions = False``, the extractive answerer): no model
@@ -209,6 +210,13 @@ class PluginQueryUnderstand(StagePlugin):
             timeout=p.query_understand_timeout_s,
         )
         local = is_in_process(model)
+        # the model's connect + first-token limit (models.chat.timeout_s) bounds a non-streamed
+        # reply too; the smaller of it and the stage's applies, and the error names which
+        param, seconds = "query_understand_timeout_s", p.query_understand_timeout_s
+        first_s = getattr(model, "timeout_s", None)
+        if isinstance(first_s, (int, float)) and 0 < first_s < seconds:
+            param, seconds = "models.chat.timeout_s", float(first_s)
+        options.timeout = seconds
         if local:
             options.timeout = None  # no client-side limit either
         try:
@@ -216,8 +224,8 @@ class PluginQueryUnderstand(StagePlugin):
                 model.chat(messages, options),
                 in_process=local,
                 stage="query_understand",
-                param="query_understand_timeout_s",
-                seconds=p.query_understand_timeout_s,
+                param=param,
+                seconds=seconds,
             )
         except ModelTimeout as exc:
             log.warning("query_understand call timed out, keeping the original query: %s", exc)
