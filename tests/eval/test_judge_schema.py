@@ -66,6 +66,20 @@ async def test_a_llama_server_judge_gets_bounded_schemas_once_per_call() -> None
     assert (statements["maxItems"], statements["items"]["maxLength"]) == (8, 44)
     verdicts = sent[1].json["response_format"]["json_schema"]["schema"]["properties"]["statements"]
     assert (verdicts["maxItems"], verdicts["items"]["properties"]["reason"]["maxLength"]) == (7, 17)
+    assert verdicts["items"]["properties"]["verdict"]["enum"] == [0, 1]  # "the verdict(0/1)": 0 or 1 only
+    precision = sent[2].json["response_format"]["json_schema"]["schema"]["properties"]["verdict"]
+    assert precision == {**precision, "type": "integer", "enum": [0, 1]}
+
+
+async def test_a_verdict_outside_0_1_is_nan_with_the_reason() -> None:
+    with FakeOpenAIServer() as srv:  # json_object mode: the schema is in the prompt only
+        srv.script(CHAT, Reply.chat('{"reason": "r", "verdict": 10000000000}'))
+        r = await ascore_samples([sample("a")], ["llm_context_precision"], judge=_judge(srv))
+    assert math.isnan(r.values["llm_context_precision"][0])
+    assert r.reasons["llm_context_precision"]["a"] == (
+        "the metric returned 1e+10, outside [0, 1] (a judge verdict other than 0 or 1)"
+    )
+    assert r.failed["llm_context_precision"] == ["a"]
 
 
 async def test_a_reply_that_does_not_validate_is_nan_with_the_reason() -> None:

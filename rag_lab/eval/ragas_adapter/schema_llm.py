@@ -6,7 +6,8 @@ output model's schema in the prompt. A small local model, which llama-server the
 metric is NaN. :func:`schema_judge_llm` gives ragas' metrics an LLM that sends each prompt with
 ``response_format: json_schema`` instead — the output model's schema, its strings and arrays
 bounded (:func:`rag_lab.models.structured.bounded_schema`) so that even a model that loops closes
-the object within ``max_tokens`` — at the judge's temperature and seed, and validates the reply
+the object within ``max_tokens``, its 0/1 verdicts limited to 0 and 1 (:func:`binary_verdicts`) —
+at the judge's temperature and seed, and validates the reply
 against the output model. The grammar makes the reply valid JSON of that shape, so it is asked
 once: a reply that still does not validate is the metric's failure (NaN with the reason), not a
 reason to ask again at temperature 0.
@@ -20,16 +21,40 @@ attempts per call) or ``auto`` (the default): ``json_schema`` when the endpoint 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.ragas_adapter.judge import JudgeConfig
 
-__all__ = ["JudgeReplyError", "schema_judge_llm"]
+__all__ = ["JudgeReplyError", "binary_verdicts", "schema_judge_llm"]
+
+#: an integer field whose description says it is 0 or 1: ragas' verdicts ("the verdict(0/1) …",
+#: "Binary (0/1) verdict …") and answer relevancy's "1 if … evasive …, 0 if …"
+_BINARY = re.compile(r"\(?\b0\s*/\s*1\b\)?|\b1 if\b.*\b0 if\b|\b0 if\b.*\b1 if\b", re.IGNORECASE | re.DOTALL)
 
 
 class JudgeReplyError(ValueError):
     """The judge's reply does not validate against the metric's output model."""
+
+
+def binary_verdicts(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every integer property described as a 0/1 verdict limited to ``enum [0, 1]``
+    (in place; returned). The output models type verdicts as plain integers, and a small model
+    constrained only to "an integer" writes 10000000000, which ragas' averages take as a weight."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "integer" and _BINARY.search(str(node.get("description", ""))):
+                node["enum"] = [0, 1]
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return schema
 
 
 def schema_judge_llm(client: Any, judge: JudgeConfig) -> Any:
@@ -50,7 +75,7 @@ def schema_judge_llm(client: Any, judge: JudgeConfig) -> Any:
 
         def response_format(self, response_model: type[BaseModel]) -> dict[str, Any]:
             if response_model not in schemas:
-                schema = bounded_schema(response_model.model_json_schema(), judge.max_tokens)
+                schema = binary_verdicts(bounded_schema(response_model.model_json_schema(), judge.max_tokens))
                 schemas[response_model] = json_schema_format(response_model.__name__, schema)
             return schemas[response_model]
 
