@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -251,19 +252,30 @@ def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
     import yaml
 
     srv = LlamaServer(port=port, threads=threads, ctx_size=ctx_size)
+
+    def _terminated(signum: int, frame: Any) -> None:  # SIGTERM stops the server as Ctrl-C does
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         srv.start()
     except JudgeServerError as exc:
+        signal.signal(signal.SIGTERM, previous)
         print(f"rag-lab judge serve: {exc}", file=sys.stderr)
         return 2
-    print(f"llama-server ({MODEL_NAME}) on {srv.base_url} (log: {srv.log_path}); Ctrl-C stops it.")
-    print("lab config to use it:\n" + yaml.safe_dump(srv.config(), sort_keys=False))
-    sys.stdout.flush()
+    except KeyboardInterrupt:  # stopped while starting
+        signal.signal(signal.SIGTERM, previous)
+        srv.stop()
+        return 0
     try:
         with contextlib.suppress(KeyboardInterrupt):
+            print(f"llama-server ({MODEL_NAME}) on {srv.base_url} (log: {srv.log_path}); Ctrl-C stops it.")
+            print("lab config to use it:\n" + yaml.safe_dump(srv.config(), sort_keys=False))
+            sys.stdout.flush()
             while srv.process is not None and srv.process.poll() is None:
                 time.sleep(0.5)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         code = srv.process.returncode if srv.process is not None else 0
         srv.stop()
     return 0 if code in (0, None, -15) else 1
