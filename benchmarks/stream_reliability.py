@@ -69,6 +69,11 @@ REDIS_BIN = shutil.which("redis-server")
 REDIS_CONF = Path(__file__).resolve().parents[1] / "config" / "redis-stream.conf"
 
 
+#: how long a server (redis-server, uvicorn with the app's lifespan) may take to start: a hang
+#: guard, not a speed claim (a busy machine starts them slowly)
+START_TIMEOUT_S = 120.0
+
+
 class RedisServer:
     """A redis-server process we own, restartable on the same port. ``aof=True`` (the default)
     runs the shipped ``config/redis-stream.conf`` (append-only file, ``appendfsync everysec``);
@@ -112,7 +117,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
@@ -178,7 +183,7 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_TIMEOUT_S
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("uvicorn did not start")

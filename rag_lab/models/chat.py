@@ -115,6 +115,13 @@ class OpenAIChatModel:
     loops (Jupyter, ``asyncio.run`` per call). ``max_retries`` is the client's retry count for
     429/5xx/connection errors before a reply starts.
 
+    ``timeout_s`` (``models.chat.timeout_s``, default :data:`DEFAULT_TIMEOUT_S`) bounds connecting
+    plus the first token: the answer stream's first chunk, and a non-streamed reply (query
+    understanding), whose first token comes with the whole reply, together with the stage's own
+    limit (the smaller applies). With the defaults a dead or hung endpoint costs a question at
+    most twice that (query understanding, then the answer stream), each failure naming the stage,
+    the setting and the seconds. ``timeout`` is the HTTP client's limit on a whole request.
+
     ``openai`` and ``httpx`` are imported when the object is built: a first import takes seconds
     (over a minute on a loaded machine), and inside a call it counted against the calling stage's
     timeout, so the first request timed out before it was sent.
@@ -122,6 +129,8 @@ class OpenAIChatModel:
 
     #: calls an endpoint: the stages' time limits apply
     in_process: bool = False
+    #: default of ``timeout_s`` (``models.chat.timeout_s``): connect + first token, in seconds
+    DEFAULT_TIMEOUT_S = 15.0
 
     def __init__(
         self,
@@ -133,6 +142,7 @@ class OpenAIChatModel:
         *,
         max_retries: int = 2,
         extra_body: dict[str, Any] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not model:
             raise ValueError("OpenAIChatModel: model must be non-empty")
@@ -145,6 +155,9 @@ class OpenAIChatModel:
         self.supports_vision = supports_vision
         self.follows_instructions = True
         self.timeout = timeout
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ValueError(f"OpenAIChatModel: timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         self.model_id = f"{model}|{self.base_url}"
@@ -156,6 +169,15 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+
+    def honours_schema_bounds(self) -> bool:
+        """Whether the endpoint constrains decoding to a JSON schema's ``maxLength`` / ``maxItems``:
+        true for a llama-server (it answers ``/props``; probed once per base URL, a blocking call
+        of at most a few seconds). OpenAI's strict schemas refuse ``maxLength``, so elsewhere the
+        schema is sent without bounds."""
+        from rag_lab.models.endpoint_props import server_props
+
+        return server_props(self.base_url) is not None
 
     def _client(self) -> Any:
         return self._openai.AsyncOpenAI(

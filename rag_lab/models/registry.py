@@ -40,7 +40,7 @@ _CHAT_KEYS = {
         set(),
     ),
     "openai": (
-        {"api_key", "api_key_env", "supports_vision", "timeout", "max_retries", "extra_body"},
+        {"api_key", "api_key_env", "supports_vision", "timeout", "timeout_s", "max_retries", "extra_body"},
         {"model", "base_url"},
     ),
 }

@@ -29,7 +29,7 @@ _data = st.lists(
 )  # few distinct values: many ties
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(_data, st.sampled_from([0.2, 0.5, 0.8, 1.0]))
 def test_the_picks_equal_a_brute_force_scan(data: list[tuple[float, bool]], target: float) -> None:
     scores, gold = [s for s, _ in data], [g for _, g in data]
@@ -50,7 +50,7 @@ def test_the_picks_equal_a_brute_force_scan(data: list[tuple[float, bool]], targ
     assert for_recall(c, target) == (max(reach_r) if reach_r else None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(st.floats(0, 1, allow_subnormal=False), st.booleans()), min_size=1, max_size=30), st.data())
 def test_a_short_threshold_keeps_exactly_the_same_candidates(data: list[tuple[float, bool]], pick: Any) -> None:
     """Ties and near-ties included: the printed (short) threshold keeps the candidates the exact one

@@ -36,7 +36,7 @@ def sequential(eval_lab: Any, small_ds: Any, small_spec: Any) -> list[dict[str, 
     return _records(res)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=4)
 @given(st.integers(2, 12))
 def test_any_concurrency_gives_the_sequential_records(
     eval_lab: Any, small_ds: Any, small_spec: Any, sequential: list[dict[str, Any]], n: int

@@ -237,7 +237,7 @@ def test_subset_concrete() -> None:
         ds.subset(2, max_docs=3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(0, 10), st.integers(0, 40), st.integers(0, 5))
 def test_subset_properties(n_queries: int, max_docs: int, seed: int) -> None:
     ds = toy()

@@ -47,7 +47,7 @@ SPEC = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(SPEC)
 def test_trec_round_trip_and_pytrec_eval_agree_with_the_report(tmp_path_factory, spec):
     import pytrec_eval

@@ -223,7 +223,7 @@ _docs = st.sampled_from(list("ABCDEFGH"))
 _hits = st.lists(st.tuples(st.sampled_from([f"c{i}" for i in range(12)]), _docs), max_size=20)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(hits=_hits)
 def test_doc_ranks_count_each_document_once_at_its_best_chunk(hits: list[tuple[str, str]]) -> None:
     ranks = doc_ranks(hits)
@@ -246,7 +246,7 @@ def _funnels(draw: Any) -> dict[str, Any]:
     return {"sizes": {s: 60 for s in STAGES}, "gold": gold}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(f=_funnels(), k=st.integers(1, 60))
 def test_aggregates_are_ordered_and_shares_sum_to_one(f: dict[str, Any], k: int) -> None:
     for s in STAGES:

@@ -191,7 +191,7 @@ def test_holm_adjust_values_and_rejections() -> None:
     assert adj[0] == pytest.approx(0.002) and math.isnan(adj[1]) and adj[2] == pytest.approx(0.02)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     st.lists(st.sampled_from([0.001, 0.004, 0.01, 0.0125, 0.02, 0.05, 0.3, 1.0]), min_size=1, max_size=10),
     st.sampled_from([0.01, 0.05, 0.1]),

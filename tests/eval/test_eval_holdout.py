@@ -44,7 +44,7 @@ async def _fake_score(config: Any, parts: list[Any]) -> dict[str, dict[str, floa
     return {s.name: {q.id: (int(q.gold_ids[0][1:]) * t) % 1.0 for q in s.dataset.queries} for s in parts}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.lists(st.integers(0, 50), min_size=2, max_size=30),
     st.floats(0.1, 0.9),

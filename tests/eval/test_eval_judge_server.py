@@ -77,3 +77,69 @@ def test_environment_overrides_and_their_errors(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("RAG_LAB_JUDGE_GGUF", str(tmp_path / "nope.gguf"))
     with pytest.raises(JudgeServerError, match="RAG_LAB_JUDGE_GGUF=.*nope.gguf.*no such file"):
         judge_server.find_gguf()
+
+
+FAKE_SERVER = """import http.server, os, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+open(os.environ["FAKE_PID_FILE"], "w").write(str(os.getpid()))
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"status": "ok"}')
+
+    def log_message(self, *a):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_serve_stops_the_server_on_sigterm(tmp_path: Path) -> None:
+    """`rag-lab judge serve` ended by SIGTERM (a script's `kill`) stops its llama-server too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fake = tmp_path / "llama-server"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_SERVER}")
+    fake.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    pid_file = tmp_path / "pid"
+    env = {
+        **os.environ,
+        "RAG_LAB_LLAMA_SERVER": str(fake),
+        "RAG_LAB_JUDGE_GGUF": str(tmp_path / "m.gguf"),
+        "FAKE_PID_FILE": str(pid_file),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_lab.cli", "judge", "serve"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    child = 0
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("llama-server (smollm2-135m-instruct) on http://127.0.0.1:"), first
+        child = int(pid_file.read_text())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0  # stopped as by Ctrl-C, not killed by the signal (-15)
+        for _ in range(100):  # the server's stop() reaped the child: gone once serve returned
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                child = 0
+                break
+            time.sleep(0.1)
+        assert child == 0, f"llama-server (pid {child}) outlived `judge serve`"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if child:
+            os.kill(child, signal.SIGKILL)

@@ -184,7 +184,7 @@ def test_pytrec_eval_conventions_we_rely_on() -> None:
     assert res["q2"]["recip_rank"] == 0.0 and res["q2"]["map"] == 0.0
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(qrels_and_runs())
 def test_equal_to_pytrec_eval(data: tuple[dict[str, set[str]], dict[str, list[str]]]) -> None:
     qrels, runs = data
@@ -222,7 +222,7 @@ def test_equal_to_pytrec_eval(data: tuple[dict[str, set[str]], dict[str, list[st
 ids = st.sampled_from(["a", "b", "c", "d", "e", "f"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(ids, max_size=20), st.sets(ids, min_size=1), st.integers(1, 12))
 def test_bounds_and_duplicate_invariance(ranked: list[str], gold: set[str], k: int) -> None:
     deduped = dedupe_ranking(ranked)
@@ -249,7 +249,7 @@ def test_bounds_and_duplicate_invariance(ranked: list[str], gold: set[str], k: i
     assert values["ap_k"] <= values["ap"]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(
     st.dictionaries(st.sampled_from(["q1", "q2", "q3"]), st.lists(ids, max_size=8)),
     st.dictionaries(st.sampled_from(["q1", "q2", "q3", "q4"]), st.sets(ids, max_size=3)),

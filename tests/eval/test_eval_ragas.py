@@ -207,7 +207,7 @@ def test_judge_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "secret" not in repr(cfg) and "secret" not in str(cfg) and "model='m'" in repr(cfg)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=30))
 def test_string_metrics_stay_in_unit_interval(ref: str, resp: str) -> None:
     if not ref.strip():

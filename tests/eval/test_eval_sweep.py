@@ -62,7 +62,7 @@ def test_parse_errors_name_the_param(spec: str, pattern: str) -> None:
         parse_param(spec)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     st.sampled_from(
         sorted(
@@ -115,7 +115,7 @@ def _row(i: int, q: float, lat: float) -> dict[str, Any]:
     return {"config_index": i, "mmr_lambda": i / 10, "ndcg@10": q, "latency_ms": lat}
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(st.lists(st.tuples(st.floats(0, 1), st.floats(1, 100)), min_size=1, max_size=25))
 def test_pareto_front_is_exactly_the_non_dominated_set(pts: list[tuple[float, float]]) -> None:
     res = SweepResult(["mmr_lambda"], "ndcg@10", "maximize", [_row(i, q, c) for i, (q, c) in enumerate(pts)])

@@ -22,7 +22,7 @@ from rag_lab.eval.sweep.fast import FastSweep
 from rag_lab.eval.sweep.verify import check_plan, miss_probability, parse_check, sample_size
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(1, 9), st.data())
 def test_miss_probability_equals_enumeration(pool: int, data: st.DataObject) -> None:
     bad = data.draw(st.integers(0, pool))
@@ -35,7 +35,7 @@ def test_miss_probability_equals_enumeration(pool: int, data: st.DataObject) -> 
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(1, 300), st.integers(1, 30), st.sampled_from([0.001, 0.01, 0.05, 0.2]))
 def test_sample_size_is_the_smallest_that_reaches_the_miss_probability(pool: int, bad: int, miss: float) -> None:
     bad = min(bad, pool)

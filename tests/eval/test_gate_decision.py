@@ -58,7 +58,7 @@ def _brute(d: list[float], alternative: str) -> float:
     return sum(hits) / len(means)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.lists(st.sampled_from([-1.0, -0.5, -0.02, 0.0, 0.0, 0.25, 1.0]), min_size=1, max_size=9),
     st.sampled_from([0.0, 0.02, 0.5]),

@@ -46,7 +46,7 @@ def _sk_kappa(a: list[int], b: list[int], levels: int, weights: str | None) -> f
         return float(cohen_kappa_score(a, b, labels=list(range(levels)), weights=weights))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(label_pairs(), st.sampled_from([None, "linear", "quadratic"]))
 def test_kappa_equals_sklearn(data: tuple[int, list[int], list[int]], weights: str | None) -> None:
     levels, a, b = data
@@ -65,7 +65,7 @@ def _kr_alpha(a: list[int], b: list[int], level: str) -> float | None:
         return None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(label_pairs(), st.sampled_from(["nominal", "ordinal", "interval"]))
 def test_alpha_equals_krippendorff(data: tuple[int, list[int], list[int]], level: str) -> None:
     _, a, b = data
@@ -77,7 +77,7 @@ def test_alpha_equals_krippendorff(data: tuple[int, list[int], list[int]], level
         assert krippendorff_alpha([a, b], level) == pytest.approx(expected, abs=1e-9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.lists(
         st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=6, max_size=6),
@@ -101,7 +101,7 @@ def test_alpha_with_missing_values_and_more_raters(data: list[list[int | None]],
         assert krippendorff_alpha(data, level) == pytest.approx(expected, abs=1e-9)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(label_pairs(), st.lists(st.floats(0, 1), min_size=60, max_size=60))
 def test_spearman_equals_scipy(data: tuple[int, list[int], list[int]], scores: list[float]) -> None:
     _, a, _ = data

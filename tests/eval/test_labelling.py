@@ -240,7 +240,7 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS, saves=st.lists(st.booleans(), min_size=12, max_size=12))
 def test_any_labelling_survives_save_and_reload(tmp_path_factory: pytest.TempPathFactory, ops, saves) -> None:
     folder = _folder(tmp_path_factory.mktemp("prop"))

@@ -17,7 +17,7 @@ values = st.one_of(
 strings = st.sampled_from(["", "{}", "text", "kb_1", "enabled"])
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(st.lists(st.tuples(st.text(max_size=3), values, strings), max_size=30))
 def test_shared_rows_equal_the_rows_and_share_equal_values(rows: list[tuple[object, ...]]) -> None:
     out = share_values(rows, ("id", "a", "b"), {"a", "b"})

@@ -54,7 +54,7 @@ def _check_chunks(text: str, chunks, size: int, overlap: int) -> None:
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(text=texts, size=st.integers(1, 80), overlap_frac=st.floats(0, 0.95))
 def test_split_spans_invariants(text, size, overlap_frac):
     overlap = min(size - 1, int(size * overlap_frac))
@@ -76,7 +76,7 @@ def test_split_spans_invariants(text, size, overlap_frac):
     assert spans[-1][1] > last_non_ws
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(text=texts, size=st.integers(4, 60), overlap=st.integers(0, 3), parent_extra=st.integers(1, 100))
 def test_chunk_text_invariants_plain_and_parent(text, size, overlap, parent_extra):
     plain = chunk_text(text, knowledge_id="doc", knowledge_base_id="kb", config=ChunkingConfig(size, overlap))

@@ -214,7 +214,7 @@ def test_progress_counts_what_is_stored_when_stopped_midway(workspace, embedder,
     assert stored == ["a.txt"] and seen["n"] == len(b"The first file about lighthouses.")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     st.lists(st.sampled_from(["word ", "end. ", "\n", "\n\n", "长城。", "x" * 40, "  ", "a"]), max_size=200),
     st.integers(8, 90),

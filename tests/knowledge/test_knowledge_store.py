@@ -199,7 +199,7 @@ def test_rows_read_back_equal_what_was_written(tmp_path):
     """Every getter decodes rows into the objects written (JSON fields, booleans, unicode), for
     random chunks and documents."""
 
-    @settings(max_examples=30, deadline=None)
+    @settings(max_examples=30)
     @given(st.lists(_chunk_strategy(), min_size=1, max_size=6), st.dictionaries(_TEXT, _TEXT, max_size=3))
     def check(chunks, doc_meta):
         store = KnowledgeStore(tmp_path / f"s{len(list(tmp_path.iterdir()))}.db")

@@ -36,6 +36,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def llama() -> Iterator[LlamaServer]:
     t0 = time.perf_counter()
-    with LlamaServer(ctx_size=4096, startup_timeout=180) as srv:
+    with LlamaServer(startup_timeout=180) as srv:  # the default context: default params fit
         srv.startup_s = time.perf_counter() - t0  # type: ignore[attr-defined]
         yield srv

@@ -168,7 +168,7 @@ def test_query_topics():
     assert query_topics("is it 42?") == []
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(st.lists(st.sampled_from(["k1", "k2", "k3", "k4"]), min_size=1, max_size=8), st.integers(1, 6))
 def test_affinity_equals_number_of_answers_citing(doc_lists_seed, answers):
     """Property: the count of a document is the number of answers whose references include it."""

@@ -188,7 +188,7 @@ def _json(x: object) -> str:
     return json.dumps(x, default=repr)  # NaN scores compare as text
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=250)
 @given(_case())
 def test_the_stage_leaves_what_the_eager_form_leaves(case) -> None:
     results, scores, request, params = case
@@ -221,7 +221,7 @@ def test_the_stage_leaves_what_the_eager_form_leaves(case) -> None:
         assert _json(other.to_dict()) == want
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(_case())
 def test_score_kept_equals_what_score_reranked_writes(case) -> None:
     results, scores, request, params = case

@@ -143,7 +143,7 @@ _markdownish = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(_markdownish)
 def test_never_raises_and_is_trimmed(text: str) -> None:
     out = clean_passage(text)

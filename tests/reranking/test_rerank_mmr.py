@@ -124,7 +124,7 @@ _case = st.integers(0, 12).flatmap(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(_case)
 def test_inverted_index_equals_naive(case: tuple[list[float], list[set[str]], int, float]) -> None:
     scores, tokens, k, lam = case
@@ -135,7 +135,7 @@ def test_inverted_index_equals_naive(case: tuple[list[float], list[set[str]], in
     assert [s.index for s in mmr_trace(scores, k, lam, tokens)] == got
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(_case)
 def test_lambda_one_sorts_by_score(case: tuple[list[float], list[set[str]], int, float]) -> None:
     scores, tokens, k, _ = case
@@ -143,7 +143,7 @@ def test_lambda_one_sorts_by_score(case: tuple[list[float], list[set[str]], int,
     assert select_mmr(scores, k, 1.0, tokens) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(_case)
 def test_first_pick_is_the_most_relevant(case: tuple[list[float], list[set[str]], int, float]) -> None:
     scores, tokens, k, lam = case

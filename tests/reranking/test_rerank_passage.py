@@ -90,7 +90,7 @@ def test_model_passage_faq_and_blank() -> None:
     assert model_passage(blank) == ""
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(
         st.builds(

@@ -44,7 +44,7 @@ def _ids(sets: list[frozenset[str]]) -> list[np.ndarray]:
 # --- threshold ladder ------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(st.tuples(st.integers(-1, 8), _SCORE), max_size=10),
     st.integers(0, 8),
@@ -80,7 +80,7 @@ def test_threshold_ladder_worked_example() -> None:
 # --- composite and boosts ----------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.lists(st.tuples(_SCORE, _SCORE, st.booleans()), min_size=1, max_size=8),
     st.floats(0, 1),
@@ -101,7 +101,7 @@ def test_composite_scores_match_composite_score(
     assert composite_scores(np.array([1.0]), np.array([1.0]), np.array([1.0]), 0.6, 0.3, 0.1)[0] == 0.9999999999999999
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(_SCORE, st.booleans()), max_size=10), st.sampled_from([1.0, 1.2, 1.3, 2.0]))
 def test_boosts_and_stable_sort_match_the_reference(rows: list[tuple[float, bool]], factor: float) -> None:
     # reference: the wiki boost stage (scores × factor for flagged items, then sort(key=-score), stable)
@@ -125,7 +125,7 @@ def test_boosts_and_stable_sort_match_the_reference(rows: list[tuple[float, bool
 # --- MMR -----------------------------------------------------------------------------------------
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(
     st.lists(st.tuples(_SCORE, _TOKENS), max_size=12),
     st.integers(0, 14),
@@ -152,7 +152,7 @@ def test_vectorised_mmr_picks_and_traces_like_the_reference(
     assert [s.to_dict() for s in steps_ids] == ref_trace
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(st.tuples(_SCORE, _TOKENS), min_size=1, max_size=12),
     st.lists(st.integers(1, 14), min_size=1, max_size=4),
@@ -187,7 +187,7 @@ def test_mmr_worked_example_and_empty_sets() -> None:
     assert select_mmr_overlap(scores, counts, np.array([3, 3, 2, 0]), 2, 0.7)[0] == [0, 2]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(_TOKENS, max_size=10))
 def test_intersection_counts_are_set_intersections(sets: list[frozenset[str]]) -> None:
     counts = intersection_counts(_ids(sets))
@@ -199,7 +199,7 @@ _MANY = st.frozensets(st.integers(0, 150).map(lambda i: f"w{i}"), max_size=90)  
 
 @pytest.mark.parametrize("offset", [0, 10**7], ids=["small ids", "ids of a large vocabulary (renumbered)"])
 @pytest.mark.parametrize("pairwise_max", [0, 10**9], ids=["one row per text", "every pair at once"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_TOKENS | _MANY, max_size=9))
 def test_both_ways_of_counting_intersections_agree_with_sets(
     monkeypatch: pytest.MonkeyPatch, pairwise_max: int, offset: int, sets: list[frozenset[str]]
@@ -217,7 +217,7 @@ def test_both_ways_of_counting_intersections_agree_with_sets(
             ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.lists(st.tuples(_SCORE, _TOKENS), max_size=12),
     st.integers(0, 14),
@@ -237,7 +237,7 @@ def test_deferred_mmr_trace_is_the_eager_one(rows: list[tuple[float, frozenset[s
 # --- FILTER_TOP_K --------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(
         st.tuples(

@@ -340,7 +340,7 @@ def test_collection_of_another_dimension_is_refused(tmp_path):
     ws.close()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30))
 def test_filter_literals_round_trip(lite_keywords, value):
     """Any knowledge id (quotes, backslashes, CJK, ...) is matched exactly by its literal."""

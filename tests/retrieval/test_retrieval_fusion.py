@@ -120,7 +120,7 @@ hit_lists = st.lists(st.tuples(chunk_ids, st.floats(-1, 10, allow_nan=False)), m
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(hits=hit_lists)
 def test_dedup_by_score_properties(hits):
     out = dedup_by_score(hits)
@@ -134,7 +134,7 @@ def test_dedup_by_score_properties(hits):
     assert [(h.chunk_id, h.score) for h in again] == [(h.chunk_id, h.score) for h in out]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(vec=hit_lists, kw=hit_lists, k=st.integers(1, 200), wv=st.floats(0.01, 1), wk=st.floats(0.01, 1))
 def test_weighted_rrf_properties(vec, kw, k, wv, wk):
     raw = weighted_rrf(vec, kw, k, wv, wk)
@@ -188,7 +188,7 @@ def _reference_rrf(vec, kw, k, wv, wk):
     return [replace(h, score=s) for s, h in scored]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     vec=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), st.floats(-1, 1)), max_size=25),
     kw=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), st.floats(0, 10)), max_size=25),

@@ -44,7 +44,7 @@ def test_match_count_normalisation():
     assert normalize_match_count(0, P.with_changes(default_retrieval_top_k=12)) == 12
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     mc=st.integers(-5, 1000),
     n=st.integers(1, 20),

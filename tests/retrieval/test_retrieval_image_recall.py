@@ -183,7 +183,7 @@ def test_image_top_k(pool, expected):
     assert image_top_k(pool, P) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(pool=st.integers(1, 2000), factor=st.floats(1.0, 10.0), cap=st.integers(1, 5000))
 def test_image_top_k_property(pool, factor, cap):
     p = P.with_changes(image_recall_top_k_factor=factor, retrieval_pool_max=cap)
@@ -219,7 +219,7 @@ def test_filter_image_hits_rules():
     assert f.dropped_images == 3 and f.below_threshold == 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.lists(st.tuples(st.floats(0, 1), st.booleans(), st.booleans(), st.booleans(), st.booleans()), max_size=30),
     st.floats(0, 1),

@@ -229,7 +229,7 @@ def test_policy_change_rebuilds_with_new_settings_and_bad_settings_are_named():
     assert IndexPolicy.from_mapping({"hnsw_ef_search": 200}).hnsw_ef_search == 200
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     n=st.integers(1, 60),
     top_k=st.integers(1, 12),
@@ -293,7 +293,7 @@ def test_quantized_search_returns_the_flat_scan_exactly(shards: int) -> None:
     shards=st.integers(1, 4),
     seed=st.integers(0, 10_000),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, shards: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 8)).astype(np.float32)
@@ -312,7 +312,7 @@ def test_quantized_equals_flat_on_random_corpora(n: int, top_k: int, dup: int, s
     shards=st.integers(1, 3),
     seed=st.integers(0, 10_000),
 )
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_quantized_equals_flat_under_thresholds_as_the_first_scan_adapts(
     n: int, top_k: int, thresholds: list[float], shards: int, seed: int
 ) -> None:
@@ -395,7 +395,7 @@ def test_quantized_policy_values_are_checked() -> None:
     shards=st.integers(1, 3),
     seed=st.integers(0, 10_000),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_quantized_bound_holds_for_every_vector(
     n: int, d: int, scale: float, constant_dims: int, shards: int, seed: int
 ) -> None:

@@ -57,7 +57,7 @@ def test_tied_duplicates_return_the_lowest_entry_ids_like_the_flat_scan(top_k: i
     threshold=st.sampled_from([-1.0, 0.0, 0.5]),
     seed=st.integers(0, 10_000),
 )
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15)
 def test_tie_groups_with_shuffled_ids_equal_the_flat_scan(
     n_dup: int, n_other: int, top_k: int, threshold: float, seed: int
 ) -> None:

@@ -114,7 +114,7 @@ def _remove_partial_overlaps_reference(results: list[SearchResult], threshold: f
     return [r for r, gone in zip(results, removed) if not gone]
 
 
-@settings(max_examples=200, deadline=None)  # the first example loads jieba's dictionary
+@settings(max_examples=200)  # the first example loads jieba's dictionary
 @given(
     st.lists(
         st.tuples(
@@ -153,7 +153,7 @@ def _piece(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(
     st.lists(st.tuples(_piece(), st.sampled_from([0.1, 0.5, 0.5, 0.9])), max_size=15),
     st.sampled_from([0.5, 0.85, 1.0, 2.0]),

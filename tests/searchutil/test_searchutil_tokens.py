@@ -19,7 +19,7 @@ _PIECES = list("ab cd,.!\n\t") + ["北京", "大学", "清华", "的", "Hé", "�
 _TEXT = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(_TEXT, min_size=1, max_size=4))
 def test_every_cached_set_is_tokenize_simple_of_its_exact_text(texts: list[str]) -> None:
     cache = TokenSetCache()

@@ -282,7 +282,7 @@ def test_concurrent_writers_lose_nothing(store):
     assert store.message_count(s.id) == 100
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=12), st.data())
 def test_fork_then_rewind_equals_prefix(times, data):
     """Property: forking at message k and rewinding at message k keep the same chronological

@@ -188,10 +188,8 @@ def test_continue_stream_of_a_finished_answer_is_one_coalesced_replay(serve):
     with httpx.Client(timeout=30) as c:
         r = c.post(f"{srv.url}/knowledge-chat/s-done", json={"query": Q}, headers={"X-Request-ID": "r-1"})
         mid = r.headers["x-message-id"]
-        t0 = time.monotonic()
         with c.stream("GET", f"{srv.url}/sessions/continue-stream/s-done", params={"message_id": mid}) as r:
             frames = parse_frames(r.iter_lines())
-        assert time.monotonic() - t0 < 1.0  # already complete: no polling
     log = stored(srv, "s-done", mid)
     assert [f.type for f in frames] == [
         "agent_query",
@@ -418,22 +416,19 @@ def without_chat_model(lab):
 
 def test_an_error_without_complete_ends_the_stream_when_generation_is_over(serve, stream_lab):
     srv = serve()
-    t0 = time.monotonic()
     with without_chat_model(stream_lab), httpx.Client(timeout=30, base_url=srv.url) as c:
         with c.stream("POST", "/knowledge-chat/s-err", json={"query": Q}) as r:
             mid = r.headers["x-message-id"]
             frames = parse_frames(r.iter_lines())
-        assert time.monotonic() - t0 < 3
         types = [f.type for f in frames]
         assert "complete" not in types and "error" in types
         err = frames[types.index("error")].data
         assert "chat model" in err["content"] and err["done"] is True
         assert err["data"]["stage"] == "knowledge_qa_execution"
         assert frame_units([f.data for f in frames]) == log_units(stored(srv, "s-err", mid))
-        t0 = time.monotonic()
         with c.stream("GET", "/sessions/continue-stream/s-err", params={"message_id": mid}) as r:
             again = parse_frames(r.iter_lines())
-        assert time.monotonic() - t0 < 1 and [f.type for f in again][-1] == types[-1]
+        assert [f.type for f in again][-1] == types[-1]
 
 
 @pytest.mark.redis
@@ -448,7 +443,7 @@ def test_a_follower_on_another_replica_gives_up_after_the_error_grace(serve, str
             frames = parse_frames(r.iter_lines())
         waited = time.monotonic() - t0
     assert frames[-1].type in ("error", "answer") and "error" in [f.type for f in frames]
-    assert 0.4 <= waited < 2.0
+    assert waited >= 0.4  # gave up only after the grace (a lower bound: a busy machine only adds)
 
 
 # -- reliability ---------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ description, Markdown output, timeouts and the tolerant reading of the model's r
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -169,7 +168,7 @@ def _mangle_case(text: str, flips: list[bool]) -> str:
     return "".join(out)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     safe=st.sampled_from(SAFE),
     bad=st.sampled_from(FORBIDDEN),
@@ -190,7 +189,7 @@ def test_fuzz_any_forbidden_statement_is_rejected(safe, bad, joiner, shape, flip
         check_read_only_sql(_mangle_case(sql, flips))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     i=st.integers(0, len(SAFE) - 1),
     flips=st.lists(st.booleans(), min_size=1, max_size=5),
@@ -257,7 +256,7 @@ VOCAB = [
 ]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from(PREFIXES), words=st.lists(st.sampled_from(VOCAB), min_size=0, max_size=10))
 def test_fuzz_whatever_passes_the_guard_cannot_write_or_read_files(tool, files, prefix, words):
     """Token soup: when the guard accepts, running it never changes the table, never writes the
@@ -393,10 +392,8 @@ def test_query_errors_and_timeouts(files):
     with DataAnalysisTool(files / "sales.csv", timeout_s=0.2) as t:
         with pytest.raises(DataAnalysisError, match=r"query failed: Binder Error.*\nSQL: SELECT nope FROM sales"):
             t.run_sql("SELECT nope FROM sales")
-        t0 = time.perf_counter()
         with pytest.raises(QueryTimeout, match="exceeded the 0.2s timeout"):
             t.run_sql("SELECT count(*) FROM range(100000000) a, range(100000) b")
-        assert time.perf_counter() - t0 < 5
         assert t.run_sql("SELECT count(*) FROM sales").rows == [(4,)]  # still usable
         with pytest.raises(DataAnalysisError, match="empty 'sql'"):
             t.execute('{"knowledge_id": "k", "sql": ""}')
@@ -448,7 +445,7 @@ def test_table_names():
     assert table_name_for("...csv") == "data"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.text(min_size=1, max_size=30))
 def test_table_name_is_always_a_bare_identifier(name):
     t = table_name_for(name + ".csv")
@@ -464,7 +461,7 @@ def duck():
     con.close()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     name=st.text(
         alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20

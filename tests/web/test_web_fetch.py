@@ -44,7 +44,7 @@ def test_truncate_cuts_utf8_bytes_and_marks_a_split_character():
         truncate_utf8("x", -1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(text=st.text(max_size=200), max_bytes=st.integers(0, 300))
 def test_truncate_properties(text, max_bytes):
     out, cut = truncate_utf8(text, max_bytes)

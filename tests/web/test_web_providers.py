@@ -162,7 +162,7 @@ def test_snippet_window_examples():
 words = st.sampled_from(["ferry", "pier", "tide", "north", "dawn", "gull", "rock", "sea", "x", "quay"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     text_words=st.lists(words, min_size=0, max_size=120),
     terms=st.lists(words, max_size=4),

@@ -22,12 +22,18 @@ _JUDGE_KEYS = {
     "temperature",
     "max_tokens",
     "concurrency",
+    "seed",
+    "structured_output",
 }
+#: ``models.judge.structured_output``: how replies are constrained (see :mod:`.schema_llm`)
+STRUCTURED_OUTPUTS = ("auto", "json_schema", "json_object")
 
 
 @dataclass
 class JudgeConfig:
-    """An OpenAI-compatible chat endpoint used as the ragas judge."""
+    """An OpenAI-compatible chat endpoint used as the ragas judge: temperature 0 and a fixed
+    ``seed`` by default, so a server that honours them (llama-server) gives the same verdicts
+    twice; ``structured_output`` one of :data:`STRUCTURED_OUTPUTS`."""
 
     model: str
     base_url: str
@@ -37,6 +43,8 @@ class JudgeConfig:
     temperature: float = 0.0
     max_tokens: int = 1024
     concurrency: int = 4
+    seed: int | None = 0
+    structured_output: str = "auto"
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any], source: str = "judge") -> JudgeConfig:
@@ -61,6 +69,12 @@ class JudgeConfig:
             key = os.environ.get(str(env), "")
             if not key:
                 raise RagasError(f"{source}: environment variable {env!r} (api_key_env) is not set")
+        mode = str(cfg.get("structured_output", "auto"))
+        if mode not in STRUCTURED_OUTPUTS:
+            raise RagasError(f"{source}: structured_output {mode!r} is not one of {', '.join(STRUCTURED_OUTPUTS)}")
+        seed = cfg.get("seed", 0)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise RagasError(f"{source}: seed {seed!r} is not an integer (or null for none)")
         try:
             return cls(
                 model=str(cfg["model"]),
@@ -71,9 +85,22 @@ class JudgeConfig:
                 temperature=float(cfg.get("temperature", 0.0)),
                 max_tokens=int(cfg.get("max_tokens", 1024)),
                 concurrency=max(1, int(cfg.get("concurrency", 4))),
+                seed=seed,
+                structured_output=mode,
             )
         except (TypeError, ValueError) as exc:
             raise RagasError(f"{source}: {exc}") from None
+
+
+def resolve_structured_output(judge: JudgeConfig) -> str:
+    """``json_schema`` or ``json_object``: the judge's ``structured_output``, ``auto`` resolved by
+    probing the endpoint: ``json_schema`` for a llama-server (it answers ``/props``,
+    :func:`rag_lab.models.endpoint_props.server_props`), else ``json_object``."""
+    if judge.structured_output != "auto":
+        return judge.structured_output
+    from rag_lab.models.endpoint_props import server_props
+
+    return "json_schema" if server_props(judge.base_url) is not None else "json_object"
 
 
 def judge_from_lab_config(config: Mapping[str, Any]) -> JudgeConfig | None:
@@ -155,19 +182,26 @@ def judge_summary(ledger: Any) -> dict[str, Any]:
 
 
 def project_judge(
-    samples: int, metrics: Sequence[str], contexts_per_sample: int, context_tokens: float, judge: JudgeConfig
+    samples: int,
+    metrics: Sequence[str],
+    contexts_per_sample: int,
+    context_tokens: float,
+    judge: JudgeConfig,
+    attempts: int = JUDGE_MAX_ATTEMPTS,
 ) -> tuple[int, int, int]:
-    """Upper bound of the judge's calls, tokens in and tokens out for ``samples`` samples:
-    calls per metric (:data:`JUDGE_CALLS_PER_SAMPLE`, one per context for llm_context_precision)
-    times :data:`JUDGE_MAX_ATTEMPTS`; each prompt ≤ the contexts plus 600 tokens of instructions,
-    each reply ≤ ``judge.max_tokens``."""
+    """Calls, tokens in and tokens out of the judge for ``samples`` samples: the calls ragas makes
+    per metric (:data:`JUDGE_CALLS_PER_SAMPLE`, one per context for llm_context_precision) times
+    ``attempts`` per call (1 with ``json_schema`` output, asked once; up to
+    :data:`JUDGE_MAX_ATTEMPTS` with ragas' instructor client, which re-asks when a reply does not
+    validate); each prompt ≤ the contexts plus 600 tokens of instructions, each reply ≤
+    ``judge.max_tokens``."""
     per_sample = 0
     for m in metrics:
         if m == "llm_context_precision":
             per_sample += max(1, contexts_per_sample)
         elif m in LLM_METRICS:
             per_sample += JUDGE_CALLS_PER_SAMPLE[m]
-    calls = samples * per_sample * JUDGE_MAX_ATTEMPTS
+    calls = samples * per_sample * max(1, attempts)
     prompt = int(contexts_per_sample * context_tokens) + 600
     return calls, calls * prompt, calls * judge.max_tokens
 
@@ -188,6 +222,13 @@ def add_judge_projection(
 
     if judge is None:
         return projection
+    schema = resolve_structured_output(judge) == "json_schema"
+    attempts = 1 if schema else JUDGE_MAX_ATTEMPTS
+    note = (
+        "judge calls: json_schema output, each asked once"
+        if schema
+        else f"judge calls counted with ragas' re-asks (up to {JUDGE_MAX_ATTEMPTS} attempts each)"
+    )
     p = params or lab.params
     for suite in suites:
         metrics = getattr(suite, "ragas_metrics", None)
@@ -196,7 +237,12 @@ def add_judge_projection(
             continue
         ds = suite.load()
         calls, tin, tout = project_judge(
-            len(ds.queries) * max(1, repeat), metrics, min(p.rerank_top_k, 10), corpus_chunk_tokens(ds), judge
+            len(ds.queries) * max(1, repeat),
+            metrics,
+            min(p.rerank_top_k, 10),
+            corpus_chunk_tokens(ds),
+            judge,
+            attempts,
         )
         projection.add(
             Projection(
@@ -205,7 +251,7 @@ def add_judge_projection(
                 tin,
                 tout,
                 lab.prices.cost(judge.model, tin, tout),
-                [f"judge calls counted with ragas' retries (up to {JUDGE_MAX_ATTEMPTS} attempts each)"],
+                [note],
             )
         )
     return projection

@@ -22,6 +22,9 @@ from rag_lab.eval.ragas_adapter.samples import (
 )
 from rag_lab.eval.ragas_adapter.scorers import _clamp, _import_ragas, _llm_scorers, _offline_scorers
 
+#: LLM metrics whose every value lies in [0, 1] (answer relevancy, a cosine, may be below 0)
+UNIT_METRICS = frozenset({"faithfulness", "llm_context_precision"})
+
 
 class _NoContextNotice(logging.Filter):
     """ragas' ID-based context precision logs a warning for each sample with no retrieved context
@@ -89,6 +92,11 @@ async def ascore_samples(
             return
         except Exception as exc:  # a metric or judge failure: NaN, counted, with the reason
             reasons[metric][s.qid] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            failed[metric].append(s.qid)
+            return
+        if metric in UNIT_METRICS and math.isfinite(v) and not 0.0 <= v <= 1.0:
+            # a judge verdict outside 0/1 (e.g. 10000000000) weighs ragas' average: not a score
+            reasons[metric][s.qid] = f"the metric returned {v:g}, outside [0, 1] (a judge verdict other than 0 or 1)"
             failed[metric].append(s.qid)
             return
         values[metric][i] = v

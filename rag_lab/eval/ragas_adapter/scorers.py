@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_ledger_transport
+from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_ledger_transport, resolve_structured_output
 from rag_lab.eval.ragas_adapter.samples import RagasError, RagasSample, _MissingInput, metric_tokens
 
 
@@ -221,6 +221,13 @@ def prompt_hash(metric_obj: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def prompt_hash_with(base: str, mode: str) -> str:
+    """:func:`prompt_hash` ``base`` combined with the structured-output ``mode`` (16 hex)."""
+    import hashlib
+
+    return hashlib.sha256(f"{base}\0{mode}".encode()).hexdigest()[:16]
+
+
 def _llm_scorers(
     judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None, prompts: dict[str, str] | None = None
 ) -> dict[str, ScoreFn]:
@@ -244,12 +251,28 @@ def _llm_scorers(
         max_retries=judge.max_retries,
         http_client=http_client,
     )
-    llm = llm_factory(judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens, top_p=1.0)
+    from rag_lab.eval.ragas_adapter.schema_llm import schema_judge_llm
+
+    mode = resolve_structured_output(judge)
+    if mode == "json_schema":
+        llm = schema_judge_llm(client, judge)
+    else:
+        extra: dict[str, Any] = {} if judge.seed is None else {"seed": judge.seed}
+        llm = llm_factory(
+            judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens, top_p=1.0, **extra
+        )
     out: dict[str, ScoreFn] = {}
+
+    def _hash(metric_obj: Any) -> str:
+        # the json_schema mode sends other requests (no schema in the prompt, a bounded schema as
+        # the response format): its hash differs from the json_object one of the same prompts
+        h = prompt_hash(metric_obj)
+        return h if mode == "json_object" else prompt_hash_with(h, mode)
+
     if "faithfulness" in wanted:
         faith = Faithfulness(llm=llm)
         if prompts is not None:
-            prompts["faithfulness"] = prompt_hash(faith)
+            prompts["faithfulness"] = _hash(faith)
 
         async def faithfulness(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
@@ -266,7 +289,7 @@ def _llm_scorers(
             raise RagasError("answer_relevancy needs an embedder (the lab's, or models.judge_embedder)")
         relevancy = AnswerRelevancy(llm=llm, embeddings=_embeddings_adapter(embedder))
         if prompts is not None:
-            prompts["answer_relevancy"] = prompt_hash(relevancy)
+            prompts["answer_relevancy"] = _hash(relevancy)
 
         async def answer_relevancy(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
@@ -276,7 +299,7 @@ def _llm_scorers(
     if "llm_context_precision" in wanted:
         precision = ContextPrecisionWithReference(llm=llm)
         if prompts is not None:
-            prompts["llm_context_precision"] = prompt_hash(precision)
+            prompts["llm_context_precision"] = _hash(precision)
 
         async def llm_context_precision(s: RagasSample) -> float:
             _need(bool(s.reference.strip()), "no reference answer")

@@ -9,7 +9,8 @@ three kinds of prompt, all in ``config/prompt_templates/testset_generation.yaml`
 * ``testset_answer``: the reference answer to a question, from its source passage(s).
 
 Every reply must be one JSON object (a fenced block or text around it is tolerated; ``<think>``
-blocks are skipped). Anything else is a *malformed reply*: counted as an error, never a crash,
+blocks are skipped); the request asks for ``json_object``, or, on an endpoint that honours schema
+bounds (llama-server), for the object's bounded ``json_schema``. Anything else is a *malformed reply*: counted as an error, never a crash,
 never a question. A model fault (HTTP error, connection, timeout) is retried ``retries`` times and
 then counted as a *model error*. Calls to a remote model run under ``timeout`` seconds
 (:func:`rag_lab.models.timeouts.call_with_timeout`); temperature 0 and the run's seed are sent,
@@ -158,6 +159,7 @@ class LLMQuestionWriter:
         self.prompts = prompts or default_templates()
         self._sem = asyncio.Semaphore(concurrency)
         self.calls = 0
+        self._bounds: bool | None = None  # whether the endpoint honours schema bounds (probed once)
 
     def prompt_hash(self, *template_ids: str) -> str:
         """sha256 (16 hex digits) of the templates' texts, in the order given."""
@@ -180,7 +182,7 @@ class LLMQuestionWriter:
             max_completion_tokens=self.max_tokens,
             thinking=False,
             timeout=self.timeout,
-            response_format={"type": "json_object"} if self.json_mode else None,
+            response_format=await self._response_format(template_id, keys) if self.json_mode else None,
         )
         last = ""
         async with self._sem:
@@ -202,6 +204,26 @@ class LLMQuestionWriter:
                 except MalformedReply as exc:
                     return Outcome(None, "malformed reply", str(exc))
         return Outcome(None, "model error", last)
+
+    async def _response_format(self, template_id: str, keys: Sequence[str]) -> dict[str, Any]:
+        """``json_object``; on an endpoint that honours schema bounds (llama-server, probed once off
+        the loop) the object of ``keys`` as a ``json_schema`` whose strings fit ``max_tokens``, so
+        that a small model's reply is the object even when it repeats itself."""
+        if self._bounds is None:
+            probe = getattr(self.model, "honours_schema_bounds", None)
+            try:
+                self._bounds = bool(await asyncio.to_thread(probe)) if callable(probe) else False
+            except Exception:  # no answer about bounds: the plain JSON mode
+                self._bounds = False
+        if not self._bounds:
+            return {"type": "json_object"}
+        from rag_lab.models.structured import bounded_schema, json_schema_format
+
+        schema = {"type": "object", "properties": {k: {"type": "string"} for k in keys}, "required": list(keys)}
+        try:
+            return json_schema_format(template_id, bounded_schema(schema, self.max_tokens))
+        except ValueError:  # a token cap too small for bounded strings
+            return {"type": "json_object"}
 
     async def question(self, src: SourceChunk) -> Outcome:
         return await self._ask(QUESTION_TEMPLATE, {"title": src.title, "passage": _cut(src.text)}, ("question",))

@@ -14,7 +14,8 @@ fallback (the references found, or the fixed text, ``model_failure_answer``) fol
 ``final_answer`` with ``is_fallback``, so the turn completes and ``Run.error`` names the failure.
 A stop is not a failure: a cancelled stream ends without any fallback.
 
-Time limits (``chat_stream_idle_timeout_s`` between chunks, ``model_failure_deadline_s`` for a
+Time limits (``models.chat.timeout_s`` for connecting and the first chunk,
+``chat_stream_idle_timeout_s`` between chunks, ``model_failure_deadline_s`` for a
 stream to recover from an error chunk) apply to a remote model only: an in-process model (the
 extractive answerer) is waited for however long it takes, so a loaded machine never turns an
 offline answer into a fallback (:mod:`rag_lab.models.timeouts`). An idle remote stream fails
@@ -133,6 +134,7 @@ class PluginChatCompletionStream(StagePlugin):
                 self.services.tracer,
                 lifetime,
                 in_process=is_in_process(model),
+                first_chunk_s=getattr(model, "timeout_s", None),
             )
         )
         chat.context.background_tasks.append(task)
@@ -178,9 +180,11 @@ async def consume_stream(
     span: Any = None,
     *,
     in_process: bool = False,
+    first_chunk_s: float | None = None,
 ) -> None:
     """Read the stream to its end (see the module docstring); ``in_process``: the model runs in
-    this process, so no time limit applies to its chunks."""
+    this process, so no time limit applies to its chunks; ``first_chunk_s``: the limit on
+    connecting plus the first chunk (``models.chat.timeout_s``), else the idle limit."""
     sid = short_id()
     thinking_id, answer_id = f"{sid}-thinking", f"{sid}-answer"
     thinking_open = False
@@ -208,10 +212,11 @@ async def consume_stream(
     idle = None if in_process else idle_s
     deadline_s = chat.request.params.model_failure_deadline_s
     failed_at: float | None = None  # when the first error chunk came
+    first = not in_process and first_chunk_s is not None
     iterator = stream.__aiter__()
     try:
         while True:
-            wait = idle
+            wait = first_chunk_s if first else idle
             if failed_at is not None and idle is not None:  # a failing stream gets model_failure_deadline_s to recover
                 wait = min(idle, max(0.0, deadline_s - (time.monotonic() - failed_at)))
             try:
@@ -221,9 +226,14 @@ async def consume_stream(
             except TimeoutError:
                 if failed_at is not None:
                     break  # the failure stands: answer with the fallback
+                if first:
+                    raise ModelTimeout(
+                        "chat_completion_stream", "models.chat.timeout_s", wait or 0.0, "no first token"
+                    ) from None
                 raise ModelTimeout(
                     "chat_completion_stream", "chat_stream_idle_timeout_s", idle_s, "no answer chunk"
                 ) from None
+            first = False
             if chunk is None or chat.context.cancelled():
                 break
             if chunk.response_type == "error":

@@ -20,13 +20,18 @@
   (:func:`understanding_response_format`; llama-server, vLLM and OpenAI constrain decoding to it,
   so even a tiny model replies with the object), its intent limited to the labels the request can
   act on (:func:`allowed_intents`); the tolerant parser still reads replies from endpoints that
-  ignore it.
+  ignore it. Where the endpoint honours string bounds (llama-server), the strings get a
+  ``maxLength`` that fits the token cap (the image description 0 without images), so a model that
+  repeats itself still closes the object; a rewrite that reached its ``maxLength`` was cut and is
+  dropped for the original query. A reply that is not the object logs one warning naming the
+  stage, the finish reason and the query kept.
 * **Rewrite check**: a rewrite that is not a question about the user's message —
   empty, without any word, a timestamp or the prompt's runtime line copied over, a piece of the
   prompt echoed back, a bare intent label — is dropped and the original query is kept
   (:func:`rewrite_rejection`; the reason goes to ``diagnostics["query_understand"]["rewrite_rejected"]``).
-* A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, also given
-  to the HTTP client) keeps the original query; the progress window reports it as not successful.
+* A failed or timed-out call (one timeout: ``query_understand_timeout_s``, the stage's, or the
+  model's ``models.chat.timeout_s`` when smaller, also given to the HTTP client) keeps the
+  original query; the progress window reports it as not successful.
   The timeout applies to a remote model only (:mod:`rag_lab.models.timeouts`): an in-process model
   that follows instructions is waited for, whatever the machine's load.
 * **Offline** (a model with ``follows_instructions = False``, the extractive answerer): no model
@@ -195,16 +200,23 @@ class PluginQueryUnderstand(StagePlugin):
             ),
         ]
         p = req.params
+        max_tokens = p.query_understand_max_tokens_images if use_images else p.query_understand_max_tokens
+        response_format, rewrite_cap = await self._response_format(model, chat, has_images, use_images, max_tokens)
         options = ChatOptions(
             temperature=p.query_understand_temperature,
-            max_completion_tokens=p.query_understand_max_tokens_images if use_images else p.query_understand_max_tokens,
+            max_completion_tokens=max_tokens,
             thinking=False,
-            response_format=understanding_response_format(
-                allowed_intents(bool(req.web_search_enabled), has_images, bool(req.attachments))
-            ),
+            response_format=response_format,
             timeout=p.query_understand_timeout_s,
         )
         local = is_in_process(model)
+        # the model's connect + first-token limit (models.chat.timeout_s) bounds a non-streamed
+        # reply too; the smaller of it and the stage's applies, and the error names which
+        param, seconds = "query_understand_timeout_s", p.query_understand_timeout_s
+        first_s = getattr(model, "timeout_s", None)
+        if isinstance(first_s, (int, float)) and 0 < first_s < seconds:
+            param, seconds = "models.chat.timeout_s", float(first_s)
+        options.timeout = seconds
         if local:
             options.timeout = None  # no client-side limit either
         try:
@@ -212,8 +224,8 @@ class PluginQueryUnderstand(StagePlugin):
                 model.chat(messages, options),
                 in_process=local,
                 stage="query_understand",
-                param="query_understand_timeout_s",
-                seconds=p.query_understand_timeout_s,
+                param=param,
+                seconds=seconds,
             )
         except ModelTimeout as exc:
             log.warning("query_understand call timed out, keeping the original query: %s", exc)
@@ -234,6 +246,14 @@ class PluginQueryUnderstand(StagePlugin):
         diag.update(
             raw=content, finish_reason=finish, truncated=finish in TRUNCATION_REASONS, partial=partial, parsed=parsed
         )
+        if parsed is None:
+            log.warning(
+                "query_understand: the reply is not the schema's object (finish_reason=%s, %d characters); "
+                "kept the original query %r",
+                finish or "none",
+                len(content),
+                req.query,
+            )
         if parsed is not None:
             rewrite = parsed["rewrite_query"]
             if rewrite:
@@ -242,6 +262,8 @@ class PluginQueryUnderstand(StagePlugin):
                     "\n".join([req.query, values["conversation"]]),
                     "\n".join([system_t, user_t]),
                 )
+                if not why and rewrite_cap is not None and len(rewrite) >= rewrite_cap:
+                    why = f"the rewrite reached the schema's maxLength of {rewrite_cap} characters (cut, not complete)"
                 if why:
                     log.warning("query_understand: rewrite %r dropped, keeping the original query: %s", rewrite, why)
                     diag["rewrite_rejected"] = why
@@ -256,6 +278,32 @@ class PluginQueryUnderstand(StagePlugin):
         return await next()
 
     # -- helpers ---------------------------------------------------------------------------------
+    async def _response_format(
+        self, model: Any, chat: ChatManage, has_images: bool, use_images: bool, max_tokens: int
+    ) -> tuple[dict[str, Any], int | None]:
+        """The call's ``response_format`` and the rewrite's ``maxLength`` (``None`` when unbounded).
+
+        The schema's strings are bounded to fit ``max_tokens`` when the endpoint honours the
+        bounds (``model.honours_schema_bounds()``, probed off the event loop); a token cap too
+        small for any bound sends the schema unbounded, with a warning."""
+        req = chat.request
+        intents = allowed_intents(bool(req.web_search_enabled), has_images, bool(req.attachments))
+        probe = getattr(model, "honours_schema_bounds", None)
+        bounded = False
+        if callable(probe):
+            try:
+                bounded = bool(await asyncio.to_thread(probe))
+            except Exception as exc:  # a probe that fails means no bounds, never a failed stage
+                log.info("query_understand: schema bounds not probed: %s", exc)
+        if not bounded:
+            return understanding_response_format(intents), None
+        try:
+            fmt = understanding_response_format(intents, max_tokens, images=use_images)
+        except ValueError as exc:
+            log.warning("query_understand: schema sent without string bounds: %s", exc)
+            return understanding_response_format(intents), None
+        return fmt, int(fmt["json_schema"]["schema"]["properties"]["rewrite_query"]["maxLength"])
+
     async def _history(self, chat: ChatManage) -> list[History]:
         """LOAD_HISTORY's rounds, else the fallback fetch of 20 messages (spec §4.3.2)."""
         req = chat.request

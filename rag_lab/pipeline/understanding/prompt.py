@@ -15,27 +15,34 @@ ASKER_BACKGROUND_NOTE = (
 _TEXT_ESCAPE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
-def understanding_response_format(intents: list[str] | None = None) -> dict[str, Any]:
+def understanding_response_format(
+    intents: list[str] | None = None, max_tokens: int | None = None, images: bool = True
+) -> dict[str, Any]:
     """The ``response_format`` of the query-understanding call: a strict JSON schema of the three
-    keys, in the prompt's order, the intent one of ``intents`` (default: every label)."""
+    keys, in the prompt's order, the intent one of ``intents`` (default: every label).
+
+    With ``max_tokens`` (for an endpoint that honours the bounds) the strings are bounded so that
+    the object closes within that many tokens (:func:`rag_lab.models.structured.bounded_schema`;
+    a model that repeats itself inside the rewrite is stopped at its ``maxLength``), and without
+    ``images`` the image description must be empty (``maxLength`` 0)."""
     labels = intents if intents is not None else [i.value for i in QueryIntent if i.value]
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "query_understanding",
-            "strict": True,
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "rewrite_query": {"type": "string"},
-                    "intent": {"type": "string", "enum": list(labels)},
-                    "image_description": {"type": "string"},
-                },
-                "required": ["rewrite_query", "intent", "image_description"],
-                "additionalProperties": False,
-            },
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "rewrite_query": {"type": "string"},
+            "intent": {"type": "string", "enum": list(labels)},
+            "image_description": {"type": "string"},
         },
+        "required": ["rewrite_query", "intent", "image_description"],
+        "additionalProperties": False,
     }
+    if max_tokens is not None:
+        from rag_lab.models.structured import bounded_schema
+
+        if not images:
+            schema["properties"]["image_description"]["maxLength"] = 0
+        schema = bounded_schema(schema, max_tokens, min_length=1)
+    return {"type": "json_schema", "json_schema": {"name": "query_understanding", "strict": True, "schema": schema}}
 
 
 UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = understanding_response_format()
