@@ -25,7 +25,7 @@ Bad lines fail with the file, the line number and the field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "export_records",
     "export_report",
     "from_ragas_dataset",
+    "jsonl_objects",
     "read_samples_jsonl",
     "read_trec_qrels",
     "read_trec_run",
@@ -153,9 +154,11 @@ def write_samples_jsonl(records: Iterable[QueryRecord], path: str | Path) -> Pat
     return p
 
 
-def read_samples_jsonl(path: str | Path) -> list[QueryRecord]:
-    out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+def jsonl_objects(path: str | Path, text: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` of each non-blank line of a JSONL file (``where`` = ``"path:line"``); a line
+    that is not JSON, or not an object, raises :class:`FormatError` naming the file and line."""
+    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -164,13 +167,19 @@ def read_samples_jsonl(path: str | Path) -> list[QueryRecord]:
             raise FormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
             raise FormatError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+        yield f"{path}:{n}", row
+
+
+def read_samples_jsonl(path: str | Path) -> list[QueryRecord]:
+    out = []
+    for where, row in jsonl_objects(path):
         for f in ("id", "question"):
             if not isinstance(row.get(f), str) or not row[f]:
-                raise FormatError(f"{path}:{n}: field '{f}' = {row.get(f)!r} must be a non-empty string")
+                raise FormatError(f"{where}: field '{f}' = {row.get(f)!r} must be a non-empty string")
         for f in ("answers", "gold_ids", "contexts", "context_ids", "context_doc_ids"):
             v = row.get(f, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise FormatError(f"{path}:{n}: field '{f}' = {v!r} must be a list of strings")
+                raise FormatError(f"{where}: field '{f}' = {v!r} must be a list of strings")
         out.append(
             QueryRecord(
                 qid=row["id"],

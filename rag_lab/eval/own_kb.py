@@ -14,11 +14,11 @@ gold ids are the KB's document ids, which the pipeline's references carry.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.datasets.schema import Dataset, QueryItem
+from rag_lab.eval.formats import jsonl_objects
 
 __all__ = ["kb_dataset"]
 
@@ -71,16 +71,7 @@ def kb_dataset(lab: Any, kb_name: str, queries: str | Path) -> Dataset:
         raise ValueError(f"--queries {path}: cannot read it ({exc.strerror or exc})") from None
     resolve = _resolver(lab, kb)
     items: list[QueryItem] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for where, row in jsonl_objects(path, "\n".join(lines)):
         question = row.get("question")
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"{where}: field 'question' = {question!r} must be a non-empty string")
@@ -91,7 +82,7 @@ def kb_dataset(lab: Any, kb_name: str, queries: str | Path) -> Dataset:
         answers = row.get("answers", [])
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise ValueError(f"{where}: field 'answers' = {answers!r} must be a list of strings")
-        qid = str(row.get("id") or f"q{n}")
+        qid = str(row.get("id") or f"q{where.rsplit(':', 1)[1]}")
         gold_ids = list(dict.fromkeys(resolve(g, f"{where}: field '{field}'") for g in gold))
         items.append(QueryItem(qid, question, list(answers), gold_ids))
     if not items:

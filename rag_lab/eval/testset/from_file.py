@@ -58,14 +58,10 @@ def read_questions(path: str | Path) -> list[str]:
                 raise ValueError(f"{p}: expected a list of questions")
             where = [f"{p}: item {i}" for i in range(len(items))]
         else:
-            items, where = [], []
-            for n, line in enumerate(text.splitlines(), 1):
-                if line.strip():
-                    try:
-                        items.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-                    where.append(f"{p}:{n}")
+            from rag_lab.eval.formats import jsonl_objects
+
+            pairs = list(jsonl_objects(p, text))
+            where, items = [w for w, _ in pairs], [row for _, row in pairs]
         out = []
         for item, at in zip(items, where):
             q = item if isinstance(item, str) else item.get("question") if isinstance(item, dict) else None
