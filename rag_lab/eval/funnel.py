@@ -12,7 +12,9 @@ each gold document at each stage and the stage that lost it). Names:
   precision over the whole list: what trec_eval's ``ndcg_cut_K`` and ``map`` give for that list, so
   ``vector.ndcg@10`` and ``keyword.ndcg@10`` compare with published first-stage figures;
 * ``funnel.lost_at.<stage>`` — share of the question's gold documents lost at that stage (lower
-  is better); ``funnel.kept`` — share that reaches the final contexts (the lost shares and the
+  is better); ``funnel.demoted_at.<stage>`` — share *demoted* there: kept, but pushed from within
+  the top :data:`DEMOTE_K` of the previous stage's list to below it (lower is better; a loss the
+  lost-at share does not show, since the document is still in the list); ``funnel.kept`` — share that reaches the final contexts (the lost shares and the
   kept share of a question sum to 1).
 
 ``<stage>`` is one of :data:`~rag_lab.tuning.funnel.STAGES` (``vector``, ``keyword``, ``fused``,
@@ -39,6 +41,7 @@ from rag_lab.tuning.funnel import CHAIN, STAGES
 
 __all__ = [
     "AR_KS",
+    "DEMOTE_K",
     "FAMILIES",
     "NDCG_K",
     "RECALL_KS",
@@ -48,6 +51,7 @@ __all__ = [
     "funnel_table",
     "funnel_values",
     "has_funnel",
+    "demoted_at",
     "known_stages",
     "lost_passages",
     "parse_funnel_metric",
@@ -66,6 +70,8 @@ FAMILIES = {
 }
 #: the nDCG cut-off every report carries per stage (``<stage>.map`` too)
 NDCG_K = 10
+#: the rank a demoted gold document falls below (``funnel.demoted_at.<stage>``)
+DEMOTE_K = 10
 
 
 def parse_funnel_metric(name: str) -> tuple[str, str, int | None] | None:
@@ -75,9 +81,10 @@ def parse_funnel_metric(name: str) -> tuple[str, str, int | None] | None:
         return ("final", "kept", None)
     if name.endswith(".map") and name.removesuffix(".map") in STAGES:
         return (name.removesuffix(".map"), "map", None)
-    if name.startswith("funnel.lost_at."):
-        stage = name.removeprefix("funnel.lost_at.")
-        return (stage, "lost_at", None) if stage in CHAIN else None
+    for family in ("lost_at", "demoted_at"):
+        if name.startswith(f"funnel.{family}."):
+            stage = name.removeprefix(f"funnel.{family}.")
+            return (stage, family, None) if stage in CHAIN else None
     stage, dot, rest = name.partition(".")
     family, at, k = rest.partition("@")
     if dot and at and stage in STAGES and family in FAMILIES and k.isdigit() and not k.startswith("0"):
@@ -121,6 +128,8 @@ def question_value(funnel: Mapping[str, Any], name: str) -> float:
         return math.nan
     if family == "lost_at":
         return sum(1 for g in gold if g.get("lost_at") == stage) / len(gold)
+    if family == "demoted_at":
+        return sum(1 for g in gold if demoted_at(g) == stage) / len(gold)
     if family == "kept":
         return sum(1 for g in gold if not g.get("lost_at")) / len(gold)
     if stage not in (funnel.get("sizes") or {}):
@@ -146,7 +155,28 @@ def funnel_metric_names(stages: Sequence[str] = STAGES) -> list[str]:
     out = [f"{s}.{fam}@{k}" for s in stages for fam in ("recall", "hit") for k in RECALL_KS]
     out += [f"{s}.ar@{k}" for s in stages for k in AR_KS]
     out += [m for s in stages for m in (f"{s}.ndcg@{NDCG_K}", f"{s}.map")]
-    return out + [f"funnel.lost_at.{s}" for s in CHAIN] + ["funnel.kept"]
+    return (
+        out + [f"funnel.lost_at.{s}" for s in CHAIN] + [f"funnel.demoted_at.{s}" for s in CHAIN[1:]] + ["funnel.kept"]
+    )
+
+
+def demoted_at(gold: Mapping[str, Any]) -> str:
+    """The first stage of :data:`CHAIN` that keeps a gold document but moves it from within the
+    top :data:`DEMOTE_K` of the previous stage to below it (``""``: never demoted). Stages the
+    funnel does not know are skipped.
+
+    >>> demoted_at({"ranks": {"fused": 3, "search": 3, "rerank": 14, "final": None}})
+    'rerank'
+    >>> demoted_at({"ranks": {"fused": 12, "search": 12, "rerank": 14}}), demoted_at({"ranks": {"fused": 2, "final": 2}})
+    ('', '')
+    """
+    ranks = gold.get("ranks") or {}
+    known = [s for s in CHAIN if s in ranks]
+    for before, stage in zip(known, known[1:]):
+        prev, now = ranks[before], ranks[stage]
+        if prev is not None and prev <= DEMOTE_K and now is not None and now > DEMOTE_K:
+            return stage
+    return ""
 
 
 def funnel_values(records: Sequence[Any], names: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
@@ -174,6 +204,7 @@ def funnel_table(summary: Mapping[str, float], k: int = 10, wide: int = 50) -> s
     the share of gold lost at it (plain text, aligned)."""
     stages = [s for s in STAGES if f"{s}.recall@{k}" in summary]
     head = ["stage", f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5", f"ndcg@{NDCG_K}", "map", "lost here"]
+    head.append(f"demoted below {DEMOTE_K}")
     rows = [head]
     for s in stages:
         lost = summary.get(f"funnel.lost_at.{s}")
@@ -185,6 +216,7 @@ def funnel_table(summary: Mapping[str, float], k: int = 10, wide: int = 50) -> s
                     for m in (f"recall@{k}", f"hit@{k}", f"recall@{wide}", "ar@5", f"ndcg@{NDCG_K}", "map")
                 ),
                 _fmt(lost) if lost is not None else "",
+                _fmt(summary.get(f"funnel.demoted_at.{s}")) if f"funnel.demoted_at.{s}" in summary else "",
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

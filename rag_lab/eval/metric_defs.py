@@ -155,7 +155,7 @@ def metric(name: str) -> Metric:
         return _gated(Metric(name, "retrieval", f"{_K_FAMILIES[prefix]} (k = {k})", k=int(k)))
     raise KeyError(
         f"unknown metric {name!r}: use {', '.join(p + '@K' for p in _K_FAMILIES)} (K >= 1), "
-        f"STAGE.recall|hit|ar|ndcg@K, STAGE.map or funnel.lost_at.STAGE / funnel.kept (the gold funnel), "
+        f"STAGE.recall|hit|ar|ndcg@K, STAGE.map or funnel.lost_at|demoted_at.STAGE / funnel.kept (the gold funnel), "
         f"or one of {', '.join(sorted(_FIXED))}"
     )
 
@@ -170,6 +170,13 @@ def _funnel_metric(name: str) -> Metric | None:
     stage, family, k = parsed
     if family == "lost_at":
         return Metric(name, "funnel", f"share of the gold documents lost at the {stage} stage", higher_is_better=False)
+    if family == "demoted_at":
+        return Metric(
+            name,
+            "funnel",
+            f"share of the gold documents the {stage} stage kept but pushed below rank 10",
+            higher_is_better=False,
+        )
     if family == "kept":
         return Metric(name, "funnel", "share of the gold documents that reach the final contexts")
     if family == "map":

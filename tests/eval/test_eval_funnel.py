@@ -430,3 +430,42 @@ def test_the_workbench_has_a_gold_funnel_tab(lab_runs, small_ds) -> None:
     head = tab.children[-1].children[0].value
     lost = [r for r in rows if r["lost_here"]]
     assert ("lost:" in head) == bool(lost) and "Gold funnel" not in workbench(run).titles
+
+
+def test_demoted_gold_is_counted_where_it_fell_below_the_cut() -> None:
+    """Kept but pushed below rank 10: a loss the lost-at share does not show."""
+    from rag_lab.eval.funnel import demoted_at, funnel_metric_names
+
+    f = {
+        "sizes": {s: 20 for s in STAGES},
+        "gold": [
+            {
+                "id": "a",
+                "ranks": {"fused": 3, "search": 3, "rerank": 14, "mmr": 14, "merge": 14, "final": 14},
+                "lost_at": "",
+            },
+            {
+                "id": "b",
+                "ranks": {"fused": 2, "search": 2, "rerank": 2, "mmr": 2, "merge": 2, "final": 2},
+                "lost_at": "",
+            },
+            {
+                "id": "c",
+                "ranks": {"fused": 12, "search": 12, "rerank": 15, "mmr": 15, "merge": None, "final": None},
+                "lost_at": "merge",
+            },
+            {
+                "id": "d",
+                "ranks": {"fused": 10, "search": 11, "rerank": 9, "mmr": 9, "merge": 9, "final": 9},
+                "lost_at": "",
+            },
+        ],
+    }
+    assert [demoted_at(g) for g in f["gold"]] == ["rerank", "", "", "search"]  # rank 10 is inside, 11 below
+    assert (
+        question_value(f, "funnel.demoted_at.rerank") == 0.25 and question_value(f, "funnel.demoted_at.search") == 0.25
+    )
+    assert question_value(f, "funnel.demoted_at.final") == 0.0 and question_value(f, "funnel.lost_at.merge") == 0.25
+    assert (
+        "funnel.demoted_at.rerank" in funnel_metric_names() and "funnel.demoted_at.fused" not in funnel_metric_names()
+    )
