@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.ingest import _replay_history, dataset_documents, eval_kb_name, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
-from rag_lab.eval.records import QueryRecord, answer_text
+from rag_lab.eval.records import QueryRecord, answer_text, failed_funnel, record_from_run
 from rag_lab.eval.score_range import merge_ranges, run_score_range
 from rag_lab.eval.suite_spec import SuiteSpec, parse_suite_spec
-from rag_lab.tuning.funnel import build_funnel
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab, Run
@@ -52,42 +51,6 @@ __all__ = [
     "parse_suite_spec",
     "write_retrieval_report",
 ]
-
-
-def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -> QueryRecord:
-    """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run` (``titles``: corpus
-    id -> title, for the gold documents' titles)."""
-    stage_ms: dict[str, float] = {}
-    for t in run.timings:
-        stage_ms[t.event] = stage_ms.get(t.event, 0.0) + float(t.duration_ms)
-    return QueryRecord(
-        qid=q.id,
-        question=q.question,
-        gold_ids=list(q.gold_ids),
-        answers=list(q.answers),
-        retrieved_doc_ids=list(run.retrieved_doc_ids),
-        context_ids=[r.id for r in run.references],
-        context_doc_ids=[r.knowledge_id for r in run.references],
-        contexts=[r.content for r in run.references],
-        context_titles=[r.knowledge_title for r in run.references],
-        context_scores=[float(r.score) for r in run.references],
-        gold_titles=[(titles or {}).get(g, "") for g in q.gold_ids],
-        answer=run.answer,
-        latency_ms=float(run.total_ms),
-        stage_ms=stage_ms,
-        error=run.error,
-        is_fallback=bool(run.is_fallback),
-        model_calls=run.ledger.calls_by_kind() if run.ledger is not None else {},
-        tokens_in=run.ledger.tokens_in if run.ledger is not None else 0,
-        tokens_out=run.ledger.tokens_out if run.ledger is not None else 0,
-        cost_usd=run.ledger.cost if run.ledger is not None else 0.0,
-        funnel=build_funnel(run.diagnostics, run.references, q.gold_ids).to_dict(),
-    )
-
-
-def failed_funnel(gold_ids: Iterable[str]) -> dict[str, Any]:
-    """The funnel of a question whose run raised: nothing at any stage (:mod:`rag_lab.eval.funnel`)."""
-    return {"error": True, "n_gold": len(set(gold_ids))}
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from rag_lab.modelcontext.render import chat_passage
-from rag_lab.models.extractive import split_sentences
+from rag_lab.models.sentences import split_sentences
 from rag_lab.reranking.passage import passages_of
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
 

@@ -74,9 +74,12 @@ def test_model_error_mid_stream_becomes_an_error_event_then_the_fallback_answer(
 
 
 def test_a_stalled_stream_times_out_into_an_error_event(tmp_path, docs_dir):
+    """The stream starts, then stalls: the idle limit between chunks ends it (the first chunk has
+    models.chat.timeout_s, tested on its own)."""
     with FakeOpenAIServer() as srv:
         lab = _lab(tmp_path, srv, docs_dir, enable_rewrite=False, chat_stream_idle_timeout_s=0.3)
-        srv.script(CHAT, Reply.chat(["never"], delay=2.0))
+        srv.piece_delay = 2.0  # every SSE event after the first comes 2 s after the one before
+        srv.script(CHAT, Reply.chat(["The lighthouse", "never"]))
         run = lab.ask("Who built the Brightwater lighthouse?", kb="demo")
         errors = [e for e in run.events if e.type == "error"]
         assert len(errors) == 1 and "no answer chunk within chat_stream_idle_timeout_s=0.3 s" in errors[0].content

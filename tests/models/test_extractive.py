@@ -278,7 +278,7 @@ def test_constructor_checks(minilm: OnnxMiniLMEmbedder) -> None:
 
 
 def test_hard_wrapped_sentences_are_joined_before_extraction() -> None:
-    from rag_lab.models.extractive import join_wrapped_lines
+    from rag_lab.models.sentences import join_wrapped_lines
 
     wrapped = "The lighthouse was built in 1874 by the\nengineer Mara Quill. Its lamp can be\nseen from 22 miles."
     assert split_sentences(wrapped) == [
