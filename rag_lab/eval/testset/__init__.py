@@ -1,8 +1,8 @@
 """Generated test sets for a knowledge base without gold labels (``rag-lab testset``): see
 :mod:`.generate` (the offline generators), :mod:`.build` (sampling, filters, the dataset),
 :mod:`.llm` and :mod:`.llm_build` (questions and answers written by a chat model, multi-hop
-questions over the entity graph's links, :mod:`.links`), :mod:`.ragas_build` and
-:mod:`.ragas_convert` (ragas' ``TestsetGenerator`` as a backend, its samples in rag_lab's format)."""
+questions over the entity graph's links, :mod:`.links`) and :mod:`.from_file` (questions people
+asked, gold guessed from the KB's search)."""
 
 from __future__ import annotations
 

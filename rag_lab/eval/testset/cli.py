@@ -1,11 +1,12 @@
-"""``rag-lab testset --kb KB --n N --out DIR [--seed S] [--generator auto|offline|llm|ragas]``: a
+"""``rag-lab testset --kb KB --n N --out DIR [--seed S] [--generator auto|offline|llm]``: a
 generated test set for your own KB.
 
 ``--generator auto`` (the default) picks ``llm`` when a chat model is at hand — ``--model`` and
 ``--base-url`` given, or the lab config's ``models.chat`` is a model that follows instructions
 (an OpenAI-compatible endpoint) — and ``offline`` otherwise (the extractive answerer of the
-default config cannot write questions). ``--generator ragas`` (never picked by ``auto``) runs ragas'
-``TestsetGenerator`` on the same chat endpoint (:mod:`.ragas_build`)."""
+default config cannot write questions). A set generated with ragas elsewhere comes in through
+``rag-lab convert ragas``: ragas' generator counts tokens with tiktoken, whose tables are
+downloaded on first use, so rag_lab does not run it."""
 
 from __future__ import annotations
 
@@ -23,18 +24,6 @@ def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
     given = bool(args.model or args.base_url)
     if given and not (args.model and args.base_url):
         raise ValueError("--model and --base-url go together (an OpenAI-compatible endpoint)")
-    if args.generator == "ragas":
-        from rag_lab.eval.testset.ragas_build import ragas_chat_config
-
-        return "ragas", ragas_chat_config(
-            args.model,
-            args.base_url,
-            args.api_key_env,
-            args.timeout,
-            args.retries,
-            args.concurrency,
-            getattr(lab, "config", None),
-        )
     if args.generator == "offline":
         if given:
             raise ValueError("--generator offline uses no model; drop --model/--base-url")
@@ -76,14 +65,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
     if args.n is None:
         raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
     generator, model = choose_generator(args, lab)
-    if generator == "ragas":
-        from rag_lab.eval.testset.ragas_build import build_ragas_testset
-
-        ds, report = build_ragas_testset(
-            lab, args.kb, args.n, args.out, model, seed=args.seed, depth=args.depth, overwrite=args.overwrite
-        )
-        note = LLM_NOTE
-    elif generator == "llm":
+    if generator == "llm":
         ds, report = build_llm_testset(
             lab,
             args.kb,
@@ -131,12 +113,12 @@ def add_testset_command(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument(
         "--generator",
-        choices=("auto", "offline", "llm", "ragas"),
+        choices=("auto", "offline", "llm"),
         default="auto",
-        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline; "
-        "ragas: ragas' TestsetGenerator on that chat model (the eval extra)",
+        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline "
+        "(a set generated with ragas: rag-lab convert ragas)",
     )
-    g = p.add_argument_group("chat model (--generator llm / ragas)")
+    g = p.add_argument_group("chat model (--generator llm)")
     g.add_argument("--model", default=None, help="model name at an OpenAI-compatible endpoint")
     g.add_argument("--base-url", default=None, help="the endpoint, e.g. http://127.0.0.1:8080/v1")
     g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
