@@ -1,6 +1,7 @@
 """Post-retrieval cost per query on 200 candidates: the real stages (CHUNK_RERANK with its wiki and
-memory-affinity layers, CHUNK_MERGE, FILTER_TOP_K) as ``lab.ask`` runs them, and each formula's
-reference function next to its vectorised form, measured side by side in one process.
+memory-affinity layers, CHUNK_MERGE, FILTER_TOP_K) as ``lab.ask`` runs them, and each decision's
+one implementation (arrays) next to the simplest plain-Python form of the same formula, measured
+side by side in one process.
 
 Usage: .venv/bin/python benchmarks/post_retrieval.py [QUERIES] [K]
 
@@ -37,22 +38,14 @@ from rag_lab.eval.datasets import load_dataset
 from rag_lab.knowledge.workspace import Workspace
 from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.container import Services, build_event_manager
-from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
-from rag_lab.pipeline.plugins.rerank import apply_threshold_ladder, degraded_threshold
-from rag_lab.reranking.composite import composite_score
-from rag_lab.reranking.mmr import select_mmr
+from rag_lab.reranking.composite import composite_scores
+from rag_lab.reranking.ladder import apply_threshold_ladder
+from rag_lab.reranking.mmr import select_mmr_ids, select_mmr_jaccard
 from rag_lab.reranking.passage import clear_passage_caches, enriched_passage
-from rag_lab.reranking.vectorized import (
-    composite_scores,
-    select_mmr_ids,
-    select_mmr_overlap,
-    threshold_ladder,
-    tiebreak_ranks,
-    top_k_order,
-)
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
 from rag_lab.searchutil.text import jaccard
 from rag_lab.searchutil.tokens import cached_token_ids, cached_token_set, intersection_counts, token_cache
+from rag_lab.tuning.inputs import jaccard_matrix
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest
 from rag_lab.types.events import EventType
 from rag_lab.types.params import PipelineParams
@@ -195,7 +188,7 @@ def main() -> None:
 
     asyncio.run(stages())
 
-    # -- per function: reference vs vectorised, same inputs, same outputs asserted --------------
+    # -- per decision: plain Python vs the one implementation, same inputs, same outputs asserted --
     t: dict[str, float] = {}
 
     def timed(name: str, fn: Any, *args: Any) -> Any:
@@ -204,44 +197,41 @@ def main() -> None:
         t[name] = t.get(name, 0.0) + time.perf_counter() - t0
         return out
 
-    def ref_composite(results: list[Any], kept: list[RerankScore]) -> list[float]:
-        return [composite_score(results[s.index], s.relevance_score, results[s.index].score, p) for s in kept]
+    def py_ladder(model: list[RerankScore], n: int, threshold: float) -> list[int]:
+        return [j for j, s in enumerate(model) if 0 <= s.index < n and s.relevance_score >= threshold]
 
-    def ref_top_k(ranked: list[Any]) -> list[Any]:
-        return sort_search_results_deterministically(list(ranked))[:k]
+    def py_composite(rel: list[float], base: list[float]) -> list[float]:
+        return [min(max(0.6 * m + 0.3 * b + 0.1 * 1.0, 0.0), 1.0) for m, b in zip(rel, base)]
 
-    degraded = degraded_threshold(p.rerank_threshold, p)
     lam = p.mmr_lambda
     for q, rows in queries:
         results = [chunk_to_search_result(c, d, s, 0) for c, d, s in rows]
         model = reranker.scores[q]
         m_idx = np.array([s.index for s in model])
         m_rel = np.array([s.relevance_score for s in model])
-        kept, _, _ = timed("ladder (reference)", apply_threshold_ladder, model, 200, p.rerank_threshold, 0.15, p)
-        lad = timed("ladder (vectorised)", threshold_ladder, m_idx, m_rel, 200, p.rerank_threshold, 0.15, degraded)
-        assert [model[j] for j in lad.positions] == kept
-        ref_scores = timed("composite (reference)", ref_composite, results, kept)
+        kept = timed("ladder, plain Python", py_ladder, model, 200, p.rerank_threshold)
+        lad = timed("ladder (reranking.ladder)", apply_threshold_ladder, m_idx, m_rel, 200, p.rerank_threshold, 0.15, p)
+        assert lad.positions.tolist() == kept
         sel = m_idx[lad.positions]
         base = np.array([r.score for r in results])[sel]
         rel = m_rel[lad.positions]
-        vec_scores = timed("composite (vectorised)", composite_scores, rel, base, np.ones(sel.size), 0.6, 0.3, 0.1)
-        assert vec_scores.tolist() == ref_scores
-        order = sorted(range(len(ref_scores)), key=lambda i: -ref_scores[i])  # noqa: B023 (called at once)
+        py_scores = timed("composite, plain Python", py_composite, rel.tolist(), base.tolist())
+        vec_scores = timed(
+            "composite (reranking.composite)", composite_scores, rel, base, np.ones(sel.size), 0.6, 0.3, 0.1
+        )
+        assert vec_scores.tolist() == py_scores
+        order = sorted(range(len(py_scores)), key=lambda i: -py_scores[i])  # noqa: B023 (called at once)
         ranked = [results[int(sel[i])] for i in order]
-        scores = [ref_scores[i] for i in order]
-        for r, x in zip(ranked, scores):
-            r.score = x
+        scores = [py_scores[i] for i in order]
         texts = [enriched_passage(r) for r in ranked]
         sets = [cached_token_set(x) for x in texts]
         tok_ids = [cached_token_ids(x) for x in texts]
         arr = np.array(scores)
-        ref = timed("MMR inverted index (reference)", select_mmr, scores, k, lam, sets)
         naive = timed("MMR naive greedy, running max", naive_greedy_mmr, scores, sets, k, lam)
-        live, _ = timed("MMR vectorised, rows per pick (live stage)", select_mmr_ids, arr, tok_ids, k, lam)
-        counts = timed("overlap matrix (once per question, captured)", intersection_counts, tok_ids)
-        sizes = np.array([a.size for a in tok_ids])
-        fast, _ = timed("MMR over the captured matrix (evaluator)", select_mmr_overlap, arr, counts, sizes, k, lam)
-        assert ref == naive == live == fast, "MMR implementations disagree"
+        live, _ = timed("MMR, rows per pick (live stage)", select_mmr_ids, arr, tok_ids, k, lam)
+        jac = timed("Jaccard matrix (once per question, captured)", jaccard_matrix, tok_ids)
+        fast = timed("MMR over the captured matrix (evaluator)", select_mmr_jaccard, arr, jac, k, lam)
+        assert naive == live == fast, "MMR forms disagree"
         # a long-running process' vocabulary: the same token sets with ids near 2 million, the
         # merge stage's ~30 texts, renumbered (the default) vs counted as they are
         far = [(a + 2_000_000).astype(np.int32) for a in tok_ids[:k]]
@@ -251,19 +241,13 @@ def main() -> None:
         as_is = timed("overlap matrix of 30 texts, ids ~2M, as they are", intersection_counts, far)
         tokens_mod._LOCAL_IDS_ABOVE = saved
         assert renumbered.tolist() == as_is.tolist() == intersection_counts(tok_ids[:k]).tolist()
-        ref_top = timed("FILTER_TOP_K sort (reference)", ref_top_k, ranked)
-        ranks = tiebreak_ranks(ranked)
-        vec_top = timed("FILTER_TOP_K on arrays (ranks captured)", top_k_order, arr, ranks, k)
-        assert [ranked[i].id for i in vec_top] == [r.id for r in ref_top]
 
     print("per function, mean ms per query (same inputs, equal outputs asserted):")
     for name, secs in t.items():
         print(f"  {name:<48}{_ms(secs, n_queries):>9.3f}")
     print(
-        f"MMR: naive greedy (running max) / vectorised live = "
-        f"{t['MMR naive greedy, running max'] / t['MMR vectorised, rows per pick (live stage)']:.1f}×; "
-        f"inverted index / vectorised live = "
-        f"{t['MMR inverted index (reference)'] / t['MMR vectorised, rows per pick (live stage)']:.1f}×; "
+        f"MMR: naive greedy (running max) / live = "
+        f"{t['MMR naive greedy, running max'] / t['MMR, rows per pick (live stage)']:.1f}×; "
         f"naive / over the captured matrix = "
         f"{t['MMR naive greedy, running max'] / t['MMR over the captured matrix (evaluator)']:.1f}×"
     )

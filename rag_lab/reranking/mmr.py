@@ -2,41 +2,55 @@
 
 ``mmr(i) = λ·score(i) − (1−λ)·max_{s ∈ selected} jaccard(tokens(i), tokens(s))``; at each step
 the candidate with the greatest value wins, the earliest index on ties (the running best
-starts at −∞, so ``min(k, n)`` items are always selected). With ``k == 1`` only the relevance
-term matters and nothing is tokenised.
+starts at −∞, so ``min(k, n)`` items are always selected; a NaN score counts as −∞). With
+``k == 1`` only the relevance term matters and nothing is tokenised.
 
-Token sets are ``tokenize_simple(enriched_passage(r))``, computed once. Redundancy is kept
-incrementally: an inverted index maps each token to the candidates holding it, and after a
-pick only the candidates that share a token with it are updated (all others have a Jaccard of
-0 with it, which cannot raise their maximum).
+One greedy loop (:func:`_greedy`) serves every caller; they differ only in where a pick's row of
+Jaccard similarities comes from:
+
+* :func:`select_mmr`, :func:`mmr_trace`, :func:`apply_mmr`: token sets (``tokenize_simple`` of
+  the enriched passage by default), numbered and counted like token ids;
+* :func:`select_mmr_ids` / :func:`select_mmr_ids_deferred` (the live rerank stage): token-id
+  arrays, one row of intersection counts gathered per pick, never the whole matrix;
+* :func:`select_mmr_jaccard` (the tuning evaluator): a Jaccard matrix captured once per question.
+
+Redundancy is kept as one vector: after a pick it is raised to the pick's similarity row.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any, TypeVar
 
+import numpy as np
+
 from rag_lab.reranking.passage import enriched_passage
 from rag_lab.searchutil.text import tokenize_simple
+from rag_lab.searchutil.tokens import intersection_row_counter
 from rag_lab.types.params import PipelineParams
 
 __all__ = [
     "DEFAULT_MMR_LAMBDA",
     "MMRCandidate",
     "MMRStep",
-    "mmr_token_sets",
-    "select_mmr",
-    "mmr_trace",
     "apply_mmr",
+    "mmr_token_sets",
+    "mmr_trace",
+    "select_mmr",
+    "select_mmr_ids",
+    "select_mmr_ids_deferred",
+    "select_mmr_jaccard",
 ]
 
 #: λ of the rerank stage (``PipelineParams.mmr_lambda``).
 DEFAULT_MMR_LAMBDA: float = PipelineParams.model_fields["mmr_lambda"].default
 
 R = TypeVar("R")
+
+#: a pick's similarity row: ``row(c)[i]`` = Jaccard of candidate ``i`` with pick ``c``
+SimilarityRows = Callable[[int], np.ndarray]
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,6 +90,141 @@ class MMRStep:
         }
 
 
+def _greedy(
+    scores: np.ndarray,
+    k: int,
+    lam: float,
+    similarity: SimilarityRows | None,
+    trace_width: int | None = None,
+) -> tuple[list[int], list[MMRStep]]:
+    """Greedy MMR over ``scores`` (float64); ``similarity`` may be ``None`` only when ``k <= 1``.
+    Returns the picks and, with ``trace_width``, each step with that many runner-ups (the best
+    candidates left, by MMR value then index)."""
+    n = scores.size
+    if k <= 0 or n == 0:
+        return [], []
+    k = min(k, n)
+    with np.errstate(invalid="ignore"):  # 0 × inf is NaN, which counts as -inf
+        rel = lam * scores
+    finite = bool(np.isfinite(rel).all())
+    if not finite:
+        rel = np.where(np.isnan(rel), -np.inf, rel)
+    w = 1.0 - lam
+    red = np.zeros(n, dtype=np.float64)
+    values = np.empty(n, dtype=np.float64)
+    penalty = np.empty(n, dtype=np.float64)
+    taken = np.zeros(n, dtype=bool)
+    selected: list[int] = []
+    steps: list[MMRStep] = []
+    for step in range(k):
+        np.subtract(rel, np.multiply(red, w, out=penalty), out=values)  # rel - w * red
+        c = int(values.argmax())  # the first maximum: the earliest index on ties
+        if not finite:  # a pick's relevance is -inf; when nothing left beats -inf, the earliest left
+            values[taken] = -np.inf
+            c = int(values.argmax())
+            if values[c] == -np.inf:
+                c = int(np.flatnonzero(~taken)[0])
+        selected.append(c)
+        taken[c] = True
+        if trace_width is not None:
+            steps.append(_trace_step(step, c, scores, red, lam, values, taken, trace_width))
+        rel[c] = -np.inf  # never picked again
+        if step == k - 1:
+            break
+        assert similarity is not None
+        np.maximum(red, similarity(c), out=red)
+    return selected, steps
+
+
+def _trace_step(
+    step: int,
+    c: int,
+    scores: np.ndarray,
+    red: np.ndarray,
+    lam: float,
+    values: np.ndarray,
+    taken: np.ndarray,
+    width: int,
+) -> MMRStep:
+    left = np.flatnonzero(~taken)
+    v = values[left]
+    v = np.where(np.isnan(v), -np.inf, v)
+    best = left[np.lexsort((left, -v))[: max(0, width)]]
+    return MMRStep(
+        step=step,
+        index=c,
+        relevance=float(scores[c]),
+        redundancy=float(red[c]),
+        mmr=lam * float(scores[c]) - (1.0 - lam) * float(red[c]),
+        runner_ups=[MMRCandidate(int(j), float(scores[j]), float(red[j]), float(values[j])) for j in best.tolist()],
+    )
+
+
+def _jaccard_rows(row_counts: Callable[[int], np.ndarray], sizes: np.ndarray) -> SimilarityRows:
+    """Jaccard rows ``|a∩b| / (|a|+|b|-|a∩b|)`` from intersection-count rows (0 for two empty sets)."""
+    size_f = sizes.astype(np.float64)
+    all_nonempty = bool(size_f.all())
+    n = size_f.size
+    union = np.empty(n, dtype=np.float64)  # the returned row: valid until the next call
+
+    def row(c: int) -> np.ndarray:
+        common = row_counts(c)
+        np.subtract(size_f[c], common, out=union)
+        np.add(size_f, union, out=union)  # size_f + (size_f[c] - common)
+        if all_nonempty:  # |a ∪ b| >= |b| > 0
+            np.divide(common, union, out=union)
+            return union
+        out = np.zeros(n, dtype=np.float64)
+        np.divide(common, union, out=out, where=union > 0)
+        return out
+
+    return row
+
+
+def select_mmr_ids(
+    scores: np.ndarray, ids: Sequence[np.ndarray], k: int, lam: float, trace_width: int | None = None
+) -> tuple[list[int], list[MMRStep]]:
+    """Greedy MMR from token-id arrays (each a set: no id twice), one row of intersection counts
+    gathered per pick. Returns the picks and, with ``trace_width``, the steps."""
+    s = np.asarray(scores, dtype=np.float64)
+    if k <= 1 or s.size <= 1:  # relevance alone: no token is read
+        return _greedy(s, k, lam, None, trace_width)
+    sizes = np.array([a.size for a in ids], dtype=np.intp)
+    if s.size != sizes.size:
+        raise ValueError(f"select_mmr_ids: {sizes.size} token arrays for {s.size} scores")
+    return _greedy(s, k, lam, _jaccard_rows(intersection_row_counter(ids), sizes), trace_width)
+
+
+def select_mmr_ids_deferred(
+    scores: np.ndarray, ids: Sequence[np.ndarray], k: int, lam: float, trace_width: int
+) -> tuple[list[int], Callable[[], list[MMRStep]]]:
+    """The picks of :func:`select_mmr_ids` at once, and a function giving its trace of
+    ``trace_width`` runner-ups (computed on the first call by running it again with the trace,
+    on the same arrays; later calls return the same list). The live rerank stage defers its
+    trace this way: most runs never read it, and the picks cost less without it."""
+    s = np.array(scores, dtype=np.float64)  # a copy: the trace reads it later
+    ids = list(ids)
+    picks, _ = select_mmr_ids(s, ids, k, lam)
+    built: list[list[MMRStep]] = []
+
+    def trace() -> list[MMRStep]:
+        if not built:
+            traced, steps = select_mmr_ids(s, ids, k, lam, trace_width)
+            assert traced == picks, "MMR picks changed between two runs on the same arrays"
+            built.append(steps)
+        return built[0]
+
+    return picks, trace
+
+
+def select_mmr_jaccard(scores: np.ndarray, jaccard: np.ndarray, k: int, lam: float) -> list[int]:
+    """Greedy MMR from a precomputed Jaccard matrix (``jaccard[i, j]`` as :func:`select_mmr_ids`
+    computes it from the counts): one pick reads one matrix row."""
+    s = np.asarray(scores, dtype=np.float64)
+    rows = np.asarray(jaccard, dtype=np.float64)
+    return _greedy(s, k, lam, rows.__getitem__ if k > 1 and s.size > 1 else None)[0]
+
+
 def mmr_token_sets(results: Sequence[Any]) -> list[set[str]]:
     """``tokenize_simple(enriched_passage(r))`` for each result."""
     return [tokenize_simple(enriched_passage(r)) for r in results]
@@ -100,89 +249,29 @@ def _token_sets(
     return mmr_token_sets(items)
 
 
+def _ids_of_sets(token_sets: Sequence[set[str] | frozenset[str]]) -> list[np.ndarray]:
+    """Token sets as id arrays (ids numbered in order of first sight), for :func:`select_mmr_ids`."""
+    vocab: dict[str, int] = {}
+    return [
+        np.fromiter((vocab.setdefault(t, len(vocab)) for t in ts), dtype=np.intp, count=len(ts)) for ts in token_sets
+    ]
+
+
 def _run(
-    scores: list[float],
+    items: Sequence[Any],
     k: int,
     lam: float,
-    tokens: Sequence[set[str] | frozenset[str]] | None,
+    token_sets: Sequence[set[str] | frozenset[str]] | None,
     trace_width: int | None,
 ) -> tuple[list[int], list[MMRStep]]:
-    """Greedy MMR core. ``tokens`` may be ``None`` only when ``k == 1``."""
-    n = len(scores)
-    if k <= 0 or n == 0:
+    if k <= 0 or len(items) == 0:
         return [], []
-    k = min(k, n)
-    steps: list[MMRStep] = []
-
-    redundancy = [0.0] * n
-    remaining = list(range(n))
-    selected: list[int] = []
-
-    # Inverted index over interned tokens (built only when a second pick is needed).
-    ids: list[list[int]] = []
-    postings: list[list[int]] = []
-    if k > 1:
-        assert tokens is not None
-        term_id: dict[str, int] = {}
-        for i, tset in enumerate(tokens):
-            row: list[int] = []
-            for term in tset:
-                tid = term_id.get(term)
-                if tid is None:
-                    tid = len(postings)
-                    term_id[term] = tid
-                    postings.append([])
-                postings[tid].append(i)
-                row.append(tid)
-            ids.append(row)
-    taken = [False] * n
-    inter = [0] * n
-
-    while len(selected) < k and remaining:
-        best_pos = 0
-        best = -math.inf
-        for pos, i in enumerate(remaining):
-            value = lam * scores[i] - (1.0 - lam) * redundancy[i]
-            if value > best:
-                best = value
-                best_pos = pos
-        chosen = remaining.pop(best_pos)
-        selected.append(chosen)
-        taken[chosen] = True
-
-        if trace_width is not None:
-            values = [(lam * scores[i] - (1.0 - lam) * redundancy[i], i) for i in remaining]
-            values.sort(key=lambda t: (-t[0], t[1]))
-            steps.append(
-                MMRStep(
-                    step=len(selected) - 1,
-                    index=chosen,
-                    relevance=scores[chosen],
-                    redundancy=redundancy[chosen],
-                    mmr=lam * scores[chosen] - (1.0 - lam) * redundancy[chosen],
-                    runner_ups=[MMRCandidate(i, scores[i], redundancy[i], v) for v, i in values[:trace_width]],
-                )
-            )
-
-        if len(selected) == k or not remaining:
-            break
-        # Count intersections with the new pick for candidates sharing a token with it.
-        touched: list[int] = []
-        for tid in ids[chosen]:
-            for i in postings[tid]:
-                if taken[i]:
-                    continue
-                if inter[i] == 0:
-                    touched.append(i)
-                inter[i] += 1
-        size_chosen = len(ids[chosen])
-        for i in touched:
-            common = inter[i]
-            sim = common / (len(ids[i]) + size_chosen - common)
-            if sim > redundancy[i]:
-                redundancy[i] = sim
-            inter[i] = 0
-    return selected, steps
+    scores, numeric = _scores_of(items)
+    s = np.array(scores, dtype=np.float64)
+    if k == 1:
+        return _greedy(s, k, lam, None, trace_width)
+    ids = _ids_of_sets(_token_sets(items, numeric, token_sets))
+    return select_mmr_ids(s, ids, k, lam, trace_width)
 
 
 def select_mmr(
@@ -203,12 +292,7 @@ def select_mmr(
     >>> select_mmr([0.9, 0.85, 0.5], k=2, lam=0.7, token_sets=[{"red", "bridge"}, {"red", "bridge"}, {"tide"}])
     [0, 2]
     """
-    if k <= 0 or len(results_or_scores) == 0:
-        return []
-    scores, numeric = _scores_of(results_or_scores)
-    tokens = None if k == 1 else _token_sets(results_or_scores, numeric, token_sets)
-    selected, _ = _run(scores, k, lam, tokens, None)
-    return selected
+    return _run(results_or_scores, k, lam, token_sets, None)[0]
 
 
 def mmr_trace(
@@ -220,12 +304,7 @@ def mmr_trace(
 ) -> list[MMRStep]:
     """``select_mmr`` step by step: each pick's relevance, redundancy and MMR value, with the
     ``runner_ups`` best candidates left at that step (by MMR value, then index)."""
-    if k <= 0 or len(results_or_scores) == 0:
-        return []
-    scores, numeric = _scores_of(results_or_scores)
-    tokens = None if k == 1 else _token_sets(results_or_scores, numeric, token_sets)
-    _, steps = _run(scores, k, lam, tokens, max(0, runner_ups))
-    return steps
+    return _run(results_or_scores, k, lam, token_sets, max(0, runner_ups))[1]
 
 
 def apply_mmr(results: Sequence[R], k: int, lam: float = DEFAULT_MMR_LAMBDA) -> list[R]:

@@ -1,9 +1,10 @@
-"""The rerank stage's kept items as arrays, and its diagnostics rows built on first read.
+"""The rerank stage's scoring, written once on arrays: what it reads of each candidate
+(:class:`CandidateColumns`), the kept items' composite and final scores (:func:`score_kept`,
+sorted by :func:`rank_kept`), the image hits kept by vector score (:func:`image_kept`), and the
+diagnostics rows built on first read (:class:`RerankRowsInput`).
 
-:func:`score_kept` scores what the threshold kept as :func:`rag_lab.pipeline.plugins.rerank.score_reranked`
-does (composite, FAQ boost) but into arrays, without copying or writing to a candidate: the stage
-copies and annotates only what MMR selects. :class:`RerankRowsInput` captures what the
-diagnostics rows read when the stage ends and builds the rows when someone reads them.
+The live stage builds the columns from its candidates; the tuning evaluator captures them once
+per question and calls the same functions for every config.
 """
 
 from __future__ import annotations
@@ -15,15 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.models.base import RerankScore
-from rag_lab.reranking.composite import composite_score, format_score, is_web_source
-from rag_lab.reranking.image import IMAGE_VECTOR
-from rag_lab.reranking.vectorized import composite_scores, stable_desc_order
-from rag_lab.reranking.vectorized import faq_boost as vector_faq_boost
+from rag_lab.reranking.composite import composite_scores, faq_boost, format_score, is_web_source, stable_desc_order
+from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images
+from rag_lab.reranking.ladder import LadderOutcome
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType, SearchResult
 
-__all__ = ["KeptScores", "RerankRowsInput", "faq_boost_of", "score_kept"]
+__all__ = [
+    "CandidateColumns",
+    "KeptScores",
+    "RerankRowsInput",
+    "faq_boost_of",
+    "image_kept",
+    "model_score_of",
+    "rank_kept",
+    "score_kept",
+]
 
 
 def faq_boost_of(faq_priority: bool, faq_boost: float) -> float | None:
@@ -31,14 +39,41 @@ def faq_boost_of(faq_priority: bool, faq_boost: float) -> float | None:
     return faq_boost if faq_priority and faq_boost > 1.0 else None
 
 
+_FIELDS = operator.attrgetter("score", "match_type", "knowledge_source", "chunk_type")
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateColumns:
+    """What the scores read of each candidate, in candidate order: the search score, whether it
+    is a graph hit (its base score is the model's), a web result (source weight
+    ``web_source_weight``), an FAQ entry, a wiki page."""
+
+    search_score: np.ndarray
+    is_graph: np.ndarray
+    is_web: np.ndarray
+    is_faq: np.ndarray
+    is_wiki: np.ndarray
+
+    @classmethod
+    def of(cls, candidates: Sequence[SearchResult]) -> CandidateColumns:
+        rows = [_FIELDS(r) for r in candidates]
+        score, match, source, ctype = zip(*rows) if rows else ((), (), (), ())
+        return cls(
+            np.array(score, dtype=np.float64),
+            np.array([m == MatchType.GRAPH for m in match], dtype=bool),
+            np.array([is_web_source(x or "") for x in source], dtype=bool),
+            np.array([c == "faq" for c in ctype], dtype=bool),
+            np.array([c == "wiki_page" for c in ctype], dtype=bool),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class KeptScores:
-    """The kept model items scored as :func:`score_reranked` scores them, one entry per kept item
-    with a valid index (model order): its candidate ``index`` and the ``model``, ``base``,
-    ``composite`` and ``final`` scores :func:`annotate_reranked` leaves on that candidate, and
-    whether it applied the FAQ boost (``faq``: ``metadata["faq_boosted"]`` written). A
-    candidate the model listed twice is scored twice in a row (the second time from the first
-    result, as the reference does on the one object): each of its entries carries the last."""
+    """Kept items scored, one entry per kept item with a valid index: its candidate ``index`` and
+    the ``model``, ``base``, ``composite`` and ``final`` scores the stage leaves on that
+    candidate, and whether the FAQ boost applied (``faq``). A candidate the model listed twice is
+    scored twice in a row, the second time from the first's final score (the stage's in-place
+    writes, seed): each of its entries carries the last."""
 
     index: np.ndarray
     model: np.ndarray
@@ -47,77 +82,115 @@ class KeptScores:
     final: np.ndarray
     faq: np.ndarray
 
-    def values(self, e: int) -> tuple[float, float, float]:
-        """``(model, base, composite)`` of entry ``e``, as :func:`annotate_reranked` takes them."""
-        return float(self.model[e]), float(self.base[e]), float(self.composite[e])
+    def values(self, e: int) -> tuple[float, float, float, float, bool]:
+        """``(model, base, composite, final, faq)`` of entry ``e``, as ``annotate_reranked`` takes them."""
+        return (
+            float(self.model[e]),
+            float(self.base[e]),
+            float(self.composite[e]),
+            float(self.final[e]),
+            bool(self.faq[e]),
+        )
 
     def order(self) -> np.ndarray:
         """Entries by final score, descending, ties in entry order (``list.sort(key=-score)``)."""
-        if np.isfinite(self.final).all():
-            return stable_desc_order(self.final)
-        final = self.final.tolist()  # NaN: Python's sort is the reference
-        return np.array(sorted(range(len(final)), key=lambda e: -final[e]), dtype=np.intp)
+        return stable_desc_order(self.final)
+
+    def take(self, order: np.ndarray) -> KeptScores:
+        """The entries at ``order``."""
+        return KeptScores(
+            *(a[order] for a in (self.index, self.model, self.base, self.composite, self.final, self.faq))
+        )
 
 
 def score_kept(
-    candidates: Sequence[SearchResult], kept: Sequence[RerankScore], params: PipelineParams, faq_boost: float | None
+    cols: CandidateColumns, index: np.ndarray, model: np.ndarray, params: PipelineParams, boost: float | None
 ) -> KeptScores:
-    """:func:`score_reranked` as arrays, without writing to the candidates (``faq_boost`` as
-    :func:`faq_boost_of` gives it): one vector composite over the kept items."""
-    n = len(candidates)
-    valid = [s for s in kept if 0 <= s.index < n]
-    index = [s.index for s in valid]
-    if not index:  # e.g. no pictorial image kept: the common case of the stage's second call
-        none = np.zeros(0, dtype=np.float64)
-        return KeptScores(np.zeros(0, dtype=np.intp), none, none, none, none, np.zeros(0, dtype=bool))
-    if len(set(index)) < len(index):
-        return _score_kept_sequentially(candidates, valid, params, faq_boost)
-    m = len(valid)
-    model = np.array([s.relevance_score for s in valid], dtype=np.float64)
-    fields = [_SCORED_FIELDS(candidates[i]) for i in index]  # (score, match type, source, chunk type)
-    search, match, source, ctype = zip(*fields) if fields else ((), (), (), ())
-    base = np.array(search, dtype=np.float64)
-    graph = np.array(match) == MatchType.GRAPH if m else np.zeros(0, dtype=bool)
-    if graph.any():
-        base = np.where(graph, model, base)
-    weight = np.ones(m, dtype=np.float64)
-    if any(source):
-        web = params.web_source_weight
-        of = {x: web if is_web_source(x) else 1.0 for x in set(source)}  # a few distinct sources
-        weight = np.array([of[x] for x in source], dtype=np.float64)
+    """Scores of the kept model items (``index``, ``model`` in the model's order; invalid indices
+    dropped): base = the model score for a graph hit, else the search score; composite (§4.6.2);
+    final = composite × ``boost`` for an FAQ entry when the boost is on (:func:`faq_boost_of`)."""
+    n = cols.search_score.size
+    index = np.asarray(index, dtype=np.intp)
+    model = np.asarray(model, dtype=np.float64)
+    valid = (index >= 0) & (index < n)
+    if not valid.all():
+        index, model = index[valid], model[valid]
+    if np.unique(index).size < index.size:
+        return _score_in_sequence(cols, index, model, params, boost)
+    return _score(cols, index, model, cols.search_score[index], params, boost)
+
+
+def _score(
+    cols: CandidateColumns,
+    index: np.ndarray,
+    model: np.ndarray,
+    search: np.ndarray,
+    params: PipelineParams,
+    boost: float | None,
+) -> KeptScores:
     p = params
+    base = np.where(cols.is_graph[index], model, search)
+    weight = np.where(cols.is_web[index], p.web_source_weight, 1.0)
     composite = composite_scores(
         model, base, weight, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
     )
-    final = composite
-    faq = np.zeros(m, dtype=bool)
-    if faq_boost is not None:
-        faq = np.array([c == "faq" for c in ctype], dtype=bool)
-        final = vector_faq_boost(composite, faq, True, faq_boost)
-    return KeptScores(np.array(index, dtype=np.intp), model, base, composite, final, faq)
+    faq = cols.is_faq[index] if boost is not None else np.zeros(index.size, dtype=bool)
+    return KeptScores(index, model, base, composite, faq_boost(composite, faq, boost), faq)
 
 
-_SCORED_FIELDS = operator.attrgetter("score", "match_type", "knowledge_source", "chunk_type")
-
-
-def _score_kept_sequentially(
-    candidates: Sequence[SearchResult], kept: list[RerankScore], params: PipelineParams, faq_boost: float | None
+def _score_in_sequence(
+    cols: CandidateColumns, index: np.ndarray, model: np.ndarray, params: PipelineParams, boost: float | None
 ) -> KeptScores:
-    """:func:`score_kept` when an index repeats: the reference's order of writes, on scores only."""
-    score = {s.index: candidates[s.index].score for s in kept}
-    last: dict[int, tuple[float, float, float, float, bool]] = {}
-    for s in kept:
-        r = candidates[s.index]
-        base = s.relevance_score if r.match_type == MatchType.GRAPH else score[s.index]
-        composite = composite_score(r, s.relevance_score, base, params)
-        faq = faq_boost is not None and r.chunk_type == "faq"
-        final = composite * faq_boost if faq_boost is not None and faq else composite
-        score[s.index] = final
-        last[s.index] = (s.relevance_score, base, composite, final, faq)
-    cols = [last[s.index] for s in kept]
-    model, base, composite, final = (np.array([c[j] for c in cols], dtype=np.float64) for j in range(4))
-    faq = np.array([c[4] for c in cols], dtype=bool)
-    return KeptScores(np.array([s.index for s in kept], dtype=np.intp), model, base, composite, final, faq)
+    """:func:`score_kept` when an index repeats: entry by entry, a repeated candidate's search
+    score being the final score its previous entry left."""
+    score = cols.search_score.copy()
+    parts = []
+    for e in range(index.size):
+        one = _score(cols, index[e : e + 1], model[e : e + 1], score[index[e : e + 1]], params, boost)
+        score[index[e]] = one.final[0]
+        parts.append(one)
+    last = {int(i): part for i, part in zip(index.tolist(), parts)}
+    rows = [last[int(i)] for i in index.tolist()]
+    cat = [np.concatenate([getattr(r, f) for r in rows]) for f in ("model", "base", "composite", "final", "faq")]
+    return KeptScores(index, *cat)
+
+
+def rank_kept(
+    cols: CandidateColumns,
+    m_index: np.ndarray,
+    m_score: np.ndarray,
+    ladder: LadderOutcome,
+    params: PipelineParams,
+    boost: float | None,
+) -> KeptScores:
+    """What the ladder kept, scored (:func:`score_kept`) and sorted by final score (stable): the
+    list MMR picks from."""
+    kept = score_kept(cols, m_index[ladder.positions], m_score[ladder.positions], params, boost)
+    return kept.take(kept.order())
+
+
+def model_score_of(m_index: np.ndarray, m_score: np.ndarray, n: int) -> dict[int, float]:
+    """Each valid candidate's model score (the last when listed twice)."""
+    return {i: s for i, s in zip(m_index.tolist(), m_score.tolist()) if 0 <= i < n}
+
+
+def image_kept(
+    cols: CandidateColumns,
+    candidates: Sequence[SearchResult],
+    pictorial: list[int],
+    passed: set[int],
+    vector_threshold: float,
+    model_scores: dict[int, float],
+    params: PipelineParams,
+    boost: float | None,
+) -> KeptScores:
+    """Pictorial hits the model rejected but whose vector score is high enough
+    (:func:`~rag_lab.reranking.image.keep_rejected_images`), scored with their model score (0
+    when the model gave none)."""
+    keep = keep_rejected_images(candidates, pictorial, passed, vector_threshold, params)
+    index = np.array(keep, dtype=np.intp)
+    model = np.array([model_scores.get(i, 0.0) for i in keep], dtype=np.float64)
+    return score_kept(cols, index, model, params, boost)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rag_lab.reranking.composite import format_score
-from rag_lab.reranking.image import IMAGE_VECTOR
+import numpy as np
+
+from rag_lab.reranking.scored import KeptScores, RerankRowsInput, model_score_of
 from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.params import PipelineParams
 
@@ -20,49 +21,27 @@ def rerank_diagnostics(
 ) -> RerankDiagnostics:
     """The rerank stage's diagnostics as the pipeline writes them, from the captured candidates
     ``cr``, the replayed ``outcome`` and ``picks`` (:class:`~rag_lab.tuning.evaluator.Picked`) and
-    what :meth:`~rag_lab.tuning.evaluator.FastEvaluator.rerank` put in ``record``."""
+    what :meth:`~rag_lab.tuning.evaluator.FastEvaluator.rerank` put in ``record``; the rows are
+    the stage's own (:class:`~rag_lab.reranking.scored.RerankRowsInput`)."""
     if not cr.candidates:
         return RerankDiagnostics(outcome="no_candidates", candidates=0)
     if outcome == "model_error":
         return RerankDiagnostics(outcome=outcome, error=cr.error, candidates=len(cr.candidates))
     n = len(cr.candidates)
-    model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
-    scored: dict[int, tuple[float, float, bool]] = {}  # composite, final, image
-    idx = record.get("idx")
-    if idx is not None:
-        for i, c, f in zip(idx.tolist(), record["comp"].tolist(), record["final"].tolist()):
-            scored[int(i)] = (c, f, False)
-    selected = set()
-    for x in picks or []:
-        selected.add(x.index)
-        if x.image:
-            boost = p.faq_score_boost if x.faq_boosted else 1.0
-            scored[x.index] = (x.composite, x.composite * boost if x.faq_boosted else x.composite, True)
-    rows = []
-    for i, r in enumerate(cr.candidates):
-        hit = scored.get(i)
-        kept_by = IMAGE_VECTOR if hit is not None and hit[2] else (r.metadata or {}).get("kept_by", "")
-        rows.append(
-            {
-                "id": r.id,
-                "knowledge_id": r.knowledge_id,
-                "base_score": r.score,
-                "model_score": model_scores.get(i),
-                "composite_score": float(format_score(hit[0])) if hit is not None else None,
-                "final_score": hit[1] if hit is not None else None,
-                "passed_threshold": hit is not None and not hit[2] and kept_by != IMAGE_VECTOR,
-                "kept_by": kept_by,
-                "selected": i in selected,
-            }
-        )
-    ranked = [cr.candidates[i].id for i in idx.tolist()] if idx is not None else []
+    none = KeptScores(*(np.zeros(0, dtype=t) for t in (np.intp, float, float, float, float, bool)))
+    ranked: KeptScores = record.get("ranked", none)
+    images: KeptScores = record.get("images", none)
+    selected = {x.index for x in picks or []}
+    rows = RerankRowsInput.capture(
+        cr.candidates, model_score_of(cr.model_index, cr.model_score, n), ranked, images, selected
+    )
     return RerankDiagnostics(
         outcome=outcome,
         candidates=n,
         threshold=p.rerank_threshold,
         threshold_used=record.get("threshold_used"),
         mmr_k=record.get("k"),
-        ranked_ids=ranked,
-        rows=rows,
+        ranked_ids=rows.ids_of(ranked.index)(),
+        rows=rows.build(),
         mmr=[{"step": n, "index": int(j)} for n, j in enumerate(record.get("chosen") or [])],
     )

@@ -3,40 +3,39 @@ pipeline (spec §4.6–§4.9 replayed from :mod:`rag_lab.tuning.inputs`).
 
 Per question and config:
 
-1. rerank, vectorised (:mod:`rag_lab.reranking.vectorized`): the threshold ladder on the captured
-   model scores, the composite score and FAQ boost, the stable sort, the image hits kept by vector
-   score, MMR over the captured Jaccard matrix (one vector update per pick), the wiki boost;
+1. rerank, with the stage's own functions on the captured arrays: the threshold ladder
+   (:mod:`rag_lab.reranking.ladder`), the composite score, FAQ boost, stable sort and the image
+   hits kept by vector score (:mod:`rag_lab.reranking.scored`), MMR over the captured Jaccard
+   matrix (:func:`rag_lab.reranking.mmr.select_mmr_jaccard`), the wiki boost
+   (:func:`rag_lab.reranking.composite.boosted_order`);
 2. merge, the stage's own :func:`~rag_lab.pipeline.plugins.merge.merge_results` on copies of the
    picked results only (text is joined for them alone), its store reads served by the capture's
    :class:`~rag_lab.tuning.inputs.StoreMemo`;
 3. FILTER_TOP_K's :func:`~rag_lab.pipeline.plugins.filter_top_k.filter_top_k`.
 
 Merge results are memoised by what merge reads (the picked items with their scores, the merge
-params and top-K), so configs that pick the same results for a question share one merge. The
-pipeline stays the reference: ``rag-lab sweep`` re-checks a random sample of configs through it
-and fails on any difference (:func:`compare_references`).
+params and top-K), so configs that pick the same results for a question share one merge.
+``rag-lab sweep --check N`` re-runs the N best configs through the full pipeline as an audit
+(:func:`compare_references`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from rag_lab.pipeline.plugins.filter_top_k import filter_top_k, top_k_diagnostics
 from rag_lab.pipeline.plugins.merge import merge_results
-from rag_lab.pipeline.plugins.rerank import annotate_reranked, degraded_threshold
-from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images
-from rag_lab.reranking.vectorized import (
-    composite_scores,
-    faq_boost,
-    select_mmr_jaccard,
-    stable_desc_order,
-    threshold_ladder,
-)
+from rag_lab.pipeline.plugins.rerank import annotate_reranked
+from rag_lab.reranking.composite import boosted_order
+from rag_lab.reranking.image import IMAGE_VECTOR
+from rag_lab.reranking.ladder import LadderOutcome, apply_threshold_ladder
+from rag_lab.reranking.mmr import select_mmr_jaccard
+from rag_lab.reranking.scored import KeptScores, faq_boost_of, image_kept, model_score_of, rank_kept
 from rag_lab.tuning.diagnostics import rerank_diagnostics
 from rag_lab.tuning.inputs import QuestionInputs
 from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS
@@ -76,29 +75,29 @@ class Picked:
 @dataclass(frozen=True, slots=True)
 class _Ranked:
     """One question's rerank stage before MMR under one config (see ``FastEvaluator._ranked``):
-    the ladder's result, the selected candidate positions (``sel``, ladder order), the same in
-    final-score order (``idx``) with their composite and final scores, the Jaccard matrix of
-    ``idx``, (model, base, composite, final, FAQ, position) as Python lists for the picks, and the
+    the ladder's result, the kept items scored in final-score order, the Jaccard matrix of them,
+    their (model, base, composite, final, FAQ, position) as Python lists for the picks, and the
     MMR picks per λ."""
 
-    ladder: Any
-    sel: np.ndarray
-    idx: np.ndarray
-    comp: np.ndarray
-    final: np.ndarray
+    ladder: LadderOutcome
+    ranked: KeptScores
     jaccard: np.ndarray
     lists: tuple[list[float], list[float], list[float], list[float], list[bool], list[int]]
     #: λ → the longest MMR pick list computed so far (greedy MMR's first k picks do not depend on
     #: how many more follow, so a shorter top-K reads a prefix)
     picks_by_lambda: dict[float, list[int]] = field(default_factory=dict)
 
-    def mmr_picks(self, k: int, lam: float, similarity: np.ndarray) -> list[int]:
+    def mmr_picks(self, k: int, lam: float) -> list[int]:
         """The first ``k`` MMR picks at ``lam`` (``k`` at most the number of candidates)."""
         known = self.picks_by_lambda.get(lam)
         if known is None or len(known) < k:
-            known, _ = select_mmr_jaccard(self.final, similarity, k, lam)
+            known = select_mmr_jaccard(self.ranked.final, self.jaccard, k, lam)
             self.picks_by_lambda[lam] = known
         return known[:k]
+
+
+#: the merge output, its decisions, the final contexts and how many competed for top-K
+_MergeOut = tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]
 
 
 @dataclass
@@ -123,7 +122,7 @@ class FastEvaluator:
         self.memo = memo  # False: every evaluation runs its merge (benchmarks)
         self.stats = EvaluatorStats()
         self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
-        self._merged: dict[tuple[Any, ...], Any] = {}
+        self._merged: dict[tuple[Any, ...], _MergeOut] = {}
         self._ranked_memo: dict[tuple[Any, ...], _Ranked] = {}
 
     # -- params ---------------------------------------------------------------------------------
@@ -159,69 +158,52 @@ class FastEvaluator:
             return "not_run", None
         if cr.error:
             return "model_error", None
-        n = len(cr.candidates)
         fallback_min = 0.0 if cr.recall_override else p.rerank_fallback_min_score
-        boost = p.faq_score_boost if p.faq_priority_enabled and p.faq_score_boost > 1.0 else None
-        ranked = self._ranked(q, p, n, fallback_min, boost)
-        lad, sel = ranked.ladder, ranked.sel
+        boost = faq_boost_of(p.faq_priority_enabled, p.faq_score_boost)
+        memo = self._ranked(q, p, fallback_min, boost)
+        ranked = memo.ranked
         picks: list[Picked] = []
-        if ranked.idx.size:
-            idx = ranked.idx
-            k = min(idx.size, max(1, p.rerank_top_k))
-            sub = ranked.jaccard if k > 1 else cr.jaccard  # k == 1 reads no similarity
-            chosen = ranked.mmr_picks(k, p.mmr_lambda, sub)
+        k = min(ranked.index.size, max(1, p.rerank_top_k))
+        if ranked.index.size:
+            chosen = memo.mmr_picks(k, p.mmr_lambda)
+            rel, base, comp, final, faq, index = memo.lists
+            picks = [Picked(index[j], rel[j], base[j], comp[j], final[j], faq[j]) for j in chosen]
             if record is not None:
-                record.update(idx=idx, comp=ranked.comp, final=ranked.final, chosen=list(chosen), k=k)
-            rel, base, comp, final, faq_sel, index = ranked.lists
-            with_boost = boost is not None
-            for j in chosen:
-                picks.append(Picked(index[j], rel[j], base[j], comp[j], final[j], with_boost and faq_sel[j]))
+                record.update(ranked=ranked, chosen=list(chosen), k=k)
         if record is not None:
-            record.update(threshold_used=lad.threshold_used, sel=sel)
+            record.update(threshold_used=memo.ladder.threshold_used)
         if cr.pictorial:
-            passed = set(sel.tolist())
-            model_scores = {int(i): float(s) for i, s in zip(cr.model_index, cr.model_score) if 0 <= i < n}
-            for i in keep_rejected_images(cr.candidates, cr.pictorial, passed, q.vector_threshold, p):
-                m = model_scores.get(i, 0.0)
-                b = m if cr.is_graph[i] else float(cr.search_score[i])
-                c = float(
-                    composite_scores(
-                        np.array([m]),
-                        np.array([b]),
-                        np.array([p.web_source_weight if cr.is_web[i] else 1.0]),
-                        p.composite_model_weight,
-                        p.composite_base_weight,
-                        p.composite_source_weight,
-                    )[0]
-                )
-                is_faq = bool(boost is not None and cr.is_faq[i])
-                picks.append(Picked(i, m, b, c, c * boost if boost is not None and is_faq else c, is_faq, image=True))
+            n = len(cr.candidates)
+            passed = set(cr.model_index[memo.ladder.positions].tolist())
+            scores = model_score_of(cr.model_index, cr.model_score, n)
+            images = image_kept(cr.columns, cr.candidates, cr.pictorial, passed, q.vector_threshold, scores, p, boost)
+            if record is not None:
+                record["images"] = images
+            for e in range(images.index.size):
+                picks.append(Picked(int(images.index[e]), *images.values(e), image=True))
         if q.wiki_in_scope and any(cr.is_wiki[x.index] for x in picks):
-            boosted = [
-                Picked(
-                    x.index, x.model, x.base, x.composite, x.score * p.wiki_boost_factor, x.faq_boosted, x.image, True
-                )
-                if cr.is_wiki[x.index]
-                else x
-                for x in picks
+            factor = p.wiki_boost_factor
+            wiki = [bool(cr.is_wiki[x.index]) for x in picks]
+            boosted, order = boosted_order([x.score for x in picks], [factor if w else 1.0 for w in wiki])
+            picks = [
+                replace(picks[i], score=boosted[i], wiki=True) if wiki[i] else replace(picks[i], score=boosted[i])
+                for i in order
             ]
-            picks = sorted(boosted, key=lambda x: -x.score)
-        return lad.outcome, picks
+        return memo.ladder.outcome, picks
 
-    def _ranked(
-        self, q: QuestionInputs, p: PipelineParams, n: int, fallback_min: float, boost: float | None
-    ) -> _Ranked:
-        """The rerank stage up to MMR — the ladder, composite, FAQ boost and stable order, and the
-        Jaccard matrix of the ranked candidates — memoised per question by the values it reads
-        (configs that differ only in ``mmr_lambda`` or ``rerank_top_k`` share it)."""
+    def _ranked(self, q: QuestionInputs, p: PipelineParams, fallback_min: float, boost: float | None) -> _Ranked:
+        """The rerank stage up to MMR — the ladder and the kept items scored and sorted
+        (:func:`~rag_lab.reranking.scored.rank_kept`), and the Jaccard matrix of them — memoised
+        per question by the values it reads (configs that differ only in ``mmr_lambda`` or
+        ``rerank_top_k`` share it)."""
         cr = q.rerank
         assert cr is not None
-        degraded = degraded_threshold(p.rerank_threshold, p)
         key = (
             q.qid,
             p.rerank_threshold,
             fallback_min,
-            degraded,
+            p.rerank_degrade_factor,
+            p.rerank_degrade_floor,
             boost,
             p.web_source_weight,
             p.composite_model_weight,
@@ -231,22 +213,20 @@ class FastEvaluator:
         hit = self._ranked_memo.get(key)
         if hit is not None:
             return hit
-        lad = threshold_ladder(cr.model_index, cr.model_score, n, p.rerank_threshold, fallback_min, degraded)
-        sel = cr.model_index[lad.positions]
-        rel = cr.model_score[lad.positions]
-        base = np.where(cr.is_graph[sel], rel, cr.search_score[sel])
-        w_src = np.where(cr.is_web[sel], p.web_source_weight, 1.0)
-        comp = composite_scores(
-            rel, base, w_src, p.composite_model_weight, p.composite_base_weight, p.composite_source_weight
-        )
-        final = faq_boost(comp, cr.is_faq[sel], boost is not None, boost or 1.0)
-        order = stable_desc_order(final)
-        idx, final, comp, base, rel = sel[order], final[order], comp[order], base[order], rel[order]
+        n = len(cr.candidates)
+        ladder = apply_threshold_ladder(cr.model_index, cr.model_score, n, p.rerank_threshold, fallback_min, p)
+        ranked = rank_kept(cr.columns, cr.model_index, cr.model_score, ladder, p, boost)
+        idx = ranked.index
         jaccard = cr.jaccard[np.ix_(idx, idx)] if idx.size > 1 else cr.jaccard
-        for shared in (sel, idx, comp, final):  # handed to every config that shares them
-            shared.setflags(write=False)
-        lists = (rel.tolist(), base.tolist(), comp.tolist(), final.tolist(), cr.is_faq[idx].tolist(), idx.tolist())
-        got = _Ranked(lad, sel, idx, comp, final, jaccard, lists, {})
+        lists = (
+            ranked.model.tolist(),
+            ranked.base.tolist(),
+            ranked.composite.tolist(),
+            ranked.final.tolist(),
+            ranked.faq.tolist(),
+            idx.tolist(),
+        )
+        got = _Ranked(ladder, ranked, jaccard, lists, {})
         self._ranked_memo[key] = got
         return got
 
@@ -261,8 +241,7 @@ class FastEvaluator:
         out: list[SearchResult] = []
         for x in picks:
             r = q.rerank.candidates[x.index].copy()
-            annotate_reranked(r, x.model, x.base, x.composite, p.faq_score_boost if x.faq_boosted else None)
-            r.score = x.score  # the wiki boost included
+            annotate_reranked(r, x.model, x.base, x.composite, x.score, x.faq_boosted)  # the wiki boost included
             if x.image:
                 r.metadata["kept_by"] = IMAGE_VECTOR
             if x.wiki:

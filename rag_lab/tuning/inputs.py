@@ -16,18 +16,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from rag_lab.pipeline.plugins.rerank import candidate_passages, rerank_call
 from rag_lab.reranking.image import pictorial_indices, score_images_with_vision
-from rag_lab.searchutil.text import go_lower
+from rag_lab.reranking.ladder import model_arrays
+from rag_lab.reranking.scored import CandidateColumns
 from rag_lab.searchutil.tokens import cached_token_ids, intersection_counts
 from rag_lab.types.chat_manage import ChatManage, History, has_recall_threshold_override
 from rag_lab.types.diagnostics import SearchDiagnostics
 from rag_lab.types.intent import needs_retrieval
-from rag_lab.types.search_result import MatchType, SearchResult
+from rag_lab.types.search_result import SearchResult
 
 __all__ = ["CapturedRerank", "QuestionInputs", "StoreMemo", "TuningUnsupported", "capture_question", "jaccard_matrix"]
 
@@ -95,6 +97,11 @@ class CapturedRerank:
     is_wiki: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     jaccard: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
+    @cached_property
+    def columns(self) -> CandidateColumns:
+        """The columns the rerank stage's scores read (:mod:`rag_lab.reranking.scored`)."""
+        return CandidateColumns(self.search_score, self.is_graph, self.is_web, self.is_faq, self.is_wiki)
+
 
 @dataclass
 class QuestionInputs:
@@ -116,11 +123,6 @@ class QuestionInputs:
     latency_ms: float = math.nan  # the capture run's (the whole pipeline at the retrieval config)
     #: the search stage's per-path record (the gold funnel's vector / keyword / fused lists)
     search_paths: SearchDiagnostics | None = None
-
-
-def _is_web(r: SearchResult) -> bool:
-    """What ``reranking.composite.source_weight`` tests (its weight is a tunable)."""
-    return go_lower(getattr(r, "knowledge_source", "") or "") == "web_search"
 
 
 def _wiki_in_scope(chat: ChatManage, workspace: Any) -> bool:
@@ -188,19 +190,21 @@ async def capture_question(
     except Exception as exc:  # the stage keeps the raw search order (§4.6.1 6.2)
         error = f"{type(exc).__name__}: {exc}"
         scores = []
+    cols = CandidateColumns.of(candidates)
+    m_index, m_score = model_arrays(scores)
     inputs.rerank = CapturedRerank(
         candidates=candidates,
-        model_index=np.array([s.index for s in scores], dtype=np.intp),
-        model_score=np.array([s.relevance_score for s in scores], dtype=np.float64),
+        model_index=m_index,
+        model_score=m_score,
         error=error,
         pictorial=pictorial,
         images_scored=images_scored,
         recall_override=has_recall_threshold_override(req.search_targets),
-        search_score=np.array([r.score for r in candidates], dtype=np.float64),
-        is_graph=np.array([r.match_type == MatchType.GRAPH for r in candidates], dtype=bool),
-        is_web=np.array([_is_web(r) for r in candidates], dtype=bool),
-        is_faq=np.array([r.chunk_type == "faq" for r in candidates], dtype=bool),
-        is_wiki=np.array([r.chunk_type == "wiki_page" for r in candidates], dtype=bool),
+        search_score=cols.search_score,
+        is_graph=cols.is_graph,
+        is_web=cols.is_web,
+        is_faq=cols.is_faq,
+        is_wiki=cols.is_wiki,
         jaccard=jaccard_matrix([cached_token_ids(t) for t in enriched]),
     )
     return inputs

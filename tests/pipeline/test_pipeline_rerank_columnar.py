@@ -1,8 +1,8 @@
 """CHUNK_RERANK scores the kept items as arrays, copies only what MMR selects and builds its
 diagnostics rows and MMR trace on first read: everything it leaves (rerank_result, the search
-result, the diagnostics as readers see them) equals what the eager form gives, the form that
-copied and annotated every kept item and built the rows and the trace at once (written out below
-as the reference, from the pure functions it used)."""
+result, the diagnostics as readers see them) equals what an eager form gives, one that copies and
+annotates every kept item in place, item by item, and builds the rows and the trace at once
+(written out below, in plain Python, as the test's oracle)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,13 @@ from hypothesis import strategies as st
 
 from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.container import Services
-from rag_lab.pipeline.plugins.rerank import (
-    PluginRerank,
-    annotate_reranked,
-    candidate_passages,
-    degraded_threshold,
-    filter_by_threshold,
-    mmr_steps,
-    score_reranked,
-)
+from rag_lab.pipeline.plugins.rerank import PluginRerank, annotate_reranked, candidate_passages
+from rag_lab.reranking.composite import composite_score
 from rag_lab.reranking.image import IMAGE_VECTOR, keep_rejected_images, pictorial_indices
-from rag_lab.reranking.scored import faq_boost_of, score_kept
+from rag_lab.reranking.ladder import degraded_threshold, model_arrays
+from rag_lab.reranking.mmr import mmr_trace
+from rag_lab.reranking.scored import CandidateColumns, faq_boost_of, score_kept
+from rag_lab.searchutil.tokens import cached_token_set
 from rag_lab.types import ChatManage, EventType, PipelineParams, PipelineRequest, SearchResult
 from rag_lab.types.chat_manage import has_recall_threshold_override
 from rag_lab.types.search_result import MatchType
@@ -99,9 +95,38 @@ class _Model:
         return [RerankScore(i, s) for i, s in self.scores]
 
 
+def _filter(scores: list[RerankScore], n: int, threshold: float, fallback_min: float) -> tuple[list, str]:
+    """The ladder's filter written out: passing items in the model's order, else the best valid
+    one (first on ties, never a NaN) if it reaches ``fallback_min``."""
+    passing = [s for s in scores if 0 <= s.index < n and s.relevance_score >= threshold]
+    if passing:
+        return passing, "ok"
+    valid = [s for s in scores if 0 <= s.index < n and s.relevance_score == s.relevance_score]
+    if valid:
+        best = max(valid, key=lambda s: s.relevance_score)
+        if best.relevance_score >= fallback_min:
+            return [best], "fallback_top1"
+    return [], "all_below_threshold"
+
+
+def _score_in_place(candidates: list, kept: list[RerankScore], p: PipelineParams, boost: float | None) -> list:
+    """Composite score and FAQ boost written on each kept candidate in turn (a candidate listed
+    twice is scored again from what its first entry wrote)."""
+    out = []
+    for s in kept:
+        if not 0 <= s.index < len(candidates):
+            continue
+        r = candidates[s.index]
+        base = s.relevance_score if r.match_type == MatchType.GRAPH else r.score
+        comp = composite_score(r, s.relevance_score, base, p)
+        faq = boost is not None and r.chunk_type == "faq"
+        annotate_reranked(r, s.relevance_score, base, comp, comp * boost if faq else comp, faq)
+        out.append(r)
+    return out
+
+
 def _eager_rerank(chat: ChatManage, model: _Model) -> None:
-    """The eager form of the stage after its model call (no vision model: images keep their text
-    score), as it was written before the columnar one."""
+    """The stage after its model call, eagerly (no vision model: images keep their text score)."""
     req, state, p = chat.request, chat.state, chat.request.params
     candidates, enriched, passages = candidate_passages(state.search_result, p.rerank_max_candidates)
     diag: dict = {"model_id": req.rerank_model_id, "candidates": len(candidates)}
@@ -114,11 +139,11 @@ def _eager_rerank(chat: ChatManage, model: _Model) -> None:
     pictorial = pictorial_indices(candidates, p)
     threshold = req.rerank_threshold
     scores = asyncio.run(model.rerank("q", passages))
-    kept, outcome = filter_by_threshold(scores, len(candidates), threshold, fallback_min)
+    kept, outcome = _filter(scores, len(candidates), threshold, fallback_min)
     retry = degraded_threshold(threshold, p) if not kept else None
     if retry is not None:
         threshold = retry
-        kept, outcome = filter_by_threshold(scores, len(candidates), threshold, fallback_min)
+        kept, outcome = _filter(scores, len(candidates), threshold, fallback_min)
         if kept:
             outcome = "threshold_degraded"
     model_scores = {s.index: s.relevance_score for s in scores if 0 <= s.index < len(candidates)}
@@ -128,14 +153,16 @@ def _eager_rerank(chat: ChatManage, model: _Model) -> None:
     candidates = list(candidates)
     for i in passed.union(image_keep):
         candidates[i] = candidates[i].copy()
-    reranked = score_reranked(candidates, kept, p, req.faq_priority_enabled, req.faq_score_boost)
+    boost = faq_boost_of(req.faq_priority_enabled, req.faq_score_boost)
+    reranked = _score_in_place(candidates, kept, p, boost)
     reranked.sort(key=lambda r: -r.score)
-    kept_images = score_reranked(candidates, image_scores, p, req.faq_priority_enabled, req.faq_score_boost)
+    kept_images = _score_in_place(candidates, image_scores, p, boost)
     for r in kept_images:
         r.metadata["kept_by"] = IMAGE_VECTOR
     k = min(len(reranked), max(1, req.rerank_top_k))
     enriched_of = {id(r): e for r, e in zip(candidates, enriched)}
-    trace = mmr_steps([r.score for r in reranked], [enriched_of[id(r)] for r in reranked], k, p.mmr_lambda)
+    tokens = [cached_token_set(enriched_of[id(r)]) for r in reranked] if k > 1 else None
+    trace = mmr_trace([r.score for r in reranked], k, p.mmr_lambda, tokens) if reranked else []
     state.rerank_result = [reranked[step.index] for step in trace] + kept_images
     kept_ids = {id(r) for r in reranked} | {id(r) for r in kept_images}
     selected_ids = {id(r) for r in state.rerank_result}
@@ -223,17 +250,17 @@ def test_the_stage_leaves_what_the_eager_form_leaves(case) -> None:
 
 @settings(max_examples=300)
 @given(_case())
-def test_score_kept_equals_what_score_reranked_writes(case) -> None:
+def test_score_kept_equals_the_scores_written_in_place(case) -> None:
     results, scores, request, params = case
     candidates = [r.copy() for r in results]
     kept = [RerankScore(i, s) for i, s in scores]
     boost = faq_boost_of(request["faq_priority_enabled"], request["faq_score_boost"])
-    got = score_kept(candidates, kept, params, boost)
-    out = score_reranked(candidates, kept, params, request["faq_priority_enabled"], request["faq_score_boost"])
+    got = score_kept(CandidateColumns.of(results), *model_arrays(scores), params, boost)
+    out = _score_in_place(candidates, kept, params, boost)
     assert [candidates[i] for i in got.index.tolist()] == out  # the same items, in kept order
     for e, i in enumerate(got.index.tolist()):
         r, fresh = candidates[i], results[i].copy()
-        annotate_reranked(fresh, *got.values(e), boost)  # what the stage writes on its copy
+        annotate_reranked(fresh, *got.values(e))  # what the stage writes on its copy
         assert _json(fresh.to_dict()) == _json(r.to_dict())
         assert _json(float(got.final[e])) == _json(r.score)
         assert bool(got.faq[e]) == (boost is not None and r.chunk_type == "faq")

@@ -13,7 +13,8 @@ import pytest
 from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.container import Services
 from rag_lab.pipeline.plugins.filter_top_k import PluginFilterTopK, filter_top_k
-from rag_lab.pipeline.plugins.rerank import PluginRerank, apply_threshold_ladder, degraded_threshold
+from rag_lab.pipeline.plugins.rerank import PluginRerank
+from rag_lab.reranking.ladder import apply_threshold_ladder, degraded_threshold, model_arrays
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.fusion import fuse_hits, resolve_rrf_k
 from rag_lab.types import ChatManage, EventType, PipelineParams, PipelineRequest, SearchResult
@@ -94,28 +95,28 @@ def test_threshold_ladder_outcomes_and_threshold_used(
     params: PipelineParams,
     want: tuple[list[int], str, float],
 ) -> None:
-    kept, outcome, used = apply_threshold_ladder(
-        [RerankScore(i, s) for i, s in scores], 3, threshold, fallback_min, params
-    )
-    assert ([s.index for s in kept], outcome) == want[:2]
-    assert used == pytest.approx(want[2])
+    index, score = model_arrays(scores)
+    lad = apply_threshold_ladder(index, score, 3, threshold, fallback_min, params)
+    assert (index[lad.positions].tolist(), lad.outcome) == want[:2]
+    assert lad.threshold_used == pytest.approx(want[2])
 
 
 def test_the_retry_uses_the_scores_of_the_second_call() -> None:
-    """``apply_threshold_ladder`` with ``retry_scores``: the live stage's path, one model call more
+    """``apply_threshold_ladder`` with ``retry``: the live stage's path, one model call more
     (and only) when the first call keeps nothing."""
     calls: list[float] = []
 
-    def again(at: float) -> list[RerankScore]:
+    def again(at: float) -> tuple:
         calls.append(at)
-        return [RerankScore(0, 0.36), RerankScore(1, 0.1)]
+        return model_arrays([(0, 0.36), (1, 0.1)])
 
-    first = [RerankScore(0, 0.1), RerankScore(1, 0.05)]
-    kept, outcome, used = apply_threshold_ladder(first, 2, 0.5, 0.15, P, retry_scores=again)
-    assert (calls, [s.index for s in kept], outcome, used) == ([pytest.approx(0.35)], [0], "threshold_degraded", 0.35)
+    first = model_arrays([(0, 0.1), (1, 0.05)])
+    lad = apply_threshold_ladder(*first, 2, 0.5, 0.15, P, retry=again)
+    got = (calls, lad.positions.tolist(), lad.outcome, lad.threshold_used)
+    assert got == ([pytest.approx(0.35)], [0], "threshold_degraded", 0.35)
     calls.clear()
-    kept, outcome, _ = apply_threshold_ladder([RerankScore(0, 0.6)], 1, 0.5, 0.15, P, retry_scores=again)
-    assert (calls, outcome) == ([], "ok")  # kept on the first call: no second call
+    lad = apply_threshold_ladder(*model_arrays([(0, 0.6)]), 1, 0.5, 0.15, P, retry=again)
+    assert (calls, lad.outcome) == ([], "ok")  # kept on the first call: no second call
 
 
 class _TwoCalls:
@@ -207,18 +208,19 @@ def test_filter_top_k_stage_cuts_the_first_non_empty_list(field: str) -> None:
 def test_the_live_ladder_calls_the_model_at_each_threshold_in_turn() -> None:
     """``run_threshold_ladder``: the scorer is called with the request's threshold, then (nothing
     kept) with the degraded one; it returns the last call's scores with the ladder's result."""
-    from rag_lab.pipeline.plugins.rerank import run_threshold_ladder
+    from rag_lab.reranking.ladder import run_threshold_ladder
 
     seen: list[float] = []
-    answers = [[RerankScore(0, 0.1)], [RerankScore(0, 0.4)]]
+    answers = [model_arrays([(0, 0.1)]), model_arrays([(0, 0.4)])]
 
-    async def score_at(threshold: float) -> list[RerankScore]:
+    async def score_at(threshold: float) -> tuple:
         seen.append(threshold)
         return answers[len(seen) - 1]
 
-    (kept, outcome, used), last = asyncio.run(run_threshold_ladder(score_at, 1, 0.5, 0.15, P))
-    assert seen == [0.5, pytest.approx(0.35)] and last == [RerankScore(0, 0.4)]
-    assert ([s.index for s in kept], outcome, used) == ([0], "threshold_degraded", pytest.approx(0.35))
+    lad, (index, score) = asyncio.run(run_threshold_ladder(score_at, 1, 0.5, 0.15, P))
+    assert seen == [0.5, pytest.approx(0.35)] and (index.tolist(), score.tolist()) == ([0], [0.4])
+    got = (index[lad.positions].tolist(), lad.outcome, lad.threshold_used)
+    assert got == ([0], "threshold_degraded", pytest.approx(0.35))
 
 
 def test_filter_top_k_diagnostics_say_how_many_competed_and_nothing_when_nothing_is_cut() -> None:

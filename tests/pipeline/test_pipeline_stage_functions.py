@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rag_lab.models.base import RerankScore
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
 from rag_lab.pipeline.plugins.memory_affinity import affinity_factor
 from rag_lab.pipeline.plugins.merge import inject_history_references, merge_ordered, merge_sequential_chunks
 from rag_lab.pipeline.plugins.query_expansion import expansion_tokens, generate_expansion_variants
 from rag_lab.pipeline.plugins.query_understand import parse_query_understanding
-from rag_lab.pipeline.plugins.rerank import filter_by_threshold, score_reranked
+from rag_lab.reranking.ladder import filter_by_threshold, model_arrays
+from rag_lab.reranking.scored import CandidateColumns, faq_boost_of, score_kept
 from rag_lab.types import History, MatchType, PipelineParams, SearchResult
 
 P = PipelineParams()
@@ -122,14 +122,25 @@ def test_affinity_factor():
 
 
 def test_threshold_ladder():
-    s = [RerankScore(0, 0.1), RerankScore(1, 0.5), RerankScore(2, 0.35), RerankScore(7, 0.99)]
-    kept, outcome = filter_by_threshold(s, 3, 0.3, 0.15)
-    assert [x.index for x in kept] == [1, 2] and outcome == "ok"
-    kept, outcome = filter_by_threshold(s, 3, 0.6, 0.15)
-    assert [x.index for x in kept] == [1] and outcome == "fallback_top1"  # best valid, not index 7
-    kept, outcome = filter_by_threshold(s, 3, 0.6, 0.55)
-    assert kept == [] and outcome == "all_below_threshold"
-    assert filter_by_threshold([], 3, 0.3, 0.0) == ([], "all_below_threshold")
+    index, score = model_arrays([(0, 0.1), (1, 0.5), (2, 0.35), (7, 0.99)])
+    kept, outcome = filter_by_threshold(index, score, 3, 0.3, 0.15)
+    assert index[kept].tolist() == [1, 2] and outcome == "ok"
+    kept, outcome = filter_by_threshold(index, score, 3, 0.6, 0.15)
+    assert index[kept].tolist() == [1] and outcome == "fallback_top1"  # best valid, not index 7
+    kept, outcome = filter_by_threshold(index, score, 3, 0.6, 0.55)
+    assert kept.tolist() == [] and outcome == "all_below_threshold"
+    kept, outcome = filter_by_threshold(*model_arrays([]), 3, 0.3, 0.0)
+    assert (kept.tolist(), outcome) == ([], "all_below_threshold")
+    # ties: the first maximum in the model's order is the fallback
+    index, score = model_arrays([(2, 0.2), (0, 0.2), (1, 0.1)])
+    assert filter_by_threshold(index, score, 3, 0.5, 0.15)[0].tolist() == [0]
+    # a NaN never passes and is never the fallback; an index outside the candidates never is either
+    index, score = model_arrays([(1, 0.2), (0, float("nan"))])
+    kept, outcome = filter_by_threshold(index, score, 1, 0.0, 0.15)
+    assert (kept.tolist(), outcome) == ([], "all_below_threshold")
+    index, score = model_arrays([(0, float("nan")), (1, 0.2)])
+    kept, outcome = filter_by_threshold(index, score, 2, 0.5, 0.15)
+    assert (kept.tolist(), outcome) == ([1], "fallback_top1")
 
 
 def test_composite_scores_and_uncapped_faq_boost():
@@ -139,14 +150,16 @@ def test_composite_scores_and_uncapped_faq_boost():
         SearchResult(id="w", score=0.6, knowledge_source="web_search"),
         SearchResult(id="g", score=0.0, match_type=MatchType.GRAPH),
     ]
-    kept = [RerankScore(0, 0.8), RerankScore(1, 1.0), RerankScore(2, 0.5), RerankScore(3, 0.7)]
-    out = score_reranked(cands, kept, P, faq_priority=True, faq_boost=1.2)
-    a, f, w, g = out
-    assert a.score == pytest.approx(0.6 * 0.8 + 0.3 * 0.5 + 0.1) and a.metadata["base_score"] == "0.5000"
-    assert f.metadata["faq_original_score"] == "1.0000" and f.score == pytest.approx(0.9999999999999999 * 1.2)
-    assert f.metadata["faq_boosted"] == "true" and f.score > 1.0
-    assert w.score == pytest.approx(0.6 * 0.5 + 0.3 * 0.6 + 0.1 * 0.95)
-    assert g.metadata["base_score"] == "0.7000"  # graph hits use the model score as base
+    index, model = model_arrays([(0, 0.8), (1, 1.0), (2, 0.5), (3, 0.7)])
+    got = score_kept(CandidateColumns.of(cands), index, model, P, faq_boost_of(True, 1.2))
+    assert got.index.tolist() == [0, 1, 2, 3]
+    assert got.final[0] == 0.6 * 0.8 + 0.3 * 0.5 + 0.1 * 1.0 and got.base[0] == 0.5
+    assert got.composite[1] == 0.9999999999999999 and got.final[1] == 0.9999999999999999 * 1.2 > 1.0  # not capped
+    assert got.faq.tolist() == [False, True, False, False]
+    assert got.final[2] == 0.6 * 0.5 + 0.3 * 0.6 + 0.1 * 0.95  # web source weight
+    assert got.base[3] == 0.7  # graph hits use the model score as base
+    off = score_kept(CandidateColumns.of(cands), index, model, P, faq_boost_of(False, 1.2))
+    assert off.final[1] == 0.9999999999999999 and not off.faq.any()  # FAQ priority off: no boost
 
 
 def test_expansion_variants():

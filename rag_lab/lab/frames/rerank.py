@@ -115,15 +115,15 @@ def threshold_outcome(
     """Replay the rerank stage's ladder on stored model scores: keep scores >= threshold; none →
     best alone if >= ``fallback_min``; still none and threshold > floor → retry once at
     ``max(threshold × factor, floor)``. ``None`` scores (the model returned none) never pass."""
-    from rag_lab.models.base import RerankScore
-    from rag_lab.pipeline.plugins.rerank import apply_threshold_ladder
+    from rag_lab.reranking.ladder import apply_threshold_ladder, model_arrays
     from rag_lab.types.params import PipelineParams
 
     n = len(model_scores)
-    scores = [RerankScore(i, float(s)) for i, s in enumerate(model_scores) if s is not None]
-    ladder = PipelineParams().with_changes(rerank_degrade_factor=degrade_factor, rerank_degrade_floor=degrade_floor)
-    kept, outcome, used = apply_threshold_ladder(scores, n, threshold, fallback_min, ladder)
-    return ThresholdOutcome(threshold, used, outcome, tuple(sorted(s.index for s in kept)), fallback_min)
+    index, score = model_arrays((i, s) for i, s in enumerate(model_scores) if s is not None)
+    params = PipelineParams().with_changes(rerank_degrade_factor=degrade_factor, rerank_degrade_floor=degrade_floor)
+    lad = apply_threshold_ladder(index, score, n, threshold, fallback_min, params)
+    kept = sorted(index[lad.positions].tolist())
+    return ThresholdOutcome(threshold, lad.threshold_used, lad.outcome, tuple(kept), fallback_min)
 
 
 def rerank_threshold_outcome(obj: Any, threshold: float | None = None) -> ThresholdOutcome:

@@ -8,6 +8,7 @@ import math
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.reranking.composite import boosted_order
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 from rag_lab.types.params import PipelineParams
@@ -52,13 +53,13 @@ class PluginMemoryAffinity(StagePlugin):
             hits = memory.document_affinity(chat.request.user_id, ids)
         except Exception:
             return err  # a memory failure never blocks the answer
-        boosted = False
-        for r in results:
-            factor = affinity_factor(int(hits.get(r.knowledge_id, 0)), p)
+        factors = [affinity_factor(int(hits.get(r.knowledge_id, 0)), p) for r in results]
+        if not any(f > 1.0 for f in factors):
+            return err
+        scores, order = boosted_order([r.score for r in results], factors)
+        for r, score, factor in zip(results, scores, factors):
+            r.score = score
             if factor > 1.0:
-                r.score *= factor
                 r.metadata["memory_affinity"] = f"{factor:.4f}"
-                boosted = True
-        if boosted:
-            results.sort(key=lambda r: -r.score)
+        results[:] = [results[i] for i in order]
         return err

@@ -6,8 +6,10 @@ from __future__ import annotations
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
+from rag_lab.reranking.composite import boosted_order
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
+from rag_lab.types.search_result import SearchResult
 
 
 class PluginWikiBoost(StagePlugin):
@@ -37,9 +39,15 @@ class PluginWikiBoost(StagePlugin):
         if not wiki_in_scope:
             return err
         factor = chat.request.params.wiki_boost_factor
-        for r in results:
+        scores, order = boosted_order([r.score for r in results], [wiki_factor(r, factor) for r in results])
+        for r, score in zip(results, scores):
+            r.score = score
             if r.chunk_type == "wiki_page":
-                r.score *= factor
                 r.metadata["wiki_boosted"] = "true"
-        results.sort(key=lambda r: -r.score)
+        results[:] = [results[i] for i in order]
         return err
+
+
+def wiki_factor(r: SearchResult, factor: float) -> float:
+    """The boost of one result: ``factor`` for a wiki page, 1 otherwise."""
+    return factor if r.chunk_type == "wiki_page" else 1.0
