@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ class _Ev:
         self, scores: list[float], bad: set[int], score_only: bool = False, objective: str = "ndcg@10"
     ) -> None:
         self.objective = objective
-        self.rows = [{"latency_ms": 1.0, "evaluated_by": "fast", objective: s} for s in scores]
+        self.rows: list[dict[str, Any]] = [{"latency_ms": 1.0, "evaluated_by": "fast", objective: s} for s in scores]
         self.bad, self.score_only = bad, score_only
         self.pipeline_runs: list[int] = []
 
@@ -64,7 +65,7 @@ def _record(i: int) -> QueryRecord:
 
 
 def _sweep(
-    n: int, bad: set[int] = frozenset(), check: int | str = 0, scores: list[float] | None = None, **kw: Any
+    n: int, bad: Collection[int] = (), check: int | str = 0, scores: list[float] | None = None, **kw: Any
 ) -> tuple[FastSweep, _Ev]:
     """``n`` configs scored 0.50, 0.51, … (the last is the best) unless ``scores`` are given."""
     ev = _Ev(scores if scores is not None else [0.5 + 0.01 * i for i in range(n)], set(bad), **kw)
@@ -87,7 +88,7 @@ def test_check_0_runs_nothing_on_the_pipeline() -> None:
     assert ev.pipeline_runs == [] and fs.checked == []
     assert {r["evaluated_by"] for r in ev.rows} == {"fast"}
     assert _described(fs) == "none (--check 0)"
-    assert FastSweep(ev).check == 0  # the default
+    assert FastSweep(ev).check == 0  # type: ignore[arg-type]  # the default
 
 
 def test_check_2_reruns_exactly_the_2_best() -> None:
@@ -134,7 +135,7 @@ def test_what_was_rechecked_in_words() -> None:
 def test_bad_check_values_are_refused_naming_the_flag(bad: Any) -> None:
     ev = _Ev([0.5], set())
     with pytest.raises(SweepError, match=r"^--check must be 'all' or an integer >= 0, got "):
-        FastSweep(ev, check=bad)
+        FastSweep(ev, check=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", ["-1", "x", "auto", "2.5", "", "³"])
