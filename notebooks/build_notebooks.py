@@ -873,8 +873,8 @@ boosts, MMR λ and k, top-K, merge and overlap settings) go through the **fast e
 (`rag_lab.tuning`): each question runs once through the pipeline to capture what the stages after
 retrieval read (search results, raw rerank-model scores, token sets and their overlaps, the chunks
 merge loads), and every configuration is then replayed from those inputs without the event
-pipeline. A few configurations, drawn at random, are run through the full pipeline as well: the
-sweep fails loudly if any question's contexts differ.""",
+pipeline. Here `check=3` (`rag-lab sweep --check 3`) also runs the 3 best configurations through
+the full pipeline as an audit: the sweep fails loudly if any question's contexts differ.""",
     ),
     ("code", SETUP),
     (
@@ -912,8 +912,9 @@ result.frame()[["rerank_threshold", "mmr_lambda", "rerank_top_k", "ndcg@10", "re
         "code",
         """print("best:", result.best_config())
 fast = result.cache_stats["fast_path"]
+assert fast["check_plan"] == f"the 3 best of {len(result.rows)} configs" and len(fast["checked_configs"]) == 3
 print(f"capture {fast['capture_s']} s (one pipeline run per question), then {len(result.rows)} configs in "
-      f"{fast['evaluate_s']} s; configs {fast['checked_configs']} re-run on the full pipeline: identical")""",
+      f"{fast['evaluate_s']} s; {fast['check_plan']} (configs {fast['checked_configs']}) re-run on the full pipeline: identical")""",
     ),
     (
         "md",

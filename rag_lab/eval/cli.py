@@ -101,12 +101,11 @@ def _positive_int(text: str) -> int:
 
 
 def _check_arg(text: str) -> int | str:
-    from rag_lab.eval.sweep.verify import parse_check
-
-    try:
-        return parse_check(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """``sweep --check``: ``all`` or N >= 0, the number of best configs re-run on the pipeline."""
+    t = text.strip().lower()
+    if t == "all" or (t.isascii() and t.isdigit()):
+        return t if t == "all" else int(t)
+    raise argparse.ArgumentTypeError(f"--check {text!r}: use N >= 0 (re-run the N best configs) or 'all'")
 
 
 def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
@@ -491,8 +490,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         fast=not args.no_fast,
         check=args.check,
-        check_share=args.check_share,
-        check_miss=args.check_miss,
     )
     if args.holdout is not None:
         from rag_lab.eval.sweep.holdout import run_holdout
@@ -533,7 +530,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 ray_address=address,
                 workers=args.ray_workers,
-                check_seed=args.seed,
                 **common,
             )
         )
@@ -542,7 +538,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             lambda: run_optuna(lab, suites, spaces, args.optuna_trials, args.objective, seed=args.seed, **common)
         )
     else:
-        result = _run(lambda: run_grid(lab, suites, spaces, args.objective, check_seed=args.seed, **common))
+        result = _run(lambda: run_grid(lab, suites, spaces, args.objective, **common))
     paths = write_sweep_outputs(result, args.out, args.name)
     with_errors = [r for r in result.rows if r["errors"]]
     if with_errors:
@@ -564,10 +560,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if stats:
         print("stage cache: " + ", ".join(f"{k} {v['hits']} hits / {v['misses']} misses" for k, v in stats.items()))
     if fast is not None:
+        checked = fast["checked_configs"]
+        audit = f" (configs {', '.join(map(str, checked))}): identical contexts, scores and metrics" if checked else ""
         print(
             f"fast evaluator: {len(result.rows)} configs in {fast['evaluate_s']:.3f} s after {fast['captures']} "
-            f"capture(s) ({fast['capture_s']:.1f} s); re-checked on the full pipeline: {fast['check_plan']} "
-            "(configs " + ", ".join(map(str, fast["checked_configs"])) + "): identical contexts, scores and metrics"
+            f"capture(s) ({fast['capture_s']:.1f} s); re-checked on the full pipeline: {fast['check_plan']}{audit}"
         )
     if holdout is not None:
         print(holdout.line())
@@ -833,29 +830,15 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument(
         "--no-fast",
         action="store_true",
-        help="run every config through the full pipeline (default: the fast evaluator, checked on a sample)",
+        help="run every config through the full pipeline (default: the fast evaluator for post-retrieval params)",
     )
     p.add_argument(
         "--check",
         type=_check_arg,
-        default="auto",
-        metavar="auto|all|N",
-        help="configs re-run on the full pipeline to check the fast evaluator: the 3 best plus a seeded sample "
-        "sized by --check-share / --check-miss (auto), every config (all), or N random ones",
-    )
-    p.add_argument(
-        "--check-share",
-        type=float,
-        default=0.05,
-        metavar="F",
-        help="auto check: the smallest share of disagreeing configs to catch (default 0.05)",
-    )
-    p.add_argument(
-        "--check-miss",
-        type=float,
-        default=0.01,
-        metavar="P",
-        help="auto check: the largest probability of missing them (default 0.01)",
+        default=0,
+        metavar="N|all",
+        help="audit the fast evaluator: re-run the N best configs by the objective (or all) through the full "
+        "pipeline; any difference fails the sweep and nothing is written (default 0: none)",
     )
     p.add_argument(
         "--budget",

@@ -99,15 +99,19 @@ def test_sweep_fast_path_matches_the_pipeline_rows(eval_lab: Any, small_ds: Any,
     metrics = ["ndcg@10", "recall@5", "mrr", "map", "id_context_recall"]
     assert [[r[m] for m in metrics] for r in fast.rows] == [[r[m] for m in metrics] for r in slow.rows]
     assert fast.cache_stats["fast_path"]["captures"] == 2  # one per embedding_top_k value
-    assert len(fast.cache_stats["fast_path"]["checked_configs"]) == 6  # the top 3 and 3 sampled
-    assert {r["evaluated_by"] for r in fast.rows} == {"fast", "fast, checked"}
+    best3 = sorted(sorted(range(8), key=lambda i: (-slow.rows[i]["ndcg@10"], i))[:3])
+    assert fast.cache_stats["fast_path"]["checked_configs"] == best3  # the 3 best by the objective
+    assert fast.cache_stats["fast_path"]["check_plan"] == "the 3 best of 8 configs"
+    assert [r["evaluated_by"] for r in fast.rows] == ["fast, checked" if i in best3 else "fast" for i in range(8)]
     assert "evaluated_by" not in slow.rows[0]
 
 
 def test_sweep_fails_loudly_when_the_fast_path_differs(
     eval_lab: Any, small_ds: Any, small_spec: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_lab.eval.sweep import SweepError, parse_param, run_grid
+    """A planted difference (the fast path drops every question's last context): ``check=0`` runs
+    nothing on the pipeline and does not see it; ``check=1`` re-runs the best config and fails."""
+    from rag_lab.eval.sweep import SweepError, parse_param, run_grid, runners
     from rag_lab.tuning import evaluator
 
     real = evaluator.FastEvaluator.references
@@ -116,19 +120,31 @@ def test_sweep_fails_loudly_when_the_fast_path_differs(
         outcome, refs = real(self, q, p)
         return outcome, refs[:-1]
 
+    pipeline_runs: list[dict[str, Any]] = []
+    real_pipeline = runners._Evaluator.pipeline_results
+
+    async def counted(self: Any, config: Any) -> Any:
+        pipeline_runs.append(dict(config))
+        return await real_pipeline(self, config)
+
     monkeypatch.setattr(evaluator.FastEvaluator, "references", drop_last)
-    with pytest.raises(SweepError, match="fast evaluator and pipeline disagree on .*\n  config .*question"):
-        asyncio.run(
-            run_grid(
-                eval_lab,
-                [(small_ds, small_spec.kb_name)],
-                [parse_param("mmr_lambda=0.5,0.7")],
-                "mrr",
-                cache_dir=None,
-                progress=False,
-                check=0,
-            )
-        )
+    monkeypatch.setattr(runners._Evaluator, "pipeline_results", counted)
+
+    def sweep(check: int) -> Any:
+        suites = [(small_ds, small_spec.kb_name)]
+        spaces = [parse_param("mmr_lambda=0.5,0.7")]
+        return asyncio.run(run_grid(eval_lab, suites, spaces, "mrr", cache_dir=None, progress=False, check=check))
+
+    unchecked = sweep(0)
+    assert pipeline_runs == [] and [r["evaluated_by"] for r in unchecked.rows] == ["fast", "fast"]
+    assert unchecked.cache_stats["fast_path"]["checked_configs"] == []
+    assert unchecked.cache_stats["fast_path"]["check_plan"] == "none (--check 0)"
+    best = min(range(2), key=lambda i: (-unchecked.rows[i]["mrr"], i))
+    with pytest.raises(
+        SweepError, match="fast evaluator and pipeline disagree on 1 of 1 checked configs .*\n  config .*question"
+    ):
+        sweep(1)
+    assert pipeline_runs == [{"mmr_lambda": unchecked.rows[best]["mmr_lambda"]}]
 
 
 def test_param_sets_follow_the_stage_contracts() -> None:

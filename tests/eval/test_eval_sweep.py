@@ -163,6 +163,7 @@ async def test_grid_sweep_on_the_pipeline(eval_lab: Any, small_ds: Any, small_sp
         ragas_metrics=["id_context_recall"],
         cache_dir=tmp_path / "cache",
         progress=False,
+        fast=False,
     )
     assert [(r["rerank_threshold"], r["mmr_lambda"]) for r in res.rows] == [
         (0.2, 0.5),
@@ -227,6 +228,7 @@ def test_sweep_cli(eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert code == 0, out
     assert "best mrr = " in out and "stage cache: " in out
+    assert "re-checked on the full pipeline: none (--check 0)\n" in out  # the default: no re-run
     assert {p.name for p in tmp_path.iterdir()} >= {
         "sweep.csv",
         "sweep_best.yaml",
@@ -234,6 +236,13 @@ def test_sweep_cli(eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytes
         "sweep_metric_vs_param.png",
         "sweep.md",
     }
+    dataset = f"{small_spec.dataset}:{small_spec.n_queries}:{small_spec.max_docs}"
+    args = ["--param", "rerank_threshold=0.2:0.6:0.4", "--out", str(tmp_path), "--quiet", "--check", "all"]
+    assert main(["--workspace", ws, "sweep", "--dataset", dataset, *args]) == 0
+    assert (
+        "re-checked on the full pipeline: all 2 configs (configs 0, 1): identical contexts, scores and metrics\n"
+        in capsys.readouterr().out
+    )
     assert main(["--workspace", ws, "sweep", "--dataset", "hotpotqa_hipporag100:2:10", "--param", "mmr_lambda=2"]) == 2
     assert "mmr_lambda=2.0 is outside the declared range" in capsys.readouterr().err
 

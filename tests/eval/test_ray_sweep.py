@@ -98,7 +98,7 @@ async def test_grid_on_ray_equals_in_process(ray_cluster, eval_lab, small_spec, 
 
 async def test_fast_grid_on_ray_equals_in_process_fast_grid(ray_cluster, eval_lab, small_spec, small_ds, tmp_path):
     """With the fast evaluator: stage inputs captured once in the driver, chunks of configs scored
-    by Ray tasks, the same sampled configs re-checked on the pipeline as in-process."""
+    by Ray tasks, the same 2 best configs re-checked on the pipeline as in-process."""
     spaces = [parse_param("rerank_threshold=0.1,0.3,0.5,0.7"), parse_param("mmr_lambda=0.5,0.9")]
     suites = [(small_ds, small_spec.kb_name)]
     local = await run_grid(eval_lab, suites, spaces, cache_dir=tmp_path / "c1", progress=False, check=2)
@@ -111,6 +111,8 @@ async def test_fast_grid_on_ray_equals_in_process_fast_grid(ray_cluster, eval_la
         _same(a, b)  # evaluated_by included: the same configs were re-checked
     assert {r["worker_pid"] for r in remote.rows}.isdisjoint({os.getpid()})
     assert remote.cache_stats["fast_path"]["checked_configs"] == local.cache_stats["fast_path"]["checked_configs"]
+    assert len(local.cache_stats["fast_path"]["checked_configs"]) == 2
+    assert remote.cache_stats["fast_path"]["check_plan"] == "the 2 best of 8 configs"
 
 
 async def test_optuna_on_ray_scores_each_config_as_in_process(ray_cluster, eval_lab, small_spec, small_ds, tmp_path):

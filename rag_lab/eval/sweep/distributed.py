@@ -25,8 +25,8 @@ used as is and left running.
 
 With ``fast=True`` a grid whose metrics read no answer takes the fast path
 (:func:`_fast_grid_on_ray`): captures in the driver, shipped in the payload without their SQLite
-handles, Ray tasks per chunk of configs, the ``check`` sample re-scored by the driver and re-run
-on the full pipeline.
+handles, Ray tasks per chunk of configs, the ``check`` best configs re-scored by the driver and
+re-run on the full pipeline.
 
 Ray costs time before any evaluation: starting a local cluster (seconds), and per Tune trial an
 actor plus bookkeeping (~1-3 s measured by ``benchmarks/scale_out.py``). :func:`choose_executor`
@@ -107,10 +107,7 @@ async def run_sweep_on_ray(
     workers: int = 2,
     progress: bool = True,
     fast: bool = False,
-    check: int | str = "auto",
-    check_seed: int = 0,
-    check_share: float = 0.05,
-    check_miss: float = 0.01,
+    check: int | str = 0,
 ) -> SweepResult:
     """The grid (``n_trials == 0``) or an optuna search of ``n_trials`` trials on Ray Tune; rows
     in config order (grid) or trial order (optuna), each with the same columns as in-process plus
@@ -119,9 +116,8 @@ async def run_sweep_on_ray(
     ``fast`` (grids only, when the objective and metrics read no answer): the driver captures the
     stage inputs of every retrieval config once (:mod:`rag_lab.eval.sweep.fast`), puts them in the
     object store with the workspace, and Ray tasks evaluate chunks of configs with the fast
-    evaluator; the configs of the check plan (the best ones and a sample sized by ``check_share`` /
-    ``check_miss``, :mod:`rag_lab.eval.sweep.verify`) are then scored again by the driver (same row
-    asserted) and run through the full pipeline (same contexts and scores asserted), as the
+    evaluator; the ``check`` best configs (or ``"all"``) are then scored again by the driver (same
+    row asserted) and run through the full pipeline (same contexts and scores asserted), as the
     in-process fast sweep does."""
     if not ray_available():
         raise SweepError("Ray is not installed: pip install 'rag_lab[distributed]'")
@@ -143,7 +139,7 @@ async def run_sweep_on_ray(
     if fast and not n_trials and not fast_path_reason(objective, ragas_metrics):
         return await _fast_grid_on_ray(
             lab, prepared, spaces, configs, objective, direction, ks, ragas_metrics, base, cache_dir,
-            ray_address, workers, (check, check_seed, check_share, check_miss), t0,
+            ray_address, workers, check, t0,
         )  # fmt: skip
     if cache_dir is not None:
         ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
@@ -218,7 +214,7 @@ async def _fast_grid_on_ray(
     cache_dir: str | Path | None,
     ray_address: str | None,
     workers: int,
-    checking: tuple[int | str, int, float, float],
+    check: int | str,
     t0: float,
 ) -> SweepResult:
     import ray
@@ -227,8 +223,7 @@ async def _fast_grid_on_ray(
     from rag_lab.eval.sweep.runners import _stats
 
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base, cache_dir, None)
-    check, check_seed, share, miss = checking
-    fs = FastSweep(ev, check=check, seed=check_seed, share=share, miss=miss)
+    fs = FastSweep(ev, check=check)
     try:
         for cfg in configs:  # one capture per distinct retrieval config, in the driver
             await fs._group(fs._split(cfg)[1])
@@ -253,8 +248,8 @@ async def _fast_grid_on_ray(
         finally:
             conn.close()
         rows = [rows_by_index[i] for i in range(len(configs))]
-        chosen = fs.make_plan(rows).indices
-        for i in chosen:  # the driver scores the sample itself, then on the full pipeline
+        chosen = fs.select(rows)
+        for i in chosen:  # the driver scores the checked configs itself, then on the full pipeline
             mine = await fs.evaluate(configs[i])
             theirs = rows[i]
             diff = [

@@ -1,5 +1,5 @@
 """The sweep's fast path: configs evaluated by :class:`rag_lab.tuning.FastEvaluator` from stage
-inputs captured once, checked against the full pipeline.
+inputs captured once, audited against the full pipeline on request (``check``).
 
 * Configs are grouped by their retrieval part (:func:`rag_lab.tuning.params.split_config`: search
   settings, BM25 index settings, anything not post-retrieval). Each distinct retrieval config is
@@ -9,11 +9,11 @@ inputs captured once, checked against the full pipeline.
 * Every config is then evaluated without the event pipeline: final contexts → the same
   :class:`~rag_lab.eval.records.QueryRecord` fields the pipeline fills (contexts, their ids and
   documents) → the same metrics.
-* The best configs and a seeded sample sized for a stated miss probability
-  (:mod:`rag_lab.eval.sweep.verify`; ``check="all"`` for every config) run through the full
-  pipeline too; any difference in any question's contexts (ids, documents, texts, final scores)
-  or in the metrics raises :class:`~rag_lab.eval.sweep.specs.SweepError` naming every config,
-  question and field that differ, and nothing is written.
+* ``check`` (``--check``, default 0) audits it: the ``check`` best configs by the objective
+  (``"all"``: every config) run through the full pipeline too; any difference in any question's
+  contexts (ids, documents, texts, final scores within :data:`SCORE_REL_TOL`) or in the metrics
+  raises :class:`~rag_lab.eval.sweep.specs.SweepError` naming every config, question and field
+  that differ, and nothing is written.
 
 Answers are not written on the fast path, so objectives and ragas metrics that read the answer
 (``chrf``, ``bleu``, ``latency_ms``, …) use the full pipeline; :func:`fast_path_reason` says why.
@@ -40,14 +40,30 @@ __all__ = [
     "CONTEXT_METRICS",
     "LATENCY_OF_CAPTURE",
     "LATENCY_OF_PIPELINE",
+    "SCORE_REL_TOL",
     "FastSweep",
     "RetrievalMemo",
+    "check_description",
     "fast_path_reason",
 ]
 
 
 #: ragas offline metrics that read only the contexts (not the answer)
 CONTEXT_METRICS = ("id_context_recall", "id_context_precision", "nonllm_context_recall", "nonllm_context_precision")
+
+#: final scores of the fast evaluator and the pipeline agree to this relative tolerance (the same
+#: float64 formulas; a vectorised sum may add in another order)
+SCORE_REL_TOL = 1e-9
+
+
+def check_description(n_checked: int, n_configs: int) -> str:
+    """What ``--check`` re-ran, in words: ``none (--check 0)``, ``all 27 configs``, ``the 3 best of
+    540 configs``."""
+    if n_checked == 0:
+        return "none (--check 0)"
+    if n_checked >= n_configs:
+        return f"all {n_configs} configs" if n_configs > 1 else "the only config"
+    return f"the {f'{n_checked} ' if n_checked > 1 else ''}best of {n_configs} configs"
 
 
 def fast_path_reason(objective: str, ragas_metrics: Sequence[str]) -> str:
@@ -98,22 +114,12 @@ class RetrievalMemo:
 class FastSweep:
     """Fast evaluation of configs for one :class:`_Evaluator` (its lab, suites, base params)."""
 
-    def __init__(
-        self,
-        ev: _Evaluator,
-        check: int | str = "auto",
-        seed: int = 0,
-        share: float = 0.05,
-        miss: float = 0.01,
-        top: int = 3,
-    ) -> None:
-        if not (check in ("auto", "all") or (isinstance(check, int) and not isinstance(check, bool) and check >= 0)):
-            raise SweepError(f"--check must be 'auto', 'all' or an integer >= 0, got {check!r}")
+    def __init__(self, ev: _Evaluator, check: int | str = 0) -> None:
+        if not (check == "all" or (isinstance(check, int) and not isinstance(check, bool) and check >= 0)):
+            raise SweepError(f"--check must be 'all' or an integer >= 0, got {check!r}")
         self.ev = ev
         self.check = check
-        self.seed = seed
-        self.share, self.miss, self.top = share, miss, top
-        self.plan: Any = None
+        self.n_configs = 0  # of the sweep, set by :meth:`select`
         self._groups: dict[tuple[tuple[str, Any], ...], dict[str, FastEvaluator]] = {}
         self._recaptured: dict[tuple[str, str, int, tuple[tuple[str, Any], ...]], QuestionInputs] = {}
         self.fast_records: dict[int, tuple[dict[str, Any], list[tuple[Any, Any]]]] = {}
@@ -258,42 +264,39 @@ class FastSweep:
         self.fast_records[index] = (dict(config), results)
         return row
 
-    def make_plan(self, rows: Sequence[Mapping[str, Any]]) -> Any:
-        """The configs to re-check (:func:`rag_lab.eval.sweep.verify.check_plan`): the best by the
-        objective (NaN last), plus the sample."""
+    def select(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The configs ``check`` re-runs, ascending: every one (``"all"``) or the ``check`` best by
+        the objective (NaN last, ties by index)."""
         from rag_lab.eval.sweep.specs import objective_direction
-        from rag_lab.eval.sweep.verify import check_plan
 
+        self.n_configs = len(rows)
+        if self.check == "all":
+            return list(range(len(rows)))
         sign = -1.0 if objective_direction(self.ev.objective) == "maximize" else 1.0
 
         def key(i: int) -> tuple[bool, float, int]:
             v = float(rows[i].get(self.ev.objective, math.nan))
             return (not math.isfinite(v), sign * v if math.isfinite(v) else 0.0, i)
 
-        ranked = sorted(range(len(rows)), key=key)
-        try:
-            self.plan = check_plan(
-                len(rows), ranked, self.check, share=self.share, miss=self.miss, top=self.top, seed=self.seed
-            )
-        except ValueError as exc:
-            raise SweepError(str(exc)) from None
-        return self.plan
+        return sorted(sorted(range(len(rows)), key=key)[: int(self.check)])
 
     async def verify(self, indices: Sequence[int] | None = None) -> list[int]:
-        """Run the planned configs (:meth:`make_plan`; or ``indices`` of the fast rows) through the
-        full pipeline and compare every question's contexts (ids, documents, texts, final scores
-        within :data:`~rag_lab.eval.sweep.verify.SCORE_REL_TOL`), ranking and metrics; raise
-        :class:`SweepError` listing every disagreement. Checked rows get ``evaluated_by = "fast,
-        checked"`` and the pipeline's latency."""
+        """Run the configs ``check`` selects (:meth:`select`; or ``indices`` of the fast rows)
+        through the full pipeline and compare every question's contexts (ids, documents, texts,
+        final scores within :data:`SCORE_REL_TOL`), ranking and metrics; raise :class:`SweepError`
+        listing every disagreement. Checked rows get ``evaluated_by = "fast, checked"`` and the
+        pipeline's latency."""
         rows = self.ev.rows
-        chosen = list(indices) if indices is not None else self.make_plan(rows).indices
+        chosen = list(indices) if indices is not None else self.select(rows)
         problems: list[str] = []
+        bad = 0
         for i in chosen:
             row = rows[i]
             config, fast_results = self.fast_records[i]
             pipeline = await self.ev.pipeline_results(config)
             found = [p for (suite, f), (_, slow) in zip(fast_results, pipeline) for p in _differences(suite, f, slow)]
             problems += [f"config {config}: {p}" for p in found[:3]]
+            bad += bool(found)
             lat = sorted(r.latency_ms for _, res in pipeline for r in res.records if not r.error)
             row["latency_ms"] = sum(lat) / len(lat) if lat else math.nan
             row["p95_latency_ms"] = p95(lat)
@@ -301,7 +304,6 @@ class FastSweep:
             row["latency_of"] = LATENCY_OF_PIPELINE
         self.checked = chosen
         if problems:
-            bad = len({p.split(": ", 1)[0] for p in problems})
             raise SweepError(
                 f"fast evaluator and pipeline disagree on {bad} of {len(chosen)} checked configs (nothing written):\n  "
                 + "\n  ".join(problems[:12])
@@ -320,8 +322,6 @@ def _funnel(captured: Any, diagnostics: Any, refs: Sequence[Any], gold_ids: Sequ
 
 def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:
     """What differs between the fast and the pipeline result of one suite, question by question."""
-    from rag_lab.eval.sweep.verify import SCORE_REL_TOL
-
     out: list[str] = []
     for a, b in zip(slow.records, fast.records):
         for name in ("context_ids", "context_doc_ids", "contexts", "retrieved_doc_ids"):

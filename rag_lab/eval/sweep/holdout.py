@@ -4,8 +4,8 @@ report it on the other.
 ``rag-lab sweep --holdout F`` keeps a seeded fraction ``F`` of each dataset's questions out of the
 sweep (:func:`split_questions`; the held-out part shares the corpus and KB, so only the questions
 differ); ``--holdout SPEC`` holds out another dataset spec instead (e.g. ``name@50-100`` after
-tuning on ``name:50``). The sweep (grid or optuna, the fast path and its pipeline re-check as
-usual) sees the tuning part only; its best config and the default config (the sweep's ``--set``
+tuning on ``name:50``). The sweep (grid or optuna, the fast path and its ``check`` as usual)
+sees the tuning part only; its best config and the default config (the sweep's ``--set``
 overrides, no swept value) then run **through the full pipeline** on the held-out part.
 
 Reported (:class:`HoldoutResult`): the objective of the chosen config on the tuning part and on
@@ -310,9 +310,7 @@ async def run_holdout(
                 progress=progress,
                 **sweep_kw,
             )
-        return await run_grid(
-            lab, pairs, spaces, objective, base_params=base_params, progress=progress, check_seed=seed, **sweep_kw
-        )
+        return await run_grid(lab, pairs, spaces, objective, base_params=base_params, progress=progress, **sweep_kw)
 
     async def score(config: Mapping[str, Any], parts: list[Any]) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}

@@ -233,16 +233,18 @@ def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Su
     return out
 
 
-def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str, seed: int, share: float, miss: float) -> Any:
+def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str) -> Any:
     """The fast path for this sweep, or None (disabled, or the metrics read the answer)."""
     from rag_lab.eval.sweep.fast import FastSweep, fast_path_reason
 
     if not fast or fast_path_reason(ev.objective, ev.ragas_metrics):
         return None
-    return FastSweep(ev, check=check, seed=seed, share=share, miss=miss)
+    return FastSweep(ev, check=check)
 
 
 def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
+    from rag_lab.eval.sweep.fast import check_description
+
     stats = ev.stats()
     if fs is not None:
         stats["fast_path"] = {
@@ -250,7 +252,7 @@ def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
             "capture_s": round(fs.capture_seconds, 2),
             "evaluate_s": round(fs.eval_seconds, 3),
             "checked_configs": list(fs.checked),
-            "check_plan": fs.plan.describe() if fs.plan is not None else f"{len(fs.checked)} configs",
+            "check_plan": check_description(len(fs.checked), fs.n_configs),  # in words
         }
     return stats
 
@@ -301,18 +303,14 @@ async def run_grid(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     fast: bool = True,
-    check: int | str = "auto",
-    check_seed: int = 0,
-    check_share: float = 0.05,
-    check_miss: float = 0.01,
+    check: int | str = 0,
 ) -> SweepResult:
     """Evaluate every grid config; ``suites`` are SuiteSpecs or ``(dataset, kb)`` pairs (already
     ingested). ``cache_dir=None`` runs without the stage cache. ``fast`` (default) evaluates the
-    configs with the tuning evaluator from inputs captured once per retrieval config and re-checks
-    the best configs and a sample through the full pipeline (``check``: ``"auto"`` sizes the
-    sample so that a disagreement in ``check_share`` of the configs is missed with probability
-    ``check_miss`` at most, ``"all"``, or a number; :mod:`rag_lab.eval.sweep.verify`); objectives
-    that read the answer use the full pipeline."""
+    configs with the tuning evaluator from inputs captured once per retrieval config; ``check``
+    re-runs that many of the best configs (or ``"all"``) through the full pipeline as an audit
+    (:meth:`~rag_lab.eval.sweep.fast.FastSweep.verify`). Objectives that read the answer use the
+    full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
     prepared = _prepare(lab, suites, progress)
@@ -320,7 +318,7 @@ async def run_grid(
     t0 = time.perf_counter()
     bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check, check_seed, check_share, check_miss)
+    fs = _fast_sweep(ev, fast, check)
     try:
         if fs is None and cache_dir is not None and configs:
             bar.set_description_str("sweep: filling the stage cache")
@@ -330,9 +328,10 @@ async def run_grid(
             row = await (fs.evaluate(cfg) if fs is not None else ev.evaluate(cfg))
             bar.set_postfix_str(f"{objective}={row[objective]:.4f}", refresh=False)
         if fs is not None:
-            plan = fs.make_plan(ev.rows)
-            bar.set_description_str(f"sweep: checking {len(plan.indices)} configs on the pipeline")
-            await fs.verify(plan.indices)
+            chosen = fs.select(ev.rows)
+            if chosen:
+                bar.set_description_str(f"sweep: checking {len(chosen)} configs on the pipeline")
+            await fs.verify(chosen)
     finally:
         result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
     return result
@@ -352,12 +351,10 @@ async def run_optuna(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     fast: bool = True,
-    check: int | str = "auto",
-    check_share: float = 0.05,
-    check_miss: float = 0.01,
+    check: int | str = 0,
 ) -> SweepResult:
     """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid
-    (fast path and pipeline re-check included)."""
+    (fast path and ``check`` included)."""
     try:
         import optuna
     except ImportError:
@@ -374,7 +371,7 @@ async def run_optuna(
     t0 = time.perf_counter()
     bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
     ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check, seed, check_share, check_miss)
+    fs = _fast_sweep(ev, fast, check)
     try:
         for i in range(n_trials):
             trial = study.ask()
