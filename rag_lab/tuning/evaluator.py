@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from rag_lab.pipeline.plugins.filter_top_k import filter_top_k, top_k_diagnostics
-from rag_lab.pipeline.plugins.merge import merge_results
+from rag_lab.pipeline.plugins.merge import merge_input, merge_results
 from rag_lab.pipeline.plugins.rerank import annotate_reranked
 from rag_lab.reranking.composite import boosted_order
 from rag_lab.reranking.image import IMAGE_VECTOR
@@ -232,11 +232,14 @@ class FastEvaluator:
 
     # -- merge and top-K ----------------------------------------------------------------------------
     def _merge_input(
-        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams
+        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams, mlog: list[dict[str, Any]]
     ) -> list[SearchResult]:
+        """What merge reads: the picks as the rerank stage leaves them, or (no rerank result) the
+        search results, the candidates after a model error, through the stage's own
+        :func:`~rag_lab.pipeline.plugins.merge.merge_input`."""
         if picks is None:
             source = q.rerank.candidates if outcome == "model_error" and q.rerank is not None else q.search_result
-            return sorted((r.copy() for r in source), key=lambda r: -r.score)
+            return merge_input([], source, p.rerank_top_k, mlog)
         assert q.rerank is not None
         out: list[SearchResult] = []
         for x in picks:
@@ -247,7 +250,7 @@ class FastEvaluator:
             if x.wiki:
                 r.metadata["wiki_boosted"] = "true"
             out.append(r)
-        return out
+        return merge_input(out, [], p.rerank_top_k, mlog)
 
     def references(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult]]:
         """``(outcome, final contexts)`` of question ``q`` under ``p`` (outcome ``nothing``: the
@@ -278,14 +281,8 @@ class FastEvaluator:
             self.stats.merge_hits += 1
             return hit
         self.stats.merges += 1
-        source = self._merge_input(q, picks, outcome, p)
-        mlog: list[dict[str, Any]] = [
-            {
-                "step": "input",
-                "source": "search_result" if picks is None else "rerank_result",
-                "ids": [r.id for r in source],
-            }
-        ]
+        mlog: list[dict[str, Any]] = []
+        source = self._merge_input(q, picks, outcome, p, mlog)
         merged = merge_results(source, q.history, q.query, p, q.store, mlog)
         refs, before = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
         got = (merged, mlog, [r for r in refs if r is not None], before)

@@ -158,7 +158,8 @@ def test_param_sets_follow_the_stage_contracts() -> None:
     assert {"embedding_top_k", "vector_threshold", "rrf_k", "enable_rewrite"} <= P.RETRIEVAL_PARAMS
     assert not (P.RETRIEVAL_PARAMS & P.POST_RETRIEVAL_PARAMS) and not (P.ANSWER_PARAMS & P.POST_RETRIEVAL_PARAMS)
     assert {"temperature", "citation_enabled"} <= P.ANSWER_PARAMS
-    assert P.MERGE_PARAMS == frozenset(contract_of(PluginMerge).params)
+    # merge's own params, and rerank_top_k through request.rerank_top_k (its input's cut)
+    assert P.MERGE_PARAMS == frozenset(contract_of(PluginMerge).params) | {"rerank_top_k"}
     assert not P.CAPTURE_PARAMS & P.POST_RETRIEVAL_PARAMS and "data_analysis_enabled" not in P.ANSWER_PARAMS
     post, other = P.split_config({"mmr_lambda": 0.5, "temperature": 0.1, "embedding_top_k": 5, "bm25_k1": 1.2})
     assert post == {"mmr_lambda": 0.5, "temperature": 0.1} and other == {"embedding_top_k": 5, "bm25_k1": 1.2}

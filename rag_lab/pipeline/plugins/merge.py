@@ -252,6 +252,7 @@ class PluginMerge(StagePlugin):
     contract = StageContract(
         reads=(
             "request.query",
+            "request.rerank_top_k",
             "state.history",
             "state.intent",
             "state.rerank_result",
@@ -279,23 +280,28 @@ class PluginMerge(StagePlugin):
         state, p = chat.state, chat.request.params
         mlog: list[dict[str, Any]] = []
         state.diagnostics["merge"] = MergeDiagnostics(steps=mlog)
-        # copies: the stage rewrites contents and sub-chunk lists; its inputs stay as they were
-        if state.rerank_result:
-            results = [r.copy() for r in state.rerank_result]
-        else:
-            results = sorted((r.copy() for r in state.search_result), key=lambda r: -r.score)
-        mlog.append(
-            {
-                "step": "input",
-                "source": "rerank_result" if state.rerank_result else "search_result",
-                "ids": [r.id for r in results],
-            }
-        )
+        results = merge_input(state.rerank_result, state.search_result, chat.request.rerank_top_k, mlog)
         store = self.services.workspace.store if self.services.workspace is not None else None
         state.merge_result = merge_results(
             results, state.history, state.rewrite_query or chat.request.query, p, store, mlog
         )
         return await next()
+
+
+# -- step 1 -------------------------------------------------------------------------------
+def merge_input(
+    rerank_result: list[SearchResult], search_result: list[SearchResult], top_k: int, mlog: list[dict[str, Any]]
+) -> list[SearchResult]:
+    """The stage's input (seed): the rerank result when there is one; else the search results by
+    score, descending (stable), cut to ``top_k`` when it is positive. Copies: the stage rewrites
+    contents and sub-chunk lists, and its inputs stay as they were."""
+    if rerank_result:
+        source, results = "rerank_result", [r.copy() for r in rerank_result]
+    else:
+        ranked = sorted(search_result, key=lambda r: -r.score)
+        source, results = "search_result", [r.copy() for r in (ranked[:top_k] if top_k > 0 else ranked)]
+    mlog.append({"step": "input", "source": source, "ids": [r.id for r in results]})
+    return results
 
 
 # -- step 4 -------------------------------------------------------------------------------
@@ -329,13 +335,14 @@ def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[di
     # own id; an image result: its text parent's id), gathered from the image chunks under it
     scoped_ids: list[str] = []
     for r in results:
-        par = parents.get(r.parent_chunk_id) if r.parent_chunk_id else None
-        if par is None:
+        if not r.parent_chunk_id:
             continue
-        if r.chunk_type == "text" and par.chunk_type == "parent_text":
+        par = parents.get(r.parent_chunk_id)
+        if r.chunk_type == "text" and par is not None and par.chunk_type == "parent_text":
             scoped_ids.append(r.id)
-        elif r.chunk_type in ("image_ocr", "image_caption"):
-            scoped_ids.append(par.id)
+        elif r.chunk_type in ("image_ocr", "image_caption"):  # loaded or not (spec §4.8.2 3)
+            scoped_ids.append(r.parent_chunk_id)
+    scoped_ids = list(dict.fromkeys(scoped_ids))
     scoped = collect_image_info_by_chunk_ids(store, scoped_ids) if scoped_ids else {}
 
     def scoped_info(key: str, content: str, info: str) -> str:

@@ -129,11 +129,24 @@ def generate_expansion_variants(rewrite_query: str, query: str = "", max_variant
     return out[:max_variants]
 
 
-async def expand_search(chat: ChatManage, services: Services) -> list[SearchResult]:
-    """Keyword-side searches for each (variant × target); errors are logged and ignored."""
+def keyword_searchable(target: SearchTarget, services: Services) -> bool:
+    """Whether the target's knowledge base searches keywords (expansion searches nothing else)."""
+    if not target.knowledge_base_id or services.workspace is None:
+        return False
+    try:
+        kb = services.workspace.get_kb(target.knowledge_base_id)
+    except Exception:
+        return False
+    return kb is not None and bool(getattr(kb, "keyword_enabled", True))
+
+
+async def expand_search(chat: ChatManage, services: Services) -> list[SearchResult] | None:
+    """Keyword-side searches for each (variant × target whose KB searches keywords); errors are
+    logged and ignored. ``None`` when no target searches keywords: no expansion (seed)."""
     req, p = chat.request, chat.request.params
-    if services.searcher is None:
-        return []
+    targets = [t for t in req.search_targets if t is not None and keyword_searchable(t, services)]
+    if services.searcher is None or not targets:
+        return None
     searcher = services.searcher.with_params(p)
     variants = generate_expansion_variants(chat.state.rewrite_query, req.query, p.query_expansion_max_variants)
     chat.state.diagnostics["query_expansion_variants"] = list(variants)
@@ -141,7 +154,7 @@ async def expand_search(chat: ChatManage, services: Services) -> list[SearchResu
         req.embedding_top_k * p.query_expansion_top_k_factor, req.rerank_top_k * p.query_expansion_top_k_factor
     )
     exp_kw = req.keyword_threshold * p.query_expansion_keyword_factor
-    jobs = [(v, t) for v in variants for t in req.search_targets if t is not None and t.knowledge_base_id]
+    jobs = [(v, t) for v in variants for t in targets]
     if not jobs:
         return []
     sem = asyncio.Semaphore(max(1, min(p.query_expansion_concurrency, len(jobs))))

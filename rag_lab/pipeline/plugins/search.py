@@ -179,8 +179,9 @@ class PluginSearch(StagePlugin):
             from rag_lab.pipeline.plugins.query_expansion import expand_search
 
             extra = await expand_search(chat, self.services)
-            chat.state.search_result = results + extra
-            chat.state.diagnostics["query_expansion"] = QueryExpansionDiagnostics(triggered=True, added=len(extra))
+            if extra is not None:
+                chat.state.search_result = results + extra
+                chat.state.diagnostics["query_expansion"] = QueryExpansionDiagnostics(triggered=True, added=len(extra))
         diag.results = compact_results(chat.state.search_result)
 
         if chat.state.search_result:
