@@ -68,7 +68,7 @@ def first_ctrl_c_stops() -> Iterator[None]:
         return
     presses = 0
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(_signum: int, _frame: Any) -> None:
         nonlocal presses
         presses += 1
         if presses == 1:

@@ -253,7 +253,7 @@ def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
 
     srv = LlamaServer(port=port, threads=threads, ctx_size=ctx_size)
 
-    def _terminated(signum: int, frame: Any) -> None:  # SIGTERM stops the server as Ctrl-C does
+    def _terminated(_signum: int, _frame: Any) -> None:  # SIGTERM stops the server as Ctrl-C does
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _terminated)

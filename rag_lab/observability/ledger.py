@@ -174,10 +174,6 @@ def reset_stage(token: contextvars.Token) -> None:
     _STAGE.reset(token)
 
 
-def current_ledger() -> Ledger | None:
-    return _LEDGER.get()
-
-
 def _messages_tokens(messages: Sequence[Any]) -> int:
     return sum(estimate_tokens(str(getattr(m, "content", "") or "")) for m in messages)
 

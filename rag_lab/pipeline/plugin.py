@@ -53,10 +53,6 @@ class Plugin(Protocol):
     async def on_event(self, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None: ...
 
 
-async def _end_of_chain() -> PluginError | None:
-    return None
-
-
 class EventManager:
     """``event → [plugins]`` in registration order; ``trigger`` runs the onion chain."""
 

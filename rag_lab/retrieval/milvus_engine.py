@@ -232,11 +232,6 @@ class MilvusEngine:
         except Exception as exc:
             raise MilvusEngineError(f"Milvus delete in {name!r} failed ({expr[:200]}): {exc}") from exc
 
-    def delete_documents(self, kb: KnowledgeBase, knowledge_ids: Sequence[str]) -> None:
-        """Delete the rows of documents SQLite no longer has (and rewrite those it still has)."""
-        if knowledge_ids:
-            self.index_documents(kb, knowledge_ids)
-
     def drop_kb(self, kb: KnowledgeBase) -> None:
         """Delete every row of ``kb`` (the collections stay: other KBs of the space share them)."""
         name = self.collection_for(kb)

@@ -249,9 +249,3 @@ def _local_ids(ids: Sequence[np.ndarray], sizes: np.ndarray) -> tuple[Sequence[n
 
 def _sizes(ids: Sequence[np.ndarray]) -> np.ndarray:
     return np.array([a.size for a in ids], dtype=np.intp)
-
-
-def _flat(ids: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    sizes = _sizes(ids)
-    tok = np.concatenate(ids) if len(ids) else np.empty(0, dtype=np.int32)
-    return np.repeat(np.arange(len(ids)), sizes), tok

@@ -39,11 +39,6 @@ class Converted:
 # --------------------------------------------------------------------------- helpers
 
 
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def read_checked(raw: Path, rel: str, expected_sha256: str) -> bytes:
     """Read ``raw/rel`` and fail unless its sha256 equals the one recorded upstream."""
     path = raw / rel
