@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rag_lab.reranking.composite import boosted_order, composite_score, composite_scores, faq_boost, stable_desc_order
 from rag_lab.reranking.ladder import apply_threshold_ladder, degraded_threshold, model_arrays
 from rag_lab.reranking.mmr import mmr_trace, select_mmr, select_mmr_ids, select_mmr_ids_deferred, select_mmr_jaccard
-from rag_lab.searchutil.text import jaccard
 from rag_lab.searchutil.tokens import TokenSetCache, intersection_counts, intersection_row_counter
 from rag_lab.types import PipelineParams, SearchResult
+from tests.reranking.test_rerank_mmr import naive_mmr
 
 # few distinct values, so that ties are common
 _SCORE = st.sampled_from([0.0, 0.1, 0.15, 0.2, 0.3, 0.3, 0.45, 0.5, 0.7, 0.9, 1.0])
@@ -144,22 +144,6 @@ def test_boosts_and_the_stable_sort_are_pythons_sort(rows: list[tuple[float, boo
 # --- MMR -----------------------------------------------------------------------------------------
 
 
-def _naive_mmr(scores: list[float], sets: list[frozenset[str]], k: int, lam: float) -> list[int]:
-    """§6.8 written out: O(n²k), best starting at −∞, a NaN value never beating it."""
-    selected: list[int] = []
-    remaining = list(range(len(scores)))
-    while len(selected) < max(0, k) and remaining:
-        best_i, best = remaining[0], -math.inf
-        for i in remaining:
-            red = max((jaccard(set(sets[i]), set(sets[j])) for j in selected), default=0.0)
-            value = lam * scores[i] - (1 - lam) * red
-            if value > best:
-                best_i, best = i, value
-        selected.append(best_i)
-        remaining.remove(best_i)
-    return selected
-
-
 @settings(max_examples=400)
 @given(
     st.lists(st.tuples(_SCORE | _ODD, _TOKENS), max_size=12),
@@ -173,7 +157,7 @@ def test_mmr_from_sets_ids_and_a_matrix_is_the_spec_mmr(
 
     scores = [s for s, _ in rows]
     sets = [t for _, t in rows]
-    want = _naive_mmr(scores, sets, k, lam)
+    want = naive_mmr(scores, sets, k, lam)
     assert select_mmr(scores, k, lam, sets if k > 1 else None) == want
     ids = _ids(sets)
     assert select_mmr_jaccard(np.array(scores), jaccard_matrix(ids), k, lam) == want
@@ -207,7 +191,7 @@ def test_the_fast_evaluators_mmr_memo_reads_prefixes_of_one_greedy_run(
     ranked = _Ranked(None, kept, jaccard_matrix(_ids(sets)), ([], [], [], [], [], []), {})  # type: ignore[arg-type]
     for k in ks:
         k = min(k, n)
-        assert ranked.mmr_picks(k, lam) == _naive_mmr(scores, sets, k, lam)
+        assert ranked.mmr_picks(k, lam) == naive_mmr(scores, sets, k, lam)
 
 
 def test_mmr_trace_worked_example() -> None:
