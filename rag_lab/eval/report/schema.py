@@ -19,21 +19,34 @@ name the file, suite, question and field:
 cur.json: 2 problems:
   suite 's', question 'q1', field 'recall@1': 7.5 is outside the range [0, 1]
   suite 's', question 'q1', field 'map': '1' is a str, not a number
+
+The schema is strict pydantic models (checks across fields run once those fields are well formed);
+:func:`_where` names the suite and question of pydantic's error locations.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Self, TypeGuard
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, ValidationInfo, create_model
+from pydantic.functional_validators import BeforeValidator, PlainValidator, field_validator, model_validator
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from rag_lab.eval.metric_defs import is_known_metric, metric
 from rag_lab.eval.metrics import retrieval_metric_names
+from rag_lab.tuning.funnel import CHAIN, STAGES
 
 __all__ = ["ReportError", "ReportSchemaError", "validate_report", "validate_report_data"]
 
 _ROW_COUNTS = ("n_retrieved", "n_gold", "n_duplicates")
 _MAX_LISTED = 12
+
+Loc = tuple[int | str, ...]
+Problems = list[tuple[Loc, str]]  # (location below the value being validated, message)
 
 
 class ReportError(ValueError):
@@ -52,287 +65,322 @@ class ReportSchemaError(ReportError):
         super().__init__("\n".join([head, *(f"  {p}" for p in shown)] + ([f"  … {more} more"] if more > 0 else [])))
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _where(suite: str, qid: Any = None, field: str | None = None) -> str:
-    out = f"suite {suite!r}"
-    if qid is not None:
-        out += f", question {qid!r}"
-    if field is not None:
-        out += f", field {field!r}"
-    return out
+def _is_whole(v: object, low: int) -> bool:
+    """An integer-valued number >= ``low`` (``3.0`` counts; a bool, NaN or inf does not)."""
+    return _is_number(v) and math.isfinite(v) and v == int(v) and v >= low
 
 
-def _fmt(x: float) -> str:
-    return f"{x:g}" if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+def _is_name(v: object) -> TypeGuard[str]:
+    return isinstance(v, str) and v != ""
 
 
-class _Checker:
-    def __init__(self) -> None:
-        self.problems: list[str] = []
+def _is_strings(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
-    def add(self, where: str, what: str) -> None:
-        self.problems.append(f"{where}: {what}")
 
-    def value(self, where: str, name: str, v: Any, *, nan_ok: bool) -> None:
-        """A metric value: a number inside ``name``'s range (None/NaN only where ``nan_ok``)."""
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            if not nan_ok:
-                self.add(where, "missing value (null / NaN): retrieval metrics are always computed")
-            return
-        if not _is_number(v):
-            self.add(where, f"{v!r} is a {type(v).__name__}, not a number")
-            return
-        m = metric(name)
-        if not m.contains(float(v)):
-            self.add(where, f"{v!r} is outside the range [{_fmt(m.low)}, {_fmt(m.high)}]")
-
-    def suite(self, i: int, s: Any, seen: set[str]) -> None:
-        if not isinstance(s, Mapping):
-            self.add(f"suite #{i + 1}", f"is a {type(s).__name__}, not an object")
-            return
-        name = s.get("name")
-        if not isinstance(name, str) or not name:
-            self.add(f"suite #{i + 1}", f"field 'name': {name!r} is not a non-empty string")
-            name = f"#{i + 1}"
-        elif name in seen:
-            self.add(_where(name), "the suite appears twice")
-        seen.add(name)
-        row_qids = self.retrieval(name, s.get("retrieval"))
-        rec_qids = self.records(name, s.get("records"))
-        excluded = set()
-        rt = s.get("retrieval")
-        if isinstance(rt, Mapping) and isinstance(rt.get("excluded_queries"), list):
-            excluded = {str(q) for q in rt["excluded_queries"]}
-        if row_qids is not None and rec_qids is not None:
-            missing = [q for q in row_qids if q not in rec_qids]
-            if missing:
-                self.add(
-                    _where(name, missing[0]),
-                    f"no per-question record for {len(missing)} metric row(s) ({_head(missing)})",
-                )
-            orphans = [q for q in rec_qids if q not in row_qids and q not in excluded]
-            if orphans:
-                self.add(
-                    _where(name, orphans[0]),
-                    f"{len(orphans)} record(s) without a metric row and not excluded ({_head(orphans)})",
-                )
-        self.ragas(name, s.get("ragas"), rec_qids)
-        self.funnel_section(name, s.get("funnel"))
-        summary = s.get("summary")
-        if isinstance(summary, Mapping):
-            for m, v in summary.items():
-                if not is_known_metric(str(m)):
-                    self.add(_where(name, None, f"summary.{m}"), "unknown metric name")
-                else:
-                    self.value(_where(name, None, f"summary.{m}"), str(m), v, nan_ok=True)
-
-    def _keyed(self, suite: str, items: list[Any], label: str, twice: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        """``(qid, item)`` of each object with a non-empty string ``qid``; the others, and a qid
-        seen before (``twice``), are reported (a repeated one is still yielded)."""
-        seen: set[str] = set()
-        for j, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                self.add(_where(suite, f"{label} #{j + 1}"), f"is a {type(item).__name__}, not an object")
-                continue
-            qid = item.get("qid")
-            if not isinstance(qid, str) or not qid:
-                self.add(_where(suite, f"{label} #{j + 1}", "qid"), f"{qid!r} is not a non-empty string")
-                continue
-            if qid in seen:
-                self.add(_where(suite, qid), twice)
-            seen.add(qid)
-            yield qid, item
-
-    def retrieval(self, suite: str, rt: Any) -> list[str] | None:
-        if not isinstance(rt, Mapping):
-            self.add(_where(suite, None, "retrieval"), "missing or not an object")
-            return None
-        ks = rt.get("ks")
-        if (
-            not isinstance(ks, list)
-            or not ks
-            or not all(_is_number(k) and int(k) == k and k >= 1 for k in ks)
-            or len(set(ks)) != len(ks)
-        ):
-            self.add(_where(suite, None, "retrieval.ks"), f"{ks!r} is not a list of distinct integers >= 1")
-            return None
-        names = retrieval_metric_names([int(k) for k in ks])
-        expected = {"qid", *_ROW_COUNTS, *names}
-        rows = rt.get("rows")
-        if not isinstance(rows, list):
-            self.add(_where(suite, None, "retrieval.rows"), "missing or not a list")
-            return None
-        qids: list[str] = []
-        for qid, row in self._keyed(suite, rows, "row", "the question has more than one metric row"):
-            qids.append(qid)
-            for m in names:
-                if m not in row:
-                    self.add(_where(suite, qid, m), f"missing (the suite's cut-offs {ks} declare it)")
-                else:
-                    self.value(_where(suite, qid, m), m, row[m], nan_ok=False)
-            for c in _ROW_COUNTS:
-                v = row.get(c)
-                if v is not None and not (_is_number(v) and v >= 0 and int(v) == v):
-                    self.add(_where(suite, qid, c), f"{v!r} is not a count (integer >= 0)")
-            for extra in sorted(set(row) - expected):
-                what = "a metric the suite's cut-offs do not declare" if is_known_metric(extra) else "unknown field"
-                self.add(_where(suite, qid, str(extra)), what)
-        return qids
-
-    def records(self, suite: str, recs: Any) -> set[str] | None:
-        if not isinstance(recs, list):
-            self.add(_where(suite, None, "records"), "missing or not a list (the per-question records)")
-            return None
-        out: set[str] = set()
-        for qid, r in self._keyed(suite, recs, "record", "the question has more than one record"):
-            out.add(qid)
-            for f in ("gold_ids", "retrieved_doc_ids", "context_ids", "context_doc_ids"):
-                v = r.get(f, [])
-                if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                    self.add(_where(suite, qid, f), "not a list of strings")
-            for f in ("answer", "error", "question"):
-                v = r.get(f, "")
-                if not isinstance(v, str):
-                    self.add(_where(suite, qid, f), f"{v!r} is a {type(v).__name__}, not a string")
-            lat = r.get("latency_ms", 0.0)
-            if not (_is_number(lat) and math.isfinite(lat) and lat >= 0):
-                self.add(_where(suite, qid, "latency_ms"), f"{lat!r} is not a number >= 0")
-            self.funnel_record(suite, qid, r.get("funnel", {}))
-        return out
-
-    def funnel_record(self, suite: str, qid: str, f: Any) -> None:
-        """A record's gold funnel (optional: ``{}`` or absent in reports written before it)."""
-        from rag_lab.tuning.funnel import CHAIN, STAGES
-
-        if not isinstance(f, Mapping):
-            self.add(_where(suite, qid, "funnel"), f"is a {type(f).__name__}, not an object")
-            return
-        gold = f.get("gold", [])
-        if not isinstance(gold, list):
-            self.add(_where(suite, qid, "funnel.gold"), "not a list")
-            return
-        for g in gold:
-            if not isinstance(g, Mapping) or not isinstance(g.get("id"), str):
-                self.add(_where(suite, qid, "funnel.gold"), f"{g!r} is not a gold trace with a document id")
-                continue
-            ranks = g.get("ranks")
-            if not isinstance(ranks, Mapping):
-                self.add(_where(suite, qid, f"funnel.gold[{g['id']!r}].ranks"), "not an object")
-                continue
-            for stage, rank in ranks.items():
-                if stage not in STAGES or not (rank is None or (_is_number(rank) and int(rank) == rank and rank >= 1)):
-                    self.add(
-                        _where(suite, qid, f"funnel.gold[{g['id']!r}].ranks.{stage}"),
-                        f"{rank!r}: ranks are integers >= 1 (or null) of the stages {', '.join(STAGES)}",
-                    )
-            if g.get("lost_at", "") not in ("", *CHAIN):
-                self.add(
-                    _where(suite, qid, f"funnel.gold[{g['id']!r}].lost_at"), f"{g.get('lost_at')!r} is not a stage"
-                )
-
-    def funnel_section(self, suite: str, fs: Any) -> None:
-        """The suite's ``funnel`` section: per-stage values inside the metrics' ranges."""
-        if fs is None:
-            return
-        if not isinstance(fs, Mapping):
-            self.add(_where(suite, None, "funnel"), f"is a {type(fs).__name__}, not an object")
-            return
-        for family in ("recall", "hit", "ar"):
-            for stage, by_k in (fs.get(family) or {}).items():
-                for k, v in (by_k or {}).items() if isinstance(by_k, Mapping) else ():
-                    name = f"{stage}.{family}@{k}"
-                    if not is_known_metric(name):
-                        self.add(_where(suite, None, f"funnel.{family}.{stage}.{k}"), "unknown stage or cut-off")
-                    else:
-                        self.value(_where(suite, None, f"funnel.{family}.{stage}.{k}"), name, v, nan_ok=True)
-        for stage, v in (fs.get("lost_at") or {}).items():
-            name = f"funnel.lost_at.{stage}"
-            if not is_known_metric(name):
-                self.add(_where(suite, None, f"funnel.lost_at.{stage}"), "unknown stage")
-            else:
-                self.value(_where(suite, None, f"funnel.lost_at.{stage}"), name, v, nan_ok=True)
-
-    def ragas(self, suite: str, rg: Any, rec_qids: set[str] | None) -> None:
-        if rg is None:
-            return
-        if not isinstance(rg, Mapping):
-            self.add(_where(suite, None, "ragas"), f"is a {type(rg).__name__}, not an object")
-            return
-        metrics, qids, values = rg.get("metrics"), rg.get("qids"), rg.get("values")
-        if not isinstance(qids, list) or not all(isinstance(q, str) for q in qids):
-            self.add(_where(suite, None, "ragas.qids"), "not a list of question ids")
-            return
-        dup = sorted({q for q in qids if qids.count(q) > 1})
-        if dup:
-            self.add(_where(suite, dup[0], "ragas.qids"), f"{len(dup)} question(s) scored twice ({_head(dup)})")
-        if rec_qids is not None:
-            unknown = [q for q in qids if q not in rec_qids]
-            if unknown:
-                self.add(_where(suite, unknown[0], "ragas.qids"), f"{len(unknown)} scored question(s) have no record")
-        if not isinstance(metrics, list) or not isinstance(values, Mapping):
-            self.add(_where(suite, None, "ragas"), "needs a 'metrics' list and a 'values' object")
-            return
-        for m in metrics:
-            if not isinstance(m, str) or not is_known_metric(m):
-                self.add(_where(suite, None, f"ragas.metrics[{m!r}]"), "unknown metric name")
-                continue
-            vals = values.get(m)
-            if not isinstance(vals, list) or len(vals) != len(qids):
-                n = len(vals) if isinstance(vals, list) else None
-                self.add(_where(suite, None, f"ragas.values.{m}"), f"{n} values for {len(qids)} questions")
-                continue
-            for q, v in zip(qids, vals):
-                self.value(_where(suite, q, m), m, v, nan_ok=True)
-        self.repeats(suite, rg.get("repeats"), qids, metrics)
-
-    def repeats(self, suite: str, reps: Any, qids: list[str], metrics: list[Any]) -> None:
-        """``ragas.repeats`` (optional, ``eval --judge-repeats N``): per scored metric one list of
-        N values per question, N the same everywhere."""
-        if reps is None:
-            return
-        if not isinstance(reps, Mapping):
-            self.add(_where(suite, None, "ragas.repeats"), f"is a {type(reps).__name__}, not an object")
-            return
-        sizes: set[int] = set()
-        for m, rows in reps.items():
-            w = _where(suite, None, f"ragas.repeats.{m}")
-            if m not in metrics:
-                self.add(w, "repeats of a metric the suite did not score")
-                continue
-            if not isinstance(rows, list) or len(rows) != len(qids) or not all(isinstance(r, list) for r in rows):
-                self.add(w, f"needs one list of repeats for each of the {len(qids)} questions")
-                continue
-            for q, row in zip(qids, rows):
-                sizes.add(len(row))
-                for v in row:
-                    self.value(_where(suite, q, f"ragas.repeats.{m}"), str(m), v, nan_ok=True)
-        if len(sizes) > 1 or 0 in sizes or 1 in sizes:
-            self.add(_where(suite, None, "ragas.repeats"), f"repeat counts {sorted(sizes)}: expected one count >= 2")
+def _is_ks(v: object) -> bool:
+    return isinstance(v, list) and v != [] and all(_is_whole(k, 1) for k in v) and len(set(v)) == len(v)
 
 
 def _head(items: Sequence[str], n: int = 3) -> str:
     return ", ".join(map(repr, items[:n])) + (", …" if len(items) > n else "")
 
 
-def validate_report_data(data: Mapping[str, Any], source: str = "<report>") -> None:
-    """Check a report's JSON form; raise :class:`ReportSchemaError` listing every problem."""
-    c = _Checker()
-    suites = data.get("suites")
-    if not isinstance(suites, list):
-        raise ReportSchemaError(source, ["field 'suites': missing or not a list"])
-    seen: set[str] = set()
-    for i, s in enumerate(suites):
-        c.suite(i, s, seen)
-    meta = data.get("meta")
+def _value_problem(name: str, v: object, nan_ok: bool = True, unknown: str = "unknown metric name") -> str | None:
+    """What is wrong with ``v`` as a value of metric ``name`` (``unknown``: no such metric), or
+    None. Null and NaN stand for a value that could not be computed: allowed where ``nan_ok``."""
+    if not is_known_metric(name):
+        return unknown
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None if nan_ok else "missing value (null / NaN): retrieval metrics are always computed"
+    if not _is_number(v):
+        return f"{v!r} is a {type(v).__name__}, not a number"
+    m = metric(name)
+    return None if m.contains(float(v)) else f"{v!r} is outside the range [{m.low:g}, {m.high:g}]"
+
+
+def _raise(problems: Problems) -> None:
+    """One ValidationError for all ``problems`` (raised in a validator, pydantic puts the location
+    of the value it validates in front of each); messages travel as context, braces and all."""
+    errors = [
+        InitErrorDetails(type=PydanticCustomError("report", "{m}", {"m": m}), loc=at, input=0) for at, m in problems
+    ]
+    if errors:
+        raise ValidationError.from_exception_data("report", errors)
+
+
+def _repeated(keys: Sequence[object], why: str, *at: int | str) -> Problems:
+    """``why`` at every position of ``keys`` holding a key seen before."""
+    first = {k: j for j, k in reversed(list(enumerate(keys)))}
+    return [((*at, j), why) for j, k in enumerate(keys) if first[k] != j]
+
+
+def _rule(ok: Callable[[Any], bool], why: str) -> PlainValidator:
+    """A value kept as it is when ``ok``; ``why`` words a refusal (``{v}`` the value, ``{t}`` its type)."""
+
+    def check(v: Any) -> Any:
+        _raise([] if ok(v) else [((), why.format(v=v, t=type(v).__name__))])
+        return v
+
+    return PlainValidator(check)
+
+
+def _judge_calibration(meta: Any) -> Any:
     if isinstance(meta, Mapping) and "judge_calibration" in meta:
         from rag_lab.eval.judge.calibrate import calibration_problems
 
-        c.problems += calibration_problems(meta["judge_calibration"])
-    if c.problems:
-        raise ReportSchemaError(source, c.problems)
+        _raise([((), p) for p in calibration_problems(meta["judge_calibration"])])
+    return meta
+
+
+def _summary(summary: Any) -> Any:
+    items = summary.items() if isinstance(summary, Mapping) else ()  # not an object: left alone
+    _raise([((m,), p) for m, v in items if (p := _value_problem(str(m), v))])
+    return summary
+
+
+_Name = Annotated[Any, _rule(_is_name, "{v!r} is not a non-empty string")]
+_Count = Annotated[Any, _rule(lambda v: v is None or _is_whole(v, 0), "{v!r} is not a count (integer >= 0)")]
+_Text = Annotated[Any, _rule(lambda v: isinstance(v, str), "{v!r} is a {t}, not a string")]
+_Strings = Annotated[Any, _rule(_is_strings, "not a list of strings")]
+_Qids = Annotated[Any, _rule(_is_strings, "not a list of question ids")]
+_Latency = Annotated[Any, _rule(lambda v: _is_number(v) and math.isfinite(v) and v >= 0, "{v!r} is not a number >= 0")]
+_DocId = Annotated[Any, _rule(lambda v: isinstance(v, str), "{v!r} is not a document id")]
+_Metric = Annotated[Any, _rule(lambda v: isinstance(v, str) and is_known_metric(v), "unknown metric name")]
+_LostAt = Annotated[Any, _rule(lambda v: v in ("", *CHAIN), "{v!r} is not a stage")]
+_Ks = Annotated[Any, _rule(_is_ks, "{v!r} is not a list of distinct integers >= 1")]
+_Means = Annotated[dict[str, Any] | None, BeforeValidator(lambda v: v or None)]  # {} or null: none
+_ABSENT = object()  # a declared metric left out of a row
+
+
+class _Model(BaseModel):
+    """Strict (a list is a list, an object a dict); unnamed fields allowed, not checked."""
+
+    model_config = ConfigDict(strict=True, extra="allow", validate_default=True)
+
+    def problems(self) -> Problems:
+        """What is wrong across the fields, checked once each field is well formed."""
+        return []
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> Self:
+        _raise(self.problems())
+        return self
+
+
+@functools.cache
+def _rows_type(ks: tuple[int, ...]) -> TypeAdapter[list[Any]]:
+    """Metric rows under cut-offs ``ks``: a qid, each declared metric (never null), the counts, nothing else."""
+    absent = f"missing (the suite's cut-offs {list(ks)} declare it)"
+
+    def declared(name: str) -> tuple[Any, object]:
+        def check(v: Any) -> Any:
+            problem = absent if v is _ABSENT else _value_problem(name, v, nan_ok=False)
+            _raise([((), problem)] if problem else [])
+            return v
+
+        return Annotated[Any, PlainValidator(check)], _ABSENT
+
+    fields: dict[str, Any] = {n: declared(n) for n in retrieval_metric_names(ks)}  # any string names a field
+    config = ConfigDict(strict=True, extra="forbid", validate_default=True)
+    row = create_model(
+        "Row", __config__=config, qid=(_Name, None), **fields | dict.fromkeys(_ROW_COUNTS, (_Count, None))
+    )
+    return TypeAdapter(list[row])  # type: ignore[valid-type]  # a model made at run time
+
+
+class _Retrieval(_Model):
+    ks: _Ks = None
+    rows: list[Any]
+    excluded_queries: Any = None
+
+    @field_validator("rows")
+    @classmethod
+    def _rows_follow_ks(cls, rows: list[Any], info: ValidationInfo) -> list[Any]:
+        if "ks" not in info.data:  # unreadable cut-offs: nothing to check the rows against
+            return rows
+        return list(_rows_type(tuple(int(k) for k in info.data["ks"])).validate_python(rows))
+
+
+class _GoldTrace(_Model):
+    id: _DocId = None
+    ranks: dict[str, Any]
+    lost_at: _LostAt = ""
+
+    def problems(self) -> Problems:
+        why = f"ranks are integers >= 1 (or null) of the stages {', '.join(STAGES)}"
+        bad = [s for s, r in self.ranks.items() if s not in STAGES or not (r is None or _is_whole(r, 1))]
+        return [(("ranks", s), f"{self.ranks[s]!r}: {why}") for s in bad]
+
+
+class _QuestionFunnel(_Model):
+    gold: list[_GoldTrace] = []  # a record's gold funnel: ``{}`` in reports written before it
+
+
+class _Record(_Model):
+    qid: _Name = None
+    gold_ids: _Strings = []
+    retrieved_doc_ids: _Strings = []
+    context_ids: _Strings = []
+    context_doc_ids: _Strings = []
+    answer: _Text = ""
+    error: _Text = ""
+    question: _Text = ""
+    latency_ms: _Latency = 0.0
+    funnel: _QuestionFunnel = _QuestionFunnel()
+
+
+class _Ragas(_Model):
+    qids: _Qids = None
+    metrics: list[_Metric]
+    values: dict[str, Any]
+    repeats: dict[str, Any] | None = None  # ``eval --judge-repeats N``
+
+    def problems(self) -> Problems:
+        """Each question scored once, one value per question of each scored metric; repeats: per
+        scored metric one list of N values per question, N >= 2 the same everywhere."""
+        n, out = len(self.qids), Problems()
+        if dup := sorted(q for q, c in Counter[str](self.qids).items() if c > 1):
+            out.append((("qids", self.qids.index(dup[0])), f"{len(dup)} question(s) scored twice ({_head(dup)})"))
+        for m in self.metrics:
+            vals = self.values.get(m)
+            if isinstance(vals, list) and len(vals) == n:
+                out += [(("values", m, i), p) for i, v in enumerate(vals) if (p := _value_problem(m, v))]
+            else:
+                out.append((("values", m), f"{len(vals) if isinstance(vals, list) else None} values for {n} questions"))
+        sizes: set[int] = set()
+        for m, reps in (self.repeats or {}).items():
+            if m not in self.metrics:
+                out.append((("repeats", m), "repeats of a metric the suite did not score"))
+            elif isinstance(reps, list) and len(reps) == n and all(isinstance(r, list) for r in reps):
+                sizes.update(map(len, reps))
+                out += [
+                    (("repeats", m, i, j), p)
+                    for i, r in enumerate(reps)
+                    for j, v in enumerate(r)
+                    if (p := _value_problem(m, v))
+                ]
+            else:
+                out.append((("repeats", m), f"needs one list of repeats for each of the {n} questions"))
+        if len(sizes) > 1 or sizes & {0, 1}:
+            out.append((("repeats",), f"repeat counts {sorted(sizes)}: expected one count >= 2"))
+        return out
+
+
+class _FunnelMeans(_Model):
+    """A suite's gold-funnel means: ``{family: {stage: {k: value}}}``, ``lost_at: {stage: value}``."""
+
+    recall: _Means = None
+    hit: _Means = None
+    ar: _Means = None
+    lost_at: _Means = None
+
+    def problems(self) -> Problems:
+        out: Problems = []
+        for family, by_stage in (("recall", self.recall), ("hit", self.hit), ("ar", self.ar)):
+            for stage, by_k in (by_stage or {}).items():
+                for k, v in by_k.items() if isinstance(by_k, Mapping) else ():
+                    if p := _value_problem(f"{stage}.{family}@{k}", v, unknown="unknown stage or cut-off"):
+                        out.append(((family, stage, k), p))
+        for stage, v in (self.lost_at or {}).items():
+            if p := _value_problem(f"funnel.lost_at.{stage}", v, unknown="unknown stage"):
+                out.append((("lost_at", stage), p))
+        return out
+
+
+class _Suite(_Model):
+    name: _Name = None
+    retrieval: _Retrieval
+    records: list[_Record]
+    ragas: _Ragas | None = None
+    funnel: _FunnelMeans | None = None
+    summary: Annotated[Any, PlainValidator(_summary)] = None
+
+    def problems(self) -> Problems:
+        """One metric row and one record per question; a record for every row and every question
+        ragas scored, a row for every record (but the excluded questions: no gold)."""
+        rows, recs = [r.qid for r in self.retrieval.rows], [r.qid for r in self.records]
+        excluded = self.retrieval.excluded_queries if isinstance(self.retrieval.excluded_queries, list) else []
+        skip, known = {*rows, *map(str, excluded)}, set(recs)
+        out = _repeated(rows, "the question has more than one metric row", "retrieval", "rows")
+        out += _repeated(recs, "the question has more than one record", "records")
+        for at, qids, keep, why in (
+            (("retrieval", "rows"), rows, known, "no per-question record for {n} metric row(s) ({head})"),
+            (("records",), recs, skip, "{n} record(s) without a metric row and not excluded ({head})"),
+            (("ragas", "qids"), self.ragas.qids if self.ragas else [], known, "{n} scored question(s) have no record"),
+        ):
+            if lost := [j for j, q in enumerate(qids) if q not in keep]:
+                out.append(((*at, lost[0]), why.format(n=len(lost), head=_head([qids[j] for j in lost]))))
+        return out
+
+
+class _Report(_Model):
+    suites: list[_Suite]
+    meta: Annotated[Any, PlainValidator(_judge_calibration)] = None
+
+    def problems(self) -> Problems:
+        return _repeated([s.name for s in self.suites], "the suite appears twice", "suites")
+
+
+def _get(node: object, key: int | str) -> object:
+    if isinstance(node, Mapping):
+        return node.get(key)
+    return node[key] if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node) else None
+
+
+def _where(loc: Loc, data: object) -> str:
+    """``suite 's', question 'q', field 'f'`` for an error's location, its positions named from
+    the report ``data``: among the suites by the suite's name, among rows and records by the
+    question's id, in ragas' lists by the ragas qid at that position (a ragas value's field is its
+    metric), among gold traces by the document id, among ragas metrics by the metric."""
+    suite = question = ""
+    field: list[str] = []
+    node, up, qids = data, None, None
+    for key in loc:
+        node = _get(node, key)
+        if isinstance(key, str):
+            field.append(key)
+            qids = _get(node, "qids") if key == "ragas" else qids
+        elif up == "suites":
+            name = _get(node, "name")
+            suite, field = (f"suite {name!r}" if _is_name(name) else f"suite #{key + 1}"), []
+        elif up in ("rows", "records"):
+            qid = _get(node, "qid")
+            question, field = repr(qid if _is_name(qid) else f"{'row' if up == 'rows' else 'record'} #{key + 1}"), []
+        elif up == "metrics":
+            field[-1] += f"[{node!r}]"
+        elif up == "gold":
+            doc = _get(node, "id")
+            field[-1] += f"[{doc!r}]" if isinstance(doc, str) else ""
+        elif not question and isinstance(qids, list) and key < len(qids):
+            question, field = repr(qids[key]), field[-1:] if field[-2:-1] == ["values"] else field
+        up = key
+    parts = [suite, question and f"question {question}", field and f"field {'.'.join(field)!r}"]
+    return ", ".join(p for p in parts if p)
+
+
+def _line(err: ErrorDetails, data: object) -> str:
+    """An error as a problem line: where (calibration lines say it themselves), then what: our
+    message as raised, pydantic's own ones reworded."""
+    loc, kind, t = err["loc"], err["type"], type(err["input"]).__name__
+    words = {"missing": "missing", "list_type": f"is a {t}, not a list", "model_type": f"is a {t}, not an object"}
+    what = words.get(kind, f"is a {t}, not an object" if kind == "dict_type" else err["msg"])
+    if kind == "extra_forbidden":  # only metric rows forbid unknown fields
+        what = "a metric the suite's cut-offs do not declare" if is_known_metric(str(loc[-1])) else "unknown field"
+    where = "" if loc[:1] == ("meta",) else _where(loc, data)
+    return f"{where}: {what}" if where else what
+
+
+def validate_report_data(data: Mapping[str, Any], source: str = "<report>") -> None:
+    """Check a report's JSON form; raise :class:`ReportSchemaError` listing every problem."""
+    try:
+        _Report.model_validate(data)
+    except ValidationError as exc:
+        raise ReportSchemaError(source, [_line(err, data) for err in exc.errors()]) from None
 
 
 def validate_report(report: Any, source: str = "<report>") -> None:
@@ -340,24 +388,9 @@ def validate_report(report: Any, source: str = "<report>") -> None:
     they are, before any mean is computed)."""
     suites = []
     for s in report.suites:
-        rg = s.ragas
-        suites.append(
-            {
-                "name": s.name,
-                "retrieval": {
-                    "ks": list(s.retrieval.ks),
-                    "rows": s.retrieval.rows,
-                    "excluded_queries": list(s.retrieval.excluded_queries),
-                },
-                "ragas": None
-                if rg is None
-                else {
-                    "metrics": rg.metrics,
-                    "qids": rg.qids,
-                    "values": rg.values,
-                    **({"repeats": rg.repeats} if rg.repeats else {}),
-                },
-                "records": [r.to_dict() for r in s.records],
-            }
-        )
+        rt, rg = s.retrieval, s.ragas
+        ragas = None if rg is None else {k: getattr(rg, k) for k in ("metrics", "qids", "values", "repeats")}
+        retrieval = {"ks": list(rt.ks), "rows": rt.rows, "excluded_queries": list(rt.excluded_queries)}
+        records = [r.to_dict() for r in s.records]
+        suites.append({"name": s.name, "retrieval": retrieval, "ragas": ragas, "records": records})
     validate_report_data({"suites": suites, "meta": dict(report.meta or {})}, source)
