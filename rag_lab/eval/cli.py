@@ -19,6 +19,7 @@ convert), which share option groups and helpers.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -266,10 +267,10 @@ def _params_file(path: str | None) -> dict[str, Any]:
     return dict(raw.get("params") or {}) if "params" in raw else dict(raw)
 
 
-def _evaluate(args: argparse.Namespace, lab: Any = None) -> Any:
+def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] | None = None) -> Any:
     from rag_lab.eval.runner import evaluate_suites
 
-    params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param)}
+    params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param), **(extra or {})}
     lab = lab if lab is not None else _lab(args)
     retrieval_only = bool(getattr(args, "retrieval_only", False))
     if retrieval_only:
@@ -325,8 +326,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     track = _tracking(args)
     lab = _lab(args)
+    if args.rewrite_effect and "enable_rewrite" in param_overrides(args.param):
+        raise ValueError("--rewrite-effect compares with and without the rewrite: drop --param enable_rewrite")
     report = _evaluate(args, lab)
     print(suites_table(report.suites))
+    turns = _turn_tables(args, lab, report)
     from rag_lab.eval.review import ALLOW_FLAG, unreviewed_count
 
     if unreviewed_count(report.meta):
@@ -347,6 +351,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from rag_lab.eval.formats import export_report
 
         paths.update(export_report(report, args.out, name, args.export))
+    if turns:
+        paths["turns"] = Path(args.out) / f"{name}.turns.json"
+        paths["turns"].write_text(json.dumps(turns, indent=2) + "\n", encoding="utf-8")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if track:
         from rag_lab.eval.tracking import log_eval
@@ -355,6 +362,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
         run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
         print(_logged(run_id, target))
     return _degraded_exit(report, args.allow_errors)
+
+
+def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, Any]:
+    """``--per-turn`` / ``--rewrite-effect``: print the tables (:mod:`rag_lab.eval.turns`) and
+    return them as JSON-ready data per suite ({} when neither flag is given)."""
+    if not (args.per_turn or args.rewrite_effect):
+        return {}
+    from dataclasses import asdict
+
+    from rag_lab.eval.turns import format_effect, format_turns, per_turn, rewrite_effect
+
+    without = _evaluate(args, lab, {"enable_rewrite": False}) if args.rewrite_effect else None
+    out: dict[str, Any] = {}
+    for i, suite in enumerate(report.suites):
+        rows = per_turn(suite.retrieval.rows, suite.records)
+        print(f"{suite.name}, per turn:\n{format_turns(rows)}")
+        entry: dict[str, Any] = {"per_turn": [asdict(r) for r in rows]}
+        if without is not None:
+            other = without.suites[i]
+            for metric in ("ndcg@10", "recall@10"):
+                effect = rewrite_effect(
+                    suite.retrieval.rows, suite.records, other.retrieval.rows, other.records, metric
+                )
+                print(format_effect(effect, metric))
+                entry[f"rewrite_effect.{metric}"] = [asdict(e) for e in effect]
+        out[suite.name] = entry
+    return out
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -725,6 +759,17 @@ def add_eval_commands(subparsers: Any) -> None:
         action="store_true",
         help="stop after search: score the search stage's list (with its vector / keyword / fused stage metrics); "
         "no rerank, merge or answer, and ingest embeds the chunks alone",
+    )
+    p.add_argument(
+        "--per-turn",
+        action="store_true",
+        help="retrieval metrics per conversation turn (1 + the turns history.jsonl replays before a question)",
+    )
+    p.add_argument(
+        "--rewrite-effect",
+        action="store_true",
+        help="evaluate again without the query rewrite (enable_rewrite=false) and print, per turn, "
+        "ndcg@10 and recall@10 with and without it and the difference's 95%% interval",
     )
     p.add_argument(
         "--kb",

@@ -57,6 +57,10 @@ class QueryRecord:
     #: the gold funnel (:meth:`rag_lab.tuning.funnel.QuestionFunnel.to_dict`: each gold document's
     #: rank at every stage, where it was lost and why); ``{}`` in reports written before it
     funnel: dict[str, Any] = field(default_factory=dict)
+    #: the question's position in its conversation (1 + the earlier turns replayed before it)
+    turn: int = 1
+    #: the text the search ran: the rewrite when query understanding gave one ("" when not searched)
+    search_query: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,9 +71,9 @@ class QueryRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -> QueryRecord:
+def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None, turn: int = 1) -> QueryRecord:
     """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run` (``titles``: corpus
-    id -> title, for the gold documents' titles)."""
+    id -> title, for the gold documents' titles; ``turn``: its position in its conversation)."""
     stage_ms: dict[str, float] = {}
     for t in run.timings:
         stage_ms[t.event] = stage_ms.get(t.event, 0.0) + float(t.duration_ms)
@@ -97,7 +101,15 @@ def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None) -
         tokens_out=run.ledger.tokens_out if run.ledger is not None else 0,
         cost_usd=run.ledger.cost if run.ledger is not None else 0.0,
         funnel=build_funnel(run.diagnostics, run.references, q.gold_ids).to_dict(),
+        turn=turn,
+        search_query=_searched(run.diagnostics.get("search")),
     )
+
+
+def _searched(search: Any) -> str:
+    """The query text the search stage recorded (a diagnostics object or its dict form)."""
+    query = search.get("query") if isinstance(search, Mapping) else getattr(search, "query", None)
+    return query if isinstance(query, str) else ""
 
 
 def failed_funnel(gold_ids: Iterable[str]) -> dict[str, Any]:

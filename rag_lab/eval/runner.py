@@ -144,6 +144,7 @@ async def evaluate_lab(
         raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
 
     async def one(q: Any) -> tuple[QueryRecord, Run | None, Any]:
+        turn = len(dataset.history.get(q.id, ())) + 1
         try:
             session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
             run = await lab.aask(
@@ -164,12 +165,13 @@ async def evaluate_lab(
                 gold_titles=[titles.get(g, "") for g in q.gold_ids],
                 error=f"{type(exc).__name__}: {exc}",
                 funnel=failed_funnel(q.gold_ids),
+                turn=turn,
             )
             return rec, None, None
         finally:
             if pbar is not None:
                 pbar.update(1)
-        return record_from_run(q, run, titles), run, run_score_range(run.diagnostics)
+        return record_from_run(q, run, titles, turn), run, run_score_range(run.diagnostics)
 
     try:
         if n == 1:

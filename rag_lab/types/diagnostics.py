@@ -212,11 +212,13 @@ class SearchDiagnostics(StageDiagnostics):
     """CHUNK_SEARCH: per hybrid-search call (``calls``, in call order) its ``match_count`` and its
     ``vector``, ``keyword`` and ``fused`` lists (fused before the match-count cut) in rank order,
     each hit ``[chunk id, document id, score]`` (may be :class:`Deferred`: built on first read);
-    ``results``: the stage's output the same way."""
+    ``results``: the stage's output the same way; ``query``: the text searched."""
 
     KEY: ClassVar[str] = "search"
     calls: list[dict[str, Any]] | None = _deferrable()
     results: list[list[Any]] | None = None
+    #: the query the search ran (the rewrite when query understanding gave one)
+    query: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "") -> Self:

@@ -155,7 +155,7 @@ class PluginSearch(StagePlugin):
         ):
             log.error("chunk_search: no knowledge scope and web search disabled")
             return None  # spec App. B.17: success without next()
-        diag = SearchDiagnostics()
+        diag = SearchDiagnostics(query=chat.state.rewrite_query or req.query)
         chat.state.diagnostics["search"] = diag
         kb_task = asyncio.ensure_future(self.search_by_targets(chat, diag))
         web_task = asyncio.ensure_future(self.search_web_if_enabled(chat))
