@@ -74,8 +74,12 @@ SERVE_MODULES = frozenset(
     {
         "rag_lab.stream.server",
         "rag_lab.stream.server_http",
+        "rag_lab.stream.server_follow",
+        "rag_lab.stream.server_generate",
+        "rag_lab.stream.server_lifecycle",
         "rag_lab.stream.server_service",
         "rag_lab.stream.server_sse",
+        "rag_lab.stream.server_state",
         "rag_lab.stream.serve_cli",
     }
 )

@@ -16,52 +16,50 @@ Differences from the reference, all deliberate:
   vector list (after the text vector hits) before fusion and hydrated with
   ``metadata["retrieved_by"] = "image_vector"``. Image-info enrichment (§6.9) is not done here.
 
-Kept whole: the §5 search read in the order it runs: the helpers are the steps of
-:class:`HybridSearcher` (request building, fan-out, fusion, hydration) and share its trace.
+:class:`HybridSearcher` runs the steps in that order; the longer ones are its parts, in modules
+named for them: its state and the fan-out (:mod:`rag_lab.retrieval.hybrid_base`,
+:mod:`rag_lab.retrieval.store_groups`), image recall (:mod:`rag_lab.retrieval.hybrid_image`), FAQ
+post-processing (:mod:`rag_lab.retrieval.hybrid_faq`), hydration
+(:mod:`rag_lab.retrieval.hybrid_hydrate`); the trace is :mod:`rag_lab.retrieval.hybrid_trace`.
+Their public names are importable from here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.models.timeouts import all_in_process, call_with_timeout, is_in_process
-from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult, SearchParams
-from rag_lab.retrieval.engine import is_searchable
-from rag_lab.retrieval.fusion import (
-    dedup_by_score,
-    fuse_hits,
-    normalize_engine_scores,
-    resolve_rrf_k,
-    resolve_rrf_weights,
-)
-from rag_lab.retrieval.hydration import HydrationMemo
-from rag_lab.retrieval.image_recall import (
-    IMAGE_SOURCE,
-    IMAGE_VECTOR,
-    ImageEmbedder,
-    has_image_vectors,
-    image_kb_ids,
-    recall_images,
-    search_image_indexes,
-)
+from rag_lab.models.timeouts import all_in_process
+from rag_lab.retrieval.base import SearchParams
+from rag_lab.retrieval.fusion import fuse_hits, resolve_rrf_k, resolve_rrf_weights
+from rag_lab.retrieval.hybrid_base import QUERY_VECTOR_CACHE, EngineFor
+from rag_lab.retrieval.hybrid_faq import FaqSteps, filter_negative_questions, negative_question_matches
+from rag_lab.retrieval.hybrid_hydrate import HydrateStep, chunk_to_search_result
+from rag_lab.retrieval.hybrid_image import ImageRecallStep
+from rag_lab.retrieval.hybrid_trace import HybridTrace
+from rag_lab.retrieval.image_recall import has_image_vectors
 from rag_lab.retrieval.sharing import can_view
+from rag_lab.retrieval.store_groups import (
+    EmbeddingUnavailable,
+    RetrievalRequest,
+    SearchError,
+    StoreGroup,
+    VectorStoreUnavailable,
+    _no_results,
+    classify_results,
+    fan_out,
+    retrieve_group,
+)
 from rag_lab.types.errors import KnowledgeBaseNotFound, MixedEmbeddingSpaces
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
 if TYPE_CHECKING:
-    from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
-    from rag_lab.knowledge.workspace import Workspace
-    from rag_lab.models.base import Embedder
+    from rag_lab.knowledge.models import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +81,13 @@ __all__ = [
     "classify_results",
     "negative_question_matches",
     "filter_negative_questions",
+    "EngineFor",
+    "QUERY_VECTOR_CACHE",
+    "SearchParams",
+    "chunk_to_search_result",
 ]
 
 
-class SearchError(RuntimeError):
-    """Base of the typed errors the hybrid search raises itself (abort FAQ iteration)."""
-
-
-class EmbeddingUnavailable(SearchError):
-    """The query must be embedded but no embedder is available, or it failed."""
-
-
-class VectorStoreUnavailable(SearchError):
-    """A multi-store retrieval failed or timed out (detail hidden, chained as __cause__)."""
-
-
-# -- pure helpers ----------------------------------------------------------------------------
 def normalize_match_count(match_count: int, params: PipelineParams) -> int:
     """§5.1: ``match_count <= 0`` → ``params.default_retrieval_top_k`` (50)."""
     return match_count if match_count > 0 else params.default_retrieval_top_k
@@ -112,265 +101,12 @@ def pool_size(match_count: int, n_kbs: int, params: PipelineParams) -> int:
     return min(per_kb * max(1, n_kbs), params.retrieval_pool_max)
 
 
-def _norm_question(q: Any) -> str:
-    return q.strip().lower() if isinstance(q, str) else ""
-
-
-def negative_question_matches(chunk: Chunk, query: str) -> bool:
-    """True when ``chunk`` is an FAQ chunk with a negative question equal (lower-cased, trimmed,
-    non-empty) to the query (§5.13)."""
-    nq = _norm_question(query)
-    if not nq or chunk.chunk_type != "faq":
-        return False
-    meta = chunk.metadata
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return False
-    if not isinstance(meta, dict):
-        return False
-    negatives = meta.get("negative_questions") or []
-    if not isinstance(negatives, list):
-        return False
-    return any(_norm_question(n) == nq for n in negatives if _norm_question(n))
-
-
-def filter_negative_questions(
-    hits: Sequence[IndexWithScore], chunks: dict[str, Chunk], query: str
-) -> list[IndexWithScore]:
-    """Drop hits whose FAQ chunk rejects the query (§5.13); missing chunks are kept."""
-    if not _norm_question(query):
-        return list(hits)
-    return [h for h in hits if not (h.chunk_id in chunks and negative_question_matches(chunks[h.chunk_id], query))]
-
-
-def classify_results(results: Sequence[RetrieveResult]) -> tuple[list[IndexWithScore], list[IndexWithScore]]:
-    """§5.10: (vector hits, keyword hits), each the concatenation in result order."""
-    vec: list[IndexWithScore] = []
-    kw: list[IndexWithScore] = []
-    for r in results:
-        (vec if r.retriever_type == "vector" else kw).extend(r.hits)
-    return vec, kw
-
-
-# -- store groups and fan-out ----------------------------------------------------------------
-@dataclass(slots=True)
-class RetrievalRequest:
-    retriever_type: str  # "vector" | "keywords"
-    kb_ids: list[str]
-    top_k: int
-    threshold: float
-    query: str = ""
-    embedding: np.ndarray | None = None
-    knowledge_ids: list[str] = field(default_factory=list)
-    tag_ids: list[str] = field(default_factory=list)
-    index: str = "default"  # "default" | "faq" (informational: the engine picks by KB type)
-
-
-@dataclass(slots=True)
-class StoreGroup:
-    """KBs served by one engine (§5.8) and the requests built for them."""
-
-    key: str
-    engine: RetrieveEngine
-    kbs: list[KnowledgeBase]
-    requests: list[RetrievalRequest] = field(default_factory=list)
-
-    def with_top_k(self, top_k: int) -> StoreGroup:
-        return replace(self, requests=[replace(r, top_k=top_k) for r in self.requests])
-
-
-def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResult:
-    if req.retriever_type == "vector":
-        assert req.embedding is not None
-        hits = engine.vector_search(req.kb_ids, req.embedding, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
-    else:
-        hits = engine.keyword_search(req.kb_ids, req.query, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
-    return RetrieveResult(hits=list(hits), engine_type=engine.engine_type, retriever_type=req.retriever_type)
-
-
-async def retrieve_group(group: StoreGroup) -> list[RetrieveResult]:
-    """Run a group's requests concurrently (engine calls in worker threads); results in request
-    order. An engine error propagates. An engine that says a search runs inline (``runs_inline``:
-    a small one, or one whose scan already runs on every core) is called in this thread, one
-    request after the other: the hand-offs would cost more than they bring."""
-    inline = getattr(group.engine, "runs_inline", None)
-    if inline is not None and inline([k.id for k in group.kbs]):
-        return [_run_request(group.engine, r) for r in group.requests]
-    return list(await asyncio.gather(*(asyncio.to_thread(_run_request, group.engine, r) for r in group.requests)))
-
-
-async def fan_out(
-    groups: Sequence[StoreGroup],
-    concurrency: int,
-    timeout_s: float,
-    retrieve: Callable[[StoreGroup], Awaitable[list[RetrieveResult]]] = retrieve_group,
-) -> list[RetrieveResult]:
-    """§5.9: one group is called directly; several run at most ``concurrency`` at a time, each
-    under ``timeout_s`` when its engine is remote (an in-process engine, FAISS + BM25, has no
-    wall-clock limit: :mod:`rag_lab.models.timeouts`), all-or-nothing: any failure cancels the rest and raises
-    :class:`VectorStoreUnavailable` (the cause chained, not in the message). Caller cancellation
-    propagates as ``CancelledError``. Results are concatenated in group order."""
-    active = [g for g in groups if g.requests]
-    if not active:
-        return []
-    if len(active) == 1:
-        return await retrieve(active[0])
-    sem = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(g: StoreGroup) -> list[RetrieveResult]:
-        async with sem:
-            return await call_with_timeout(
-                retrieve(g),
-                in_process=is_in_process(g.engine),
-                stage="chunk_search",
-                param="store_fanout_timeout_s",
-                seconds=timeout_s,
-                what=f"the {getattr(g.engine, 'engine_type', 'retrieval')} engine of store group {g.key!r} did not answer",
-            )
-
-    tasks = [asyncio.ensure_future(one(g)) for g in active]
-    try:
-        per_group = await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
-        for t in tasks:
-            t.cancel()
-        raise
-    except Exception as exc:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise VectorStoreUnavailable(
-            f"retrieval failed in one of {len(active)} vector stores; no partial results are returned"
-        ) from exc
-    return [r for results in per_group for r in results]
-
-
-# -- trace -----------------------------------------------------------------------------------
-@dataclass(slots=True)
-class HybridTrace:
-    """What one search did, for the lab and for tests."""
-
-    match_count: int = 0
-    pool_size: int = 0
-    kb_ids: list[str] = field(default_factory=list)
-    embedded: bool = False
-    requests: list[tuple[str, str, tuple[str, ...], int]] = field(default_factory=list)  # (group, type, kbs, top_k)
-    vector_hits: list[IndexWithScore] = field(default_factory=list)
-    keyword_hits: list[IndexWithScore] = field(default_factory=list)
-    fused: list[IndexWithScore] = field(default_factory=list)
-    fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
-    faq_iterations: int = 0
-    negative_filtered: list[str] = field(default_factory=list)
-    skipped_in_hydration: list[tuple[str, str]] = field(default_factory=list)  # (chunk_id, reason)
-    image_kb_ids: list[str] = field(default_factory=list)
-    image_requests: list[int] = field(default_factory=list)  # top-k of each image request
-    image_hits: list[IndexWithScore] = field(default_factory=list)
-    image_dropped: int = 0
-    image_errors: list[str] = field(default_factory=list)
-
-    def paths(self) -> dict[str, Any]:
-        """The compact per-path record the search stage keeps (``SearchDiagnostics.calls``): the
-        match count and the vector, keyword and fused (uncut) lists as ``[chunk id, document id,
-        score]`` in rank order."""
-
-        def hits(xs: Sequence[IndexWithScore]) -> list[list[Any]]:
-            return [[h.chunk_id, h.knowledge_id, float(h.score)] for h in xs]
-
-        return {
-            "match_count": self.match_count,
-            "vector": hits(self.vector_hits),
-            "keyword": hits(self.keyword_hits),
-            "fused": hits(self.fused),
-        }
-
-
-EngineFor = Callable[["KnowledgeBase"], tuple[str, RetrieveEngine]]
-
-
-async def _no_results() -> list[RetrieveResult]:
-    return []
-
-
-def chunk_to_search_result(
-    chunk: Any, doc: Any, score: float, match_type: int, matched_content: str = ""
-) -> SearchResult:
-    """A stored chunk and its document as a SearchResult (§5.15 hydration; also graph hits)."""
-    return SearchResult(
-        id=chunk.id,
-        content=chunk.content,
-        content_revision=chunk.content_revision,
-        knowledge_id=chunk.knowledge_id,
-        chunk_index=chunk.chunk_index,
-        seq=chunk.chunk_index,
-        knowledge_title=doc.title,
-        start_at=chunk.start_at,
-        end_at=chunk.end_at,
-        score=score,
-        match_type=match_type,
-        metadata={
-            str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-            for k, v in (doc.metadata or {}).items()
-        },
-        chunk_type=chunk.chunk_type,
-        parent_chunk_id=chunk.parent_chunk_id,
-        image_info=chunk.image_info,
-        knowledge_filename=doc.file_name,
-        knowledge_source=doc.source,
-        knowledge_channel=doc.channel,
-        knowledge_description=doc.description,
-        knowledge_custom_metadata=(
-            json.dumps(doc.custom_metadata, ensure_ascii=False, sort_keys=True) if doc.custom_metadata else ""
-        ),
-        chunk_metadata=dict(chunk.metadata) if chunk.metadata else None,
-        matched_content=matched_content,
-        knowledge_base_id=doc.knowledge_base_id,
-    )
-
-
-#: query vectors kept per searcher (least recently used dropped first)
-QUERY_VECTOR_CACHE = 1024
-
-
-class HybridSearcher:
+class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
     """§5 HybridSearch over a workspace. ``embedder_for(kb)`` returns the embedder of a KB's space
     (or ``None``); ``engine_for(kb)`` returns ``(store group key, engine)`` and defaults to the
     workspace's single :class:`~rag_lab.retrieval.engine.LocalEngine`. ``image_embedder_for(kb)``
     returns the joint text/image embedder of a KB with image vectors (``None``, the default,
     disables image recall)."""
-
-    def __init__(
-        self,
-        workspace: Workspace,
-        embedder_for: Callable[[KnowledgeBase], Embedder | None],
-        params: PipelineParams | None = None,
-        engine_for: EngineFor | None = None,
-        image_embedder_for: Callable[[KnowledgeBase], ImageEmbedder | None] | None = None,
-    ) -> None:
-        self.workspace = workspace
-        self.image_embedder_for = image_embedder_for
-        self.embedder_for = embedder_for
-        self.params = params or PipelineParams()
-        if engine_for is None:
-            engine = workspace.engine()
-
-            def engine_for(kb: KnowledgeBase) -> tuple[str, RetrieveEngine]:
-                return "", engine
-
-        self.engine_for: EngineFor = engine_for
-        #: query vectors by (embedding model, query text): a repeated question is embedded once
-        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        #: the rows hydration reads, per store state (shared by the with_params copies)
-        self._rows = HydrationMemo()
-
-    def with_params(self, params: PipelineParams) -> HybridSearcher:
-        """The same searcher reading another request's params (shares workspace and engines)."""
-        if params is self.params:
-            return self
-        other = copy.copy(self)
-        other.params = params
-        return other
 
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
         results, _ = await self.search_with_trace(primary_kb_id, sp)
@@ -569,159 +305,3 @@ class HybridSearcher:
         # hydration reads match_count rows: in this thread, a hand-off would cost more than the reads
         results_out = self._hydrate(hits, trace)
         return results_out, trace
-
-    async def _image_recall(
-        self, image_kbs: Sequence[KnowledgeBase], query: str, pool: int, sp: SearchParams, trace: HybridTrace
-    ) -> list[IndexWithScore]:
-        """Seed step 5, best effort: any failure is logged and traced, and yields no image hits."""
-        if not image_kbs:
-            return []
-        assert self.image_embedder_for is not None
-        try:
-            embedder = self.image_embedder_for(image_kbs[0])
-            if embedder is None:
-                trace.image_errors.append(f"no image embedder for knowledge base {image_kbs[0].name!r}")
-                return []
-            ids = image_kb_ids(image_kbs, embedder.model_key)
-            skipped = [k.name for k in image_kbs if k.id not in ids]
-            if skipped:
-                trace.image_errors.append(
-                    f"knowledge bases {skipped} use another image embedding model than {embedder.model_key!r}"
-                )
-            trace.image_kb_ids = ids
-            if not ids:
-                return []
-            vecs = np.asarray(await asyncio.to_thread(embedder.embed, [query]), dtype=np.float32)
-            if vecs.ndim != 2 or vecs.shape[0] != 1:
-                raise ValueError(f"image embedder {embedder.model_key!r} returned shape {vecs.shape} for one query")
-            qvec = vecs[0]
-            errors: list[str] = []
-
-            async def search(kb_ids: list[str], emb: np.ndarray, top_k: int, thr: float) -> list[IndexWithScore]:
-                return await asyncio.to_thread(
-                    search_image_indexes,
-                    self.workspace,
-                    kb_ids,
-                    emb,
-                    top_k,
-                    thr,
-                    list(sp.knowledge_ids),
-                    list(sp.tag_ids),
-                    errors,
-                )
-
-            outcome = await recall_images(search, ids, qvec, pool, sp.vector_threshold, self.params)
-        except Exception as exc:
-            log.warning("image recall failed, text results only: %s", exc)
-            trace.image_errors.append(f"{type(exc).__name__}: {exc}")
-            return []
-        trace.image_errors.extend(dict.fromkeys(errors))
-        if outcome.error:
-            trace.image_errors.append(outcome.error)
-        trace.image_requests, trace.image_hits, trace.image_dropped = (
-            outcome.requests,
-            outcome.hits,
-            outcome.dropped_images,
-        )
-        return outcome.hits
-
-    async def _retrieve(self, groups: Sequence[StoreGroup]) -> list[RetrieveResult]:
-        results = await fan_out(groups, self.params.store_fanout_concurrency, self.params.store_fanout_timeout_s)
-        return normalize_engine_scores(results)
-
-    async def _negative_filter(
-        self, hits: list[IndexWithScore], query: str, trace: HybridTrace
-    ) -> list[IndexWithScore]:
-        if not _norm_question(query) or not hits:
-            return hits
-        try:
-            chunks = await asyncio.to_thread(self.workspace.store.get_chunks, [h.chunk_id for h in hits])
-        except Exception as exc:  # §5.13: on a load error keep everything
-            log.warning("FAQ negative-question filter skipped: %s", exc)
-            return hits
-        kept = filter_negative_questions(hits, chunks, query)
-        kept_ids = {h.chunk_id for h in kept}
-        trace.negative_filtered.extend(h.chunk_id for h in hits if h.chunk_id not in kept_ids)
-        return kept
-
-    async def _faq_iterate(
-        self, groups: Sequence[StoreGroup], query: str, match_count: int, trace: HybridTrace
-    ) -> list[IndexWithScore]:
-        """§5.13 iterative retrieval: grow top_k (×3 start, ×2 per round, cap = pool max, 5 rounds),
-        drop FAQ chunks whose negative questions match, keep the max raw score per chunk."""
-        cap = self.params.retrieval_pool_max
-        top_k = min(match_count * self.params.faq_iteration_start_factor, cap)
-        cache: dict[str, Chunk | None] = {}
-        filtered: set[str] = set()
-        kept: dict[str, IndexWithScore] = {}
-        store = self.workspace.store
-        for _ in range(self.params.faq_iteration_max_rounds):
-            trace.faq_iterations += 1
-            try:
-                results = await self._retrieve([g.with_top_k(top_k) for g in groups])
-            except SearchError:
-                raise
-            except Exception as exc:  # untyped failure: stop, keep what was gathered
-                log.warning("FAQ iterative retrieval stopped: %s", exc)
-                break
-            hits = [h for r in results for h in r.hits]
-            if not hits:
-                break
-            todo = [h.chunk_id for h in hits if h.chunk_id not in cache and h.chunk_id not in filtered]
-            if todo:
-                loaded = await asyncio.to_thread(store.get_chunks, todo)
-                for cid in todo:
-                    cache[cid] = loaded.get(cid)
-            for h in hits:
-                if h.chunk_id in filtered:
-                    continue
-                c = cache.get(h.chunk_id)
-                if c is not None and negative_question_matches(c, query):
-                    filtered.add(h.chunk_id)
-                    kept.pop(h.chunk_id, None)
-                    trace.negative_filtered.append(h.chunk_id)
-                    continue
-                cur = kept.get(h.chunk_id)
-                if cur is None or h.score > cur.score:
-                    kept[h.chunk_id] = h
-            if len(kept) >= match_count or len(hits) < top_k or top_k >= cap:
-                break
-            top_k = min(2 * top_k, cap)
-        return dedup_by_score(kept.values())
-
-    def _hydrate(self, hits: Sequence[IndexWithScore], trace: HybridTrace) -> list[SearchResult]:
-        """§5.15 ``process_search_results`` with context enrichment skipped; results without image
-        info get the image info of the image chunks under them (§6.9)."""
-        memo = self._rows
-        memo.fresh(self.workspace.store)
-        memo.preload(h.knowledge_base_id for h in hits)
-        chunks = memo.chunks([h.chunk_id for h in hits])
-        docs: dict[tuple[str, str], Knowledge] = memo.documents(
-            (c.knowledge_base_id, c.knowledge_id) for c in chunks.values()
-        )
-        out: list[SearchResult] = []
-        seen: set[str] = set()
-        for h in hits:
-            c = chunks.get(h.chunk_id)
-            reason = ""
-            if c is None:
-                reason = "chunk not found"
-            elif not is_searchable(c):
-                reason = "chunk not searchable"
-            elif c.id in seen:
-                reason = "duplicate chunk"
-            elif (c.knowledge_base_id, c.knowledge_id) not in docs:
-                reason = "document not found"
-                log.warning("hybrid search: document %r of chunk %r not found", c.knowledge_id, c.id)
-            if reason:
-                trace.skipped_in_hydration.append((h.chunk_id, reason))
-                continue
-            assert c is not None
-            seen.add(c.id)
-            d = docs[(c.knowledge_base_id, c.knowledge_id)]
-            r = chunk_to_search_result(c, d, h.score, h.match_type, matched_content=h.content)
-            if h.source_type == IMAGE_SOURCE:
-                r.metadata["retrieved_by"] = IMAGE_VECTOR
-            out.append(r)
-        memo.enrich_image_info(out)  # §6.9: images split off into child chunks
-        return out

@@ -39,7 +39,8 @@ after an ``error`` event with nothing newer, or after ``idle_timeout_s`` without
 This module holds the routes (:func:`create_app`); the rest of the server is split by
 responsibility and re-exported here: :mod:`rag_lab.stream.server_sse` (frames, headers, SSE
 timings), :mod:`rag_lab.stream.server_http` (errors, id checks, authentication, JSON bodies) and
-:mod:`rag_lab.stream.server_service` (running generations, following logs, stop).
+:mod:`rag_lab.stream.server_service` (running generations, following logs, stop; itself assembled
+from ``server_state``, ``server_generate``, ``server_lifecycle`` and ``server_follow``).
 """
 
 from __future__ import annotations

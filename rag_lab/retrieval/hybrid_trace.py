@@ -1,0 +1,49 @@
+"""What one hybrid search did (:class:`HybridTrace`), for the lab, the search stage's diagnostics
+and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_lab.retrieval.base import IndexWithScore
+
+
+@dataclass(slots=True)
+class HybridTrace:
+    """What one search did, for the lab and for tests."""
+
+    match_count: int = 0
+    pool_size: int = 0
+    kb_ids: list[str] = field(default_factory=list)
+    embedded: bool = False
+    requests: list[tuple[str, str, tuple[str, ...], int]] = field(default_factory=list)  # (group, type, kbs, top_k)
+    vector_hits: list[IndexWithScore] = field(default_factory=list)
+    keyword_hits: list[IndexWithScore] = field(default_factory=list)
+    fused: list[IndexWithScore] = field(default_factory=list)
+    fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
+    faq_iterations: int = 0
+    negative_filtered: list[str] = field(default_factory=list)
+    skipped_in_hydration: list[tuple[str, str]] = field(default_factory=list)  # (chunk_id, reason)
+    image_kb_ids: list[str] = field(default_factory=list)
+    image_requests: list[int] = field(default_factory=list)  # top-k of each image request
+    image_hits: list[IndexWithScore] = field(default_factory=list)
+    image_dropped: int = 0
+    image_errors: list[str] = field(default_factory=list)
+
+    def paths(self) -> dict[str, Any]:
+        """The compact per-path record the search stage keeps (``SearchDiagnostics.calls``): the
+        match count and the vector, keyword and fused (uncut) lists as ``[chunk id, document id,
+        score]`` in rank order."""
+
+        def hits(xs: Sequence[IndexWithScore]) -> list[list[Any]]:
+            return [[h.chunk_id, h.knowledge_id, float(h.score)] for h in xs]
+
+        return {
+            "match_count": self.match_count,
+            "vector": hits(self.vector_hits),
+            "keyword": hits(self.keyword_hits),
+            "fused": hits(self.fused),
+        }
