@@ -120,6 +120,12 @@ class SessionRows(SessionDB):
             ).fetchall()
         return SessionPage([self._session(r) for r in rows], total, page, page_size)
 
+    def all_session_ids(self) -> list[str]:
+        """Every session's id, any user, oldest first (what ``testset --from-sessions`` reads)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM sessions ORDER BY created_at, rowid").fetchall()
+        return [r[0] for r in rows]
+
     def _touch_session(self, session_id: str, sets: str, args: Sequence[Any]) -> None:
         with self._lock:
             cur = self._db.execute(

@@ -48,6 +48,20 @@ def cmd_testset(args: argparse.Namespace) -> int:
 
     overrides = {"workspace": args.workspace} if args.workspace else {}
     lab = Lab.from_config(args.config, **overrides)
+    if args.from_sessions:
+        from rag_lab.eval.testset.from_sessions import build_from_sessions
+
+        if args.n is not None or args.from_file:
+            raise ValueError("--from-sessions takes every question asked: leave out --n and --from-file")
+        ds, report = build_from_sessions(lab, args.kb, args.out, overwrite=args.overwrite)
+        print(report)
+        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
+        print(
+            "note: the gold of each question is a guess from the passages its answer cited (gold_candidates in its "
+            "metadata); label them in the labelling panel before a baseline is built on them",
+            file=sys.stderr,
+        )
+        return 0
     if args.from_file:
         from rag_lab.eval.testset.from_file import build_from_file
 
@@ -106,6 +120,12 @@ def add_testset_command(subparsers: Any) -> None:
         metavar="FILE",
         help="questions people asked (.txt one a line, .csv question column, .jsonl / .json) instead of generated "
         "ones: gold guessed from the KB's search, every question unreviewed until labelled",
+    )
+    p.add_argument(
+        "--from-sessions",
+        action="store_true",
+        help="questions asked in the lab's sessions instead of generated ones: gold guessed from the passages "
+        "their answers cited, earlier turns kept as history, every question unreviewed until labelled",
     )
     p.add_argument("--out", required=True, help="output dataset folder (corpus.jsonl, queries.jsonl)")
     p.add_argument("--seed", type=int, default=0)
