@@ -16,7 +16,7 @@ import yaml
 from rag_lab.cliutil import command_parser, run_command
 
 
-def _lab(args: argparse.Namespace):
+def _lab(args: argparse.Namespace) -> Any:
     from rag_lab.lab.lab import Lab
 
     overrides = {}
@@ -55,7 +55,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
 
-    def show(ev) -> None:
+    def show(ev: Any) -> None:
         if ev.type == BusEventType.REFERENCES:
             streamed["refs"] = list(ev.data.get("references") or [])
         elif ev.type == BusEventType.FINAL_ANSWER:

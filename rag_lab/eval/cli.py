@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -66,7 +66,7 @@ def _with_language_metrics(spec: Any, chosen: list[str] | None) -> dict[str, Any
         ds = spec.load()
         if any(contains_han(q.question) for q in ds.queries[:20]):
             d["ragas_metrics"] = list(OFFLINE_METRICS) + list(SEGMENTED_METRICS)
-    return d
+    return cast("dict[str, Any]", d)
 
 
 def _ragas_metrics(args: argparse.Namespace) -> list[str]:

@@ -137,7 +137,7 @@ def question_value(funnel: Mapping[str, Any], name: str) -> float:
     ranks = [(g.get("ranks") or {}).get(stage) for g in gold]
     if family == "map":
         found = sorted(r for r in ranks if r is not None)
-        return sum((j + 1) / r for j, r in enumerate(found)) / len(ranks)
+        return float(sum((j + 1) / r for j, r in enumerate(found)) / len(ranks))
     assert k is not None
     if family == "recall":
         return stage_recall(ranks, k)

@@ -150,7 +150,7 @@ class LlamaServer:
     startup_timeout: float = 120.0
     extra_args: list[str] = field(default_factory=list)
     log_path: Path | None = None
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
 
     @property
     def base_url(self) -> str:
@@ -213,7 +213,7 @@ class LlamaServer:
     def _healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"http://{self.host}:{self.port}/health", timeout=2) as resp:
-                return resp.status == 200 and json.loads(resp.read() or b"{}").get("status", "ok") == "ok"
+                return bool(resp.status == 200 and json.loads(resp.read() or b"{}").get("status", "ok") == "ok")
         except (urllib.error.URLError, OSError, ValueError):
             return False
 

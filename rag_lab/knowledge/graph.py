@@ -42,7 +42,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.knowledge.graph_data import (
     PARTIAL_MIN_RUNES,
@@ -114,7 +114,7 @@ class GraphStore:
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        return self._conns.get()
+        return cast(sqlite3.Connection, self._conns.get())
 
     def close(self) -> None:
         self._conns.close()

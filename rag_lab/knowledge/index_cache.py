@@ -40,7 +40,7 @@ class IndexCache(WorkspaceBase):
                 for kind, cache, wanted in (("vector", self._vec, vector), ("keyword", self._kw, keyword)):
                     if wanted and self._checked.get((kind, kb_id)) != token:
                         if kind == "vector" or kb_id not in self._kw_pinned:
-                            cache.pop(kb_id, None)  # type: ignore[attr-defined]
+                            cache.pop(kb_id, None)
                         self._checked[(kind, kb_id)] = token
         with self._lock:
             vec = self._vec.get(kb_id) if vector else None

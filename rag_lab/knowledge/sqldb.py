@@ -40,7 +40,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, is_transient, outage_window
@@ -158,7 +158,7 @@ def _as_sqlite_error(exc: Exception) -> sqlite3.Error:
     ]
     for theirs, ours in kinds:
         if isinstance(exc, theirs):
-            return ours(str(exc).strip())
+            return cast(sqlite3.Error, ours(str(exc).strip()))
     return sqlite3.DatabaseError(str(exc).strip())
 
 

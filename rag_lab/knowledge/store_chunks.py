@@ -8,6 +8,7 @@ type, indexed). :class:`ChunkRows` is one of the parts of
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rag_lab.knowledge.models import Chunk
 from rag_lab.knowledge.store_db import StoreDB
@@ -42,23 +43,23 @@ class ChunkRows(StoreDB):
                 out[c.id] = c
         return out
 
-    def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple]:
+    def get_chunk_columns(self, ids: Iterable[str], columns: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """``{chunk id: (value, ...)}`` of plain columns (booleans as stored: 0 / 1) of the chunks
         ``ids`` (neighbour expansion reads these)."""
         if bad := [c for c in columns if c not in _SPECS[Chunk][0] or c in _SPECS[Chunk][1]]:
             raise StoreError(f"get_chunk_columns: not plain chunk columns: {', '.join(bad)}")
         head = f"SELECT id, {', '.join(columns)} FROM chunks WHERE "
-        out: dict[str, tuple] = {}
+        out: dict[str, tuple[Any, ...]] = {}
         for batch in _batches(_unique(ids)):
             for row in _tuples(self._conn(), head + f"id IN ({', '.join('?' * len(batch))})", tuple(batch)):
                 out[row[0]] = row[1:]
         return out
 
-    def get_chunk_rows(self, ids: Iterable[str]) -> tuple[tuple[str, ...], dict[str, tuple]]:
+    def get_chunk_rows(self, ids: Iterable[str]) -> tuple[tuple[str, ...], dict[str, tuple[Any, ...]]]:
         """The column names and ``{chunk id: row}`` of the chunks ``ids``, rows as stored (JSON
         undecoded, booleans 0 / 1): the rows :meth:`kb_table_rows` holds, for chunks of a KB
         not held whole."""
-        out: dict[str, tuple] = {}
+        out: dict[str, tuple[Any, ...]] = {}
         columns: tuple[str, ...] = ()
         for batch in _batches(_unique(ids)):
             cur = _tuples(self._conn(), f"SELECT * FROM chunks WHERE id IN ({', '.join('?' * len(batch))})", batch)
@@ -66,7 +67,7 @@ class ChunkRows(StoreDB):
             out.update((r[0], r) for r in cur)
         return columns or self.table_columns("chunks"), out
 
-    def kb_table_rows(self, table: str, kb_id: str) -> tuple[tuple[str, ...], list[tuple]]:
+    def kb_table_rows(self, table: str, kb_id: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
         """The column names and every row of KB ``kb_id`` in ``table`` (``"chunks"`` or
         ``"knowledge"``), as stored, in one scan."""
         cur = _tuples(self._conn(), f"SELECT * FROM {_kb_table(table)} WHERE knowledge_base_id = ?", (kb_id,))
@@ -98,7 +99,7 @@ class ChunkRows(StoreDB):
     def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:
         """Chunks of a KB (or one document), ordered by document, type and chunk_index."""
         q = "SELECT * FROM chunks WHERE knowledge_base_id = ?"
-        args: tuple = (kb_id,)
+        args: tuple[Any, ...] = (kb_id,)
         if knowledge_id is not None:
             q += " AND knowledge_id = ?"
             args += (knowledge_id,)
@@ -125,7 +126,7 @@ class ChunkRows(StoreDB):
             f"AND chunk_type IN ({', '.join('?' * len(types))}) "
             f"AND index_status NOT IN ({', '.join('?' * len(UNSEARCHABLE_STATUSES))})"
         )
-        args: tuple = (kb_id, *types, *UNSEARCHABLE_STATUSES)
+        args: tuple[Any, ...] = (kb_id, *types, *UNSEARCHABLE_STATUSES)
         kids = _unique(knowledge_ids)
         tags = _unique(tag_ids)
         if len(kids) + len(tags) > _SQLITE_MAX_VARS - len(args):

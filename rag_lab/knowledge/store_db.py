@@ -79,7 +79,7 @@ class StoreDB:
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"{self.where}: {exc}") from None
 
-    def _write(self, sql: str, rows: Iterable[tuple] | tuple = ()) -> None:
+    def _write(self, sql: str, rows: Iterable[tuple[Any, ...]] | tuple[Any, ...] = ()) -> None:
         with self._transaction() as conn:
             if isinstance(rows, tuple):
                 conn.execute(sql, rows)

@@ -78,7 +78,7 @@ _SPECS: dict[type, tuple[list[str], frozenset[str], frozenset[str]]] = {
 }
 
 
-def _to_row(obj: Any) -> tuple:
+def _to_row(obj: Any) -> tuple[Any, ...]:
     names, js, _ = _SPECS[type(obj)]
     row = []
     for name in names:

@@ -16,7 +16,7 @@ from rag_lab.lab.parts import LabParts
 class LabKnowledge(LabParts):
     """KBs and ingestion through the lab's workspace and models."""
 
-    def kb(self, name: str, create: bool = True, **kwargs: Any):
+    def kb(self, name: str, create: bool = True, **kwargs: Any) -> Any:
         """The KB ``name`` (created with ``kwargs`` when missing and ``create``). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
         tenant N may see."""
@@ -43,7 +43,7 @@ class LabKnowledge(LabParts):
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any):
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any) -> Any:
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
         kw.setdefault("prepare", self.prepare_texts)
@@ -51,7 +51,7 @@ class LabKnowledge(LabParts):
             self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
 
-    def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None):
+    def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None) -> Any:
         """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
         from rag_lab.knowledge.images import ingest_images
 
@@ -59,7 +59,7 @@ class LabKnowledge(LabParts):
             raise LabConfigError("ingest_images needs an image embedder: set lab.image_embedder to an ImageEmbedder")
         return ingest_images(self.workspace, self.kb(kb), items, self.image_embedder, captions)
 
-    def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True):
+    def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True) -> Any:
         return self.workspace.ingest_documents(
             self.kb(kb),
             docs,

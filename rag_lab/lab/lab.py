@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.lab.config import (
     CHAT_MODEL_ID,
@@ -117,7 +117,7 @@ class Run:
                 out.append(r.knowledge_id)
         return out
 
-    def frame(self, which: str = "search", **kw: Any):
+    def frame(self, which: str = "search", **kw: Any) -> Any:
         """Search / fusion / rerank / merge / final results with every score component (pandas);
         ``which="funnel"`` with ``gold_ids=[...]``: where each gold document is at every stage."""
         from rag_lab.lab.frames import frame
@@ -130,7 +130,7 @@ class Run:
 
         return save_capture(self, path, **kw)
 
-    def timings_frame(self):
+    def timings_frame(self) -> Any:
         """One row per stage: event, start, ``duration_ms`` (background work included) and
         ``background_ms``, error (pandas)."""
         from dataclasses import asdict
@@ -240,7 +240,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None
     ) -> Run:
         """Synchronous :meth:`arerun`."""
-        return _run_sync(lambda: self.arerun(run, from_stage, params))
+        return cast("Run", _run_sync(lambda: self.arerun(run, from_stage, params)))
 
     def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
         """Step through a question stage by stage (``st.next()``, ``await st.anext()``).
@@ -350,7 +350,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         >>> run.stages[:4]
         ['load_history', 'memory_recall', 'query_understand', 'chunk_search_parallel']
         """
-        return _run_sync(lambda: self.aask(question, kb, **kwargs))
+        return cast("Run", _run_sync(lambda: self.aask(question, kb, **kwargs)))
 
 
 def _searched(chat: ChatManage, outcome: QAOutcome) -> list[Any]:

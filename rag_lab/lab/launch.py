@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import cast
 
 from rag_lab.prompts.templates import REPO_ROOT
 
@@ -115,7 +116,7 @@ def server_token(ap: argparse.ArgumentParser, args: argparse.Namespace) -> str |
             "argument --token: an empty token would switch JupyterLab's authentication off; leave --token out "
             "(JupyterLab makes one and prints it), give one, or pass --no-auth to run without authentication"
         )
-    return args.token
+    return cast("str | None", args.token)
 
 
 def main(argv: list[str] | None = None) -> int:

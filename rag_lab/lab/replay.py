@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from rag_lab.types.stream import StreamEvent
 
@@ -267,7 +267,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--speed", type=speed, default=1.0, help="replay speed factor (default 1; 0 = no delays)")
     p.add_argument("--max-delay", type=float, default=5.0, help="longest pause between two events, seconds")
     p.set_defaults(func=cmd_replay)
-    return p
+    return cast(argparse.ArgumentParser, p)
 
 
 # -- HTML fragments shared by the notebook player -------------------------------------------

@@ -18,7 +18,7 @@ from rag_lab.types.params import PipelineParams
 class LabRequests(LabParts):
     """Params, KB scope and the initial :class:`ChatManage` of a lab's runs."""
 
-    def _embedder_for(self, kb: Any):
+    def _embedder_for(self, kb: Any) -> Any:
         key = getattr(kb, "embedding_model_key", "")
         if key and key != self.embedder.model_key:
             raise LabConfigError(

@@ -11,7 +11,7 @@ import asyncio
 import queue
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
@@ -82,12 +82,12 @@ class Stepper:
         kind, value = self._out.get()
         if kind == "stage":
             self.stages.append(value)
-            return value
+            return cast("StageView | Run", value)
         self._done = True
         if kind == "error":
             raise value
         self.run = value
-        return value
+        return cast("StageView | Run", value)
 
     async def anext(self) -> StageView | Run:
         return await asyncio.to_thread(self.next)

@@ -162,7 +162,7 @@ class TuningPanel:
         config, metrics = self.best()
         p = self.base.with_changes(**config)
         changed = {k: getattr(p, k) for k in sorted(config)}
-        return (
+        return str(
             f"# best of {len(self.history)} configs by {self.metric} = {metrics[self.metric]:.6f} "
             f"({len(self.evaluator.inputs)} questions)\n" + yaml.safe_dump({"params": changed}, sort_keys=True)
         )

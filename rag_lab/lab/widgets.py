@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-def _widgets():
+def _widgets() -> Any:
     try:
         import ipywidgets
     except ImportError as exc:  # pragma: no cover - depends on the environment

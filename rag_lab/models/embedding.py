@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     """Rows divided by their L2 norm (an all-zero row stays zero), as float32."""
     v = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return (v / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
+    return cast(np.ndarray, (v / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False))
 
 
 def row_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -511,7 +511,7 @@ class CachedEmbedder:
 
     @property
     def dimension(self) -> int:
-        return self.embedder.dimension
+        return int(self.embedder.dimension)
 
     @property
     def in_process(self) -> bool:
@@ -551,7 +551,7 @@ class CachedEmbedder:
             for t, v in found:
                 for i in missing.pop(t):
                     out[i] = v
-            self._remember(found)  # type: ignore[arg-type]
+            self._remember(found)
             with self._lock:
                 self.store_hits += len(found)
         if missing:

@@ -14,7 +14,7 @@ import contextvars
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.models.extractive import estimate_tokens
 
@@ -125,13 +125,13 @@ class Ledger:
             "stage_ms": dict(self.stage_ms),
         }
 
-    def frame(self):
+    def frame(self) -> Any:
         """One row per model call (pandas)."""
         import pandas as pd
 
         return pd.DataFrame([asdict(c) for c in self.calls], columns=list(ModelCall.__dataclass_fields__))
 
-    def stage_frame(self):
+    def stage_frame(self) -> Any:
         """Per stage: wall time, calls, tokens and cost (pandas)."""
         import pandas as pd
 
@@ -166,11 +166,11 @@ class use_ledger:
         _LEDGER.reset(self._token)
 
 
-def set_stage(stage: str) -> contextvars.Token:
+def set_stage(stage: str) -> contextvars.Token[str]:
     return _STAGE.set(stage)
 
 
-def reset_stage(token: contextvars.Token) -> None:
+def reset_stage(token: contextvars.Token[str]) -> None:
     _STAGE.reset(token)
 
 
@@ -261,7 +261,7 @@ class LedgerChatModel(_Proxy):
         inner_stream = self.inner.chat_stream(messages, options)
         ledger = _LEDGER.get()
         if ledger is None:
-            return inner_stream
+            return cast("AsyncIterator[Any]", inner_stream)
         return self._recorded(inner_stream, messages, ledger)
 
     async def _recorded(

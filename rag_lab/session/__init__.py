@@ -3,6 +3,8 @@ last request state, fork, rewind), assistant-message completion and title genera
 
 from __future__ import annotations
 
+from typing import Any
+
 from rag_lab.session.store import MemoryMessageStore, Message
 
 __all__ = [
@@ -34,7 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     import importlib
 
     module = _LAZY.get(name)

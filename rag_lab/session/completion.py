@@ -48,7 +48,7 @@ async def complete_assistant_message(
     user_id: str = "",
     memory: Any = None,
     history_indexer: Callable[..., Any] | None = None,
-) -> asyncio.Task:
+) -> asyncio.Task[Any]:
     """Save the answer (step 1, awaited) and start step 2; returns step 2's task.
 
     ``history_indexer(passage, session_id=..., message_id=...)`` indexes the turn into the
@@ -87,7 +87,7 @@ def start_after_completion(
     user_id: str = "",
     memory: Any = None,
     history_indexer: Callable[..., Any] | None = None,
-) -> asyncio.Task:
+) -> asyncio.Task[Any]:
     """Step 2 alone, for a message already saved completed (the lab stores a finished turn's
     answer in one write): the chat-history index and long-term memory, on a task of its own."""
     refs = list(knowledge_references)

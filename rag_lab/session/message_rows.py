@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.session.session_db import SessionDB
 from rag_lab.session.sqlite_schema import _CHRONO, _JSON_FIELDS, _NEWEST, SessionNotFound, _dumps, _refs_json
@@ -198,9 +198,14 @@ class MessageRows(SessionDB):
 
     def message_count(self, session_id: str) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+            return int(
+                self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+            )
 
     def _chronological_rows(self, session_id: str) -> list[sqlite3.Row]:
-        return self._db.execute(
-            f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_CHRONO}", (session_id,)
-        ).fetchall()
+        return cast(
+            list[sqlite3.Row],
+            self._db.execute(
+                f"SELECT * FROM messages WHERE session_id = ? ORDER BY {_CHRONO}", (session_id,)
+            ).fetchall(),
+        )

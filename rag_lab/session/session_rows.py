@@ -158,7 +158,7 @@ class SessionRows(SessionDB):
     def delete_session(self, session_id: str) -> bool:
         """Delete the session and its messages; False when it did not exist."""
         with self._lock:
-            return self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+            return bool(self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0)
 
     def batch_delete_sessions(self, session_ids: Sequence[str], user_id: str | None = None) -> int:
         """Delete several sessions (only the user's own when ``user_id`` is given); the count."""
@@ -179,9 +179,9 @@ class SessionRows(SessionDB):
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return n
+        return int(n)
 
     def purge_sessions(self, user_id: str) -> int:
         """Delete every session of a user; the count."""
         with self._lock:
-            return self._db.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,)).rowcount
+            return int(self._db.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,)).rowcount)

@@ -83,7 +83,7 @@ def generate_title_async(
     overrides: Mapping[str, Any] | None = None,
     enabled: bool = True,
     ledger: Any = None,
-) -> asyncio.Task | None:
+) -> asyncio.Task[Any] | None:
     """Start title generation when enabled, the model follows instructions and the session has
     no title; the task (or None).
 
@@ -145,6 +145,6 @@ def generate_title_async(
                 bus.emit(BusEventType.SESSION_TITLE, {"session_id": session_id, "title": title})
             except Exception as exc:
                 log.warning("session_title event not delivered: %s", exc)
-        return title
+        return str(title)
 
     return asyncio.ensure_future(run())

@@ -61,7 +61,7 @@ def is_orphan(row: Any, now: float, orphan_after_s: float) -> bool:
             return True
         if not pid_alive(row.pid):
             return True
-    return now - row.heartbeat > orphan_after_s
+    return bool(now - row.heartbeat > orphan_after_s)
 
 
 def _references(events: list[StreamEvent]) -> list[dict[str, Any]] | None:

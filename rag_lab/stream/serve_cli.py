@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 
 def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,7 +50,7 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve)
-    return p
+    return cast(argparse.ArgumentParser, p)
 
 
 def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:

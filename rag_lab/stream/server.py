@@ -149,7 +149,7 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> Any:
         await service.startup()
         yield
         await service.shutdown()
@@ -217,7 +217,7 @@ def create_app(
         return {"success": True}
 
     @app.post("/knowledge-chat/{session_id}", openapi_extra=KNOWLEDGE_CHAT_OPENAPI)
-    async def knowledge_chat(session_id: str, request: Request):
+    async def knowledge_chat(session_id: str, request: Request) -> Any:
         _check_id(session_id, "session_id")
         principal = caller(request)
         _check_resource_urls(request)
@@ -269,7 +269,7 @@ def create_app(
         return stream(service.follow(session_id, message_id, request_id, 0), session_id, message_id)
 
     @app.get("/sessions/continue-stream/{session_id}")
-    async def continue_stream(session_id: str, request: Request):
+    async def continue_stream(session_id: str, request: Request) -> Any:
         _check_id(session_id, "session_id")
         message_id = request.query_params.get("message_id", "")
         if not message_id:

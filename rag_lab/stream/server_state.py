@@ -38,7 +38,7 @@ class Generation:
     #: the answer so far and the references, saved by the heartbeat for crash recovery
     partial: str = ""
     references: list[dict[str, Any]] = field(default_factory=list)
-    task: asyncio.Task | None = None
+    task: asyncio.Task[Any] | None = None
     stop_requested: bool = False
     stop_written: bool = False
     run: Any = None
@@ -74,7 +74,7 @@ class ServiceState:
         self.active_followers = 0
         #: this server's identity in the crash-recovery records (rag_lab.stream.recovery)
         self.instance = uuid.uuid4().hex
-        self._maintenance: asyncio.Task | None = None
+        self._maintenance: asyncio.Task[Any] | None = None
         # the in-memory backends never block; Redis calls go to a worker thread
         self._inline = isinstance(manager, MemoryStreamManager) and isinstance(directory, MemoryStreamDirectory)
         #: where generations run (None: on the server's loop); see StreamServerSettings.pipeline_thread

@@ -39,7 +39,7 @@ class _DeferrableField(Generic[T]):
         if type(value) is Deferred:
             value = value.compute()
             store[self.slot] = value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def __set__(self, obj: object, value: T | Deferred[T] | None) -> None:
         obj.__dict__[self.slot] = value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.eval.cache.keys import KbVersioner
 from rag_lab.eval.cache.store import CacheStats, StageCache
@@ -60,7 +60,7 @@ def enable_stage_cache(
     """
     current = getattr(lab, "_stage_cache_handle", None)
     if current is not None and current.active:
-        return current
+        return cast("StageCacheHandle", current)
     cache = cache_dir if isinstance(cache_dir, StageCache) else StageCache(cache_dir)
     s = lab.services
     versioner = KbVersioner(lab.workspace.store)

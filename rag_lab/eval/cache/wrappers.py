@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -138,13 +138,13 @@ class CachingSearcher:
     async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]:
         key = await asyncio.to_thread(self.search_key, primary_kb_id, sp)
         if key is None:
-            return await self.inner.search(primary_kb_id, sp)
+            return cast("list[SearchResult]", await self.inner.search(primary_kb_id, sp))
         payload = self.cache.get(self.stage, key)
         if payload is not None:
             return [_search_result_from_payload(d) for d in payload]
         results = await self.inner.search(primary_kb_id, sp)
         self.cache.put(self.stage, key, [_search_result_payload(r) for r in results])
-        return results
+        return cast("list[SearchResult]", results)
 
     async def search_with_paths(
         self, primary_kb_id: str, sp: SearchParams
@@ -196,14 +196,16 @@ class CachingReranker:
         from rag_lab.models.base import RerankScore
 
         if not isinstance(query, str) or not all(isinstance(p, str) for p in passages):
-            return await self.inner.rerank(query, passages)  # the model reports the bad input
+            return cast(
+                "list[RerankScore]", await self.inner.rerank(query, passages)
+            )  # the model reports the bad input
         key = self.rerank_key(query, passages)
         payload = self.cache.get(self.stage, key)
         if payload is not None:
             return [RerankScore(index=int(i), relevance_score=float(s)) for i, s in payload]
         scores = await self.inner.rerank(query, passages)
         self.cache.put(self.stage, key, [[int(s.index), float(s.relevance_score)] for s in scores])
-        return scores
+        return cast("list[RerankScore]", scores)
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -240,7 +242,7 @@ class CachingEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = list(texts)
         if any(not isinstance(t, str) for t in items):
-            return self.inner.embed(texts)  # the model reports the bad input
+            return cast(np.ndarray, self.inner.embed(texts))  # the model reports the bad input
         rows: list[np.ndarray | None] = []
         todo: list[int] = []
         for i, t in enumerate(items):

@@ -73,6 +73,7 @@ comes from) and :mod:`.run` (re-running a baseline's spec and :func:`run_gate`).
 
 from __future__ import annotations
 
+from rag_lab.eval.gate.changes import QueryChange
 from rag_lab.eval.gate.compare import changed_params, compare_reports, query_changes
 from rag_lab.eval.gate.result import (
     DEFAULT_GATE_METRICS,
@@ -83,7 +84,6 @@ from rag_lab.eval.gate.result import (
     GatePolicy,
     GateResult,
     MetricCheck,
-    QueryChange,
 )
 from rag_lab.eval.gate.run import baseline_spec, evaluate_spec, parse_metric_tolerances, run_gate
 from rag_lab.eval.gate.stats import PairedTest, effect_size, holm_adjust, paired_test, questions_to_settle

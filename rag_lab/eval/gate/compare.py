@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_lab.eval.gate.changes import QueryChange
 from rag_lab.eval.gate.provenance import provenance_warnings
 from rag_lab.eval.gate.result import (
     ADJUSTED,
@@ -21,7 +22,6 @@ from rag_lab.eval.gate.result import (
     GatePolicy,
     GateResult,
     MetricCheck,
-    QueryChange,
 )
 from rag_lab.eval.gate.stats import effect_size, holm_adjust, paired_test, questions_to_settle
 from rag_lab.eval.judge.repeats import suite_unstable

@@ -83,7 +83,7 @@ def _figure(fn: Callable[[], float]) -> dict[str, Any]:
     return {"value": v}
 
 
-def _match(labels: Sequence[HumanLabel], scores: Scores) -> tuple[list[tuple[HumanLabel, float]], list, list]:
+def _match(labels: Sequence[HumanLabel], scores: Scores) -> tuple[list[tuple[HumanLabel, float]], list[Any], list[Any]]:
     by_qid: dict[str, list[str]] = {}
     for suite, qid in scores:
         by_qid.setdefault(qid, []).append(suite)

@@ -50,7 +50,7 @@ def is_unstable(values: Sequence[float], tolerance: float) -> bool:
     st = repeat_stats(values)
     if 0 < st["n_valid"] < st["n"]:
         return True
-    return st["n_valid"] >= 2 and st["spread"] > tolerance
+    return bool(st["n_valid"] >= 2 and st["spread"] > tolerance)
 
 
 def unstable_qids(qids: Sequence[str], repeats: Sequence[Sequence[float]], tolerance: float) -> list[str]:

@@ -6,6 +6,8 @@ folder (commands, atomic saves), :mod:`.panel` the ipywidgets view (``LabelPanel
 
 from __future__ import annotations
 
+from typing import Any
+
 from rag_lab.eval.labelling.model import GRADE_NAMES, GRADES, PassageLabel, QuestionState
 from rag_lab.eval.labelling.session import Command, LabelSession, PassageRef, parse_commands
 
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # the panel needs ipywidgets: imported when asked for
+def __getattr__(name: str) -> Any:  # the panel needs ipywidgets: imported when asked for
     if name in ("LabelPanel", "Passage", "lab_retriever"):
         from rag_lab.eval.labelling import panel
 

@@ -8,7 +8,7 @@ import logging
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_summary
 from rag_lab.eval.ragas_adapter.samples import (
@@ -193,4 +193,4 @@ def score_samples(
     """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
     from rag_lab.asyncutil import run_sync
 
-    return run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger))
+    return cast("RagasResult", run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger)))

@@ -118,19 +118,23 @@ def _offline_scorers() -> dict[str, ScoreFn]:
 
     async def id_context_recall(s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return await id_recall.single_turn_ascore(
-            SingleTurnSample(
-                retrieved_context_ids=list[str | int](s.retrieved_context_ids),
-                reference_context_ids=list[str | int](s.reference_context_ids),
+        return float(
+            await id_recall.single_turn_ascore(
+                SingleTurnSample(
+                    retrieved_context_ids=list[str | int](s.retrieved_context_ids),
+                    reference_context_ids=list[str | int](s.reference_context_ids),
+                )
             )
         )
 
     async def id_context_precision(s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return await id_precision.single_turn_ascore(
-            SingleTurnSample(
-                retrieved_context_ids=list[str | int](s.retrieved_context_ids),
-                reference_context_ids=list[str | int](s.reference_context_ids),
+        return float(
+            await id_precision.single_turn_ascore(
+                SingleTurnSample(
+                    retrieved_context_ids=list[str | int](s.retrieved_context_ids),
+                    reference_context_ids=list[str | int](s.reference_context_ids),
+                )
             )
         )
 
@@ -138,15 +142,19 @@ def _offline_scorers() -> dict[str, ScoreFn]:
         _need(bool(s.reference_contexts), "no reference_contexts (gold document texts)")
         if not s.retrieved_contexts:
             return 0.0  # nothing retrieved: no reference context is matched
-        return await nl_recall.single_turn_ascore(
-            SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+        return float(
+            await nl_recall.single_turn_ascore(
+                SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+            )
         )
 
     async def nonllm_context_precision(s: RagasSample) -> float:
         _need(bool(s.reference_contexts), "no reference_contexts (gold document texts)")
         _need(bool(s.retrieved_contexts), "no retrieved_contexts: precision is undefined")
-        return await nl_precision.single_turn_ascore(
-            SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+        return float(
+            await nl_precision.single_turn_ascore(
+                SingleTurnSample(retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts)
+            )
         )
 
     def _answer_pair(s: RagasSample) -> tuple[str, str]:
@@ -155,23 +163,23 @@ def _offline_scorers() -> dict[str, ScoreFn]:
 
     async def string_similarity(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
-        return (await similarity.ascore(reference=ref, response=resp)).value
+        return float((await similarity.ascore(reference=ref, response=resp)).value)
 
     async def bleu(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
-        return (await bleu_ragas.ascore(reference=ref, response=resp)).value
+        return float((await bleu_ragas.ascore(reference=ref, response=resp)).value)
 
     async def rouge_l(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
         with _NoRootConfig():
-            return (await rouge.ascore(reference=ref, response=resp)).value
+            return float((await rouge.ascore(reference=ref, response=resp)).value)
 
     async def bleu_zh(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
         ref_t, resp_t = " ".join(metric_tokens(ref)), " ".join(metric_tokens(resp))
         if not ref_t or not resp_t:
             return 0.0
-        return (await bleu_tokens.ascore(reference=ref_t, response=resp_t)).value
+        return float((await bleu_tokens.ascore(reference=ref_t, response=resp_t)).value)
 
     async def rouge_l_zh(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
@@ -187,7 +195,7 @@ def _offline_scorers() -> dict[str, ScoreFn]:
 
     async def chrf_score(s: RagasSample) -> float:
         ref, resp = _answer_pair(s)
-        return (await chrf.ascore(reference=ref, response=resp)).value
+        return float((await chrf.ascore(reference=ref, response=resp)).value)
 
     return {
         "id_context_recall": id_context_recall,
@@ -277,11 +285,13 @@ def _llm_scorers(
         async def faithfulness(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
             _need(bool(s.retrieved_contexts), "no retrieved_contexts")
-            return (
-                await faith.ascore(
-                    user_input=s.user_input, response=s.response, retrieved_contexts=s.retrieved_contexts
-                )
-            ).value
+            return float(
+                (
+                    await faith.ascore(
+                        user_input=s.user_input, response=s.response, retrieved_contexts=s.retrieved_contexts
+                    )
+                ).value
+            )
 
         out["faithfulness"] = faithfulness
     if "answer_relevancy" in wanted:
@@ -293,7 +303,7 @@ def _llm_scorers(
 
         async def answer_relevancy(s: RagasSample) -> float:
             _need(bool(s.response.strip()), "empty response")
-            return (await relevancy.ascore(user_input=s.user_input, response=s.response)).value
+            return float((await relevancy.ascore(user_input=s.user_input, response=s.response)).value)
 
         out["answer_relevancy"] = answer_relevancy
     if "llm_context_precision" in wanted:
@@ -304,11 +314,13 @@ def _llm_scorers(
         async def llm_context_precision(s: RagasSample) -> float:
             _need(bool(s.reference.strip()), "no reference answer")
             _need(bool(s.retrieved_contexts), "no retrieved_contexts")
-            return (
-                await precision.ascore(
-                    user_input=s.user_input, reference=s.reference, retrieved_contexts=s.retrieved_contexts
-                )
-            ).value
+            return float(
+                (
+                    await precision.ascore(
+                        user_input=s.user_input, reference=s.reference, retrieved_contexts=s.retrieved_contexts
+                    )
+                ).value
+            )
 
         out["llm_context_precision"] = llm_context_precision
     return out

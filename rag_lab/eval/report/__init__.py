@@ -18,7 +18,7 @@ every report passes before it is read or compared).
 
 from __future__ import annotations
 
-from rag_lab.eval.report.model import FORMATS, REPORT_FORMAT, EvalReport, ReportError, SuiteResult, load_report
+from rag_lab.eval.report.model import FORMATS, REPORT_FORMAT, EvalReport, SuiteResult, load_report
 from rag_lab.eval.report.plots import _figure as _figure  # used by the sweep's plots
 from rag_lab.eval.report.plots import plot_png, plot_ragas_png
 from rag_lab.eval.report.render import (
@@ -32,7 +32,7 @@ from rag_lab.eval.report.render import (
     suites_table,
     write_report,
 )
-from rag_lab.eval.report.schema import ReportSchemaError, validate_report, validate_report_data
+from rag_lab.eval.report.schema import ReportError, ReportSchemaError, validate_report, validate_report_data
 
 __all__ = [
     "EvalReport",

@@ -143,7 +143,11 @@ class SweepResult:
             ys = [r[m] for r in self.rows if math.isfinite(r.get(m, math.nan))]
             numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
             labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
-            pos = (lambda v: v) if numeric else (lambda v: labels.index(v))  # type: ignore[union-attr]  # noqa: B023 (called within this iteration)
+            order = labels or []
+
+            def pos(v: Any) -> Any:
+                return v if numeric else order.index(v)  # noqa: B023 (called within this iteration)
+
             ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
             means: dict[Any, list[float]] = {}
             for x, y in zip(xs, ys):

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.eval.sweep.runners import _Evaluator, _Suite
 from rag_lab.eval.sweep.specs import ParamSpace, SweepError
@@ -152,7 +152,7 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
     row = run_sync(lambda: st.evaluator.evaluate(cfg))
     st.evaluator.rows.clear()
     row.update(worker_place())
-    return row
+    return cast("dict[str, Any]", row)
 
 
 def worker_place() -> dict[str, Any]:

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.knowledge.entities.llm import EntityExtractor
 from rag_lab.knowledge.graph import (
@@ -143,9 +143,9 @@ def build_graph(
     """Synchronous :func:`abuild_graph` (also callable where an event loop is running, e.g.
     Jupyter: it then runs in a helper thread)."""
 
-    def coro():
+    def coro() -> Any:
         return abuild_graph(workspace, kb, extractor, knowledge_ids, progress, graph=graph, concurrency=concurrency)
 
     from rag_lab.asyncutil import run_sync
 
-    return run_sync(coro, thread_name="rag_lab-build-graph")
+    return cast("GraphBuildReport", run_sync(coro, thread_name="rag_lab-build-graph"))

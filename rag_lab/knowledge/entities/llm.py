@@ -12,10 +12,9 @@ from rag_lab.knowledge.graph import (
     GraphData,
     GraphNode,
     GraphRelation,
-    merge_nodes,
-    merge_relations,
     normalize_entity_name,
 )
+from rag_lab.knowledge.graph_data import merge_nodes, merge_relations
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.models.base import ChatModel
@@ -103,7 +102,7 @@ def _decode(block: str) -> Any:
             pos += block[pos:].find(found) + 1
 
 
-def _text(item: dict, keys: Sequence[str]) -> str:
+def _text(item: dict[str, Any], keys: Sequence[str]) -> str:
     for k in keys:
         v = item.get(k)
         if isinstance(v, str) and v.strip():

@@ -86,13 +86,13 @@ class Capture:
             raise KeyError(f"no snapshot for '{key}' in capture {self.source or '<memory>'}; it has: {have}")
         return self.snapshots[key]
 
-    def frame(self, which: str = "search", **kwargs: Any):
+    def frame(self, which: str = "search", **kwargs: Any) -> Any:
         """See :func:`rag_lab.lab.frames.frame`."""
         from rag_lab.lab.frames import frame
 
         return frame(self, which, **kwargs)
 
-    def timings_frame(self):
+    def timings_frame(self) -> Any:
         import pandas as pd
 
         return pd.DataFrame([{f.name: getattr(t, f.name) for f in fields(t)} for t in self.timings])

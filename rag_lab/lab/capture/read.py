@@ -103,7 +103,7 @@ def _check_header(rec: dict[str, Any], path: str) -> int:
         )
     if version < 1:
         raise CaptureError(f"invalid capture format version {version!r}", path, 1)
-    return version
+    return int(version)
 
 
 def _parse_lines(text: str, path: str) -> list[tuple[int, dict[str, Any]]]:

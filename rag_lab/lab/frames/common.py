@@ -3,7 +3,7 @@ diagnostics read back from a snapshot, short chunk ids and match-type names."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import RerankDiagnostics
@@ -41,7 +41,7 @@ def _snapshot(obj: Any, which: str) -> ChatManage:
         raise TypeError(f"expected a Run, a Capture or a ChatManage, got {type(obj).__name__}")
     for stage in _STAGE_FOR[which]:
         if stage in snaps:
-            return snaps[stage]
+            return cast("ChatManage", snaps[stage])
     have = ", ".join(snaps) or "none (ask with snapshots=True)"
     raise KeyError(f"the '{which}' view needs a snapshot after {' or '.join(_STAGE_FOR[which])}; this run has: {have}")
 
@@ -58,4 +58,4 @@ def _rerank_diag(snap: ChatManage) -> RerankDiagnostics:
         outcome = diag.outcome if diag is not None else None
         why = f" (rerank outcome: {outcome})" if outcome else " (the rerank stage did not score anything)"
         raise ValueError("no rerank score rows in this snapshot" + why)
-    return diag
+    return cast("RerankDiagnostics", diag)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rag_lab.lab.frames.common import _rerank_diag, _snapshot, _typed
 from rag_lab.types.diagnostics import RerankDiagnostics
@@ -150,7 +150,7 @@ def mmr_inputs(obj: Any) -> dict[str, Any] | None:
     an extra; for a run they are rebuilt from the rerank snapshot. ``None`` when MMR did not run."""
     stored = (getattr(obj, "extras", None) or {}).get("mmr_inputs")
     if stored:
-        return stored
+        return cast("dict[str, Any] | None", stored)
     from rag_lab.reranking.passage import enriched_passage
     from rag_lab.searchutil.text import tokenize_simple
 

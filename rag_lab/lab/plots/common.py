@@ -3,7 +3,7 @@ use, so importing the views does not import matplotlib), PNG bytes, the height c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -16,7 +16,7 @@ DEFAULT_LAMBDAS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
 def _figure(width: float, height: float) -> Figure:
-    return _figure_class()(figsize=(width, height), layout="constrained")
+    return cast("Figure", _figure_class()(figsize=(width, height), layout="constrained"))
 
 
 _LAB_FIGURE: type | None = None
@@ -71,7 +71,7 @@ def _clip_label(text: str, width: int = 30) -> str:
     return text[: width - tail - 1] + "…" + text[-tail:]
 
 
-def _run_params(run: Any):
+def _run_params(run: Any) -> Any:
     from rag_lab.types.params import PipelineParams
 
     return getattr(run, "params", None) or PipelineParams()

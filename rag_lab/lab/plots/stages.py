@@ -28,7 +28,7 @@ def _fit_labels(fig: Figure, ax: Any, labels: list[Any]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = fig.canvas
-    renderer = FigureCanvasAgg(fig).get_renderer()  # measuring text needs a renderer
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]  # measuring text needs a renderer
     fig.set_canvas(canvas)
     width = ax.get_window_extent(renderer).width
     lo, hi = ax.get_xlim()

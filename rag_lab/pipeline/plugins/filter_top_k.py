@@ -28,7 +28,7 @@ def sort_search_results_deterministically(results: list[SearchResult | None]) ->
             r.id.encode("utf-8"),
         )
     )
-    return present + [None] * (len(results) - len(present))  # type: ignore[list-item]
+    return present + [None] * (len(results) - len(present))
 
 
 def filter_top_k(results: list[SearchResult | None], k: int) -> tuple[list[SearchResult | None], int | None]:

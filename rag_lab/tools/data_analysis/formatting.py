@@ -108,7 +108,7 @@ def _cell(v: Any) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render_markdown_table(columns: list[str], rows: list[tuple]) -> str:
+def render_markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     """A GitHub-style Markdown table (``|`` and backslashes escaped, newlines folded)."""
     head = "| " + " | ".join(_cell(c) for c in columns) + " |"
     sep = "| " + " | ".join("---" for _ in columns) + " |"
@@ -214,7 +214,7 @@ class TableSchema:
 class QueryResult:
     sql: str
     columns: list[str]
-    rows: list[tuple]
+    rows: list[tuple[Any, ...]]
     truncated: bool
     max_rows: int
     elapsed_ms: float = 0.0

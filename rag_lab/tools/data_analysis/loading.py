@@ -243,7 +243,7 @@ class DataAnalysisTool:
                 raise DataAnalysisError(f"{self}: the tool is closed")
             t0 = time.perf_counter()
 
-            def run() -> tuple[list[str], list[tuple]]:
+            def run() -> tuple[list[str], list[tuple[Any, ...]]]:
                 cur = con.execute(cleaned)
                 names = [d[0] for d in (cur.description or [])]
                 return names, cur.fetchmany(self.max_rows + 1)
