@@ -1,0 +1,379 @@
+"""English question forms: a question a person would type, made from one sentence by a fixed
+template, with the span it asks for as the answer. No model, no parser: each form is a regular
+pattern over the sentence, and a question is made only when the pattern holds.
+
+* ``definition``: "X is a Y" → "What is X?" (``Who`` when Y names a person), answer Y;
+* ``date``: "X (born 3 May 1950)" / "X (1868–1941)" → "When was X born?" / "When did X die?";
+  "X was founded in 1887" → "When was X founded?"; "X joined the band in 1995" → "When did X
+  join the band?";
+* ``number``: "a population of 12,400" → "What is the population of X?"; "310 metres long" →
+  "How long is X?"; "X has 13 stations" → "How many stations does X have?"; an area → "What is
+  the area of X?";
+* ``agent``: "X is a film directed by Z" / "X was designed by Z" → "Who directed X?", answer Z;
+* ``place``: "X is located in Z" → "Where is X located?"; "X was born in Z" → "Where was X born?".
+
+The subject X is the words before the verb, without parentheses and appositives; a pronoun or a
+generic subject ("It", "The bridge") stands for the document's title; a subject that is neither
+a name nor such a stand-in ("Construction began in 1906") gives no question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_lab.eval.testset.en_words import (
+    ABOUT,
+    AGENT,
+    AREA_UNITS,
+    DATE,
+    FUNCTION_WORDS,
+    HAVE,
+    LENGTH_UNITS,
+    MEASURE_CUES,
+    NAME,
+    NUM,
+    PERSON,
+    RANKED,
+    WHEN_ACTIVE,
+    WHEN_PART,
+    WORDNUM,
+)
+
+__all__ = ["EN_FORMS", "Form", "english_questions", "split_sentences", "subject_of"]
+
+EN_FORMS: tuple[str, ...] = ("definition", "identity", "date", "number", "agent", "place")
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """A question made by a template, the span of the source it asks for, the form's name, and,
+    where the question names a subject, that subject as the question writes it (``verb``: the
+    participle of an ``agent`` question, "directed")."""
+
+    question: str
+    answer: str
+    form: str
+    subject: str = ""
+    verb: str = ""
+
+
+_ABBREV = re.compile(
+    r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|No|vs|etc|Inc|Ltd|Co|lit|c|ca)|\b[A-Z])$"
+)
+_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: split after ``.``, ``!`` or ``?`` followed by a space and a capital
+    or a digit (not after a title such as ``Dr.`` or an initial), and at line breaks."""
+    out: list[str] = []
+    buf = ""
+    pos = 0
+    for m in _SPLIT.finditer(text):
+        piece = text[pos : m.start()]
+        pos = m.end()
+        buf = f"{buf} {piece}" if buf else piece
+        if "\n" not in m.group() and _ABBREV.search(buf.rstrip(".")):
+            continue  # "Dr. Smith", "J. Smith": the same sentence goes on
+        if buf.strip():
+            out.append(buf.strip())
+        buf = ""
+    rest = f"{buf} {text[pos:]}" if buf else text[pos:]
+    if rest.strip():
+        out.append(rest.strip())
+    return out
+
+
+_PRONOUNS = {"it", "he", "she", "they", "this"}
+_GENERIC_HEAD = {"the", "this"}
+_LEADING = set(
+    "in on at after before during from by with since although though when while as if because however for to of "
+    "and but there following despite unlike like according between under over about among through within around "
+    "until upon once also then today currently originally later its his her their some many most several one two three four five six seven eight nine ten".split()
+)
+_PARENS = re.compile(r"\s*\([^()]*\)|\s*\[[^\]]*\]")
+
+
+_META_TITLE = re.compile(
+    r"^(?:list|lists|geography|history|timeline|outline|index|glossary) of\b|\b(?:discography|filmography|bibliography)$",
+    re.IGNORECASE,
+)
+
+
+def _clean_title(title: str) -> str:
+    """The title as a question names it: without parentheses; empty for a title about a topic
+    rather than a thing ("List of …", "History of …")."""
+    t = _PARENS.sub("", title).strip()
+    return "" if _META_TITLE.match(t) else t
+
+
+def _lower_article(subj: str, title: str) -> str:
+    """``The`` inside a question is lower-cased unless the title itself opens with it."""
+    if subj.startswith("The ") and not title.startswith("The "):
+        return "the " + subj[4:]
+    return subj
+
+
+def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kind: bool = False) -> str | None:
+    """The subject a question can name, from the words before a sentence's verb (``prefix``):
+    parentheses, nicknames in quotes and an appositive (", originally published as Y,") dropped;
+    a pronoun or a generic subject ("The bridge") replaced by the document's ``title``; None when
+    the subject is too long, opens with a preposition or conjunction, or is a common noun that is
+    capitalised only because it opens the sentence (``names``: words seen capitalised elsewhere in
+    the source). ``kind``: "A sourdough starter" (a kind of thing, lower-cased) is a subject too,
+    for a definition."""
+    s = _PARENS.sub("", prefix).strip()
+    if re.fullmatch(r'"[^"]+"', s):  # a quoted title: "I'll Be Here Awhile"
+        return s if len(s.split()) <= 10 else None
+    s = re.sub(r'\s"[^"]*"', "", s).split(",")[0].strip()
+    if re.search(r"[()\[\]\":;?!]", s):
+        return None
+    words = s.split()
+    if not words or len(words) > 8 or words[0].lower() in _LEADING - _GENERIC_HEAD or _is_clause(words):
+        return None
+    clean = _clean_title(title)
+    if s.lower() in _PRONOUNS or (words[0].lower() in _GENERIC_HEAD and len(words) == 2 and words[1][:1].islower()):
+        return _lower_article(clean, clean) or None
+    if not words[0][:1].isupper() and not words[0][:1].isdigit():
+        return None
+    if kind and words[0] in ("A", "An") and 1 < len(words) <= 3 and all(w[:1].islower() for w in words[1:]):
+        return s[0].lower() + s[1:]  # a kind of thing: "A sourdough starter is …" → "What is a sourdough starter?"
+    if len(words) == 1 or all(not w[:1].isupper() for w in words[1:]):
+        # one capitalised word: a name only when it is capitalised elsewhere too or is in the title
+        if words[0] not in names and words[0].lower() not in re.findall(r"\w+", title.lower()):
+            return None
+    if words[0] in ("The", "A", "An") and len(words) > 1 and not _named_after(words[1:]):
+        return None  # "The first bridge": a description, not a name
+    return _lower_article(s, clean)
+
+
+_PARTICLES = frozenset("ap bin ibn al el van von de da di du le la del der den ter y dos das vs v. or".split())
+
+
+def _named_after(words: list[str]) -> bool:
+    """Words after an article that make a name: a capitalised first one, or or one later
+    ("The 1998 Eastern Tornado Outbreak", "The new Orrin Bridge"), not "The first bridge"."""
+    return any(w[:1].isupper() for w in words)
+
+
+def _is_clause(words: list[str]) -> bool:
+    """Words that read as a clause, not a name: a pronoun with more words after it ("He directed
+    the film"), a relative word, or a capitalised word after a lower-case word that is not a
+    function word ("North Carolina chose the Plott Hound")."""
+    if len(words) > 1 and words[0].lower() in _PRONOUNS:
+        return True
+    lower_seen = False
+    for w in words[2 if words[0] in ("The", "A", "An") else 1 :]:  # "The new Orrin Bridge"
+        if w.lower() in ("which", "who", "that", "where", "whose"):
+            return True
+        if w[:1].isupper() and lower_seen:
+            return True
+        lower_seen = lower_seen or (w[:1].islower() and w not in FUNCTION_WORDS and w not in _PARTICLES)
+    return False
+
+
+def _names(text: str) -> frozenset[str]:
+    """Words capitalised inside a sentence (not only at its start): the source's proper nouns."""
+    return frozenset(m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w'-]+)", text))
+
+
+_COPULA = re.compile(r"\s(is|was|are|were)\s")
+_BOUNDARY = re.compile(
+    r",|;|:|\(|\s[–—-]\s|\s(?:which|that|who|whose|where|when|while)\s"
+    r"|\sand\s(?:is|was|has|had|stands|remains|became|becomes|won|served|played|received|appeared)\s"
+)
+_HEAD_END = (FUNCTION_WORDS - {"and", "or"}) | frozenset(AGENT) | {"known", "based", "located", "situated", "best"}
+
+
+_OF_PLACE = r"(?:the\s+(?:[a-z-]+\s+){1,3}of\s+)?"  # "in the mill town of Harlow Cross"
+_GREW = {"grew up": "grow up", "lived": "live", "settled": "settle", "died": "die", "was raised": "was raised"}
+
+
+def _active_place(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    m = re.match(rf"(.{{2,80}}?)\s({'|'.join(_GREW)})\s+in\s+{_OF_PLACE}", sent)
+    if m is None or _COPULA.search(m.group(1) + " ") or (subj := subject_of(m.group(1), title, names)) is None:
+        return []
+    where = _name_at(sent, m.end())
+    if where is None:
+        return []
+    verb = _GREW[m.group(2)]
+    q = f"Where was {subj} raised?" if verb == "was raised" else f"Where did {subj} {verb}?"
+    return [Form(q, where, "place", subj)]
+
+
+def _description(rest: str) -> str | None:
+    """The noun phrase a copular sentence gives (``a collectible dice game created by Z``), cut at
+    the first clause boundary; None unless it is 3–20 words, opens with an article or "one of" and
+    does not end on a bare number after fewer than four words ("a 501")."""
+    cut = _BOUNDARY.search(rest)
+    desc = (rest[: cut.start()] if cut else rest).strip().rstrip(".")
+    words = desc.split()
+    if not 3 <= len(words) <= 20 or words[0].lower() not in ("a", "an", "the", "one"):
+        return None
+    if words[0].lower() == "one" and words[1] != "of":
+        return None
+    return None if len(words) < 4 and not re.search(r"[^\W\d_]", words[-1]) else desc
+
+
+def _head(desc: str) -> list[str]:
+    """The words of a description up to its head noun ("a 1988 Telugu comedy film" of "a 1988
+    Telugu comedy film produced by Jandhyala"), article included."""
+    words = desc.split()
+    end = next((i for i, w in enumerate(words[1:], 1) if w.lower() in _HEAD_END), len(words))
+    return words[:end]
+
+
+def _is_person(desc: str) -> bool:
+    words = re.findall(r"[\w'-]+", " ".join(_head(desc)[1:]))
+    return any(w.lower() in PERSON or (w.endswith(("ist", "ian")) and len(w) > 5 and w[:1].islower()) for w in words)
+
+
+def _name_at(text: str, at: int) -> str | None:
+    """The name that opens ``text[at:]``, trailing full stop dropped; None when the capitalised
+    words are an adjective of a following noun ("British band")."""
+    m = re.match(NAME, text[at:])
+    if m is None:
+        return None
+    after = re.match(r"\s+([a-z][\w-]*)", text[at + m.end() :])
+    if after and after.group(1) not in FUNCTION_WORDS:
+        return None
+    name = m.group()
+    return name if re.search(r"\b[A-Z]\.$", name) else name.rstrip(".")
+
+
+def _copular(sent: str, title: str, names: frozenset[str], first: bool) -> list[Form]:
+    m = _COPULA.search(sent)
+    if m is None or (subj := subject_of(sent[: m.start()], title, names, kind=True)) is None:
+        return []
+    aux, rest = m.group(1), sent[m.end() :]
+    kind = subj[:2] in ("a ", "an") and subject_of(sent[: m.start()], title, names) is None
+    literal = subj.lower() in sent[: m.start()].lower()  # named in the sentence, not a stand-in
+    out: list[Form] = []
+    desc = _description(rest)
+    ranked = desc is not None and len(desc.split()) >= 5 and _ranked(desc.split()[1])
+    if desc is not None and (desc.split()[0].lower() in ("a", "an", "one") or (first and not ranked)):
+        life = re.search(r"\((?:[^()]*\s)?(?:born\s|\d{4}\s*[–—-])", sent) is not None
+        who = life or _is_person(desc)
+        out.append(Form(f"{'Who' if who else 'What'} {aux} {subj}?", desc, "definition"))
+    elif desc is not None and literal and ranked:
+        wh = "Who" if _is_person(desc) else "What"
+        out.append(Form(f"{wh} {aux} {desc}?", _span(sent, subj), "identity"))
+    if kind:  # "a sourdough starter": only asked what it is
+        return out
+    lead = r"(?:(?:first|originally|officially|later|also|formally)\s+)?"
+    when = rf"(?:|.*?\band\s+){lead}({'|'.join(WHEN_PART)})((?:\s+[a-z][\w-]*){{0,4}}?)\s+(?:in|on)\s+({DATE})"
+    if w := re.match(when, rest):
+        out.append(Form(f"When {aux} {subj} {w.group(1)}{w.group(2)}?", w.group(3), "date", subj))
+    place = re.match(rf"{lead}(located|situated|based|headquartered)\s+in\s+{_OF_PLACE}", rest)
+    born = re.match(rf"born\s+in\s+{_OF_PLACE}", rest)
+    if (hit := place or born) and (where := _name_at(rest, hit.end())) is not None:
+        verb = place.group(1) if place else "born"
+        out.append(Form(f"Where {aux} {subj} {verb}?", where, "place", subj))
+    return out
+
+
+def _ranked(word: str) -> bool:
+    """A word that makes "the … " name one thing: an ordinal or a superlative."""
+    w = word.lower()
+    return w in RANKED or (w.endswith("est") and len(w) > 5)
+
+
+def _span(sent: str, subj: str) -> str:
+    """``subj`` as the sentence writes it (the question may have lower-cased its article)."""
+    at = sent.lower().find(subj.lower())
+    return sent[at : at + len(subj)] if at >= 0 else subj
+
+
+def _agent(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    m = _COPULA.search(sent)
+    by = re.search(rf"\b({'|'.join(AGENT)})\s+by\s+(?:(?:the|a|an)\s+(?:[a-z-]+\s+){{1,2}})?", sent)
+    if by is None or m is None or m.start() > by.start():
+        return []
+    subj = subject_of(sent[: m.start()], title, names)
+    name = _name_at(sent, by.end())
+    if subj is None or name is None:
+        return []
+    past, base = AGENT[by.group(1)]
+    out = [Form(f"Who {past} {subj}?", name, "agent", subj, by.group(1))]
+    desc = _description(sent[m.end() :] + ",")
+    head = _head(desc) if desc else []
+    between = sent[m.end() + len(" ".join(head)) : by.start()].split() if head else ["?"]
+    if (
+        len(head) >= 3
+        and head[0].lower() in ("a", "an")
+        and all(w in AGENT or w == "and" for w in between)
+        and not _is_person(desc or "")
+        and subj.lower() in sent[: m.start()].lower()
+    ):
+        out.append(Form(f"Which {' '.join(head[1:])} did {name} {base}?", _span(sent, subj), "identity"))
+    return out
+
+
+def _life(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    m = re.match(r"([^()]{2,80}?)\s*\(([^()]*)\)", sent)
+    if m is None or (subj := subject_of(m.group(1), title, names)) is None:
+        return []
+    inner = m.group(2)
+    if b := re.search(rf"\bborn\s+({DATE})", inner):
+        return [Form(f"When was {subj} born?", b.group(1), "date", subj)]
+    if r := re.search(rf"({DATE})\s*[–—-]\s*({DATE})", inner):
+        return [
+            Form(f"When was {subj} born?", r.group(1), "date", subj),
+            Form(f"When did {subj} die?", r.group(2), "date", subj),
+        ]
+    return []
+
+
+def _active_date(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    verbs = "|".join(WHEN_ACTIVE)
+    m = re.match(rf"(.{{2,80}}?)\s({verbs})((?:\s+[a-z][\w'-]*){{0,5}}?)\s+(?:in|on)\s+({DATE})", sent)
+    if m is None or _COPULA.search(m.group(1) + " ") or (subj := subject_of(m.group(1), title, names)) is None:
+        return []
+    base, needs_object = WHEN_ACTIVE[m.group(2)]
+    if needs_object and not m.group(3):
+        return []
+    return [Form(f"When did {subj} {base}{m.group(3)}?", m.group(4), "date", subj)]
+
+
+def _main_subject(sent: str, title: str, names: frozenset[str]) -> str | None:
+    m = re.search(r"\s(?:is|was|are|were|has|have|had)\s", sent)
+    return subject_of(sent[: m.start()], title, names) if m else None
+
+
+def _numbers(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    subj = _main_subject(sent, title, names)
+    if subj is None:
+        return []
+    out: list[Form] = []
+    if p := re.search(rf"\bpopulation of {ABOUT}({NUM}(?:\s(?:million|billion))?)", sent):
+        out.append(Form(f"What is the population of {subj}?", p.group(1), "number", subj))
+    if c := re.search(rf"\bcapacity of {ABOUT}({NUM})", sent):
+        out.append(Form(f"What is the capacity of {subj}?", c.group(1), "number", subj))
+    if a := re.search(rf"\b({NUM})\s*(?:{AREA_UNITS})\b", sent):
+        out.append(Form(f"What is the area of {subj}?", a.group(), "number", subj))
+    elif u := re.search(rf"\b({NUM})(?:\s|-)?(?:{LENGTH_UNITS})\b", sent):
+        window = sent[max(0, u.start() - 40) : u.end() + 25]
+        adj = next((a for a, cue in MEASURE_CUES if re.search(cue, window)), None)
+        aux = "was" if re.search(r"\swas\s", sent) else "is"
+        if adj is not None:
+            out.append(Form(f"How {adj} {aux} {subj}?", u.group(), "number", subj))
+    have = "|".join(sorted(HAVE, key=len, reverse=True))
+    num = rf"{NUM}|{'|'.join(WORDNUM)}"
+    if h := re.search(rf"\s({have})\s(?:of\s)?{ABOUT}({num})\s([a-z][a-z-]+s)\b", sent):
+        out.append(Form(f"How many {h.group(3)} {HAVE[h.group(1)]} {subj} have?", h.group(2), "number", subj))
+    return out
+
+
+def english_questions(sentence: str, title: str, context: str = "") -> list[Form]:
+    """Every form's question for one English ``sentence`` of a document titled ``title``
+    (``context``: the sentence's chunk, whose capitalised words tell names from sentence-initial
+    common nouns), in :data:`EN_FORMS` order."""
+    sent = " ".join(sentence.split())
+    if len(sent.split()) < 4:
+        return []
+    names = _names(context or sent)
+    first = not context or " ".join(context.split()).startswith(sent)
+    found = _life(sent, title, names) + _copular(sent, title, names, first) + _agent(sent, title, names)
+    found += _active_date(sent, title, names) + _active_place(sent, title, names) + _numbers(sent, title, names)
+    return sorted(found, key=lambda f: EN_FORMS.index(f.form))
