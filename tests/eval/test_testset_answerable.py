@@ -98,6 +98,15 @@ def test_bridge_question():
         "Christopher Nolan",
         "bridge",
     )
+    humbert = SourceChunk("h#0", "h", "Dick Humbert", "He played for the Philadelphia Eagles.")
+    eagles = SourceChunk("e#0", "e", "Philadelphia Eagles", "The Philadelphia Eagles were founded in 1933.")
+    team = Candidate(
+        "Which team did Dick Humbert play for?", "agent", humbert, ["Philadelphia Eagles"], "Dick Humbert", "played for"
+    )
+    founded = Candidate("When was Philadelphia Eagles founded?", "date", eagles, ["1933"], "Philadelphia Eagles")
+    played = bridge_question(team, founded)
+    assert played is not None
+    assert (played.question, played.gold_ids) == ("When was the team Dick Humbert played for founded?", ["h", "e"])
     assert bridge_question(_agent(verb="played"), _born(B, "Christopher Edward Nolan", "30 July 1970")) is None
     assert bridge_question(_agent(name="Nolan and Joy"), _born(B, "Christopher Edward Nolan", "30 July 1970")) is None
     assert bridge_question(_agent(), _born(B, "Emma Thomas", "1971")) is None  # a fact about someone else

@@ -38,7 +38,10 @@ def _qa(forms: list[Form]) -> list[tuple[str, str, str]]:
         (
             "Strange Mercy is the third studio album by musician St. Vincent.",
             "Strange Mercy",
-            [("identity", "What is the third studio album by musician St. Vincent?", "Strange Mercy")],
+            [
+                ("identity", "What is the third studio album by musician St. Vincent?", "Strange Mercy"),
+                ("agent", "Who recorded Strange Mercy?", "St. Vincent"),
+            ],
         ),
         (
             "Kisaan is a 2009 Bollywood film directed by Puneet Sira.",
@@ -48,6 +51,23 @@ def _qa(forms: list[Form]) -> list[tuple[str, str, str]]:
                 ("identity", "Which 2009 Bollywood film did Puneet Sira direct?", "Kisaan"),
                 ("agent", "Who directed Kisaan?", "Puneet Sira"),
             ],
+        ),
+        (
+            "How to Eat is a 1998 book of English cuisine by the celebrity cook Nigella Lawson.",
+            "How to Eat",
+            [
+                (
+                    "definition",
+                    "What is How to Eat?",
+                    "a 1998 book of English cuisine by the celebrity cook Nigella Lawson",
+                ),
+                ("agent", "Who wrote How to Eat?", "Nigella Lawson"),
+            ],
+        ),
+        (
+            "He played for the Philadelphia Eagles (1941, 1945–1949).",
+            "Dick Humbert",
+            [("agent", "Which team did Dick Humbert play for?", "Philadelphia Eagles")],
         ),
         # a generic subject stands for the title; the participle's object is kept
         (

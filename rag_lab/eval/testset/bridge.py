@@ -19,7 +19,16 @@ from collections.abc import Callable, Sequence
 from rag_lab.eval.testset.answerable import names_title
 from rag_lab.eval.testset.generate import Candidate, SourceChunk
 
-__all__ = ["ROLES", "Bridges", "Comparisons", "bridge_question", "comparison_question", "event_date", "title_key"]
+__all__ = [
+    "PHRASES",
+    "ROLES",
+    "Bridges",
+    "Comparisons",
+    "bridge_question",
+    "comparison_question",
+    "event_date",
+    "title_key",
+]
 
 #: the participle of an ``agent`` question → the role it gives ("directed" → "the director of X")
 ROLES: dict[str, str] = {
@@ -60,7 +69,10 @@ ROLES: dict[str, str] = {
     "translated": "translator",
     "authored": "author",
     "acquired": "buyer",
+    "recorded": "artist",
 }
+#: first hops that are not "the <role> of X"
+PHRASES: dict[str, str] = {"played for": "the team {subject} played for"}
 #: the forms a second hop may have: a fact about its subject with a short answer
 _SECOND = ("date", "place", "number", "agent")
 
@@ -75,14 +87,14 @@ def bridge_question(first: Candidate, second: Candidate) -> Candidate | None:
     ``second`` comes from) and ``second`` (a fact about that document's subject), or None when the
     pair does not make one (an unknown role, several names, a second fact about something else)."""
     role = ROLES.get(first.verb)
+    phrase = f"the {role} of {first.subject}" if role else PHRASES.get(first.verb, "").format(subject=first.subject)
     entity = first.answers[0] if first.answers else ""
-    if first.generator != "agent" or role is None or not first.subject or not entity or " and " in entity:
+    if first.generator != "agent" or not phrase or not first.subject or not entity or " and " in entity:
         return None
     if second.generator not in _SECOND or not second.subject or second.subject not in second.question:
         return None
     if not names_title(second.subject, second.source.title) or second.source.doc_id == first.source.doc_id:
         return None
-    phrase = f"the {role} of {first.subject}"
     question = second.question.replace(second.subject, phrase, 1)
     return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=first.source, entity=entity)
 

@@ -236,7 +236,7 @@ def _name_at(text: str, at: int) -> str | None:
     if m is None:
         return None
     after = re.match(r"\s+([a-z][\w-]*)", text[at + m.end() :])
-    if after and after.group(1) not in FUNCTION_WORDS:
+    if after and after.group(1) not in FUNCTION_WORDS and after.group(1) not in AGENT:  # "Z recorded …" is fine
         return None
     name = m.group()
     return name if re.search(r"\b[A-Z]\.$", name) else name.rstrip(".")
@@ -310,6 +310,43 @@ def _agent(sent: str, title: str, names: frozenset[str]) -> list[Form]:
     return out
 
 
+#: a work's head noun → the participle its maker is asked with ("an album by Z" → "Who recorded X?")
+_WORKS = {
+    **dict.fromkeys(("album", "EP", "single", "song", "duet", "record", "track", "mixtape"), "recorded"),
+    **dict.fromkeys(
+        ("book", "novel", "poem", "story", "collection", "memoir", "biography", "essay", "play"), "written"
+    ),
+    **dict.fromkeys(("opera", "symphony", "concerto", "sonata", "musical"), "composed"),
+    "painting": "painted",
+    "game": "developed",
+}
+
+
+def _work_by(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    """'X is the third studio album by singer-songwriter M. Ward' → 'Who recorded X?'."""
+    m = _COPULA.search(sent)
+    if m is None or (subj := subject_of(sent[: m.start()], title, names)) is None:
+        return []
+    desc = _description(sent[m.end() :] + ",")
+    head = _head(desc) if desc else []
+    verb = _WORKS.get(head[-1]) if head else None
+    at = m.end() + len(" ".join(head))  # then "by Z", or "of English cuisine by the celebrity cook Z"
+    by = re.match(r"(?:\s+(?:of|from)\s+[^,;()]{0,40}?)?\s+by\s+(?:(?:the\s+)?[a-z][\w-]*\s+){0,3}", sent[at:])
+    if verb is None or by is None:
+        return []
+    name = _name_at(sent, at + by.end())
+    return [] if name is None or " and " in name else [Form(f"Who {AGENT[verb][0]} {subj}?", name, "agent", subj, verb)]
+
+
+def _played_for(sent: str, title: str, names: frozenset[str]) -> list[Form]:
+    """'He played for the Philadelphia Eagles' → 'Which team did X play for?'."""
+    m = re.match(r"(.{2,80}?)\s(?:played|plays|has played)\s(?:[a-z]+\s){0,2}?for\s(?:the\s)?", sent)
+    if m is None or _COPULA.search(m.group(1) + " ") or (subj := subject_of(m.group(1), title, names)) is None:
+        return []
+    name = _name_at(sent, m.end())
+    return [] if name is None else [Form(f"Which team did {subj} play for?", name, "agent", subj, "played for")]
+
+
 def _life(sent: str, title: str, names: frozenset[str]) -> list[Form]:
     m = re.match(r"([^()]{2,80}?)\s*\(([^()]*)\)", sent)
     if m is None or (subj := subject_of(m.group(1), title, names)) is None:
@@ -374,6 +411,8 @@ def english_questions(sentence: str, title: str, context: str = "") -> list[Form
         return []
     names = _names(context or sent)
     first = not context or " ".join(context.split()).startswith(sent)
-    found = _life(sent, title, names) + _copular(sent, title, names, first) + _agent(sent, title, names)
+    found = _life(sent, title, names) + _copular(sent, title, names, first)
+    found += _agent(sent, title, names) or _work_by(sent, title, names)
+    found += _played_for(sent, title, names)
     found += _active_date(sent, title, names) + _active_place(sent, title, names) + _numbers(sent, title, names)
     return sorted(found, key=lambda f: EN_FORMS.index(f.form))
