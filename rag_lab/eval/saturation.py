@@ -96,10 +96,7 @@ def saturation_line(sat: Mapping[str, Saturation], shown: Sequence[str] = SHOWN)
     line = "saturation: " + ", ".join(parts)
     full = [m for m in names if sat[m].ceiling_share >= SATURATED_SHARE]
     if full:
-        line += (
-            f"; saturated on {', '.join(full)}: a better config cannot show there, only a worse one "
-            "(harder or human-written questions tell configs apart)"
-        )
+        line += f"; saturated on {', '.join(full)}: a better config cannot show there, only a worse one"
     return line
 
 

@@ -39,8 +39,7 @@ def test_the_line():
     sat = saturation({"mrr": [1.0, 0.5, 0.0, 1.0], "recall@10": [1.0] * 19 + [0.0], "map": [0.2]})
     assert saturation_line(sat) == (
         "saturation: recall@10 95% of 20 questions at 1 (5% at 0), mrr 50% at 1 (25% at 0); saturated on "
-        "recall@10: a better config cannot show there, only a worse one (harder or human-written questions "
-        "tell configs apart)"
+        "recall@10: a better config cannot show there, only a worse one"
     )
     assert saturation_line(saturation({"map": [0.2, 1.0]})) == "saturation: map 50% of 2 questions at 1"
     assert saturation_line({}) == "saturation: no question has a value"
