@@ -1,22 +1,27 @@
 """Generated test sets vs the human one: offline generation speed, and whether a generated set ranks
 pipeline configs as the human questions of the same corpus do.
 
-Usage: .venv/bin/python benchmarks/testset.py [N_QUESTIONS] [MAX_DOCS] [N_GENERATED]
+Usage: .venv/bin/python benchmarks/testset.py [N_QUESTIONS] [MAX_DOCS] [N_GENERATED] [MULTIHOP]
 
 One HotpotQA slice (``hotpotqa_hipporag100``, default 50 human questions, their gold documents
 plus distractors up to 200 documents) is ingested once with the default offline lab. Then:
 
-* ``rag-lab testset``'s offline generator writes N_GENERATED (default 100) questions from that KB
-  (timed: questions kept per second, the retrievability filter's searches included);
+* ``rag-lab testset``'s offline generator writes N_GENERATED (default 100) questions from that KB,
+  a share MULTIHOP (default 0.25, the command's default) of them two-document questions (timed:
+  questions kept per second, the findability check and the saturation measurement included);
 * both question sets are captured once (one pipeline run per question) and a grid of
   rerank_threshold × mmr_lambda × rerank_top_k (3 × 2 × 2 = 12 configs) is evaluated on each with
   the fast evaluator (``rag_lab.tuning``, as ``rag-lab sweep`` does);
-* the default pipeline's retrieval metrics on each set, and the rank correlation (Spearman ρ,
-  Kendall τ, scipy) of the 12 configs ordered by nDCG@10 on the generated set vs the human set.
+* the default pipeline's retrieval metrics and saturation (:mod:`rag_lab.eval.saturation`) on
+  each set, and the rank correlation (Spearman ρ, Kendall τ, scipy) of the 12 configs ordered by
+  nDCG@10 on the generated set vs the human set;
+* the two goals a generated set should meet, each said met or not: the default pipeline's
+  recall@10 on it at most 0.95 (not saturated) and ρ at least 0.8 (it ranks configs as the human
+  set does).
 
-The human questions are two-hop (two gold documents each), the generated ones single-chunk with
-one gold document, so their absolute scores differ by construction; the correlation says whether
-the cheaper set would pick the same configs.
+The human questions are two-hop (two gold documents each); most generated ones have one gold
+document, so their absolute scores differ by construction; the correlation says whether the
+cheaper set would pick the same configs.
 
 Last line, for scripts: ``testset: ...`` (the headline).
 """
@@ -35,6 +40,7 @@ from typing import Any
 from scipy.stats import kendalltau, spearmanr
 
 from rag_lab.eval.runner import SuiteSpec, ingest_dataset
+from rag_lab.eval.saturation import saturation, saturation_line
 from rag_lab.eval.sweep.fast import RetrievalMemo
 from rag_lab.eval.testset import build_testset
 from rag_lab.lab import Lab
@@ -47,10 +53,15 @@ GRID = [
 ]
 SHOWN = ("recall@5", "recall@10", "ndcg@10", "mrr")
 RANK_BY = "ndcg@10"
+MAX_RECALL = 0.95
+MIN_RHO = 0.8
 
 
-async def grid_metrics(lab: Lab, kb: str, queries: list[Any]) -> tuple[dict[str, float], list[dict[str, float]], float]:
-    """(default-config metrics, per-config metrics of GRID, capture seconds) for ``queries``."""
+async def grid_metrics(
+    lab: Lab, kb: str, queries: list[Any]
+) -> tuple[dict[str, float], list[dict[str, float]], float, str]:
+    """(default-config metrics, per-config metrics of GRID, capture seconds, the default config's
+    saturation line) for ``queries``."""
     t0 = time.perf_counter()
     inputs = await acapture_questions(lab, [CaptureQuestion(q.id, q.question) for q in queries], kb)
     capture_s = time.perf_counter() - t0
@@ -61,13 +72,16 @@ async def grid_metrics(lab: Lab, kb: str, queries: list[Any]) -> tuple[dict[str,
         refs = fe.evaluate(cfg)
         return memo.report({qid: doc_ids(r) for qid, r in refs.items()}).summary()
 
-    return score({}), [score(cfg) for cfg in GRID], capture_s
+    default = memo.report({qid: doc_ids(r) for qid, r in fe.evaluate({}).items()})
+    sat = saturation({m: [float(row[m]) for row in default.rows] for m in default.metric_names})
+    return score({}), [score(cfg) for cfg in GRID], capture_s, saturation_line(sat)
 
 
 async def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     max_docs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     n_gen = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    multihop = float(sys.argv[4]) if len(sys.argv) > 4 else 0.25
     spec = SuiteSpec("hotpotqa_hipporag100", n, max_docs)
     human = spec.load()
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,10 +91,10 @@ async def main() -> None:
         ingest_s = time.perf_counter() - t0
         build_testset(lab, spec.kb_name, 3, Path(tmp) / "warm", seed=1)  # warm-up: jieba, embedder
         t0 = time.perf_counter()
-        gen, report = build_testset(lab, spec.kb_name, n_gen, Path(tmp) / "gen", seed=0)
+        gen, report = build_testset(lab, spec.kb_name, n_gen, Path(tmp) / "gen", seed=0, multihop=multihop)
         gen_s = time.perf_counter() - t0
-        h_default, h_grid, h_cap = await grid_metrics(lab, spec.kb_name, list(human.queries))
-        g_default, g_grid, g_cap = await grid_metrics(lab, spec.kb_name, list(gen.queries))
+        h_default, h_grid, h_cap, h_sat = await grid_metrics(lab, spec.kb_name, list(human.queries))
+        g_default, g_grid, g_cap, g_sat = await grid_metrics(lab, spec.kb_name, list(gen.queries))
     qps = report.kept / gen_s
     hx = [m[RANK_BY] for m in h_grid]
     gx = [m[RANK_BY] for m in g_grid]
@@ -98,6 +112,8 @@ async def main() -> None:
     print(f"default pipeline: {'set':<12}" + "".join(f"{m:>11}" for m in SHOWN))
     for name, m in (("human", h_default), ("generated", g_default)):
         print(f"                  {name:<12}" + "".join(f"{m[k]:>11.3f}" for k in SHOWN))
+    print(f"human     {h_sat}")
+    print(f"generated {g_sat}")
     print(f"{len(GRID)} configs (rerank_threshold, mmr_lambda, rerank_top_k), {RANK_BY}:  human | generated")
     for cfg, a, b in zip(GRID, hx, gx, strict=True):
         print(f"  {cfg['rerank_threshold']:<5} {cfg['mmr_lambda']:<4} {cfg['rerank_top_k']:<3}  {a:.3f} | {b:.3f}")
@@ -105,6 +121,12 @@ async def main() -> None:
     nan = "n/a (constant ranking)"
     rho_s = nan if math.isnan(rho) else f"{rho:.2f}"
     tau_s = nan if math.isnan(tau) else f"{tau:.2f}"
+    recall_ok = g_default["recall@10"] <= MAX_RECALL
+    rho_ok = not math.isnan(rho) and rho >= MIN_RHO
+    print(
+        f"goals: generated recall@10 {g_default['recall@10']:.3f} <= {MAX_RECALL} {'met' if recall_ok else 'NOT met'}; "
+        f"Spearman ρ {rho_s} >= {MIN_RHO} {'met' if rho_ok else 'NOT met'}"
+    )
     print(
         f"testset: offline {qps:.1f} questions/s ({report.kept} kept of {n_gen}); default pipeline ndcg@10 "
         f"human {h_default['ndcg@10']:.3f} vs generated {g_default['ndcg@10']:.3f}, recall@10 "

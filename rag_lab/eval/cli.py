@@ -330,6 +330,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("--rewrite-effect compares with and without the rewrite: drop --param enable_rewrite")
     report = _evaluate(args, lab)
     print(suites_table(report.suites))
+    _print_saturation(report)
     turns = _turn_tables(args, lab, report)
     from rag_lab.eval.review import ALLOW_FLAG, unreviewed_count
 
@@ -411,10 +412,21 @@ def _eval_run(args: argparse.Namespace) -> int:
         args.run, suite, fmt=args.run_format, qrels=args.qrels, dataset=dataset, ragas_metrics=metrics
     )
     print(suites_table(report.suites))
+    _print_saturation(report)
     formats = ["md", "html", "json", "junit"] if args.all_formats else ["json", "md"]
     paths = write_report(report, args.out, name, formats=formats)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def _print_saturation(report: Any) -> None:
+    """One ``saturation:`` line per suite (:mod:`rag_lab.eval.saturation`): how many questions sit
+    at each headline metric's ceiling, i.e. cannot show an improvement."""
+    from rag_lab.eval.saturation import saturation_line
+
+    for s in report.suites:
+        prefix = f"{s.name}: " if len(report.suites) > 1 else ""
+        print(prefix + saturation_line(s.saturation()))
 
 
 def _llm_metrics() -> tuple[str, ...]:

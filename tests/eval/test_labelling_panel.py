@@ -103,6 +103,25 @@ def test_the_source_chunk_is_shown_when_retrieval_misses_it(lab: Lab, tmp_path: 
     assert panel.session.question("gen-2").relevance() == {"bread": 1}
 
 
+def test_other_passages_holding_the_answer_are_shown_to_grade(lab: Lab, tmp_path: Path) -> None:
+    """A generated question's ``candidate_passages`` (other passages holding its answer) are shown
+    after the retrieved ones, marked, and a grade makes their document relevant."""
+    folder = _folder(tmp_path)
+    ds = load_dataset(folder)
+    ingest_dataset(lab, ds, eval_kb_name("mine", ds))
+    quill = lab.workspace.store.list_chunks(lab.kb(eval_kb_name("mine", ds)).id, "quill")[0]
+    row = json.loads((folder / "queries.jsonl").read_text().splitlines()[0])
+    row["metadata"]["candidate_passages"] = [{"passage": quill.id, "doc_id": "quill"}, {"passage": 7}]
+    (folder / "queries.jsonl").write_text(
+        json.dumps(row) + "\n" + (folder / "queries.jsonl").read_text().splitlines()[1] + "\n"
+    )
+    panel = LabelPanel(lab, folder, who="ana", clock=lambda: AT, retriever=lambda q: [])
+    (p,) = panel.passages()  # the malformed entry is skipped
+    assert (p.passage, p.doc_id, p.origin) == (quill.id, "quill", "also holds the answer") and "Quill" in p.text
+    panel.command("1=2")
+    assert panel.session.question("gen-1").relevance() == {"quill": 2}
+
+
 def test_after_an_edit_the_passages_follow_the_new_text_and_grades_stay_with_their_passages(
     lab: Lab, tmp_path: Path
 ) -> None:

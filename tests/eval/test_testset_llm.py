@@ -14,7 +14,7 @@ import pytest
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.eval.ingest import dataset_documents
 from rag_lab.eval.testset import REPORT_FILE, build_llm_testset
-from rag_lab.eval.testset.build import kb_sources
+from rag_lab.eval.testset.build import Findability, kb_sources
 from rag_lab.eval.testset.generate import normalize_question, sentences
 from rag_lab.eval.testset.llm import LLMQuestionWriter, MalformedReply, model_from_options, parse_reply
 from rag_lab.eval.testset.llm_build import copies_source
@@ -133,6 +133,8 @@ def test_llm_generator_filters_errors_and_provenance(llm_lab, tmp_path):
     singles = [q for q in ds.queries if q.metadata["generator"] == "llm"]
     assert flaky in {_key(by_chunk[q.metadata["source_chunk_id"]].text) for q in singles}
     engine, kb_id = llm_lab.workspace.engine(), llm_lab.kb("en", create=False).id
+    docs, _ = kb_sources(llm_lab, llm_lab.kb("en", create=False))
+    finder = Findability(docs)
     for q in ds.queries:
         md = q.metadata
         assert md["model"] == "fake-m" and md["seed"] == 5 and md["synthetic"] is True and md["reviewed"] is False
@@ -146,14 +148,21 @@ def test_llm_generator_filters_errors_and_provenance(llm_lab, tmp_path):
         assert q.answers and q.answers[0] and q.answers[0].split()[0] in srcs[0].text + srcs[-1].text
         if md["generator"] == "llm":
             assert _key(srcs[0].text) not in bad
+        # findable by the plain BM25, checked again (not trusted); the KB's own search only measured
+        ranks = {d: finder.rank(q.question, d) for d in q.gold_ids}
+        assert all(r is not None and r <= 50 for r in ranks.values())
+        single = md["generator"] == "llm"
+        assert md["answerable_by"] == {"plain_bm25_rank": ranks[q.gold_ids[0]] if single else ranks}
         hits = engine.keyword_search([kb_id], q.question, 10, 0.0)
-        emb = llm_lab.embedder.embed([q.question])[0]
-        hits += engine.vector_search([kb_id], emb, 10, 0.0)
-        assert set(q.gold_ids) <= {h.knowledge_id for h in hits}  # checked again, not trusted
+        kw = list(dict.fromkeys(h.knowledge_id for h in hits))
+        measured = md["search_ranks"] if single else md["search_ranks"][q.gold_ids[0]]
+        assert measured.get("keyword") == (kw.index(q.gold_ids[0]) + 1 if q.gold_ids[0] in kw else None)
     assert len({normalize_question(q.question) for q in ds.queries}) == len(ds.queries)
     saved = json.loads((tmp_path / "out" / REPORT_FILE).read_text())
     assert saved["generator"] == "llm" and saved["generator_model"] == "fake-m"
     assert saved["errors"] == {"malformed reply": 1, "model error": 1} and "reviewed" in saved["note"]
+    assert sum(saved["answerable_by"].values()) == report.kept and "retrieved_by" not in saved
+    assert set(saved["saturation"]) == {"of", "hit@1", "recall@10"} and 0 <= saved["saturation"]["hit@1"] <= 1
     assert [q.id for q in load_dataset(tmp_path / "out").queries] == [q.id for q in ds.queries]
 
 
@@ -171,7 +180,8 @@ def test_multihop_questions_have_two_gold_docs_linked_in_the_graph(llm_lab, tmp_
         for doc, chunk in zip(q.gold_ids, q.metadata["source_chunk_ids"], strict=True):
             nodes = graph.get_graph(NameSpace(kb_id, doc)).nodes
             assert any(normalize_entity_name(n.name) == ent and chunk in n.chunk_ids for n in nodes)
-        assert set(q.metadata["retrieved_by"]) == set(q.gold_ids)
+        assert set(q.metadata["answerable_by"]["plain_bm25_rank"]) == set(q.gold_ids)
+        assert set(q.metadata["search_ranks"]) == set(q.gold_ids)
 
 
 def test_deterministic_for_a_seed(llm_lab, tmp_path):

@@ -37,6 +37,7 @@ __all__ = [
     "STATUSES",
     "PassageLabel",
     "QuestionState",
+    "candidate_passages",
     "state_from_item",
     "utc_now",
 ]
@@ -48,6 +49,18 @@ GRADE_NAMES: dict[int, str] = {2: "relevant", 1: "partly", 0: "not relevant"}
 STATUSES: tuple[str, ...] = ("unreviewed", "accepted", "edited", "rejected")
 
 Clock = Callable[[], str]
+
+
+def candidate_passages(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(passage id, document id)`` of a generated question's ``candidate_passages`` (other
+    passages that hold its answer, gold candidates to grade); entries that are not
+    ``{"passage": str, "doc_id": str}`` are skipped."""
+    raw = metadata.get("candidate_passages")
+    out: list[tuple[str, str]] = []
+    for c in raw if isinstance(raw, list) else []:
+        if isinstance(c, Mapping) and isinstance(c.get("passage"), str) and isinstance(c.get("doc_id"), str):
+            out.append((c["passage"], c["doc_id"]))
+    return out
 
 
 def utc_now() -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from rag_lab.eval.datasets import CORPUS_FILE, Dataset
 from rag_lab.eval.datasets.loading import _load_corpus
-from rag_lab.eval.labelling.model import GRADE_NAMES, GRADES
+from rag_lab.eval.labelling.model import GRADE_NAMES, GRADES, candidate_passages
 from rag_lab.eval.labelling.session import LabelSession, PassageRef, parse_commands, quote_text
 
 __all__ = ["COMMAND_HELP", "LabelPanel", "Passage", "lab_retriever"]
@@ -145,8 +145,9 @@ class LabelPanel:
 
     def passages(self, index: int | None = None) -> list[Passage]:
         """The passages shown for question ``index`` (default the current one): the retrieved
-        ones, then its source chunk when retrieval missed it, then passages labelled earlier that
-        are no longer retrieved. Fixed once computed, so positions stay what the user saw."""
+        ones, then its source chunk when retrieval missed it, then the other passages the
+        generator found holding its answer (``candidate_passages``, to grade as gold candidates),
+        then passages labelled earlier that are no longer retrieved. Fixed once computed, so positions stay what the user saw."""
         q = self.session.questions[self.index if index is None else index]
         if q.id not in self._cache:
             shown = list(self.retriever(q.text))
@@ -155,6 +156,7 @@ class LabelPanel:
             src = q.item.metadata.get("source_chunk_id")
             if isinstance(src, str) and src and src not in ids and q.item.gold_ids:
                 extra.append((src, q.item.gold_ids[0], "source chunk"))
+            extra += [(pid, doc, "also holds the answer") for pid, doc in candidate_passages(q.item.metadata)]
             extra += [(lab.passage, lab.doc_id, "labelled earlier") for lab in q.labels.values()]
             for pid, doc_id, origin in extra:
                 if pid not in ids:

@@ -92,6 +92,14 @@ class SuiteResult:
         s.update(funnel_summary(self.records))
         return s
 
+    def saturation(self) -> dict[str, Any]:
+        """Per metric (gold-funnel ones left out) the questions at its ceiling and floor
+        (:mod:`rag_lab.eval.saturation`): ``{metric: Saturation}``."""
+        from rag_lab.eval.report.funnel_render import is_funnel_metric
+        from rag_lab.eval.saturation import saturation
+
+        return saturation({m: v for m, v in self.values().items() if not is_funnel_metric(m)})
+
     def counts(self) -> dict[str, dict[str, int]]:
         n = self.retrieval.n_queries
         out = {m: {"n": n, "n_valid": n, "n_nan": 0, "n_failed": 0} for m in self.retrieval.metric_names}
@@ -162,6 +170,7 @@ class SuiteResult:
             "seconds": round(self.seconds, 3),
             "summary": {k: _nan_to_none(v) for k, v in self.summary().items()},
             "counts": self.counts(),
+            "saturation": {m: s.to_dict() for m, s in self.saturation().items()},
             "retrieval": {
                 "ks": list(self.retrieval.ks),
                 "rows": self.retrieval.rows,

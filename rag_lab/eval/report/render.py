@@ -19,6 +19,7 @@ from rag_lab.eval.report.funnel_render import funnel_html, funnel_markdown, is_f
 from rag_lab.eval.report.judge_render import calibration_markdown, repeats_markdown, review_markdown
 from rag_lab.eval.report.model import FORMATS, EvalReport, SuiteResult
 from rag_lab.eval.report.plots import plot_png, plot_ragas_png
+from rag_lab.eval.saturation import saturation_line
 
 
 def _fmt(v: Any) -> str:
@@ -77,6 +78,7 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
         ]
         out += ["", "| metric | mean | n | valid | NaN | failed |", "|---|---|---|---|---|---|"]
         out += [f"| {m} | {v} | {n} | {ok} | {nn} | {nf} |" for m, v, n, ok, nn, nf in _summary_rows(suite)]
+        out += ["", saturation_line(suite.saturation()).replace("saturation:", "**Saturation:**", 1)]
         main = _main_metrics(suite)
         vals = suite.values()
         rows = _query_rows(suite, sort_by)

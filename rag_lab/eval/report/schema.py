@@ -38,6 +38,7 @@ from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from rag_lab.eval.metric_defs import is_known_metric, metric
 from rag_lab.eval.metrics import retrieval_metric_names
+from rag_lab.eval.saturation import saturation_problems
 from rag_lab.tuning.funnel import CHAIN, STAGES
 
 __all__ = ["ReportError", "ReportSchemaError", "validate_report", "validate_report_data"]
@@ -299,6 +300,8 @@ class _Suite(_Model):
     ragas: _Ragas | None = None
     funnel: _FunnelMeans | None = None
     summary: Annotated[Any, PlainValidator(_summary)] = None
+    #: ``{metric: {n, at_ceiling, at_floor}}`` (:mod:`rag_lab.eval.saturation`)
+    saturation: Annotated[Any, PlainValidator(lambda v: _raise(saturation_problems(v)) or v)] = None
 
     def problems(self) -> Problems:
         """One metric row and one record per question; a record for every row and every question

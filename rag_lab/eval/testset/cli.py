@@ -42,6 +42,7 @@ def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
 
 
 def cmd_testset(args: argparse.Namespace) -> int:
+    from rag_lab.eval.testset.answerable import FINDABLE_DEPTH
     from rag_lab.eval.testset.build import LLM_NOTE, REPORT_FILE, WEAKER_NOTE, build_testset
     from rag_lab.eval.testset.llm_build import build_llm_testset
     from rag_lab.lab.lab import Lab
@@ -67,7 +68,8 @@ def cmd_testset(args: argparse.Namespace) -> int:
 
         if args.n is not None:
             raise ValueError("--from-file takes every question of the file: leave out --n")
-        ds, report = build_from_file(lab, args.kb, args.from_file, args.out, depth=args.depth, overwrite=args.overwrite)
+        depth = 10 if args.depth is None else args.depth
+        ds, report = build_from_file(lab, args.kb, args.from_file, args.out, depth=depth, overwrite=args.overwrite)
         print(report)
         print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
         print(
@@ -79,6 +81,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
     if args.n is None:
         raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
     generator, model = choose_generator(args, lab)
+    depth = FINDABLE_DEPTH if args.depth is None else args.depth
     if generator == "llm":
         ds, report = build_llm_testset(
             lab,
@@ -87,7 +90,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
             args.out,
             model,
             seed=args.seed,
-            depth=args.depth,
+            depth=depth,
             overwrite=args.overwrite,
             multihop=args.multihop,
             timeout=args.timeout,
@@ -97,13 +100,23 @@ def cmd_testset(args: argparse.Namespace) -> int:
         note = LLM_NOTE
     else:
         ds, report = build_testset(
-            lab, args.kb, args.n, args.out, seed=args.seed, depth=args.depth, overwrite=args.overwrite
+            lab,
+            args.kb,
+            args.n,
+            args.out,
+            seed=args.seed,
+            depth=depth,
+            overwrite=args.overwrite,
+            multihop=args.multihop,
         )
         note = WEAKER_NOTE
     print(report)
     print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
     print(f"note: {note}", file=sys.stderr)
-    print(f"next: rag-lab eval --dataset {ds.path}", file=sys.stderr)
+    print(
+        f"next: rag-lab eval --dataset {ds.path} (its saturation line: how many questions the pipeline already gets right)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -129,7 +142,20 @@ def add_testset_command(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, help="output dataset folder (corpus.jsonl, queries.jsonl)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--depth", type=int, default=10, help="answerable: the source document in the top DEPTH hits")
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="findable: a plain BM25 over the KB's documents ranks each gold document in its top DEPTH (default 50); "
+        "with --from-file, the KB search's depth the gold is guessed from (default 10)",
+    )
+    p.add_argument(
+        "--multihop",
+        type=float,
+        default=0.25,
+        help="share of two-document questions: offline, bridge and comparison questions; with a chat model, "
+        "questions over two graph-linked chunks",
+    )
     p.add_argument("--overwrite", action="store_true")
     p.add_argument(
         "--generator",
@@ -142,7 +168,6 @@ def add_testset_command(subparsers: Any) -> None:
     g.add_argument("--model", default=None, help="model name at an OpenAI-compatible endpoint")
     g.add_argument("--base-url", default=None, help="the endpoint, e.g. http://127.0.0.1:8080/v1")
     g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    g.add_argument("--multihop", type=float, default=0.25, help="share of questions from two graph-linked chunks")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per model call")
     g.add_argument("--retries", type=int, default=1, help="retries of a failed model call (then an error)")
     g.add_argument("--concurrency", type=int, default=4, help="model calls at once")

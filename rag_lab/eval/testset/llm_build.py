@@ -14,10 +14,14 @@ Filters, in order, each drop counted under its reason in the report:
 * ``copies a source sentence``: the question, normalised, equals a sentence of a source or is a
   stretch of a source's text (six words / twelve characters or more);
 * ``duplicate``: the same normalised question was kept already;
-* ``not retrieved``: a gold document is in neither the keyword nor the vector top ``depth``;
+* ``not findable``: a plain BM25 over the KB's documents (:class:`.build.Findability`: its own
+  tokenizer and fixed parameters, not the KB's search) does not rank a gold document within
+  ``depth`` (50) for the question;
 * ``not answerable from the source``: the answer prompt found no answer in the passage(s).
 
-Malformed replies and model faults are errors (``report.errors``), not drops.
+Malformed replies and model faults are errors (``report.errors``), not drops. The KB's own
+search is run on the kept questions only to measure the set's saturation (the report's
+``saturation``, each question's ``search_ranks``); it filters nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.datasets import Dataset, QueryItem
-from rag_lab.eval.testset.build import TestsetReport, kb_sources, ranks_of, retrieved_docs, write_testset
+from rag_lab.eval.testset.answerable import FINDABLE_DEPTH
+from rag_lab.eval.testset.build import Findability, TestsetReport, kb_sources, search_saturation, write_testset
 from rag_lab.eval.testset.generate import SourceChunk, normalize_question, sentences, stratified_order
 from rag_lab.eval.testset.links import LinkedPair, entity_nodes, linked_pairs
 from rag_lab.eval.testset.llm import (
@@ -41,6 +46,7 @@ from rag_lab.eval.testset.llm import (
     corpus_language,
     model_name,
 )
+from rag_lab.eval.testset.report import rank_bin
 from rag_lab.searchutil.language import detect_language, han_ratio
 
 __all__ = ["build_llm_testset", "copies_source"]
@@ -54,7 +60,7 @@ class _Item:
     generator: str
     entity: str = ""
     question: str = ""
-    found: dict[str, dict[str, int]] | None = None
+    found: dict[str, int] | None = None
 
 
 def copies_source(question: str, texts: Sequence[str]) -> bool:
@@ -78,8 +84,7 @@ def _count_error(report: TestsetReport, out: Outcome) -> None:
 
 async def _one_round(
     writer: LLMQuestionWriter,
-    lab: Any,
-    kb: Any,
+    finder: Findability,
     items: list[_Item],
     depth: int,
     seen: set[str],
@@ -116,17 +121,17 @@ async def _one_round(
             batch_seen.add(key)
             it.question = q
             pending.append(it)
-    lists = retrieved_docs(lab, kb, [it.question for it in pending], depth)  # local indexes, no await
-    retrievable: list[_Item] = []
-    for it, found in zip(pending, lists, strict=True):
-        it.found = {s.doc_id: ranks_of(s.doc_id, found) for s in it.sources}
-        if all(it.found.values()):
-            retrievable.append(it)
+    findable: list[_Item] = []
+    for it in pending:
+        ranks = {s.doc_id: finder.rank(it.question, s.doc_id) for s in it.sources}
+        if all(r is not None and r <= depth for r in ranks.values()):
+            it.found = {d: r for d, r in ranks.items() if r is not None}
+            findable.append(it)
         else:
-            report.dropped["not retrieved"] += 1
-    answers = await asyncio.gather(*(writer.answer(it.question, it.sources) for it in retrievable))
+            report.dropped["not findable"] += 1
+    answers = await asyncio.gather(*(writer.answer(it.question, it.sources) for it in findable))
     kept: list[tuple[_Item, str]] = []
-    for it, out in zip(retrievable, answers, strict=True):
+    for it, out in zip(findable, answers, strict=True):
         if out.fields is None:
             _count_error(report, out)
         elif not out.fields["answer"]:
@@ -138,8 +143,7 @@ async def _one_round(
 
 async def _collect(
     writer: LLMQuestionWriter,
-    lab: Any,
-    kb: Any,
+    finder: Findability,
     work: list[_Item],
     want: int,
     depth: int,
@@ -151,7 +155,7 @@ async def _collect(
     pos = 0
     while len(kept) < want and pos < len(work):
         size = max(4, want - len(kept))
-        got = await _one_round(writer, lab, kb, work[pos : pos + size], depth, seen, report)
+        got = await _one_round(writer, finder, work[pos : pos + size], depth, seen, report)
         pos += size
         for it, ans in got[: want - len(kept)]:
             seen.add(normalize_question(it.question))
@@ -167,7 +171,7 @@ def build_llm_testset(
     model: Any,
     *,
     seed: int = 0,
-    depth: int = 10,
+    depth: int = FINDABLE_DEPTH,
     overwrite: bool = False,
     multihop: float = 0.25,
     timeout: float = 60.0,
@@ -184,7 +188,8 @@ def build_llm_testset(
     kb = lab.kb(kb_name, create=False)
     docs, sources = kb_sources(lab, kb)
     if not sources:
-        raise ValueError(f"knowledge base {kb_name!r} holds no text chunks to generate questions from")
+        raise ValueError(f"knowledge base {kb_name!r} holds no text or table chunks to generate questions from")
+    finder = Findability(docs)
     language = corpus_language([s.text for s in sources])
     writer = LLMQuestionWriter(
         model, seed=seed, language=language, timeout=timeout, retries=retries, concurrency=concurrency
@@ -205,8 +210,8 @@ def build_llm_testset(
 
     async def run() -> list[tuple[_Item, str]]:
         seen: set[str] = set()
-        multi = await _collect(writer, lab, kb, multi_work, want_multi, depth, seen, report)
-        single = await _collect(writer, lab, kb, single_work, n - len(multi), depth, seen, report)
+        multi = await _collect(writer, finder, multi_work, want_multi, depth, seen, report)
+        single = await _collect(writer, finder, single_work, n - len(multi), depth, seen, report)
         return multi + single
 
     from rag_lab.asyncutil import run_sync
@@ -214,14 +219,16 @@ def build_llm_testset(
     kept_items = run_sync(run, thread_name="rag_lab-testset-llm")
     report.model_calls = writer.calls
     report.prompt_hash = dict(hashes)
+    gold = [list(dict.fromkeys(s.doc_id for s in it.sources)) for it, _ in kept_items]
+    report.saturation, search = search_saturation(lab, kb, [(it.question, g) for (it, _), g in zip(kept_items, gold)])
     kept: list[QueryItem] = []
-    for it, answer in kept_items:
+    for (it, answer), ranks in zip(kept_items, search, strict=True):
         found = it.found or {}
+        single = len(it.sources) == 1
         report.kept += 1
         report.by_generator[it.generator] += 1
-        report.multihop += len(it.sources) > 1
-        for ranks in found.values():
-            report.retrieved_by.update(ranks)
+        report.multihop += not single
+        report.answerable_by[rank_bin(max(found.values()), depth)] += 1
         md: dict[str, Any] = {
             "generator": it.generator,
             "model": name,
@@ -230,7 +237,8 @@ def build_llm_testset(
             "source_chunk_ids": [s.chunk_id for s in it.sources],
             "source_kb": kb_name,
             "prompt_hash": hashes[it.generator],
-            "retrieved_by": found[it.sources[0].doc_id] if len(it.sources) == 1 else found,
+            "answerable_by": {"plain_bm25_rank": found[it.sources[0].doc_id] if single else found},
+            "search_ranks": ranks[it.sources[0].doc_id] if single else ranks,
             "synthetic": True,
             "reviewed": False,
         }
@@ -241,7 +249,7 @@ def build_llm_testset(
                 id=f"gen-{len(kept) + 1:04d}",
                 question=it.question,
                 answers=[answer],
-                gold_ids=list(dict.fromkeys(s.doc_id for s in it.sources)),
+                gold_ids=gold[len(kept)],
                 metadata=md,
             )
         )

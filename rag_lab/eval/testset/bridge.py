@@ -1,0 +1,212 @@
+"""Two-hop questions made offline, the two kinds HotpotQA's questions are built as; the gold is
+both documents.
+
+* ``bridge``: a first fact names an entity ("Who directed The Prestige?" → Christopher Nolan, or
+  "X is the third studio album by M. Ward"), the KB holds a document titled with that entity, and a
+  fact about it ("When was Christopher Edward Nolan born?") is asked through the first: "When was
+  the director of The Prestige born?". The answer is the second fact's span. The question names
+  the first document only, so retrieving the second takes the link a reader would follow;
+* ``comparison``: two documents' dates of the same event ("When was X born?", "When was Y
+  born?") → "Who was born first, X or Y?" ("Which was founded first, X or Y?"), answer the
+  earlier one's name as its document writes it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from rag_lab.eval.testset.answerable import names_title
+from rag_lab.eval.testset.generate import Candidate, SourceChunk
+
+__all__ = [
+    "PHRASES",
+    "ROLES",
+    "Bridges",
+    "Comparisons",
+    "bridge_question",
+    "comparison_question",
+    "event_date",
+    "title_key",
+]
+
+#: the participle of an ``agent`` question → the role it gives ("directed" → "the director of X")
+ROLES: dict[str, str] = {
+    "directed": "director",
+    "written": "writer",
+    "co-written": "co-writer",
+    "produced": "producer",
+    "created": "creator",
+    "founded": "founder",
+    "co-founded": "co-founder",
+    "designed": "designer",
+    "developed": "developer",
+    "published": "publisher",
+    "composed": "composer",
+    "invented": "inventor",
+    "discovered": "discoverer",
+    "owned": "owner",
+    "illustrated": "illustrator",
+    "edited": "editor",
+    "hosted": "host",
+    "presented": "presenter",
+    "narrated": "narrator",
+    "painted": "painter",
+    "coached": "coach",
+    "managed": "manager",
+    "operated": "operator",
+    "headed": "head",
+    "sculpted": "sculptor",
+    "organized": "organizer",
+    "organised": "organiser",
+    "sponsored": "sponsor",
+    "drawn": "illustrator",
+    "sung": "singer",
+    "built": "builder",
+    "led": "leader",
+    "performed": "performer",
+    "formed": "founder",
+    "translated": "translator",
+    "authored": "author",
+    "acquired": "buyer",
+    "recorded": "artist",
+}
+#: first hops that are not "the <role> of X"
+PHRASES: dict[str, str] = {"played for": "the team {subject} played for"}
+#: the forms a second hop may have: a fact about its subject with a short answer
+_SECOND = ("date", "place", "number", "agent")
+
+
+def title_key(title: str) -> str:
+    """A title as bridges match it: parentheses dropped, lower-cased, spaces collapsed."""
+    return " ".join(re.sub(r"\([^()]*\)", "", title).lower().split())
+
+
+def bridge_question(first: Candidate, second: Candidate) -> Candidate | None:
+    """The two-hop question of ``first`` (an ``agent`` question whose answer names the document
+    ``second`` comes from) and ``second`` (a fact about that document's subject), or None when the
+    pair does not make one (an unknown role, several names, a second fact about something else)."""
+    role = ROLES.get(first.verb)
+    phrase = f"the {role} of {first.subject}" if role else PHRASES.get(first.verb, "").format(subject=first.subject)
+    entity = first.answers[0] if first.answers else ""
+    if first.generator != "agent" or not phrase or not first.subject or not entity or " and " in entity:
+        return None
+    if second.generator not in _SECOND or not second.subject or second.subject not in second.question:
+        return None
+    if not names_title(second.subject, second.source.title) or second.source.doc_id == first.source.doc_id:
+        return None
+    question = second.question.replace(second.subject, phrase, 1)
+    return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=first.source, entity=entity)
+
+
+class Bridges:
+    """The bridge questions of a KB's chunks: ``candidates`` gives a chunk's one-hop questions
+    (cached by the caller); documents are found by their title (:func:`title_key`)."""
+
+    def __init__(self, sources: Sequence[SourceChunk], candidates: Callable[[SourceChunk], list[Candidate]]) -> None:
+        self._candidates = candidates
+        self._by_title: dict[str, list[SourceChunk]] = {}
+        for s in sources:
+            if s.kind == "text" and s.title.strip():
+                self._by_title.setdefault(title_key(s.title), []).append(s)
+
+    def of(self, src: SourceChunk) -> list[Candidate]:
+        """Every bridge question whose first hop is a question of ``src``, in the order of its
+        questions and then of the target document's chunks."""
+        out: list[Candidate] = []
+        for first in self._candidates(src):
+            if first.generator != "agent" or not first.answers:
+                continue
+            for target in self._by_title.get(title_key(first.answers[0]), []):
+                for second in self._candidates(target):
+                    if (b := bridge_question(first, second)) is not None:
+                        out.append(b)
+        return out
+
+
+_WHEN = re.compile(
+    r"^When (?:was|were) (?P<subj>.+) (?P<verb>born|founded|established|released|formed|built|opened|created|"
+    r"launched|published|completed)\?$"
+)
+_MONTHS = "january february march april may june july august september october november december".split()
+
+
+def event_date(text: str) -> tuple[int, int, int] | None:
+    """``(year, month, day)`` of a date span ("3 May 1950", "May 3, 1950", "May 1950", "1950"),
+    0 for a part it leaves out; None when it is not one of those forms."""
+    m = re.fullmatch(r"(?:\w+day,?\s+)?(?:(\d{1,2})\s+)?(?:([A-Za-z]+)\s+)?(?:(\d{1,2}),\s*)?(\d{4})", text.strip())
+    if m is None:
+        return None
+    month = _MONTHS.index(m.group(2).lower()) + 1 if m.group(2) and m.group(2).lower() in _MONTHS else 0
+    if m.group(2) and not month:
+        return None
+    day = int(m.group(1) or m.group(3) or 0)
+    return int(m.group(4)), month, day if month else 0
+
+
+def _earlier(a: tuple[int, int, int], b: tuple[int, int, int]) -> int:
+    """-1 when ``a`` is surely earlier, 1 when ``b`` is, 0 when the spans cannot tell (same year
+    and one of them gives no month, or the same date)."""
+    if a[0] != b[0]:
+        return -1 if a[0] < b[0] else 1
+    if not (a[1] and b[1]) or a == b:
+        return 0
+    if a[1] != b[1]:
+        return -1 if a[1] < b[1] else 1
+    return 0 if not (a[2] and b[2]) else (-1 if a[2] < b[2] else 1)
+
+
+def _as_written(text: str, name: str) -> str:
+    at = text.lower().find(name.lower())
+    return text[at : at + len(name)] if at >= 0 else ""
+
+
+def comparison_question(a: Candidate, b: Candidate) -> Candidate | None:
+    """ "Who was born first, A or B?" of two ``date`` questions of the same event about two
+    documents' subjects, or None when they differ in event, share a document, or their dates do
+    not tell which came first."""
+    ma, mb = _WHEN.match(a.question), _WHEN.match(b.question)
+    if ma is None or mb is None or ma["verb"] != mb["verb"] or a.source.doc_id == b.source.doc_id:
+        return None
+    da, db = event_date(a.answers[0]), event_date(b.answers[0])
+    order = _earlier(da, db) if da and db else 0
+    if not order or a.subject.lower() == b.subject.lower():
+        return None
+    first, other = (a, b) if order < 0 else (b, a)
+    answer = _as_written(first.source.text, first.subject)
+    if not answer:
+        return None
+    verb = ma["verb"]
+    question = (
+        f"Who was born first, {a.subject} or {b.subject}?"
+        if verb == "born"
+        else f"Which was {verb} first, {a.subject} or {b.subject}?"
+    )
+    return Candidate(question, "comparison", first.source, [answer], via=other.source)
+
+
+class Comparisons:
+    """Pairs ``date`` questions of chunks offered in turn: a chunk's question of an event is paired
+    with the latest one of the same event from another document still waiting for a partner, else
+    waits itself."""
+
+    def __init__(self, candidates: Callable[[SourceChunk], list[Candidate]]) -> None:
+        self._candidates = candidates
+        self._waiting: dict[str, list[Candidate]] = {}
+
+    def of(self, src: SourceChunk) -> list[Candidate]:
+        """The comparison questions ``src``'s date questions make with those waiting."""
+        out: list[Candidate] = []
+        for c in self._candidates(src):
+            m = _WHEN.match(c.question) if c.generator == "date" else None
+            if m is None:
+                continue
+            waiting = self._waiting.setdefault(m["verb"], [])
+            for other in reversed(waiting):
+                if (q := comparison_question(other, c)) is not None:
+                    out.append(q)
+                    waiting.remove(other)  # each date question in one comparison at most
+                    break
+            else:
+                waiting.append(c)
+        return out

@@ -1,0 +1,156 @@
+"""Answerability checked on the gold text (the plain BM25, the answer span, other passages with
+the answer) and the two-hop questions, with values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rag_lab.eval.testset.answerable import PlainBM25, answer_passages, contains_span, names_title, plain_terms
+from rag_lab.eval.testset.bridge import _earlier, bridge_question, comparison_question, event_date
+from rag_lab.eval.testset.generate import Candidate, SourceChunk
+
+
+def test_plain_terms_are_words_and_han_bigrams():
+    assert plain_terms("Orrin Bridge, 1911: 芙蓉洞") == ["orrin", "bridge", "1911", "芙蓉", "蓉洞"]
+    assert plain_terms("洞") == ["洞"]
+
+
+def test_bm25_scores_worked_by_hand():
+    bm = PlainBM25(["a b", "a c c", "d"])  # N = 3, lengths 2 3 1, average 2
+    idf_a = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # ln 1.6
+    idf_c = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))  # ln 2.667
+    s = bm.scores("a c")
+    assert s[0] == pytest.approx(idf_a * 2.2 / (1 + 1.2 * 1.0))  # tf 1, length = average
+    assert s[1] == pytest.approx(idf_a * 2.2 / (1 + 1.2 * 1.375) + idf_c * 2 * 2.2 / (2 + 1.2 * 1.375))
+    assert s[2] == 0.0
+    assert bm.scores("a a a") == bm.scores("a")  # a query term counts once
+    assert (bm.rank("a c", 1), bm.rank("a c", 0), bm.rank("a c", 2)) == (1, 2, None)
+
+
+def test_bm25_ties_count_against_the_document():
+    bm = PlainBM25(["x", "x", "y z"])
+    assert (bm.rank("x", 0), bm.rank("x", 1), bm.rank("x", 2)) == (2, 2, None)
+
+
+@given(st.lists(st.text(alphabet="ab c", max_size=8), min_size=1, max_size=6), st.text(alphabet="abc ", max_size=6))
+def test_bm25_rank_is_the_number_scoring_at_least_as_high(docs, query):
+    bm = PlainBM25(docs)
+    scores = bm.scores(query)
+    for i, d in enumerate(docs):
+        r = bm.rank(query, i)
+        if scores[i] <= 0:
+            assert r is None
+            continue
+        assert r == sum(1 for s in scores if s >= scores[i]) and 1 <= r <= len(docs)
+        assert all(bm.rank(query, j) == r for j, e in enumerate(docs) if e == d)  # duplicates rank alike
+
+
+def test_contains_span():
+    assert contains_span("The Orrin Bridge opened in 1911.", "orrin   BRIDGE")
+    assert not contains_span("The Orrin Bridge opened in 1911.", "191")  # inside a number
+    assert not contains_span("The Orrin Bridge", "Orrin Bridges")
+    assert contains_span("芙蓉洞位于重庆", "位于")
+    assert not contains_span("anything", "  ")
+
+
+def test_other_passages_with_the_answer_are_candidates():
+    passages = [
+        ("c1", "d1", "Mara Vell designed the Orrin Bridge."),
+        ("c2", "d2", "The Orrin Bridge was designed by Mara Vell in 1904."),
+        ("c3", "d3", "Mara Vell was born in 1868."),  # the answer, but nothing of the question
+        ("c4", "d4", "The Orrin Bridge crosses the river."),  # the question's words, not the answer
+    ]
+    assert answer_passages("Mara Vell", "Who designed the Orrin Bridge?", passages, "c1") == [("c2", "d2")]
+    assert answer_passages("Mara Vell", "Who designed the Orrin Bridge?", passages, "c2") == [("c1", "d1")]
+
+
+def test_names_title():
+    assert names_title("When was Mark King born?", "Mark King (musician)")
+    assert names_title("Who designed the Orrin Bridge?", "The Orrin Bridge")
+    assert not names_title("Which 2009 Bollywood film did Puneet Sira direct?", "Kisaan")
+    assert not names_title("Anything?", "(musician)")
+
+
+A = SourceChunk("a#0", "a", "The Prestige (film)", "The Prestige is a 2006 film directed by Christopher Nolan.")
+B = SourceChunk("b#0", "b", "Christopher Nolan", "Christopher Edward Nolan (born 30 July 1970) is a film director.")
+C = SourceChunk("c#0", "c", "Mark King (musician)", "Mark King (born 20 October 1958) is a musician.")
+
+
+def _agent(src=A, verb="directed", name="Christopher Nolan"):
+    return Candidate("Who directed The Prestige?", "agent", src, [name], "The Prestige", verb)
+
+
+def _born(src, subject, date):
+    return Candidate(f"When was {subject} born?", "date", src, [date], subject)
+
+
+def test_bridge_question():
+    q = bridge_question(_agent(), _born(B, "Christopher Edward Nolan", "30 July 1970"))
+    assert q is not None
+    assert (q.question, q.answers, q.gold_ids, q.entity, q.generator) == (
+        "When was the director of The Prestige born?",
+        ["30 July 1970"],
+        ["a", "b"],
+        "Christopher Nolan",
+        "bridge",
+    )
+    humbert = SourceChunk("h#0", "h", "Dick Humbert", "He played for the Philadelphia Eagles.")
+    eagles = SourceChunk("e#0", "e", "Philadelphia Eagles", "The Philadelphia Eagles were founded in 1933.")
+    team = Candidate(
+        "Which team did Dick Humbert play for?", "agent", humbert, ["Philadelphia Eagles"], "Dick Humbert", "played for"
+    )
+    founded = Candidate("When was Philadelphia Eagles founded?", "date", eagles, ["1933"], "Philadelphia Eagles")
+    played = bridge_question(team, founded)
+    assert played is not None
+    assert (played.question, played.gold_ids) == ("When was the team Dick Humbert played for founded?", ["h", "e"])
+    assert bridge_question(_agent(verb="played"), _born(B, "Christopher Edward Nolan", "30 July 1970")) is None
+    assert bridge_question(_agent(name="Nolan and Joy"), _born(B, "Christopher Edward Nolan", "30 July 1970")) is None
+    assert bridge_question(_agent(), _born(B, "Emma Thomas", "1971")) is None  # a fact about someone else
+    assert bridge_question(_agent(src=B), _born(B, "Christopher Edward Nolan", "1970")) is None  # one document
+
+
+def test_comparison_question():
+    q = comparison_question(
+        _born(B, "Christopher Edward Nolan", "30 July 1970"), _born(C, "Mark King", "20 October 1958")
+    )
+    assert q is not None
+    assert (q.question, q.answers, q.gold_ids) == (
+        "Who was born first, Christopher Edward Nolan or Mark King?",
+        ["Mark King"],
+        ["b", "c"],
+    )
+    # the same year without a month cannot be told apart; one document twice is no comparison
+    assert (
+        comparison_question(_born(B, "Christopher Edward Nolan", "1958"), _born(C, "Mark King", "20 October 1958"))
+        is None
+    )
+    assert (
+        comparison_question(_born(B, "Christopher Edward Nolan", "1970"), _born(B, "Christopher Edward Nolan", "1958"))
+        is None
+    )
+
+
+def test_event_date():
+    assert event_date("30 July 1970") == (1970, 7, 30)
+    assert event_date("July 30, 1970") == (1970, 7, 30)
+    assert event_date("Monday 14 May 1911") == (1911, 5, 14)
+    assert event_date("May 1911") == (1911, 5, 0)
+    assert event_date("1911") == (1911, 0, 0)
+    assert event_date("Maytime 1911") is None
+
+
+_DATES = st.tuples(st.integers(1900, 1903), st.integers(0, 2), st.integers(0, 2)).map(
+    lambda t: (t[0], t[1], t[2] if t[1] else 0)
+)
+
+
+@given(_DATES, _DATES)
+def test_earlier_is_antisymmetric(a, b):
+    assert _earlier(a, b) == -_earlier(b, a)
+    if _earlier(a, b) == -1:
+        assert a < b
+    assert _earlier(a, a) == 0
