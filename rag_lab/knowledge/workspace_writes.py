@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +79,7 @@ class WorkspaceWrites(WriteLocks):
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_folder
 
-        kb = self.get_kb(kb)
-        self.mirror(kb, attach=True)
-        return self._after_ingest(
-            kb, ingest_folder(self._as_workspace(), kb, path, embedder, progress=progress, **kw), extractor, progress
-        )
+        return self._ingest(ingest_folder, kb, path, embedder, progress, extractor, **kw)
 
     def ingest_documents(
         self,
@@ -96,11 +92,7 @@ class WorkspaceWrites(WriteLocks):
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_documents
 
-        kb = self.get_kb(kb)
-        self.mirror(kb, attach=True)
-        return self._after_ingest(
-            kb, ingest_documents(self._as_workspace(), kb, docs, embedder, progress=progress, **kw), extractor, progress
-        )
+        return self._ingest(ingest_documents, kb, docs, embedder, progress, extractor, **kw)
 
     def ingest_faq(
         self,
@@ -113,10 +105,24 @@ class WorkspaceWrites(WriteLocks):
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_faq
 
+        return self._ingest(ingest_faq, kb, entries, embedder, progress, extractor, **kw)
+
+    def _ingest(
+        self,
+        ingest: Callable[..., IngestReport],
+        kb: KnowledgeBase | str,
+        source: Any,
+        embedder: Embedder | None,
+        progress: bool,
+        extractor: Any,
+        **kw: Any,
+    ) -> IngestReport:
+        """One ingestion entry point: the KB mirrored to the engines that hold copies, then
+        ``ingest(workspace, kb, source, embedder, ...)``, then the graph (:meth:`_after_ingest`)."""
         kb = self.get_kb(kb)
         self.mirror(kb, attach=True)
         return self._after_ingest(
-            kb, ingest_faq(self._as_workspace(), kb, entries, embedder, progress=progress, **kw), extractor, progress
+            kb, ingest(self._as_workspace(), kb, source, embedder, progress=progress, **kw), extractor, progress
         )
 
     def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
