@@ -704,47 +704,256 @@ NOTEBOOKS["04_merge"] = [
         "md",
         """# 04 · The eight merge steps
 
-CHUNK_MERGE turns reranked chunks into contexts: 1 input · 2 dedup (id + content signature) ·
-3 references from the previous turn · 4 parent chunks · 5 sequential merge of neighbouring chunks
-of one document · 6 FAQ answers · 7 short chunks (< 350 characters) expanded with their neighbours up
-to 850 · 8 merge again, dedup, and drop partial overlaps (containment or ≥ 85 % token overlap).
-Every decision is recorded. (The guided tour ([01](01_pipeline_event_by_event.ipynb)) shows the merge on its question: a join of
-neighbours, expansions and the previous turn's references.)""",
+CHUNK_MERGE turns the reranked chunks into the contexts the model reads: 1 input · 2 dedup (id +
+content signature) · 3 references from the previous turn · 4 parent chunks · 5 sequential merge of
+neighbouring chunks of one document · 6 FAQ answers · 7 short chunks (< 350 characters) expanded
+with their neighbours up to 850 · 8 merge again, dedup, and drop partial overlaps (containment or
+≥ 85 % token overlap).
+
+A step only acts when its case is in the list, and a corpus seldom has all of them at once. So this
+notebook writes a small library's knowledge bases in the cell below, each piece made for one step:
+
+* `library` — the loan rules (cut into 200-character chunks, so a document has neighbours), a
+  holiday notice, and a newsletter that quotes the notice word for word;
+* `rooms` — a page in parent/child mode: 120-character children are searched, the 400-character
+  section each belongs to is what the model should read;
+* `faq` — one FAQ entry;
+* `archive` — last year's copy of the holiday notice, the same words under another id.
+
+Then a two-turn conversation: the first turn cites the FAQ entry and the archived notice, the FAQ
+answer is edited, and the second turn asks about loans, holidays and the study room.""",
     ),
     ("code", SETUP),
-    ("md", "Small chunks make merging visible: a KB with 200-character chunks over a few long passages."),
     (
         "code",
-        """long = load_dataset("pubmedqa_pqal").subset(5, max_docs=30)
+        """NOTICE = "Holiday hours: the library closes on 24 December and opens again on 2 January."
+LIBRARY = [
+    {"id": "loans", "title": "Borrowing", "text":
+        "Books are lent for three weeks, DVDs and magazines for one week. "
+        "A loan can be renewed twice, online or at the desk, unless another reader has reserved the item. "
+        "Late returns cost 20 pence a day per item, up to five pounds. "
+        "Readers under sixteen need a parent's signature on the application form. "
+        "A lost card is replaced at the desk for one pound, and the old one stops working at once."},
+    {"id": "holiday_notice", "title": "Holiday notice", "text": NOTICE},
+    {"id": "newsletter", "title": "Winter newsletter", "text": "From the winter newsletter: " + NOTICE + " Happy reading!"},
+]
+BUILDING = ("The building was designed in 1904 by the architect Edith Marrow, in red brick and terracotta, "
+            "with a copper dome over the entrance hall. The dome was restored in 2011, when its green patina was "
+            "cleaned and the lantern at the top was rebuilt from the original drawings. Swifts nest under the "
+            "eaves every summer, and a camera in the roof lets visitors watch the chicks.")
+STUDY_ROOM = ("The study room on the first floor seats eight. It can be booked for two hours at a time, at the "
+              "desk or by phone. Food is not allowed in the room. Laptops may be used, and sockets are under every "
+              "table. Please leave the room as you found it: chairs back, whiteboard wiped, lights off. A booking "
+              "not claimed within fifteen minutes is released to the next reader.")
+FAQ = {"id": "renew_online", "standard_question": "Can I renew my books online?", "answers": ["Yes, twice per loan."]}
+
 lab = Lab.from_config(workspace=workspace)
-lab.kb("pubmed", chunk_size=200, chunk_overlap=40)
-lab.ingest_documents([{"id": d.id, "title": d.title or d.id, "text": d.text} for d in long.corpus], kb="pubmed", progress=False)
-run = lab.ask(long.queries[0].question, kb="pubmed")
-steps = run.state("chunk_merge").state.diagnostics["merge"].steps
-short_id = lambda v: v.split(":")[-1] if isinstance(v, str) else ", ".join(x.split(":")[-1] for x in v) if isinstance(v, list) else v
-cols = ["step", "id", "action", "into", "length"]
-mp = run.params
-assert (mp.expansion_min_len, mp.expansion_max_len, mp.overlap_threshold) == (350, 850, 0.85)
-assert max(len(r.content) for r in run.state("chunk_rerank").state.rerank_result) <= 200   # 200-character chunks
-pd.DataFrame([{k: short_id(st.get(k, "")) for k in cols} for st in steps if st["step"] != "input"]).fillna("")""",
+lab.kb("library", chunk_size=200, chunk_overlap=40)
+lab.kb("rooms", chunk_size=120, chunk_overlap=0, parent_chunk_size=400)
+lab.kb("archive")
+faq_kb = lab.kb("faq", kb_type="faq")
+print(lab.ingest_documents(LIBRARY, kb="library", progress=False))
+print(lab.ingest_documents([{"id": "rooms", "title": "Rooms", "text": BUILDING + "\\n\\n" + STUDY_ROOM}], kb="rooms", progress=False))
+print(lab.ingest_documents([{"id": "holiday_notice_2023", "title": "Holiday notice (archived)", "text": NOTICE}], kb="archive", progress=False))
+print(lab.workspace.ingest_faq(faq_kb, [FAQ], lab.embedder, progress=False))
+sizes = {name: lab.kb(name).chunk_size for name in ("library", "rooms")}
+assert sizes == {"library": 200, "rooms": 120} and lab.kb("rooms").metadata["parent_chunk_size"] == 400
+assert (lab.params.expansion_min_len, lab.params.expansion_max_len, lab.params.overlap_threshold) == (350, 850, 0.85)
+assert len(BUILDING) >= 350 and len(STUDY_ROOM) >= 350   # each parent section is longer than the expansion's minimum""",
     ),
     (
         "md",
-        """On this question two of the steps act: the sequential merge joins neighbouring chunks of one
-abstract (`extend`: a chunk that follows its neighbour is appended to it) and the expansion grows
-the short chunks that are left. The others have nothing to do here, and the step log shows no entry
-for them: no chunk arrives twice (dedup), there is no previous turn (history), the KB has no parent
-chunks and no FAQ entries, and after the merge no context contains another (overlap). The guided
-tour ([01](01_pipeline_event_by_event.ipynb)) shows the history step at work.""",
+        """The first turn is asked of the FAQ and the archive. Its references are stored with the
+assistant's message: the next turn of the conversation reads them back. Then the FAQ answer is
+edited (the same entry, ingested again), as happens between two visits of a reader.""",
     ),
     (
         "code",
-        """from collections import Counter
-acted = Counter(st["step"] for st in steps if st["step"] != "input")
-print("steps that acted:", dict(acted))
-assert set(acted) == {"merge", "expand"} and acted["merge"] == 8""",
+        """first = lab.ask("Can I renew my books online over the holidays?", kb=["faq", "archive"])
+for r in first.references:
+    print(f"turn 1 reference {r.id.split(':')[-1]}: {r.content!r}")
+FAQ["answers"] = ["Yes, twice per loan, from your account page or the library app."]
+print(lab.workspace.ingest_faq(faq_kb, [FAQ], lab.embedder, progress=False))
+assert {r.id.split(":")[-1] for r in first.references} == {"renew_online#faq", "holiday_notice_2023#c0"}""",
     ),
-    ("code", """run.frame("merge").head(10).fillna("")"""),
+    (
+        "md",
+        """The second turn, asked of `library` and `rooms` only. The merge stage records its decisions
+(`diagnostics["merge"].steps`): one line per chunk a step joined, expanded, injected or dropped.""",
+    ),
+    (
+        "code",
+        """question = ("Can I renew my books online when the library closes for the holidays, "
+            "what does a late return cost, and how long can I book the study room?")
+run = lab.ask(question, kb=["library", "rooms"], session_id=first.session_id)
+steps = run.state("chunk_merge").state.diagnostics["merge"].steps
+short = lambda v: v.split(":")[-1] if isinstance(v, str) else ", ".join(x.split(":")[-1] for x in v)
+pd.DataFrame([{k: short(s[k]) if k in s else "" for k in ("step", "id", "action", "into", "parent", "next")}
+              for s in steps if s["step"] != "input"])""",
+    ),
+    (
+        "md",
+        """The step log names what happened, not the text. To see each step's effect, the cells below
+run the stage's steps one at a time, with the functions the stage itself calls
+(`rag_lab.pipeline.plugins.merge`, `rag_lab.searchutil.dedup`), on the state the stage started
+from, and keep the list after every step. The last list is the stage's own output, checked.""",
+    ),
+    (
+        "code",
+        """import textwrap
+from rag_lab.pipeline.plugins.merge import (expand_short_contexts, group_and_merge, inject_history_references,
+                                            merge_input, populate_faq_answers, resolve_parent_chunks)
+from rag_lab.searchutil.dedup import remove_duplicate_results, remove_partial_overlaps
+
+start, p, store, log = run.state("chunk_rerank"), run.params, lab.workspace.store, []
+query = start.state.rewrite_query or start.request.query
+after = {}
+def keep(step, results):   # the list after a step: (chunk, text) pairs
+    after[step] = [(r.id.split(":")[-1], r.content) for r in results]
+    return results
+
+x = keep("input", merge_input(start.state.rerank_result, start.state.search_result, start.request.rerank_top_k, log))
+x = keep("dedup", remove_duplicate_results(x))
+added = inject_history_references(x, start.state.history, query, p, log)
+keep("history", x + added)
+x = keep("history deduplicated", remove_duplicate_results(x + added))
+x = keep("parents", resolve_parent_chunks(x, store, log))
+x = keep("merge", group_and_merge(x, p, log))
+populate_faq_answers(x, store); keep("faq", x)
+expand_short_contexts(x, store, p, log); keep("expansion", x)
+x = keep("merge again", group_and_merge(x, p, log))
+x = keep("overlaps", remove_partial_overlaps(remove_duplicate_results(x), p.overlap_threshold))
+assert after["overlaps"] == [(r.id.split(":")[-1], r.content) for r in run.state("chunk_merge").state.merge_result]
+
+def show(a, b):
+    \"\"\"What changed from the list after step a to the list after step b, as text.\"\"\"
+    A, B = dict(after[a]), dict(after[b])
+    wrap = lambda t: textwrap.fill(t.replace("\\n", " ⏎ "), 100, initial_indent="      ", subsequent_indent="      ")
+    for cid in dict.fromkeys([*A, *B]):
+        if cid not in B:
+            into = next((s["into"].split(":")[-1] for s in log if s["step"] == "merge" and s["id"].endswith(":" + cid)), "")
+            print(f"− {cid} " + (f"merged into {into}" if into else "dropped") + f":\\n{wrap(A[cid])}")
+        elif cid not in A:
+            print(f"+ {cid} added:\\n{wrap(B[cid])}")
+        elif A[cid] != B[cid]:
+            print(f"~ {cid}\\n    before:\\n{wrap(A[cid])}\\n    after:\\n{wrap(B[cid])}")
+    print(f"({len(A)} chunks → {len(B)})")
+print("input:", [cid for cid, _ in after["input"]])""",
+    ),
+    (
+        "md",
+        """## 2 · Dedup, and 3 · the previous turn's references
+
+The first dedup has nothing to remove: the search stage already dropped repeated ids and repeated
+texts. Repeats reach the merge through the merge itself — here, step 3. It brings back the first
+turn's references that share enough words with the question (`history_overlap_threshold`, at most
+`history_max_refs`), their scores × `history_score_factor`: the FAQ entry and the archived notice.
+The archived notice has the same text as the library's notice under another id, so the dedup that
+follows step 3 drops it.""",
+    ),
+    (
+        "code",
+        """assert after["dedup"] == after["input"]
+show("dedup", "history")
+show("history", "history deduplicated")
+assert {"renew_online#faq", "holiday_notice_2023#c0"} <= dict(after["history"]).keys()   # both injected
+assert "holiday_notice_2023#c0" not in dict(after["history deduplicated"])                # the copy dropped
+assert "renew_online#faq" in dict(after["history deduplicated"])""",
+    ),
+    (
+        "md",
+        """## 4 · Parent chunks
+
+In `rooms` the search matched two children of the study-room section, each a sentence or two.
+Each child is replaced by the section it belongs to (the parent text comes first; a child already
+inside it adds nothing), so the model reads the rules around the matched sentence.""",
+    ),
+    (
+        "code",
+        """show("history deduplicated", "parents")
+children = [cid for cid in dict(after["parents"]) if cid.startswith("rooms#")]
+assert len(children) == 2 and all(dict(after["parents"])[c] == STUDY_ROOM for c in children)
+assert all(dict(after["history deduplicated"])[c] != STUDY_ROOM for c in children)""",
+    ),
+    (
+        "md",
+        """## 5 · Sequential merge
+
+Chunks of one document (and one chunk type) are joined in document order. The two loan-rule chunks
+overlap (the chunker repeats the end of one at the start of the next): the second *extends* the
+first, the overlap written once. The two study-room children now hold the same section: the second is *joined* into the
+first, which already contains it. One context per document is left.""",
+    ),
+    (
+        "code",
+        """show("parents", "merge")
+merged = dict(after["merge"])
+c0, c1 = dict(after["parents"])["loans#c0"], dict(after["parents"])["loans#c1"]
+k = max(k for k in range(1, len(c1)) if c0.endswith(c1[:k]))   # the characters the two chunks share
+assert k >= 10 and "loans#c1" not in merged and merged["loans#c0"] == c0 + c1[k:]   # written once
+assert sum(c.startswith("rooms#") for c in merged) == 1""",
+    ),
+    (
+        "md",
+        """## 6 · FAQ answers
+
+The FAQ reference came from the first turn's stored message, so it carries the answer as it was
+then. This step reads every FAQ chunk's entry from the store and writes its current question and
+answers into the context: the edited answer replaces the old one.""",
+    ),
+    (
+        "code",
+        """show("merge", "faq")
+assert "account page or the library app" not in dict(after["merge"])["renew_online#faq"]
+assert dict(after["faq"])["renew_online#faq"].endswith("- Yes, twice per loan, from your account page or the library app.")""",
+    ),
+    (
+        "md",
+        """## 7 · Expansion of short contexts
+
+A text context shorter than `expansion_min_len` (350) gets its neighbours from the store, before
+and after, until it is long enough or would pass `expansion_max_len` (850). The loan rules (two
+chunks, still short) get the chunk that follows them, which the search did not rank; the notices
+have no neighbours, and the study-room section is long enough.""",
+    ),
+    (
+        "code",
+        """show("faq", "expansion")
+grown = dict(after["expansion"])["loans#c0"]
+assert len(dict(after["faq"])["loans#c0"]) < p.expansion_min_len <= len(grown) <= p.expansion_max_len
+assert grown.endswith("the old one stops working at once.") and (p.expansion_min_len, p.expansion_max_len) == (350, 850)""",
+    ),
+    (
+        "md",
+        """## 8 · Merge again, dedup, partial overlaps
+
+After the expansion, neighbours could meet again (not here) and texts could repeat. Then the
+partial overlaps: of two contexts where one contains the other (or their token overlap reaches
+`overlap_threshold`, 0.85), the shorter goes — unless its score is higher, then the longer one
+does. The newsletter quotes the holiday notice whole and scores lower, so it is dropped.""",
+    ),
+    (
+        "code",
+        """show("expansion", "merge again")
+show("merge again", "overlaps")
+assert after["merge again"] == after["expansion"] and p.overlap_threshold == 0.85
+score = {r.id.split(":")[-1]: r.score for r in start.state.rerank_result}
+assert NOTICE in dict(after["expansion"])["newsletter#c0"] and score["newsletter#c0"] < score["holiday_notice#c0"]
+assert "newsletter#c0" not in dict(after["overlaps"]) and "holiday_notice#c0" in dict(after["overlaps"])""",
+    ),
+    (
+        "md",
+        """The merge's record, one row per chunk that entered it (its fate, what it absorbed, its parent,
+the neighbours it was given), and the same as a picture:""",
+    ),
+    (
+        "code",
+        """mf = run.frame("merge")
+chars = lambda col: [("" if pd.isna(v) else int(v)) for v in col]
+mf.assign(id=mf.id.str.split(":").str[-1], merged_into=mf.merged_into.str.split(":").str[-1],
+          parent=mf.parent.str.split(":").str[-1], length_in=chars(mf.length_in), length_out=chars(mf.length_out)
+          )[["id", "origin", "fate", "merged_into", "parent", "length_in", "length_out"]]""",
+    ),
     (
         "code",
         """from rag_lab.lab.plots import plot_merge
@@ -752,17 +961,16 @@ plot_merge(run)""",
     ),
     (
         "md",
-        "The expansion bounds are parameters; turning expansion off shows what the model would otherwise see — the same context, without the neighbours' text:",
+        """Each step has its parameters, and `lab.rerun` replays the stage with others, everything before
+it reused. With `history_max_refs=0` the previous turn's references stay out: the FAQ context is
+gone (and with it the edited answer), and so is the archived notice that dedup had to remove.""",
     ),
     (
         "code",
-        """short = lab.rerun(run, "chunk_merge", params={"expansion_min_len": 0})
-by_id = {r.id: r.content for r in short.references}
-grown = next(r for r in run.references if r.id in by_id and len(r.content) > len(by_id[r.id]))
-before, after = by_id[grown.id], grown.content
-print("EXPANSION OFF:", grown.id.split(":")[-1], f"({len(before)} characters)\\n ", before)
-print("EXPANSION ON: ", f"({len(after)} characters)\\n ", after)
-assert len(before) < run.params.expansion_min_len and len(before) < len(after) <= run.params.expansion_max_len""",
+        """no_history = lab.rerun(run, "chunk_merge", params={"history_max_refs": 0})
+print("contexts:", [r.id.split(":")[-1] for r in no_history.references])
+assert "renew_online#faq" not in {r.id.split(":")[-1] for r in no_history.references}
+assert "renew_online#faq" in {r.id.split(":")[-1] for r in run.references}""",
     ),
 ]
 
