@@ -720,8 +720,8 @@ notebook writes a small library's knowledge bases in the cell below, each piece 
 * `faq` — one FAQ entry;
 * `archive` — last year's copy of the holiday notice, the same words under another id.
 
-Then a two-turn conversation: the first turn cites the FAQ entry and the archived notice, the FAQ
-answer is edited, and the second turn asks about loans, holidays and the study room.""",
+Then a two-turn conversation: the first turn's references are the FAQ entry and the archived
+notice, the FAQ answer is edited, and the second turn asks about loans, holidays and the study room.""",
     ),
     ("code", SETUP),
     (
