@@ -15,7 +15,7 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 
-SETUP = """import os, tempfile, warnings
+SETUP = """import os, warnings
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import logging; logging.getLogger("jieba").setLevel(logging.WARNING)
@@ -23,7 +23,8 @@ import pandas as pd
 pd.set_option("display.max_colwidth", 60)
 from rag_lab.lab import Lab
 from rag_lab.eval.datasets import load_dataset
-workspace = tempfile.mkdtemp(prefix="rag_lab_nb_")   # a fresh workspace: the notebook runs anywhere"""
+from rag_lab.lab.notebook_workspace import notebook_workspace
+workspace = notebook_workspace()   # this kernel's own empty folder, under .rag_lab/notebooks: no temporary folder left"""
 
 INGEST_HOTPOT = """ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=150)
 lab = Lab.from_config(workspace=workspace)
