@@ -1670,7 +1670,7 @@ the same views open on their machine.
 The question is the guided tour's ([01](01_pipeline_event_by_event.ipynb)), on its small knowledge
 base, where every stage — MMR included — visibly acts. Under `make lab` the tour's knowledge base is
 added to the `make lab` workspace (12 documents, seconds; unchanged documents are skipped on later
-runs); elsewhere the notebook uses a temporary workspace.""",
+runs); elsewhere the notebook uses its own empty workspace (the first cell sets it up).""",
     ),
     ("code", SETUP),
     (
