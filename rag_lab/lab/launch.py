@@ -8,6 +8,13 @@ the corpus (994 documents, minutes), ``--demo-docs N`` asks for a slice of N >= 
 its root and ``RAG_LAB_WORKSPACE`` pointing the notebooks at the prepared workspace. Arguments
 after ``--`` go to ``jupyter lab`` unchanged.
 
+JupyterLab runs with the settings of :data:`LAB_OVERRIDES` as its defaults (written to
+``<workspace>/jupyterlab/overrides.json``; your own settings still win): no news or update toast
+(nothing is fetched from a website), and no autosave, so running a committed notebook does not
+rewrite it — its outputs change on disk only when you save it (``git checkout notebooks/`` undoes
+that). The notebooks' workspaces are not temporary folders: each kernel takes a reused slot
+under ``.rag_lab/notebooks`` (:mod:`rag_lab.lab.notebook_workspace`).
+
 JupyterLab asks for a token: its own (printed when it starts) unless ``--token TOKEN`` names one.
 An empty token would switch authentication off, so ``--token=`` is refused; running without
 authentication takes ``--no-auth``, which says so on stderr (any local user or process could
@@ -17,18 +24,37 @@ then run code as you).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from rag_lab.prompts.templates import REPO_ROOT
 
 #: documents of the quick demo KB a first start ingests (see rag_lab.demo.QUICK_DOCS)
 QUICK = 50
 
-__all__ = ["NO_AUTH_WARNING", "demo_docs_arg", "free_port", "jupyter_command", "main", "prepare_demo", "server_token"]
+__all__ = [
+    "LAB_OVERRIDES",
+    "NO_AUTH_WARNING",
+    "demo_docs_arg",
+    "free_port",
+    "jupyter_command",
+    "main",
+    "prepare_demo",
+    "server_token",
+    "write_lab_settings",
+]
+
+#: JupyterLab setting defaults the launcher sets (plugin id → settings; checked against the
+#: installed JupyterLab's schemas by the tests): no news feed and no update check (the toast that
+#: asks for them included), no autosave (a committed notebook is written only when you save it)
+LAB_OVERRIDES: dict[str, dict[str, Any]] = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+}
 
 #: what ``--no-auth`` prints (stderr) before JupyterLab starts
 NO_AUTH_WARNING = (
@@ -44,10 +70,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def write_lab_settings(folder: Path) -> Path:
+    """Write ``folder/overrides.json``: :data:`LAB_OVERRIDES` over the overrides the installed
+    JupyterLab already has (``<sys.prefix>/share/jupyter/lab/settings/overrides.json``, kept); the
+    folder is JupyterLab's ``app_settings_dir``. Returns ``folder``."""
+    merged: dict[str, Any] = {}
+    installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    if installed.is_file():
+        try:
+            found = json.loads(installed.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found = {}
+        if isinstance(found, dict):
+            merged.update(found)
+    for plugin, values in LAB_OVERRIDES.items():
+        current = merged.get(plugin)
+        merged[plugin] = {**(current if isinstance(current, dict) else {}), **values}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "overrides.json").write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
 def jupyter_command(
-    port: int, root: Path, open_browser: bool = True, token: str | None = None, extra: list[str] | None = None
+    port: int,
+    root: Path,
+    open_browser: bool = True,
+    token: str | None = None,
+    extra: list[str] | None = None,
+    settings_dir: Path | None = None,
 ) -> list[str]:
-    """The ``jupyter lab`` command line: loopback only, ``root`` as the file browser's root."""
+    """The ``jupyter lab`` command line: loopback only, ``root`` as the file browser's root,
+    ``settings_dir`` (see :func:`write_lab_settings`) as its app settings folder."""
     cmd = [
         sys.executable,
         "-m",
@@ -62,6 +115,8 @@ def jupyter_command(
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI run as root
         cmd.append("--allow-root")
+    if settings_dir is not None:
+        cmd.append(f"--LabApp.app_settings_dir={settings_dir}")
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")
     return cmd + list(extra or [])
@@ -155,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     workspace = Path(args.workspace).resolve()
     print(prepare_demo(workspace, args.demo_docs), flush=True)
     env = dict(os.environ, RAG_LAB_WORKSPACE=str(workspace))
-    cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, token, extra)
+    settings = write_lab_settings(workspace / "jupyterlab")
+    cmd = jupyter_command(args.port, Path(args.notebooks).resolve(), not args.no_browser, token, extra, settings)
     print(f"JupyterLab on http://127.0.0.1:{args.port}/lab (notebooks: {args.notebooks}); Ctrl-C stops it", flush=True)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return

@@ -29,6 +29,9 @@ class JupyterLab:
         headers = {"Authorization": f"token {self.token}"}
         return httpx.get(self.base_url + path, headers=headers, timeout=30, **kw)
 
+    def delete(self, path: str) -> httpx.Response:
+        return httpx.delete(self.base_url + path, headers={"Authorization": f"token {self.token}"}, timeout=60)
+
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
         return f"{self.base_url}{path}{sep}token={self.token}"
@@ -42,15 +45,18 @@ def running_jupyterlab(
     demo_docs: int = 60,
     timeout_s: float = 180,
     extra: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ):
     """JupyterLab serving ``notebooks`` (demo KB in ``workspace``, a slice of ``demo_docs``);
-    ``extra`` goes to ``jupyter lab`` after ``--``."""
+    ``extra`` goes to ``jupyter lab`` after ``--``; ``extra_env`` is added to the server's (and so its
+    kernels') environment."""
     port, token = free_port(), secrets.token_hex(16)
     log = log_dir / f"jupyterlab-{port}.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env["JUPYTER_CONFIG_DIR"] = str(log_dir / "jupyter-config")  # no user settings leak in
     env["JUPYTERLAB_SETTINGS_DIR"] = str(log_dir / "lab-settings")
     env["JUPYTERLAB_WORKSPACES_DIR"] = str(log_dir / "lab-workspaces")
+    env.update(extra_env or {})
     cmd = [
         sys.executable,
         "-m",

@@ -59,3 +59,17 @@ def test_no_token_no_access(lab_server):
 
     srv, _ = lab_server
     assert httpx.get(srv.base_url + "/api/contents", timeout=10).status_code == 403
+
+
+def test_no_news_toast_and_no_autosave(lab_server):
+    """The launcher's setting overrides reach JupyterLab: they are the defaults its settings API
+    serves (no news feed, no update check, no autosave), and they are written under the workspace."""
+    from rag_lab.lab.launch import LAB_OVERRIDES
+
+    srv, ws = lab_server
+    assert (ws / "jupyterlab" / "overrides.json").is_file()
+    for plugin, values in LAB_OVERRIDES.items():
+        got = srv.get(f"/lab/api/settings/{plugin}")
+        assert got.status_code == 200, plugin
+        props = got.json()["schema"]["properties"]
+        assert {k: props[k]["default"] for k in values} == values, plugin

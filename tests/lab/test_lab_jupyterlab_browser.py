@@ -8,7 +8,8 @@ mouse, and checks that the rendered summary and the picture (an inline SVG) chan
 latency (from releasing the handle to the redrawn picture, and to the redrawn text) is written to
 ``widget-latency.json`` and must stay under :data:`MAX_REDRAW_S` (the 200 ms goal is the
 benchmark's). The guided tour (notebook 01, with its committed outputs) is opened too and
-screenshotted. Screenshots are kept under ``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose
+screenshotted, and notebook 04 as committed is run: its file stays as it was, it makes no
+temporary folder (its workspace is a reused slot, emptied once its kernel stops). Screenshots are kept under ``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose
 another folder).
 
 These tests never skip: without chromium or the playwright package they fail and say how to
@@ -26,6 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from rag_lab.lab.notebook_workspace import ENV_ROOT, notebook_workspace
 from tests.lab.data.make_capture import CAPTURE
 from tests.lab.jlab_launch import ROOT, running_jupyterlab
 
@@ -35,6 +37,10 @@ from rag_lab.lab.widgets import workbench
 cap = load_capture({str(CAPTURE)!r})
 workbench(cap)"""
 TOUR = ROOT / "notebooks" / "01_pipeline_event_by_event.ipynb"
+#: a committed notebook that runs in seconds (its knowledge bases are written in its cells)
+MERGE = ROOT / "notebooks" / "04_merge.ipynb"
+#: the user's autosave interval in the test's JupyterLab (seconds): were autosave on, a run would be saved this soon
+AUTOSAVE_S = 1
 LABEL_CELL = """import tempfile
 from rag_lab.eval.labelling import LabelPanel
 from rag_lab.lab import Lab
@@ -68,6 +74,7 @@ def jlab(tmp_path_factory):
     nb.cells.append(nbformat.v4.new_code_cell(CELL))
     nbformat.write(nb, root / "workbench.ipynb")
     shutil.copy(TOUR, root / TOUR.name)  # with its committed outputs: opened, not run
+    shutil.copy(MERGE, root / MERGE.name)  # run as committed
     label_ds = _label_dataset(root / "label_ds")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -78,10 +85,22 @@ def jlab(tmp_path_factory):
     nb.cells.append(nbformat.v4.new_code_cell(TUNING_CELL))
     nbformat.write(nb, root / "tuning.ipynb")
     ws = tmp_path_factory.mktemp("jlab_ws")
+    logs = tmp_path_factory.mktemp("jlab_logs")
+    # the user's own setting: autosave every AUTOSAVE_S seconds (the launcher's default turns autosave off)
+    user = logs / "lab-settings" / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings"
+    user.parent.mkdir(parents=True)
+    user.write_text(json.dumps({"autosaveInterval": AUTOSAVE_S}))
+    tmp = tmp_path_factory.mktemp("jlab_tmp")  # the kernels' temporary folder (TMPDIR)
+    slots = tmp_path_factory.mktemp("jlab_notebook_workspaces")  # where the notebooks' workspaces go
     with running_jupyterlab(
-        root, ws, tmp_path_factory.mktemp("jlab_logs"), demo_docs=40, extra=["--LabApp.expose_app_in_browser=True"]
+        root,
+        ws,
+        logs,
+        demo_docs=40,
+        extra=["--LabApp.expose_app_in_browser=True"],
+        extra_env={"TMPDIR": str(tmp), ENV_ROOT: str(slots)},
     ) as srv:
-        srv.label_ds = label_ds
+        srv.label_ds, srv.root, srv.tmp, srv.slots = label_ds, root, tmp, slots
         yield srv
 
 
@@ -242,7 +261,6 @@ def test_the_tour_notebook_renders_its_stages(page, jlab):
     try:
         tour.goto(jlab.url(f"/lab/tree/{TOUR.name}"))
         tour.wait_for_selector(".jp-Notebook .jp-Cell .jp-OutputArea-output")
-        tour.add_style_tag(content=".Toastify { display: none !important; }")  # the "Jupyter news?" toast
         shots = {
             "question": "QUESTION:",
             "rerank": "THRESHOLD 0.5",
@@ -259,8 +277,44 @@ def test_the_tour_notebook_renders_its_stages(page, jlab):
             tour.screenshot(path=str(ARTIFACTS / f"tour-01-{name}.png"))
         for stage in ("chunk_search_parallel", "chunk_rerank", "chunk_merge", "filter_top_k"):
             assert tour.locator(".jp-OutputArea-output", has_text=f"STAGE {stage}:").count() >= 1, stage
+        assert tour.get_by_text("official Jupyter news").count() == 0  # the launcher turned the news toast off
     finally:
         tour.close()
+
+
+def test_a_committed_notebook_runs_without_rewriting_itself_or_leaving_a_temporary_folder(page, jlab):
+    """Notebook 04 as committed, run in JupyterLab: the run changes the open document but not its
+    file (autosave is off; the user's one-second interval would have saved it); its workspace is
+    a slot of the notebooks' workspace folder, not a temporary folder, held while its kernel runs
+    and emptied and free for the next kernel once it stops."""
+    nb_file = jlab.root / MERGE.name
+    committed = nb_file.read_bytes()
+    run = page.context.new_page()
+    try:
+        run.goto(jlab.url(f"/lab/tree/{MERGE.name}"))
+        run.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+        run.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
+        # awaited here: the command's promise settles when every cell has run (false if one failed)
+        ok = run.evaluate("async () => await window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        assert ok is True, "a cell of notebook 04 failed in JupyterLab"
+        widget = "window.jupyterapp.shell.currentWidget"
+        assert run.evaluate(f"() => {widget}.context.model.dirty") is True  # the run changed the document
+        kernel = run.evaluate(f"() => {widget}.sessionContext.session.kernel.id")
+        slot = jlab.slots / "slot-0"
+        assert any(slot.iterdir()), "notebook 04's workspace is not the first slot"  # its KBs, while it runs
+        run.wait_for_timeout(AUTOSAVE_S * 4000)  # four autosave intervals
+        assert nb_file.read_bytes() == committed, "running notebook 04 rewrote its file"
+        assert run.get_by_text("official Jupyter news").count() == 0
+    finally:
+        run.close()
+    assert jlab.delete(f"/api/kernels/{kernel}").status_code == 204
+    deadline = time.monotonic() + 60
+    while any(slot.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(slot.iterdir()), "notebook 04's workspace was not emptied when its kernel stopped"
+    assert notebook_workspace(jlab.slots) == slot  # free again: the next kernel reuses it
+    assert not list(jlab.tmp.glob("rag_lab_nb_*"))  # nor a temporary folder of the older kind
+    assert nb_file.read_bytes() == committed
 
 
 def _open_and_run(jlab, page, notebook: str) -> None:

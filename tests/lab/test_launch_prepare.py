@@ -69,3 +69,48 @@ def test_no_auth_is_explicit_and_warned(capsys: pytest.CaptureFixture[str]) -> N
     plain = argparse.Namespace(no_auth=False, token=None, port=8899)
     assert launch.server_token(ap, plain) is None and capsys.readouterr().err == ""
     assert not any("IdentityProvider" in a for a in launch.jupyter_command(8899, Path("."), False, None))
+
+
+def test_lab_overrides_are_valid_settings_of_the_installed_jupyterlab() -> None:
+    """Each override names a plugin whose schema the installed JupyterLab ships, a property of
+    that schema, and a value the schema allows (a string from its choices, or its type)."""
+    import json
+    import sys
+
+    schemas = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas"
+    for plugin, values in launch.LAB_OVERRIDES.items():
+        package, name = plugin.split(":")
+        schema = json.loads((schemas / package / f"{name}.json").read_text(encoding="utf-8"))
+        for key, value in values.items():
+            prop = schema["properties"][key]
+            if "oneOf" in prop:
+                assert value in [c["const"] for c in prop["oneOf"]], (plugin, key, value)
+            else:
+                assert prop["type"] == {bool: "boolean", str: "string", int: "number"}[type(value)], (plugin, key)
+    assert launch.LAB_OVERRIDES["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert launch.LAB_OVERRIDES["@jupyterlab/docmanager-extension:plugin"]["autosave"] is False
+
+
+def test_lab_settings_are_written_over_the_installed_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import sys
+
+    prefix = tmp_path / "prefix"
+    installed = prefix / "share" / "jupyter" / "lab" / "settings"
+    installed.mkdir(parents=True)
+    (installed / "overrides.json").write_text(
+        json.dumps(
+            {
+                "@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"},
+                "@jupyterlab/docmanager-extension:plugin": {"autosave": True, "autosaveInterval": 30},
+            }
+        )
+    )
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    folder = launch.write_lab_settings(tmp_path / "ws" / "jupyterlab")
+    written = json.loads((folder / "overrides.json").read_text())
+    assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}  # kept
+    assert written["@jupyterlab/docmanager-extension:plugin"] == {"autosave": False, "autosaveInterval": 30}
+    assert written["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    cmd = launch.jupyter_command(8899, Path("."), False, None, ["--x"], folder)
+    assert f"--LabApp.app_settings_dir={folder}" in cmd and cmd[-1] == "--x"  # extra arguments come last
