@@ -219,7 +219,13 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
         return list(groups.values())
 
     async def search_with_trace(self, primary_kb_id: str, sp: SearchParams) -> tuple[list[SearchResult], HybridTrace]:
-        """Run the search and return the results with a :class:`HybridTrace`."""
+        """Run the search and return the results with a :class:`HybridTrace`. Its steps see one
+        state of the store: the change token their caches check is read once
+        (:meth:`~rag_lab.knowledge.store_db.StoreDB.one_state`)."""
+        with self.workspace.store.one_state():
+            return await self._search(primary_kb_id, sp)
+
+    async def _search(self, primary_kb_id: str, sp: SearchParams) -> tuple[list[SearchResult], HybridTrace]:
         p = self.params
         trace = HybridTrace()
         match_count = normalize_match_count(sp.match_count, p)

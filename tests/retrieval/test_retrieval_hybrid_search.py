@@ -160,6 +160,21 @@ async def test_persistence_same_results_after_reopen(small_kb):
     assert again == first and all(first)
 
 
+async def test_a_search_sees_another_process_writes_made_before_it(small_kb):
+    """A search reads the store's change token once (one_state); another process' delete made
+    between two searches is seen by the second, and this process' own delete too."""
+    ws, kb, emb = small_kb
+    hs = HybridSearcher(ws, lambda k: emb)
+    assert "volcano" in [r.knowledge_id for r in await hs.search(kb.id, sp("molten magma crust"))]
+    with Workspace(ws.root) as other:
+        assert other.delete_knowledge("small", "volcano") == 1
+    assert "volcano" not in [r.knowledge_id for r in await hs.search(kb.id, sp("molten magma crust"))]
+    kept = [r.knowledge_id for r in await hs.search(kb.id, sp("chloroplast sunlight"))]
+    assert kept[0] == "photo"
+    ws.delete_knowledge(kb, "photo")
+    assert "photo" not in [r.knowledge_id for r in await hs.search(kb.id, sp("chloroplast sunlight"))]
+
+
 async def test_reingest_is_idempotent(small_kb, docs):
     ws, kb, emb = small_kb
     hs = HybridSearcher(ws, lambda k: emb)
