@@ -9,7 +9,10 @@
   both retrievers scores exactly 1. The seed asks for "weighted RRF normalised to [0, 1]"; unlike a
   min-max over the current list this keeps scores comparable across queries (a lone weak hit does
   not become 1.0) and preserves the ranking.
-* :func:`fuse_hits` — the §5.12 dispatcher used by the hybrid search.
+* :func:`fuse_ranked` — the §5.12 dispatcher: the fused order as (representative hit, fused
+  score) pairs, no hit copied (the hybrid search copies only what it returns);
+  :func:`fuse_hits` is its list form (hits with their fused scores), as :func:`weighted_rrf` is
+  the list form of :func:`rrf_ranked`.
 
 Determinism: the reference sorts unstably; here equal scores are ordered by chunk id (then the
 entry id), so results never depend on hash or thread order. Inputs are never mutated: hits whose
@@ -78,6 +81,46 @@ def dedup_by_score(hits: Iterable[IndexWithScore]) -> list[IndexWithScore]:
     return sorted(best.values(), key=_order_key)
 
 
+def rrf_ranked(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = False,
+) -> list[tuple[IndexWithScore, float]]:
+    """Raw weighted RRF (spec §5.12) as ``(representative hit, fused score)`` pairs, best first.
+    The representative hit of a chunk is its best-scoring vector hit if it has one, else its
+    first keyword hit (the object itself, not a copy); the fused score is divided by
+    :func:`rrf_max_score` when ``normalize`` (:func:`normalize_rrf_scores` in the same pass)."""
+    if k <= 0:
+        raise ValueError(f"rrf k={k!r} must be > 0")
+    top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
+    # one pass per list: each chunk's representative hit and its term at its first rank there
+    rep: dict[str, IndexWithScore] = {}
+    term_v: dict[str, float] = {}
+    for i, h in enumerate(vector_hits, 1):
+        cid = h.chunk_id
+        cur = rep.get(cid)
+        if cur is None:
+            rep[cid] = h
+            term_v[cid] = vector_weight / (k + i)
+        elif h.score > cur.score:
+            rep[cid] = h
+    term_k: dict[str, float] = {}
+    for i, h in enumerate(keyword_hits, 1):
+        cid = h.chunk_id
+        if cid not in term_k:
+            term_k[cid] = keyword_weight / (k + i)
+            rep.setdefault(cid, h)
+    get_v, get_k = term_v.get, term_k.get
+    fused = [(-(get_v(cid, 0.0) + get_k(cid, 0.0)), cid) for cid in rep]
+    fused.sort()  # by the raw fused score (as normalising afterwards would keep it), then chunk id (unique)
+    if top is None:
+        return [(rep[cid], -neg) for neg, cid in fused]
+    return [(rep[cid], _normalized(-neg, top)) for neg, cid in fused]
+
+
 def weighted_rrf(
     vector_hits: Sequence[IndexWithScore],
     keyword_hits: Sequence[IndexWithScore],
@@ -86,42 +129,8 @@ def weighted_rrf(
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     normalize: bool = False,
 ) -> list[IndexWithScore]:
-    """Raw weighted RRF (spec §5.12). The representative hit of a chunk is its best-scoring vector
-    hit if it has one, else its first keyword hit; its score is replaced by the fused score
-    (divided by :func:`rrf_max_score` when ``normalize``: :func:`normalize_rrf_scores` in the
-    same pass)."""
-    if k <= 0:
-        raise ValueError(f"rrf k={k!r} must be > 0")
-    top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
-    # one pass per list: first ranks, and the representative hit of each chunk
-    rank_v: dict[str, int] = {}
-    rep: dict[str, IndexWithScore] = {}
-    for i, h in enumerate(vector_hits, 1):
-        cid = h.chunk_id
-        cur = rep.get(cid)
-        if cur is None:
-            rank_v[cid] = i
-            rep[cid] = h
-        elif h.score > cur.score:
-            rep[cid] = h
-    rank_k: dict[str, int] = {}
-    for i, h in enumerate(keyword_hits, 1):
-        cid = h.chunk_id
-        if cid not in rank_k:
-            rank_k[cid] = i
-            rep.setdefault(cid, h)
-    hits = list(rep.values())
-    fused: list[tuple[float, str, str, int]] = []
-    for at, (cid, h) in enumerate(rep.items()):
-        rv, rk = rank_v.get(cid), rank_k.get(cid)
-        s = (vector_weight / (k + rv) if rv is not None else 0.0) + (
-            keyword_weight / (k + rk) if rk is not None else 0.0
-        )
-        fused.append((-s, cid, h.id, at))
-    fused.sort()  # by the raw fused score, as normalising afterwards would keep it; then chunk id, hit id
-    if top is None:
-        return [rescored(hits[at], -neg) for neg, _, _, at in fused]
-    return [rescored(hits[at], _normalized(-neg, top)) for neg, _, _, at in fused]
+    """:func:`rrf_ranked` as hits (:func:`ranked_hits`)."""
+    return ranked_hits(rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
 
 
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
@@ -152,6 +161,22 @@ def _rrf_top(k: float, vector_weight: float, keyword_weight: float) -> float:
     return top
 
 
+def fuse_ranked(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = True,
+) -> list[tuple[IndexWithScore, float]]:
+    """§5.12 as ``(hit, score)`` pairs, best first: one list empty → :func:`dedup_by_score` of
+    the other (each hit with its raw score); both non-empty → :func:`rrf_ranked`, normalised to
+    [0, 1] unless ``normalize`` is False. No hit is copied."""
+    if not keyword_hits or not vector_hits:
+        return [(h, h.score) for h in dedup_by_score(vector_hits or keyword_hits)]
+    return rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
+
+
 def fuse_hits(
     vector_hits: Sequence[IndexWithScore],
     keyword_hits: Sequence[IndexWithScore],
@@ -160,8 +185,7 @@ def fuse_hits(
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     normalize: bool = True,
 ) -> list[IndexWithScore]:
-    """§5.12: one list empty → :func:`dedup_by_score` of the other (raw scores); both non-empty →
-    weighted RRF, normalised to [0, 1] unless ``normalize`` is False.
+    """:func:`fuse_ranked` as hits (:func:`ranked_hits`).
 
     ``b`` is in both lists, so it leads; ``a`` (vector rank 1) beats ``c`` (keyword rank 2):
 
@@ -172,11 +196,12 @@ def fuse_hits(
     >>> [(h.chunk_id, round(h.score, 4)) for h in fused]
     [('b', 0.9887), ('a', 0.7), ('c', 0.2952)]
     """
-    if not keyword_hits:
-        return dedup_by_score(vector_hits)
-    if not vector_hits:
-        return dedup_by_score(keyword_hits)
-    return weighted_rrf(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
+    return ranked_hits(fuse_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
+
+
+def ranked_hits(ranked: Iterable[tuple[IndexWithScore, float]]) -> list[IndexWithScore]:
+    """``(hit, score)`` pairs as hits: copies of the hits with the scores (:func:`rescored`)."""
+    return [rescored(h, score) for h, score in ranked]
 
 
 # -- engine-aware vector score normalisation (§5.9) ------------------------------------------

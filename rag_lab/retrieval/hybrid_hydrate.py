@@ -65,19 +65,20 @@ def chunk_to_search_result(
 class HydrateStep(HybridSearcherBase):
     """Hits to SearchResults."""
 
-    def _hydrate(self, hits: Sequence[IndexWithScore], trace: HybridTrace) -> list[SearchResult]:
-        """§5.15 ``process_search_results`` with context enrichment skipped; results without image
-        info get the image info of the image chunks under them (§6.9)."""
+    def _hydrate(self, ranked: Sequence[tuple[IndexWithScore, float]], trace: HybridTrace) -> list[SearchResult]:
+        """§5.15 ``process_search_results`` with context enrichment skipped, for ``(hit, fused
+        score)`` pairs; results without image info get the image info of the image chunks under
+        them (§6.9)."""
         memo = self._rows
         memo.fresh(self.workspace.store)
-        memo.preload(h.knowledge_base_id for h in hits)
-        chunks = memo.chunks([h.chunk_id for h in hits])
+        memo.preload(h.knowledge_base_id for h, _ in ranked)
+        chunks = memo.chunks([h.chunk_id for h, _ in ranked])
         docs: dict[tuple[str, str], Knowledge] = memo.documents(
             (c.knowledge_base_id, c.knowledge_id) for c in chunks.values()
         )
         out: list[SearchResult] = []
         seen: set[str] = set()
-        for h in hits:
+        for h, score in ranked:
             c = chunks.get(h.chunk_id)
             reason = ""
             if c is None:
@@ -95,7 +96,7 @@ class HydrateStep(HybridSearcherBase):
             assert c is not None
             seen.add(c.id)
             d = docs[(c.knowledge_base_id, c.knowledge_id)]
-            r = chunk_to_search_result(c, d, h.score, h.match_type, matched_content=h.content)
+            r = chunk_to_search_result(c, d, score, h.match_type, matched_content=h.content)
             if h.source_type == IMAGE_SOURCE:
                 r.metadata["retrieved_by"] = IMAGE_VECTOR
             out.append(r)

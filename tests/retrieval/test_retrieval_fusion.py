@@ -11,9 +11,11 @@ from rag_lab.retrieval.fusion import (
     clamp01,
     dedup_by_score,
     fuse_hits,
+    fuse_ranked,
     normalize_engine_scores,
     normalize_rrf_scores,
     normalize_vector_score,
+    ranked_hits,
     resolve_rrf_k,
     resolve_rrf_weights,
     rrf_max_score,
@@ -201,6 +203,40 @@ def test_weighted_rrf_equals_the_reference(vec, kw, k, wv, wk):
     v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
     w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
     assert weighted_rrf(v, w, k, wv, wk) == _reference_rrf(v, w, k, wv, wk)
+
+
+tied_scores = st.sampled_from([0.0, 0.25, 0.5, 0.5, 1.0]) | st.floats(-1, 10, allow_nan=False)
+
+
+@settings(max_examples=300)
+@given(
+    vec=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    kw=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    k=st.sampled_from([1, 60]) | st.integers(1, 200),
+    wv=st.sampled_from([0.3, 0.7]) | st.floats(0.01, 3),
+    wk=st.sampled_from([0.3, 0.7]) | st.floats(0.01, 3),
+    normalize=st.booleans(),
+)
+def test_fuse_ranked_pairs_are_the_input_hits_with_the_reference_scores(vec, kw, k, wv, wk, normalize):
+    """The pair form: the input hit objects themselves (never copied, never changed) with the
+    reference fusion's scores, in its order, duplicates and tied scores included; the list form
+    is the same hits with those scores."""
+    v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
+    w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
+    before = [(h.id, h.score) for h in v + w]
+    ranked = fuse_ranked(v, w, k, wv, wk, normalize)
+    if v and w:
+        ref = _reference_rrf(v, w, k, wv, wk)
+        if normalize:
+            ref = normalize_rrf_scores(ref, k, wv, wk)
+    else:
+        ref = dedup_by_score(v or w)
+    assert [(h.chunk_id, h.id, h.match_type, s) for h, s in ranked] == [
+        (r.chunk_id, r.id, r.match_type, r.score) for r in ref
+    ]
+    assert all(any(h is x for x in v + w) for h, _ in ranked)
+    assert ranked_hits(ranked) == ref == fuse_hits(v, w, k, wv, wk, normalize)
+    assert [(h.id, h.score) for h in v + w] == before
 
 
 def test_rescored_copies_every_field():
