@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge
@@ -108,19 +109,23 @@ class RowTable(Generic[T]):
     """One KB's rows of one table: ``rows`` maps the row id (chunk id, or document id: unique
     within a KB) to the stored tuple, ``at`` a column name to its position in the tuples."""
 
-    __slots__ = ("rows", "columns", "at", "_decode", "_children", "_lock")
+    __slots__ = ("rows", "columns", "at", "_decode", "_fields", "_children", "_lock")
 
     def __init__(
         self,
         columns: tuple[str, ...],
         rows: Iterable[tuple[Any, ...]],
         decode: Callable[[Sequence[Any]], T],
+        fields: Callable[[tuple[str, ...]], Callable[[Sequence[Any]], list[Any]]],
     ) -> None:
+        """``decode``: row → object; ``fields(names)``: row → the values of those fields of the
+        object (:meth:`reader`)."""
         self.columns: tuple[str, ...] = columns
         self.at: dict[str, int] = {c: i for i, c in enumerate(columns)}
         key = self.at["id"]
         self.rows: dict[str, tuple[Any, ...]] = {r[key]: r for r in rows}
         self._decode: Callable[[Sequence[Any]], T] = decode
+        self._fields = fields
         self._children: dict[str, list[str]] | None = None
         self._lock = threading.Lock()
 
@@ -131,6 +136,11 @@ class RowTable(Generic[T]):
         """The decoded object (a new one per call), or None."""
         row = self.rows.get(row_id)
         return None if row is None else self._decode(row)
+
+    def reader(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[Any]]:
+        """Row (of :attr:`rows`) → the values of the fields ``names``, as the decoded object
+        holds them (JSON decoded, booleans as ``bool``), without building the object."""
+        return self._fields(names)
 
     def get_children(self, parent_ids: Iterable[str]) -> list[T]:
         """Chunk tables: :meth:`KnowledgeStore.get_children` over this KB's chunks (children are
@@ -216,6 +226,7 @@ class KbRows:
                         rows, columns, _SHARED_COLUMNS[table] | {_DOCUMENT_ID[table]}, self._ids(table, kb_id)
                     ),
                     store.row_decoder(_TABLES[table], columns),
+                    partial(store.values_decoder, _TABLES[table], columns),
                 )
                 self._held += len(found)
             self._tables[key] = found

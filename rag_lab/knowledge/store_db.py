@@ -18,7 +18,15 @@ from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqldb import is_postgres
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
-from rag_lab.knowledge.store_rows import _KEYS, _SPECS, _UNSEARCHABLE_SQL, StoreError, _columns, _decoder
+from rag_lab.knowledge.store_rows import (
+    _KEYS,
+    _SPECS,
+    _UNSEARCHABLE_SQL,
+    StoreError,
+    _columns,
+    _decoder,
+    _values_decoder,
+)
 from rag_lab.knowledge.sync_journal import SyncJournal, create_tables
 
 if TYPE_CHECKING:
@@ -62,6 +70,9 @@ class StoreDB:
     #: ``row_decoder(cls, columns)``: row → ``cls`` for rows of these columns (the decoder every
     #: getter uses; :class:`~rag_lab.knowledge.kb_rows.KbRows` decodes its rows with it)
     row_decoder = staticmethod(_decoder)
+    #: ``values_decoder(cls, columns, names)``: row → the values of some fields of ``cls``,
+    #: decoded as the object holds them (hydration reads a few fields of its rows)
+    values_decoder = staticmethod(_values_decoder)
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> Any:

@@ -225,6 +225,13 @@ def test_rows_read_back_equal_what_was_written(tmp_path):
         assert {cid: whole.get(cid) for cid in whole.rows} == by_id and docs.get("d1") == doc
         assert whole.get_children(["p", "", "x"]) == store.get_children(["p", "", "x"])
         assert store.get_chunk_rows(list(by_id))[1] == whole.rows
+        # a reader of some fields gives those fields of the decoded objects (any order, repeats)
+        for names in (("metadata", "is_enabled", "id"), ("content",), tuple(whole.columns), ("id", "id")):
+            read = whole.reader(names)
+            for cid, row in whole.rows.items():
+                assert read(row) == [getattr(by_id[cid], n) for n in names]
+        read_doc = docs.reader(("custom_metadata", "metadata", "title"))
+        assert read_doc(docs.rows["d1"]) == [doc.custom_metadata, doc.metadata, doc.title]
         store.close()
 
     check()

@@ -415,6 +415,70 @@ async def test_hydration_skips_disabled_and_missing(small_kb):
     assert hs._hydrate([(hits[0], 1.0)], tr) == [] and tr.skipped_in_hydration == [(c, "document not found")]
 
 
+def test_a_result_takes_every_field_from_its_chunk_and_document():
+    """The result is built positionally (hydration.search_result): every field lands where the
+    keyword form puts it, the metadata copied."""
+    from rag_lab.knowledge.models import Chunk, Knowledge
+    from rag_lab.retrieval.hybrid_search import chunk_to_search_result
+    from rag_lab.types.search_result import SearchResult
+
+    chunk = Chunk(
+        id="c",
+        knowledge_id="d",
+        knowledge_base_id="kb",
+        content="text",
+        chunk_index=3,
+        chunk_type="faq",
+        start_at=5,
+        end_at=9,
+        parent_chunk_id="p",
+        image_info="[img]",
+        metadata={"m": [1]},
+        content_revision=7,
+        tag_id="t",
+    )
+    doc = Knowledge(
+        id="d",
+        knowledge_base_id="kb",
+        title="Title",
+        file_name="f.md",
+        source="src",
+        channel="ch",
+        description="desc",
+        metadata={"a": "x", "b": 2},
+        custom_metadata={"z": 1, "a": "é"},
+    )
+    got = chunk_to_search_result(chunk, doc, 0.5, 1, "matched")
+    assert got == SearchResult(
+        id="c",
+        content="text",
+        content_revision=7,
+        knowledge_id="d",
+        chunk_index=3,
+        seq=3,
+        knowledge_title="Title",
+        start_at=5,
+        end_at=9,
+        score=0.5,
+        match_type=1,
+        metadata={"a": "x", "b": "2"},
+        chunk_type="faq",
+        parent_chunk_id="p",
+        image_info="[img]",
+        knowledge_filename="f.md",
+        knowledge_source="src",
+        knowledge_channel="ch",
+        knowledge_description="desc",
+        knowledge_custom_metadata='{"a": "é", "z": 1}',
+        chunk_metadata={"m": [1]},
+        matched_content="matched",
+        knowledge_base_id="kb",
+    )
+    assert got.chunk_metadata is not chunk.metadata and got.sub_chunk_id == [] and not got.content_rewritten
+    plain = chunk_to_search_result(Chunk(id="c", knowledge_id="d", knowledge_base_id="kb", content=""), doc, 0.1, 0)
+    assert plain.chunk_metadata is None and plain.matched_content == ""
+
+
 async def test_empty_kb_returns_nothing(tmp_path, embedder):
     with Workspace(tmp_path / "empty") as ws:
         kb = ws.create_kb("nothing yet", embedder)
