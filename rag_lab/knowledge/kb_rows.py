@@ -145,13 +145,22 @@ class RowTable(Generic[T]):
     def get_children(self, parent_ids: Iterable[str]) -> list[T]:
         """Chunk tables: :meth:`KnowledgeStore.get_children` over this KB's chunks (children are
         in their parent's KB), in the store's order: by parent id, ``chunk_index``, id."""
+        by_parent = self._by_parent()
+        return [self._decode(self.rows[c]) for p in sorted(set(parent_ids)) if p for c in by_parent.get(p, ())]
+
+    def has_children(self) -> bool:
+        """Chunk tables: whether any chunk of the KB has a parent."""
+        return bool(self._by_parent())
+
+    def _by_parent(self) -> dict[str, list[str]]:
+        """The ids of the children of each parent (indexed on first use)."""
         by_parent = self._children
         if by_parent is None:
             with self._lock:
                 if self._children is None:
                     self._children = self._index_children()
                 by_parent = self._children
-        return [self._decode(self.rows[c]) for p in sorted(set(parent_ids)) if p for c in by_parent.get(p, ())]
+        return by_parent
 
     def _index_children(self) -> dict[str, list[str]]:
         parent, index, key = self.at["parent_chunk_id"], self.at["chunk_index"], self.at["id"]

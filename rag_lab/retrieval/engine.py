@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rag_lab.knowledge.workspace import Workspace
 
 ENGINE_TYPE = "faiss+bm25s"
+_EMBEDDING, _KEYWORDS = int(MatchType.EMBEDDING), int(MatchType.KEYWORDS)
 
 
 def is_searchable(chunk: Chunk) -> bool:
@@ -214,12 +215,11 @@ class LocalEngine:
                     entry_id,  # source_id
                     "faq" if chunk_type == "faq" else "chunk",  # source_type
                     row[gi],  # tag_id
-                    bool(row[ei]),  # is_enabled
+                    True,  # is_enabled: searchable
                 )
             )
-            if len(out) >= top_k:
-                break
-        return out
+        # the best top_k of the hits kept (several KBs bring up to top_k each)
+        return out if len(out) <= top_k else out[:top_k]
 
     # -- RetrieveEngine ---------------------------------------------------------------------
     def vector_search(
@@ -242,9 +242,12 @@ class LocalEngine:
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue
-            for entry, score in index.search_entries(embedding, top_k, threshold, allowed):
-                raw.append((entry.entry_id, entry.chunk_id, entry.text, kb.id, score))
-        return self._finish(raw, top_k, int(MatchType.EMBEDDING))
+            kb_id = kb.id
+            raw += [
+                (e.entry_id, e.chunk_id, e.text, kb_id, s)
+                for e, s in index.search_entries(embedding, top_k, threshold, allowed)
+            ]
+        return self._finish(raw, top_k, _EMBEDDING)
 
     def keyword_search(
         self,
@@ -268,6 +271,6 @@ class LocalEngine:
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue
-            for chunk_id, score in index.search(query, top_k, allowed):
-                raw.append((chunk_id, chunk_id, None, kb.id, score))
-        return self._finish(raw, top_k, int(MatchType.KEYWORDS))
+            kb_id = kb.id
+            raw += [(chunk_id, chunk_id, None, kb_id, score) for chunk_id, score in index.search(query, top_k, allowed)]
+        return self._finish(raw, top_k, _KEYWORDS)

@@ -201,7 +201,10 @@ class HydrationMemo:
 
     def enrich_image_info(self, results: Sequence[Any]) -> None:
         """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised; the
-        children of a KB held whole come from its rows (children are in their parent's KB)."""
+        children of a KB held whole come from its rows (children are in their parent's KB): none
+        when no chunk of the KB has a parent, and nothing is gathered."""
         whole = {r.knowledge_base_id for r in results if not r.image_info}
         tables = self._kbs.get(next(iter(whole))) if len(whole) == 1 else None
+        if tables is not None and not tables[0].has_children():
+            return
         enrich_search_results_image_info(results, tables[0] if tables is not None else self.store, self._images)

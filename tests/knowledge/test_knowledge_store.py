@@ -224,6 +224,7 @@ def test_rows_read_back_equal_what_was_written(tmp_path):
         assert whole is not None and docs is not None
         assert {cid: whole.get(cid) for cid in whole.rows} == by_id and docs.get("d1") == doc
         assert whole.get_children(["p", "", "x"]) == store.get_children(["p", "", "x"])
+        assert whole.has_children() == any(c.parent_chunk_id for c in chunks)
         assert store.get_chunk_rows(list(by_id))[1] == whole.rows
         # a reader of some fields gives those fields of the decoded objects (any order, repeats)
         for names in (("metadata", "is_enabled", "id"), ("content",), tuple(whole.columns), ("id", "id")):
