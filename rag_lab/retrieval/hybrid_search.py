@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_lab.models.timeouts import all_in_process
-from rag_lab.retrieval.base import SearchParams
+from rag_lab.retrieval.base import IndexWithScore, SearchParams
 from rag_lab.retrieval.fusion import fuse_ranked, ranked_hits, resolve_rrf_k, resolve_rrf_weights
 from rag_lab.retrieval.hybrid_base import QUERY_VECTOR_CACHE, EngineFor
 from rag_lab.retrieval.hybrid_faq import FaqSteps, filter_negative_questions, negative_question_matches
@@ -290,15 +290,16 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
             )
         else:  # no second branch to run alongside: no tasks to create
             results, image_hits = await self._retrieve(groups), []
-        vec, kw = classify_results(results)
-        vec = vec + image_hits
+        vec, kw = classify_results(results)  # each retriever's hits, made when read (HitRows)
+        if image_hits:
+            vec = [*vec, *image_hits]
         trace.vector_hits, trace.keyword_hits = vec, kw
         if not vec and not kw:
             return [], trace
 
         k = resolve_rrf_k(p.rrf_k)
         wv, wk = resolve_rrf_weights(p.rrf_vector_weight, p.rrf_keyword_weight)
-        ranked = fuse_ranked(vec, kw, k, wv, wk, normalize=True)  # (hit, fused score): no hit copied
+        ranked: Sequence[tuple[IndexWithScore, float]] = fuse_ranked(vec, kw, k, wv, wk, normalize=True)
         trace.fusion = "rrf" if vec and kw else ("dedup_vector" if vec else "dedup_keywords")
 
         if primary.type == "faq":
@@ -308,6 +309,7 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
                 fused = await self._negative_filter(ranked_hits(ranked), query, trace)
             ranked = [(h, h.score) for h in fused]
         trace.ranked = ranked
-        # hydration reads match_count rows: in this thread, a hand-off would cost more than the reads
+        # hydration reads match_count rows: in this thread, a hand-off would cost more than the
+        # reads; only the hits it reads are made
         results_out = self._hydrate(ranked[:match_count], trace)
         return results_out, trace

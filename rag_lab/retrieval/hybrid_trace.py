@@ -21,10 +21,11 @@ class HybridTrace:
     kb_ids: list[str] = field(default_factory=list)
     embedded: bool = False
     requests: list[tuple[str, str, tuple[str, ...], int]] = field(default_factory=list)  # (group, type, kbs, top_k)
-    vector_hits: list[IndexWithScore] = field(default_factory=list)
-    keyword_hits: list[IndexWithScore] = field(default_factory=list)
+    #: each retriever's hits (an engine's HitRows make each hit when read)
+    vector_hits: Sequence[IndexWithScore] = field(default_factory=list)
+    keyword_hits: Sequence[IndexWithScore] = field(default_factory=list)
     #: the fused list (uncut) as (hit, fused score) pairs (:func:`~rag_lab.retrieval.fusion.fuse_ranked`)
-    ranked: list[tuple[IndexWithScore, float]] = field(default_factory=list)
+    ranked: Sequence[tuple[IndexWithScore, float]] = field(default_factory=list)
     fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
     faq_iterations: int = 0
     negative_filtered: list[str] = field(default_factory=list)

@@ -175,6 +175,27 @@ async def test_a_search_sees_another_process_writes_made_before_it(small_kb):
     assert "photo" not in [r.knowledge_id for r in await hs.search(kb.id, sp("chloroplast sunlight"))]
 
 
+async def test_a_search_makes_only_the_hits_it_returns(small_kb, monkeypatch):
+    """The engine's hits are made when read: a search fuses both lists and makes the hits of its
+    results only; reading the trace makes the rest, equal to the engine's eager lists."""
+    import rag_lab.retrieval.engine as engine_module
+
+    ws, kb, emb = small_kb
+    made = []
+    real = engine_module._hit
+    monkeypatch.setattr(engine_module, "_hit", lambda row: made.append(row[0]) or real(row))
+    res, tr = await HybridSearcher(ws, lambda k: emb).search_with_trace(kb.id, sp("chloroplast sunlight magma"))
+    assert len(res) == 3 and len(tr.vector_hits) > 3 and len(tr.keyword_hits) > 0
+    assert sorted(made) == sorted(r.id for r in res)
+    vec = tr.paths()["vector"]
+    eager = ws.engine().vector_search([kb.id], emb.embed(["chloroplast sunlight magma"])[0], tr.pool_size, 0.0)
+    assert (
+        vec
+        == [[h.chunk_id, h.knowledge_id, h.score] for h in eager]
+        == [[h.chunk_id, h.knowledge_id, h.score] for h in tr.vector_hits]
+    )
+
+
 async def test_reingest_is_idempotent(small_kb, docs):
     ws, kb, emb = small_kb
     hs = HybridSearcher(ws, lambda k: emb)
