@@ -11,7 +11,10 @@ Semantics (the reference engine's, spec §5 "Reference engine semantics"):
   FAQ question entry id), then cut to ``top_k``.
 
 Hits carry ``match_type`` 0 (vector) or 1 (keywords) and ``content`` = the indexed text that
-matched (the chunk content, or the FAQ question).
+matched (the chunk content, or the FAQ question). The hybrid search asks for them as
+:class:`~rag_lab.retrieval.base.HitRows` (:meth:`LocalEngine.vector_rows`,
+:meth:`LocalEngine.keyword_rows`): the hits that pass the checks kept as their rows, each made an
+``IndexWithScore`` when read, so that a search builds the hits it returns and no others.
 """
 
 from __future__ import annotations
