@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any, overload
 
 from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveResult
@@ -62,7 +63,10 @@ def hit_keys(hits: Sequence[IndexWithScore]) -> Sequence[Sequence[Any]]:
     :class:`~rag_lab.retrieval.base.HitRows`, else read from the hits."""
     if isinstance(hits, HitRows):
         return hits.rows
-    return [(h.chunk_id, h.score, h.id) for h in hits]
+    return list(map(_KEY, hits))
+
+
+_KEY = attrgetter("chunk_id", "score", "id")
 
 
 def resolve_rrf_k(k: int | float) -> float:
@@ -80,23 +84,36 @@ def resolve_rrf_weights(vector_weight: float | None, keyword_weight: float | Non
 
 
 class Ranked(Sequence[tuple[IndexWithScore, float]]):
-    """A fused list, best first: positions in the vector hits, then in the keyword hits (``len
-    (vector hits) + i``), with their fused scores; read as ``(hit, score)`` pairs, a hit taken
-    from its list when its pair is read (so a :class:`~rag_lab.retrieval.base.HitRows` makes
-    only the hits read)."""
+    """A fused list, best first: the positions of its hits in the vector hits, then in the
+    keyword hits (``len(vector hits) + i``), and their scores; read as ``(hit, score)`` pairs, a
+    hit taken from its list when it is read (so a :class:`~rag_lab.retrieval.base.HitRows`
+    makes only the hits read)."""
 
-    __slots__ = ("vector_hits", "keyword_hits", "order")
+    __slots__ = ("vector_hits", "keyword_hits", "positions", "scores")
 
     def __init__(
         self,
         vector_hits: Sequence[IndexWithScore],
         keyword_hits: Sequence[IndexWithScore],
-        order: list[tuple[int, float]],
+        positions: list[int],
+        scores: list[float],
     ) -> None:
-        self.vector_hits, self.keyword_hits, self.order = vector_hits, keyword_hits, order
+        self.vector_hits, self.keyword_hits = vector_hits, keyword_hits
+        self.positions, self.scores = positions, scores
+
+    @classmethod
+    def of(cls, hits: Sequence[IndexWithScore]) -> Ranked:
+        """``hits`` in their order, each with its own score."""
+        return cls(hits, (), list(range(len(hits))), [h.score for h in hits])
+
+    def hits(self, stop: int | None = None) -> list[IndexWithScore]:
+        """The hits, best first (the first ``stop``)."""
+        vec, kw = self.vector_hits, self.keyword_hits
+        n = len(vec)
+        return [vec[at] if at < n else kw[at - n] for at in self.positions[:stop]]
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self.positions)
 
     @overload
     def __getitem__(self, i: int) -> tuple[IndexWithScore, float]: ...
@@ -106,13 +123,13 @@ class Ranked(Sequence[tuple[IndexWithScore, float]]):
 
     def __getitem__(self, i: int | slice) -> tuple[IndexWithScore, float] | list[tuple[IndexWithScore, float]]:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self.order)))]
-        at, score = self.order[i]
-        n = len(self.vector_hits)
-        return (self.vector_hits[at] if at < n else self.keyword_hits[at - n]), score
+            kept = Ranked(self.vector_hits, self.keyword_hits, self.positions[i], self.scores[i])
+            return list(zip(kept.hits(), kept.scores))
+        at, n = self.positions[i], len(self.vector_hits)
+        return (self.vector_hits[at] if at < n else self.keyword_hits[at - n]), self.scores[i]
 
     def __iter__(self) -> Iterator[tuple[IndexWithScore, float]]:
-        return iter(self[:])
+        return zip(self.hits(), self.scores)
 
 
 def _dedup_order(keys: Sequence[Sequence[Any]]) -> list[int]:
@@ -171,9 +188,12 @@ def rrf_ranked(
     fused = [(-(get_v(cid, 0.0) + get_k(cid, 0.0)), cid) for cid in rep]
     fused.sort()  # by the raw fused score (as normalising afterwards would keep it), then chunk id (unique)
     scores = [-neg for neg, _ in fused]
-    if top is not None:
-        scores = _normalized(scores, top)
-    return Ranked(vector_hits, keyword_hits, [(rep[cid], score) for (_, cid), score in zip(fused, scores)])
+    return Ranked(
+        vector_hits,
+        keyword_hits,
+        [rep[cid] for _, cid in fused],
+        scores if top is None else _normalized(scores, top),
+    )
 
 
 def weighted_rrf(
@@ -230,7 +250,8 @@ def fuse_ranked(
     if not keyword_hits or not vector_hits:
         hits = vector_hits or keyword_hits
         keys = hit_keys(hits)
-        return Ranked(hits, (), [(i, keys[i][1]) for i in _dedup_order(keys)])
+        order = _dedup_order(keys)
+        return Ranked(hits, (), order, [keys[i][1] for i in order])
     return rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
 
 
@@ -256,9 +277,9 @@ def fuse_hits(
     return ranked_hits(fuse_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
 
 
-def ranked_hits(ranked: Iterable[tuple[IndexWithScore, float]]) -> list[IndexWithScore]:
-    """``(hit, score)`` pairs as hits: copies of the hits with the scores (:func:`rescored`)."""
-    return [rescored(h, score) for h, score in ranked]
+def ranked_hits(ranked: Ranked) -> list[IndexWithScore]:
+    """The hits of a fused list with their scores (copies: :func:`rescored`)."""
+    return list(map(rescored, ranked.hits(), ranked.scores))
 
 
 # -- engine-aware vector score normalisation (§5.9) ------------------------------------------

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_lab.models.timeouts import all_in_process
-from rag_lab.retrieval.base import IndexWithScore, SearchParams
-from rag_lab.retrieval.fusion import fuse_ranked, ranked_hits, resolve_rrf_k, resolve_rrf_weights
+from rag_lab.retrieval.base import SearchParams
+from rag_lab.retrieval.fusion import Ranked, fuse_ranked, ranked_hits, resolve_rrf_k, resolve_rrf_weights
 from rag_lab.retrieval.hybrid_base import QUERY_VECTOR_CACHE, EngineFor
 from rag_lab.retrieval.hybrid_faq import FaqSteps, filter_negative_questions, negative_question_matches
 from rag_lab.retrieval.hybrid_hydrate import HydrateStep, chunk_to_search_result
@@ -299,7 +299,7 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
 
         k = resolve_rrf_k(p.rrf_k)
         wv, wk = resolve_rrf_weights(p.rrf_vector_weight, p.rrf_keyword_weight)
-        ranked: Sequence[tuple[IndexWithScore, float]] = fuse_ranked(vec, kw, k, wv, wk, normalize=True)
+        ranked = fuse_ranked(vec, kw, k, wv, wk, normalize=True)
         trace.fusion = "rrf" if vec and kw else ("dedup_vector" if vec else "dedup_keywords")
 
         if primary.type == "faq":
@@ -307,7 +307,7 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
                 fused = await self._faq_iterate(groups, query, match_count, trace)
             else:
                 fused = await self._negative_filter(ranked_hits(ranked), query, trace)
-            ranked = [(h, h.score) for h in fused]
+            ranked = Ranked.of(fused)
         trace.ranked = ranked
         # hydration reads match_count rows: in this thread, a hand-off would cost more than the
         # reads; only the hits it reads are made

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_lab.retrieval.base import IndexWithScore
-from rag_lab.retrieval.fusion import ranked_hits
+from rag_lab.retrieval.fusion import Ranked, ranked_hits
 
 
 @dataclass(slots=True)
@@ -24,8 +24,8 @@ class HybridTrace:
     #: each retriever's hits (an engine's HitRows make each hit when read)
     vector_hits: Sequence[IndexWithScore] = field(default_factory=list)
     keyword_hits: Sequence[IndexWithScore] = field(default_factory=list)
-    #: the fused list (uncut) as (hit, fused score) pairs (:func:`~rag_lab.retrieval.fusion.fuse_ranked`)
-    ranked: Sequence[tuple[IndexWithScore, float]] = field(default_factory=list)
+    #: the fused list (uncut), read as (hit, fused score) pairs (:func:`~rag_lab.retrieval.fusion.fuse_ranked`)
+    ranked: Ranked = field(default_factory=lambda: Ranked.of([]))
     fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
     faq_iterations: int = 0
     negative_filtered: list[str] = field(default_factory=list)

@@ -418,22 +418,23 @@ async def test_hydration_skips_disabled_and_missing(small_kb):
         IndexWithScore(id=x, content="m", chunk_id=x, knowledge_id="", knowledge_base_id=kb.id, score=1.0, match_type=0)
         for x in [c, "ghost", c]
     ]
+    from rag_lab.retrieval.fusion import Ranked
     from rag_lab.retrieval.hybrid_search import HybridTrace
 
     tr = HybridTrace()
-    out = hs._hydrate([(h, h.score) for h in hits], tr)
+    out = hs._hydrate(Ranked.of(hits)[:], tr)
     assert [r.id for r in out] == [c]
     assert tr.skipped_in_hydration == [("ghost", "chunk not found"), (c, "duplicate chunk")]
     ws.store.set_chunks_enabled([c], False)
     tr = HybridTrace()
-    assert hs._hydrate([(hits[0], 1.0)], tr) == [] and tr.skipped_in_hydration == [(c, "chunk not searchable")]
+    assert hs._hydrate(Ranked.of(hits)[:1], tr) == [] and tr.skipped_in_hydration == [(c, "chunk not searchable")]
     ws.store.set_chunks_enabled([c], True)
     # the chunk without its document row is skipped
     chunks = ws.store.list_chunks(kb.id, "volcano")
     ws.store.delete_knowledge(kb.id, "volcano")
     ws.store.add_chunks(chunks)
     tr = HybridTrace()
-    assert hs._hydrate([(hits[0], 1.0)], tr) == [] and tr.skipped_in_hydration == [(c, "document not found")]
+    assert hs._hydrate(Ranked.of(hits)[:1], tr) == [] and tr.skipped_in_hydration == [(c, "document not found")]
 
 
 def test_a_result_takes_every_field_from_its_chunk_and_document():
