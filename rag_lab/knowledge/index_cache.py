@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.workspace_base import WorkspaceBase
+from rag_lab.retrieval.versioned import read_pointer
 
 if TYPE_CHECKING:
     from rag_lab.retrieval.engine import LocalEngine
@@ -32,8 +33,6 @@ class IndexCache(WorkspaceBase):
         (another process saved), and, over a shared store (PostgreSQL), those not checked since
         the store last changed: another replica's writes reach this folder's index files only
         through the repair that runs when they are opened again (:mod:`.index_repair`)."""
-        from rag_lab.retrieval.versioned import read_pointer
-
         if self.store.shared and kb_id not in self._writing:
             token = self.store.change_token()
             with self._lock:
@@ -43,11 +42,15 @@ class IndexCache(WorkspaceBase):
                             cache.pop(kb_id, None)
                         self._checked[(kind, kb_id)] = token
         with self._lock:
+            roots = self._index_roots.get(kb_id)
+            if roots is None:
+                d = self.index_dir(kb_id)
+                roots = self._index_roots[kb_id] = (str(d), str(d / "bm25"))
             vec = self._vec.get(kb_id) if vector else None
-            if vec is not None and vec.version != read_pointer(self.index_dir(kb_id)):
+            if vec is not None and vec.version != read_pointer(roots[0]):
                 del self._vec[kb_id]
             kw = self._kw.get(kb_id) if keyword and kb_id not in self._kw_pinned else None
-            if kw is not None and kw.version != read_pointer(self.index_dir(kb_id) / "bm25"):
+            if kw is not None and kw.version != read_pointer(roots[1]):
                 del self._kw[kb_id]
 
     def use_keyword_index(self, kb: KnowledgeBase | str, index: KeywordIndex | None) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge
@@ -108,19 +109,23 @@ class RowTable(Generic[T]):
     """One KB's rows of one table: ``rows`` maps the row id (chunk id, or document id: unique
     within a KB) to the stored tuple, ``at`` a column name to its position in the tuples."""
 
-    __slots__ = ("rows", "columns", "at", "_decode", "_children", "_lock")
+    __slots__ = ("rows", "columns", "at", "_decode", "_fields", "_children", "_lock")
 
     def __init__(
         self,
         columns: tuple[str, ...],
         rows: Iterable[tuple[Any, ...]],
         decode: Callable[[Sequence[Any]], T],
+        fields: Callable[[tuple[str, ...]], Callable[[Sequence[Any]], list[Any]]],
     ) -> None:
+        """``decode``: row → object; ``fields(names)``: row → the values of those fields of the
+        object (:meth:`reader`)."""
         self.columns: tuple[str, ...] = columns
         self.at: dict[str, int] = {c: i for i, c in enumerate(columns)}
         key = self.at["id"]
         self.rows: dict[str, tuple[Any, ...]] = {r[key]: r for r in rows}
         self._decode: Callable[[Sequence[Any]], T] = decode
+        self._fields = fields
         self._children: dict[str, list[str]] | None = None
         self._lock = threading.Lock()
 
@@ -132,16 +137,30 @@ class RowTable(Generic[T]):
         row = self.rows.get(row_id)
         return None if row is None else self._decode(row)
 
+    def reader(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[Any]]:
+        """Row (of :attr:`rows`) → the values of the fields ``names``, as the decoded object
+        holds them (JSON decoded, booleans as ``bool``), without building the object."""
+        return self._fields(names)
+
     def get_children(self, parent_ids: Iterable[str]) -> list[T]:
         """Chunk tables: :meth:`KnowledgeStore.get_children` over this KB's chunks (children are
         in their parent's KB), in the store's order: by parent id, ``chunk_index``, id."""
+        by_parent = self._by_parent()
+        return [self._decode(self.rows[c]) for p in sorted(set(parent_ids)) if p for c in by_parent.get(p, ())]
+
+    def has_children(self) -> bool:
+        """Chunk tables: whether any chunk of the KB has a parent."""
+        return bool(self._by_parent())
+
+    def _by_parent(self) -> dict[str, list[str]]:
+        """The ids of the children of each parent (indexed on first use)."""
         by_parent = self._children
         if by_parent is None:
             with self._lock:
                 if self._children is None:
                     self._children = self._index_children()
                 by_parent = self._children
-        return [self._decode(self.rows[c]) for p in sorted(set(parent_ids)) if p for c in by_parent.get(p, ())]
+        return by_parent
 
     def _index_children(self) -> dict[str, list[str]]:
         parent, index, key = self.at["parent_chunk_id"], self.at["chunk_index"], self.at["id"]
@@ -216,6 +235,7 @@ class KbRows:
                         rows, columns, _SHARED_COLUMNS[table] | {_DOCUMENT_ID[table]}, self._ids(table, kb_id)
                     ),
                     store.row_decoder(_TABLES[table], columns),
+                    partial(store.values_decoder, _TABLES[table], columns),
                 )
                 self._held += len(found)
             self._tables[key] = found

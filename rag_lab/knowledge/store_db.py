@@ -1,11 +1,13 @@
 """The database under a :class:`~rag_lab.knowledge.store.KnowledgeStore`: one connection per
 thread (SQLite file or PostgreSQL URL), the write lock and write transactions, the change token
-that caches of its rows key on, and the schema.
+that caches of its rows key on (read once for a whole read operation: :meth:`StoreDB.one_state`),
+and the schema.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -16,11 +18,25 @@ from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.knowledge.sqldb import is_postgres
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
-from rag_lab.knowledge.store_rows import _KEYS, _SPECS, _UNSEARCHABLE_SQL, StoreError, _columns, _decoder
+from rag_lab.knowledge.store_rows import (
+    _KEYS,
+    _SPECS,
+    _UNSEARCHABLE_SQL,
+    StoreError,
+    _columns,
+    _decoder,
+    _values_decoder,
+)
 from rag_lab.knowledge.sync_journal import SyncJournal, create_tables
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.store import KnowledgeStore
+
+#: the change token read at the start of the read operation running in this context (the store,
+#: its write count then, the token): :meth:`StoreDB.one_state`
+_PINNED: contextvars.ContextVar[tuple[StoreDB, int, tuple[int, int]] | None] = contextvars.ContextVar(
+    "rag_lab_store_state", default=None
+)
 
 
 class StoreDB:
@@ -54,6 +70,9 @@ class StoreDB:
     #: ``row_decoder(cls, columns)``: row → ``cls`` for rows of these columns (the decoder every
     #: getter uses; :class:`~rag_lab.knowledge.kb_rows.KbRows` decodes its rows with it)
     row_decoder = staticmethod(_decoder)
+    #: ``values_decoder(cls, columns, names)``: row → the values of some fields of ``cls``,
+    #: decoded as the object holds them (hydration reads a few fields of its rows)
+    values_decoder = staticmethod(_values_decoder)
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> Any:
@@ -65,7 +84,27 @@ class StoreDB:
         """Changes when the store may have changed: this process' write count and the database's
         change number (SQLite's ``data_version``, PostgreSQL's change counter: both move when
         another connection, of any process, commits). Caches of store rows key on it."""
+        pin = _PINNED.get()
+        if pin is not None and pin[0] is self and pin[1] == self.generation:
+            return pin[2]
         return self.generation, self._conns.data_version()
+
+    @contextlib.contextmanager
+    def one_state(self) -> Iterator[tuple[int, int]]:
+        """Read the change token once for a read operation (a search) whose steps each check it:
+        inside the block, in this context and in the worker threads it starts with
+        ``asyncio.to_thread`` (which copies the context), :meth:`change_token` returns the token
+        read on entry without a query, as long as this process writes nothing (any write of this
+        process moves :attr:`generation` and the token is read again). Another process' commit
+        during the block is seen by the first :meth:`change_token` after it: the rows a cache
+        fills inside the block are read after the token was, so they are never older than the
+        state the token names."""
+        token = self.change_token()
+        reset = _PINNED.set((self, token[0], token))
+        try:
+            yield token
+        finally:
+            _PINNED.reset(reset)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:

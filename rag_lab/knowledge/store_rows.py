@@ -95,21 +95,27 @@ _EMPTY_JSON: dict[str, type] = {"{}": dict, "[]": list}
 
 
 _DECODERS: dict[tuple[type, tuple[str, ...]], Callable[[Sequence[Any]], Any]] = {}
+_VALUE_DECODERS: dict[tuple[type, tuple[str, ...], tuple[str, ...] | None], Callable[[Sequence[Any]], list[Any]]] = {}
 
 
-def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]], T]:
-    """Row → ``cls`` for rows of these columns (in this order): the fields' positions found once
-    per query shape (kept: a store has a handful), JSON and booleans decoded in place, the
-    dataclass built positionally."""
-    found = _DECODERS.get((cls, columns))
+def _values_decoder(
+    cls: type, columns: tuple[str, ...], names: tuple[str, ...] | None = None
+) -> Callable[[Sequence[Any]], list[Any]]:
+    """Row → the values of the fields ``names`` of ``cls`` (default: every field, in the
+    dataclass' order) for rows of these columns, as the object holds them: JSON decoded, booleans
+    as ``bool``. Found once per (class, query shape, names): for readers of a few fields of many
+    rows, who need not build the objects."""
+    found = _VALUE_DECODERS.get((cls, columns, names))
     if found is not None:
         return found
-    names, js, bools = _SPECS[cls]
-    take = itemgetter(*(columns.index(n) for n in names))
-    json_at = [(i, n in ("metadata", "custom_metadata")) for i, n in enumerate(names) if n in js]
-    bool_at = [i for i, n in enumerate(names) if n in bools]
+    all_names, js, bools = _SPECS[cls]
+    wanted = all_names if names is None else list(names)
+    at = [columns.index(n) for n in wanted]
+    take = itemgetter(*at) if len(at) != 1 else (lambda row: (row[at[0]],))
+    json_at = [(i, n in ("metadata", "custom_metadata")) for i, n in enumerate(wanted) if n in js]
+    bool_at = [i for i, n in enumerate(wanted) if n in bools]
 
-    def decode(row: Sequence[Any]) -> T:
+    def decode(row: Sequence[Any]) -> list[Any]:
         values = list(take(row))
         for i, is_dict in json_at:
             v = values[i]
@@ -120,7 +126,22 @@ def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]]
                 values[i] = empty() if empty is not None else json.loads(v)
         for i in bool_at:
             values[i] = bool(values[i])
-        return cls(*values)
+        return values
+
+    _VALUE_DECODERS[(cls, columns, names)] = decode
+    return decode
+
+
+def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]], T]:
+    """Row → ``cls`` for rows of these columns (in this order): every field's value
+    (:func:`_values_decoder`), the dataclass built positionally."""
+    found = _DECODERS.get((cls, columns))
+    if found is not None:
+        return found
+    values = _values_decoder(cls, columns)
+
+    def decode(row: Sequence[Any]) -> T:
+        return cls(*values(row))
 
     _DECODERS[(cls, columns)] = decode
     return decode

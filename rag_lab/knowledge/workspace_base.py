@@ -43,6 +43,8 @@ class WorkspaceBase:
         #: writer's: never dropped under it)
         self._writing: dict[str, int] = {}
         self._vec: dict[str, VectorIndex] = {}
+        #: per KB: its vector and keyword index folders as strings (checked on every search)
+        self._index_roots: dict[str, tuple[str, str]] = {}
         self._kw: dict[str, KeywordIndex] = {}
         #: KBs searching with an index put in place by :meth:`use_keyword_index` (not the stored one)
         self._kw_pinned: set[str] = set()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 import numpy as np
 
@@ -45,9 +45,47 @@ class IndexWithScore:
     is_enabled: bool = True
 
 
+class HitRows(Sequence[IndexWithScore]):
+    """A retriever's hits in rank order kept as the rows they come from, each made an
+    :class:`IndexWithScore` when it is first read (then kept). Every row starts with what the
+    fusion reads of its hit, ``(chunk id, score, id)`` (:attr:`rows`): a hybrid search fuses the
+    rows and makes only the hits it returns (:func:`~rag_lab.retrieval.fusion.fuse_ranked`).
+    ``make(row)`` is the hit of a row."""
+
+    __slots__ = ("rows", "_make", "_made")
+
+    def __init__(self, rows: list[tuple[Any, ...]], make: Callable[[tuple[Any, ...]], IndexWithScore]) -> None:
+        self.rows = rows
+        self._make = make
+        self._made: list[IndexWithScore | None] = [None] * len(rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> IndexWithScore: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[IndexWithScore]: ...
+
+    def __getitem__(self, i: int | slice) -> IndexWithScore | list[IndexWithScore]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.rows)))]
+        hit = self._made[i]
+        if hit is None:
+            hit = self._made[i] = self._make(self.rows[i])
+        return hit
+
+    def __iter__(self) -> Iterator[IndexWithScore]:
+        return iter(self[:])
+
+    def __repr__(self) -> str:
+        return f"HitRows({self[:]!r})"
+
+
 @dataclass(slots=True)
 class RetrieveResult:
-    hits: list[IndexWithScore]
+    hits: Sequence[IndexWithScore]  # a list, or an engine's HitRows
     engine_type: str
     retriever_type: str  # "vector" | "keywords" | "websearch"
     error: Exception | None = None

@@ -11,7 +11,10 @@ Semantics (the reference engine's, spec §5 "Reference engine semantics"):
   FAQ question entry id), then cut to ``top_k``.
 
 Hits carry ``match_type`` 0 (vector) or 1 (keywords) and ``content`` = the indexed text that
-matched (the chunk content, or the FAQ question).
+matched (the chunk content, or the FAQ question). The hybrid search asks for them as
+:class:`~rag_lab.retrieval.base.HitRows` (:meth:`LocalEngine.vector_rows`,
+:meth:`LocalEngine.keyword_rows`): the hits that pass the checks kept as their rows, each made an
+``IndexWithScore`` when read, so that a search builds the hits it returns and no others.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.retrieval.base import IndexWithScore
+from rag_lab.retrieval.base import HitRows, IndexWithScore
 from rag_lab.types.errors import KnowledgeBaseNotFound
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, UNSEARCHABLE_STATUSES, MatchType
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from rag_lab.knowledge.workspace import Workspace
 
 ENGINE_TYPE = "faiss+bm25s"
+_EMBEDDING, _KEYWORDS = int(MatchType.EMBEDDING), int(MatchType.KEYWORDS)
 
 
 def is_searchable(chunk: Chunk) -> bool:
@@ -56,6 +60,24 @@ class _Rows:
     def __init__(self, columns: Sequence[str], rows: dict[str, Any]) -> None:
         self.rows = rows
         self.at = tuple(columns.index(c) for c in _HIT_COLUMNS)
+
+
+def _hit(kept: tuple[Any, ...]) -> IndexWithScore:
+    """The hit of a row :meth:`LocalEngine._finish` kept (positional: the fields' order in base.py)."""
+    chunk_id, score, entry_id, own_text, kb_id, row, (ki, ti, gi, _, _, ci), match_type = kept
+    return IndexWithScore(
+        entry_id,  # id
+        own_text if own_text is not None else row[ci],  # content
+        chunk_id,
+        row[ki],  # knowledge_id
+        kb_id,  # knowledge_base_id
+        score,
+        match_type,
+        entry_id,  # source_id
+        "faq" if row[ti] == "faq" else "chunk",  # source_type
+        row[gi],  # tag_id
+        True,  # is_enabled: searchable
+    )
 
 
 class LocalEngine:
@@ -180,46 +202,32 @@ class LocalEngine:
         raw: list[tuple[str, str, str | None, str, float]],
         top_k: int,
         match_type: int,
-    ) -> list[IndexWithScore]:
-        """raw = (entry_id, chunk_id, own_text, kb_id, score) → merged, hydrated hits."""
+    ) -> HitRows:
+        """raw = (entry_id, chunk_id, own_text, kb_id, score) → the best ``top_k`` hits of chunks
+        retrieval may return, merged across KBs (:class:`HitRows`: each hit made when read)."""
         sources = {kb_id: self._whole(kb_id) for kb_id in {r[3] for r in raw}}
         if len(sources) > 1:  # one KB's hits come in this order from its index already
             raw.sort(key=lambda r: (-r[4], r[0]))
         if by_id := [r[1] for r in raw if sources[r[3]] is None]:
             rows = self._read_by_id(by_id)
             sources = {k: v or rows for k, v in sources.items()}
-        out: list[IndexWithScore] = []
-        append = out.append
+        kept: list[tuple[Any, ...]] = []
+        append = kept.append
         at_kb: str | None = None
         for entry_id, chunk_id, own_text, kb_id, score in raw:
             if kb_id != at_kb:  # the KB's rows and their column positions (a run of hits per KB)
                 src = sources[kb_id]
                 assert src is not None
-                row_of, (ki, ti, gi, ei, si, ci), at_kb = src.rows.get, src.at, kb_id
+                row_of, at, at_kb = src.rows.get, src.at, kb_id
+                ei, ti, si = at[3], at[1], at[4]
             row = row_of(chunk_id)
             if row is None:
                 continue  # index entry of a chunk deleted since
-            chunk_type = row[ti]
-            if not searchable_fields(row[ei], chunk_type, row[si]):
+            if not searchable_fields(row[ei], row[ti], row[si]):
                 continue  # disabled or not indexed since
-            append(  # positional (2.5x faster than by keyword): the fields' order in base.py
-                IndexWithScore(
-                    entry_id,  # id
-                    own_text if own_text is not None else row[ci],  # content
-                    chunk_id,
-                    row[ki],  # knowledge_id
-                    kb_id,  # knowledge_base_id
-                    score,
-                    match_type,
-                    entry_id,  # source_id
-                    "faq" if chunk_type == "faq" else "chunk",  # source_type
-                    row[gi],  # tag_id
-                    bool(row[ei]),  # is_enabled
-                )
-            )
-            if len(out) >= top_k:
-                break
-        return out
+            append((chunk_id, score, entry_id, own_text, kb_id, row, at, match_type))
+        # the best top_k of the hits kept (several KBs bring up to top_k each)
+        return HitRows(kept if len(kept) <= top_k else kept[:top_k], _hit)
 
     # -- RetrieveEngine ---------------------------------------------------------------------
     def vector_search(
@@ -231,20 +239,9 @@ class LocalEngine:
         knowledge_ids: Sequence[str] = (),
         tag_ids: Sequence[str] = (),
     ) -> list[IndexWithScore]:
-        """Cosine search over the KBs' vector indexes (KBs without embeddings contribute nothing)."""
-        if top_k <= 0:
-            return []
-        raw: list[tuple[str, str, str | None, str, float]] = []
-        for kb in self._kbs(kb_ids):
-            index = self.workspace.vector_index(kb)
-            if index is None or not kb.vector_enabled or len(index) == 0:
-                continue
-            allowed = self._allowed(kb, knowledge_ids, tag_ids)
-            if allowed is not None and not allowed:
-                continue
-            for entry, score in index.search_entries(embedding, top_k, threshold, allowed):
-                raw.append((entry.entry_id, entry.chunk_id, entry.text, kb.id, score))
-        return self._finish(raw, top_k, int(MatchType.EMBEDDING))
+        """Cosine search over the KBs' vector indexes (KBs without embeddings contribute nothing):
+        :meth:`vector_rows` as a list."""
+        return list(self.vector_rows(kb_ids, embedding, top_k, threshold, knowledge_ids, tag_ids))
 
     def keyword_search(
         self,
@@ -255,12 +252,51 @@ class LocalEngine:
         knowledge_ids: Sequence[str] = (),
         tag_ids: Sequence[str] = (),
     ) -> list[IndexWithScore]:
-        """BM25 search over the KBs' keyword indexes. ``threshold`` is accepted for the protocol
-        and deliberately not applied (reference engine behaviour, App. B.19)."""
-        del threshold  # not applied, see the docstring
-        if top_k <= 0 or not query or not query.strip():
-            return []
+        """BM25 search over the KBs' keyword indexes: :meth:`keyword_rows` as a list."""
+        return list(self.keyword_rows(kb_ids, query, top_k, threshold, knowledge_ids, tag_ids))
+
+    def vector_rows(
+        self,
+        kb_ids: Sequence[str],
+        embedding: np.ndarray,
+        top_k: int,
+        threshold: float,
+        knowledge_ids: Sequence[str] = (),
+        tag_ids: Sequence[str] = (),
+    ) -> HitRows:
+        """:meth:`vector_search`'s hits, each made when read (the hybrid search's call)."""
         raw: list[tuple[str, str, str | None, str, float]] = []
+        if top_k <= 0:
+            return self._finish(raw, top_k, _EMBEDDING)
+        for kb in self._kbs(kb_ids):
+            index = self.workspace.vector_index(kb)
+            if index is None or not kb.vector_enabled or len(index) == 0:
+                continue
+            allowed = self._allowed(kb, knowledge_ids, tag_ids)
+            if allowed is not None and not allowed:
+                continue
+            kb_id = kb.id
+            raw += [
+                (e.entry_id, e.chunk_id, e.text, kb_id, s)
+                for e, s in index.search_entries(embedding, top_k, threshold, allowed)
+            ]
+        return self._finish(raw, top_k, _EMBEDDING)
+
+    def keyword_rows(
+        self,
+        kb_ids: Sequence[str],
+        query: str,
+        top_k: int,
+        threshold: float,
+        knowledge_ids: Sequence[str] = (),
+        tag_ids: Sequence[str] = (),
+    ) -> HitRows:
+        """:meth:`keyword_search`'s hits, each made when read. ``threshold`` is accepted for the
+        protocol and deliberately not applied (reference engine behaviour, App. B.19)."""
+        del threshold  # not applied, see the docstring
+        raw: list[tuple[str, str, str | None, str, float]] = []
+        if top_k <= 0 or not query or not query.strip():
+            return self._finish(raw, top_k, _KEYWORDS)
         for kb in self._kbs(kb_ids):
             if not kb.keyword_enabled:
                 continue
@@ -268,6 +304,6 @@ class LocalEngine:
             allowed = self._allowed(kb, knowledge_ids, tag_ids)
             if allowed is not None and not allowed:
                 continue
-            for chunk_id, score in index.search(query, top_k, allowed):
-                raw.append((chunk_id, chunk_id, None, kb.id, score))
-        return self._finish(raw, top_k, int(MatchType.KEYWORDS))
+            kb_id = kb.id
+            raw += [(chunk_id, chunk_id, None, kb_id, score) for chunk_id, score in index.search(query, top_k, allowed)]
+        return self._finish(raw, top_k, _KEYWORDS)

@@ -9,7 +9,14 @@
   both retrievers scores exactly 1. The seed asks for "weighted RRF normalised to [0, 1]"; unlike a
   min-max over the current list this keeps scores comparable across queries (a lone weak hit does
   not become 1.0) and preserves the ranking.
-* :func:`fuse_hits` — the §5.12 dispatcher used by the hybrid search.
+* :func:`fuse_ranked` — the §5.12 dispatcher, as :class:`Ranked`: the fused order of the two
+  lists' positions, read as (representative hit, fused score) pairs; :func:`fuse_hits` is its
+  list form (copies of the hits with their fused scores), as :func:`weighted_rrf` is the list
+  form of :func:`rrf_ranked`.
+
+Each decision is computed once, on what it reads of each hit: ``(chunk id, score, id)``
+(:func:`hit_keys`; a retriever's :class:`~rag_lab.retrieval.base.HitRows` hold them as rows), so
+the hybrid search makes no hit object for what it fuses, only for what it returns.
 
 Determinism: the reference sorts unstably; here equal scores are ordered by chunk id (then the
 entry id), so results never depend on hash or thread order. Inputs are never mutated: hits whose
@@ -19,10 +26,12 @@ score changes are copies.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from operator import attrgetter
+from typing import Any, overload
 
-from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
+from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveResult
 from rag_lab.types.params import PipelineParams
 
 _DEFAULTS = PipelineParams.model_fields
@@ -49,8 +58,15 @@ def rescored(h: IndexWithScore, score: float) -> IndexWithScore:
     )
 
 
-def _order_key(h: IndexWithScore) -> tuple[float, str, str]:
-    return (-h.score, h.chunk_id, h.id)
+def hit_keys(hits: Sequence[IndexWithScore]) -> Sequence[Sequence[Any]]:
+    """What the fusion reads of each hit, ``(chunk id, score, id)`` first: the rows of
+    :class:`~rag_lab.retrieval.base.HitRows`, else read from the hits."""
+    if isinstance(hits, HitRows):
+        return hits.rows
+    return list(map(_KEY, hits))
+
+
+_KEY = attrgetter("chunk_id", "score", "id")
 
 
 def resolve_rrf_k(k: int | float) -> float:
@@ -67,15 +83,117 @@ def resolve_rrf_weights(vector_weight: float | None, keyword_weight: float | Non
     return (wv if wv > 0 else DEFAULT_VECTOR_WEIGHT, wk if wk > 0 else DEFAULT_KEYWORD_WEIGHT)
 
 
+class Ranked(Sequence[tuple[IndexWithScore, float]]):
+    """A fused list, best first: the positions of its hits in the vector hits, then in the
+    keyword hits (``len(vector hits) + i``), and their scores; read as ``(hit, score)`` pairs, a
+    hit taken from its list when it is read (so a :class:`~rag_lab.retrieval.base.HitRows`
+    makes only the hits read)."""
+
+    __slots__ = ("vector_hits", "keyword_hits", "positions", "scores")
+
+    def __init__(
+        self,
+        vector_hits: Sequence[IndexWithScore],
+        keyword_hits: Sequence[IndexWithScore],
+        positions: list[int],
+        scores: list[float],
+    ) -> None:
+        self.vector_hits, self.keyword_hits = vector_hits, keyword_hits
+        self.positions, self.scores = positions, scores
+
+    @classmethod
+    def of(cls, hits: Sequence[IndexWithScore]) -> Ranked:
+        """``hits`` in their order, each with its own score."""
+        return cls(hits, (), list(range(len(hits))), [h.score for h in hits])
+
+    def hits(self, stop: int | None = None) -> list[IndexWithScore]:
+        """The hits, best first (the first ``stop``)."""
+        vec, kw = self.vector_hits, self.keyword_hits
+        n = len(vec)
+        return [vec[at] if at < n else kw[at - n] for at in self.positions[:stop]]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[IndexWithScore, float]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[IndexWithScore, float]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[IndexWithScore, float] | list[tuple[IndexWithScore, float]]:
+        if isinstance(i, slice):
+            kept = Ranked(self.vector_hits, self.keyword_hits, self.positions[i], self.scores[i])
+            return list(zip(kept.hits(), kept.scores))
+        at, n = self.positions[i], len(self.vector_hits)
+        return (self.vector_hits[at] if at < n else self.keyword_hits[at - n]), self.scores[i]
+
+    def __iter__(self) -> Iterator[tuple[IndexWithScore, float]]:
+        return zip(self.hits(), self.scores)
+
+
+def _dedup_order(keys: Sequence[Sequence[Any]]) -> list[int]:
+    """Positions of the best-scoring key per chunk id (the first one on equal scores), by score
+    descending, then chunk id, then id."""
+    best: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        cur = best.get(key[0])
+        if cur is None or key[1] > keys[cur][1]:
+            best[key[0]] = i
+    return sorted(best.values(), key=lambda i: (-keys[i][1], keys[i][0], keys[i][2]))
+
+
 def dedup_by_score(hits: Iterable[IndexWithScore]) -> list[IndexWithScore]:
     """Best-scoring hit per ``chunk_id`` (the first one on equal scores), sorted by score
     descending then chunk id. Raw scores are kept."""
-    best: dict[str, IndexWithScore] = {}
-    for h in hits:
-        cur = best.get(h.chunk_id)
-        if cur is None or h.score > cur.score:
-            best[h.chunk_id] = h
-    return sorted(best.values(), key=_order_key)
+    hits = hits if isinstance(hits, Sequence) else list(hits)
+    return [hits[i] for i in _dedup_order(hit_keys(hits))]
+
+
+def rrf_ranked(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = False,
+) -> Ranked:
+    """Raw weighted RRF (spec §5.12) as :class:`Ranked` (``(representative hit, fused score)``,
+    best first). The representative hit of a chunk is its best-scoring vector hit if it has one,
+    else its first keyword hit (the hit itself, not a copy); the fused score is divided by
+    :func:`rrf_max_score` when ``normalize`` (:func:`normalize_rrf_scores` in the same pass)."""
+    if k <= 0:
+        raise ValueError(f"rrf k={k!r} must be > 0")
+    top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
+    vkeys, kkeys = hit_keys(vector_hits), hit_keys(keyword_hits)
+    # one pass per list: each chunk's representative (a position) and its term at its first rank
+    rep: dict[str, int] = {}
+    term_v: dict[str, float] = {}
+    for i, key in enumerate(vkeys, 1):
+        cid = key[0]
+        cur = rep.get(cid)
+        if cur is None:
+            rep[cid] = i - 1
+            term_v[cid] = vector_weight / (k + i)
+        elif key[1] > vkeys[cur][1]:
+            rep[cid] = i - 1
+    n = len(vkeys)
+    term_k: dict[str, float] = {}
+    for i, key in enumerate(kkeys, 1):
+        cid = key[0]
+        if cid not in term_k:
+            term_k[cid] = keyword_weight / (k + i)
+            rep.setdefault(cid, n + i - 1)
+    get_v, get_k = term_v.get, term_k.get
+    fused = [(-(get_v(cid, 0.0) + get_k(cid, 0.0)), cid) for cid in rep]
+    fused.sort()  # by the raw fused score (as normalising afterwards would keep it), then chunk id (unique)
+    scores = [-neg for neg, _ in fused]
+    return Ranked(
+        vector_hits,
+        keyword_hits,
+        [rep[cid] for _, cid in fused],
+        scores if top is None else _normalized(scores, top),
+    )
 
 
 def weighted_rrf(
@@ -86,42 +204,8 @@ def weighted_rrf(
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     normalize: bool = False,
 ) -> list[IndexWithScore]:
-    """Raw weighted RRF (spec §5.12). The representative hit of a chunk is its best-scoring vector
-    hit if it has one, else its first keyword hit; its score is replaced by the fused score
-    (divided by :func:`rrf_max_score` when ``normalize``: :func:`normalize_rrf_scores` in the
-    same pass)."""
-    if k <= 0:
-        raise ValueError(f"rrf k={k!r} must be > 0")
-    top = _rrf_top(k, vector_weight, keyword_weight) if normalize else None
-    # one pass per list: first ranks, and the representative hit of each chunk
-    rank_v: dict[str, int] = {}
-    rep: dict[str, IndexWithScore] = {}
-    for i, h in enumerate(vector_hits, 1):
-        cid = h.chunk_id
-        cur = rep.get(cid)
-        if cur is None:
-            rank_v[cid] = i
-            rep[cid] = h
-        elif h.score > cur.score:
-            rep[cid] = h
-    rank_k: dict[str, int] = {}
-    for i, h in enumerate(keyword_hits, 1):
-        cid = h.chunk_id
-        if cid not in rank_k:
-            rank_k[cid] = i
-            rep.setdefault(cid, h)
-    hits = list(rep.values())
-    fused: list[tuple[float, str, str, int]] = []
-    for at, (cid, h) in enumerate(rep.items()):
-        rv, rk = rank_v.get(cid), rank_k.get(cid)
-        s = (vector_weight / (k + rv) if rv is not None else 0.0) + (
-            keyword_weight / (k + rk) if rk is not None else 0.0
-        )
-        fused.append((-s, cid, h.id, at))
-    fused.sort()  # by the raw fused score, as normalising afterwards would keep it; then chunk id, hit id
-    if top is None:
-        return [rescored(hits[at], -neg) for neg, _, _, at in fused]
-    return [rescored(hits[at], _normalized(-neg, top)) for neg, _, _, at in fused]
+    """:func:`rrf_ranked` as hits (:func:`ranked_hits`)."""
+    return ranked_hits(rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
 
 
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
@@ -134,11 +218,11 @@ def normalize_rrf_scores(
 ) -> list[IndexWithScore]:
     """Fused scores divided by :func:`rrf_max_score` (so in [0, 1]); order is unchanged."""
     top = _rrf_top(k, vector_weight, keyword_weight)
-    return [rescored(h, _normalized(h.score, top)) for h in hits]
+    return [rescored(h, score) for h, score in zip(hits, _normalized([h.score for h in hits], top))]
 
 
-def _normalized(score: float, top: float) -> float:
-    return min(1.0, score / top)
+def _normalized(scores: list[float], top: float) -> list[float]:
+    return [min(1.0, score / top) for score in scores]
 
 
 def _rrf_top(k: float, vector_weight: float, keyword_weight: float) -> float:
@@ -152,6 +236,25 @@ def _rrf_top(k: float, vector_weight: float, keyword_weight: float) -> float:
     return top
 
 
+def fuse_ranked(
+    vector_hits: Sequence[IndexWithScore],
+    keyword_hits: Sequence[IndexWithScore],
+    k: float = DEFAULT_RRF_K,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    normalize: bool = True,
+) -> Ranked:
+    """§5.12 as :class:`Ranked` (``(hit, score)``, best first): one list empty →
+    :func:`dedup_by_score` of the other (each hit with its raw score); both non-empty →
+    :func:`rrf_ranked`, normalised to [0, 1] unless ``normalize`` is False. No hit is copied."""
+    if not keyword_hits or not vector_hits:
+        hits = vector_hits or keyword_hits
+        keys = hit_keys(hits)
+        order = _dedup_order(keys)
+        return Ranked(hits, (), order, [keys[i][1] for i in order])
+    return rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
+
+
 def fuse_hits(
     vector_hits: Sequence[IndexWithScore],
     keyword_hits: Sequence[IndexWithScore],
@@ -160,8 +263,7 @@ def fuse_hits(
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     normalize: bool = True,
 ) -> list[IndexWithScore]:
-    """§5.12: one list empty → :func:`dedup_by_score` of the other (raw scores); both non-empty →
-    weighted RRF, normalised to [0, 1] unless ``normalize`` is False.
+    """:func:`fuse_ranked` as hits (:func:`ranked_hits`).
 
     ``b`` is in both lists, so it leads; ``a`` (vector rank 1) beats ``c`` (keyword rank 2):
 
@@ -172,11 +274,12 @@ def fuse_hits(
     >>> [(h.chunk_id, round(h.score, 4)) for h in fused]
     [('b', 0.9887), ('a', 0.7), ('c', 0.2952)]
     """
-    if not keyword_hits:
-        return dedup_by_score(vector_hits)
-    if not vector_hits:
-        return dedup_by_score(keyword_hits)
-    return weighted_rrf(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
+    return ranked_hits(fuse_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
+
+
+def ranked_hits(ranked: Ranked) -> list[IndexWithScore]:
+    """The hits of a fused list with their scores (copies: :func:`rescored`)."""
+    return list(map(rescored, ranked.hits(), ranked.scores))
 
 
 # -- engine-aware vector score normalisation (§5.9) ------------------------------------------

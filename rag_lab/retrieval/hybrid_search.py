@@ -35,7 +35,7 @@ import numpy as np
 
 from rag_lab.models.timeouts import all_in_process
 from rag_lab.retrieval.base import SearchParams
-from rag_lab.retrieval.fusion import fuse_hits, resolve_rrf_k, resolve_rrf_weights
+from rag_lab.retrieval.fusion import Ranked, fuse_ranked, ranked_hits, resolve_rrf_k, resolve_rrf_weights
 from rag_lab.retrieval.hybrid_base import QUERY_VECTOR_CACHE, EngineFor
 from rag_lab.retrieval.hybrid_faq import FaqSteps, filter_negative_questions, negative_question_matches
 from rag_lab.retrieval.hybrid_hydrate import HydrateStep, chunk_to_search_result
@@ -219,7 +219,13 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
         return list(groups.values())
 
     async def search_with_trace(self, primary_kb_id: str, sp: SearchParams) -> tuple[list[SearchResult], HybridTrace]:
-        """Run the search and return the results with a :class:`HybridTrace`."""
+        """Run the search and return the results with a :class:`HybridTrace`. Its steps see one
+        state of the store: the change token their caches check is read once
+        (:meth:`~rag_lab.knowledge.store_db.StoreDB.one_state`)."""
+        with self.workspace.store.one_state():
+            return await self._search(primary_kb_id, sp)
+
+    async def _search(self, primary_kb_id: str, sp: SearchParams) -> tuple[list[SearchResult], HybridTrace]:
         p = self.params
         trace = HybridTrace()
         match_count = normalize_match_count(sp.match_count, p)
@@ -284,24 +290,26 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
             )
         else:  # no second branch to run alongside: no tasks to create
             results, image_hits = await self._retrieve(groups), []
-        vec, kw = classify_results(results)
-        vec = vec + image_hits
+        vec, kw = classify_results(results)  # each retriever's hits, made when read (HitRows)
+        if image_hits:
+            vec = [*vec, *image_hits]
         trace.vector_hits, trace.keyword_hits = vec, kw
         if not vec and not kw:
             return [], trace
 
         k = resolve_rrf_k(p.rrf_k)
         wv, wk = resolve_rrf_weights(p.rrf_vector_weight, p.rrf_keyword_weight)
-        fused = fuse_hits(vec, kw, k, wv, wk, normalize=True)
+        ranked = fuse_ranked(vec, kw, k, wv, wk, normalize=True)
         trace.fusion = "rrf" if vec and kw else ("dedup_vector" if vec else "dedup_keywords")
 
         if primary.type == "faq":
-            if len(fused) < match_count and len(vec) == pool:
+            if len(ranked) < match_count and len(vec) == pool:
                 fused = await self._faq_iterate(groups, query, match_count, trace)
             else:
-                fused = await self._negative_filter(fused, query, trace)
-        trace.fused = fused
-        hits = fused[:match_count]
-        # hydration reads match_count rows: in this thread, a hand-off would cost more than the reads
-        results_out = self._hydrate(hits, trace)
+                fused = await self._negative_filter(ranked_hits(ranked), query, trace)
+            ranked = Ranked.of(fused)
+        trace.ranked = ranked
+        # hydration reads match_count rows: in this thread, a hand-off would cost more than the
+        # reads; only the hits it reads are made
+        results_out = self._hydrate(ranked[:match_count], trace)
         return results_out, trace

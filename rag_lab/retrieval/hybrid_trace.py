@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_lab.retrieval.base import IndexWithScore
+from rag_lab.retrieval.fusion import Ranked, ranked_hits
 
 
 @dataclass(slots=True)
@@ -20,9 +21,11 @@ class HybridTrace:
     kb_ids: list[str] = field(default_factory=list)
     embedded: bool = False
     requests: list[tuple[str, str, tuple[str, ...], int]] = field(default_factory=list)  # (group, type, kbs, top_k)
-    vector_hits: list[IndexWithScore] = field(default_factory=list)
-    keyword_hits: list[IndexWithScore] = field(default_factory=list)
-    fused: list[IndexWithScore] = field(default_factory=list)
+    #: each retriever's hits (an engine's HitRows make each hit when read)
+    vector_hits: Sequence[IndexWithScore] = field(default_factory=list)
+    keyword_hits: Sequence[IndexWithScore] = field(default_factory=list)
+    #: the fused list (uncut), read as (hit, fused score) pairs (:func:`~rag_lab.retrieval.fusion.fuse_ranked`)
+    ranked: Ranked = field(default_factory=lambda: Ranked.of([]))
     fusion: str = ""  # "" | "dedup_vector" | "dedup_keywords" | "rrf"
     faq_iterations: int = 0
     negative_filtered: list[str] = field(default_factory=list)
@@ -32,6 +35,11 @@ class HybridTrace:
     image_hits: list[IndexWithScore] = field(default_factory=list)
     image_dropped: int = 0
     image_errors: list[str] = field(default_factory=list)
+
+    @property
+    def fused(self) -> list[IndexWithScore]:
+        """The fused list (uncut), each hit with its fused score."""
+        return ranked_hits(self.ranked)
 
     def paths(self) -> dict[str, Any]:
         """The compact per-path record the search stage keeps (``SearchDiagnostics.calls``): the
@@ -45,5 +53,5 @@ class HybridTrace:
             "match_count": self.match_count,
             "vector": hits(self.vector_hits),
             "keyword": hits(self.keyword_hits),
-            "fused": hits(self.fused),
+            "fused": [[h.chunk_id, h.knowledge_id, float(score)] for h, score in self.ranked],
         }

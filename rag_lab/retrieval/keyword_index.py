@@ -39,6 +39,19 @@ class StaleKeywordIndex(KeywordIndexError):
     """The persisted index was built with another tokenizer; rebuild it from the chunk texts."""
 
 
+def top_positions(scores: np.ndarray, top_k: int) -> np.ndarray:
+    """Positions of the ``top_k`` best scores above 0, score descending, ties by position (the
+    index's documents are in chunk-id order): the first ``top_k`` of a stable sort of every
+    positive score, found by sorting only the scores from the ``top_k``-th best on (all the
+    tied ones included)."""
+    cand = np.flatnonzero(scores > 0)
+    if cand.size > top_k > 0:
+        vals = scores[cand]
+        cut = cand.size - top_k
+        cand = cand[vals >= np.partition(vals, cut)[cut]]
+    return cand[np.argsort(-scores[cand], kind="stable")][: max(top_k, 0)]
+
+
 class KeywordIndex:
     """``add`` / ``remove_chunks`` / ``search`` over one KB's chunk texts (thread-safe)."""
 
@@ -268,6 +281,5 @@ class KeywordIndex:
             sel = [pos[c] for c in allowed_ids if c in pos]
             mask[sel] = True
             arr = np.where(mask, arr, 0.0)
-        cand = np.flatnonzero(arr > 0)
-        order = cand[np.argsort(-arr[cand], kind="stable")][:top_k]
-        return [(ids[i], float(arr[i])) for i in order]
+        order = top_positions(arr, top_k)
+        return list(zip([ids[i] for i in order.tolist()], arr[order].tolist()))

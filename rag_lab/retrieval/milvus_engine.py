@@ -327,7 +327,7 @@ class MilvusEngine:
         vec = np.asarray(embedding, dtype=np.float32).reshape(-1).tolist()
         raw = self._search(kb_ids, vec, top_k, knowledge_ids, tag_ids, keyword=False)
         raw = [r for r in raw if r[4] >= threshold]
-        return self.workspace.engine()._finish(raw, top_k, int(MatchType.EMBEDDING))
+        return list(self.workspace.engine()._finish(raw, top_k, int(MatchType.EMBEDDING)))
 
     def keyword_search(
         self,
@@ -345,7 +345,7 @@ class MilvusEngine:
             return []
         raw = self._search(kb_ids, query, top_k, knowledge_ids, tag_ids, keyword=True)
         raw = [r for r in raw if r[4] > 0]
-        return self.workspace.engine()._finish(raw, top_k, int(MatchType.KEYWORDS))
+        return list(self.workspace.engine()._finish(raw, top_k, int(MatchType.KEYWORDS)))
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
-from rag_lab.retrieval.base import IndexWithScore, RetrieveEngine, RetrieveResult
+from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveEngine, RetrieveResult
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import KnowledgeBase
@@ -59,12 +59,19 @@ class StoreGroup:
 
 
 def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResult:
+    """One request's search; an engine that offers ``vector_rows`` / ``keyword_rows`` (its hits
+    as :class:`~rag_lab.retrieval.base.HitRows`, each made when read) is called through them."""
+    hits: Sequence[IndexWithScore]
     if req.retriever_type == "vector":
         assert req.embedding is not None
-        hits = engine.vector_search(req.kb_ids, req.embedding, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+        search = getattr(engine, "vector_rows", None) or engine.vector_search
+        hits = search(req.kb_ids, req.embedding, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
     else:
-        hits = engine.keyword_search(req.kb_ids, req.query, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
-    return RetrieveResult(hits=list(hits), engine_type=engine.engine_type, retriever_type=req.retriever_type)
+        search = getattr(engine, "keyword_rows", None) or engine.keyword_search
+        hits = search(req.kb_ids, req.query, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+    if not isinstance(hits, (list, HitRows)):
+        hits = list(hits)
+    return RetrieveResult(hits=hits, engine_type=engine.engine_type, retriever_type=req.retriever_type)
 
 
 async def retrieve_group(group: StoreGroup) -> list[RetrieveResult]:
@@ -124,13 +131,18 @@ async def fan_out(
     return [r for results in per_group for r in results]
 
 
-def classify_results(results: Sequence[RetrieveResult]) -> tuple[list[IndexWithScore], list[IndexWithScore]]:
-    """§5.10: (vector hits, keyword hits), each the concatenation in result order."""
-    vec: list[IndexWithScore] = []
-    kw: list[IndexWithScore] = []
-    for r in results:
-        (vec if r.retriever_type == "vector" else kw).extend(r.hits)
-    return vec, kw
+def classify_results(
+    results: Sequence[RetrieveResult],
+) -> tuple[Sequence[IndexWithScore], Sequence[IndexWithScore]]:
+    """§5.10: (vector hits, keyword hits), each the concatenation in result order (the hits of a
+    type's only result as they are)."""
+    vec = [r.hits for r in results if r.retriever_type == "vector"]
+    kw = [r.hits for r in results if r.retriever_type != "vector"]
+    return _joined(vec), _joined(kw)
+
+
+def _joined(parts: list[Sequence[IndexWithScore]]) -> Sequence[IndexWithScore]:
+    return parts[0] if len(parts) == 1 else [h for hits in parts for h in hits]
 
 
 async def _no_results() -> list[RetrieveResult]:

@@ -99,6 +99,6 @@ class VectorIndexBase:
 
         def run(k: int) -> list[tuple[int, float]]:
             scores, ids = self._index.search(q, k, params=params)
-            return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+            return [(i, s) for i, s in zip(ids[0].tolist(), scores[0].tolist()) if i >= 0]
 
         return self._widen(run, top_k, n)

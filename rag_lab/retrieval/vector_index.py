@@ -41,6 +41,7 @@ Their names are importable from here.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -80,7 +81,7 @@ class VectorIndex(VectorIndexFiles, QuantizedSearch):
             raise VectorIndexError(f"vectors of shape {arr.shape}; expected (n, {self.dimension})")
         if n is not None and arr.shape[0] != n:
             raise VectorIndexError(f"{arr.shape[0]} vectors for {n} ids")
-        if not np.all(np.isfinite(arr)):
+        if not np.isfinite(arr).all():
             raise VectorIndexError("vectors contain NaN or infinite values")
         return arr
 
@@ -200,5 +201,7 @@ class VectorIndex(VectorIndexFiles, QuantizedSearch):
                 got = self._search_flat(faiss, q, top_k, n, allowed_ids)
             entries = self._entries
             hits = [(entries[fid], s) for fid, s in got if s >= threshold]
-        hits.sort(key=lambda h: (-h[1], h[0].entry_id))
+        scores = [s for _, s in hits]
+        if not all(map(operator.gt, scores, scores[1:])):  # ties (or any other order): sort
+            hits.sort(key=lambda h: (-h[1], h[0].entry_id))
         return hits[:top_k]

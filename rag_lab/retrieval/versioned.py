@@ -33,7 +33,7 @@ KEEP_VERSIONS = 2
 _pointer_memo: dict[str, tuple[tuple[int, int, int], str | None]] = {}
 
 
-def read_pointer(root: Path) -> str | None:
+def read_pointer(root: str | os.PathLike[str]) -> str | None:
     """The live version's name, or None (no versioned save yet). One ``stat`` when the pointer
     file is the one read last time."""
     path = os.path.join(root, POINTER)

@@ -224,7 +224,15 @@ def test_rows_read_back_equal_what_was_written(tmp_path):
         assert whole is not None and docs is not None
         assert {cid: whole.get(cid) for cid in whole.rows} == by_id and docs.get("d1") == doc
         assert whole.get_children(["p", "", "x"]) == store.get_children(["p", "", "x"])
+        assert whole.has_children() == any(c.parent_chunk_id for c in chunks)
         assert store.get_chunk_rows(list(by_id))[1] == whole.rows
+        # a reader of some fields gives those fields of the decoded objects (any order, repeats)
+        for names in (("metadata", "is_enabled", "id"), ("content",), tuple(whole.columns), ("id", "id")):
+            read = whole.reader(names)
+            for cid, row in whole.rows.items():
+                assert read(row) == [getattr(by_id[cid], n) for n in names]
+        read_doc = docs.reader(("custom_metadata", "metadata", "title"))
+        assert read_doc(docs.rows["d1"]) == [doc.custom_metadata, doc.metadata, doc.title]
         store.close()
 
     check()
@@ -255,4 +263,31 @@ def test_kb_rows_are_read_once_per_store_state_within_their_budget(location):
     assert rows.chunks("kb1") is None and rows.held() == 0 and scans[-1] == "chunks" and len(scans) == 4
     with pytest.raises(StoreError, match="'chunks' or 'knowledge'"):
         store.count_kb_rows("knowledge_bases", "kb1")
+    store.close()
+
+
+async def test_one_state_reads_the_change_token_once_and_sees_every_writer(location):
+    """Inside ``one_state`` the token is read once (in worker threads too); this process' write
+    is seen at once; another connection's commit (another process') by the first read after the
+    block."""
+    import asyncio
+
+    store = KnowledgeStore(location)
+    store.create_kb(_kb("kb1"))
+    reads: list[int] = []
+    original = store._conns.data_version
+    store._conns.data_version = lambda: reads.append(1) or original()  # type: ignore[method-assign]
+    with store.one_state() as token:
+        assert len(reads) == 1 and store.change_token() == token
+        assert await asyncio.to_thread(store.change_token) == token and len(reads) == 1
+        other = KnowledgeStore(location)
+        other.add_chunks([_chunk("kb1:c1", "d1", "kb1")])
+        other.close()
+        assert store.change_token() == token and len(reads) == 1  # seen after the block
+        store.add_chunks([_chunk("kb1:c2", "d1", "kb1")])  # this process' write: read again
+        moved = store.change_token()
+        assert moved != token and moved[0] == token[0] + 1 and len(reads) == 2
+    after = store.change_token()
+    assert after[1] != token[1] and len(reads) == 3
+    assert store.change_token() == after and len(reads) == 4  # outside a block: every call reads
     store.close()

@@ -6,14 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_lab.retrieval.base import IndexWithScore, RetrieveResult
+from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveResult
 from rag_lab.retrieval.fusion import (
     clamp01,
     dedup_by_score,
     fuse_hits,
+    fuse_ranked,
     normalize_engine_scores,
     normalize_rrf_scores,
     normalize_vector_score,
+    ranked_hits,
     resolve_rrf_k,
     resolve_rrf_weights,
     rrf_max_score,
@@ -201,6 +203,82 @@ def test_weighted_rrf_equals_the_reference(vec, kw, k, wv, wk):
     v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
     w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
     assert weighted_rrf(v, w, k, wv, wk) == _reference_rrf(v, w, k, wv, wk)
+
+
+tied_scores = st.sampled_from([0.0, 0.25, 0.5, 0.5, 1.0]) | st.floats(-1, 10, allow_nan=False)
+
+
+@settings(max_examples=300)
+@given(
+    vec=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    kw=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    k=st.sampled_from([1, 60]) | st.integers(1, 200),
+    wv=st.sampled_from([0.3, 0.7]) | st.floats(0.01, 3),
+    wk=st.sampled_from([0.3, 0.7]) | st.floats(0.01, 3),
+    normalize=st.booleans(),
+)
+def test_fuse_ranked_pairs_are_the_input_hits_with_the_reference_scores(vec, kw, k, wv, wk, normalize):
+    """The pair form: the input hit objects themselves (never copied, never changed) with the
+    reference fusion's scores, in its order, duplicates and tied scores included; the list form
+    is the same hits with those scores."""
+    v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
+    w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
+    before = [(h.id, h.score) for h in v + w]
+    ranked = fuse_ranked(v, w, k, wv, wk, normalize)
+    if v and w:
+        ref = _reference_rrf(v, w, k, wv, wk)
+        if normalize:
+            ref = normalize_rrf_scores(ref, k, wv, wk)
+    else:
+        ref = dedup_by_score(v or w)
+    assert [(h.chunk_id, h.id, h.match_type, s) for h, s in ranked] == [
+        (r.chunk_id, r.id, r.match_type, r.score) for r in ref
+    ]
+    assert all(any(h is x for x in v + w) for h, _ in ranked)
+    assert ranked_hits(ranked) == ref == fuse_hits(v, w, k, wv, wk, normalize)
+    assert [(h.id, h.score) for h in v + w] == before
+
+
+def _rows_of(hits, made):
+    """``hits`` as HitRows whose rows hold each hit; ``made`` collects the hits made."""
+    return HitRows([(h.chunk_id, h.score, h.id, h) for h in hits], lambda row: made.append(row[3]) or row[3])
+
+
+@settings(max_examples=300)
+@given(
+    vec=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    kw=st.lists(st.tuples(chunk_ids, st.sampled_from(["a", "b"]), tied_scores), max_size=25),
+    normalize=st.booleans(),
+    cut=st.integers(0, 30),
+)
+def test_fusing_hit_rows_makes_only_the_hits_read(vec, kw, normalize, cut):
+    """HitRows fuse as the hits they hold (same pairs, same order, duplicates and ties
+    included), and reading the first ``cut`` pairs makes only those pairs' hits, once each."""
+    v = [hit(c, s, 0, entry=f"{c}#{e}") for c, e, s in vec]
+    w = [hit(c, s, 1, entry=f"{c}#{e}") for c, e, s in kw]
+    made: list[IndexWithScore] = []
+    rows_v, rows_w = _rows_of(v, made), _rows_of(w, made)
+    ranked = fuse_ranked(rows_v, rows_w, 60, 0.7, 0.3, normalize)
+    assert made == []  # fusing reads the rows only
+    top = ranked[:cut]
+    assert sorted(map(id, made)) == sorted({id(h) for h, _ in top})
+    assert top == fuse_ranked(v, w, 60, 0.7, 0.3, normalize)[:cut]
+    assert list(ranked) == list(fuse_ranked(v, w, 60, 0.7, 0.3, normalize))
+    assert dedup_by_score(rows_v) == dedup_by_score(v) and dedup_by_score(iter(v)) == dedup_by_score(v)
+
+
+def test_hit_rows_are_a_sequence_of_hits_made_once():
+    hits = [hit("a", 0.5), hit("b", 0.4), hit("c", 0.3)]
+    made: list[IndexWithScore] = []
+    rows = _rows_of(hits, made)
+    assert len(rows) == 3 and made == []
+    assert rows[-1] is hits[2] and rows[0] is hits[0] and rows[0] is hits[0]
+    assert made == [hits[2], hits[0]]  # each made once, when first read
+    assert rows[1:] == hits[1:] and list(rows) == hits and list(reversed(rows)) == hits[::-1]
+    assert made == [hits[2], hits[0], hits[1]] and hits[1] in rows and rows.index(hits[2]) == 2
+    with pytest.raises(IndexError):
+        rows[3]
+    assert "HitRows([" in repr(rows)
 
 
 def test_rescored_copies_every_field():

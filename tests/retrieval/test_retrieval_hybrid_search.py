@@ -160,6 +160,42 @@ async def test_persistence_same_results_after_reopen(small_kb):
     assert again == first and all(first)
 
 
+async def test_a_search_sees_another_process_writes_made_before_it(small_kb):
+    """A search reads the store's change token once (one_state); another process' delete made
+    between two searches is seen by the second, and this process' own delete too."""
+    ws, kb, emb = small_kb
+    hs = HybridSearcher(ws, lambda k: emb)
+    assert "volcano" in [r.knowledge_id for r in await hs.search(kb.id, sp("molten magma crust"))]
+    with Workspace(ws.root) as other:
+        assert other.delete_knowledge("small", "volcano") == 1
+    assert "volcano" not in [r.knowledge_id for r in await hs.search(kb.id, sp("molten magma crust"))]
+    kept = [r.knowledge_id for r in await hs.search(kb.id, sp("chloroplast sunlight"))]
+    assert kept[0] == "photo"
+    ws.delete_knowledge(kb, "photo")
+    assert "photo" not in [r.knowledge_id for r in await hs.search(kb.id, sp("chloroplast sunlight"))]
+
+
+async def test_a_search_makes_only_the_hits_it_returns(small_kb, monkeypatch):
+    """The engine's hits are made when read: a search fuses both lists and makes the hits of its
+    results only; reading the trace makes the rest, equal to the engine's eager lists."""
+    import rag_lab.retrieval.engine as engine_module
+
+    ws, kb, emb = small_kb
+    made = []
+    real = engine_module._hit
+    monkeypatch.setattr(engine_module, "_hit", lambda row: made.append(row[0]) or real(row))
+    res, tr = await HybridSearcher(ws, lambda k: emb).search_with_trace(kb.id, sp("chloroplast sunlight magma"))
+    assert len(res) == 3 and len(tr.vector_hits) > 3 and len(tr.keyword_hits) > 0
+    assert sorted(made) == sorted(r.id for r in res)
+    vec = tr.paths()["vector"]
+    eager = ws.engine().vector_search([kb.id], emb.embed(["chloroplast sunlight magma"])[0], tr.pool_size, 0.0)
+    assert (
+        vec
+        == [[h.chunk_id, h.knowledge_id, h.score] for h in eager]
+        == [[h.chunk_id, h.knowledge_id, h.score] for h in tr.vector_hits]
+    )
+
+
 async def test_reingest_is_idempotent(small_kb, docs):
     ws, kb, emb = small_kb
     hs = HybridSearcher(ws, lambda k: emb)
@@ -382,22 +418,87 @@ async def test_hydration_skips_disabled_and_missing(small_kb):
         IndexWithScore(id=x, content="m", chunk_id=x, knowledge_id="", knowledge_base_id=kb.id, score=1.0, match_type=0)
         for x in [c, "ghost", c]
     ]
+    from rag_lab.retrieval.fusion import Ranked
     from rag_lab.retrieval.hybrid_search import HybridTrace
 
     tr = HybridTrace()
-    out = hs._hydrate(hits, tr)
+    out = hs._hydrate(Ranked.of(hits)[:], tr)
     assert [r.id for r in out] == [c]
     assert tr.skipped_in_hydration == [("ghost", "chunk not found"), (c, "duplicate chunk")]
     ws.store.set_chunks_enabled([c], False)
     tr = HybridTrace()
-    assert hs._hydrate(hits[:1], tr) == [] and tr.skipped_in_hydration == [(c, "chunk not searchable")]
+    assert hs._hydrate(Ranked.of(hits)[:1], tr) == [] and tr.skipped_in_hydration == [(c, "chunk not searchable")]
     ws.store.set_chunks_enabled([c], True)
     # the chunk without its document row is skipped
     chunks = ws.store.list_chunks(kb.id, "volcano")
     ws.store.delete_knowledge(kb.id, "volcano")
     ws.store.add_chunks(chunks)
     tr = HybridTrace()
-    assert hs._hydrate(hits[:1], tr) == [] and tr.skipped_in_hydration == [(c, "document not found")]
+    assert hs._hydrate(Ranked.of(hits)[:1], tr) == [] and tr.skipped_in_hydration == [(c, "document not found")]
+
+
+def test_a_result_takes_every_field_from_its_chunk_and_document():
+    """The result is built positionally (hydration.search_result): every field lands where the
+    keyword form puts it, the metadata copied."""
+    from rag_lab.knowledge.models import Chunk, Knowledge
+    from rag_lab.retrieval.hybrid_search import chunk_to_search_result
+    from rag_lab.types.search_result import SearchResult
+
+    chunk = Chunk(
+        id="c",
+        knowledge_id="d",
+        knowledge_base_id="kb",
+        content="text",
+        chunk_index=3,
+        chunk_type="faq",
+        start_at=5,
+        end_at=9,
+        parent_chunk_id="p",
+        image_info="[img]",
+        metadata={"m": [1]},
+        content_revision=7,
+        tag_id="t",
+    )
+    doc = Knowledge(
+        id="d",
+        knowledge_base_id="kb",
+        title="Title",
+        file_name="f.md",
+        source="src",
+        channel="ch",
+        description="desc",
+        metadata={"a": "x", "b": 2},
+        custom_metadata={"z": 1, "a": "é"},
+    )
+    got = chunk_to_search_result(chunk, doc, 0.5, 1, "matched")
+    assert got == SearchResult(
+        id="c",
+        content="text",
+        content_revision=7,
+        knowledge_id="d",
+        chunk_index=3,
+        seq=3,
+        knowledge_title="Title",
+        start_at=5,
+        end_at=9,
+        score=0.5,
+        match_type=1,
+        metadata={"a": "x", "b": "2"},
+        chunk_type="faq",
+        parent_chunk_id="p",
+        image_info="[img]",
+        knowledge_filename="f.md",
+        knowledge_source="src",
+        knowledge_channel="ch",
+        knowledge_description="desc",
+        knowledge_custom_metadata='{"a": "é", "z": 1}',
+        chunk_metadata={"m": [1]},
+        matched_content="matched",
+        knowledge_base_id="kb",
+    )
+    assert got.chunk_metadata is not chunk.metadata and got.sub_chunk_id == [] and not got.content_rewritten
+    plain = chunk_to_search_result(Chunk(id="c", knowledge_id="d", knowledge_base_id="kb", content=""), doc, 0.1, 0)
+    assert plain.chunk_metadata is None and plain.matched_content == ""
 
 
 async def test_empty_kb_returns_nothing(tmp_path, embedder):

@@ -158,7 +158,7 @@ def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: Knowled
     the rows' budget is read row by row."""
     from rag_lab.knowledge.kb_rows import KbRows
     from rag_lab.knowledge.models import Knowledge
-    from rag_lab.retrieval.hydration import HydrationMemo
+    from rag_lab.retrieval.hydration import HydrationMemo, chunk_values, doc_values
 
     store.add_knowledge(Knowledge(id="doc", knowledge_base_id="kb", title="Doc"))
     whole = store.kb_rows.chunks("kb")
@@ -175,9 +175,15 @@ def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: Knowled
     for name in ("get_chunks", "get_knowledge", "get_children", "kb_table_rows"):
         original = getattr(store, name)
         setattr(store, name, lambda *a, _n=name, _f=original, **k: reads.append(_n) or _f(*a, **k))
-    assert memo.chunks(["T1", "T3"]) == store.get_chunks(["T1", "T3"]) and reads == ["get_chunks"]
+    # the fields hydration reads, decoded from the held rows as the store's objects hold them
+    held = {k: list(v) for k, v in memo.chunks(["T1", "T3"]).items()}
+    assert reads == []
+    assert held == {k: list(chunk_values(v)) for k, v in store.get_chunks(["T1", "T3"]).items()}
     reads.clear()
-    assert memo.documents([("kb", "doc")]) == {("kb", "doc"): store.get_document("kb", "doc")}
+    assert memo.documents([("kb", "doc"), ("kb", "nope")]) == {
+        ("kb", "doc"): [*doc_values(store.get_document("kb", "doc"))]
+    }
+    assert reads == []
     reads.clear()
     results = [SearchResult(id="T3", knowledge_base_id="kb"), SearchResult(id="T4", knowledge_base_id="kb")]
     memo.enrich_image_info(results)
@@ -188,5 +194,5 @@ def test_a_kb_read_whole_gives_the_stores_children_and_image_info(store: Knowled
     small = HydrationMemo()
     small.fresh(store)
     small.preload(["kb"])
-    small.chunks(["T1"])
+    assert {k: list(v) for k, v in small.chunks(["T1"]).items()} == {"T1": held["T1"]}
     assert reads == ["get_chunks"]

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
-from rag_lab.retrieval.keyword_index import KeywordIndex, KeywordIndexError, StaleKeywordIndex
+from rag_lab.retrieval.keyword_index import KeywordIndex, KeywordIndexError, StaleKeywordIndex, top_positions
 from rag_lab.retrieval.tokenization import Tokenizer
 
 CORPUS = {
@@ -94,3 +97,16 @@ def test_empty_index_and_stopword_only_docs():
     idx.add(["a", "b", "c"], ["the of and", "real words here", "other stuff"])
     assert [h[0] for h in idx.search("words", 3)] == ["b"]
     assert idx.search("the", 3) == []
+
+
+@settings(max_examples=400)
+@given(
+    scores=st.lists(st.sampled_from([0.0, -1.0, 0.5, 1.25, 2.0, 3.5, 7.0]) | st.floats(-2, 9), max_size=80),
+    top_k=st.integers(-1, 90),
+)
+def test_top_positions_is_the_first_top_k_of_a_full_stable_sort(scores, top_k):
+    """Scores with many ties and zeros: the partial selection returns exactly the positions a
+    stable sort of every positive score returns first (ties by position)."""
+    arr = np.asarray(scores, dtype=np.float64)
+    full = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
+    assert top_positions(arr, top_k).tolist() == full[: max(top_k, 0)]
