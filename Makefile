@@ -16,7 +16,7 @@ export RAG_LAB_REQUIRE_EXTRAS := 1
 # pytest loads only the plugins the suite uses (autoloading every installed one — langsmith, anyio,
 # … — costs seconds per start on a quiet machine, minutes under load)
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD := 1
-PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest -p nbval
+PYTEST := $(PY) -m pytest -p asyncio -p hypothesispytest
 # pytest-xdist workers of `make test-suite` (TEST_WORKERS=0: one process, no workers)
 TEST_WORKERS ?= 2
 
@@ -54,7 +54,7 @@ test-under-load: system-deps $(STAMP)
 	$(PY) scripts/run_under_load.py -- $(MAKE) --no-print-directory test
 
 test-suite: $(STAMP)
-	$(PYTEST) -p xdist -n $(TEST_WORKERS) --dist loadfile -q -m "not llm and not cluster" tests
+	$(PYTEST) -p xdist -n $(TEST_WORKERS) --dist loadfile -q -m "not llm and not cluster and not notebook" tests
 
 # the notebooks and the gate's fresh lab share one vector cache, kept between runs (`make clean`
 # removes it): a vector is filed under its model key and a hash of the embedding code and of
@@ -67,7 +67,7 @@ test-checks: $(STAMP)
 	$(VENV)/bin/ruff format --check rag_lab tests scripts benchmarks notebooks/build_notebooks.py
 	$(PY) -m mypy rag_lab
 	mkdir -p $(dir $(TEST_VECTOR_CACHE))
-	RAG_LAB_VECTOR_CACHE=$(TEST_VECTOR_CACHE) $(PYTEST) -q --nbval-lax notebooks
+	RAG_LAB_VECTOR_CACHE=$(TEST_VECTOR_CACHE) $(PYTEST) -q -m notebook tests/lab/test_notebooks_in_browser.py
 	RAG_LAB_VECTOR_CACHE=$(TEST_VECTOR_CACHE) \
 		$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
 

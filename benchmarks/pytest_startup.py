@@ -1,6 +1,6 @@
 """pytest's start-up with every installed plugin autoloaded (langsmith, anyio, … come with the
 eval extras) vs only the plugins the suite uses, as the Makefile runs it
-(``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p asyncio -p hypothesispytest -p nbval``), taking turns.
+(``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p asyncio -p hypothesispytest``), taking turns.
 
 Usage: .venv/bin/python benchmarks/pytest_startup.py [ROUNDS] [TEST_FILE]
        .venv/bin/python benchmarks/pytest_startup.py --bytecode [ROUNDS]
@@ -31,7 +31,7 @@ def _collect(test_file: str, explicit: bool) -> float:
     cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", test_file]
     if explicit:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        cmd[3:3] = ["-p", "asyncio", "-p", "hypothesispytest", "-p", "nbval"]
+        cmd[3:3] = ["-p", "asyncio", "-p", "hypothesispytest"]
     else:
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     t0 = time.perf_counter()
@@ -49,7 +49,7 @@ def _collect_cpu(bytecode: bool) -> float:
             for pyc in (ROOT / folder).rglob("*.pyc"):
                 pyc.unlink()
     cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"]
-    cmd += ["-p", "asyncio", "-p", "hypothesispytest", "-p", "nbval", "tests"]
+    cmd += ["-p", "asyncio", "-p", "hypothesispytest", "tests"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

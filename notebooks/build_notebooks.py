@@ -2,7 +2,7 @@
 their outputs and figures). Run: .venv/bin/python notebooks/build_notebooks.py [NAME ...]
 
 Keeping the source here makes reviews readable (a diff of Python, not of JSON) and lets CI check
-that the committed notebooks still execute (`pytest --nbval-lax notebooks`)."""
+that the committed notebooks still run (in JupyterLab: `tests/lab/test_notebooks_in_browser.py`)."""
 
 from __future__ import annotations
 

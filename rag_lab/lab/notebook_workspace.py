@@ -4,7 +4,7 @@
 git-ignored root, ``<repo>/.rag_lab/notebooks`` (``RAG_LAB_NOTEBOOK_WORKSPACES`` names another).
 A kernel holds its slot with an exclusive lock on ``slot-K.lock`` for as long as its process lives;
 the operating system releases the lock however the process ends (a shutdown, a restart, a kill, as
-nbval and nbclient do), so the next kernel takes the slot and empties it. The slots are reused run
+nbclient does), so the next kernel takes the slot and empties it. The slots are reused run
 after run: their number is the most kernels that ran at once, and a kernel that stops normally
 empties its slot on the way out. Where file locks are not available (not POSIX), a temporary
 folder removed at exit is used instead.

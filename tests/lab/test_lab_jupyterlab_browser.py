@@ -8,8 +8,7 @@ mouse, and checks that the rendered summary and the picture (an inline SVG) chan
 latency (from releasing the handle to the redrawn picture, and to the redrawn text) is written to
 ``widget-latency.json`` and must stay under :data:`MAX_REDRAW_S` (the 200 ms goal is the
 benchmark's). The guided tour (notebook 01, with its committed outputs) is opened too and
-screenshotted, and notebook 04 as committed is run: its file stays as it was, it makes no
-temporary folder (its workspace is a reused slot, emptied once its kernel stops). Screenshots are kept under ``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose
+screenshotted (every committed notebook is run by `tests/lab/test_notebooks_in_browser.py`). Screenshots are kept under ``reports/browser/`` (``RAG_LAB_ARTIFACTS`` to choose
 another folder).
 
 These tests never skip: without chromium or the playwright package they fail and say how to
@@ -27,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rag_lab.lab.notebook_workspace import ENV_ROOT, notebook_workspace
+from rag_lab.lab.notebook_workspace import ENV_ROOT
 from tests.lab.data.make_capture import CAPTURE
 from tests.lab.jlab_launch import ROOT, running_jupyterlab
 
@@ -37,8 +36,6 @@ from rag_lab.lab.widgets import workbench
 cap = load_capture({str(CAPTURE)!r})
 workbench(cap)"""
 TOUR = ROOT / "notebooks" / "01_pipeline_event_by_event.ipynb"
-#: a committed notebook that runs in seconds (its knowledge bases are written in its cells)
-MERGE = ROOT / "notebooks" / "04_merge.ipynb"
 #: the user's autosave interval in the test's JupyterLab (seconds): were autosave on, a run would be saved this soon
 AUTOSAVE_S = 1
 LABEL_CELL = """import tempfile
@@ -74,7 +71,6 @@ def jlab(tmp_path_factory):
     nb.cells.append(nbformat.v4.new_code_cell(CELL))
     nbformat.write(nb, root / "workbench.ipynb")
     shutil.copy(TOUR, root / TOUR.name)  # with its committed outputs: opened, not run
-    shutil.copy(MERGE, root / MERGE.name)  # run as committed
     label_ds = _label_dataset(root / "label_ds")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -280,41 +276,6 @@ def test_the_tour_notebook_renders_its_stages(page, jlab):
         assert tour.get_by_text("official Jupyter news").count() == 0  # the launcher turned the news toast off
     finally:
         tour.close()
-
-
-def test_a_committed_notebook_runs_without_rewriting_itself_or_leaving_a_temporary_folder(page, jlab):
-    """Notebook 04 as committed, run in JupyterLab: the run changes the open document but not its
-    file (autosave is off; the user's one-second interval would have saved it); its workspace is
-    a slot of the notebooks' workspace folder, not a temporary folder, held while its kernel runs
-    and emptied and free for the next kernel once it stops."""
-    nb_file = jlab.root / MERGE.name
-    committed = nb_file.read_bytes()
-    run = page.context.new_page()
-    try:
-        run.goto(jlab.url(f"/lab/tree/{MERGE.name}"))
-        run.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
-        run.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)
-        # awaited here: the command's promise settles when every cell has run (false if one failed)
-        ok = run.evaluate("async () => await window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        assert ok is True, "a cell of notebook 04 failed in JupyterLab"
-        widget = "window.jupyterapp.shell.currentWidget"
-        assert run.evaluate(f"() => {widget}.context.model.dirty") is True  # the run changed the document
-        kernel = run.evaluate(f"() => {widget}.sessionContext.session.kernel.id")
-        slot = jlab.slots / "slot-0"
-        assert any(slot.iterdir()), "notebook 04's workspace is not the first slot"  # its KBs, while it runs
-        run.wait_for_timeout(AUTOSAVE_S * 4000)  # four autosave intervals
-        assert nb_file.read_bytes() == committed, "running notebook 04 rewrote its file"
-        assert run.get_by_text("official Jupyter news").count() == 0
-    finally:
-        run.close()
-    assert jlab.delete(f"/api/kernels/{kernel}").status_code == 204
-    deadline = time.monotonic() + 60
-    while any(slot.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not any(slot.iterdir()), "notebook 04's workspace was not emptied when its kernel stopped"
-    assert notebook_workspace(jlab.slots) == slot  # free again: the next kernel reuses it
-    assert not list(jlab.tmp.glob("rag_lab_nb_*"))  # nor a temporary folder of the older kind
-    assert nb_file.read_bytes() == committed
 
 
 def _open_and_run(jlab, page, notebook: str) -> None:

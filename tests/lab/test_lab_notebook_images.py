@@ -1,6 +1,6 @@
 """Every committed notebook cell that draws a picture has the picture in its outputs.
 
-``pytest --nbval-lax`` executes the notebooks but does not compare outputs, so a figure that shows
+The notebooks lane runs the notebooks but does not compare outputs, so a figure that shows
 as the text ``<Figure size 1100x1470 with 2 Axes>`` passes it. This test reads the committed
 notebooks (``notebooks/build_notebooks.py`` writes them from a fresh execution) and fails on any
 plotting cell without an ``image/png`` output, and on any such Figure text anywhere."""

@@ -51,7 +51,7 @@ def test_a_killed_kernels_slot_is_taken_again_and_emptied(tmp_path: Path) -> Non
     killed = _kernel(tmp_path, "time.sleep(60)")
     assert killed.stdout is not None
     slot = Path(killed.stdout.readline().strip())
-    killed.send_signal(signal.SIGKILL)  # as nbval stops its kernels: no exit handler runs
+    killed.send_signal(signal.SIGKILL)  # as nbclient stops its kernels: no exit handler runs
     killed.wait()
     assert (slot / "index.sqlite").exists()  # left as it was by the killed process …
     assert notebook_workspace(tmp_path) == slot and not any(slot.iterdir())  # … emptied by the next taker
