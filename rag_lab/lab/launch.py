@@ -2,8 +2,9 @@
 
     .venv/bin/python -m rag_lab.lab.launch [--port 8888] [--no-browser] [--workspace .rag_lab] [--demo-docs N|all]
 
-A first start ingests a quick slice of the demo corpus (50 documents, seconds) into the knowledge
-base ``hotpotqa`` of the workspace; later runs find it ready. ``--demo-docs all`` adds the rest of
+A first start ingests a quick slice of the demo corpus (50 documents, seconds; the chunks' vectors
+only, the re-scorer's and the answerer's texts are embedded when a question needs them) into the
+knowledge base ``hotpotqa`` of the workspace; later runs find it ready. ``--demo-docs all`` adds the rest of
 the corpus (994 documents, minutes), ``--demo-docs N`` asks for a slice of N >= 1. Then it starts JupyterLab bound to 127.0.0.1 only, with the ``notebooks/`` folder as
 its root and ``RAG_LAB_WORKSPACE`` pointing the notebooks at the prepared workspace. Arguments
 after ``--`` go to ``jupyter lab`` unchanged.
@@ -24,6 +25,7 @@ then run code as you).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -141,7 +143,9 @@ def prepare_demo(workspace: Path, demo_docs: int | None = QUICK) -> str:
     from rag_lab.demo import KB, demo_documents, demo_kb_size, ensure_demo_kb
     from rag_lab.lab.lab import Lab
 
-    lab = Lab.from_config(workspace=workspace)
+    # the chunks' vectors only: the re-scorer's and the answerer's texts are embedded (and cached)
+    # when a question first needs them, not before JupyterLab can start
+    lab = Lab.from_config({"ingest": {"prepare": "none"}}, workspace=workspace)
     try:
         report = ensure_demo_kb(lab, max_docs=demo_docs, progress=True)
         held = demo_kb_size(lab)
@@ -201,9 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     token = server_token(ap, args)
 
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError:
+    # looked up, not imported: importing jupyterlab takes seconds, and the server started below imports it again
+    if importlib.util.find_spec("jupyterlab") is None:
         print("JupyterLab is not installed in this environment: run `make lab` (it installs the notebook extra)")
         return 2
 

@@ -1,4 +1,4 @@
-"""`make lab`'s preparation (issue 26): a first start ingests a quick slice, ``--demo-docs N``
+"""`make lab`'s preparation: a first start ingests a quick slice, ``--demo-docs N``
 works for any N >= 1 and refuses anything else in one line. No JupyterLab is started."""
 
 from __future__ import annotations
@@ -45,6 +45,25 @@ def test_prepare_ingests_small_slices_and_then_finds_them_ready(tmp_path: Path) 
     assert ": 9 added, 0 updated, 0 unchanged" in more
     again = launch.prepare_demo(ws, 5)  # holds more than asked: left alone
     assert f"in {ws}: ready; it holds 10 of" in again
+
+
+def test_the_demo_kb_holds_the_chunk_vectors_only(tmp_path: Path) -> None:
+    """The first start embeds the chunks; the re-scorer's and answerer's texts wait for a question."""
+    line = launch.prepare_demo(tmp_path / "ws", 2)
+    assert "ingested" in line and " vectors" in line
+    assert "rerank/answer texts cached" not in line
+
+
+def test_without_jupyterlab_the_launcher_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = launch.importlib.util.find_spec
+    monkeypatch.setattr(
+        launch.importlib.util, "find_spec", lambda name, *a: None if name == "jupyterlab" else real(name, *a)
+    )
+    assert launch.main(["--no-browser", "--workspace", str(tmp_path / "ws")]) == 2
+    assert "JupyterLab is not installed" in capsys.readouterr().out
+    assert not (tmp_path / "ws").exists()  # nothing ingested before the check
 
 
 @pytest.mark.parametrize("argv", [["--token="], ["--token", "  "], ["--no-auth", "--token", "secret"]])
