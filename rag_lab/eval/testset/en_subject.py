@@ -1,15 +1,17 @@
 """The sentences of an English text and the subject a question can name (:mod:`.forms_en`):
 sentence splitting that knows titles and initials, and the words before a verb turned into a
-subject — parentheses and appositives dropped, a pronoun or a generic subject replaced by the
-document's title, clauses and sentence-initial common nouns refused."""
+subject — an opening phrase of time or place, parentheses and appositives dropped, a pronoun or
+a generic subject replaced by the document's title, clauses and sentence-initial common nouns
+refused."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from rag_lab.eval.testset.en_words import FUNCTION_WORDS
 
-__all__ = ["PRONOUNS", "proper_names", "split_sentences", "subject_of"]
+__all__ = ["PRONOUNS", "common_name", "proper_names", "split_sentences", "subject_of"]
 
 _ABBREV = re.compile(
     r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|No|vs|etc|Inc|Ltd|Co|lit|c|ca)|\b[A-Z])$"
@@ -76,7 +78,7 @@ def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kin
     capitalised only because it opens the sentence (``names``: words seen capitalised elsewhere in
     the source). ``kind``: "A sourdough starter" (a kind of thing, lower-cased) is a subject too,
     for a definition."""
-    s = _PARENS.sub("", prefix).strip()
+    s = _opening_phrase_dropped(_PARENS.sub("", prefix).strip())
     if re.fullmatch(r'"[^"]+"', s):  # a quoted title: "I'll Be Here Awhile"
         return s if len(s.split()) <= 10 else None
     s = re.sub(r'\s"[^"]*"', "", s).split(",")[0].strip()
@@ -99,6 +101,19 @@ def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kin
     if words[0] in ("The", "A", "An") and len(words) > 1 and not _named_after(words[1:]):
         return None  # "The first bridge": a description, not a name
     return _lower_article(s, clean)
+
+
+_OPENING = re.compile(r"(?:In|On|At|After|Before|During|From|Since|Following|By|Until|Upon|As of)\s[^,]{1,50},\s+")
+
+
+def _opening_phrase_dropped(prefix: str) -> str:
+    """``prefix`` without an opening phrase of time or place set off by a comma ("At the 2011
+    census, Young" → "Young"), when one name or pronoun follows it (no further comma, no "and")."""
+    m = _OPENING.match(prefix)
+    if m is None:
+        return prefix
+    rest = prefix[m.end() :]
+    return rest if "," not in rest and " and " not in f" {rest} " else prefix
 
 
 _PARTICLES = frozenset("ap bin ibn al el van von de da di du le la del der den ter y dos das vs v. or".split())
@@ -129,3 +144,26 @@ def _is_clause(words: list[str]) -> bool:
 def proper_names(text: str) -> frozenset[str]:
     """Words capitalised inside a sentence (not only at its start): the source's proper nouns."""
     return frozenset(m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w'-]+)", text))
+
+
+def common_name(subject: str, title: str) -> str:
+    """The name a person would type for ``subject``: the document's ``title`` (parentheses
+    dropped) when the subject is the same one written out in full — no article, the same last
+    word, and the one word alone or a given name that matches one of the title's ("Nicholas
+    Lofton Hexum" of "Nick Hexum", "Andrew Alan Fuller" of "Drew Fuller", "Ward" of "M. Ward", not
+    "Hank Williams" of "Audrey Williams") —, else ``subject`` itself. A title with a comma
+    ("Edward Stafford, 4th Baron Stafford") or of more than four words is not a name typed whole."""
+    name = html.unescape(_PARENS.sub("", title)).strip()
+    words, have = name.split(), subject.split()
+    if not have or not words or "," in name or len(words) > 4 or have[0].lower() in ("the", "a", "an"):
+        return subject
+    if have[-1] != words[-1] or name == subject:
+        return subject
+    given = any(_same_given(a.lower(), b.lower()) for a in have[:-1] for b in words[:-1])
+    return name if len(have) == 1 or given else subject
+
+
+def _same_given(a: str, b: str) -> bool:
+    """Two forms of one given name: the same first two letters, or one inside the other ("drew",
+    "andrew")."""
+    return a[:2] == b[:2] or a in b or b in a
