@@ -19,6 +19,7 @@ from rag_lab.eval.testset.bridge import (
     first_hop_phrase,
     place_kind,
 )
+from rag_lab.eval.testset.cast import cast_names, person_role
 from rag_lab.eval.testset.generate import Candidate, SourceChunk, generate_candidates
 
 
@@ -232,3 +233,61 @@ def test_a_comparison_names_what_both_documents_are_about():
     assert q is not None and q.question == "Who was born first, Christopher Nolan or Mark King?"
     q = comparison_question(nolan, _born(C, "Mark King", "20 October 1978"))
     assert q is not None and q.answers == ["Christopher Edward Nolan"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("It stars Mehcad Brooks, Serinda Swan, and Sid Haig.", ["Mehcad Brooks", "Serinda Swan", "Sid Haig"]),
+        ("The cast also features Helen Hunt and Dan Aykroyd.", ["Helen Hunt", "Dan Aykroyd"]),
+        (
+            "The film stars Palash Sen, Ira Dubey and Kymsleen Kholie in lead roles, with Yashpal Sharma.",
+            ["Palash Sen", "Ira Dubey", "Kymsleen Kholie"],
+        ),
+        ("The film features the voices of Eva Gabor and Roddy Maude-Roxby.", ["Eva Gabor", "Roddy Maude-Roxby"]),
+        ("The game features a detailed story written by Dale Brown.", []),  # "features" without a cast
+        ("It stars in the evening sky.", []),  # no name after the cue
+    ],
+)
+def test_cast_names(text, names):
+    assert cast_names(text) == names
+
+
+def test_person_role():
+    assert person_role("an American actress, director, and screenwriter") == "American actress"
+    assert person_role("an English actor who has appeared in numerous films") == "English actor"
+    assert person_role("an American actor and musician") == "American actor and musician"
+    assert person_role("actor") == ""  # no article
+    assert person_role("an actor") == ""  # one word says too little
+
+
+JADE = SourceChunk(
+    "j#0",
+    "j",
+    "The Curse of the Jade Scorpion",
+    "The Curse of the Jade Scorpion is a 2001 crime comedy film. The cast also features Helen Hunt and Dan Aykroyd.",
+)
+HUNT = SourceChunk(
+    "hh#0",
+    "hh",
+    "Helen Hunt",
+    "Helen Elizabeth Hunt (born June 15, 1963) is an American actress, director, and writer.",
+)
+
+
+def test_a_bridge_through_a_cast_names_the_person_by_their_own_definition():
+    (q,) = Bridges([JADE, HUNT], generate_candidates).of(JADE)
+    assert (q.question, q.answers, q.gold_ids, q.entity) == (
+        "When was the American actress in the cast of The Curse of the Jade Scorpion born?",
+        ["June 15, 1963"],
+        ["j", "hh"],
+        "Helen Hunt",
+    )
+    # another person of the same cast with a document, called the same: the phrase would not say which
+    aykroyd = SourceChunk(
+        "da#0", "da", "Dan Aykroyd", "Daniel Edward Aykroyd (born July 1, 1952) is an American actress of old."
+    )
+    assert Bridges([JADE, HUNT, aykroyd], generate_candidates).of(JADE) == []
+    # a cast member whose document is not about a person ("What is …?") gives no bridge
+    thing = SourceChunk("t#0", "t", "Helen Hunt", "Helen Hunt is a sailing ship built in 1963.")
+    assert Bridges([JADE, thing], generate_candidates).of(JADE) == []

@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 
 from rag_lab.eval.testset.answerable import names_title
+from rag_lab.eval.testset.cast import cast_names, person_role
+from rag_lab.eval.testset.en_subject import display_title
 from rag_lab.eval.testset.generate import Candidate, SourceChunk
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "comparison_question",
     "event_date",
     "first_hop_phrase",
+    "linked_question",
     "names_doc",
     "place_kind",
     "title_key",
@@ -143,16 +146,22 @@ def bridge_question(first: Candidate, second: Candidate, kind: str = "place") ->
     document ``second`` comes from) and ``second`` (a fact about that document's subject), or None
     when the pair does not make one (an unknown role, several names, a second fact about something
     else). ``kind``: what a place first hop calls its answer (:func:`place_kind`)."""
-    phrase = first_hop_phrase(first, kind)
     entity = first.answers[0] if first.answers else ""
+    return linked_question(first_hop_phrase(first, kind), entity, first.source, second)
+
+
+def linked_question(phrase: str, entity: str, via: SourceChunk, second: Candidate) -> Candidate | None:
+    """``second`` (a fact about the document titled ``entity``) asked about ``phrase`` instead of
+    its subject, the first hop in ``via``; None when ``second`` is not a short fact about that
+    document's subject, the two are one document, or the entity is several names."""
     if not phrase or not entity or " and " in entity:
         return None
     if second.generator not in _SECOND or not second.subject or second.subject not in second.question:
         return None
-    if not names_doc(second.subject, second.source.title) or second.source.doc_id == first.source.doc_id:
+    if not names_doc(second.subject, second.source.title) or second.source.doc_id == via.doc_id:
         return None
     question = _singular(second.question, second.subject).replace(second.subject, phrase, 1)
-    return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=first.source, entity=entity)
+    return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=via, entity=entity)
 
 
 class Bridges:
@@ -186,9 +195,32 @@ class Bridges:
                 return place_kind(c.answers[0])
         return "place"
 
+    def _role(self, target: SourceChunk) -> str:
+        """Who the target document's first definition says its person is (:func:`.cast.person_role`)."""
+        for c in self._candidates(target):
+            if c.generator == "definition" and c.answers:
+                return person_role(c.answers[0]) if c.question.startswith("Who ") else ""
+        return ""
+
+    def _cast(self, src: SourceChunk) -> list[Candidate]:
+        """Bridges through the people ``src`` lists in a cast who have a document: "the American
+        actress in the cast of X", when no other such person of the list is called the same."""
+        work = display_title(src.title)
+        people = [n for n in cast_names(src.text) if title_key(n) in self._by_title]
+        roles = [self._role(self._by_title[title_key(n)][0]) for n in people]
+        out: list[Candidate] = []
+        for name, role in zip(people, roles, strict=True):
+            if not role or roles.count(role) > 1:
+                continue
+            for t in self._by_title[title_key(name)]:
+                for second in self._candidates(t):
+                    if (b := linked_question(f"the {role} in the cast of {work}", name, src, second)) is not None:
+                        out.append(b)
+        return out
+
     def of(self, src: SourceChunk) -> list[Candidate]:
-        """Every bridge question whose first hop is a question of ``src``, in the order of its
-        questions and then of the target document's chunks."""
+        """Every bridge question whose first hop is a question of ``src`` (in the order of its
+        questions, then of the target document's chunks), then those through its cast."""
         out: list[Candidate] = []
         for first in self._candidates(src):
             if first.generator not in ("agent", "place") or not first.answers:
@@ -199,7 +231,7 @@ class Bridges:
                 for second in self._candidates(target):
                     if (b := bridge_question(first, second, kind)) is not None:
                         out.append(b)
-        return out
+        return out + self._cast(src)
 
 
 _WHEN = re.compile(

@@ -11,7 +11,7 @@ import re
 
 from rag_lab.eval.testset.en_words import FUNCTION_WORDS
 
-__all__ = ["PRONOUNS", "common_name", "proper_names", "split_sentences", "subject_of"]
+__all__ = ["PRONOUNS", "common_name", "display_title", "proper_names", "split_sentences", "subject_of"]
 
 _ABBREV = re.compile(
     r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|No|vs|etc|Inc|Ltd|Co|lit|c|ca)|\b[A-Z])$"
@@ -146,6 +146,12 @@ def proper_names(text: str) -> frozenset[str]:
     return frozenset(m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w'-]+)", text))
 
 
+def display_title(title: str) -> str:
+    """A title as a question writes it: parentheses dropped, HTML entities decoded
+    ("Eddie &quot;The Eagle&quot; Edwards" → 'Eddie "The Eagle" Edwards')."""
+    return html.unescape(_PARENS.sub("", title)).strip()
+
+
 def common_name(subject: str, title: str) -> str:
     """The name a person would type for ``subject``: the document's ``title`` (parentheses
     dropped) when the subject is the same one written out in full — no article, the same last
@@ -153,7 +159,7 @@ def common_name(subject: str, title: str) -> str:
     Lofton Hexum" of "Nick Hexum", "Andrew Alan Fuller" of "Drew Fuller", "Ward" of "M. Ward", not
     "Hank Williams" of "Audrey Williams") —, else ``subject`` itself. A title with a comma
     ("Edward Stafford, 4th Baron Stafford") or of more than four words is not a name typed whole."""
-    name = html.unescape(_PARENS.sub("", title)).strip()
+    name = display_title(title)
     words, have = name.split(), subject.split()
     if not have or not words or "," in name or len(words) > 4 or have[0].lower() in ("the", "a", "an"):
         return subject
