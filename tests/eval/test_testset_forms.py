@@ -41,8 +41,29 @@ def _qa(forms: list[Form]) -> list[tuple[str, str, str]]:
             "Strange Mercy is the third studio album by musician St. Vincent.",
             "Strange Mercy",
             [
-                ("identity", "What is the third studio album by musician St. Vincent?", "Strange Mercy"),
+                ("identity", "What is St. Vincent's third studio album?", "Strange Mercy"),
                 ("agent", "Who recorded Strange Mercy?", "St. Vincent"),
+            ],
+        ),
+        # the maker's descriptor is dropped, capitalised words before it included
+        (
+            "The Best Damn Thing is the third studio album by Canadian singer-songwriter Avril Lavigne.",
+            "The Best Damn Thing",
+            [("identity", "What is Avril Lavigne's third studio album?", "The Best Damn Thing")],
+        ),
+        # two makers: asked as the sentence has it
+        (
+            "Hello is the first single by Simon and Garfunkel.",
+            "Hello (song)",
+            [("identity", "What is the first single by Simon and Garfunkel?", "Hello")],
+        ),
+        # a comma of the title itself does not cut the subject
+        (
+            "Never, Neverland is the second album by heavy metal band Annihilator.",
+            "Never, Neverland",
+            [
+                ("identity", "What is Annihilator's second album?", "Never, Neverland"),
+                ("agent", "Who recorded Never, Neverland?", "Annihilator"),
             ],
         ),
         (
@@ -151,6 +172,16 @@ def _qa(forms: list[Form]) -> list[tuple[str, str, str]]:
             "At the 2011 census, Young had a population of 6,960.",
             "Young, New South Wales",
             [("number", "What is the population of Young?", "6,960")],
+        ),
+        # ... but a rank after the comma is left out, as an appositive is
+        (
+            "John Talbot, 3rd Earl of Shrewsbury (12 December 1448 – 28 June 1473) was an English peer.",
+            "John Talbot, 3rd Earl of Shrewsbury",
+            [
+                ("definition", "Who was John Talbot?", "an English peer"),
+                ("date", "When was John Talbot born?", "12 December 1448"),
+                ("date", "When did John Talbot die?", "28 June 1473"),
+            ],
         ),
         # the name after "by" is an adjective of a noun: no agent, no identity question
         (

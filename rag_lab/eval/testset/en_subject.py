@@ -72,7 +72,8 @@ def _lower_article(subj: str, title: str) -> str:
 
 def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kind: bool = False) -> str | None:
     """The subject a question can name, from the words before a sentence's verb (``prefix``):
-    parentheses, nicknames in quotes and an appositive (", originally published as Y,") dropped;
+    parentheses, nicknames in quotes and an appositive (", originally published as Y,") dropped
+    (not a comma of the title itself, "Never, Neverland");
     a pronoun or a generic subject ("The bridge") replaced by the document's ``title``; None when
     the subject is too long, opens with a preposition or conjunction, or is a common noun that is
     capitalised only because it opens the sentence (``names``: words seen capitalised elsewhere in
@@ -81,7 +82,12 @@ def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kin
     s = _opening_phrase_dropped(_PARENS.sub("", prefix).strip())
     if re.fullmatch(r'"[^"]+"', s):  # a quoted title: "I'll Be Here Awhile"
         return s if len(s.split()) <= 10 else None
-    s = re.sub(r'\s"[^"]*"', "", s).split(",")[0].strip()
+    s = re.sub(r'\s"[^"]*"', "", s)
+    whole = display_title(title)
+    # a title with a comma of its own ("Never, Neverland") is not cut at it like an appositive;
+    # a rank after the comma is ("John Talbot, 3rd Earl of Shrewsbury")
+    own = "," in whole and s.startswith(whole) and whole.split(",", 1)[1].strip()[:1].isupper()
+    s = whole if own else s.split(",")[0].strip()
     if re.search(r"[()\[\]\":;?!]", s):
         return None
     words = s.split()

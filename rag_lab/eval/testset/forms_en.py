@@ -140,7 +140,7 @@ def _copular(sent: str, title: str, names: frozenset[str], first: bool) -> list[
         out.append(Form(f"{'Who' if who else 'What'} {aux} {subj}?", desc, "definition", subj))
     elif desc is not None and literal and ranked:
         wh = "Who" if _is_person(desc) else "What"
-        out.append(Form(f"{wh} {aux} {desc}?", _span(sent, subj), "identity"))
+        out.append(Form(f"{wh} {aux} {_whose(desc) or desc}?", _span(sent, subj), "identity"))
     if kind:  # "a sourdough starter": only asked what it is
         return out
     lead = r"(?:(?:first|originally|officially|later|also|formally)\s+)?"
@@ -155,6 +155,24 @@ def _copular(sent: str, title: str, names: frozenset[str], first: bool) -> list[
         verb = place.group(1) if place else "born"
         out.append(Form(f"Where {aux} {subj} {verb}?", where, "place", subj))
     return out
+
+
+def _whose(desc: str) -> str | None:
+    """ "the third studio album by Canadian singer-songwriter Avril Lavigne" as a person asks it:
+    "Avril Lavigne's third studio album" (the maker's descriptor dropped: the capitalised words
+    after the last lower-case one are the name); None unless the maker is one name and the thing
+    made is at most four words."""
+    thing, by, maker = desc.partition(" by ")
+    words = thing.split()
+    if not by or " and " in f" {maker} " or words[0] != "the" or not 2 <= len(words) - 1 <= 4 or "of" in words:
+        return None
+    tail = maker.split()
+    lower = [i for i, w in enumerate(tail) if w[:1].islower()]
+    name = " ".join(tail[lower[-1] + 1 :] if lower else tail)
+    if not name or not re.fullmatch(NAME, name):
+        return None
+    suffix = "'" if name.endswith("s") else "'s"
+    return f"{name}{suffix} {' '.join(words[1:])}"
 
 
 def _ranked(word: str) -> bool:
