@@ -19,8 +19,8 @@ from rag_lab.eval.testset.bridge import (
     first_hop_phrase,
     place_kind,
 )
-from rag_lab.eval.testset.cast import cast_names, person_role
 from rag_lab.eval.testset.generate import Candidate, SourceChunk, generate_candidates
+from rag_lab.eval.testset.mentions import cast_names, known_for, person_role
 
 
 def test_plain_terms_are_words_and_han_bigrams():
@@ -245,6 +245,10 @@ def test_a_comparison_names_what_both_documents_are_about():
             ["Palash Sen", "Ira Dubey", "Kymsleen Kholie"],
         ),
         ("The film features the voices of Eva Gabor and Roddy Maude-Roxby.", ["Eva Gabor", "Roddy Maude-Roxby"]),
+        (
+            "It was the debut of Indian actors Ananth Nag and Shabana Azmi.",  # the descriptor is dropped
+            ["Ananth Nag", "Shabana Azmi"],
+        ),
         ("The game features a detailed story written by Dale Brown.", []),  # "features" without a cast
         ("It stars in the evening sky.", []),  # no name after the cue
     ],
@@ -291,3 +295,31 @@ def test_a_bridge_through_a_cast_names_the_person_by_their_own_definition():
     # a cast member whose document is not about a person ("What is …?") gives no bridge
     thing = SourceChunk("t#0", "t", "Helen Hunt", "Helen Hunt is a sailing ship built in 1963.")
     assert Bridges([JADE, thing], generate_candidates).of(JADE) == []
+
+
+def test_known_for():
+    got = known_for(
+        'He is best known for his portrayal of Chris Halliwell in the television series "Charmed" and for '
+        "playing soldier Trevor LeBlanc.",
+        "Drew Fuller",
+    )
+    assert [(k.subject, k.aux, k.kind, k.work) for k in got] == [("Drew Fuller", "is", "television series", "Charmed")]
+    assert known_for("He is best known in the town.", "Drew Fuller") == []  # no work named
+    assert known_for("He is best known for his portrayal of Chris Halliwell.", "Drew Fuller") == []
+
+
+def test_a_bridge_through_the_work_a_person_is_best_known_for():
+    fuller = SourceChunk(
+        "df#0",
+        "df",
+        "Drew Fuller",
+        "Drew Fuller is an American actor. He is best known for his portrayal of Chris Halliwell in the "
+        'television series "Charmed".',
+    )
+    charmed = SourceChunk(
+        "ch#0", "ch", "Charmed", "Charmed is an American television series created by Constance M. Burge."
+    )
+    got = [(q.question, q.answers, q.gold_ids) for q in Bridges([fuller, charmed], generate_candidates).of(fuller)]
+    assert got == [
+        ("Who created the television series Drew Fuller is best known for?", ["Constance M. Burge"], ["df", "ch"])
+    ]

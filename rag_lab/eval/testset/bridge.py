@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from rag_lab.eval.testset.answerable import names_title
-from rag_lab.eval.testset.cast import cast_names, person_role
 from rag_lab.eval.testset.en_subject import display_title
 from rag_lab.eval.testset.generate import Candidate, SourceChunk
+from rag_lab.eval.testset.mentions import cast_names, known_for, person_role
 
 __all__ = [
     "PHRASES",
@@ -196,7 +196,7 @@ class Bridges:
         return "place"
 
     def _role(self, target: SourceChunk) -> str:
-        """Who the target document's first definition says its person is (:func:`.cast.person_role`)."""
+        """Who the target document's first definition says its person is (:func:`.mentions.person_role`)."""
         for c in self._candidates(target):
             if c.generator == "definition" and c.answers:
                 return person_role(c.answers[0]) if c.question.startswith("Who ") else ""
@@ -231,7 +231,19 @@ class Bridges:
                 for second in self._candidates(target):
                     if (b := bridge_question(first, second, kind)) is not None:
                         out.append(b)
-        return out + self._cast(src)
+        return out + self._cast(src) + self._known_for(src)
+
+    def _known_for(self, src: SourceChunk) -> list[Candidate]:
+        """Bridges through the work ``src``'s person is best known for: "the television series
+        Drew Fuller is best known for"."""
+        out: list[Candidate] = []
+        for k in known_for(src.text, src.title):
+            phrase = f"the {k.kind} {k.subject} {k.aux} best known for"
+            for t in self._by_title.get(title_key(k.work), []):
+                for second in self._candidates(t):
+                    if (b := linked_question(phrase, k.work, src, second)) is not None:
+                        out.append(b)
+        return out
 
 
 _WHEN = re.compile(
