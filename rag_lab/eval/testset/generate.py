@@ -5,8 +5,9 @@ The forms are templates over one sentence (:mod:`.forms_en` for English — defi
 date, number, agent, place — and :mod:`.forms_zh` for Chinese, with jieba's word boundaries) or
 over one table chunk's rows and columns (:mod:`.table_forms`). :func:`generate_candidates` lists
 every question a chunk gives; the build (:mod:`.build`) keeps the first that passes its filters.
-These questions are still weaker than human ones: they follow fixed templates, name what they ask
-about with the source's words, and nobody checked them (``reviewed: false``).
+These questions are still weaker than human ones: they follow fixed templates, ask about a fact
+with the source's words (only the subject is named as a person would type it, by its document's
+title), and nobody checked them (``reviewed: false``).
 """
 
 from __future__ import annotations
