@@ -7,8 +7,10 @@ One HotpotQA slice (``hotpotqa_hipporag100``, default 50 human questions, their 
 plus distractors up to 200 documents) is ingested once with the default offline lab. Then:
 
 * ``rag-lab testset``'s offline generator writes N_GENERATED (default 100) questions from that KB,
-  a share MULTIHOP (default 0.25, the command's default) of them two-document questions (timed:
-  questions kept per second, the findability check and the saturation measurement included);
+  a share MULTIHOP of them two-document questions as far as the KB's links allow (default: the
+  human set's own share of questions with two gold documents, 1.0 on HotpotQA; the command's
+  default is 0.25) (timed: questions kept per second, the findability check and the saturation
+  measurement included);
 * both question sets are captured once (one pipeline run per question) and a grid of
   rerank_threshold × mmr_lambda × rerank_top_k (3 × 2 × 2 = 12 configs) is evaluated on each with
   the fast evaluator (``rag_lab.tuning``, as ``rag-lab sweep`` does);
@@ -19,9 +21,10 @@ plus distractors up to 200 documents) is ingested once with the default offline 
   recall@10 on it at most 0.95 (not saturated) and ρ at least 0.8 (it ranks configs as the human
   set does).
 
-The human questions are two-hop (two gold documents each); most generated ones have one gold
-document, so their absolute scores differ by construction; the correlation says whether the
-cheaper set would pick the same configs.
+The human questions are two-hop (two gold documents each); the generator makes only as many
+two-document questions as the KB's links give it, the rest have one gold document, so their
+absolute scores differ by construction; the correlation says whether the cheaper set would pick
+the same configs.
 
 Last line, for scripts: ``testset: ...`` (the headline).
 """
@@ -81,9 +84,10 @@ async def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     max_docs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     n_gen = int(sys.argv[3]) if len(sys.argv) > 3 else 100
-    multihop = float(sys.argv[4]) if len(sys.argv) > 4 else 0.25
     spec = SuiteSpec("hotpotqa_hipporag100", n, max_docs)
     human = spec.load()
+    two_doc = sum(len(q.gold_ids) > 1 for q in human.queries) / len(human.queries)
+    multihop = float(sys.argv[4]) if len(sys.argv) > 4 else two_doc
     with tempfile.TemporaryDirectory() as tmp:
         lab = Lab.from_config(workspace=Path(tmp) / "ws")
         t0 = time.perf_counter()
@@ -108,6 +112,10 @@ async def main() -> None:
         f"(ingested in {ingest_s:.1f} s)"
     )
     print(f"offline generation: {report.kept} questions in {gen_s:.2f} s = {qps:.1f} questions/s; {report}")
+    print(
+        f"two-document questions: share asked {multihop:.2f} (human set {two_doc:.2f}), "
+        f"kept {report.multihop} of {report.kept}"
+    )
     print(f"capture (one pipeline run per question): human {h_cap:.1f} s, generated {g_cap:.1f} s")
     print(f"default pipeline: {'set':<12}" + "".join(f"{m:>11}" for m in SHOWN))
     for name, m in (("human", h_default), ("generated", g_default)):

@@ -85,6 +85,7 @@ def test_a_bridge_question_needs_both_documents(ts_lab, tmp_path):
     titles = {d.id: d.title for d in ds.corpus}
     assert [titles[d] for d in bridge[0].gold_ids] == ["The Prestige (film)", "Christopher Nolan"]
     assert report.multihop == 1 and len(bridge[0].metadata["source_chunk_ids"]) == 2
+    assert ds.queries[0].metadata["generator"] == "bridge"  # bridges are sought before comparisons
 
 
 def test_deterministic_for_a_seed(ts_lab, tmp_path):

@@ -10,8 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rag_lab.eval.testset.answerable import PlainBM25, answer_passages, contains_span, names_title, plain_terms
-from rag_lab.eval.testset.bridge import _earlier, bridge_question, comparison_question, event_date
-from rag_lab.eval.testset.generate import Candidate, SourceChunk
+from rag_lab.eval.testset.bridge import (
+    Bridges,
+    _earlier,
+    bridge_question,
+    comparison_question,
+    event_date,
+    first_hop_phrase,
+    place_kind,
+)
+from rag_lab.eval.testset.generate import Candidate, SourceChunk, generate_candidates
+from rag_lab.eval.testset.mentions import cast_names, known_for, person_role
 
 
 def test_plain_terms_are_words_and_han_bigrams():
@@ -113,6 +122,59 @@ def test_bridge_question():
     assert bridge_question(_agent(src=B), _born(B, "Christopher Edward Nolan", "1970")) is None  # one document
 
 
+KERRY = SourceChunk(
+    "k#0", "k", "Kerry Saxby-Junna", "She was born in Young, New South Wales and grew up in Ballina, New South Wales."
+)
+YOUNG = SourceChunk(
+    "y#0",
+    "y",
+    "Young, New South Wales",
+    "Young is a town in the South West Slopes region of New South Wales. At the 2011 census, Young had a "
+    "population of 6,960.",
+)
+
+
+def test_a_place_is_a_first_hop_named_by_its_kind():
+    """Kerry's "Where was Kerry Saxby-Junna born?" → Young; the document titled "Young, New South
+    Wales" (the whole title is in Kerry's chunk) calls it a town and gives its population."""
+    (q,) = Bridges([KERRY, YOUNG], generate_candidates).of(KERRY)
+    assert (q.question, q.answers, q.gold_ids, q.entity) == (
+        "What is the population of the town where Kerry Saxby-Junna was born?",
+        ["6,960"],
+        ["k", "y"],
+        "Young",
+    )
+    # "Young" alone might be any Young: without the whole title in the first chunk, no bridge
+    short = SourceChunk("k#0", "k", "Kerry Saxby-Junna", "She was born in Young and grew up in Ballina.")
+    assert Bridges([short, YOUNG], generate_candidates).of(short) == []
+    # a target that does not say what it is: "the place"
+    bare = SourceChunk("y#0", "y", "Young, New South Wales", "At the 2011 census, Young had a population of 6,960.")
+    (q,) = Bridges([KERRY, bare], generate_candidates).of(KERRY)
+    assert q.question == "What is the population of the place where Kerry Saxby-Junna was born?"
+
+
+def test_place_kind_and_first_hop_phrase():
+    assert place_kind("a town in the South West Slopes region") == "town"
+    assert place_kind("a national research university located in Canberra") == "university"
+    assert place_kind("a professional American football franchise") == "place"
+    grew = Candidate("Where did Mara Vell grow up?", "place", A, ["Harlow Cross"], "Mara Vell")
+    assert first_hop_phrase(grew, "village") == "the village where Mara Vell grew up"
+    assert first_hop_phrase(Candidate("What is Mara Vell?", "definition", A, ["x"], "Mara Vell")) == ""
+
+
+def test_a_plural_subject_replaced_by_a_phrase_takes_a_singular_verb():
+    humbert = SourceChunk("h#0", "h", "Dick Humbert", "He played for the Philadelphia Eagles.")
+    eagles = SourceChunk("e#0", "e", "Philadelphia Eagles", "The Philadelphia Eagles are based in Philadelphia.")
+    team = Candidate(
+        "Which team did Dick Humbert play for?", "agent", humbert, ["Philadelphia Eagles"], "Dick Humbert", "played for"
+    )
+    based = Candidate(
+        "Where are the Philadelphia Eagles based?", "place", eagles, ["Philadelphia"], "the Philadelphia Eagles"
+    )
+    q = bridge_question(team, based)
+    assert q is not None and q.question == "Where is the team Dick Humbert played for based?"
+
+
 def test_comparison_question():
     q = comparison_question(
         _born(B, "Christopher Edward Nolan", "30 July 1970"), _born(C, "Mark King", "20 October 1958")
@@ -154,3 +216,110 @@ def test_earlier_is_antisymmetric(a, b):
     if _earlier(a, b) == -1:
         assert a < b
     assert _earlier(a, a) == 0
+
+
+def test_a_comparison_names_what_both_documents_are_about():
+    atlanta = SourceChunk("a#1", "at", "Atlanta (album)", "A 24-bit FLAC version was released in 2010.")
+    nascar = SourceChunk("n#1", "na", "NASCAR Revolution", "NASCAR Revolution was released in 1999.")
+    flac = Candidate("When was A 24-bit FLAC version released?", "date", atlanta, ["2010"], "A 24-bit FLAC version")
+    game = Candidate("When was NASCAR Revolution released?", "date", nascar, ["1999"], "NASCAR Revolution")
+    assert comparison_question(flac, game) is None
+    # a question naming a subject otherwise than its sentence answers with the sentence's words
+    nolan = Candidate(
+        "When was Christopher Nolan born?", "date", B, ["30 July 1970"], "Christopher Nolan",
+        written="Christopher Edward Nolan",
+    )  # fmt: skip
+    q = comparison_question(nolan, _born(C, "Mark King", "20 October 1958"))
+    assert q is not None and q.question == "Who was born first, Christopher Nolan or Mark King?"
+    q = comparison_question(nolan, _born(C, "Mark King", "20 October 1978"))
+    assert q is not None and q.answers == ["Christopher Edward Nolan"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("It stars Mehcad Brooks, Serinda Swan, and Sid Haig.", ["Mehcad Brooks", "Serinda Swan", "Sid Haig"]),
+        ("The cast also features Helen Hunt and Dan Aykroyd.", ["Helen Hunt", "Dan Aykroyd"]),
+        (
+            "The film stars Palash Sen, Ira Dubey and Kymsleen Kholie in lead roles, with Yashpal Sharma.",
+            ["Palash Sen", "Ira Dubey", "Kymsleen Kholie"],
+        ),
+        ("The film features the voices of Eva Gabor and Roddy Maude-Roxby.", ["Eva Gabor", "Roddy Maude-Roxby"]),
+        (
+            "It was the debut of Indian actors Ananth Nag and Shabana Azmi.",  # the descriptor is dropped
+            ["Ananth Nag", "Shabana Azmi"],
+        ),
+        ("The game features a detailed story written by Dale Brown.", []),  # "features" without a cast
+        ("It stars in the evening sky.", []),  # no name after the cue
+    ],
+)
+def test_cast_names(text, names):
+    assert cast_names(text) == names
+
+
+def test_person_role():
+    assert person_role("an American actress, director, and screenwriter") == "American actress"
+    assert person_role("an English actor who has appeared in numerous films") == "English actor"
+    assert person_role("an American actor and musician") == "American actor and musician"
+    assert person_role("actor") == ""  # no article
+    assert person_role("an actor") == ""  # one word says too little
+
+
+JADE = SourceChunk(
+    "j#0",
+    "j",
+    "The Curse of the Jade Scorpion",
+    "The Curse of the Jade Scorpion is a 2001 crime comedy film. The cast also features Helen Hunt and Dan Aykroyd.",
+)
+HUNT = SourceChunk(
+    "hh#0",
+    "hh",
+    "Helen Hunt",
+    "Helen Elizabeth Hunt (born June 15, 1963) is an American actress, director, and writer.",
+)
+
+
+def test_a_bridge_through_a_cast_names_the_person_by_their_own_definition():
+    (q,) = Bridges([JADE, HUNT], generate_candidates).of(JADE)
+    assert (q.question, q.answers, q.gold_ids, q.entity) == (
+        "When was the American actress in the cast of The Curse of the Jade Scorpion born?",
+        ["June 15, 1963"],
+        ["j", "hh"],
+        "Helen Hunt",
+    )
+    # another person of the same cast with a document, called the same: the phrase would not say which
+    aykroyd = SourceChunk(
+        "da#0", "da", "Dan Aykroyd", "Daniel Edward Aykroyd (born July 1, 1952) is an American actress of old."
+    )
+    assert Bridges([JADE, HUNT, aykroyd], generate_candidates).of(JADE) == []
+    # a cast member whose document is not about a person ("What is …?") gives no bridge
+    thing = SourceChunk("t#0", "t", "Helen Hunt", "Helen Hunt is a sailing ship built in 1963.")
+    assert Bridges([JADE, thing], generate_candidates).of(JADE) == []
+
+
+def test_known_for():
+    got = known_for(
+        'He is best known for his portrayal of Chris Halliwell in the television series "Charmed" and for '
+        "playing soldier Trevor LeBlanc.",
+        "Drew Fuller",
+    )
+    assert [(k.subject, k.aux, k.kind, k.work) for k in got] == [("Drew Fuller", "is", "television series", "Charmed")]
+    assert known_for("He is best known in the town.", "Drew Fuller") == []  # no work named
+    assert known_for("He is best known for his portrayal of Chris Halliwell.", "Drew Fuller") == []
+
+
+def test_a_bridge_through_the_work_a_person_is_best_known_for():
+    fuller = SourceChunk(
+        "df#0",
+        "df",
+        "Drew Fuller",
+        "Drew Fuller is an American actor. He is best known for his portrayal of Chris Halliwell in the "
+        'television series "Charmed".',
+    )
+    charmed = SourceChunk(
+        "ch#0", "ch", "Charmed", "Charmed is an American television series created by Constance M. Burge."
+    )
+    got = [(q.question, q.answers, q.gold_ids) for q in Bridges([fuller, charmed], generate_candidates).of(fuller)]
+    assert got == [
+        ("Who created the television series Drew Fuller is best known for?", ["Constance M. Burge"], ["df", "ch"])
+    ]

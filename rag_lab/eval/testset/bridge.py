@@ -5,7 +5,10 @@ both documents.
   "X is the third studio album by M. Ward"), the KB holds a document titled with that entity, and a
   fact about it ("When was Christopher Edward Nolan born?") is asked through the first: "When was
   the director of The Prestige born?". The answer is the second fact's span. The question names
-  the first document only, so retrieving the second takes the link a reader would follow;
+  the first document only, so retrieving the second takes the link a reader would follow. A
+  first fact of place ("Where was Kerry Saxby-Junna born?" → Young, a document titled "Young, New
+  South Wales") names its entity by the kind the second document gives it ("Young is a town in
+  …"): "What is the population of the town where Kerry Saxby-Junna was born?";
 * ``comparison``: two documents' dates of the same event ("When was X born?", "When was Y
   born?") → "Who was born first, X or Y?" ("Which was founded first, X or Y?"), answer the
   earlier one's name as its document writes it.
@@ -17,16 +20,23 @@ import re
 from collections.abc import Callable, Sequence
 
 from rag_lab.eval.testset.answerable import names_title
+from rag_lab.eval.testset.en_subject import display_title
 from rag_lab.eval.testset.generate import Candidate, SourceChunk
+from rag_lab.eval.testset.mentions import cast_names, known_for, person_role
 
 __all__ = [
     "PHRASES",
+    "PLACE_KINDS",
     "ROLES",
     "Bridges",
     "Comparisons",
     "bridge_question",
     "comparison_question",
     "event_date",
+    "first_hop_phrase",
+    "linked_question",
+    "names_doc",
+    "place_kind",
     "title_key",
 ]
 
@@ -75,6 +85,16 @@ ROLES: dict[str, str] = {
 PHRASES: dict[str, str] = {"played for": "the team {subject} played for"}
 #: the forms a second hop may have: a fact about its subject with a short answer
 _SECOND = ("date", "place", "number", "agent")
+#: nouns a place's definition names it by ("a town in …"); "place" when it names none
+PLACE_KINDS = frozenset(
+    "city town village hamlet state country region province county district suburb island municipality "
+    "borough neighbourhood neighborhood capital commune parish prefecture university college".split()
+)
+_WHERE = re.compile(
+    r"^Where (?P<aux>is|was|are|were) (?P<subj>.+) (?P<verb>born|located|situated|based|headquartered)\?$"
+)
+_WHERE_DID = re.compile(r"^Where did (?P<subj>.+) (?P<verb>grow up|live|settle|die)\?$")
+_PAST = {"grow up": "grew up", "live": "lived", "settle": "settled", "die": "died"}
 
 
 def title_key(title: str) -> str:
@@ -82,44 +102,146 @@ def title_key(title: str) -> str:
     return " ".join(re.sub(r"\([^()]*\)", "", title).lower().split())
 
 
-def bridge_question(first: Candidate, second: Candidate) -> Candidate | None:
-    """The two-hop question of ``first`` (an ``agent`` question whose answer names the document
-    ``second`` comes from) and ``second`` (a fact about that document's subject), or None when the
-    pair does not make one (an unknown role, several names, a second fact about something else)."""
-    role = ROLES.get(first.verb)
-    phrase = f"the {role} of {first.subject}" if role else PHRASES.get(first.verb, "").format(subject=first.subject)
+def place_kind(description: str) -> str:
+    """The noun a place's definition names it by: the first of :data:`PLACE_KINDS` among its first
+    six words ("a town in the South West Slopes region" → "town"), else "place"."""
+    return next((w for w in description.lower().split()[:6] if w in PLACE_KINDS), "place")
+
+
+def first_hop_phrase(first: Candidate, kind: str = "place") -> str:
+    """What a two-hop question calls the entity ``first`` answers with: "the director of X" of an
+    ``agent`` question, "the team X played for", or "the {kind} where X was born" of a ``place``
+    question; "" when ``first`` cannot be a first hop."""
+    if not first.subject:
+        return ""
+    if first.generator == "agent":
+        role = ROLES.get(first.verb)
+        return f"the {role} of {first.subject}" if role else PHRASES.get(first.verb, "").format(subject=first.subject)
+    if first.generator != "place":
+        return ""
+    if (m := _WHERE.match(first.question)) and m["subj"] == first.subject:
+        return f"the {kind} where {first.subject} {m['aux']} {m['verb']}"
+    if (m := _WHERE_DID.match(first.question)) and m["subj"] == first.subject:
+        return f"the {kind} where {first.subject} {_PAST[m['verb']]}"
+    return ""
+
+
+def names_doc(subject: str, title: str) -> bool:
+    """``subject`` names the document titled ``title``: :func:`.answerable.names_title`, of the
+    whole title or of its part before a comma ("Young" of "Young, New South Wales")."""
+    return names_title(subject, title) or names_title(subject, title.split(",")[0])
+
+
+_SINGULAR = {"are": "is", "were": "was", "do": "does"}
+
+
+def _singular(question: str, subject: str) -> str:
+    """``question`` with the verb before ``subject`` made singular, as the phrase that replaces a
+    plural subject is ("Where are the Philadelphia Eagles based?" → "Where is … based?")."""
+    return re.sub(rf"\b(are|were|do) (?={re.escape(subject)})", lambda m: f"{_SINGULAR[m[1]]} ", question, count=1)
+
+
+def bridge_question(first: Candidate, second: Candidate, kind: str = "place") -> Candidate | None:
+    """The two-hop question of ``first`` (an ``agent`` or ``place`` question whose answer names the
+    document ``second`` comes from) and ``second`` (a fact about that document's subject), or None
+    when the pair does not make one (an unknown role, several names, a second fact about something
+    else). ``kind``: what a place first hop calls its answer (:func:`place_kind`)."""
     entity = first.answers[0] if first.answers else ""
-    if first.generator != "agent" or not phrase or not first.subject or not entity or " and " in entity:
+    return linked_question(first_hop_phrase(first, kind), entity, first.source, second)
+
+
+def linked_question(phrase: str, entity: str, via: SourceChunk, second: Candidate) -> Candidate | None:
+    """``second`` (a fact about the document titled ``entity``) asked about ``phrase`` instead of
+    its subject, the first hop in ``via``; None when ``second`` is not a short fact about that
+    document's subject, the two are one document, or the entity is several names."""
+    if not phrase or not entity or " and " in entity:
         return None
     if second.generator not in _SECOND or not second.subject or second.subject not in second.question:
         return None
-    if not names_title(second.subject, second.source.title) or second.source.doc_id == first.source.doc_id:
+    if not names_doc(second.subject, second.source.title) or second.source.doc_id == via.doc_id:
         return None
-    question = second.question.replace(second.subject, phrase, 1)
-    return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=first.source, entity=entity)
+    question = _singular(second.question, second.subject).replace(second.subject, phrase, 1)
+    return Candidate(question, "bridge", second.source, list(second.answers), phrase, via=via, entity=entity)
 
 
 class Bridges:
     """The bridge questions of a KB's chunks: ``candidates`` gives a chunk's one-hop questions
-    (cached by the caller); documents are found by their title (:func:`title_key`)."""
+    (cached by the caller); documents are found by their title (:func:`title_key`), or by its part
+    before a comma ("Young" of "Young, New South Wales") when the first hop's chunk writes the
+    whole title."""
 
     def __init__(self, sources: Sequence[SourceChunk], candidates: Callable[[SourceChunk], list[Candidate]]) -> None:
         self._candidates = candidates
         self._by_title: dict[str, list[SourceChunk]] = {}
+        self._by_head: dict[str, list[SourceChunk]] = {}
         for s in sources:
             if s.kind == "text" and s.title.strip():
-                self._by_title.setdefault(title_key(s.title), []).append(s)
+                key = title_key(s.title)
+                self._by_title.setdefault(key, []).append(s)
+                if "," in key:
+                    self._by_head.setdefault(key.split(",")[0].strip(), []).append(s)
+
+    def _targets(self, first: Candidate) -> list[SourceChunk]:
+        key = title_key(first.answers[0])
+        if key in self._by_title:
+            return self._by_title[key]
+        text = " ".join(first.source.text.lower().split())
+        return [t for t in self._by_head.get(key, []) if title_key(t.title) in text]
+
+    def _kind(self, target: SourceChunk) -> str:
+        """What the target document's first definition calls it (:func:`place_kind`)."""
+        for c in self._candidates(target):
+            if c.generator == "definition" and c.answers:
+                return place_kind(c.answers[0])
+        return "place"
+
+    def _role(self, target: SourceChunk) -> str:
+        """Who the target document's first definition says its person is (:func:`.mentions.person_role`)."""
+        for c in self._candidates(target):
+            if c.generator == "definition" and c.answers:
+                return person_role(c.answers[0]) if c.question.startswith("Who ") else ""
+        return ""
+
+    def _cast(self, src: SourceChunk) -> list[Candidate]:
+        """Bridges through the people ``src`` lists in a cast who have a document: "the American
+        actress in the cast of X", when no other such person of the list is called the same."""
+        work = display_title(src.title)
+        people = [n for n in cast_names(src.text) if title_key(n) in self._by_title]
+        roles = [self._role(self._by_title[title_key(n)][0]) for n in people]
+        out: list[Candidate] = []
+        for name, role in zip(people, roles, strict=True):
+            if not role or roles.count(role) > 1:
+                continue
+            for t in self._by_title[title_key(name)]:
+                for second in self._candidates(t):
+                    if (b := linked_question(f"the {role} in the cast of {work}", name, src, second)) is not None:
+                        out.append(b)
+        return out
 
     def of(self, src: SourceChunk) -> list[Candidate]:
-        """Every bridge question whose first hop is a question of ``src``, in the order of its
-        questions and then of the target document's chunks."""
+        """Every bridge question whose first hop is a question of ``src`` (in the order of its
+        questions, then of the target document's chunks), then those through its cast."""
         out: list[Candidate] = []
         for first in self._candidates(src):
-            if first.generator != "agent" or not first.answers:
+            if first.generator not in ("agent", "place") or not first.answers:
                 continue
-            for target in self._by_title.get(title_key(first.answers[0]), []):
+            targets = self._targets(first)
+            kind = self._kind(targets[0]) if targets and first.generator == "place" else "place"
+            for target in targets:
                 for second in self._candidates(target):
-                    if (b := bridge_question(first, second)) is not None:
+                    if (b := bridge_question(first, second, kind)) is not None:
+                        out.append(b)
+        return out + self._cast(src) + self._known_for(src)
+
+    def _known_for(self, src: SourceChunk) -> list[Candidate]:
+        """Bridges through the work ``src``'s person is best known for: "the television series
+        Drew Fuller is best known for"."""
+        out: list[Candidate] = []
+        for k in known_for(src.text, src.title):
+            phrase = f"the {k.kind} {k.subject} {k.aux} best known for"
+            for t in self._by_title.get(title_key(k.work), []):
+                for second in self._candidates(t):
+                    if (b := linked_question(phrase, k.work, src, second)) is not None:
                         out.append(b)
         return out
 
@@ -172,8 +294,10 @@ def comparison_question(a: Candidate, b: Candidate) -> Candidate | None:
     order = _earlier(da, db) if da and db else 0
     if not order or a.subject.lower() == b.subject.lower():
         return None
+    if not (names_doc(a.subject, a.source.title) and names_doc(b.subject, b.source.title)):
+        return None  # "A 24-bit FLAC version" of "Atlanta (album)": not what the document is about
     first, other = (a, b) if order < 0 else (b, a)
-    answer = _as_written(first.source.text, first.subject)
+    answer = _as_written(first.source.text, first.written or first.subject)
     if not answer:
         return None
     verb = ma["verb"]

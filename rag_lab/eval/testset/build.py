@@ -252,11 +252,12 @@ def build_testset(
     order = stratified_order(sources, seed)
     want_multi = round(n * multihop)
     bridges, comparisons = Bridges(sources, candidates), Comparisons(candidates)
-    for src in order:
-        if len(pick.kept) >= want_multi:
-            break
-        if found := bridges.of(src) + comparisons.of(src):
-            pick.take(src, found)
+    for two_hop in (bridges.of, comparisons.of):  # bridges first, comparisons fill the rest
+        for src in order:
+            if len(pick.kept) >= want_multi:
+                break
+            if found := two_hop(src):
+                pick.take(src, found)
     for src in order:
         if len(pick.kept) >= n:
             break

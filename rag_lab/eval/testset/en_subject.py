@@ -1,15 +1,17 @@
 """The sentences of an English text and the subject a question can name (:mod:`.forms_en`):
 sentence splitting that knows titles and initials, and the words before a verb turned into a
-subject — parentheses and appositives dropped, a pronoun or a generic subject replaced by the
-document's title, clauses and sentence-initial common nouns refused."""
+subject — an opening phrase of time or place, parentheses and appositives dropped, a pronoun or
+a generic subject replaced by the document's title, clauses and sentence-initial common nouns
+refused."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from rag_lab.eval.testset.en_words import FUNCTION_WORDS
 
-__all__ = ["PRONOUNS", "proper_names", "split_sentences", "subject_of"]
+__all__ = ["PRONOUNS", "common_name", "display_title", "proper_names", "split_sentences", "subject_of"]
 
 _ABBREV = re.compile(
     r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|No|vs|etc|Inc|Ltd|Co|lit|c|ca)|\b[A-Z])$"
@@ -70,16 +72,22 @@ def _lower_article(subj: str, title: str) -> str:
 
 def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kind: bool = False) -> str | None:
     """The subject a question can name, from the words before a sentence's verb (``prefix``):
-    parentheses, nicknames in quotes and an appositive (", originally published as Y,") dropped;
+    parentheses, nicknames in quotes and an appositive (", originally published as Y,") dropped
+    (not a comma of the title itself, "Never, Neverland");
     a pronoun or a generic subject ("The bridge") replaced by the document's ``title``; None when
     the subject is too long, opens with a preposition or conjunction, or is a common noun that is
     capitalised only because it opens the sentence (``names``: words seen capitalised elsewhere in
     the source). ``kind``: "A sourdough starter" (a kind of thing, lower-cased) is a subject too,
     for a definition."""
-    s = _PARENS.sub("", prefix).strip()
+    s = _opening_phrase_dropped(_PARENS.sub("", prefix).strip())
     if re.fullmatch(r'"[^"]+"', s):  # a quoted title: "I'll Be Here Awhile"
         return s if len(s.split()) <= 10 else None
-    s = re.sub(r'\s"[^"]*"', "", s).split(",")[0].strip()
+    s = re.sub(r'\s"[^"]*"', "", s)
+    whole = display_title(title)
+    # a title with a comma of its own ("Never, Neverland") is not cut at it like an appositive;
+    # a rank after the comma is ("John Talbot, 3rd Earl of Shrewsbury")
+    own = "," in whole and s.startswith(whole) and whole.split(",", 1)[1].strip()[:1].isupper()
+    s = whole if own else s.split(",")[0].strip()
     if re.search(r"[()\[\]\":;?!]", s):
         return None
     words = s.split()
@@ -99,6 +107,19 @@ def subject_of(prefix: str, title: str, names: frozenset[str] = frozenset(), kin
     if words[0] in ("The", "A", "An") and len(words) > 1 and not _named_after(words[1:]):
         return None  # "The first bridge": a description, not a name
     return _lower_article(s, clean)
+
+
+_OPENING = re.compile(r"(?:In|On|At|After|Before|During|From|Since|Following|By|Until|Upon|As of)\s[^,]{1,50},\s+")
+
+
+def _opening_phrase_dropped(prefix: str) -> str:
+    """``prefix`` without an opening phrase of time or place set off by a comma ("At the 2011
+    census, Young" → "Young"), when one name or pronoun follows it (no further comma, no "and")."""
+    m = _OPENING.match(prefix)
+    if m is None:
+        return prefix
+    rest = prefix[m.end() :]
+    return rest if "," not in rest and " and " not in f" {rest} " else prefix
 
 
 _PARTICLES = frozenset("ap bin ibn al el van von de da di du le la del der den ter y dos das vs v. or".split())
@@ -129,3 +150,32 @@ def _is_clause(words: list[str]) -> bool:
 def proper_names(text: str) -> frozenset[str]:
     """Words capitalised inside a sentence (not only at its start): the source's proper nouns."""
     return frozenset(m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w'-]+)", text))
+
+
+def display_title(title: str) -> str:
+    """A title as a question writes it: parentheses dropped, HTML entities decoded
+    ("Eddie &quot;The Eagle&quot; Edwards" → 'Eddie "The Eagle" Edwards')."""
+    return html.unescape(_PARENS.sub("", title)).strip()
+
+
+def common_name(subject: str, title: str) -> str:
+    """The name a person would type for ``subject``: the document's ``title`` (parentheses
+    dropped) when the subject is the same one written out in full — no article, the same last
+    word, and the one word alone or a given name that matches one of the title's ("Nicholas
+    Lofton Hexum" of "Nick Hexum", "Andrew Alan Fuller" of "Drew Fuller", "Ward" of "M. Ward", not
+    "Hank Williams" of "Audrey Williams") —, else ``subject`` itself. A title with a comma
+    ("Edward Stafford, 4th Baron Stafford") or of more than four words is not a name typed whole."""
+    name = display_title(title)
+    words, have = name.split(), subject.split()
+    if not have or not words or "," in name or len(words) > 4 or have[0].lower() in ("the", "a", "an"):
+        return subject
+    if have[-1] != words[-1] or name == subject:
+        return subject
+    given = any(_same_given(a.lower(), b.lower()) for a in have[:-1] for b in words[:-1])
+    return name if len(have) == 1 or given else subject
+
+
+def _same_given(a: str, b: str) -> bool:
+    """Two forms of one given name: the same first two letters, or one inside the other ("drew",
+    "andrew")."""
+    return a[:2] == b[:2] or a in b or b in a

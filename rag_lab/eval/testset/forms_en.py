@@ -67,6 +67,7 @@ _BOUNDARY = re.compile(
 _HEAD_END = (FUNCTION_WORDS - {"and", "or"}) | frozenset(AGENT) | {"known", "based", "located", "situated", "best"}
 
 
+_PAST_AUX = {"is": "was", "are": "were"}
 _OF_PLACE = r"(?:the\s+(?:[a-z-]+\s+){1,3}of\s+)?"  # "in the mill town of Harlow Cross"
 _GREW = {"grew up": "grow up", "lived": "live", "settled": "settle", "died": "die", "was raised": "was raised"}
 
@@ -136,22 +137,42 @@ def _copular(sent: str, title: str, names: frozenset[str], first: bool) -> list[
     if desc is not None and (desc.split()[0].lower() in ("a", "an", "one") or (first and not ranked)):
         life = re.search(r"\((?:[^()]*\s)?(?:born\s|\d{4}\s*[–—-])", sent) is not None
         who = life or _is_person(desc)
-        out.append(Form(f"{'Who' if who else 'What'} {aux} {subj}?", desc, "definition"))
+        out.append(Form(f"{'Who' if who else 'What'} {aux} {subj}?", desc, "definition", subj))
     elif desc is not None and literal and ranked:
         wh = "Who" if _is_person(desc) else "What"
-        out.append(Form(f"{wh} {aux} {desc}?", _span(sent, subj), "identity"))
+        out.append(Form(f"{wh} {aux} {_whose(desc) or desc}?", _span(sent, subj), "identity"))
     if kind:  # "a sourdough starter": only asked what it is
         return out
     lead = r"(?:(?:first|originally|officially|later|also|formally)\s+)?"
-    when = rf"(?:|.*?\band\s+){lead}({'|'.join(WHEN_PART)})((?:\s+[a-z][\w-]*){{0,4}}?)\s+(?:in|on)\s+({DATE})"
-    if w := re.match(when, rest):
-        out.append(Form(f"When {aux} {subj} {w.group(1)}{w.group(2)}?", w.group(3), "date", subj))
-    place = re.match(rf"{lead}(located|situated|based|headquartered)\s+in\s+{_OF_PLACE}", rest)
+    when = rf"(?:|.*?\band\s+|(?P<after>[^;()]*?,\s+)){lead}(?P<part>{'|'.join(WHEN_PART)})"
+    if w := re.match(rf"{when}(?P<obj>(?:\s+[a-z][\w-]*){{0,4}}?)\s+(?:in|on)\s+(?P<date>{DATE})", rest):
+        past = _PAST_AUX.get(aux, aux) if w["after"] else aux  # "X is a band, formed in 1981": "When was X formed?"
+        out.append(Form(f"When {past} {subj} {w['part']}{w['obj']}?", w["date"], "date", subj))
+    # "X is a franchise based in Philadelphia": the place may follow a description
+    place = re.match(rf"(?:[^,;()]*?\s)?{lead}(located|situated|based|headquartered)\s+in\s+{_OF_PLACE}", rest)
     born = re.match(rf"born\s+in\s+{_OF_PLACE}", rest)
     if (hit := place or born) and (where := _name_at(rest, hit.end())) is not None:
         verb = place.group(1) if place else "born"
         out.append(Form(f"Where {aux} {subj} {verb}?", where, "place", subj))
     return out
+
+
+def _whose(desc: str) -> str | None:
+    """ "the third studio album by Canadian singer-songwriter Avril Lavigne" as a person asks it:
+    "Avril Lavigne's third studio album" (the maker's descriptor dropped: the capitalised words
+    after the last lower-case one are the name); None unless the maker is one name and the thing
+    made is at most four words."""
+    thing, by, maker = desc.partition(" by ")
+    words = thing.split()
+    if not by or " and " in f" {maker} " or words[0] != "the" or not 2 <= len(words) - 1 <= 4 or "of" in words:
+        return None
+    tail = maker.split()
+    lower = [i for i, w in enumerate(tail) if w[:1].islower()]
+    name = " ".join(tail[lower[-1] + 1 :] if lower else tail)
+    if not name or not re.fullmatch(NAME, name):
+        return None
+    suffix = "'" if name.endswith("s") else "'s"
+    return f"{name}{suffix} {' '.join(words[1:])}"
 
 
 def _ranked(word: str) -> bool:

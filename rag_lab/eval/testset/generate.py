@@ -5,8 +5,9 @@ The forms are templates over one sentence (:mod:`.forms_en` for English — defi
 date, number, agent, place — and :mod:`.forms_zh` for Chinese, with jieba's word boundaries) or
 over one table chunk's rows and columns (:mod:`.table_forms`). :func:`generate_candidates` lists
 every question a chunk gives; the build (:mod:`.build`) keeps the first that passes its filters.
-These questions are still weaker than human ones: they follow fixed templates, name what they ask
-about with the source's words, and nobody checked them (``reviewed: false``).
+These questions are still weaker than human ones: they follow fixed templates, ask about a fact
+with the source's words (only the subject is named as a person would type it, by its document's
+title), and nobody checked them (``reviewed: false``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rag_lab.eval.testset.en_subject import common_name
 from rag_lab.eval.testset.forms_en import EN_FORMS, Form, english_questions, split_sentences
 from rag_lab.eval.testset.forms_zh import ZH_FORMS, chinese_questions, split_chinese
 from rag_lab.eval.testset.table_forms import table_questions
@@ -51,7 +53,8 @@ class SourceChunk:
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A generated question before the filters: its form (``generator``), the chunk holding its
-    answer, the subject it names. A two-hop question (``bridge``) also has ``via``, the chunk of
+    answer, the subject it names (``written``: that subject as the sentence writes it, when the
+    question names it otherwise). A two-hop question (``bridge``) also has ``via``, the chunk of
     its first hop, and ``entity``, the name linking the two."""
 
     question: str
@@ -62,6 +65,7 @@ class Candidate:
     verb: str = ""
     via: SourceChunk | None = None
     entity: str = ""
+    written: str = ""
 
     @property
     def gold_ids(self) -> list[str]:
@@ -84,6 +88,17 @@ def _candidate(f: Form, src: SourceChunk) -> Candidate:
     return Candidate(f.question, f.form, src, [f.answer], f.subject, f.verb)
 
 
+def _named_as_typed(f: Form, src: SourceChunk) -> Candidate:
+    """An English form's candidate naming its subject as a person would type it
+    (:func:`.en_subject.common_name`: "When was Nick Hexum born?", not "When was Nicholas Lofton
+    Hexum born?")."""
+    name = common_name(f.subject, src.title) if f.subject else ""
+    if not name or name == f.subject or f.subject not in f.question:
+        return _candidate(f, src)
+    question = f.question.replace(f.subject, name, 1)
+    return Candidate(question, f.form, src, [f.answer], name, f.verb, written=f.subject)
+
+
 def generate_candidates(src: SourceChunk) -> list[Candidate]:
     """Every question the forms make of ``src``, in reading order (sentence by sentence, each
     sentence's forms in :data:`FORMS` order); a table chunk's from its rows or column range."""
@@ -95,7 +110,7 @@ def generate_candidates(src: SourceChunk) -> list[Candidate]:
             out += [_candidate(f, src) for f in chinese_questions(sent, src.title, i == 0)]
         return out
     for sent in split_sentences(src.text):
-        out += [_candidate(f, src) for f in english_questions(sent, src.title, src.text)]
+        out += [_named_as_typed(f, src) for f in english_questions(sent, src.title, src.text)]
     return out
 
 
