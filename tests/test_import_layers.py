@@ -68,7 +68,7 @@ LAYERS: list[set[str]] = [
     {"tuning"},
     {"lab"},
     {"eval", "serve"},
-    {"cli", "demo", "launch"},
+    {"cli", "commands", "demo", "launch"},
 ]
 SERVE_MODULES = frozenset(
     {

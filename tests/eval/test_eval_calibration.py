@@ -153,7 +153,7 @@ def test_gate_warns_when_the_reranker_or_its_score_range_changed() -> None:
 
 def test_calibrate_check_warns_on_another_reranker(tmp_path: Path, capsys: Any) -> None:
     from rag_lab.eval.calibration import Calibration, check_calibration, write_calibration
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     cal = Calibration("other-reranker", "s", [0.0, 0.8], None, 1, 2, 1, 0.3, {}, {}, [], gold_scores=[0.8])
     cal.suggestions = [{"name": "best F1", "threshold": 0.5}]

@@ -229,7 +229,7 @@ def test_nan_and_missing_fail() -> None:
 
 
 def test_gate_cli_exit_codes_with_report_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     b = write_report(EvalReport([suite(GOOD)]), tmp_path, "base", formats=["json"])["json"]
     same = write_report(EvalReport([suite(GOOD)]), tmp_path, "same", formats=["json"])["json"]
@@ -367,7 +367,7 @@ def _named(out: str, suite: str, metric: str) -> bool:
 
 
 def _gate_cli(tmp_path: Path, cur: EvalReport, *extra: str) -> tuple[int, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     cpath = write_report(cur, tmp_path, "current", formats=["json"])["json"]
     import contextlib
@@ -493,7 +493,7 @@ def test_planted_regression_on_the_pipeline_fails_the_gate(
 ) -> None:
     """Baseline and re-runs on the real offline pipeline (a shared lab keeps it fast): unchanged →
     exit 0; a rerank threshold that filters most chunks → exit 1."""
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     spec = {
         "suites": [small_spec.to_dict()],

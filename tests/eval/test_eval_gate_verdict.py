@@ -26,7 +26,7 @@ BASELINE = REPO / "reports" / "baseline.json"
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

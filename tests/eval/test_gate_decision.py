@@ -32,7 +32,7 @@ BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline.json"
 
 
 def _gate(tmp_path: Path, base: EvalReport | Path, cur: EvalReport, *extra: str) -> tuple[int, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     bpath = base if isinstance(base, Path) else write_report(base, tmp_path, "base", formats=["json"])["json"]
     cpath = write_report(cur, tmp_path, "current", formats=["json"])["json"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rag_lab.cliutil import check_file_stem
-from rag_lab.eval.cli import main
+from rag_lab.commands.evaluate import main
 
 BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline.json"
 BAD = ["../../x", "../x", "a/b", "/tmp/x", "..", "a\\b", ".x", "~x", "x\ny", ""]

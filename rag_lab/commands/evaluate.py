@@ -1,7 +1,7 @@
 """The evaluation commands of ``rag-lab``: eval, sweep, report, gate, convert.
 
 ``add_eval_commands(subparsers)`` registers them on the main parser (whose ``--config`` and
-``--workspace`` they read); ``python -m rag_lab.eval.cli …`` runs them standalone with the same
+``--workspace`` they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same
 two options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
 ``ValueError`` / ``LookupError`` message printed as ``rag-lab <command>: …``).
 
@@ -1031,13 +1031,13 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_convert)
 
-    from rag_lab.eval.calibrate_cli import add_calibrate_command
+    from rag_lab.commands.calibrate import add_calibrate_command
 
     add_calibrate_command(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
+    """``python -m rag_lab.commands.evaluate …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
     from rag_lab.cliutil import command_parser, run_command
 
     return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)

@@ -1,5 +1,5 @@
 """``rag-lab calibrate``: the rerank threshold from a labelled slice (:mod:`rag_lab.eval.calibration`),
-registered beside the eval commands by :func:`rag_lab.eval.cli.add_eval_commands`.
+registered beside the eval commands by :func:`rag_lab.commands.evaluate.add_eval_commands`.
 
 ::
 

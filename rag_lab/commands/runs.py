@@ -11,7 +11,7 @@ from typing import Any
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from rag_lab.eval.cache_cli import cache_paths
+    from rag_lab.commands.cache import cache_paths
 
     return cache_paths(args)[0]
 
