@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from rag_lab.eval.runner import SuiteSpec, ingest_dataset
-from rag_lab.eval.sweep.fast import tuning_panel
+from rag_lab.lab.tuning_widget import tuning_panel
 from rag_lab.lab import Lab
 
 

@@ -649,7 +649,7 @@ HotpotQA questions:""",
     ),
     (
         "code",
-        """from rag_lab.eval.sweep.fast import tuning_panel
+        """from rag_lab.lab.tuning_widget import tuning_panel
 panel = tuning_panel(lab, ds, "hotpot", n_questions=20, metrics=("ndcg@10", "recall@10"))
 pd.DataFrame([{"mmr_lambda": v, **m} for v, m in panel.curve("mmr_lambda")]).round(4)""",
     ),
@@ -1243,7 +1243,7 @@ JupyterLab (`make lab`) the sliders respond, a static copy shows the panel as it
     (
         "code",
         """from rag_lab.eval.runner import ingest_dataset
-from rag_lab.eval.sweep.fast import tuning_panel
+from rag_lab.lab.tuning_widget import tuning_panel
 ds = suite.load()
 panel = tuning_panel(lab, ds, suite.kb_name, n_questions=20)
 assert len(panel.evaluator.inputs) == 20
@@ -1797,7 +1797,7 @@ qrels (`relevance`), which nDCG uses.""",
     ),
     (
         "code",
-        """from rag_lab.eval.labelling import LabelPanel
+        """from rag_lab.lab.label_panel import LabelPanel
 panel = LabelPanel(lab, testset, kb="mine", who="notebook")
 assert sorted(GRADE_NAMES) == [0, 1, 2] and len(panel.session.questions) == 8
 panel""",

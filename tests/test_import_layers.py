@@ -66,8 +66,8 @@ LAYERS: list[set[str]] = [
     {"memory", "web", "session"},
     {"pipeline"},
     {"tuning"},
-    {"lab"},
-    {"eval", "serve"},
+    {"eval"},
+    {"lab", "serve"},
     {"cli", "commands", "demo", "launch"},
 ]
 SERVE_MODULES = frozenset(

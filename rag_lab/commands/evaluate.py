@@ -664,7 +664,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
         unreviewed = spec_unreviewed(spec)
         if unreviewed and not args.allow_unreviewed:
             raise ValueError(refuse_unreviewed(unreviewed, f"the baseline {args.baseline} would be"))
-        report = evaluate_spec(spec, config=args.config, workspace=args.workspace, progress=not args.quiet)
+        report = evaluate_spec(
+            spec,
+            lab_factory=lambda ws: _lab(args, ws),
+            config=args.config,
+            workspace=args.workspace,
+            close_lab=True,
+            progress=not args.quiet,
+        )
         out = Path(args.baseline)
         if out.is_file() and not args.dataset:  # a refreshed baseline keeps its judge calibration
             old = load_report(out).meta.get("judge_calibration")
@@ -702,8 +709,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         args.current,
         policy,
         params=params,
+        lab_factory=lambda ws: _lab(args, ws),
         config=args.config,
         workspace=args.workspace,
+        close_lab=True,
         progress=not args.quiet,
     )
     print(result.table())

@@ -89,7 +89,7 @@ def test_end_to_end_numbers_are_the_fast_evaluators_and_the_pipelines(
     from rag_lab.eval.calibration import acalibrate, end_to_end
     from rag_lab.eval.metrics import evaluate_retrieval
     from rag_lab.eval.runner import evaluate_lab
-    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+    from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
     from rag_lab.tuning import FastEvaluator, doc_ids
 
     kb = small_spec.kb_name

@@ -190,7 +190,7 @@ def test_stage_recall_equals_pytrec_eval_on_the_stage_list(lab_runs, small_ds) -
 
 
 def test_the_funnel_from_captures_equals_the_funnel_of_the_pipeline(eval_lab, lab_runs, small_spec, small_ds) -> None:
-    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
+    from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
     from rag_lab.tuning import FastEvaluator
 
     params, runs = lab_runs
