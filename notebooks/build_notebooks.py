@@ -1138,7 +1138,7 @@ configuration as a YAML file that `PipelineParams.from_yaml` loads.""",
     (
         "code",
         """from IPython.display import Image
-from rag_lab.eval.sweep import write_sweep_outputs
+from rag_lab.lab.outputs import write_sweep_outputs
 paths = write_sweep_outputs(result, workspace, "tuning")
 Image(filename=str(paths["metric_vs_param"]))""",
     ),
@@ -1169,7 +1169,7 @@ ffun.head(16).fillna("")""",
         "code",
         """from rag_lab.eval.cache import enable_stage_cache
 from rag_lab.eval.calibration import acalibrate
-from rag_lab.eval.report.plots import calibration_png
+from rag_lab.lab.plots.evaluation import calibration_png
 handle = enable_stage_cache(lab, os.path.join(workspace, "cache"))  # the sweep's captures are read back
 cal = await acalibrate(lab, suite.load(), suite.kb_name, target_recall=0.95, suite=suite.name)
 handle.disable()
@@ -1601,14 +1601,14 @@ assert f.status == "regression" and f.n_pairs == 10""",
     ),
     (
         "code",
-        """from rag_lab.eval.report import write_report
+        """from rag_lab.lab.outputs import write_report
 paths = write_report(regressed, workspace, "regressed")
 {k: os.path.basename(str(v)) for k, v in paths.items()}""",
     ),
     (
         "code",
         """from IPython.display import Image
-from rag_lab.eval.report import plot_png
+from rag_lab.lab.plots.evaluation import plot_png
 Image(data=plot_png(regressed.suites[0]))""",
     ),
     (

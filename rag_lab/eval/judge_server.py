@@ -279,4 +279,3 @@ def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
         code = srv.process.returncode if srv.process is not None else 0
         srv.stop()
     return 0 if code in (0, None, -15) else 1
-

@@ -26,8 +26,9 @@ from rag_lab.eval.gate import (
 )
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
+from rag_lab.lab.outputs import write_gate, write_report
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "reports" / "baseline.json"
@@ -298,7 +299,7 @@ def test_changes_sorted_worst_first_and_gate_outputs(tmp_path: Path) -> None:
     assert [c.qid for c in res.changes] == ["q7", "q1"]
     assert res.params_changed == {"s": {"rerank_threshold": [None, 0.9]}}
     assert "params changed: rerank_threshold None → 0.9" in res.table()
-    paths = res.write(tmp_path)
+    paths = write_gate(res, tmp_path)
     data = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert data["kind"] == "rag_lab.gate" and data["passed"] is False
     first = data["checks"][0]

@@ -18,8 +18,9 @@ from rag_lab.eval.gate import GatePolicy, compare_reports
 from rag_lab.eval.gate.provenance import dataset_digest, provenance_warnings
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, ReportSchemaError, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, ReportSchemaError, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
+from rag_lab.lab.outputs import write_report
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "reports" / "baseline.json"

@@ -20,8 +20,8 @@ from rag_lab.eval.sweep import (
     parse_param,
     run_grid,
     run_optuna,
-    write_sweep_outputs,
 )
+from rag_lab.lab.outputs import write_sweep_outputs
 from rag_lab.types.params import PipelineParams
 
 
