@@ -69,7 +69,7 @@ test-checks: $(STAMP)
 	mkdir -p $(dir $(TEST_VECTOR_CACHE))
 	RAG_LAB_VECTOR_CACHE=$(TEST_VECTOR_CACHE) $(PYTEST) -q -m notebook tests/lab/test_notebooks_in_browser.py
 	RAG_LAB_VECTOR_CACHE=$(TEST_VECTOR_CACHE) \
-		$(PY) -m rag_lab.eval.cli gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
+		$(PY) -m rag_lab.commands.evaluate gate --baseline reports/baseline.json --fail-on-change --quiet --out reports
 
 # a two-node Ray cluster on loopback (two `ray start` processes) running a sweep; minutes under load
 test-cluster: $(STAMP)

@@ -37,8 +37,8 @@ from rag_lab.eval.cache import enable_stage_cache
 from rag_lab.eval.runner import SuiteSpec, evaluate_lab, ingest_dataset
 from rag_lab.eval.sweep.fast import RetrievalMemo
 from rag_lab.lab import Lab
-from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
 from rag_lab.tuning import FastEvaluator, doc_ids
+from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
 
 GRID = [
     {"rerank_threshold": t, "mmr_lambda": m, "rerank_top_k": k}

@@ -47,8 +47,8 @@ from rag_lab.eval.saturation import saturation, saturation_line
 from rag_lab.eval.sweep.fast import RetrievalMemo
 from rag_lab.eval.testset import build_testset
 from rag_lab.lab import Lab
-from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
 from rag_lab.tuning import FastEvaluator, doc_ids
+from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
 
 GRID = [
     {"rerank_threshold": t, "mmr_lambda": m, "rerank_top_k": k}

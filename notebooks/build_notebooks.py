@@ -649,7 +649,7 @@ HotpotQA questions:""",
     ),
     (
         "code",
-        """from rag_lab.eval.sweep.fast import tuning_panel
+        """from rag_lab.lab.tuning_widget import tuning_panel
 panel = tuning_panel(lab, ds, "hotpot", n_questions=20, metrics=("ndcg@10", "recall@10"))
 pd.DataFrame([{"mmr_lambda": v, **m} for v, m in panel.curve("mmr_lambda")]).round(4)""",
     ),
@@ -1138,7 +1138,7 @@ configuration as a YAML file that `PipelineParams.from_yaml` loads.""",
     (
         "code",
         """from IPython.display import Image
-from rag_lab.eval.sweep import write_sweep_outputs
+from rag_lab.lab.outputs import write_sweep_outputs
 paths = write_sweep_outputs(result, workspace, "tuning")
 Image(filename=str(paths["metric_vs_param"]))""",
     ),
@@ -1169,7 +1169,7 @@ ffun.head(16).fillna("")""",
         "code",
         """from rag_lab.eval.cache import enable_stage_cache
 from rag_lab.eval.calibration import acalibrate
-from rag_lab.eval.report.plots import calibration_png
+from rag_lab.lab.plots.evaluation import calibration_png
 handle = enable_stage_cache(lab, os.path.join(workspace, "cache"))  # the sweep's captures are read back
 cal = await acalibrate(lab, suite.load(), suite.kb_name, target_recall=0.95, suite=suite.name)
 handle.disable()
@@ -1243,7 +1243,7 @@ JupyterLab (`make lab`) the sliders respond, a static copy shows the panel as it
     (
         "code",
         """from rag_lab.eval.runner import ingest_dataset
-from rag_lab.eval.sweep.fast import tuning_panel
+from rag_lab.lab.tuning_widget import tuning_panel
 ds = suite.load()
 panel = tuning_panel(lab, ds, suite.kb_name, n_questions=20)
 assert len(panel.evaluator.inputs) == 20
@@ -1601,14 +1601,14 @@ assert f.status == "regression" and f.n_pairs == 10""",
     ),
     (
         "code",
-        """from rag_lab.eval.report import write_report
+        """from rag_lab.lab.outputs import write_report
 paths = write_report(regressed, workspace, "regressed")
 {k: os.path.basename(str(v)) for k, v in paths.items()}""",
     ),
     (
         "code",
         """from IPython.display import Image
-from rag_lab.eval.report import plot_png
+from rag_lab.lab.plots.evaluation import plot_png
 Image(data=plot_png(regressed.suites[0]))""",
     ),
     (
@@ -1797,7 +1797,7 @@ qrels (`relevance`), which nDCG uses.""",
     ),
     (
         "code",
-        """from rag_lab.eval.labelling import LabelPanel
+        """from rag_lab.lab.label_panel import LabelPanel
 panel = LabelPanel(lab, testset, kb="mine", who="notebook")
 assert sorted(GRADE_NAMES) == [0, 1, 2] and len(panel.session.questions) == 8
 panel""",

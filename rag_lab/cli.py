@@ -197,11 +197,11 @@ def add_core_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_lab.eval.cache_cli import add_cache_commands
-    from rag_lab.eval.cli import add_eval_commands
-    from rag_lab.eval.judge_server import add_judge_commands
-    from rag_lab.eval.runs_cli import add_runs_command
-    from rag_lab.eval.testset.cli import add_testset_command
+    from rag_lab.commands.cache import add_cache_commands
+    from rag_lab.commands.evaluate import add_eval_commands
+    from rag_lab.commands.judge import add_judge_commands
+    from rag_lab.commands.runs import add_runs_command
+    from rag_lab.commands.testset import add_testset_command
     from rag_lab.lab.replay import add_replay_command
     from rag_lab.stream.serve_cli import add_serve_command
 

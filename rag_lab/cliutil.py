@@ -1,6 +1,6 @@
 """The shape every ``rag-lab`` entry point shares: global options, one sub-command, errors as exit 2.
 
-``rag-lab`` (:mod:`rag_lab.cli`) registers every command; ``python -m rag_lab.eval.cli`` and
+``rag-lab`` (:mod:`rag_lab.cli`) registers every command; ``python -m rag_lab.commands.evaluate`` and
 ``python -m rag_lab.stream.serve_cli`` build the same parser with only their own commands, so the
 sub-command modules never import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
 """

@@ -10,7 +10,7 @@ Each converted dataset gets ``corpus.jsonl``, ``queries.jsonl``, ``LICENSE`` and
 files, and the output is byte-for-byte deterministic (no timestamps, fixed key and row order).
 The format is described in ``datasets/README.md``; the loader is ``rag_lab.eval.datasets``.
 The converters live in :mod:`rag_lab.eval.datasets.bundled` (the gate slices in
-:mod:`rag_lab.eval.datasets.bundled_hard`, the command line in :mod:`rag_lab.eval.datasets.convert_cli`) (one writer for every dataset file:
+:mod:`rag_lab.eval.datasets.bundled_hard`, the command line in :mod:`rag_lab.commands.convert`) (one writer for every dataset file:
 :func:`rag_lab.eval.datasets.jsonl_bytes`); this script is their command line.
 """
 
@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 try:
-    from rag_lab.eval.datasets.convert_cli import main
+    from rag_lab.commands.convert import main
 except ModuleNotFoundError:  # run from a checkout without an installed rag_lab
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rag_lab.eval.datasets.convert_cli import main
+    from rag_lab.commands.convert import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

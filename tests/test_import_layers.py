@@ -7,11 +7,11 @@ import is still a dependency. Only imports under ``if TYPE_CHECKING:`` do not co
 
 Units are the subpackages of ``rag_lab`` (``rag_lab.retrieval.engine`` belongs to ``retrieval``)
 and the top-level modules (``cli``, ``demo``, ``asyncutil``), with one exception: the HTTP server
-of the stream package (:data:`SERVE_MODULES`) is its own unit ``serve``, which sits above ``lab``
+of the stream package (:data:`SERVE_MODULES`) is its own unit ``serve``, which sits beside ``lab``
 (it builds a Lab per process and serves sessions), while the rest of ``stream`` (bus, managers,
 handler, coalescing) is a bottom-layer service that the pipeline publishes to. Likewise
 ``rag_lab.lab.launch`` (``make lab``: ingests the demo KB, starts JupyterLab) is an entry point,
-unit ``launch``, at the top with ``cli`` and ``demo``.
+unit ``launch``, at the top with ``cli``, ``commands`` (the command-line modules) and ``demo``.
 
 The layer order, bottom first (a unit may import its own layer and the layers below):
 
@@ -25,10 +25,14 @@ The layer order, bottom first (a unit may import its own layer and the layers be
  4    memory, web, session
  5    pipeline
  6    tuning                         (the fast post-retrieval evaluator)
- 7    lab
- 8    eval, serve
- 9    cli, demo, launch
+ 7    eval                           (numbers, reports, verdicts; no
+                                      drawing, no Lab built here)
+ 8    lab, serve                     (lab: everything that draws)
+ 9    cli, commands, demo, launch
 ====  ==================================================================
+
+``lab`` is the drawing layer: widgets, plots, the HTML pages and the labelling panel live there,
+above the evaluation they draw. :data:`DRAWING_LIBRARIES` are imported by no unit below it.
 
 Edges to the root package (``import rag_lab`` for ``__version__``) are ignored: the root
 ``__init__`` is the public facade and resolves its names lazily by string.
@@ -66,9 +70,9 @@ LAYERS: list[set[str]] = [
     {"memory", "web", "session"},
     {"pipeline"},
     {"tuning"},
-    {"lab"},
-    {"eval", "serve"},
-    {"cli", "demo", "launch"},
+    {"eval"},
+    {"lab", "serve"},
+    {"cli", "commands", "demo", "launch"},
 ]
 SERVE_MODULES = frozenset(
     {
@@ -85,6 +89,11 @@ SERVE_MODULES = frozenset(
 )
 #: executable entry points that live inside a subpackage but sit at the top (unit ``launch``)
 ENTRY_MODULES = frozenset({"rag_lab.lab.launch"})
+#: the unit everything that draws lives in
+DRAWING_LAYER = "lab"
+#: libraries that draw (widgets, figures, notebook display, HTML templates): imported only at or
+#: above :data:`DRAWING_LAYER`
+DRAWING_LIBRARIES = ("ipywidgets", "matplotlib", "IPython.display", "jinja2")
 #: module cycles still inside one unit (frozensets of module names); may only shrink
 KNOWN_MODULE_CYCLES: set[frozenset[str]] = set()
 
@@ -170,6 +179,60 @@ def test_no_upward_edge_between_units() -> None:
             if ua != ub and ua in level and ub in level and level[ub] > level[ua]:
                 bad.append(f"{a}:{line} imports {b} ({ua}, layer {level[ua]} -> {ub}, layer {level[ub]})")
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_eval_imports_nothing_from_lab() -> None:
+    """eval sits below the drawing layer: it builds no Lab (callers pass one, or a factory) and
+    draws nothing (pages, figures and panels are in lab)."""
+    bad = [
+        f"{a}:{line} imports {b}"
+        for a, targets in sorted(module_edges().items())
+        if _unit(a) == "eval"
+        for b, line in sorted(targets.items())
+        if _unit(b) == "lab"
+    ]
+    assert not bad, "eval -> lab imports:\n" + "\n".join(bad)
+
+
+def _drawing_imports(module: str, path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for candidates, line in imported_names(tree, module, path.name == "__init__.py"):
+        for lib in DRAWING_LIBRARIES:
+            if any(c == lib or c.startswith(lib + ".") for c in candidates):
+                found.append((lib, line))
+                break
+    return found
+
+
+def test_no_drawing_library_below_the_drawing_layer() -> None:
+    level = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    floor = level[DRAWING_LAYER]
+    bad = [
+        f"{module}:{line} imports {lib} ({_unit(module)}, layer {level[_unit(module)]})"
+        for module, path in sorted(package_modules().items())
+        if level.get(_unit(module), floor) < floor
+        for lib, line in _drawing_imports(module, path)
+    ]
+    assert not bad, f"drawing libraries below the drawing layer ({DRAWING_LAYER}):\n" + "\n".join(bad)
+
+
+def test_the_drawing_check_sees_each_library(tmp_path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import matplotlib\n"
+        "def f():\n    import ipywidgets as w\n    from IPython.display import HTML\n"
+        "from IPython import display\nfrom IPython import get_ipython\nimport jinja2.sandbox\n"
+        "from matplotlib.figure import Figure\nimport jinja2x\n",
+        encoding="utf-8",
+    )
+    assert _drawing_imports("rag_lab.eval.m", path) == [
+        ("ipywidgets", 5),
+        ("IPython.display", 6),
+        ("IPython.display", 7),
+        ("jinja2", 9),
+        ("matplotlib", 10),
+    ]
 
 
 def test_no_cycle_between_units() -> None:

@@ -46,7 +46,6 @@ __all__ = [
     "check_calibration",
     "end_to_end",
     "load_calibration",
-    "write_calibration",
 ]
 
 CALIBRATION_FORMAT = 1
@@ -258,19 +257,6 @@ async def acalibrate(
         gold_scores=samples.model[samples.gold].tolist(),
         other_scores=samples.model[~samples.gold].tolist(),
     )
-
-
-def write_calibration(cal: Calibration, out_dir: str | Path, name: str) -> dict[str, Path]:
-    """``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out_dir``."""
-    from rag_lab.eval.report.plots import calibration_png
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md", "png": out / f"{name}.png"}
-    paths["json"].write_text(json.dumps(cal.to_dict(), indent=1, allow_nan=False), encoding="utf-8")
-    paths["png"].write_bytes(calibration_png(cal))
-    paths["md"].write_text(cal.markdown() + f"\n![calibration]({paths['png'].name})\n", encoding="utf-8")
-    return paths
 
 
 def load_calibration(path: str | Path) -> Calibration:

@@ -279,22 +279,3 @@ def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
         code = srv.process.returncode if srv.process is not None else 0
         srv.stop()
     return 0 if code in (0, None, -15) else 1
-
-
-def add_judge_commands(subparsers: Any) -> None:
-    """``rag-lab judge serve [--port N] [--threads N] [--ctx-size N]`` and ``rag-lab judge calibrate``
-    (:mod:`rag_lab.eval.judge.cli`)."""
-    from rag_lab.eval.judge.cli import add_calibrate_subcommand
-
-    p = subparsers.add_parser(
-        "judge", help="a local LLM judge (llama-server with SmolLM2-135M); its agreement with human labels"
-    )
-    sub = p.add_subparsers(dest="judge_command", required=True)
-    s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
-    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
-    s.add_argument(
-        "--ctx-size", type=int, default=DEFAULT_CTX, help=f"context tokens (default {DEFAULT_CTX}: default params fit)"
-    )
-    s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))
-    add_calibrate_subcommand(sub)

@@ -76,7 +76,7 @@ def refuse_unreviewed(meta_or_section: Mapping[str, Any], what: str) -> str:
     return (
         f"{what.strip()} built on {n} unreviewed synthetic question(s) ({_describe(section)}): they were "
         "generated (rag-lab testset) and nobody checked them or their gold ids. Review them (the labelling "
-        'panel, rag_lab.eval.labelling.LabelPanel, or "reviewed": true in their metadata in queries.jsonl) '
+        'panel, rag_lab.lab.label_panel.LabelPanel, or "reviewed": true in their metadata in queries.jsonl) '
         f"or pass {ALLOW_FLAG} to use them anyway"
     )
 

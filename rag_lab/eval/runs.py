@@ -220,28 +220,6 @@ class Comparison:
             [[s, m, *vals] for s, m, vals in self.rows], columns=["suite", "metric", *[r.id for r in self.runs]]
         )
 
-    def html(self) -> str:
-        from html import escape
-
-        head = "".join(f"<th>{escape(r.id)}<br>{escape(r.time[:19])}</th>" for r in self.runs)
-        body = "".join(
-            f"<tr><td>{escape(s)}</td><td>{escape(m)}</td>"
-            + "".join(f"<td>{v:.4f}</td>" if math.isfinite(v) else "<td>—</td>" for v in vals)
-            + "</tr>"
-            for s, m, vals in self.rows
-        )
-        params = "".join(
-            f"<tr><td>{escape(k)}</td>" + "".join(f"<td>{escape(repr(x))}</td>" for x in v) + "</tr>"
-            for k, v in self.params.items()
-        )
-        gate = f"<h2>Paired comparison</h2><pre>{escape(self.gate.table())}</pre>" if self.gate is not None else ""
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'><title>rag_lab runs</title></head><body>"
-            f"<h1>Runs side by side</h1><table border='1'><tr><th>suite</th><th>metric</th>{head}</tr>{body}</table>"
-            f"<h2>Params that differ</h2><table border='1'>{params or '<tr><td>none</td></tr>'}</table>{gate}"
-            "</body></html>\n"
-        )
-
 
 def compare_runs(root: str | Path, refs: Sequence[str], policy: Any = None) -> Comparison:
     """Runs ``refs`` (ids, prefixes or tags) side by side; two runs also get the gate's paired

@@ -1,6 +1,6 @@
 """Live tuning: sliders for the main post-retrieval knobs over a captured dataset slice.
 
-:class:`TuningPanel` captures the questions once (:mod:`rag_lab.lab.tuning_capture`), then every
+:class:`TuningPanel` captures the questions once (:mod:`rag_lab.tuning.capture`), then every
 slider change is evaluated by :class:`rag_lab.tuning.FastEvaluator` — no event pipeline, no model —
 and the metric table and the metric-vs-parameter plot redraw while the hand is still on the slider
 (``continuous_update``). The plot shows the metric along the parameter being moved, the other
@@ -8,9 +8,9 @@ sliders held; that curve is computed once per position of the others and cached,
 slider redraws a marker on a known curve. :meth:`TuningPanel.best_yaml` gives the best config seen
 so far (by the first metric) as a ``params:`` YAML that ``PipelineParams.from_yaml`` loads.
 
-Scoring is passed in (``score``: final contexts per question → metrics), because ``lab`` sits
-below ``eval`` in the layers; :func:`rag_lab.eval.sweep.fast.tuning_panel` builds a panel on a
-dataset with the evaluation's retrieval metrics.
+Scoring is passed in (``score``: final contexts per question → metrics); :func:`tuning_panel`
+builds a panel on a dataset with the evaluation's retrieval metrics (:mod:`rag_lab.eval` sits
+below the drawing layer and supplies the captures and the metrics).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import html
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from rag_lab.tuning import FastEvaluator, QuestionInputs, doc_ids
 from rag_lab.types.params import PipelineParams
 
-__all__ = ["DEFAULT_KNOBS", "Knob", "TuningPanel", "svg_line_plot"]
+__all__ = ["DEFAULT_KNOBS", "Knob", "TuningPanel", "svg_line_plot", "tuning_panel"]
 
 #: score(final doc ids per question id) -> {metric: value}
 ScoreFn = Callable[[Mapping[str, list[str]]], Mapping[str, float]]
@@ -66,7 +67,7 @@ def _widgets() -> Any:
 class TuningPanel:
     """Sliders, a metric table and a metric-vs-parameter plot over captured questions.
 
-    ``inputs``: captured questions (:func:`rag_lab.lab.tuning_capture.acapture_questions`) under
+    ``inputs``: captured questions (:func:`rag_lab.tuning.capture.acapture_questions`) under
     ``base`` params; ``score``: metrics of the final documents per question; ``knobs``: the sliders
     (post-retrieval params only). Displaying the panel displays its ipywidgets box; :meth:`set`
     moves a slider from code exactly as the hand does."""
@@ -285,3 +286,47 @@ def svg_line_plot(
     )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def tuning_panel(
+    lab: Any,
+    dataset: Any,
+    kb: str,
+    n_questions: int = 100,
+    params: Mapping[str, Any] | None = None,
+    metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
+    cache_dir: str | Path | None = None,
+    **kw: Any,
+) -> TuningPanel:
+    """A :class:`TuningPanel` over the first ``n_questions`` of ``dataset`` (ingested as ``kb``;
+    histories replayed), scored with the evaluation's retrieval metrics. ``params``: overrides of
+    the lab's params the sliders start from. ``cache_dir``: a stage cache folder the questions'
+    captures are read from and written to (the next panel over the same questions, KB content,
+    params, models and code skips the capture runs); a lab with the stage cache already on uses
+    its own."""
+    from rag_lab.asyncutil import run_sync
+    from rag_lab.eval.cache.captures import acapture_cached
+    from rag_lab.eval.runner import faq_kb_name
+    from rag_lab.eval.sweep.fast import RetrievalMemo, capture_requests
+
+    queries = dataset.queries[:n_questions]
+    base = lab.params.with_changes(**dict(params or {}))
+    kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
+    handle = None
+    if cache_dir is not None and getattr(lab, "_stage_cache_handle", None) is None:
+        from rag_lab.eval.cache import enable_stage_cache
+
+        handle = enable_stage_cache(lab, cache_dir)  # for the captures only: switched off below
+    try:
+        inputs = run_sync(lambda: acapture_cached(lab, capture_requests(dataset, queries), kbs, base))
+    finally:
+        if handle is not None:
+            handle.disable()
+    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries}, grades=dataset.graded_qrels())
+    names = list(metrics)
+
+    def score(runs: Mapping[str, list[str]]) -> dict[str, float]:
+        summary = memo.report(runs).summary()
+        return {m: summary[m] for m in names}
+
+    return TuningPanel(inputs, base, score, **kw)

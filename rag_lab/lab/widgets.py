@@ -26,7 +26,7 @@ VS Code and a kernel-less test; the two slider views (threshold and λ) redraw a
 instead (:mod:`rag_lab.lab.plots.svg_views`, a few ms against 250–450 ms for a PNG of the
 matplotlib figure), so a change redraws within the time a slider may take.
 
-The standalone page lives in :mod:`rag_lab.lab.replay_page` and is re-exported here.
+The standalone page lives in :mod:`rag_lab.lab.pages.replay` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+from rag_lab.lab.pages.replay import export_replay_html, replay_page_data
 from rag_lab.lab.replay import state_html, stream_state
-from rag_lab.lab.replay_page import export_replay_html, replay_page_data
 
 __all__ = [
     "CompositeView",

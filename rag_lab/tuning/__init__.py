@@ -4,8 +4,8 @@ The event pipeline stays the reference (``ask``, step-through, the server). For 
 sliders, :func:`~rag_lab.tuning.inputs.capture_question` keeps once per question what the stages
 after retrieval read, and :class:`~rag_lab.tuning.evaluator.FastEvaluator` turns a config into the
 final contexts with the vectorised rerank, the stage's own merge on copies, and FILTER_TOP_K.
-This package sits below ``lab`` and ``eval``: the lab's capture plumbing, the widget and
-``rag-lab sweep`` call it.
+:mod:`.capture` runs those captures through a lab (``acapture_questions``). This package sits
+below ``eval`` and ``lab``: the stage cache, the tuning widget and ``rag-lab sweep`` call it.
 """
 
 from __future__ import annotations

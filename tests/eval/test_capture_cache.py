@@ -156,7 +156,7 @@ def test_failed_captures_are_not_stored(eval_lab: Any, small_spec: Any, tmp_path
                 for q in questions
             ]
 
-        monkeypatch.setattr("rag_lab.lab.tuning_capture.acapture_questions", failing)
+        monkeypatch.setattr("rag_lab.tuning.capture.acapture_questions", failing)
         out = asyncio.run(
             acapture_cached(eval_lab, [CaptureRequest("q", "anything")], small_spec.kb_name, eval_lab.params)
         )

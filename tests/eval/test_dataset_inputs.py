@@ -124,7 +124,7 @@ def test_from_frame():
 
 
 def test_convert_cli(tmp_path, capsys):
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
     from rag_lab.eval.datasets import load_dataset
 
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in CORPUS))

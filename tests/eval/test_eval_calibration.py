@@ -89,8 +89,8 @@ def test_end_to_end_numbers_are_the_fast_evaluators_and_the_pipelines(
     from rag_lab.eval.calibration import acalibrate, end_to_end
     from rag_lab.eval.metrics import evaluate_retrieval
     from rag_lab.eval.runner import evaluate_lab
-    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
     from rag_lab.tuning import FastEvaluator, doc_ids
+    from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
 
     kb = small_spec.kb_name
     cal = asyncio.run(acalibrate(eval_lab, small_ds, kb, target_precision=1.0, target_recall=0.95))
@@ -152,8 +152,9 @@ def test_gate_warns_when_the_reranker_or_its_score_range_changed() -> None:
 
 
 def test_calibrate_check_warns_on_another_reranker(tmp_path: Path, capsys: Any) -> None:
-    from rag_lab.eval.calibration import Calibration, check_calibration, write_calibration
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
+    from rag_lab.eval.calibration import Calibration, check_calibration
+    from rag_lab.lab.outputs import write_calibration
 
     cal = Calibration("other-reranker", "s", [0.0, 0.8], None, 1, 2, 1, 0.3, {}, {}, [], gold_scores=[0.8])
     cal.suggestions = [{"name": "best F1", "threshold": 0.5}]

@@ -188,7 +188,7 @@ def test_write_dataset_validates_what_it_wrote(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_convert_then_eval_on_a_never_seen_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     src = write_json(tmp_path / "squad.json", SQUAD)
     assert main(["convert", "squad", str(src), "--out", str(tmp_path / "fresh")]) == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rag_lab.eval.cli import DEGRADED_EXIT, _degraded_exit, main
+from rag_lab.commands.evaluate import DEGRADED_EXIT, _degraded_exit, main
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
 from rag_lab.eval.report import EvalReport, SuiteResult

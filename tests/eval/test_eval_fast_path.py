@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rag_lab.eval.runner import SuiteSpec, ingest_dataset
-from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
 from rag_lab.tuning import FastEvaluator, compare_references
+from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
 
 pytestmark = pytest.mark.slow
 

@@ -190,8 +190,8 @@ def test_stage_recall_equals_pytrec_eval_on_the_stage_list(lab_runs, small_ds) -
 
 
 def test_the_funnel_from_captures_equals_the_funnel_of_the_pipeline(eval_lab, lab_runs, small_spec, small_ds) -> None:
-    from rag_lab.lab.tuning_capture import CaptureQuestion, acapture_questions
     from rag_lab.tuning import FastEvaluator
+    from rag_lab.tuning.capture import CaptureQuestion, acapture_questions
 
     params, runs = lab_runs
     caps = asyncio.run(
@@ -302,8 +302,9 @@ def test_funnel_metric_names_resolve_with_direction() -> None:
 
 def test_reports_carry_the_funnel_and_the_gate_reads_its_metrics(eval_lab, small_spec, tmp_path) -> None:
     from rag_lab.eval.gate import GatePolicy, compare_reports
-    from rag_lab.eval.report import load_report, write_report
+    from rag_lab.eval.report import load_report
     from rag_lab.eval.runner import evaluate_suites
+    from rag_lab.lab.outputs import write_report
 
     rep = asyncio.run(evaluate_suites(eval_lab, [small_spec], progress=False))
     paths = write_report(rep, tmp_path, "r", formats=["json", "md", "html"])

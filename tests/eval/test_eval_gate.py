@@ -26,8 +26,9 @@ from rag_lab.eval.gate import (
 )
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
+from rag_lab.lab.outputs import write_gate, write_report
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "reports" / "baseline.json"
@@ -229,7 +230,7 @@ def test_nan_and_missing_fail() -> None:
 
 
 def test_gate_cli_exit_codes_with_report_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     b = write_report(EvalReport([suite(GOOD)]), tmp_path, "base", formats=["json"])["json"]
     same = write_report(EvalReport([suite(GOOD)]), tmp_path, "same", formats=["json"])["json"]
@@ -298,7 +299,7 @@ def test_changes_sorted_worst_first_and_gate_outputs(tmp_path: Path) -> None:
     assert [c.qid for c in res.changes] == ["q7", "q1"]
     assert res.params_changed == {"s": {"rerank_threshold": [None, 0.9]}}
     assert "params changed: rerank_threshold None → 0.9" in res.table()
-    paths = res.write(tmp_path)
+    paths = write_gate(res, tmp_path)
     data = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert data["kind"] == "rag_lab.gate" and data["passed"] is False
     first = data["checks"][0]
@@ -367,7 +368,7 @@ def _named(out: str, suite: str, metric: str) -> bool:
 
 
 def _gate_cli(tmp_path: Path, cur: EvalReport, *extra: str) -> tuple[int, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     cpath = write_report(cur, tmp_path, "current", formats=["json"])["json"]
     import contextlib
@@ -493,7 +494,7 @@ def test_planted_regression_on_the_pipeline_fails_the_gate(
 ) -> None:
     """Baseline and re-runs on the real offline pipeline (a shared lab keeps it fast): unchanged →
     exit 0; a rerank threshold that filters most chunks → exit 1."""
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     spec = {
         "suites": [small_spec.to_dict()],

@@ -18,15 +18,16 @@ from rag_lab.eval.gate import GatePolicy, compare_reports
 from rag_lab.eval.gate.provenance import dataset_digest, provenance_warnings
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, ReportSchemaError, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, ReportSchemaError, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
+from rag_lab.lab.outputs import write_report
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "reports" / "baseline.json"
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -135,7 +135,7 @@ def test_range_slices() -> None:
 
 
 def test_eval_config_applies_a_sweeps_best_yaml(tmp_path: Path, capsys: Any) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     best = SweepResult(
         ["rerank_threshold"],

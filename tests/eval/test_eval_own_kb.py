@@ -38,7 +38,7 @@ def _queries(path: Path, rows: list[dict[str, object]]) -> Path:
 def test_the_built_kb_is_evaluated_with_gold_by_path_file_name_or_title(
     built: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
     from rag_lab.lab import Lab
 
     ws, root = built
@@ -89,7 +89,7 @@ def test_the_built_kb_is_evaluated_with_gold_by_path_file_name_or_title(
 def test_bad_questions_name_the_line_field_and_value(
     built: tuple[Path, Path], row: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws, root = built
     q = _queries(root / "q.jsonl", [row])
@@ -112,7 +112,7 @@ def test_bad_questions_name_the_line_field_and_value(
 def test_kb_and_queries_go_together_and_the_kb_must_exist(
     built: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws, root = built
     q = _queries(root / "q1.jsonl", [{"question": "Who?", "gold": ["lighthouse.md"]}])

@@ -315,7 +315,7 @@ def test_eval_cli_with_the_judge_from_the_lab_config(tmp_path: Any, capsys: pyte
     """`rag-lab eval --ragas-llm` end to end: lab config with models.judge → loopback judge → report."""
     import yaml
 
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
     from rag_lab.eval.datasets import write_dataset
 
     write_dataset(

@@ -13,8 +13,9 @@ import pytest
 
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, ReportError, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, ReportError, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
+from rag_lab.lab.outputs import write_report
 
 NAN = math.nan
 

@@ -65,7 +65,7 @@ def test_a_trec_run_scores_as_pytrec_eval(tmp_path: Path) -> None:
 
 
 def test_the_gate_compares_two_runs_and_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     run, qrels = _files(tmp_path)
     out = tmp_path / "out"

@@ -87,9 +87,9 @@ async def test_failed_questions_are_kept_and_score_zero(
 def test_evaluate_suites_and_report_cli(
     eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_lab.eval.cli import main
-    from rag_lab.eval.report import write_report
+    from rag_lab.commands.evaluate import main
     from rag_lab.lab.lab import _run_sync
+    from rag_lab.lab.outputs import write_report
 
     spec = SuiteSpec(small_spec.dataset, 4, small_spec.max_docs)
     rep = _run_sync(lambda: evaluate_suites(eval_lab, [spec], ragas_metrics=["id_context_recall"], progress=False))

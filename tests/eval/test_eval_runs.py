@@ -16,7 +16,7 @@ SLICE = "hotpotqa_hipporag100@0-4:12"  # 4 questions over 12 documents
 
 @pytest.fixture(scope="module")
 def three_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     root = tmp_path_factory.mktemp("runs")
     ws, out = root / "ws", root / "out"
@@ -87,7 +87,7 @@ def test_runs_over_other_questions_are_refused(
     three_runs: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rag_lab.cli import main as rag_lab
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws, ids = three_runs
     out = ws.parent / "out"

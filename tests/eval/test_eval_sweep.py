@@ -20,8 +20,8 @@ from rag_lab.eval.sweep import (
     parse_param,
     run_grid,
     run_optuna,
-    write_sweep_outputs,
 )
+from rag_lab.lab.outputs import write_sweep_outputs
 from rag_lab.types.params import PipelineParams
 
 
@@ -206,7 +206,7 @@ async def test_optuna_sweep_is_seeded(eval_lab: Any, small_ds: Any, small_spec: 
 
 @pytest.mark.slow
 def test_sweep_cli(eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws = str(eval_lab.workspace.root)
     code = main(

@@ -140,7 +140,7 @@ def test_bad_check_values_are_refused_naming_the_flag(bad: Any) -> None:
 
 @pytest.mark.parametrize("bad", ["-1", "x", "auto", "2.5", "", "³"])
 def test_the_cli_refuses_bad_check_values_naming_the_flag(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     with pytest.raises(SystemExit) as exc:
         main(["sweep", "--dataset", "hotpotqa_hipporag100:2:10", "--param", "mmr_lambda=0.5", "--check", bad])
@@ -151,13 +151,13 @@ def test_the_cli_refuses_bad_check_values_naming_the_flag(bad: str, capsys: pyte
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("2", 2), (" 12 ", 12), ("all", "all"), ("ALL", "all")])
 def test_the_cli_reads_check_values(text: str, value: int | str) -> None:
-    from rag_lab.eval.cli import _check_arg
+    from rag_lab.commands.evaluate import _check_arg
 
     assert _check_arg(text) == value
 
 
 def test_the_cli_has_no_sampling_options(capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     for gone in ("--check-share", "--check-miss"):
         with pytest.raises(SystemExit):

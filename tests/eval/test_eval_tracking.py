@@ -71,7 +71,7 @@ def test_names_and_params() -> None:
 
 
 def test_missing_mlflow_names_the_extra(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
     from rag_lab.eval.tracking import require_mlflow
 
     monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow -> ImportError
@@ -88,7 +88,7 @@ def test_eval_logs_to_mlflow_and_exports(
 ) -> None:
     import pytrec_eval
 
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
     from rag_lab.eval.formats import read_samples_jsonl, read_trec_qrels, read_trec_run
     from rag_lab.eval.report import load_report
 
@@ -174,7 +174,7 @@ def test_eval_logs_to_mlflow_and_exports(
 def test_sweep_logs_a_parent_and_one_child_per_config(
     eval_lab: Any, small_spec: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     _need_mlflow()
     monkeypatch.delenv("RAG_LAB_MLFLOW_URI", raising=False)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def panel(eval_lab: Any, small_ds: Any, small_spec: Any) -> Any:
-    from rag_lab.eval.sweep.fast import tuning_panel
+    from rag_lab.lab.tuning_widget import tuning_panel
 
     return tuning_panel(eval_lab, small_ds, small_spec.kb_name, n_questions=6, metrics=("ndcg@10", "mrr"))
 

@@ -80,7 +80,7 @@ def _chat(req: RecordedRequest) -> Reply:
 
 @pytest.mark.slow
 def test_eval_per_turn_and_rewrite_effect_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ds = _dataset(tmp_path / "conv")
     with FakeOpenAIServer() as srv:
@@ -107,7 +107,7 @@ def test_eval_per_turn_and_rewrite_effect_end_to_end(tmp_path: Path, capsys: pyt
 
 
 def test_rewrite_effect_refuses_a_fixed_rewrite_param(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     argv = ["--workspace", str(tmp_path / "ws"), "eval", "--dataset", "x", "--rewrite-effect"]
     assert main([*argv, "--param", "enable_rewrite=false"]) == 2

@@ -22,17 +22,18 @@ from hypothesis import strategies as st
 from rag_lab.eval.gate import GatePolicy, compare_reports, paired_test, questions_to_settle
 from rag_lab.eval.metrics import evaluate_retrieval
 from rag_lab.eval.ragas_adapter import RagasResult
-from rag_lab.eval.report import EvalReport, SuiteResult, load_report, write_report
+from rag_lab.eval.report import EvalReport, SuiteResult, load_report
 from rag_lab.eval.runner import QueryRecord
 from rag_lab.eval.sweep.holdout import hold_out, holdout_verdict
-from rag_lab.eval.sweep.outputs import SweepResult, write_sweep_outputs
+from rag_lab.eval.sweep.outputs import SweepResult
 from rag_lab.eval.sweep.runners import _Suite
+from rag_lab.lab.outputs import write_report, write_sweep_outputs
 
 BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline.json"
 
 
 def _gate(tmp_path: Path, base: EvalReport | Path, cur: EvalReport, *extra: str) -> tuple[int, str]:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     bpath = base if isinstance(base, Path) else write_report(base, tmp_path, "base", formats=["json"])["json"]
     cpath = write_report(cur, tmp_path, "current", formats=["json"])["json"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rag_lab.cliutil import check_file_stem
-from rag_lab.eval.cli import main
+from rag_lab.commands.evaluate import main
 
 BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline.json"
 BAD = ["../../x", "../x", "a/b", "/tmp/x", "..", "a\\b", ".x", "~x", "x\ny", ""]
@@ -56,8 +56,9 @@ def test_report_from_json_writes_only_under_out(tmp_path, capsys):
 
 def test_the_writers_refuse_a_path_name_too(tmp_path):
     from rag_lab.eval.formats import export_records
-    from rag_lab.eval.report import load_report, write_report
-    from rag_lab.eval.sweep.outputs import SweepResult, write_sweep_outputs
+    from rag_lab.eval.report import load_report
+    from rag_lab.eval.sweep.outputs import SweepResult
+    from rag_lab.lab.outputs import write_report, write_sweep_outputs
 
     out = tmp_path / "a" / "out"
     report = load_report(BASELINE)

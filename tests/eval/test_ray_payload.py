@@ -49,7 +49,7 @@ def test_code_version_names_the_version_and_the_source_hash():
 def test_a_worker_refuses_a_payload_from_other_code():
     from rag_lab.eval.sweep.ray_worker import SweepPayload, evaluate_chunk_in_worker, evaluate_in_worker
 
-    payload = SweepPayload({}, b"", None, [], "ndcg@10", (10,), [], {}, [{}], [], "t", code_version="0.0.0+x")
+    payload = SweepPayload({}, object, b"", None, [], "ndcg@10", (10,), [], {}, [{}], [], "t", code_version="0.0.0+x")
     with pytest.raises(SweepError, match="version mismatch"):
         evaluate_in_worker(payload, {"config_index": 0})
     with pytest.raises(SweepError, match="version mismatch"):
@@ -74,7 +74,7 @@ def test_tune_trials_get_a_failure_config(monkeypatch):
 
     monkeypatch.setattr(tune, "Tuner", FakeTuner)
     monkeypatch.setattr(distributed, "init_ray", lambda address, workers: RayConnection(False, "test"))
-    payload = distributed.SweepPayload({}, b"", None, [], "ndcg@10", (10,), [], {}, [{}, {}], [], "t")
+    payload = distributed.SweepPayload({}, object, b"", None, [], "ndcg@10", (10,), [], {}, [{}, {}], [], "t")
     assert distributed._run_tune(payload, [], "ndcg@10", "maximize", 0, 0, None, 2, False) == []
     fc = seen["run_config"].failure_config
     assert isinstance(fc, tune.FailureConfig) and fc.max_failures == distributed.TRIAL_RETRIES == 1

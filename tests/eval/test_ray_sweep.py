@@ -133,7 +133,7 @@ async def test_optuna_on_ray_scores_each_config_as_in_process(ray_cluster, eval_
 
 
 def test_cli_says_which_executor_and_why(ray_cluster, eval_lab, small_spec, tmp_path, capsys):
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws = str(eval_lab.workspace.root)
     args = ["--workspace", ws, "sweep", "--dataset", "hotpotqa_hipporag100:4:32", "--param", "rerank_threshold=0.2,0.6"]

@@ -60,7 +60,7 @@ def test_ingest_prepares_answer_texts_only_when_they_will_be_read() -> None:
 
 
 def test_retrieval_only_refuses_answer_metrics(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     argv = ["--workspace", str(tmp_path / "ws"), "eval", "--dataset", "hotpotqa_hipporag100@2-4:8", "--quiet"]
     assert main([*argv, "--retrieval-only", "--ragas", "--out", str(tmp_path / "o")]) == 2

@@ -102,7 +102,7 @@ def test_refused(value: Any, line: str):
 
 
 def test_eval_prints_it(capsys):
-    from rag_lab.eval.cli import _print_saturation
+    from rag_lab.commands.evaluate import _print_saturation
 
     _print_saturation(EvalReport([_suite()]))
     # the headline metrics the suite has, in their order (recall@10 and ndcg@10 are not cut-offs of this suite)

@@ -263,7 +263,7 @@ def test_cli_llm_and_choice(llm_lab, tmp_path, capsys):
 def test_auto_picks_the_labs_chat_model_only_when_it_follows_instructions():
     from types import SimpleNamespace
 
-    from rag_lab.eval.testset.cli import choose_generator
+    from rag_lab.commands.testset import choose_generator
 
     args = SimpleNamespace(generator="auto", model=None, base_url=None, api_key_env=None, timeout=5.0)
     llm = SimpleNamespace(follows_instructions=True, model="m")

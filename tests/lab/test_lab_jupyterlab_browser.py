@@ -39,13 +39,13 @@ TOUR = ROOT / "notebooks" / "01_pipeline_event_by_event.ipynb"
 #: the user's autosave interval in the test's JupyterLab (seconds): were autosave on, a run would be saved this soon
 AUTOSAVE_S = 1
 LABEL_CELL = """import tempfile
-from rag_lab.eval.labelling import LabelPanel
+from rag_lab.lab.label_panel import LabelPanel
 from rag_lab.lab import Lab
 lab = Lab.from_config(workspace=tempfile.mkdtemp())
 LabelPanel(lab, {folder!r}, who="browser")"""
 TUNING_CELL = """import tempfile
 from rag_lab.eval.datasets import load_dataset
-from rag_lab.eval.sweep.fast import tuning_panel
+from rag_lab.lab.tuning_widget import tuning_panel
 from rag_lab.lab import Lab
 ds = load_dataset("hotpotqa_hipporag100").subset(20, max_docs=60)
 lab = Lab.from_config(workspace=tempfile.mkdtemp())

@@ -62,7 +62,7 @@ def test_ingest_and_ask_warn_with_an_english_embedder(tmp_path):
 def test_eval_and_sweep_warn_on_a_chinese_dataset(tmp_path, capsys):
     """`rag-lab eval` / `sweep` on a Chinese dataset with MiniLM say so before they run, also when
     the KB was ingested by an earlier run (whose ingest report held the warning unprinted)."""
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws = str(tmp_path / "ws")
     argv = ["--workspace", ws, "eval", "--dataset", "cmrc2018:2:4", "--out", str(tmp_path), "--quiet"]

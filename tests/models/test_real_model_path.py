@@ -322,7 +322,7 @@ def test_projection_and_budget_count_the_judge(tmp_path: Path) -> None:
 
 
 def test_llm_metric_without_a_judge_fails_before_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_lab.eval.cli import main
+    from rag_lab.commands.evaluate import main
 
     ws = tmp_path / "ws"
     code = main(

@@ -6,8 +6,8 @@ question text and the history turns replayed before it, each searched KB as the 
 cache keys it (settings, content version, BM25 index settings, engine), every :class:`~rag_lab.types.params.PipelineParams`
 field the capture ran with (its own final contexts, kept for the first equivalence check, depend on
 the post-retrieval ones too), the lab's models (id and class of each chat and rerank model) and the
-code version of the whole pipeline (the import closure of :mod:`rag_lab.lab.lab` and of the capture
-modules). Captures that failed are not stored: the next run tries again.
+code version of the whole pipeline (the import closure of the module defining the lab's class, for
+:class:`~rag_lab.lab.lab.Lab` every stage it wires, and of the capture modules). Captures that failed are not stored: the next run tries again.
 
 A capture is plain JSON: search results, history and candidates as their fields, arrays as lists
 (floats round-trip exactly). Reading one back gives the same evaluation as the capture it stores
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.eval.cache.keys import _version, code_version_for
+from rag_lab.eval.cache.keys import code_version_for
 from rag_lab.eval.cache.store import StageCache
 from rag_lab.eval.cache.wrappers import _search_result_from_payload, _search_result_payload
 
@@ -38,7 +38,6 @@ __all__ = ["CAPTURE_STAGE", "CaptureRequest", "acapture_cached", "inputs_from_pa
 CAPTURE_STAGE = "capture"
 #: bumped when the payload's shape changes
 CAPTURE_FORMAT = 1
-_CODE_ROOTS = ("rag_lab.lab.lab", "rag_lab.lab.tuning_capture", "rag_lab.tuning.inputs")
 _ARRAYS = {
     "model_index": np.intp,
     "model_score": np.float64,
@@ -174,11 +173,11 @@ def capture_key(
 async def acapture_cached(
     lab: Lab, requests: Sequence[CaptureRequest], kb: str | list[str], params: PipelineParams
 ) -> list[QuestionInputs]:
-    """:func:`rag_lab.lab.tuning_capture.acapture_questions` for ``requests`` (histories replayed
+    """:func:`rag_lab.tuning.capture.acapture_questions` for ``requests`` (histories replayed
     into fresh sessions). When the lab has the stage cache on (:func:`enable_stage_cache`), each
     question's capture is read from it and written to it; results in request order."""
     from rag_lab.eval.cache.wrappers import CachingSearcher
-    from rag_lab.lab.tuning_capture import acapture_questions
+    from rag_lab.tuning.capture import acapture_questions
     from rag_lab.tuning.inputs import StoreMemo
 
     memo = StoreMemo(lab.workspace.store)
@@ -192,7 +191,7 @@ async def acapture_cached(
         ws = lab.workspace
         # the KBs as the search stage's cache sees them: settings, content version, BM25 index, engine
         kbs = {k: searcher.kb_entry(ws, ws.get_kb(k)) for k in ([kb] if isinstance(kb, str) else kb)}
-        models, code = _models(lab), _version(_CODE_ROOTS, ())
+        models, code = _models(lab), code_version_for(CAPTURE_STAGE, lab)
         keys = [capture_key(r, kbs, params, models, code) for r in requests]
         for i, key in enumerate(keys):
             found = cache.get(CAPTURE_STAGE, key)
@@ -207,12 +206,12 @@ async def acapture_cached(
 
 
 def _question(lab: Lab, req: CaptureRequest) -> Any:
-    """The request as a :class:`~rag_lab.lab.tuning_capture.CaptureQuestion`, its history replayed
+    """The request as a :class:`~rag_lab.tuning.capture.CaptureQuestion`, its history replayed
     into a fresh session."""
     from types import SimpleNamespace
 
     from rag_lab.eval.ingest import _replay_history
-    from rag_lab.lab.tuning_capture import CaptureQuestion
+    from rag_lab.tuning.capture import CaptureQuestion
 
     turns = [SimpleNamespace(question=q, answer=a) for q, a in req.history]
     return CaptureQuestion(req.qid, req.question, _replay_history(lab, turns) if turns else "")

@@ -26,6 +26,9 @@ STAGE_CODE_ROOTS: dict[str, tuple[str, ...]] = {
     "rerank": ("rag_lab.models.rerank",),
     "embed": ("rag_lab.models.embedding",),
     "bm25": ("rag_lab.retrieval.keyword_index",),
+    # with the module of the capturing lab's class (``code_version_for("capture", lab)``): the
+    # whole pipeline as that lab wires it
+    "capture": ("rag_lab.tuning.capture", "rag_lab.tuning.inputs"),
 }
 
 

@@ -1,5 +1,5 @@
 """Converters of the raw third-party QA datasets bundled under ``datasets/`` (CMRC 2018 trial,
-HotpotQA HippoRAG-100, PubMedQA PQA-L); their command line is :mod:`rag_lab.eval.datasets.convert_cli`.
+HotpotQA HippoRAG-100, PubMedQA PQA-L); their command line is :mod:`rag_lab.commands.convert`.
 
 Long because each converter carries its dataset's provenance text; the shared helpers are in
 :mod:`rag_lab.eval.datasets.raw`."""

@@ -58,8 +58,9 @@ noisy ones (an LLM in the loop).
 was made by another code version, other models or other dataset content
 (:mod:`.provenance`).
 
-:func:`run_gate` re-runs the baseline's own spec (suites, ks, ragas metrics, params) with the
-offline defaults in a fresh workspace, unless a current report is given. Exit codes of the CLI:
+:func:`run_gate` re-runs the baseline's own spec (suites, ks, ragas metrics, params) in a fresh
+workspace, with a lab from the caller's ``lab_factory`` (the command line's: ``Lab.from_config``
+with ``--config``, the offline defaults when none is given), unless a current report is given. Exit codes of the CLI:
 0 pass, 1 regression / probable regression / NaN / missing / errors / inconclusive / changes
 under ``--fail-on-change``, 2 unusable input. :meth:`GateResult.to_json` (``gate.json``) holds the
 verdict for other tools; :meth:`GateResult.summary_markdown` a short summary for CI pages.

@@ -1,13 +1,14 @@
-"""Views of a :class:`~rag_lab.eval.gate.result.GateResult`: the fixed-width console table,
-``gate.md``, ``gate.html`` (sortable tables) and ``gate.junit.xml``."""
+"""Text views of a :class:`~rag_lab.eval.gate.result.GateResult`: the fixed-width console table,
+``gate.md``, the step summary and ``gate.junit.xml`` (``gate.html`` is drawn by
+:mod:`rag_lab.lab.pages.gate` from the same words and numbers)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
-from rag_lab.eval.report import CSS, SORT_SCRIPT, md_cell, short_text
+from rag_lab.eval.report import md_cell, short_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.gate.result import GateResult, MetricCheck
@@ -138,63 +139,6 @@ def gate_markdown(res: GateResult, max_changes: int = 200) -> str:
             lines.append(f"\n… {len(res.changes) - max_changes} more in gate.json")
     lines.append("")
     return "\n".join(lines)
-
-
-def gate_html(res: GateResult, max_changes: int = 500) -> str:
-    """gate.html: verdict, changed params, every check with its CI (sortable), per-question changes
-    worst first with question, what changed, the rankings and both answers (sortable)."""
-    import html as _html
-
-    e = _html.escape
-    lvl = f"{round(res.policy.ci_level * 100):d}% CI"
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>rag_lab regression gate</title>",
-        f"<style>{CSS}</style></head><body><h1>Regression gate</h1>",
-        f"<p class='{'' if res.passed else 'bad'}'><b>{e(res.verdict())}</b></p>",
-        *[f"<p class='bad'>warning: {e(w)}</p>" for w in res.warnings],
-        f"<p>{e(res.params_line())}</p>",
-        "<table class='sortable'><thead><tr><th>suite</th><th>metric</th><th>family</th><th>baseline</th>"
-        f"<th>current</th><th>delta</th><th>{lvl}</th><th>p</th><th>p adj</th><th>p NI adj</th><th>d_z</th>"
-        "<th>questions to settle</th><th>moved</th><th>pairs</th><th>worse</th><th>better</th><th>tier</th><th>status</th>"
-        "<th>note</th></tr></thead><tbody>",
-    ]
-
-    def td(v: Any, signed: bool = False) -> str:
-        ok = isinstance(v, (int, float)) and math.isfinite(v)
-        return f"<td data-v='{float(v) if ok else 'NaN'}'>{_f(v, signed) if ok else '-'}</td>"
-
-    for c in res.checks:
-        cls = " class='bad'" if c.failed else ""
-        parts.append(
-            f"<tr{cls}><td>{e(c.suite)}</td><td>{e(c.metric)}</td><td>{e(c.family)}</td>{td(c.baseline)}"
-            f"{td(c.current)}{td(c.delta, True)}<td>{e(_ci(c))}</td>{td(c.p_value)}{td(c.p_adjusted)}"
-            f"{td(c.p_ni_adjusted)}{td(c.effect_size, True)}<td>{c.n_needed if c.n_needed is not None else '-'}</td>"
-            f"<td>{c.n_informative}</td><td>{c.n_pairs}</td><td>{c.n_worse}</td><td>{c.n_better}</td>"
-            f"<td>{e(c.tier)}</td><td>{e(_status(c))}</td><td>{e(c.note)}</td></tr>"
-        )
-    parts.append("</tbody></table>")
-    parts.append(f"<h2>Per-question changes ({len(res.changes)}, worst first)</h2>")
-    if not res.changes:
-        parts.append("<p>None: every question's ranking, final contexts and answer equal the baseline's.</p>")
-    else:
-        parts.append(
-            "<table class='sortable'><thead><tr><th>suite</th><th>qid</th><th>question</th><th>what changed</th>"
-            "<th>worst delta</th><th>metric deltas</th><th>gold</th><th>baseline ranking</th>"
-            "<th>current ranking</th><th>baseline answer</th><th>current answer</th></tr></thead><tbody>"
-        )
-        for ch in res.changes[:max_changes]:
-            cls = " class='worse'" if ch.worst < 0 else (" class='better'" if ch.deltas else "")
-            deltas = ", ".join(f"{m} {d:+.3f}" for m, d in sorted(ch.deltas.items(), key=lambda kv: kv[1]))
-            parts.append(
-                f"<tr{cls}><td>{e(ch.suite)}</td><td>{e(ch.qid)}</td><td>{e(ch.question)}</td>"
-                f"<td>{e(', '.join(ch.changed))}</td>{td(ch.worst, True)}<td>{e(deltas)}</td>"
-                f"<td>{e(', '.join(ch.gold_ids))}</td><td>{e(', '.join(ch.baseline_ids[:10]))}</td>"
-                f"<td>{e(', '.join(ch.current_ids[:10]))}</td><td>{e(short_text(ch.baseline_answer, 400))}</td>"
-                f"<td>{e(short_text(ch.current_answer, 400))}</td></tr>"
-            )
-        parts.append("</tbody></table>")
-    parts.append(SORT_SCRIPT + "</body></html>")
-    return "\n".join(parts) + "\n"
 
 
 def gate_summary_markdown(res: GateResult, max_items: int = 10) -> str:

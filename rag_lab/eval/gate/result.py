@@ -9,11 +9,10 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.gate.changes import QueryChange
-from rag_lab.eval.gate.render import gate_html, gate_junit, gate_markdown, gate_summary_markdown, gate_table
+from rag_lab.eval.gate.render import gate_junit, gate_markdown, gate_summary_markdown, gate_table
 from rag_lab.eval.gate.stats import TESTS
 from rag_lab.eval.metric_defs import GATE_TOLERANCE, metric_families
 from rag_lab.eval.report import EvalReport
@@ -297,25 +296,6 @@ class GateResult:
             "unstable": {f"{c.suite}/{c.metric}": list(c.unstable) for c in self.checks if c.unstable},
             "query_changes": [ch.to_dict() for ch in self.changes],
         }
-
-    def html(self) -> str:
-        return gate_html(self)
-
-    def write(self, out_dir: str | Path) -> dict[str, Path]:
-        """``gate.json``, ``gate.md``, ``gate.html`` and ``gate.junit.xml`` under ``out_dir``."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {
-            "json": out / "gate.json",
-            "md": out / "gate.md",
-            "html": out / "gate.html",
-            "junit": out / "gate.junit.xml",
-        }
-        paths["json"].write_text(self.to_json(), encoding="utf-8")
-        paths["md"].write_text(self.markdown(), encoding="utf-8")
-        paths["html"].write_text(self.html(), encoding="utf-8")
-        paths["junit"].write_text(self.junit(), encoding="utf-8")
-        return paths
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,4 +1,5 @@
-"""Running the gate: re-run a baseline's own spec in a fresh lab (:func:`evaluate_spec`), load and
+"""Running the gate: re-run a baseline's own spec in a fresh lab that the caller builds
+(:func:`evaluate_spec`), load and
 compare (:func:`run_gate`), and parse ``--metric name[:tolerance]`` options."""
 
 from __future__ import annotations
@@ -27,20 +28,22 @@ def evaluate_spec(
     spec: Mapping[str, Any],
     *,
     params: Mapping[str, Any] | None = None,
+    lab_factory: Callable[[Path], Lab],
     config: str | Path | Mapping[str, Any] | None = None,
     workspace: str | Path | None = None,
-    lab_factory: Callable[[Path], Lab] | None = None,
+    close_lab: bool = False,
     progress: bool = False,
     judge: Any = None,
 ) -> EvalReport:
     """Run a report spec (suites, ks, ragas metrics, params) in a fresh lab and return the report.
 
     ``params`` are applied on top of the spec's params. ``lab_factory(workspace_path)`` builds the
-    lab (default: ``Lab.from_config(config, workspace=...)``, the offline defaults).
+    lab (the command line passes ``Lab.from_config(config, workspace=...)``); ``config`` is only
+    recorded in the report's meta. The lab belongs to the caller unless ``close_lab`` is set, when
+    its workspace is closed after the run.
     """
     from rag_lab.asyncutil import run_sync
     from rag_lab.eval.runner import SuiteSpec, evaluate_suites
-    from rag_lab.lab.lab import Lab
 
     suites = [SuiteSpec.from_dict(s) for s in spec["suites"]]
     merged = {**dict(spec.get("params") or {}), **dict(params or {})}
@@ -49,7 +52,7 @@ def evaluate_spec(
     judge_repeats = int(spec.get("judge_repeats") or 1)
 
     def run(ws: Path) -> EvalReport:
-        lab = lab_factory(ws) if lab_factory else Lab.from_config(config, workspace=ws)
+        lab = lab_factory(ws)
         try:
             return cast(
                 EvalReport,
@@ -68,7 +71,7 @@ def evaluate_spec(
                 ),
             )
         finally:
-            if lab_factory is None:  # a lab from the factory belongs to the caller
+            if close_lab:
                 lab.workspace.close()
 
     if workspace is not None:

@@ -1,5 +1,6 @@
-"""Evaluation reports: one :class:`EvalReport` (suites = datasets evaluated with one config) written
-as Markdown, HTML (plots embedded as base64 PNG), JSON and JUnit XML.
+"""Evaluation reports: one :class:`EvalReport` (suites = datasets evaluated with one config) as
+Markdown, JSON and JUnit XML; the HTML page (plots embedded as base64 PNG) is drawn above this
+package (:mod:`rag_lab.lab.pages`) and :func:`rag_lab.lab.outputs.write_report` writes all four.
 
 Every metric is reported with its mean over the valid samples **and** the counts ``n``,
 ``n_valid``, ``n_nan`` and ``n_failed``; failed samples are listed with their reasons. A JUnit
@@ -11,27 +12,14 @@ values of every metric, retrieved document ids, answers, latencies, errors) but 
 texts unless asked (``include_texts=True``).
 
 The package is split by responsibility: :mod:`.model` (:class:`SuiteResult`, :class:`EvalReport`,
-the JSON form and :func:`load_report`), :mod:`.plots` (the PNG figures) and :mod:`.render`
-(Markdown, HTML, JUnit, the terminal table and :func:`write_report`), :mod:`.schema` (the checks
-every report passes before it is read or compared).
+the JSON form and :func:`load_report`), :mod:`.render` (Markdown, JUnit and the terminal table),
+:mod:`.schema` (the checks every report passes before it is read or compared).
 """
 
 from __future__ import annotations
 
 from rag_lab.eval.report.model import FORMATS, REPORT_FORMAT, EvalReport, SuiteResult, load_report
-from rag_lab.eval.report.plots import _figure as _figure  # used by the sweep's plots
-from rag_lab.eval.report.plots import plot_png, plot_ragas_png
-from rag_lab.eval.report.render import (
-    CSS,
-    SORT_SCRIPT,
-    md_cell,
-    render_html,
-    render_junit,
-    render_markdown,
-    short_text,
-    suites_table,
-    write_report,
-)
+from rag_lab.eval.report.render import md_cell, render_junit, render_markdown, short_text, suites_table
 from rag_lab.eval.report.schema import ReportError, ReportSchemaError, validate_report, validate_report_data
 
 __all__ = [
@@ -41,17 +29,11 @@ __all__ = [
     "ReportSchemaError",
     "SuiteResult",
     "load_report",
-    "plot_png",
     "validate_report",
     "validate_report_data",
-    "write_report",
     # used by the CLI, the gate's views and the tests
-    "CSS",
     "FORMATS",
-    "SORT_SCRIPT",
     "md_cell",
-    "plot_ragas_png",
-    "render_html",
     "render_junit",
     "render_markdown",
     "short_text",

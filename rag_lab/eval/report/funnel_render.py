@@ -4,13 +4,12 @@ lost at each stage) and, per question, the stage that lost each gold passage, wo
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
 from rag_lab.eval.funnel import AR_KS, RECALL_KS, funnel_section, lost_passages
 
-__all__ = ["funnel_html", "funnel_markdown", "is_funnel_metric"]
+__all__ = ["funnel_markdown", "funnel_tables", "is_funnel_metric"]
 
 _NOTE = (
     "Ranks are document ranks at each stage (a document at its best chunk, each once). *lost here*: share of "
@@ -48,6 +47,24 @@ def _rows(fs: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def funnel_tables(suite: Any) -> dict[str, Any] | None:
+    """The suite's funnel as the report page shows it (``None`` when its records carry no funnel):
+    gold count, share kept, the note, the per-stage table (``head``, ``rows``) and the lost
+    passages, worst questions first."""
+    fs = funnel_section(suite.records)
+    if fs is None:
+        return None
+    head, rows = _rows(fs)
+    return {
+        "n_gold": fs["n_gold"],
+        "kept": _f(fs["kept"]),
+        "note": _NOTE,
+        "head": head,
+        "rows": rows,
+        "lost": lost_passages(suite.records),
+    }
+
+
 def funnel_markdown(suite: Any, max_rows: int = 200) -> list[str]:
     """Markdown lines of the suite's funnel (none when its records carry no funnel)."""
     fs = funnel_section(suite.records)
@@ -67,28 +84,3 @@ def funnel_markdown(suite: Any, max_rows: int = 200) -> list[str]:
         q = q if len(q) <= 80 else q[:79] + "…"
         out.append(f"| {r['qid']} | {q} | {r['gold']} | {r['lost_at']} | {r['why'].replace('|', '/')} |")
     return out
-
-
-def funnel_html(suite: Any, max_rows: int = 200) -> str:
-    """HTML of the suite's funnel ("" when its records carry no funnel)."""
-    fs = funnel_section(suite.records)
-    if fs is None:
-        return ""
-    e = html.escape
-    head, rows = _rows(fs)
-    parts = [
-        f"<h3>Gold funnel ({fs['n_gold']} gold documents; {_f(fs['kept'])} reach the final contexts)</h3>",
-        f"<p>{e(_NOTE)}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>",
-    ]
-    parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-    parts.append("</table>")
-    lost = lost_passages(suite.records)
-    parts.append(f"<h3>Where the gold was lost ({len(lost)} passages, worst questions first)</h3>")
-    parts.append("<table><tr><th>qid</th><th>question</th><th>gold document</th><th>lost at</th><th>why</th></tr>")
-    parts += [
-        f"<tr><td>{e(r['qid'])}</td><td>{e(r['question'])}</td><td>{e(r['gold'])}</td>"
-        f"<td>{e(r['lost_at'])}</td><td>{e(r['why'])}</td></tr>"
-        for r in lost[:max_rows]
-    ]
-    parts.append("</table>")
-    return "\n".join(parts)

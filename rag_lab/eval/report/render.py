@@ -1,24 +1,20 @@
-"""The report's views: Markdown, HTML (plots embedded as base64 PNG, sortable per-query table),
-JUnit XML (one test case per suite and metric), the terminal table of suite means, and
-:func:`write_report`. The HTML pieces (:data:`CSS`, :data:`SORT_SCRIPT`, :func:`short_text`,
-:func:`md_cell`) are shared with the gate's views."""
+"""The report's text views: Markdown, JUnit XML (one test case per suite and metric) and the
+terminal table of suite means, with the pieces the HTML page (:mod:`rag_lab.lab.pages.report`)
+reads the same way: the summary rows, the main metrics, the per-query order and titles, the
+failed samples. :func:`short_text` and :func:`md_cell` are shared with the gate's views."""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from rag_lab.eval.records import QueryRecord, answer_text
-from rag_lab.eval.report.funnel_render import funnel_html, funnel_markdown, is_funnel_metric
+from rag_lab.eval.report.funnel_render import funnel_markdown, is_funnel_metric
 from rag_lab.eval.report.judge_render import calibration_markdown, repeats_markdown, review_markdown
-from rag_lab.eval.report.model import FORMATS, EvalReport, SuiteResult
-from rag_lab.eval.report.plots import plot_png, plot_ragas_png
+from rag_lab.eval.report.model import EvalReport, SuiteResult
 from rag_lab.eval.saturation import saturation_line
 
 
@@ -108,52 +104,6 @@ def render_markdown(report: EvalReport, max_rows: int = 200, sort_by: str | None
     return "\n".join(out) + "\n"
 
 
-def _img(png: bytes | None, alt: str) -> str:
-    if not png:
-        return ""
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
-
-
-CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;vertical-align:top}th{background:#eee}"
-    ".bad{background:#fdd}.worse{color:#a00}.better{color:#070}img{max-width:100%}"
-    "table.sortable th{cursor:pointer}table.sortable th[data-dir=asc]:after{content:' ▲'}"
-    "table.sortable th[data-dir=desc]:after{content:' ▼'}"
-)
-_CSS = CSS
-
-#: click a header of a ``table.sortable`` to sort its body by that column (numbers by ``data-v``)
-SORT_SCRIPT = """<script>
-document.querySelectorAll('table.sortable').forEach(function (table) {
-  table.querySelectorAll('thead th').forEach(function (th) {
-    th.addEventListener('click', function () {
-      var col = th.cellIndex, body = table.tBodies[0], asc = th.dataset.dir !== 'asc';
-      table.querySelectorAll('thead th').forEach(function (h) { delete h.dataset.dir; });
-      th.dataset.dir = asc ? 'asc' : 'desc';
-      var key = function (row) {
-        var cell = row.cells[col];
-        return cell.dataset.v !== undefined ? parseFloat(cell.dataset.v) : cell.textContent.trim();
-      };
-      Array.from(body.rows).sort(function (a, b) {
-        var x = key(a), y = key(b);
-        var c = (typeof x === 'number' && typeof y === 'number')
-          ? ((isNaN(x) ? Infinity : x) - (isNaN(y) ? Infinity : y)) : String(x).localeCompare(String(y));
-        return asc ? c : -c;
-      }).forEach(function (row) { body.appendChild(row); });
-    });
-  });
-});
-</script>"""
-
-
-def _num_td(v: Any, fmt: str = "{:.4f}") -> str:
-    """A numeric cell whose sort key is its value (NaN sorts last)."""
-    if isinstance(v, (int, float)) and math.isfinite(v):
-        return f"<td data-v='{float(v)!r}'>{fmt.format(v)}</td>"
-    return "<td data-v='NaN'>NaN</td>"
-
-
 def short_text(text: str, n: int) -> str:
     """``text`` on one line, cut to ``n`` characters with an ellipsis."""
     text = " ".join((text or "").split())
@@ -200,71 +150,6 @@ def _query_rows(suite: SuiteResult, sort_by: str | None) -> list[QueryRecord]:
     return sorted(suite.records, key=key)
 
 
-def render_html(report: EvalReport, max_rows: int = 200, plots: bool = True, sort_by: str | None = None) -> str:
-    e = html.escape
-    meta = report.meta
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>rag_lab evaluation report</title>",
-        f"<style>{_CSS}</style></head><body><h1>rag_lab evaluation report</h1>",
-        f"<p>Created {e(str(meta.get('created_at')))} · rag_lab {e(str(meta.get('rag_lab')))} · "
-        f"Python {e(str(meta.get('python')))}</p>",
-    ]
-    for suite in report.suites:
-        params = ", ".join(f"{k}={v}" for k, v in sorted(suite.params.items())) or "lab defaults"
-        parts.append(
-            f"<h2>{e(suite.name)}</h2><p>Dataset <code>{e(suite.dataset)}</code>, {len(suite.records)} queries; "
-            f"params: {e(params)}; mean latency {e(_fmt(suite.mean_latency_ms))} ms; "
-            f"{suite.fallbacks} fallback answers; {suite.errors} pipeline errors.</p>"
-        )
-        led = suite.ledger_totals()
-        calls = ", ".join(f"{n} {k}" for k, n in sorted(led["model_calls"].items())) or "none"
-        parts.append(
-            f"<p>Ledger: model calls {e(calls)}; {led['tokens_in']} tokens in, {led['tokens_out']} out; "
-            f"cost ${led['cost_usd']:.4f}"
-            + (f"; {led['judge_failed']} judge calls failed" if led["judge_failed"] else "")
-            + ".</p>"
-        )
-        if plots:
-            parts.append(_img(plot_png(suite), f"{suite.name} retrieval metrics"))
-            parts.append(_img(plot_ragas_png(suite), f"{suite.name} ragas metrics"))
-        parts.append("<table><tr><th>metric</th><th>mean</th><th>n</th><th>valid</th><th>NaN</th><th>failed</th></tr>")
-        for m, v, n, ok, nn, nf in _summary_rows(suite):
-            cls = " class='bad'" if (nn or nf or v == "NaN") else ""
-            parts.append(
-                f"<tr{cls}><td>{e(m)}</td><td>{v}</td><td>{n}</td><td>{ok}</td><td>{nn}</td><td>{nf}</td></tr>"
-            )
-        parts.append("</table>")
-        main = _main_metrics(suite)
-        vals = suite.values()
-        rows = _query_rows(suite, sort_by)
-        parts.append(
-            f"<h3>Per query ({min(max_rows, len(rows))} of {len(rows)}; click a column to sort)</h3>"
-            "<table class='sortable'><thead><tr><th>qid</th><th>question</th><th>answer</th><th>reference</th>"
-            "<th>gold titles</th><th>top contexts</th>"
-            + "".join(f"<th>{e(m)}</th>" for m in main)
-            + "<th>ms</th><th>error</th></tr></thead><tbody>"
-        )
-        for r in rows[:max_rows]:
-            cls = " class='bad'" if r.error else ""
-            ctx = _context_titles(r)
-            parts.append(
-                f"<tr{cls}><td>{e(r.qid)}</td><td>{e(r.question)}</td>"
-                f"<td title='{e(r.answer)}'>{e(short_text(answer_text(r.answer), 300))}</td>"
-                f"<td>{e(r.answers[0] if r.answers else '')}</td>"
-                f"<td>{e(', '.join(_gold_titles(r)))}</td><td>{e(', '.join(ctx[:5]))}</td>"
-                + "".join(_num_td(vals[m].get(r.qid, math.nan)) for m in main)
-                + f"{_num_td(r.latency_ms, '{:.0f}')}<td>{e(r.error)}</td></tr>"
-            )
-        parts.append("</tbody></table>")
-        parts.append(funnel_html(suite, max_rows))
-        fails = _failures(suite)
-        parts.append(
-            f"<h3>NaN and failed samples ({len(fails)})</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in fails) + "</ul>"
-        )
-    parts.append(SORT_SCRIPT + "</body></html>")
-    return "\n".join(parts) + "\n"
-
-
 def render_junit(report: EvalReport) -> str:
     """A ``<testsuites>`` document: one test case per (suite, metric)."""
     root = ET.Element("testsuites", name="rag_lab.eval")
@@ -297,41 +182,6 @@ def render_junit(report: EvalReport) -> str:
     root.set("failures", str(failures))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def write_report(
-    report: EvalReport,
-    out_dir: str | Path = "reports",
-    name: str = "report",
-    formats: Iterable[str] = FORMATS,
-    include_texts: bool = False,
-    plots: bool = True,
-    sort_by: str | None = None,
-) -> dict[str, Path]:
-    """Write ``<name>.md``, ``<name>.html``, ``<name>.json`` and ``<name>.junit.xml`` (those asked)
-    under ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise)."""
-    from rag_lab.cliutil import check_file_stem
-
-    check_file_stem(name)
-    fmts = list(dict.fromkeys(formats))
-    unknown = [f for f in fmts if f not in FORMATS]
-    if unknown:
-        raise ValueError(f"unknown report format(s) {', '.join(unknown)}; known: {', '.join(FORMATS)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-    for f in fmts:
-        if f == "md":
-            p, text = out / f"{name}.md", render_markdown(report, sort_by=sort_by)
-        elif f == "html":
-            p, text = out / f"{name}.html", render_html(report, plots=plots, sort_by=sort_by)
-        elif f == "json":
-            p, text = out / f"{name}.json", report.to_json(include_texts)
-        else:
-            p, text = out / f"{name}.junit.xml", render_junit(report)
-        p.write_text(text, encoding="utf-8")
-        paths[f] = p
-    return paths
 
 
 def suites_table(suites: Sequence[SuiteResult], metrics: Sequence[str] | None = None) -> str:

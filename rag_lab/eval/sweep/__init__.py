@@ -16,13 +16,14 @@ Parameter specs (``--param``): ``name=lo:hi:step`` (inclusive grid; optuna sampl
 steps), ``name=lo:hi`` (continuous; optuna only), ``name=a,b,c`` (choices), ``name=v`` (fixed).
 
 The package is split by responsibility: :mod:`.specs` (parameter specs, grid, objective),
-:mod:`.runners` (evaluating configs, grid and optuna), :mod:`.outputs` (:class:`SweepResult` and
-the files written).
+:mod:`.runners` (evaluating configs, grid and optuna), :mod:`.outputs` (:class:`SweepResult`: rows,
+best config, CSV, YAML and Markdown). The files a sweep writes, with its plots, are written by
+:func:`rag_lab.lab.outputs.write_sweep_outputs`.
 """
 
 from __future__ import annotations
 
-from rag_lab.eval.sweep.outputs import SweepResult, write_sweep_outputs
+from rag_lab.eval.sweep.outputs import SweepResult
 from rag_lab.eval.sweep.runners import run_grid, run_optuna
 from rag_lab.eval.sweep.specs import (
     INDEX_PARAMS,
@@ -43,5 +44,4 @@ __all__ = [
     "parse_param",
     "run_grid",
     "run_optuna",
-    "write_sweep_outputs",
 ]

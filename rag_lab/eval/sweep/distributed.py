@@ -10,7 +10,8 @@ gets the same metrics either way (latency aside). What changes is where configs 
 * the workspace (SQLite store, indexes) and the stage cache are packed once and put **once** in
   the Ray object store (``tune.with_parameters``), with the lab config, the datasets and the
   evaluator settings. Each worker process unpacks them into its own temporary folder and builds
-  one :class:`~rag_lab.lab.lab.Lab` from the same config, reused by every trial it runs. Nothing
+  one lab of the driver's lab class (shipped by reference) from the same config, reused by every
+  trial it runs. Nothing
   needs a shared file system, so the same code runs on a laptop and on a KubeRay cluster;
 * the grid becomes ``tune.grid_search`` over the config indices (same configs, same order); an
   optuna search becomes Ray Tune's ``OptunaSearch`` (TPE, seeded) with the same parameter
@@ -170,6 +171,7 @@ def _payload(
 ) -> SweepPayload:
     return SweepPayload(
         lab_config=dict(lab.config),
+        lab_class=type(lab),
         workspace_tar=pack_folder(lab.workspace.root, _SKIP),
         cache_tar=cache_tar,
         suites=[(s.name, s.dataset, s.kb) for s in prepared],

@@ -3,7 +3,7 @@ inputs captured once, audited against the full pipeline on request (``check``).
 
 * Configs are grouped by their retrieval part (:func:`rag_lab.tuning.params.split_config`: search
   settings, BM25 index settings, anything not post-retrieval). Each distinct retrieval config is
-  captured once: one pipeline run per question (:func:`rag_lab.lab.tuning_capture.acapture_questions`)
+  captured once: one pipeline run per question (:func:`rag_lab.tuning.capture.acapture_questions`)
   keeps what the post-retrieval stages read. Questions whose search ran query expansion are
   captured again for each ``rerank_top_k`` (the expansion's top-k reads it).
 * Every config is then evaluated without the event pipeline: final contexts → the same
@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.sweep.specs import INDEX_PARAMS, LATENCY_OF_CAPTURE, LATENCY_OF_PIPELINE, SweepError, p95
@@ -337,50 +336,6 @@ def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:
     if slow.summary() != fast.summary():
         out.append(f"{suite.name} metrics: {slow.summary()} (pipeline) vs {fast.summary()} (fast)")
     return out
-
-
-def tuning_panel(
-    lab: Any,
-    dataset: Any,
-    kb: str,
-    n_questions: int = 100,
-    params: Mapping[str, Any] | None = None,
-    metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
-    cache_dir: str | Path | None = None,
-    **kw: Any,
-) -> Any:
-    """A :class:`rag_lab.lab.tuning_widget.TuningPanel` over the first ``n_questions`` of
-    ``dataset`` (ingested as ``kb``; histories replayed), scored with the evaluation's retrieval
-    metrics. ``params``: overrides of the lab's params the sliders start from. ``cache_dir``: a
-    stage cache folder the questions' captures are read from and written to (the next panel over
-    the same questions, KB content, params, models and code skips the capture runs); a lab with
-    the stage cache already on uses its own."""
-    from rag_lab.asyncutil import run_sync
-    from rag_lab.eval.cache.captures import acapture_cached
-    from rag_lab.eval.runner import faq_kb_name
-    from rag_lab.lab.tuning_widget import TuningPanel
-
-    queries = dataset.queries[:n_questions]
-    base = lab.params.with_changes(**dict(params or {}))
-    kbs = [kb] + ([faq_kb_name(kb)] if dataset.faq else [])
-    handle = None
-    if cache_dir is not None and getattr(lab, "_stage_cache_handle", None) is None:
-        from rag_lab.eval.cache import enable_stage_cache
-
-        handle = enable_stage_cache(lab, cache_dir)  # for the captures only: switched off below
-    try:
-        inputs = run_sync(lambda: acapture_cached(lab, capture_requests(dataset, queries), kbs, base))
-    finally:
-        if handle is not None:
-            handle.disable()
-    memo = RetrievalMemo({q.id: set(q.gold_ids) for q in queries}, grades=dataset.graded_qrels())
-    names = list(metrics)
-
-    def score(runs: Mapping[str, list[str]]) -> dict[str, float]:
-        summary = memo.report(runs).summary()
-        return {m: summary[m] for m in names}
-
-    return TuningPanel(inputs, base, score, **kw)
 
 
 def capture_requests(dataset: Any, queries: Sequence[Any]) -> list[Any]:

@@ -23,7 +23,7 @@ particular questions), and the **verdict**:
 
 Only ``better`` makes the tuned params the sweep's ``<name>_best.yaml``; otherwise that file keeps
 the default config and the tuned one goes to ``<name>_tuned.yaml``
-(:func:`~rag_lab.eval.sweep.outputs.write_sweep_outputs`).
+(:func:`rag_lab.lab.outputs.write_sweep_outputs`).
 """
 
 from __future__ import annotations

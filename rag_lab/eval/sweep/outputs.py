@@ -1,4 +1,5 @@
-"""The result of a sweep (:class:`SweepResult`: rows, best config, tables) and writing it to disk."""
+"""The result of a sweep (:class:`SweepResult`: rows, best config, tables, CSV and YAML); its plots
+and the whole set of files are drawn and written by :mod:`rag_lab.lab.outputs`."""
 
 from __future__ import annotations
 
@@ -130,70 +131,6 @@ class SweepResult:
                 best_q = r[q]
         return front
 
-    def plot_metric_vs_param(self, path: str | Path, metric: str | None = None) -> Path:
-        """One panel per parameter: the metric of every config (dots) and its mean per value (line)."""
-        from rag_lab.eval.report import _figure
-
-        m = metric or self.objective
-        names = self.param_names or ["config_index"]
-        fig = _figure(4.2 * len(names), 3.4)
-        axes = fig.subplots(1, len(names), squeeze=False)[0]
-        for ax, name in zip(axes, names):
-            xs = [r[name] for r in self.rows if math.isfinite(r.get(m, math.nan))]
-            ys = [r[m] for r in self.rows if math.isfinite(r.get(m, math.nan))]
-            numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
-            labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
-            order = labels or []
-
-            def pos(v: Any) -> Any:
-                return v if numeric else order.index(v)  # noqa: B023 (called within this iteration)
-
-            ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
-            means: dict[Any, list[float]] = {}
-            for x, y in zip(xs, ys):
-                means.setdefault(x, []).append(y)
-            keys = sorted(means, key=lambda v: pos(v))
-            ax.plot(
-                [pos(k) for k in keys],
-                [sum(means[k]) / len(means[k]) for k in keys],
-                color="#cc3311",
-                marker="o",
-                label="mean over other params",
-            )
-            if not numeric and labels is not None:
-                ax.set_xticks(range(len(labels)), [str(v) for v in labels])
-            ax.set_xlabel(name)
-            ax.set_ylabel(m)
-            ax.legend(fontsize=7)
-        fig.suptitle(f"{m} vs parameter ({len(self.rows)} configs)")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(p, format="png", bbox_inches="tight")
-        return p
-
-    def plot_pareto(self, path: str | Path, quality: str | None = None, cost: str = "latency_ms") -> Path:
-        """Quality vs latency for every config, the Pareto front joined, the best config marked."""
-        from rag_lab.eval.report import _figure
-
-        q = quality or self.objective
-        fig = _figure(6.0, 4.2)
-        ax = fig.subplots()
-        pts = [r for r in self.rows if math.isfinite(r.get(q, math.nan)) and math.isfinite(r.get(cost, math.nan))]
-        ax.scatter([r[cost] for r in pts], [r[q] for r in pts], s=16, color="#999999", label="configs")
-        front = self.pareto_front(q, cost)
-        ax.plot([r[cost] for r in front], [r[q] for r in front], color="#cc3311", marker="o", label="Pareto front")
-        if q == self.objective and pts:
-            b = self.best()
-            ax.scatter([b[cost]], [b[q]], s=90, facecolors="none", edgecolors="black", label="best")
-        ax.set_xlabel(f"{cost} (mean per question, as run)")
-        ax.set_ylabel(q)
-        ax.set_title(f"{q} vs {cost}")
-        ax.legend(fontsize=8)
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(p, format="png", bbox_inches="tight")
-        return p
-
     def markdown(self, top: int = 10) -> str:
         metrics = [self.objective, "latency_ms", "errors", "fallbacks"]
         sign = -1 if self.direction == "maximize" else 1
@@ -226,38 +163,3 @@ class SweepResult:
         if self.holdout:
             lines += ["", self.holdout["markdown"]]
         return "\n".join(lines) + "\n"
-
-
-def write_sweep_outputs(result: SweepResult, out_dir: str | Path, name: str = "sweep") -> dict[str, Path]:
-    """CSV, metric-vs-param and Pareto PNGs, best-config YAML and a Markdown summary under
-    ``out_dir``; ``name`` must be a file name, not a path (:class:`ValueError` otherwise). After a
-    held-out check whose verdict is not ``better``, ``<name>_best.yaml`` holds the default config
-    and the tuned one goes to ``<name>_tuned.yaml``."""
-    from rag_lab.cliutil import check_file_stem
-
-    check_file_stem(name)
-    out = Path(out_dir)
-    paths = {
-        "csv": result.to_csv(out / f"{name}.csv"),
-        "metric_vs_param": result.plot_metric_vs_param(out / f"{name}_metric_vs_param.png"),
-        "pareto": result.plot_pareto(out / f"{name}_pareto.png"),
-    }
-    applies = not result.holdout or result.holdout.get("verdict") == "better"
-    paths["best_yaml"] = result.export_best_yaml(out / f"{name}_best.yaml", tuned=applies)
-    if not applies:
-        paths["tuned_yaml"] = result.export_best_yaml(out / f"{name}_tuned.yaml")
-    if result.holdout:
-        import json
-
-        ho = out / f"{name}_holdout.json"
-        body = {k: v for k, v in result.holdout.items() if k != "markdown"}
-        ho.write_text(json.dumps(body, indent=1, default=float), encoding="utf-8")
-        paths["holdout"] = ho
-    md = out / f"{name}.md"
-    md.write_text(
-        result.markdown() + f"\n![metric vs parameter]({paths['metric_vs_param'].name})\n\n"
-        f"![Pareto]({paths['pareto'].name})\n",
-        encoding="utf-8",
-    )
-    paths["md"] = md
-    return paths

@@ -15,10 +15,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.eval.sweep.runners import _Evaluator, _Suite
 from rag_lab.eval.sweep.specs import ParamSpace, SweepError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
 
 #: workspace files a worker does not need (sessions, memories, a Milvus Lite file, the cache)
 _SKIP = ("sessions.sqlite", "memory.sqlite", "milvus.db", "stage_cache")
@@ -79,6 +82,8 @@ class SweepPayload:
     """Everything a worker needs, put once in the object store."""
 
     lab_config: dict[str, Any]
+    #: the driver's Lab class (pickled by reference): each worker builds one from ``lab_config``
+    lab_class: type[Lab]
     workspace_tar: bytes
     cache_tar: bytes | None
     suites: list[tuple[str, Any, str]]  # (name, dataset, kb name)
@@ -100,8 +105,6 @@ class _WorkerState:
     """One worker process's Lab and evaluator over its unpacked copy of the workspace."""
 
     def __init__(self, payload: SweepPayload) -> None:
-        from rag_lab.lab.lab import Lab
-
         # a local cluster gives its workers a scratch folder inside its session folder (removed
         # with it); elsewhere the system temp dir, removed when the worker moves to another sweep
         scratch = os.environ.get(WORKER_TMP_ENV) or None
@@ -111,7 +114,7 @@ class _WorkerState:
         ws = unpack_folder(payload.workspace_tar, self.tmp / "ws")
         cache_dir = unpack_folder(payload.cache_tar, self.tmp / "cache") if payload.cache_tar is not None else None
         cfg = {k: v for k, v in payload.lab_config.items() if k != "workspace"}
-        self.lab = Lab(cfg, source="sweep worker", workspace=ws)
+        self.lab = payload.lab_class(cfg, source="sweep worker", workspace=ws)
         suites = [_Suite(name, ds, kb) for name, ds, kb in payload.suites]
         self.evaluator = _Evaluator(
             self.lab, suites, payload.objective, payload.ks, payload.ragas_metrics, payload.base_params, cache_dir, None

@@ -1,13 +1,20 @@
-"""The report's figures as PNG bytes, drawn on matplotlib's Agg canvas (no pyplot): retrieval
-metrics vs k with the per-query nDCG histogram, and the ragas means with their NaN counts."""
+"""The evaluation's figures, drawn on matplotlib's Agg canvas (no pyplot): the report's retrieval
+metrics vs k with the per-query nDCG histogram and its ragas means with their NaN counts (PNG
+bytes), a threshold calibration (PNG bytes), and a sweep's metric-vs-parameter and Pareto plots
+(PNG files)."""
 
 from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rag_lab.eval.report.model import SuiteResult
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.report.model import SuiteResult
+    from rag_lab.eval.sweep.outputs import SweepResult
+
+__all__ = ["calibration_png", "plot_metric_vs_param", "plot_pareto", "plot_png", "plot_ragas_png"]
 
 
 def _figure(width: float = 7.0, height: float = 3.6) -> Any:
@@ -108,3 +115,65 @@ def calibration_png(cal: Any) -> bytes:
     ax2.set_title("candidates kept: precision / recall / F1")
     ax2.legend(fontsize=7)
     return _png(fig)
+
+
+def plot_metric_vs_param(result: SweepResult, path: str | Path, metric: str | None = None) -> Path:
+    """One panel per parameter: the metric of every config (dots) and its mean per value (line)."""
+    m = metric or result.objective
+    names = result.param_names or ["config_index"]
+    fig = _figure(4.2 * len(names), 3.4)
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        xs = [r[name] for r in result.rows if math.isfinite(r.get(m, math.nan))]
+        ys = [r[m] for r in result.rows if math.isfinite(r.get(m, math.nan))]
+        numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+        labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
+        order = labels or []
+
+        def pos(v: Any) -> Any:
+            return v if numeric else order.index(v)  # noqa: B023 (called within this iteration)
+
+        ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
+        means: dict[Any, list[float]] = {}
+        for x, y in zip(xs, ys):
+            means.setdefault(x, []).append(y)
+        keys = sorted(means, key=lambda v: pos(v))
+        ax.plot(
+            [pos(k) for k in keys],
+            [sum(means[k]) / len(means[k]) for k in keys],
+            color="#cc3311",
+            marker="o",
+            label="mean over other params",
+        )
+        if not numeric and labels is not None:
+            ax.set_xticks(range(len(labels)), [str(v) for v in labels])
+        ax.set_xlabel(name)
+        ax.set_ylabel(m)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{m} vs parameter ({len(result.rows)} configs)")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png", bbox_inches="tight")
+    return p
+
+
+def plot_pareto(result: SweepResult, path: str | Path, quality: str | None = None, cost: str = "latency_ms") -> Path:
+    """Quality vs latency for every config, the Pareto front joined, the best config marked."""
+    q = quality or result.objective
+    fig = _figure(6.0, 4.2)
+    ax = fig.subplots()
+    pts = [r for r in result.rows if math.isfinite(r.get(q, math.nan)) and math.isfinite(r.get(cost, math.nan))]
+    ax.scatter([r[cost] for r in pts], [r[q] for r in pts], s=16, color="#999999", label="configs")
+    front = result.pareto_front(q, cost)
+    ax.plot([r[cost] for r in front], [r[q] for r in front], color="#cc3311", marker="o", label="Pareto front")
+    if q == result.objective and pts:
+        b = result.best()
+        ax.scatter([b[cost]], [b[q]], s=90, facecolors="none", edgecolors="black", label="best")
+    ax.set_xlabel(f"{cost} (mean per question, as run)")
+    ax.set_ylabel(q)
+    ax.set_title(f"{q} vs {cost}")
+    ax.legend(fontsize=8)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png", bbox_inches="tight")
+    return p

@@ -110,7 +110,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 def cmd_cache_warm(args: argparse.Namespace) -> int:
     """Fill the vector cache for KBs ingested earlier (their index's vectors, then the texts the
     re-scorer and the answerer will embed)."""
-    from rag_lab.eval.cli import _lab
+    from rag_lab.commands.evaluate import _lab
     from rag_lab.knowledge.scored_texts import warm_kb
 
     lab = _lab(args)

@@ -1,4 +1,5 @@
-"""``rag-lab judge calibrate``: the LLM judge against human labels (:mod:`.calibrate`).
+"""``rag-lab judge serve`` (the local judge server, :mod:`rag_lab.eval.judge_server`) and ``rag-lab judge
+calibrate``: the LLM judge against human labels (:mod:`rag_lab.eval.judge.calibrate`).
 
 ::
 
@@ -20,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_calibrate_subcommand", "cmd_judge_calibrate"]
+__all__ = ["add_calibrate_subcommand", "add_judge_commands", "cmd_judge_calibrate"]
 
 
 def _judge_info(report: Any, base_url: str = "") -> dict[str, Any]:
@@ -72,7 +73,7 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
             )
         source, base_url = f"report {args.report}", ""
     else:
-        from rag_lab.eval.cli import _evaluate, _lab
+        from rag_lab.commands.evaluate import _evaluate, _lab
 
         args.ragas_metric = metrics
         lab = _lab(args)
@@ -96,7 +97,7 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
 
 def add_calibrate_subcommand(sub: Any) -> None:
     """``judge calibrate`` on the ``judge`` command's subparsers."""
-    from rag_lab.eval.cli import _add_dataset_options
+    from rag_lab.commands.evaluate import _add_dataset_options
 
     p = sub.add_parser("calibrate", help="agreement of the LLM judge with human labels (κ, α, Spearman, bias)")
     p.add_argument("--labels", required=True, metavar="FILE", help="human labels, JSONL (docs/evaluation.md)")
@@ -119,3 +120,22 @@ def add_calibrate_subcommand(sub: Any) -> None:
         keep_sessions=False,
         judge_repeats=1,
     )
+
+
+def add_judge_commands(subparsers: Any) -> None:
+    """``rag-lab judge serve [--port N] [--threads N] [--ctx-size N]`` (:mod:`rag_lab.eval.judge_server`)
+    and ``rag-lab judge calibrate``."""
+    from rag_lab.eval.judge_server import DEFAULT_CTX, serve
+
+    p = subparsers.add_parser(
+        "judge", help="a local LLM judge (llama-server with SmolLM2-135M); its agreement with human labels"
+    )
+    sub = p.add_subparsers(dest="judge_command", required=True)
+    s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
+    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
+    s.add_argument(
+        "--ctx-size", type=int, default=DEFAULT_CTX, help=f"context tokens (default {DEFAULT_CTX}: default params fit)"
+    )
+    s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))
+    add_calibrate_subcommand(sub)

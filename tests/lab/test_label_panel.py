@@ -11,8 +11,8 @@ import pytest
 
 from rag_lab.eval.datasets import CorpusDoc, QueryItem, load_dataset, write_dataset
 from rag_lab.eval.ingest import eval_kb_name, ingest_dataset
-from rag_lab.eval.labelling import LabelPanel
 from rag_lab.lab.lab import Lab
+from rag_lab.lab.label_panel import LabelPanel
 
 AT = "2026-12-02T05:00:00Z"
 GEN = {"synthetic": True, "reviewed": False, "source_kb": "not-in-this-workspace"}

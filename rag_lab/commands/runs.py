@@ -11,7 +11,7 @@ from typing import Any
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from rag_lab.eval.cache_cli import cache_paths
+    from rag_lab.commands.cache import cache_paths
 
     return cache_paths(args)[0]
 
@@ -46,6 +46,7 @@ def cmd_runs_tag(args: argparse.Namespace) -> int:
 def cmd_runs_compare(args: argparse.Namespace) -> int:
     from rag_lab.eval.gate import GatePolicy
     from rag_lab.eval.runs import compare_runs
+    from rag_lab.lab.pages import runs_html
 
     cmp = compare_runs(_root(args), args.runs, GatePolicy(allow_underpowered=True))
     print(cmp.table())
@@ -56,7 +57,7 @@ def cmd_runs_compare(args: argparse.Namespace) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         page = out / "runs_compare.html"
-        page.write_text(cmp.html(), encoding="utf-8")
+        page.write_text(runs_html(cmp), encoding="utf-8")
         print(f"wrote {page}", file=sys.stderr)
     return 0
 

@@ -1,7 +1,7 @@
 """The evaluation commands of ``rag-lab``: eval, sweep, report, gate, convert.
 
 ``add_eval_commands(subparsers)`` registers them on the main parser (whose ``--config`` and
-``--workspace`` they read); ``python -m rag_lab.eval.cli …`` runs them standalone with the same
+``--workspace`` they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same
 two options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
 ``ValueError`` / ``LookupError`` message printed as ``rag-lab <command>: …``).
 
@@ -313,7 +313,8 @@ def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] |
 def cmd_eval(args: argparse.Namespace) -> int:
     """Ingest the datasets, evaluate them, print the means and write <name>.json / .md (and the
     --export files); --mlflow logs the run."""
-    from rag_lab.eval.report import suites_table, write_report
+    from rag_lab.eval.report import suites_table
+    from rag_lab.lab.outputs import write_report
 
     if args.run:
         return _eval_run(args)
@@ -395,7 +396,8 @@ def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, A
 def _eval_run(args: argparse.Namespace) -> int:
     """``eval --run FILE``: another system's outputs scored into a report (:mod:`rag_lab.eval.external`)."""
     from rag_lab.eval.external import evaluate_run
-    from rag_lab.eval.report import suites_table, write_report
+    from rag_lab.eval.report import suites_table
+    from rag_lab.lab.outputs import write_report
 
     if args.param or args.params_file:
         raise ValueError("--run scores outputs that are already made: --param and --config do not apply")
@@ -479,7 +481,8 @@ def _degraded_exit(report: Any, allowed: int) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write Markdown, HTML, JSON and JUnit XML: from a report JSON (--from) or a fresh evaluation."""
-    from rag_lab.eval.report import load_report, suites_table, write_report
+    from rag_lab.eval.report import load_report, suites_table
+    from rag_lab.lab.outputs import write_report
 
     if args.from_json:
         report = load_report(args.from_json)
@@ -497,7 +500,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Grid (or optuna) sweep; CSV, plots, best-config YAML and a summary under --out."""
-    from rag_lab.eval.sweep import parse_param, run_grid, run_optuna, write_sweep_outputs
+    from rag_lab.eval.sweep import parse_param, run_grid, run_optuna
+    from rag_lab.lab.outputs import write_sweep_outputs
 
     spaces = [parse_param(s) for s in args.param]
     base = param_overrides(args.set)
@@ -639,7 +643,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare with the baseline (re-running its spec unless --current); non-zero on regression."""
     from rag_lab.eval.gate import GatePolicy, evaluate_spec, parse_metric_tolerances, run_gate
-    from rag_lab.eval.report import load_report, write_report
+    from rag_lab.eval.report import load_report
+    from rag_lab.lab.outputs import write_gate, write_report
 
     params = param_overrides(args.param)
     if args.update:
@@ -664,7 +669,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
         unreviewed = spec_unreviewed(spec)
         if unreviewed and not args.allow_unreviewed:
             raise ValueError(refuse_unreviewed(unreviewed, f"the baseline {args.baseline} would be"))
-        report = evaluate_spec(spec, config=args.config, workspace=args.workspace, progress=not args.quiet)
+        report = evaluate_spec(
+            spec,
+            lab_factory=lambda ws: _lab(args, ws),
+            config=args.config,
+            workspace=args.workspace,
+            close_lab=True,
+            progress=not args.quiet,
+        )
         out = Path(args.baseline)
         if out.is_file() and not args.dataset:  # a refreshed baseline keeps its judge calibration
             old = load_report(out).meta.get("judge_calibration")
@@ -702,8 +714,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         args.current,
         policy,
         params=params,
+        lab_factory=lambda ws: _lab(args, ws),
         config=args.config,
         workspace=args.workspace,
+        close_lab=True,
         progress=not args.quiet,
     )
     print(result.table())
@@ -714,7 +728,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             fh.write(result.summary_markdown())
     if args.out:
         out = Path(args.out)
-        result.write(out)
+        write_gate(result, out)
         if result.current is not None and args.current is None:
             write_report(result.current, out, "gate_current", formats=["json", "md"])
     return result.exit_code
@@ -1031,13 +1045,13 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_convert)
 
-    from rag_lab.eval.calibrate_cli import add_calibrate_command
+    from rag_lab.commands.calibrate import add_calibrate_command
 
     add_calibrate_command(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rag_lab.eval.cli …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
+    """``python -m rag_lab.commands.evaluate …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
     from rag_lab.cliutil import command_parser, run_command
 
     return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)

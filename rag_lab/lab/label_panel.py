@@ -1,6 +1,6 @@
 """The labelling panel (ipywidgets): walk a dataset's questions, accept / edit / reject each, grade
-the passages the lab retrieves for it, and write the labels back (:mod:`.session` does the state
-and the files; this module only draws and forwards).
+the passages the lab retrieves for it, and write the labels back (:mod:`rag_lab.eval.labelling`
+does the state and the files; this module only draws and forwards).
 
 Keyboard: ipywidgets buttons take no access keys, so the panel has a **command box** (a text
 input): type a command line and press Enter — ``a`` accept, ``r`` reject, ``e NEW TEXT`` edit,

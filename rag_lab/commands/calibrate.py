@@ -1,5 +1,5 @@
 """``rag-lab calibrate``: the rerank threshold from a labelled slice (:mod:`rag_lab.eval.calibration`),
-registered beside the eval commands by :func:`rag_lab.eval.cli.add_eval_commands`.
+registered beside the eval commands by :func:`rag_lab.commands.evaluate.add_eval_commands`.
 
 ::
 
@@ -22,9 +22,10 @@ __all__ = ["add_calibrate_command", "cmd_calibrate"]
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Calibrate on ``--dataset`` and write <name>.json / .md / .png; or ``--check`` a result."""
     from rag_lab.asyncutil import run_sync
-    from rag_lab.eval.calibration import acalibrate, check_calibration, load_calibration, write_calibration
+    from rag_lab.eval.calibration import acalibrate, check_calibration, load_calibration
     from rag_lab.eval.gate.provenance import lab_models
     from rag_lab.eval.suite_spec import SuiteSpec, parse_suite_spec
+    from rag_lab.lab.outputs import write_calibration
 
     if not args.dataset and not args.check:
         raise ValueError("give --dataset (to calibrate) or --check RESULT.json (to compare the lab's reranker)")
