@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from rag_lab.lab.launch import free_port
 
@@ -99,3 +102,33 @@ def running_jupyterlab(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def chromium_path() -> str:
+    """Debian's chromium (``RAG_LAB_CHROMIUM`` names another); the test fails, saying how to install it, without one."""
+    found = os.environ.get("RAG_LAB_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("the JupyterLab browser tests need Debian's chromium: apt-get install -y chromium")
+    return found
+
+
+@contextmanager
+def browser_context() -> Iterator[object]:
+    """A Playwright browser context (1400 × 1000) on :func:`chromium_path`, headless (no browser
+    download); fails, saying how to install it, without the playwright package."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the JupyterLab browser tests need playwright: pip install 'playwright>=1.45' (the dev extra)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium_path(),
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+            browser.close()

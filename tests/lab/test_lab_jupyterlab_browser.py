@@ -28,7 +28,7 @@ import pytest
 
 from rag_lab.lab.notebook_workspace import ENV_ROOT
 from tests.lab.data.make_capture import CAPTURE
-from tests.lab.jlab_launch import ROOT, running_jupyterlab
+from tests.lab.jlab_launch import ROOT, browser_context, running_jupyterlab
 
 ARTIFACTS = Path(os.environ.get("RAG_LAB_ARTIFACTS") or ROOT / "reports" / "browser")
 CELL = f"""from rag_lab.lab.capture import load_capture
@@ -54,13 +54,6 @@ tuning_panel(lab, ds, "hotpot", n_questions=20)"""
 #: the most a slider change may take to redraw its text and picture in the browser
 MAX_REDRAW_S = 1.0
 LATENCY: dict[str, dict[str, float]] = {}
-
-
-def _chromium() -> str:
-    found = os.environ.get("RAG_LAB_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("the JupyterLab browser tests need Debian's chromium: apt-get install -y chromium")
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -122,18 +115,8 @@ def _label_dataset(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def page(jlab):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the JupyterLab browser tests need playwright: pip install 'playwright>=1.45' (the dev extra)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
-        )
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    with browser_context() as ctx:
         pg = ctx.new_page()
         pg.set_default_timeout(90_000)
         pg.goto(jlab.url("/lab/tree/workbench.ipynb"))
@@ -148,8 +131,6 @@ def page(jlab):
             yield pg
         finally:
             pg.screenshot(path=str(ARTIFACTS / "jupyterlab-final.png"), full_page=True)
-            ctx.close()
-            browser.close()
 
 
 def _tab(page, title: str) -> None:

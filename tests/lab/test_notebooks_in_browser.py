@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from rag_lab.lab.notebook_workspace import ENV_ROOT
-from tests.lab.jlab_launch import ROOT, running_jupyterlab
-from tests.lab.test_lab_jupyterlab_browser import ARTIFACTS, AUTOSAVE_S, _chromium
+from tests.lab.jlab_launch import ROOT, browser_context, running_jupyterlab
+from tests.lab.test_lab_jupyterlab_browser import ARTIFACTS, AUTOSAVE_S
 
 pytestmark = pytest.mark.notebook
 
@@ -86,27 +86,13 @@ def jlab(tmp_path_factory):
 def app(jlab):
     """One JupyterLab page for the module: each notebook is opened in it, not in a new page (a new
     page loads the whole application again)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the JupyterLab browser tests need playwright: pip install 'playwright>=1.45' (the dev extra)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
-        )
-        ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    with browser_context() as ctx:
         page = ctx.new_page()
         page.set_default_timeout(120_000)
         page.goto(jlab.url("/lab"))
         page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell && window.jupyterapp.started")
-        try:
-            yield page
-        finally:
-            ctx.close()
-            chromium.close()
+        yield page
 
 
 def _held(lock: Path) -> bool:
