@@ -81,7 +81,14 @@ class LabEmbedders(LabParts):
         uses = f"'{self.embedder.model_key}'" + (
             f" and '{multi.model_key}' (multilingual)" if multi is not None else ""
         )
-        raise LabConfigError(f"knowledge base '{kb.name}' was built with embeddings '{key}', but this lab uses {uses}")
+        hint = (
+            " (under embedder: auto, models.multilingual_embedder naming that model searches it)"
+            if self.embedder_plan.auto and multi is None
+            else ""
+        )
+        raise LabConfigError(
+            f"knowledge base '{kb.name}' was built with embeddings '{key}', but this lab uses {uses}{hint}"
+        )
 
     def _workspace_embedder(self, kb: Any) -> Any:
         """What the workspace re-embeds a KB's missing vectors with: the embedder of its space,

