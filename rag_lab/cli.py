@@ -32,7 +32,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     lab = _lab(args)
     if args.tenant is not None:
-        lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
+        from rag_lab.lab.knowledge import folder_sample
+
+        # created for that tenant (its embedder chosen by its text, as ingest does), or checked against it
+        lab.kb(args.kb, tenant_id=args.tenant, sample=folder_sample(path))
     cap = None if args.max_file_mb <= 0 else int(args.max_file_mb * 1024 * 1024)
     if args.prepare is not None:
         from rag_lab.lab.lab import prepare_texts_for

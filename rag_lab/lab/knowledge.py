@@ -18,7 +18,8 @@ class LabKnowledge(LabEmbedders):
     """KBs and ingestion through the lab's workspace and models."""
 
     def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> Any:
-        """The KB ``name`` (created with ``kwargs`` when missing and ``create``). With
+        """The KB ``name`` (created with ``kwargs`` when missing and ``create``; ``sample``, the
+        text about to be ingested, chooses a new KB's embedder: :mod:`rag_lab.lab.embedders`). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
         tenant N may see."""
         from rag_lab.knowledge.workspace import KnowledgeBaseExists, KnowledgeBaseNotFound
@@ -58,7 +59,7 @@ class LabKnowledge(LabEmbedders):
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`. A new KB whose text the embedder does
         not cover is built keyword-only (:func:`rag_lab.searchutil.language.uncovered_reason`)."""
-        target = self.kb(kb, sample=_folder_sample(Path(path)))
+        target = self.kb(kb, sample=folder_sample(Path(path)))
         embedder = self._kb_embedder(target)
         kw.setdefault("prepare", self.prepare_texts and embedder is self.embedder)
         report = self.workspace.ingest_folder(
@@ -102,7 +103,7 @@ class LabKnowledge(LabEmbedders):
 _SAMPLE_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst", ".html", ".htm", ".csv", ".json", ".jsonl", ".xml")
 
 
-def _folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str:
+def folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str:
     """The beginning of the folder's first text-like files (or of the file itself): enough to
     tell the script a corpus is written in."""
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())

@@ -120,6 +120,8 @@ def test_auto_without_a_multilingual_embedder_builds_chinese_keyword_only(tmp_pa
     assert "embedder: keyword-only (knowledge base 'zh' is Chinese" in out and "multilingual_embedder" in out
     assert main(["--workspace", ws, "ingest", str(docs_dir), "--kb", "en", "--quiet"]) == 0
     assert "embedder: onnx-minilm (knowledge base 'en': its text is not Chinese" in capsys.readouterr().out
+    assert main(["--workspace", ws, "ingest", str(zh_dir), "--kb", "zt", "--tenant", "3", "--quiet"]) == 0
+    assert "embedder: keyword-only (knowledge base 'zt' is Chinese" in capsys.readouterr().out
     lab = Lab.from_config(workspace=ws)
     try:
         zh = lab.kb("zh", create=False)
