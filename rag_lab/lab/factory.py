@@ -19,6 +19,7 @@ from rag_lab.lab.config import (
     RERANK_MODEL_ID,
     LabConfigError,
     check_top_keys,
+    embedder_plan,
     prepare_texts_for,
     vector_cache_from_config,
 )
@@ -79,12 +80,12 @@ def _wire_models(lab: Lab, models: Mapping[str, Any], source: str) -> CachedEmbe
     from rag_lab.models.registry import build_chat_model, build_embedder, build_reranker
     from rag_lab.observability.ledger import LedgerChatModel, LedgerEmbedder, LedgerReranker
 
+    lab.embedder_plan = embedder_plan(models, source)
+    lab._multilingual = None  # built on first use (lab.multilingual_embedder())
     try:
         # one cached embedder per lab: ingest, the query, the re-scorer and the answerer share
         # its memory and the workspace's vector cache, so a text is embedded once per model
-        cached = CachedEmbedder(
-            build_embedder(models.get("embedder") or {"type": "onnx-minilm"}), store=lab.vector_cache
-        )
+        cached = CachedEmbedder(build_embedder(lab.embedder_plan.main), store=lab.vector_cache)
         # every model is wrapped so each run's ledger counts its calls, tokens and cost
         lab.embedder = LedgerEmbedder(cached)
         lab.reranker = (
@@ -139,10 +140,9 @@ def _wire_workspace(lab: Lab, cfg: Mapping[str, Any], root: Path, source: str) -
     lab.workspace = Workspace(
         root, store=lab.store_config.knowledge_location(root), store_outage_s=lab.store_config.outage_s
     )
-    # an index found disagreeing with the store re-embeds what it lacks with this lab's model
-    lab.workspace.embedder_for = lambda kb: (
-        lab.embedder if getattr(kb, "embedding_model_key", "") == lab.embedder.model_key else None
-    )
+    # an index found disagreeing with the store re-embeds what it lacks with the model of its
+    # space (the lab's, or its multilingual one)
+    lab.workspace.embedder_for = lab._workspace_embedder
     try:
         lab.engines = EngineRouter(lab.workspace, cfg.get("engine"), cfg.get("knowledge_bases"), source=source)
     except EngineConfigError as exc:

@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.lab.config import LabConfigError
-from rag_lab.lab.parts import LabParts
+from rag_lab.lab.embedders import LabEmbedders
+from rag_lab.searchutil.language import uncovered_reason
 
 
-class LabKnowledge(LabParts):
+class LabKnowledge(LabEmbedders):
     """KBs and ingestion through the lab's workspace and models."""
 
     def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> Any:
-        """The KB ``name`` (created with ``kwargs`` when missing and ``create``). With
+        """The KB ``name`` (created with ``kwargs`` when missing and ``create``; ``sample``, the
+        text about to be ingested, chooses a new KB's embedder: :mod:`rag_lab.lab.embedders`). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
         tenant N may see."""
         from rag_lab.knowledge.workspace import KnowledgeBaseExists, KnowledgeBaseNotFound
@@ -28,15 +30,17 @@ class LabKnowledge(LabParts):
         except KnowledgeBaseNotFound:
             if not create:
                 raise
-            # a text the embedder does not cover (``sample``: the documents about to be ingested)
-            # gets a keyword-only KB, the reason kept in its metadata
-            from rag_lab.searchutil.language import uncovered_reason
-
-            reason = uncovered_reason(sample, self.embedder, name) if sample else ""
+            # the embedder follows the text (``sample``: the documents about to be ingested): the
+            # lab's, the multilingual one under ``embedder: auto``, or none (keyword-only); the
+            # choice and its reason are kept in its metadata
+            embedder, choice = self._choose_embedder(sample, name)
             # exist_ok: another process may create it at the same moment (same settings: fine)
-            kb = self.workspace.create_kb(name, None if reason else self.embedder, exist_ok=True, **kwargs)
-            if reason and not kb.metadata.get("keyword_only"):
-                kb.metadata["keyword_only"] = reason
+            kb = self.workspace.create_kb(name, embedder, exist_ok=True, **kwargs)
+            noted: dict[str, Any] = {"embedder_choice": choice} if choice else {}
+            if embedder is None and sample:
+                noted["keyword_only"] = choice.get("reason") or uncovered_reason(sample, self.embedder, name)
+            if any(k not in kb.metadata for k in noted):
+                kb.metadata.update({k: v for k, v in noted.items() if k not in kb.metadata})
                 self.workspace.store.update_kb(kb)
         if tenant is not None and kb.tenant_id != tenant:
             raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")
@@ -55,12 +59,13 @@ class LabKnowledge(LabParts):
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`. A new KB whose text the embedder does
         not cover is built keyword-only (:func:`rag_lab.searchutil.language.uncovered_reason`)."""
-        kw.setdefault("prepare", self.prepare_texts)
-        target = self.kb(kb, sample=_folder_sample(Path(path)))
+        target = self.kb(kb, sample=folder_sample(Path(path)))
+        embedder = self._kb_embedder(target)
+        kw.setdefault("prepare", self.prepare_texts and embedder is self.embedder)
         report = self.workspace.ingest_folder(
-            target, Path(path), self._kb_embedder(target), progress=progress, extractor=self.graph_extractor(), **kw
+            target, Path(path), embedder, progress=progress, extractor=self.graph_extractor(), **kw
         )
-        return _noted(report, target)
+        return _noted(report, target, self.embedder.model_key)
 
     def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None) -> Any:
         """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
@@ -77,26 +82,28 @@ class LabKnowledge(LabParts):
 
         docs = list(docs)
         target = self.kb(kb, sample=sample_text(str(_field(d, "text")) for d in docs))
+        embedder = self._kb_embedder(target)
         report = self.workspace.ingest_documents(
             target,
             docs,
-            self._kb_embedder(target),
+            embedder,
             progress=progress,
             extractor=self.graph_extractor(),
-            prepare=self.prepare_texts,
+            prepare=self.prepare_texts and embedder is self.embedder,
         )
-        return _noted(report, target)
+        return _noted(report, target, self.embedder.model_key)
 
     def _kb_embedder(self, kb: Any) -> Any:
-        """The embedder a KB's chunks are written with: none for a keyword-only KB."""
-        return self.embedder if kb.vector_enabled else None
+        """The embedder a KB's chunks are written with: none for a keyword-only KB. The texts the
+        re-scorer and the answerer will embed are prepared only with the lab's own embedder (theirs)."""
+        return self._embedder_for(kb) if kb.vector_enabled else None
 
 
 #: text-like files read for the language sample of a folder (the first ``per_text`` characters)
 _SAMPLE_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst", ".html", ".htm", ".csv", ".json", ".jsonl", ".xml")
 
 
-def _folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str:
+def folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str:
     """The beginning of the folder's first text-like files (or of the file itself): enough to
     tell the script a corpus is written in."""
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -117,10 +124,15 @@ def _field(doc: Any, name: str) -> Any:
     return doc.get(name, "") if isinstance(doc, dict) else getattr(doc, name, "")
 
 
-def _noted(report: Any, kb: Any) -> Any:
-    """The ingestion report, with the reason a KB is keyword-only among its warnings."""
-    reason = kb.metadata.get("keyword_only", "")
+def _noted(report: Any, kb: Any, main_key: str) -> Any:
+    """The ingestion report, with the reason a KB is keyword-only, or embedded with the
+    multilingual embedder, among its warnings (the lab's own embedder is not a warning)."""
+    choice = kb.metadata.get("embedder_choice") or {}
+    reasons = [kb.metadata.get("keyword_only", "")]
+    if isinstance(choice, dict) and choice.get("model_key") not in (None, "", main_key):
+        reasons.append(str(choice.get("reason", "")))
     warnings = getattr(report, "warnings", None)
-    if reason and isinstance(warnings, list) and reason not in warnings:
-        warnings.append(reason)
+    for reason in reasons:
+        if reason and isinstance(warnings, list) and reason not in warnings:
+            warnings.append(reason)
     return report

@@ -287,7 +287,6 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
 
         from rag_lab.observability.ledger import Ledger, use_ledger
         from rag_lab.pipeline.knobs import run_warnings
-        from rag_lab.searchutil.language import language_warning
 
         ledger = Ledger(self.prices)
         # a remembered turn is saved before its ``complete`` is stored: whoever reads the session
@@ -334,7 +333,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
             params=chat.request.params,
             ledger=ledger,
             warnings=[str(w) for w in run_warnings(chat.request.params, chat.state.diagnostics)]
-            + [w for w in [language_warning(chat.request.query, self.embedder, "this question")] if w],
+            + [w for w in [self._question_warning(chat)] if w],
             diagnostics=chat.state.diagnostics,
         )
 

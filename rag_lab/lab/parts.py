@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.knowledge.store_config import StoreConfig
     from rag_lab.knowledge.workspace import Workspace
+    from rag_lab.lab.config import EmbedderPlan
     from rag_lab.memory import MemoryStore
     from rag_lab.observability.ledger import Ledger, LedgerChatModel, LedgerEmbedder, LedgerReranker, PriceTable
     from rag_lab.observability.tracing import NullTracer, OtelTracer
@@ -39,6 +40,10 @@ class LabParts:
     vector_cache: Any
     #: the models, each wrapped so every run's ledger counts its calls, tokens and cost
     embedder: LedgerEmbedder
+    #: ``models.embedder`` / ``models.multilingual_embedder`` as read (:mod:`rag_lab.lab.embedders`)
+    embedder_plan: EmbedderPlan
+    #: the multilingual embedder once built (``lab.multilingual_embedder()`` builds it)
+    _multilingual: LedgerEmbedder | None
     reranker: LedgerReranker | None
     chat_model: LedgerChatModel
     #: whether ingest puts the re-scorer's and answerer's texts into the vector cache

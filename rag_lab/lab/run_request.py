@@ -9,24 +9,15 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from rag_lab.lab.config import CHAT_MODEL_ID, RERANK_MODEL_ID, LabConfigError
-from rag_lab.lab.parts import LabParts
+from rag_lab.lab.config import CHAT_MODEL_ID, RERANK_MODEL_ID
+from rag_lab.lab.embedders import LabEmbedders
 from rag_lab.searchutil.language import rescorer_covers
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.params import PipelineParams
 
 
-class LabRequests(LabParts):
+class LabRequests(LabEmbedders):
     """Params, KB scope and the initial :class:`ChatManage` of a lab's runs."""
-
-    def _embedder_for(self, kb: Any) -> Any:
-        key = getattr(kb, "embedding_model_key", "")
-        if key and key != self.embedder.model_key:
-            raise LabConfigError(
-                f"knowledge base '{kb.name}' was built with embeddings '{key}', but this lab uses "
-                f"'{self.embedder.model_key}'"
-            )
-        return self.embedder
 
     # -- the KBs a tenant sees --------------------------------------------------------------
     def visible_kbs(self, tenant_id: int = 0) -> list[Any]:

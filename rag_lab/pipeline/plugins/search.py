@@ -273,9 +273,12 @@ class PluginSearch(StagePlugin):
             # (FAISS + BM25, the ONNX query embedder) is awaited however long it takes
             in_process = getattr(searcher, "runs_in_process", None)
             try:
+                # asked before the search coroutine exists: when it raises (no embedder for a KB's
+                # space), no coroutine is left un-awaited
+                local = bool(in_process is not None and in_process(primary, sp))
                 return await call_with_timeout(
                     paths_of(n, primary, sp) if with_paths else searcher.search(primary, sp),
-                    in_process=bool(in_process is not None and in_process(primary, sp)),
+                    in_process=local,
                     stage="chunk_search",
                     param="search_timeout_s",
                     seconds=req.params.search_timeout_s,
