@@ -9,6 +9,7 @@ import re
 import pytest
 
 from rag_lab.eval.datasets import load_dataset
+from rag_lab.eval.datasets.schema import DatasetError
 from rag_lab.eval.ingest import dataset_documents
 from rag_lab.eval.testset import REPORT_FILE, build_testset
 from rag_lab.eval.testset.answerable import contains_span
@@ -86,6 +87,24 @@ def test_a_bridge_question_needs_both_documents(ts_lab, tmp_path):
     assert [titles[d] for d in bridge[0].gold_ids] == ["The Prestige (film)", "Christopher Nolan"]
     assert report.multihop == 1 and len(bridge[0].metadata["source_chunk_ids"]) == 2
     assert ds.queries[0].metadata["generator"] == "bridge"  # bridges are sought before comparisons
+
+
+def test_ids_metadata_bins_and_overwrite(ts_lab, tmp_path):
+    """What each question carries besides its text: numbered ids from gen-0001, the source KB's
+    name, ``linked_by`` only on a question reached through another document, and the report's
+    rank bins named with the depth asked for; a second build into the same folder needs
+    ``overwrite``."""
+    ds, report = build_testset(ts_lab, "en", 9, tmp_path / "out", seed=7, depth=40)
+    assert [q.id for q in ds.queries] == [f"gen-{i:04d}" for i in range(1, len(ds.queries) + 1)]
+    assert {q.metadata["source_kb"] for q in ds.queries} == {"en"}
+    for q in ds.queries:
+        assert ("linked_by" in q.metadata) == (q.metadata["generator"] == "bridge"), q.metadata
+    assert set(report.answerable_by) <= {"rank 1", "rank 2-10", "rank 11-40"}
+    assert sum(report.answerable_by.values()) == report.kept
+    with pytest.raises(DatasetError, match=r"corpus\.jsonl: exists \(pass overwrite=True"):
+        build_testset(ts_lab, "en", 9, tmp_path / "out", seed=7)
+    again, _ = build_testset(ts_lab, "en", 9, tmp_path / "out", seed=7, depth=40, overwrite=True)
+    assert [q.id for q in again.queries] == [q.id for q in ds.queries]
 
 
 def test_deterministic_for_a_seed(ts_lab, tmp_path):
