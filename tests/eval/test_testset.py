@@ -141,8 +141,26 @@ def test_unknown_kb_and_bad_n(ts_lab, tmp_path):
         build_testset(ts_lab, "en", 0, tmp_path)
     with pytest.raises(ValueError, match="multihop must be a share"):
         build_testset(ts_lab, "en", 3, tmp_path, multihop=1.5)
+    with pytest.raises(ValueError, match="n must be an integer >= 1, got '3'"):
+        build_testset(ts_lab, "en", "3", tmp_path)  # type: ignore[arg-type]
+    kbs = [k.name for k in ts_lab.workspace.list_kbs()]
     with pytest.raises(Exception, match="nope"):
         build_testset(ts_lab, "nope", 3, tmp_path)
+    assert [k.name for k in ts_lab.workspace.list_kbs()] == kbs  # an unknown KB is not created
+    ts_lab.kb("empty_kb")
+    with pytest.raises(ValueError, match="knowledge base 'empty_kb' holds no text or table chunks"):
+        build_testset(ts_lab, "empty_kb", 3, tmp_path)
+
+
+def test_report_fields_seed_default_and_the_two_document_share(ts_lab, tmp_path):
+    ds, report = build_testset(ts_lab, "en", 4, tmp_path / "a", multihop=0.25)
+    assert (report.kb, report.seed, report.requested) == ("en", 0, 4)
+    assert report.multihop == 1  # round(4 × 0.25): exactly one two-document question, not more
+    assert sum(len(q.gold_ids) > 1 for q in ds.queries) == 1
+    seeded, _ = build_testset(ts_lab, "en", 4, tmp_path / "b", seed=0, multihop=0.25)
+    assert [q.question for q in seeded.queries] == [q.question for q in ds.queries]  # the default seed is 0
+    every, every_report = build_testset(ts_lab, "en", 4, tmp_path / "c", multihop=1.0)  # a share of 1 is allowed
+    assert every_report.multihop >= 1 and len(every.queries) == 4
 
 
 def test_each_filter_drops_what_it_exists_for(ts_lab, tmp_path, monkeypatch):
