@@ -6,6 +6,7 @@ from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.common import (
+    CHAT_COMPLETION_READS,
     chat_options,
     prepare_messages_with_history,
     prepare_messages_with_model_context,
@@ -17,21 +18,7 @@ from rag_lab.types.events import EventType
 class PluginChatCompletion(StagePlugin):
     events = (EventType.CHAT_COMPLETION,)
     contract = StageContract(
-        reads=(
-            "request.chat_model_id",
-            "request.chat_model_supports_vision",
-            "request.citation_enabled",
-            "request.faq_priority_enabled",
-            "request.language",
-            "request.query",
-            "request.summary_config",
-            "state.history",
-            "state.memory_prompt",
-            "state.merge_result",
-            "state.rendered_contexts",
-            "state.system_prompt_override",
-            "state.user_content",
-        ),
+        reads=CHAT_COMPLETION_READS,
         writes=("state.chat_response",),
         params=("web_snippet_max_runes",),
         kb=(),

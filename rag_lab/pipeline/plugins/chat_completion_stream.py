@@ -36,6 +36,7 @@ from rag_lab.pipeline.fallback import emit_model_failure_fallback
 from rag_lab.pipeline.plugin import ErrGetChatModel, ErrModelCall, NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.common import (
+    CHAT_COMPLETION_READS,
     chat_options,
     prepare_messages_with_history,
     prepare_messages_with_model_context,
@@ -61,20 +62,8 @@ class PluginChatCompletionStream(StagePlugin):
             "context.background_tasks",
             "context.cancel_event",
             "context.event_bus",
-            "request.chat_model_id",
-            "request.chat_model_supports_vision",
-            "request.citation_enabled",
             "request.fallback_response",
-            "request.faq_priority_enabled",
-            "request.language",
-            "request.query",
-            "request.summary_config",
-            "state.history",
-            "state.memory_prompt",
-            "state.merge_result",
-            "state.rendered_contexts",
-            "state.system_prompt_override",
-            "state.user_content",
+            *CHAT_COMPLETION_READS,
         ),
         writes=(
             "context.background_tasks",

@@ -21,6 +21,23 @@ clearly unrelated, include at least one relevant image in the answer:
 - put each image right after the paragraph it supports, spreading images across sections;
 - check these rules silently before answering."""
 
+# What message assembly and the model call read: declared by both chat-completion stages.
+CHAT_COMPLETION_READS = (
+    "request.chat_model_id",
+    "request.chat_model_supports_vision",
+    "request.citation_enabled",
+    "request.faq_priority_enabled",
+    "request.language",
+    "request.query",
+    "request.summary_config",
+    "state.history",
+    "state.memory_prompt",
+    "state.merge_result",
+    "state.rendered_contexts",
+    "state.system_prompt_override",
+    "state.user_content",
+)
+
 
 def chat_options(chat: ChatManage) -> ChatOptions:
     sc = chat.request.summary_config
