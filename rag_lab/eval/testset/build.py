@@ -53,6 +53,7 @@ __all__ = [
     "Findability",
     "TestsetReport",
     "build_testset",
+    "generation_sources",
     "kb_sources",
     "ranks_of",
     "retrieved_docs",
@@ -87,6 +88,22 @@ def kb_sources(lab: Any, kb: Any) -> tuple[list[CorpusDoc], list[SourceChunk]]:
         docs.append(CorpusDoc(id=k.id, title=k.title, text=text))
         sources.extend(SourceChunk(c.id, k.id, k.title, c.content, c.chunk_type) for c in chunks if c.content.strip())
     return docs, sources
+
+
+def generation_sources(
+    lab: Any, kb_name: str, n: int, multihop: float
+) -> tuple[Any, list[CorpusDoc], list[SourceChunk]]:
+    """KB ``kb_name`` and its :func:`kb_sources` for a generator asked for ``n`` questions, ``multihop``
+    of them two-hop; ``ValueError`` on a bad ``n`` or share, or a KB with nothing to ask about."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if not 0.0 <= multihop <= 1.0:
+        raise ValueError(f"multihop must be a share between 0 and 1, got {multihop!r}")
+    kb = lab.kb(kb_name, create=False)
+    docs, sources = kb_sources(lab, kb)
+    if not sources:
+        raise ValueError(f"knowledge base {kb_name!r} holds no text or table chunks to generate questions from")
+    return kb, docs, sources
 
 
 class Findability:
@@ -233,14 +250,7 @@ def build_testset(
     dataset under ``out_dir`` (plus :data:`REPORT_FILE`): up to ``multihop`` × n two-hop
     questions (:mod:`.bridge`) first, then one-hop ones. Deterministic for a KB, ``seed``,
     ``depth`` (the plain BM25 rank a source document must reach) and ``multihop``."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if not 0.0 <= multihop <= 1.0:
-        raise ValueError(f"multihop must be a share between 0 and 1, got {multihop!r}")
-    kb = lab.kb(kb_name, create=False)
-    docs, sources = kb_sources(lab, kb)
-    if not sources:
-        raise ValueError(f"knowledge base {kb_name!r} holds no text or table chunks to generate questions from")
+    kb, docs, sources = generation_sources(lab, kb_name, n, multihop)
     report = TestsetReport(kb=kb_name, seed=seed, requested=n)
     pick = _Picker(report, Findability(docs), depth)
     cache: dict[str, list[Candidate]] = {}

@@ -34,7 +34,13 @@ from typing import Any
 
 from rag_lab.eval.datasets import Dataset, QueryItem
 from rag_lab.eval.testset.answerable import FINDABLE_DEPTH
-from rag_lab.eval.testset.build import Findability, TestsetReport, kb_sources, search_saturation, write_testset
+from rag_lab.eval.testset.build import (
+    Findability,
+    TestsetReport,
+    generation_sources,
+    search_saturation,
+    write_testset,
+)
 from rag_lab.eval.testset.generate import SourceChunk, normalize_question, sentences, stratified_order
 from rag_lab.eval.testset.links import LinkedPair, entity_nodes, linked_pairs
 from rag_lab.eval.testset.llm import (
@@ -181,14 +187,7 @@ def build_llm_testset(
     """Up to ``n`` questions written by ``model`` (any chat model with ``chat(messages, options)``)
     from KB ``kb_name``, about ``multihop`` × n of them multi-hop, written with the KB's documents
     as a dataset under ``out_dir`` (plus :data:`REPORT_FILE`)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if not 0.0 <= multihop <= 1.0:
-        raise ValueError(f"multihop must be a share between 0 and 1, got {multihop!r}")
-    kb = lab.kb(kb_name, create=False)
-    docs, sources = kb_sources(lab, kb)
-    if not sources:
-        raise ValueError(f"knowledge base {kb_name!r} holds no text or table chunks to generate questions from")
+    kb, docs, sources = generation_sources(lab, kb_name, n, multihop)
     finder = Findability(docs)
     language = corpus_language([s.text for s in sources])
     writer = LLMQuestionWriter(
