@@ -174,7 +174,29 @@ class StreamPlayer(_View):
 
 
 # -- score views --------------------------------------------------------------------------------
-class CompositeView(_View):
+class _SliderView(_View):
+    """A slider above a summary and an inline SVG picture; moving the slider calls ``update``."""
+
+    def _slider_layout(self, W: Any, description: str, value: float, span: tuple[float, float], step: float) -> None:
+        self.slider = W.FloatSlider(
+            value=value,
+            min=span[0],
+            max=span[1],
+            step=step,
+            description=description,
+            continuous_update=False,
+            readout_format=".2f",
+        )
+        self.picture = W.HTML()  # inline SVG (rag_lab.lab.plots.svg_views): redrawn in milliseconds
+        self.summary = W.HTML()
+        self.widget = W.VBox([self.slider, self.summary, self.picture])
+        self.slider.observe(lambda ch: self.update(ch["new"]), names="value")
+
+    def update(self, value: float) -> None:
+        raise NotImplementedError
+
+
+class CompositeView(_SliderView):
     """The composite-score plot with a threshold slider: moving it replays the rerank ladder on the
     stored model scores and lists the chunks that survive."""
 
@@ -191,19 +213,7 @@ class CompositeView(_View):
         lo = min([float(score_range[0]), *scores, start])
         hi = max([float(score_range[1]), *scores, start])
         self.warnings: list[str] = []
-        self.slider = W.FloatSlider(
-            value=start,
-            min=lo,
-            max=hi,
-            step=0.01,
-            description="threshold",
-            continuous_update=False,
-            readout_format=".2f",
-        )
-        self.picture = W.HTML()  # inline SVG (rag_lab.lab.plots.svg_views): redrawn in milliseconds
-        self.summary = W.HTML()
-        self.widget = W.VBox([self.slider, self.summary, self.picture])
-        self.slider.observe(lambda ch: self.update(ch["new"]), names="value")
+        self._slider_layout(W, "threshold", start, (lo, hi), 0.01)
         self.outcome = rerank_threshold_outcome(capture)
         self.update(start)
 
@@ -238,7 +248,7 @@ class CompositeView(_View):
         )
 
 
-class MMRView(_View):
+class MMRView(_SliderView):
     """MMR steps with a λ slider: re-selects from the stored scores and token sets and shows
     which picks change against the run's own λ."""
 
@@ -251,19 +261,7 @@ class MMRView(_View):
         if not self.inputs or not self.inputs.get("ids"):
             raise ValueError("this run has no MMR selection (no candidate passed the rerank threshold)")
         self.run_lambda = float(self.inputs["lambda"])
-        self.slider = W.FloatSlider(
-            value=self.run_lambda,
-            min=0.0,
-            max=1.0,
-            step=0.05,
-            description="λ",
-            continuous_update=False,
-            readout_format=".2f",
-        )
-        self.picture = W.HTML()  # inline SVG (rag_lab.lab.plots.svg_views): redrawn in milliseconds
-        self.summary = W.HTML()
-        self.widget = W.VBox([self.slider, self.summary, self.picture])
-        self.slider.observe(lambda ch: self.update(ch["new"]), names="value")
+        self._slider_layout(W, "λ", self.run_lambda, (0.0, 1.0), 0.05)
         self.picks: list[str] = []
         self.update(self.run_lambda)
 
