@@ -24,43 +24,18 @@ run by ``scripts/convert_datasets.py``).
 
 from __future__ import annotations
 
+from rag_lab.eval.datasets import schema
 from rag_lab.eval.datasets.converters import convert_beir, convert_squad, jsonl_bytes, write_dataset
 from rag_lab.eval.datasets.inputs import from_ragas_dataset, read_ragas_jsonl, read_trec
 from rag_lab.eval.datasets.loading import load_dataset
-from rag_lab.eval.datasets.schema import (
-    CORPUS_FILE,
-    FAQ_FILE,
-    HISTORY_FILE,
-    MAX_VALUE_CHARS,
-    QUERIES_FILE,
-    CorpusDoc,
-    Dataset,
-    DatasetError,
-    FAQItem,
-    HistoryTurn,
-    QueryItem,
-    datasets_root,
-    list_datasets,
-)
+from rag_lab.eval.datasets.schema import *  # noqa: F403  (the names of schema.__all__)
 
 __all__ = [
-    "CORPUS_FILE",
-    "FAQ_FILE",
-    "HISTORY_FILE",
-    "MAX_VALUE_CHARS",
-    "QUERIES_FILE",
-    "CorpusDoc",
-    "FAQItem",
-    "HistoryTurn",
-    "Dataset",
-    "DatasetError",
-    "QueryItem",
+    *schema.__all__,
     "convert_beir",
     "convert_squad",
-    "datasets_root",
     "from_ragas_dataset",
     "jsonl_bytes",
-    "list_datasets",
     "load_dataset",
     "read_ragas_jsonl",
     "read_trec",

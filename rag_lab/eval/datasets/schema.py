@@ -13,6 +13,22 @@ from typing import Any
 
 import rag_lab
 
+__all__ = [
+    "CORPUS_FILE",
+    "FAQ_FILE",
+    "HISTORY_FILE",
+    "MAX_VALUE_CHARS",
+    "QUERIES_FILE",
+    "CorpusDoc",
+    "Dataset",
+    "DatasetError",
+    "FAQItem",
+    "HistoryTurn",
+    "QueryItem",
+    "datasets_root",
+    "list_datasets",
+]
+
 CORPUS_FILE = "corpus.jsonl"
 FAQ_FILE = "faq.jsonl"
 HISTORY_FILE = "history.jsonl"
