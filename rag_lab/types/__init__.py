@@ -1,16 +1,7 @@
 """Core data types: ChatManage, SearchResult, intents, events, stream payloads, params."""
 
-from rag_lab.types.chat_manage import (
-    ChatManage,
-    History,
-    PipelineContext,
-    PipelineRequest,
-    PipelineState,
-    SearchTarget,
-    SummaryConfig,
-    has_knowledge_retrieval_scope,
-    has_recall_threshold_override,
-)
+from rag_lab.types import chat_manage
+from rag_lab.types.chat_manage import *  # noqa: F403  (the names of chat_manage.__all__)
 from rag_lab.types.events import PIPELINES, EventType, PipelineBuilder, build_pure_chat_pipeline, build_rag_pipeline
 from rag_lab.types.intent import QueryIntent, needs_kb_retrieval, needs_retrieval, normalize_query_intent
 from rag_lab.types.params import ParamsError, PipelineParams
@@ -18,15 +9,7 @@ from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, ChunkType, Match
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent, StreamResponse
 
 __all__ = [
-    "ChatManage",
-    "History",
-    "PipelineContext",
-    "PipelineRequest",
-    "PipelineState",
-    "SearchTarget",
-    "SummaryConfig",
-    "has_knowledge_retrieval_scope",
-    "has_recall_threshold_override",
+    *chat_manage.__all__,
     "PIPELINES",
     "EventType",
     "PipelineBuilder",

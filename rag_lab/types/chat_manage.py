@@ -16,6 +16,18 @@ from rag_lab.types.search_result import copy_value as _copy_value
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.stream.bus import EventBus
 
+__all__ = [
+    "ChatManage",
+    "History",
+    "PipelineContext",
+    "PipelineRequest",
+    "PipelineState",
+    "SearchTarget",
+    "SummaryConfig",
+    "has_knowledge_retrieval_scope",
+    "has_recall_threshold_override",
+]
+
 
 @dataclass(slots=True)
 class SearchTarget:
