@@ -77,6 +77,16 @@ def _run_params(run: Any) -> Any:
     return getattr(run, "params", None) or PipelineParams()
 
 
+def composite_parts(row: dict[str, Any]) -> list[tuple[str, float, str]]:
+    """The weighted parts a rerank candidate's composite score stacks, first to last, as
+    ``(part, value, colour)`` (a part with no score counts 0)."""
+    return [
+        ("model", float(row["model_part"] or 0.0), C_MODEL),
+        ("base", float(row["base_part"] or 0.0), C_BASE),
+        ("source", float(row["source_part"] or 0.0), C_SOURCE),
+    ]
+
+
 def candidate_fate(row: dict[str, Any], alive: bool) -> str:
     """What became of a rerank candidate, for its bar's note: kept by another rule, filtered by
     the ladder, or its MMR pick order (empty when none applies)."""

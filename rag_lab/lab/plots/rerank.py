@@ -14,12 +14,10 @@ from rag_lab.lab.frames import (
     short_id,
 )
 from rag_lab.lab.plots.common import (
-    C_BASE,
     C_BOOST,
     C_DROPPED,
     C_MODEL,
     C_MUTED,
-    C_SOURCE,
     DEFAULT_LAMBDAS,
     MAX_FIGURE_HEIGHT,
     _clip_label,
@@ -27,6 +25,7 @@ from rag_lab.lab.plots.common import (
     _row_height,
     _run_params,
     candidate_fate,
+    composite_parts,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,14 +88,10 @@ def plot_composite_scores(run: Any, threshold: float | None = None, max_rows: in
     for y, r in zip(ys, rows):
         alive = (y in kept) or bool(r["kept_by"])
         alpha = 1.0 if alive else 0.3
-        parts = [
-            (r["model_part"] or 0.0, C_MODEL, "model", f"model × {_w(run, 'model')}"),
-            (r["base_part"], C_BASE, "base", f"base × {_w(run, 'base')}"),
-            (r["source_part"], C_SOURCE, "source", f"source × {_w(run, 'source')}"),
-        ]
         left = 0.0
-        for width, color, key, text in parts:
-            ax_c.barh(y, width, left=left, color=color, alpha=alpha, height=0.6, label=lab(key, text))
+        for key, width, color in composite_parts(r):
+            label = lab(key, f"{key} × {_w(run, key)}")
+            ax_c.barh(y, width, left=left, color=color, alpha=alpha, height=0.6, label=label)
             left += width
         composite = min(1.0, left)
         boosted = r["boosted_score"] if r["boosted_score"] is not None else r["final_score"]

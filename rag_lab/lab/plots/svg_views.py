@@ -19,14 +19,13 @@ from typing import Any
 
 from rag_lab.lab.frames import mmr_inputs, mmr_selection, rerank_rows, rerank_threshold_outcome, short_id
 from rag_lab.lab.plots.common import (
-    C_BASE,
     C_BOOST,
     C_DROPPED,
     C_MODEL,
     C_MUTED,
-    C_SOURCE,
     DEFAULT_LAMBDAS,
     candidate_fate,
+    composite_parts,
 )
 
 __all__ = ["composite_svg", "mmr_svg"]
@@ -104,15 +103,9 @@ def composite_svg(run: Any, threshold: float | None = None, max_rows: int = 30) 
             )
             body.append(_text(x_model + sx_m * float(m) + 3, y + 12, f"{float(m):.3f}", font_size=10))
         left, opacity = 0.0, 1.0 if alive else 0.3
-        for part, color, kind in (
-            (r["model_part"] or 0.0, C_MODEL, "model_part"),
-            (r["base_part"] or 0.0, C_BASE, "base_part"),
-            (r["source_part"] or 0.0, C_SOURCE, "source_part"),
-        ):
-            body.append(
-                _bar(x_comp + sx_c * left, y + 3, sx_c * float(part), ROW_H - 6, color, float(part), opacity, kind)
-            )
-            left += float(part)
+        for key, part, color in composite_parts(r):
+            body.append(_bar(x_comp + sx_c * left, y + 3, sx_c * part, ROW_H - 6, color, part, opacity, f"{key}_part"))
+            left += part
         composite = min(1.0, left)
         boosted = r["boosted_score"] if r["boosted_score"] is not None else r["final_score"]
         end = composite
