@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
+from rag_lab.reranking import mmr
 from rag_lab.reranking.clean import clean_passage
 from rag_lab.reranking.composite import composite_score, format_score, source_weight
-from rag_lab.reranking.mmr import (
-    DEFAULT_MMR_LAMBDA,
-    MMRCandidate,
-    MMRStep,
-    apply_mmr,
-    mmr_token_sets,
-    mmr_trace,
-    select_mmr,
-)
+from rag_lab.reranking.mmr import *  # noqa: F403  (the names of mmr.__all__)
 from rag_lab.reranking.passage import enriched_passage, generated_questions, model_passage
 
 __all__ = [
@@ -20,13 +13,7 @@ __all__ = [
     "composite_score",
     "format_score",
     "source_weight",
-    "DEFAULT_MMR_LAMBDA",
-    "MMRCandidate",
-    "MMRStep",
-    "apply_mmr",
-    "mmr_token_sets",
-    "mmr_trace",
-    "select_mmr",
+    *mmr.__all__,
     "enriched_passage",
     "generated_questions",
     "model_passage",
