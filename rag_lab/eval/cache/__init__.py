@@ -40,20 +40,9 @@ and the BM25 index cache), :mod:`.enable` (installing them on a lab).
 
 from __future__ import annotations
 
+from rag_lab.eval.cache import keys
 from rag_lab.eval.cache.enable import StageCacheHandle, enable_stage_cache
-from rag_lab.eval.cache.keys import (
-    CACHE_FORMAT,
-    STAGE_CODE_ROOTS,
-    KbVersioner,
-    array_digest,
-    canonical_json,
-    code_version,
-    code_version_for,
-    key_digest,
-    search_kb_fields,
-    search_param_fields,
-    text_digest,
-)
+from rag_lab.eval.cache.keys import *  # noqa: F403  (the names of keys.__all__)
 from rag_lab.eval.cache.store import CacheStats, StageCache
 from rag_lab.eval.cache.wrappers import (
     Bm25IndexCache,
@@ -64,24 +53,14 @@ from rag_lab.eval.cache.wrappers import (
 )
 
 __all__ = [
-    "CACHE_FORMAT",
-    "STAGE_CODE_ROOTS",
-    "code_version_for",
-    "search_kb_fields",
-    "search_param_fields",
-    "array_digest",
-    "text_digest",
+    *keys.__all__,
     "use_bm25_settings",
     "Bm25IndexCache",
     "CacheStats",
     "CachingEmbedder",
     "CachingReranker",
     "CachingSearcher",
-    "KbVersioner",
     "StageCache",
     "StageCacheHandle",
-    "canonical_json",
-    "code_version",
     "enable_stage_cache",
-    "key_digest",
 ]

@@ -17,6 +17,20 @@ import numpy as np
 
 import rag_lab
 
+__all__ = [
+    "CACHE_FORMAT",
+    "STAGE_CODE_ROOTS",
+    "KbVersioner",
+    "array_digest",
+    "canonical_json",
+    "code_version",
+    "code_version_for",
+    "key_digest",
+    "search_kb_fields",
+    "search_param_fields",
+    "text_digest",
+]
+
 CACHE_FORMAT = 1
 
 #: Modules whose import closure (inside rag_lab) decides each cached stage's output, when the
