@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, cast
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _Result:
@@ -110,3 +114,20 @@ def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") 
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def synchronous(afunc: Callable[P, Coroutine[Any, Any, R]], thread_name: str = "rag_lab-run") -> Callable[P, R]:
+    """The blocking twin of the coroutine function ``afunc``, named without its leading ``a``: each
+    call runs ``afunc`` with :func:`run_sync` (so also where a loop is running, e.g. Jupyter)."""
+
+    @functools.wraps(afunc)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return cast(R, run_sync(lambda: afunc(*args, **kwargs), thread_name))
+
+    call.__name__ = afunc.__name__.removeprefix("a")
+    call.__qualname__ = afunc.__qualname__.removeprefix("a")
+    call.__doc__ = (
+        f"Synchronous :func:`{afunc.__name__}` (also callable where an event loop is running, e.g. "
+        "Jupyter: it then runs in a helper thread)."
+    )
+    return call

@@ -8,8 +8,9 @@ import logging
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
+from rag_lab.asyncutil import synchronous
 from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_summary
 from rag_lab.eval.ragas_adapter.samples import (
     ALL_METRICS,
@@ -183,14 +184,4 @@ async def ascore_repeated(
     )
 
 
-def score_samples(
-    samples: Sequence[RagasSample],
-    metrics: Sequence[str] = OFFLINE_METRICS,
-    judge: JudgeConfig | None = None,
-    embedder: Any = None,
-    ledger: Any = None,
-) -> RagasResult:
-    """Synchronous :func:`ascore_samples` (also inside Jupyter's running loop)."""
-    from rag_lab.asyncutil import run_sync
-
-    return cast("RagasResult", run_sync(lambda: ascore_samples(samples, metrics, judge, embedder, ledger)))
+score_samples = synchronous(ascore_samples)

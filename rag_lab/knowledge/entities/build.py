@@ -7,8 +7,9 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from rag_lab.asyncutil import synchronous
 from rag_lab.knowledge.entities.llm import EntityExtractor
 from rag_lab.knowledge.graph import (
     GraphData,
@@ -130,22 +131,4 @@ async def abuild_graph(
     return report
 
 
-def build_graph(
-    workspace: Any,
-    kb: KnowledgeBase | str,
-    extractor: EntityExtractor,
-    knowledge_ids: Sequence[str] | None = None,
-    progress: bool = True,
-    *,
-    graph: GraphStore | None = None,
-    concurrency: int = 4,
-) -> GraphBuildReport:
-    """Synchronous :func:`abuild_graph` (also callable where an event loop is running, e.g.
-    Jupyter: it then runs in a helper thread)."""
-
-    def coro() -> Any:
-        return abuild_graph(workspace, kb, extractor, knowledge_ids, progress, graph=graph, concurrency=concurrency)
-
-    from rag_lab.asyncutil import run_sync
-
-    return cast("GraphBuildReport", run_sync(coro, thread_name="rag_lab-build-graph"))
+build_graph = synchronous(abuild_graph, thread_name="rag_lab-build-graph")
