@@ -25,11 +25,12 @@ score changes are copies.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from operator import attrgetter
-from typing import Any, overload
+from typing import Any, ParamSpec, overload
 
 from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveResult
 from rag_lab.types.params import PipelineParams
@@ -38,6 +39,7 @@ _DEFAULTS = PipelineParams.model_fields
 DEFAULT_RRF_K: int = _DEFAULTS["rrf_k"].default
 DEFAULT_VECTOR_WEIGHT: float = _DEFAULTS["rrf_vector_weight"].default
 DEFAULT_KEYWORD_WEIGHT: float = _DEFAULTS["rrf_keyword_weight"].default
+P = ParamSpec("P")
 
 
 def rescored(h: IndexWithScore, score: float) -> IndexWithScore:
@@ -196,18 +198,6 @@ def rrf_ranked(
     )
 
 
-def weighted_rrf(
-    vector_hits: Sequence[IndexWithScore],
-    keyword_hits: Sequence[IndexWithScore],
-    k: float = DEFAULT_RRF_K,
-    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
-    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
-    normalize: bool = False,
-) -> list[IndexWithScore]:
-    """:func:`rrf_ranked` as hits (:func:`ranked_hits`)."""
-    return ranked_hits(rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
-
-
 def rrf_max_score(k: float, vector_weight: float, keyword_weight: float) -> float:
     """Best attainable weighted RRF score: rank 1 in both lists."""
     return vector_weight / (k + 1) + keyword_weight / (k + 1)
@@ -255,15 +245,23 @@ def fuse_ranked(
     return rrf_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize=normalize)
 
 
-def fuse_hits(
-    vector_hits: Sequence[IndexWithScore],
-    keyword_hits: Sequence[IndexWithScore],
-    k: float = DEFAULT_RRF_K,
-    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
-    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
-    normalize: bool = True,
-) -> list[IndexWithScore]:
-    """:func:`fuse_ranked` as hits (:func:`ranked_hits`).
+def _list_form(ranked: Callable[P, Ranked], name: str, examples: str = "") -> Callable[P, list[IndexWithScore]]:
+    """The list form ``name`` of a :class:`Ranked` function: its result as hits (:func:`ranked_hits`)."""
+
+    @functools.wraps(ranked)
+    def hits(*args: P.args, **kwargs: P.kwargs) -> list[IndexWithScore]:
+        return ranked_hits(ranked(*args, **kwargs))
+
+    hits.__name__ = hits.__qualname__ = name
+    hits.__doc__ = f":func:`{ranked.__name__}` as hits (:func:`ranked_hits`).{examples}"
+    return hits
+
+
+weighted_rrf = _list_form(rrf_ranked, "weighted_rrf")
+fuse_hits = _list_form(
+    fuse_ranked,
+    "fuse_hits",
+    """
 
     ``b`` is in both lists, so it leads; ``a`` (vector rank 1) beats ``c`` (keyword rank 2):
 
@@ -273,8 +271,8 @@ def fuse_hits(
     >>> fused = fuse_hits([hit("a", 0.9, 0), hit("b", 0.7, 0)], [hit("b", 12.0, 1), hit("c", 8.0, 1)])
     >>> [(h.chunk_id, round(h.score, 4)) for h in fused]
     [('b', 0.9887), ('a', 0.7), ('c', 0.2952)]
-    """
-    return ranked_hits(fuse_ranked(vector_hits, keyword_hits, k, vector_weight, keyword_weight, normalize))
+    """,
+)
 
 
 def ranked_hits(ranked: Ranked) -> list[IndexWithScore]:
