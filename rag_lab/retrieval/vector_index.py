@@ -41,9 +41,10 @@ Their names are importable from here.
 
 from __future__ import annotations
 
+import functools
 import operator
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 
@@ -54,6 +55,22 @@ from rag_lab.retrieval.vector_quantized import QuantizedSearch
 from rag_lab.retrieval.vector_quantized import _Quantized as _Quantized
 
 __all__ = ["IndexPolicy", "VectorEntry", "VectorIndex", "VectorIndexError"]
+
+P = ParamSpec("P")
+
+
+def _chunk_scores(
+    search_entries: Callable[Concatenate[VectorIndex, P], list[tuple[VectorEntry, float]]],
+) -> Callable[Concatenate[VectorIndex, P], list[tuple[str, float]]]:
+    """``search``: :meth:`VectorIndex.search_entries` as ``[(chunk_id, score)]``."""
+
+    @functools.wraps(search_entries)
+    def search(self: VectorIndex, /, *args: P.args, **kwargs: P.kwargs) -> list[tuple[str, float]]:
+        return [(e.chunk_id, s) for e, s in search_entries(self, *args, **kwargs)]
+
+    search.__name__ = search.__qualname__ = "search"
+    search.__doc__ = "``[(chunk_id, score)]`` (see :meth:`search_entries`)."
+    return search
 
 
 class VectorIndex(VectorIndexFiles, QuantizedSearch):
@@ -157,18 +174,6 @@ class VectorIndex(VectorIndexFiles, QuantizedSearch):
         with self._lock:
             return sorted(self._entries.values(), key=lambda e: e.entry_id)
 
-    def search(
-        self,
-        vector: np.ndarray,
-        top_k: int,
-        threshold: float = -1.0,
-        allowed_ids: Collection[str] | None = None,
-        *,
-        exact: bool = False,
-    ) -> list[tuple[str, float]]:
-        """``[(chunk_id, score)]`` (see :meth:`search_entries`)."""
-        return [(e.chunk_id, s) for e, s in self.search_entries(vector, top_k, threshold, allowed_ids, exact=exact)]
-
     def search_entries(
         self,
         vector: np.ndarray,
@@ -205,3 +210,5 @@ class VectorIndex(VectorIndexFiles, QuantizedSearch):
         if not all(map(operator.gt, scores, scores[1:])):  # ties (or any other order): sort
             hits.sort(key=lambda h: (-h[1], h[0].entry_id))
         return hits[:top_k]
+
+    search = _chunk_scores(search_entries)
