@@ -78,6 +78,7 @@ def bench_milvus(n_docs: int, n_queries: int, tenancy: str = "partition_key") ->
     from search import synthetic_corpus
 
     from rag_lab.knowledge.workspace import Workspace
+    from rag_lab.retrieval.base import SearchScope
     from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams
     from rag_lab.retrieval.milvus_engine import MilvusEngine
 
@@ -116,21 +117,21 @@ def bench_milvus(n_docs: int, n_queries: int, tenancy: str = "partition_key") ->
     recall_l, recall_m, overlap = [], [], []
     for engine, label in ((local, "local"), (milvus, "Milvus Lite")):  # warm both (jieba, first gRPC calls)
         t0 = time.perf_counter()
-        engine.vector_search([kb.id], qvecs[0], TOP_K, 0.0)
-        engine.keyword_search([kb.id], queries[0], TOP_K, 0.0)
+        engine.vector_search(qvecs[0], SearchScope([kb.id], TOP_K, 0.0))
+        engine.keyword_search(queries[0], SearchScope([kb.id], TOP_K, 0.0))
         print(f"first vector + BM25 search, {label}: {time.perf_counter() - t0:.2f} s", flush=True)
     for q, v in zip(queries, qvecs):
         exact = set(ids[np.argsort(-(mat @ v), kind="stable")[:TOP_K]])
         for key, engine in (("l", local), ("m", milvus)):
             t = time.perf_counter()
-            hits = engine.vector_search([kb.id], v, TOP_K, -1.0)
+            hits = engine.vector_search(v, SearchScope([kb.id], TOP_K, -1.0))
             lat[key + "v"].append(time.perf_counter() - t)
             (recall_l if key == "l" else recall_m).append(len(exact & {h.chunk_id for h in hits}) / TOP_K)
         t = time.perf_counter()
-        kl = local.keyword_search([kb.id], q, TOP_K, 0.0)
+        kl = local.keyword_search(q, SearchScope([kb.id], TOP_K, 0.0))
         lat["lk"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        km = milvus.keyword_search([kb.id], q, TOP_K, 0.0)
+        km = milvus.keyword_search(q, SearchScope([kb.id], TOP_K, 0.0))
         lat["mk"].append(time.perf_counter() - t)
         if kl:
             overlap.append(len({h.chunk_id for h in kl} & {h.chunk_id for h in km}) / len(kl))

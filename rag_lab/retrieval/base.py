@@ -83,6 +83,19 @@ class HitRows(Sequence[IndexWithScore]):
         return f"HitRows({self[:]!r})"
 
 
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Where one engine search looks and how much it keeps: the KBs ``kb_ids``, the best ``top_k``
+    hits, scores ``>= threshold`` (an engine may not apply it: see its docs), and, when given, only
+    the chunks of these documents (``knowledge_ids``) and tags (``tag_ids``)."""
+
+    kb_ids: Sequence[str]
+    top_k: int
+    threshold: float
+    knowledge_ids: Sequence[str] = ()
+    tag_ids: Sequence[str] = ()
+
+
 @dataclass(slots=True)
 class RetrieveResult:
     hits: Sequence[IndexWithScore]  # a list, or an engine's HitRows
@@ -103,22 +116,6 @@ class RetrieveEngine(Protocol):
 
     def supports_keywords(self) -> bool: ...
 
-    def vector_search(
-        self,
-        kb_ids: Sequence[str],
-        embedding: np.ndarray,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]: ...
+    def vector_search(self, embedding: np.ndarray, scope: SearchScope) -> list[IndexWithScore]: ...
 
-    def keyword_search(
-        self,
-        kb_ids: Sequence[str],
-        query: str,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]: ...
+    def keyword_search(self, query: str, scope: SearchScope) -> list[IndexWithScore]: ...

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.retrieval.base import HitRows, IndexWithScore
+from rag_lab.retrieval.base import HitRows, IndexWithScore, SearchScope
 from rag_lab.types.errors import KnowledgeBaseNotFound
 from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES, UNSEARCHABLE_STATUSES, MatchType
 
@@ -187,14 +187,14 @@ class LocalEngine:
             raise KnowledgeBaseNotFound(self.workspace._not_found_message(missing))
         return [known[i] for i in ids]
 
-    def _allowed(self, kb: KnowledgeBase, knowledge_ids: Sequence[str], tag_ids: Sequence[str]) -> set[str] | None:
+    def _allowed(self, kb: KnowledgeBase, scope: SearchScope) -> set[str] | None:
         """Chunk ids the search is restricted to, or ``None`` when every indexed chunk may match."""
         store = self.workspace.store
         flags: dict[str, bool] = self._memo["unsearchable"]  # checked by _kbs in this search
         if kb.id not in flags:
             flags[kb.id] = store.has_unsearchable_indexed_chunks(kb.id)
-        if knowledge_ids or tag_ids or flags[kb.id]:
-            return store.searchable_chunk_ids(kb.id, knowledge_ids, tag_ids)
+        if scope.knowledge_ids or scope.tag_ids or flags[kb.id]:
+            return store.searchable_chunk_ids(kb.id, scope.knowledge_ids, scope.tag_ids)
         return None
 
     def _finish(
@@ -230,78 +230,47 @@ class LocalEngine:
         return HitRows(kept if len(kept) <= top_k else kept[:top_k], _hit)
 
     # -- RetrieveEngine ---------------------------------------------------------------------
-    def vector_search(
-        self,
-        kb_ids: Sequence[str],
-        embedding: np.ndarray,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]:
+    def vector_search(self, embedding: np.ndarray, scope: SearchScope) -> list[IndexWithScore]:
         """Cosine search over the KBs' vector indexes (KBs without embeddings contribute nothing):
         :meth:`vector_rows` as a list."""
-        return list(self.vector_rows(kb_ids, embedding, top_k, threshold, knowledge_ids, tag_ids))
+        return list(self.vector_rows(embedding, scope))
 
-    def keyword_search(
-        self,
-        kb_ids: Sequence[str],
-        query: str,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]:
+    def keyword_search(self, query: str, scope: SearchScope) -> list[IndexWithScore]:
         """BM25 search over the KBs' keyword indexes: :meth:`keyword_rows` as a list."""
-        return list(self.keyword_rows(kb_ids, query, top_k, threshold, knowledge_ids, tag_ids))
+        return list(self.keyword_rows(query, scope))
 
-    def vector_rows(
-        self,
-        kb_ids: Sequence[str],
-        embedding: np.ndarray,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> HitRows:
+    def vector_rows(self, embedding: np.ndarray, scope: SearchScope) -> HitRows:
         """:meth:`vector_search`'s hits, each made when read (the hybrid search's call)."""
         raw: list[tuple[str, str, str | None, str, float]] = []
+        top_k = scope.top_k
         if top_k <= 0:
             return self._finish(raw, top_k, _EMBEDDING)
-        for kb in self._kbs(kb_ids):
+        for kb in self._kbs(scope.kb_ids):
             index = self.workspace.vector_index(kb)
             if index is None or not kb.vector_enabled or len(index) == 0:
                 continue
-            allowed = self._allowed(kb, knowledge_ids, tag_ids)
+            allowed = self._allowed(kb, scope)
             if allowed is not None and not allowed:
                 continue
             kb_id = kb.id
             raw += [
                 (e.entry_id, e.chunk_id, e.text, kb_id, s)
-                for e, s in index.search_entries(embedding, top_k, threshold, allowed)
+                for e, s in index.search_entries(embedding, top_k, scope.threshold, allowed)
             ]
         return self._finish(raw, top_k, _EMBEDDING)
 
-    def keyword_rows(
-        self,
-        kb_ids: Sequence[str],
-        query: str,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> HitRows:
-        """:meth:`keyword_search`'s hits, each made when read. ``threshold`` is accepted for the
-        protocol and deliberately not applied (reference engine behaviour, App. B.19)."""
-        del threshold  # not applied, see the docstring
+    def keyword_rows(self, query: str, scope: SearchScope) -> HitRows:
+        """:meth:`keyword_search`'s hits, each made when read. ``scope.threshold`` is deliberately
+        not applied (reference engine behaviour, App. B.19)."""
         raw: list[tuple[str, str, str | None, str, float]] = []
+        top_k = scope.top_k
         if top_k <= 0 or not query or not query.strip():
             return self._finish(raw, top_k, _KEYWORDS)
-        for kb in self._kbs(kb_ids):
+        for kb in self._kbs(scope.kb_ids):
             if not kb.keyword_enabled:
                 continue
             index = self.workspace.keyword_index(kb)
-            allowed = self._allowed(kb, knowledge_ids, tag_ids)
+            allowed = self._allowed(kb, scope)
             if allowed is not None and not allowed:
                 continue
             kb_id = kb.id

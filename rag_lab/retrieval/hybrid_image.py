@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag_lab.retrieval.base import IndexWithScore, SearchParams
+from rag_lab.retrieval.base import IndexWithScore, SearchParams, SearchScope
 from rag_lab.retrieval.hybrid_base import HybridSearcherBase
 from rag_lab.retrieval.hybrid_trace import HybridTrace
 from rag_lab.retrieval.image_recall import image_kb_ids, recall_images, search_image_indexes
@@ -56,17 +56,8 @@ class ImageRecallStep(HybridSearcherBase):
             errors: list[str] = []
 
             async def search(kb_ids: list[str], emb: np.ndarray, top_k: int, thr: float) -> list[IndexWithScore]:
-                return await asyncio.to_thread(
-                    search_image_indexes,
-                    self.workspace,
-                    kb_ids,
-                    emb,
-                    top_k,
-                    thr,
-                    list(sp.knowledge_ids),
-                    list(sp.tag_ids),
-                    errors,
-                )
+                scope = SearchScope(kb_ids, top_k, thr, list(sp.knowledge_ids), list(sp.tag_ids))
+                return await asyncio.to_thread(search_image_indexes, self.workspace, emb, scope, errors)
 
             outcome = await recall_images(search, ids, qvec, pool, sp.vector_threshold, self.params)
         except Exception as exc:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rag_lab.retrieval.base import IndexWithScore
+from rag_lab.retrieval.base import IndexWithScore, SearchScope
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType
 
@@ -233,22 +233,16 @@ def remember_image_index(ws: Workspace, kb_id: str, idx: VectorIndex) -> None:
 
 
 def search_image_indexes(
-    ws: Workspace,
-    kb_ids: Sequence[str],
-    embedding: np.ndarray,
-    top_k: int,
-    threshold: float,
-    knowledge_ids: Sequence[str] = (),
-    tag_ids: Sequence[str] = (),
-    errors: list[str] | None = None,
+    ws: Workspace, embedding: np.ndarray, scope: SearchScope, errors: list[str] | None = None
 ) -> list[IndexWithScore]:
-    """Raw image rows of these KBs, best ``top_k`` by score (ties by entry id). Rows whose chunk
-    is gone or disabled come back with ``is_enabled=False`` (the filter drops them); a document /
-    tag scope restricts the search itself. A KB whose index cannot be read is skipped and named in
-    ``errors`` (best effort)."""
+    """Raw image rows of the scope's KBs, best ``top_k`` by score (ties by entry id). Rows whose
+    chunk is gone or disabled come back with ``is_enabled=False`` (the filter drops them); a
+    document / tag scope restricts the search itself. A KB whose index cannot be read is skipped
+    and named in ``errors`` (best effort)."""
     from rag_lab.retrieval.engine import is_searchable
 
     store = ws.store
+    kb_ids, knowledge_ids, tag_ids = scope.kb_ids, scope.knowledge_ids, scope.tag_ids
     kbs = store.get_kbs(list(dict.fromkeys(kb_ids)))
     raw: list[tuple[str, str, str, float]] = []
     for kid in dict.fromkeys(kb_ids):
@@ -260,7 +254,7 @@ def search_image_indexes(
             allowed = store.searchable_chunk_ids(kb.id, knowledge_ids, tag_ids) if (knowledge_ids or tag_ids) else None
             if allowed is not None and not allowed:
                 continue
-            found = idx.search_entries(embedding, top_k, threshold, allowed)
+            found = idx.search_entries(embedding, scope.top_k, scope.threshold, allowed)
         except Exception as exc:
             msg = f"image index of knowledge base {kb.name!r} ({kb.id}): {exc}"
             log.warning("image recall skipped %s", msg)
@@ -271,7 +265,7 @@ def search_image_indexes(
     if errors and len(errors) >= len(kbs) and not raw:
         raise RuntimeError("; ".join(errors))
     raw.sort(key=lambda r: (-r[3], r[0]))
-    raw = raw[:top_k]
+    raw = raw[: scope.top_k]
     chunks = store.get_chunks(r[1] for r in raw)
     out = []
     for entry_id, chunk_id, kb_id, score in raw:

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_lab.retrieval.base import IndexWithScore
+from rag_lab.retrieval.base import IndexWithScore, SearchScope
 from rag_lab.retrieval.milvus_layout import (
     _LITE_FILTER,
     _LITE_ITERATOR_FILTER,
@@ -255,18 +255,11 @@ class MilvusEngine:
             out.setdefault(self.collection_for(kb), []).append(kb)
         return out
 
-    def _search(
-        self,
-        kb_ids: Sequence[str],
-        data: Any,
-        top_k: int,
-        knowledge_ids: Sequence[str],
-        tag_ids: Sequence[str],
-        keyword: bool,
-    ) -> list[tuple[str, str, str | None, str, float]]:
+    def _search(self, data: Any, scope: SearchScope, keyword: bool) -> list[tuple[str, str, str | None, str, float]]:
         local = self.workspace.engine()
         raw: list[tuple[str, str, str | None, str, float]] = []
-        kbs = local._kbs(kb_ids)
+        top_k = scope.top_k
+        kbs = local._kbs(scope.kb_ids)
         if keyword:
             kbs = [k for k in kbs if k.keyword_enabled]
         else:
@@ -280,8 +273,8 @@ class MilvusEngine:
             expr = build_filter(
                 [k.id for k in group],
                 sorted({k.tenant_id for k in group}),
-                knowledge_ids,
-                tag_ids,
+                scope.knowledge_ids,
+                scope.tag_ids,
                 keyword=keyword,
                 exclude_docs=busy,
             )
@@ -312,40 +305,21 @@ class MilvusEngine:
                 raw.append((str(hit.get("id")), ent["chunk_id"], ent.get("own_text") or None, ent["kb_id"], score))
         return raw
 
-    def vector_search(
-        self,
-        kb_ids: Sequence[str],
-        embedding: np.ndarray,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]:
-        """Cosine search (HNSW) over the KBs' rows; scores ``>= threshold``."""
-        if top_k <= 0:
+    def vector_search(self, embedding: np.ndarray, scope: SearchScope) -> list[IndexWithScore]:
+        """Cosine search (HNSW) over the KBs' rows; scores ``>= scope.threshold``."""
+        if scope.top_k <= 0:
             return []
         vec = np.asarray(embedding, dtype=np.float32).reshape(-1).tolist()
-        raw = self._search(kb_ids, vec, top_k, knowledge_ids, tag_ids, keyword=False)
-        raw = [r for r in raw if r[4] >= threshold]
-        return list(self.workspace.engine()._finish(raw, top_k, int(MatchType.EMBEDDING)))
+        raw = [r for r in self._search(vec, scope, keyword=False) if r[4] >= scope.threshold]
+        return list(self.workspace.engine()._finish(raw, scope.top_k, int(MatchType.EMBEDDING)))
 
-    def keyword_search(
-        self,
-        kb_ids: Sequence[str],
-        query: str,
-        top_k: int,
-        threshold: float,
-        knowledge_ids: Sequence[str] = (),
-        tag_ids: Sequence[str] = (),
-    ) -> list[IndexWithScore]:
-        """Milvus BM25 over the KBs' keyword rows; ``threshold`` is not applied (as the local
+    def keyword_search(self, query: str, scope: SearchScope) -> list[IndexWithScore]:
+        """Milvus BM25 over the KBs' keyword rows; ``scope.threshold`` is not applied (as the local
         engine, App. B.19)."""
-        del threshold
-        if top_k <= 0 or not query or not query.strip():
+        if scope.top_k <= 0 or not query or not query.strip():
             return []
-        raw = self._search(kb_ids, query, top_k, knowledge_ids, tag_ids, keyword=True)
-        raw = [r for r in raw if r[4] > 0]
-        return list(self.workspace.engine()._finish(raw, top_k, int(MatchType.KEYWORDS)))
+        raw = [r for r in self._search(query, scope, keyword=True) if r[4] > 0]
+        return list(self.workspace.engine()._finish(raw, scope.top_k, int(MatchType.KEYWORDS)))
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
-from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveEngine, RetrieveResult
+from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveEngine, RetrieveResult, SearchScope
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import KnowledgeBase
@@ -44,6 +44,10 @@ class RetrievalRequest:
     tag_ids: list[str] = field(default_factory=list)
     index: str = "default"  # "default" | "faq" (informational: the engine picks by KB type)
 
+    def scope(self) -> SearchScope:
+        """The engine search's KBs, ``top_k``, threshold and document / tag scope."""
+        return SearchScope(self.kb_ids, self.top_k, self.threshold, self.knowledge_ids, self.tag_ids)
+
 
 @dataclass(slots=True)
 class StoreGroup:
@@ -65,10 +69,10 @@ def _run_request(engine: RetrieveEngine, req: RetrievalRequest) -> RetrieveResul
     if req.retriever_type == "vector":
         assert req.embedding is not None
         search = getattr(engine, "vector_rows", None) or engine.vector_search
-        hits = search(req.kb_ids, req.embedding, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+        hits = search(req.embedding, req.scope())
     else:
         search = getattr(engine, "keyword_rows", None) or engine.keyword_search
-        hits = search(req.kb_ids, req.query, req.top_k, req.threshold, req.knowledge_ids, req.tag_ids)
+        hits = search(req.query, req.scope())
     if not isinstance(hits, (list, HitRows)):
         hits = list(hits)
     return RetrieveResult(hits=hits, engine_type=engine.engine_type, retriever_type=req.retriever_type)

@@ -15,6 +15,7 @@ from rag_lab.eval.testset import REPORT_FILE, build_testset
 from rag_lab.eval.testset.answerable import contains_span
 from rag_lab.eval.testset.build import Findability, kb_sources
 from rag_lab.eval.testset.generate import FORMS, normalize_question, sentences, stratified_order
+from rag_lab.retrieval.base import SearchScope
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,9 @@ def test_generated_questions_are_answerable_by_the_gold_text(ts_lab, kb, tmp_pat
         assert all(r is not None and r <= 50 for r in ranks.values())
         expected = ranks if len(q.gold_ids) > 1 else ranks[src.doc_id]
         assert md["answerable_by"] == {"answer_in_source": True, "plain_bm25_rank": expected}
-        kw = list(dict.fromkeys(h.knowledge_id for h in engine.keyword_search([kb_id], q.question, 10, 0.0)))
+        kw = list(
+            dict.fromkeys(h.knowledge_id for h in engine.keyword_search(q.question, SearchScope([kb_id], 10, 0.0)))
+        )
         measured = md["search_ranks"] if len(q.gold_ids) == 1 else md["search_ranks"][src.doc_id]
         assert measured.get("keyword") == (kw.index(src.doc_id) + 1 if src.doc_id in kw else None)
         if kb == "en":

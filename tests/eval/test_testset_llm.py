@@ -19,6 +19,7 @@ from rag_lab.eval.testset.generate import normalize_question, sentences
 from rag_lab.eval.testset.llm import LLMQuestionWriter, MalformedReply, model_from_options, parse_reply
 from rag_lab.eval.testset.llm_build import copies_source
 from rag_lab.knowledge.graph import NameSpace, normalize_entity_name
+from rag_lab.retrieval.base import SearchScope
 from tests.models.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 CHAT = "/v1/chat/completions"
@@ -153,7 +154,7 @@ def test_llm_generator_filters_errors_and_provenance(llm_lab, tmp_path):
         assert all(r is not None and r <= 50 for r in ranks.values())
         single = md["generator"] == "llm"
         assert md["answerable_by"] == {"plain_bm25_rank": ranks[q.gold_ids[0]] if single else ranks}
-        hits = engine.keyword_search([kb_id], q.question, 10, 0.0)
+        hits = engine.keyword_search(q.question, SearchScope([kb_id], 10, 0.0))
         kw = list(dict.fromkeys(h.knowledge_id for h in hits))
         measured = md["search_ranks"] if single else md["search_ranks"][q.gold_ids[0]]
         assert measured.get("keyword") == (kw.index(q.gold_ids[0]) + 1 if q.gold_ids[0] in kw else None)

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
+from rag_lab.retrieval.base import SearchScope  # noqa: E402
 from rag_lab.retrieval.engines import EngineConfigError, EngineRouter  # noqa: E402
 from rag_lab.retrieval.fusion import normalize_vector_score  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams  # noqa: E402
@@ -131,8 +132,8 @@ def test_dense_search_same_ids_and_scores(engines, top_k):
     _, local, milvus, emb, kbs = engines
     for q in _queries(12):
         v = emb.embed([q])[0]
-        a = local.vector_search([kbs["alpha"].id], v, top_k, 0.0)
-        b = milvus.vector_search([kbs["alpha"].id], v, top_k, 0.0)
+        a = local.vector_search(v, SearchScope([kbs["alpha"].id], top_k, 0.0))
+        b = milvus.vector_search(v, SearchScope([kbs["alpha"].id], top_k, 0.0))
         assert len(a) == top_k
         _same_dense(a, b)
         assert all(h.match_type == 0 and h.knowledge_base_id == kbs["alpha"].id for h in b)
@@ -144,7 +145,7 @@ def test_dense_search_over_two_kbs_merges_like_local(engines):
     ids = [kbs["alpha"].id, kbs["beta"].id]
     for q in _queries(6, seed=11):
         v = emb.embed([q])[0]
-        a, b = local.vector_search(ids, v, 25, 0.0), milvus.vector_search(ids, v, 25, 0.0)
+        a, b = local.vector_search(v, SearchScope(ids, 25, 0.0)), milvus.vector_search(v, SearchScope(ids, 25, 0.0))
         _same_dense(a, b)
         assert {h.knowledge_base_id for h in b} == {h.knowledge_base_id for h in a}
 
@@ -152,13 +153,13 @@ def test_dense_search_over_two_kbs_merges_like_local(engines):
 def test_vector_threshold_applied_keyword_threshold_ignored(engines):
     _, local, milvus, emb, kbs = engines
     v = emb.embed(["copper orbit signal"])[0]
-    full = local.vector_search([kbs["alpha"].id], v, 40, 0.0)
+    full = local.vector_search(v, SearchScope([kbs["alpha"].id], 40, 0.0))
     cut = full[5].score
-    a = local.vector_search([kbs["alpha"].id], v, 40, cut)
-    b = milvus.vector_search([kbs["alpha"].id], v, 40, cut)
+    a = local.vector_search(v, SearchScope([kbs["alpha"].id], 40, cut))
+    b = milvus.vector_search(v, SearchScope([kbs["alpha"].id], 40, cut))
     assert len(a) >= 6 and all(h.score >= cut for h in b)
     _same_dense(a, b)
-    assert milvus.keyword_search([kbs["alpha"].id], "copper", 10, threshold=1e9) != []
+    assert milvus.keyword_search("copper", SearchScope([kbs["alpha"].id], 10, threshold=1e9)) != []
 
 
 FILTERS = [
@@ -176,12 +177,12 @@ def test_filters_obeyed_by_both(engines, flt):
         *(ws.store.searchable_chunk_ids(k, flt.get("knowledge_ids", ()), flt.get("tag_ids", ())) for k in ids)
     )
     v = emb.embed(["granite summit timber"])[0]
-    a = local.vector_search(ids, v, 100, -1.0, **flt)
-    b = milvus.vector_search(ids, v, 100, -1.0, **flt)
+    a = local.vector_search(v, SearchScope(ids, 100, -1.0, **flt))
+    b = milvus.vector_search(v, SearchScope(ids, 100, -1.0, **flt))
     assert set(_ids(a)) == set(_ids(b)) == allowed  # every allowed chunk, nothing else
     _same_dense(a, b)
-    ka = local.keyword_search(ids, "granite summit timber", 100, 0.0, **flt)
-    kb_ = milvus.keyword_search(ids, "granite summit timber", 100, 0.0, **flt)
+    ka = local.keyword_search("granite summit timber", SearchScope(ids, 100, 0.0, **flt))
+    kb_ = milvus.keyword_search("granite summit timber", SearchScope(ids, 100, 0.0, **flt))
     assert set(_ids(kb_)) <= allowed and set(_ids(ka)) <= allowed
     assert set(_ids(kb_)) == set(_ids(ka))  # every chunk containing a query word, nothing else
 
@@ -191,8 +192,8 @@ def test_bm25_lists_overlap(engines):
     _, local, milvus, _, kbs = engines
     overlaps = []
     for q in _queries(20, seed=3):
-        a = _ids(local.keyword_search([kbs["alpha"].id], q, 10, 0.0))
-        b = _ids(milvus.keyword_search([kbs["alpha"].id], q, 10, 0.0))
+        a = _ids(local.keyword_search(q, SearchScope([kbs["alpha"].id], 10, 0.0)))
+        b = _ids(milvus.keyword_search(q, SearchScope([kbs["alpha"].id], 10, 0.0)))
         assert len(a) == len(b) == 10  # 90 English docs of 10-18 words from 52: every query matches >10
         overlaps.append(len(set(a) & set(b)) / 10)
     assert np.mean(overlaps) >= 0.7, overlaps
@@ -201,25 +202,25 @@ def test_bm25_lists_overlap(engines):
 
 def test_chinese_keywords_found_with_jieba(engines):
     _, local, milvus, _, kbs = engines
-    a = local.keyword_search([kbs["alpha"].id], "熊猫和瓷器", 50, 0.0)
-    b = milvus.keyword_search([kbs["alpha"].id], "熊猫和瓷器", 50, 0.0)
+    a = local.keyword_search("熊猫和瓷器", SearchScope([kbs["alpha"].id], 50, 0.0))
+    b = milvus.keyword_search("熊猫和瓷器", SearchScope([kbs["alpha"].id], 50, 0.0))
     assert len(b) > 0 and all(h.knowledge_id.startswith("z") for h in b)
     assert set(_ids(a)) == set(_ids(b))
 
 
 def test_keyword_only_kb(engines):
     _, local, milvus, emb, kbs = engines
-    a = local.keyword_search([kbs["words"].id], "meadow glacier", 5, 0.0)
-    b = milvus.keyword_search([kbs["words"].id], "meadow glacier", 5, 0.0)
+    a = local.keyword_search("meadow glacier", SearchScope([kbs["words"].id], 5, 0.0))
+    b = milvus.keyword_search("meadow glacier", SearchScope([kbs["words"].id], 5, 0.0))
     assert len(a) == len(b) > 0 and set(_ids(a)) & set(_ids(b))
-    assert milvus.vector_search([kbs["words"].id], emb.embed(["x"])[0], 5, 0.0) == []
+    assert milvus.vector_search(emb.embed(["x"])[0], SearchScope([kbs["words"].id], 5, 0.0)) == []
 
 
 def test_faq_questions_are_entries(engines):
     _, local, milvus, emb, kbs = engines
     v = emb.embed(["forgot my password"])[0]
-    a = local.vector_search([kbs["faq"].id], v, 5, 0.0)
-    b = milvus.vector_search([kbs["faq"].id], v, 5, 0.0)
+    a = local.vector_search(v, SearchScope([kbs["faq"].id], 5, 0.0))
+    b = milvus.vector_search(v, SearchScope([kbs["faq"].id], 5, 0.0))
     _same_dense(a, b)
     assert [h.id for h in b][:1] == [f"{kbs['faq'].id}:f1#faq#q1"] and b[0].content == "forgot password"
     assert b[0].source_type == "faq" and b[0].chunk_id == f"{kbs['faq'].id}:f1#faq"
@@ -250,9 +251,9 @@ def test_sqlite_stays_the_source_of_truth(tmp_path, embedder):
     ws.ingest_documents(kb, docs, embedder, progress=False)
     local = ws.engine()
     v = embedder.embed(["forest engine copper"])[0]
-    top = local.vector_search([kb.id], v, 5, -1.0)
+    top = local.vector_search(v, SearchScope([kb.id], 5, -1.0))
     ws.store.set_chunks_enabled([top[0].chunk_id, top[2].chunk_id], False)  # SQLite only
-    a, b = local.vector_search([kb.id], v, 5, -1.0), milvus.vector_search([kb.id], v, 5, -1.0)
+    a, b = local.vector_search(v, SearchScope([kb.id], 5, -1.0)), milvus.vector_search(v, SearchScope([kb.id], 5, -1.0))
     assert len(a) == len(b) == 5 and top[0].chunk_id not in _ids(b)
     _same_dense(a, b)
     ws.store.set_chunks_enabled([top[0].chunk_id, top[2].chunk_id], True)
@@ -261,14 +262,16 @@ def test_sqlite_stays_the_source_of_truth(tmp_path, embedder):
     assert milvus.count(kb) == 29
     docs[1] = {**docs[1], "text": "a brand new text about saxophones"}
     ws.ingest_documents(kb, docs[1:], embedder, progress=False)
-    hits = milvus.keyword_search([kb.id], "saxophones", 5, 0.0)
+    hits = milvus.keyword_search("saxophones", SearchScope([kb.id], 5, 0.0))
     assert [h.knowledge_id for h in hits] == ["d001"] and milvus.count(kb) == 29
 
     milvus.drop_kb(kb)
-    assert milvus.count(kb) == 0 and milvus.vector_search([kb.id], v, 5, 0.0) == []
+    assert milvus.count(kb) == 0 and milvus.vector_search(v, SearchScope([kb.id], 5, 0.0)) == []
     counts = milvus.index_documents(kb)  # vectors from the local index
     assert (counts.rows, counts.documents, counts.embedded) == (29, 29, 0)
-    _same_dense(local.vector_search([kb.id], v, 10, 0.0), milvus.vector_search([kb.id], v, 10, 0.0))
+    _same_dense(
+        local.vector_search(v, SearchScope([kb.id], 10, 0.0)), milvus.vector_search(v, SearchScope([kb.id], 10, 0.0))
+    )
 
     ws.vector_index(kb).remove_chunks([f"{kb.id}:d002#c0"])  # a vector the local index lost
     with pytest.raises(MilvusEngineError, match="no vector for entry 'kb_[0-9a-f]+:d002#c0'"):
@@ -300,7 +303,9 @@ def test_hybrid_search_over_mixed_engines(tmp_path, embedder):
     assert {g for g, *_ in trace.requests} == {"", router.engine_for(remote)[0]}
     assert trace.fusion == "rrf" and len(results) == 8
     v = embedder.embed(["forest engine copper"])[0]
-    raw = {h.chunk_id: h.score for h in router.engine_for(remote)[1].vector_search([remote.id], v, 100, 0.0)}
+    raw = {
+        h.chunk_id: h.score for h in router.engine_for(remote)[1].vector_search(v, SearchScope([remote.id], 100, 0.0))
+    }
     mapped = [h for h in trace.vector_hits if h.knowledge_base_id == remote.id]
     assert mapped and all(h.score == pytest.approx(normalize_vector_score("milvus", raw[h.chunk_id])) for h in mapped)
     assert all(h.score == pytest.approx((raw[h.chunk_id] + 1) / 2) for h in mapped)

@@ -22,6 +22,7 @@ else:
     pytest.importorskip("milvus_lite", reason="Milvus Lite comes with the 'milvus' extra")
 
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
+from rag_lab.retrieval.base import SearchScope  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher, SearchParams  # noqa: E402
 from rag_lab.retrieval.milvus_engine import (  # noqa: E402
     MilvusEngineError,
@@ -96,7 +97,7 @@ def test_a_failed_write_is_journalled_refused_then_retried(tmp_path, lite, embed
     # while Milvus still fails, a search refuses (it does not read a copy known to be behind)
     v = embedder.embed(["saxophones"])[0]
     with pytest.raises(MilvusSyncError) as err:
-        eng.vector_search([kb.id], v, 3, 0.0)
+        eng.vector_search(v, SearchScope([kb.id], 3, 0.0))
     msg = str(err.value)
     assert f"knowledge base 'k' ({kb.id})" in msg and "Milvus holds 6 rows, SQLite 6" in msg
     assert f"rag-lab reindex --kb k --engine milvus --uri {eng.config.uri}" in msg
@@ -114,7 +115,7 @@ def test_a_failed_write_is_journalled_refused_then_retried(tmp_path, lite, embed
     t.start()
     assert held.wait(10)
     try:
-        kept = eng.vector_search([kb.id], v, 6, -1.0)
+        kept = eng.vector_search(v, SearchScope([kb.id], 6, -1.0))
     finally:
         release.set()
         t.join()
@@ -126,7 +127,7 @@ def test_a_failed_write_is_journalled_refused_then_retried(tmp_path, lite, embed
     assert len(again.unchanged) == 6 and not again.changed and not again.warnings
     assert ws.store.sync.pending(kb.id, eng.config.key) == []
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb)
-    assert [h.knowledge_id for h in eng.keyword_search([kb.id], "saxophones", 3, 0.0)] == ["d1"]
+    assert [h.knowledge_id for h in eng.keyword_search("saxophones", SearchScope([kb.id], 3, 0.0))] == ["d1"]
     row = eng.client.get(eng.collection_for(kb), ids=[f"{kb.id}:d1#c0"], output_fields=["dense"])[0]
     local = ws.vector_index(kb)
     entries, vecs = local.export_vectors()
@@ -139,7 +140,7 @@ def test_a_failed_write_is_journalled_refused_then_retried(tmp_path, lite, embed
     assert [(kid, op) for kid, op, _ in ws.store.sync.pending(kb.id, eng.config.key)] == [("d2", "doc")]
     outage.on = False
     fresh = _engine(ws, lite, "t_retry")  # a second process: nothing verified yet
-    hits = fresh.keyword_search([kb.id], "velvet thunder canyon", 5, 0.0)
+    hits = fresh.keyword_search("velvet thunder canyon", SearchScope([kb.id], 5, 0.0))
     assert "d2" not in {h.knowledge_id for h in hits}
     assert ws.store.sync.pending(kb.id, eng.config.key) == []
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb) and len(_sqlite_ids(ws, kb)) == 5
@@ -162,7 +163,7 @@ def test_reingest_upserts_by_id_and_drops_rows_the_document_lost(tmp_path, lite,
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb) == {f"{kb.id}:d0#c0", f"{kb.id}:d1#c0"}
     # rows are replaced by id, and only the ids d0 no longer has are deleted (not the document first)
     assert deletes and all(d.startswith("id in [") for d in deletes)
-    assert [h.knowledge_id for h in eng.keyword_search([kb.id], "obsidian", 3, 0.0)] == ["d0"]
+    assert [h.knowledge_id for h in eng.keyword_search("obsidian", SearchScope([kb.id], 3, 0.0))] == ["d0"]
 
     ws.delete_kb(kb)  # rows, sync state and journal go; a namesake (same id) starts afresh
     assert _milvus_ids(eng, kb) == set() and ws.store.sync.state(kb.id, eng.config.key) is None
@@ -182,8 +183,8 @@ def test_engine_switch_without_reindex_is_repaired_when_cheap(tmp_path, lite, em
     ws.mirror_for = lambda kb: eng  # the config now routes the KB to Milvus; no reindex was run
     assert not eng.client.has_collection(eng.collection_for(kb))
     v = embedder.embed(["copper orbit"])[0]
-    a = ws.engine().vector_search([kb.id], v, 4, 0.0)
-    b = eng.vector_search([kb.id], v, 4, 0.0)  # repaired on open: copied, then searched
+    a = ws.engine().vector_search(v, SearchScope([kb.id], 4, 0.0))
+    b = eng.vector_search(v, SearchScope([kb.id], 4, 0.0))  # repaired on open: copied, then searched
     assert [h.chunk_id for h in b] == [h.chunk_id for h in a] and len(b) == 4
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb)
     assert ws.store.sync.state(kb.id, eng.config.key)["engine_rows"] == 6
@@ -191,7 +192,7 @@ def test_engine_switch_without_reindex_is_repaired_when_cheap(tmp_path, lite, em
     # Milvus lost rows behind our back: the next process to open the KB copies it again
     eng.client.delete(eng.collection_for(kb), filter=f'id in ["{kb.id}:d0#c0", "{kb.id}:d3#c0"]')
     fresh = _engine(ws, lite, "t_switch")
-    assert len(fresh.vector_search([kb.id], v, 6, -1.0)) == 6
+    assert len(fresh.vector_search(v, SearchScope([kb.id], 6, -1.0))) == 6
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb)
 
     # the other way round: a chunk gone from SQLite with no journal entry (a lost write): Milvus
@@ -199,7 +200,7 @@ def test_engine_switch_without_reindex_is_repaired_when_cheap(tmp_path, lite, em
     with ws.store._transaction() as conn:
         conn.execute("DELETE FROM chunks WHERE id = ?", (f"{kb.id}:d5#c0",))
     stale = _engine(ws, lite, "t_switch")
-    assert len(stale.vector_search([kb.id], v, 6, -1.0)) == 5
+    assert len(stale.vector_search(v, SearchScope([kb.id], 6, -1.0))) == 5
     assert _milvus_ids(eng, kb) == _sqlite_ids(ws, kb) and len(_sqlite_ids(ws, kb)) == 5
     ws.close()
 
@@ -211,7 +212,10 @@ def test_engine_switch_without_reindex_is_refused_with_the_command(tmp_path, lit
     eng = _engine(ws, lite, "t_refuse", repair_max_rows=5)
     ws.mirror_for = lambda kb: eng
     v = embedder.embed(["copper orbit"])[0]
-    for search in (lambda: eng.vector_search([kb.id], v, 4, 0.0), lambda: eng.keyword_search([kb.id], "copper", 4, 0)):
+    for search in (
+        lambda: eng.vector_search(v, SearchScope([kb.id], 4, 0.0)),
+        lambda: eng.keyword_search("copper", SearchScope([kb.id], 4, 0)),
+    ):
         with pytest.raises(MilvusSyncError) as err:
             search()
         msg = str(err.value)
@@ -229,7 +233,7 @@ def test_engine_switch_without_reindex_is_refused_with_the_command(tmp_path, lit
     assert any(isinstance(e, MilvusSyncError) and "rag-lab reindex" in str(e) for e in chain), chain
     counts = eng.index_documents(kb, embedder=embedder)  # what `rag-lab reindex` runs
     assert counts.rows == 6 and ws.store.sync.pending(kb.id, eng.config.key) == []
-    assert len(eng.vector_search([kb.id], v, 4, 0.0)) == 4
+    assert len(eng.vector_search(v, SearchScope([kb.id], 4, 0.0))) == 4
     assert len(asyncio.run(searcher.search(kb.id, sp))) == 4
     ws.close()
 
@@ -242,11 +246,11 @@ def test_owner_change_and_enabled_flags_are_written_into_milvus(tmp_path, lite, 
     ws.ingest_documents(kb, _docs(), embedder, progress=False)
     name = eng.collection_for(kb)
     v = embedder.embed(["granite hollow"])[0]
-    assert len(eng.vector_search([kb.id], v, 6, -1.0)) == 6
+    assert len(eng.vector_search(v, SearchScope([kb.id], 6, -1.0))) == 6
 
     ws.store.update_kb(dataclasses.replace(kb, tenant_id=5))  # the KB changes owner in SQLite
     kb = ws.get_kb(kb.id)
-    assert len(eng.vector_search([kb.id], v, 6, -1.0)) == 6  # the filter asks for tenant 5: rows have it
+    assert len(eng.vector_search(v, SearchScope([kb.id], 6, -1.0))) == 6  # the filter asks for tenant 5: rows have it
     vec = v.tolist()
     assert (
         len(eng.client.search(name, data=[vec], anns_field="dense", limit=10, filter=build_filter([kb.id], [5]))[0])
@@ -259,12 +263,12 @@ def test_owner_change_and_enabled_flags_are_written_into_milvus(tmp_path, lite, 
     monkeypatch.setattr(eng.client, "search", lambda *a, **k: filters.append(k["filter"]) or orig(*a, **k))
     off = f"{kb.id}:d4#c0"
     ws.store.set_chunks_enabled([off], False)
-    hits = eng.vector_search([kb.id], v, 6, -1.0)
+    hits = eng.vector_search(v, SearchScope([kb.id], 6, -1.0))
     assert len(hits) == 5 and off not in {h.chunk_id for h in hits}  # a full top-k without the chunk
     assert eng.client.get(name, ids=[off], output_fields=["is_enabled"])[0]["is_enabled"] is False
     assert filters and all(off not in f for f in filters)  # the flag is in Milvus, not in the filter
     ws.store.set_chunks_enabled([off], True)
-    assert off in {h.chunk_id for h in eng.vector_search([kb.id], v, 6, -1.0)}
+    assert off in {h.chunk_id for h in eng.vector_search(v, SearchScope([kb.id], 6, -1.0))}
     assert eng.client.get(name, ids=[off], output_fields=["is_enabled"])[0]["is_enabled"] is True
     assert ws.store.sync.pending(kb.id, eng.config.key) == []
     ws.close()
@@ -315,7 +319,7 @@ def test_shards_consistency_per_search_and_flush_policy_reach_the_client(tmp_pat
     ws.ingest_documents(kb, _docs(), embedder, progress=False)
     assert [k["num_shards"] for k in calls["create_collection"]] == [2]
     assert calls["flush"] == []  # flush: never (a server's policy), even on Lite
-    assert len(eng.vector_search([kb.id], embedder.embed(["copper"])[0], 3, 0.0)) == 3
-    assert eng.keyword_search([kb.id], "copper", 3, 0.0)
+    assert len(eng.vector_search(embedder.embed(["copper"])[0], SearchScope([kb.id], 3, 0.0))) == 3
+    assert eng.keyword_search("copper", SearchScope([kb.id], 3, 0.0))
     assert [k["consistency_level"] for k in calls["search"]] == ["Bounded", "Bounded"]
     ws.close()

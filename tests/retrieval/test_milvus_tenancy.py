@@ -20,7 +20,7 @@ else:
     pytest.importorskip("milvus_lite", reason="Milvus Lite comes with the 'milvus' extra")
 
 from rag_lab.knowledge.workspace import Workspace  # noqa: E402
-from rag_lab.retrieval.base import SearchParams  # noqa: E402
+from rag_lab.retrieval.base import SearchParams, SearchScope  # noqa: E402
 from rag_lab.retrieval.hybrid_search import HybridSearcher  # noqa: E402
 from rag_lab.retrieval.milvus_engine import MilvusEngineError, build_filter, literal  # noqa: E402
 from rag_lab.retrieval.milvus_layout import space_of  # noqa: E402
@@ -76,8 +76,8 @@ def test_a_tenant_searches_its_own_and_shared_kbs_as_the_local_engine_does(tmp_p
     for query in ("quartz velvet", "river forest", "harbor oyster socket"):
         v = embedder.embed([query])[0]
         for ids in ([a.id, b.id], [b.id], [a.id], [c.id]):
-            want = local.vector_search(ids, v, 6, -1.0)
-            got = eng.vector_search(ids, v, 6, -1.0)
+            want = local.vector_search(v, SearchScope(ids, 6, -1.0))
+            got = eng.vector_search(v, SearchScope(ids, 6, -1.0))
             assert [h.chunk_id for h in got] == [h.chunk_id for h in want]
             assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
             assert {h.knowledge_base_id for h in got} <= set(ids)
@@ -96,12 +96,14 @@ def test_an_owner_change_is_visible_in_milvus_results(tmp_path, lite, embedder, 
     kb = ws.create_kb("k", embedder, chunk_size=80, chunk_overlap=0, tenant_id=1)
     ws.ingest_documents(kb, _docs("d", WORDS_A + WORDS_B), embedder, progress=False)
     v = embedder.embed(["canyon marble"])[0]
-    before = [h.chunk_id for h in eng.vector_search([kb.id], v, 8, -1.0)]
+    before = [h.chunk_id for h in eng.vector_search(v, SearchScope([kb.id], 8, -1.0))]
     old_name = eng.collection_for(kb)
 
     ws.store.update_kb(dataclasses.replace(kb, tenant_id=5))  # the KB changes owner in SQLite
     kb = ws.get_kb(kb.id)
-    assert [h.chunk_id for h in eng.vector_search([kb.id], v, 8, -1.0)] == before  # same hits for the new owner
+    assert [
+        h.chunk_id for h in eng.vector_search(v, SearchScope([kb.id], 8, -1.0))
+    ] == before  # same hits for the new owner
     name = eng.collection_for(kb)
     vec = v.tolist()
     for tenant, found in ((5, 8), (1, 0)):

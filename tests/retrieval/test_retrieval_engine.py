@@ -4,6 +4,7 @@ import pytest
 
 from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
+from rag_lab.retrieval.base import SearchScope
 from rag_lab.retrieval.engine import ENGINE_TYPE, LocalEngine
 
 
@@ -11,26 +12,26 @@ def test_vector_and_keyword_hits(small_kb):
     ws, kb, emb = small_kb
     eng = ws.engine()
     assert isinstance(eng, LocalEngine) and eng.engine_type == ENGINE_TYPE == "faiss+bm25s"
-    v = eng.vector_search([kb.id], emb.embed(["molten magma lava"])[0], 3, 0.0)
+    v = eng.vector_search(emb.embed(["molten magma lava"])[0], SearchScope([kb.id], 3, 0.0))
     assert v[0].knowledge_id == "volcano" and v[0].match_type == 0 and len(v) == 3
     assert v[0].chunk_id == f"{kb.id}:volcano#c0" and v[0].content.startswith("Volcanoes erupt")
     assert [h.score for h in v] == sorted((h.score for h in v), reverse=True)
-    k = eng.keyword_search([kb.id], "magma crust", 5, 0.0)
+    k = eng.keyword_search("magma crust", SearchScope([kb.id], 5, 0.0))
     assert [h.knowledge_id for h in k] == ["volcano"] and k[0].match_type == 1 and k[0].tag_id == "science"
 
 
 def test_keyword_threshold_is_not_applied(small_kb):
     ws, kb, _ = small_kb
-    hits = ws.engine().keyword_search([kb.id], "magma", 5, threshold=1e9)
+    hits = ws.engine().keyword_search("magma", SearchScope([kb.id], 5, threshold=1e9))
     assert [h.knowledge_id for h in hits] == ["volcano"]
 
 
 def test_vector_threshold_is_applied(small_kb):
     ws, kb, emb = small_kb
     q = emb.embed(["molten magma lava"])[0]
-    all_hits = ws.engine().vector_search([kb.id], q, 10, 0.0)
+    all_hits = ws.engine().vector_search(q, SearchScope([kb.id], 10, 0.0))
     cut = all_hits[1].score
-    above = ws.engine().vector_search([kb.id], q, 10, cut)
+    above = ws.engine().vector_search(q, SearchScope([kb.id], 10, cut))
     assert [h.chunk_id for h in above] == [h.chunk_id for h in all_hits if h.score >= cut]
 
 
@@ -38,17 +39,20 @@ def test_filters_and_disabled_chunks(small_kb):
     ws, kb, emb = small_kb
     eng = ws.engine()
     q = emb.embed(["plants sunlight tides moon"])[0]
-    only = eng.vector_search([kb.id], q, 10, 0.0, knowledge_ids=["tides", "chess"])
+    only = eng.vector_search(q, SearchScope([kb.id], 10, 0.0, knowledge_ids=["tides", "chess"]))
     assert {h.knowledge_id for h in only} == {"tides", "chess"}
-    tagged = eng.vector_search([kb.id], q, 10, 0.0, tag_ids=["science"])
+    tagged = eng.vector_search(q, SearchScope([kb.id], 10, 0.0, tag_ids=["science"]))
     assert {h.knowledge_id for h in tagged} == {"photo", "volcano", "tides"}
-    both = eng.vector_search([kb.id], q, 10, 0.0, knowledge_ids=["tides", "chess"], tag_ids=["science"])
+    both = eng.vector_search(q, SearchScope([kb.id], 10, 0.0, knowledge_ids=["tides", "chess"], tag_ids=["science"]))
     assert [h.knowledge_id for h in both] == ["tides"]  # AND
-    assert eng.keyword_search([kb.id], "moon chess", 10, 0, knowledge_ids=["chess"])[0].knowledge_id == "chess"
+    assert (
+        eng.keyword_search("moon chess", SearchScope([kb.id], 10, 0, knowledge_ids=["chess"]))[0].knowledge_id
+        == "chess"
+    )
 
     ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
-    assert "volcano" not in {h.knowledge_id for h in eng.vector_search([kb.id], q, 10, 0.0)}
-    assert eng.keyword_search([kb.id], "magma", 10, 0) == []
+    assert "volcano" not in {h.knowledge_id for h in eng.vector_search(q, SearchScope([kb.id], 10, 0.0))}
+    assert eng.keyword_search("magma", SearchScope([kb.id], 10, 0)) == []
 
 
 def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
@@ -70,15 +74,15 @@ def test_several_kbs_merge_by_score_and_parents_never_returned(small_kb):
     )
     eng = ws.engine()
     q = emb.embed(["molten magma lava volcano"])[0]
-    hits = eng.vector_search([kb.id, kb2.id], q, 4, 0.0)
+    hits = eng.vector_search(q, SearchScope([kb.id, kb2.id], 4, 0.0))
     assert len(hits) == 4 and {h.knowledge_base_id for h in hits} == {kb.id, kb2.id}
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    kw = eng.keyword_search([kb.id, kb2.id], "magma basalt", 10, 0)
+    kw = eng.keyword_search("magma basalt", SearchScope([kb.id, kb2.id], 10, 0))
     assert kw[0].knowledge_id == "lava"
     for h in hits + kw:
         assert "#p" not in h.chunk_id  # parent_text chunks are never indexed
     with pytest.raises(KnowledgeBaseNotFound, match="'missing'"):
-        eng.vector_search([kb.id, "missing"], q, 3, 0.0)
+        eng.vector_search(q, SearchScope([kb.id, "missing"], 3, 0.0))
 
 
 def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
@@ -102,14 +106,14 @@ def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
     monkeypatch.setattr(ws.store, "get_chunk_rows", spy_by_id)
     eng = LocalEngine(ws)
     q = emb.embed(["molten magma lava"])[0]
-    first = eng.vector_search([kb.id], q, 6, 0.0)
-    eng.keyword_search([kb.id], "moon chess", 5, 0.0)
-    assert eng.vector_search([kb.id], emb.embed(["tides moon"])[0], 6, 0.0)
+    first = eng.vector_search(q, SearchScope([kb.id], 6, 0.0))
+    eng.keyword_search("moon chess", SearchScope([kb.id], 5, 0.0))
+    assert eng.vector_search(emb.embed(["tides moon"])[0], SearchScope([kb.id], 6, 0.0))
     assert calls == ["whole chunks"]
     assert first[0].chunk_id == f"{kb.id}:volcano#c0" and first[0].content.startswith("Volcanoes erupt")
 
     ws.store.set_chunks_enabled([f"{kb.id}:volcano#c0"], False)
-    after = eng.vector_search([kb.id], q, 6, 0.0)
+    after = eng.vector_search(q, SearchScope([kb.id], 6, 0.0))
     assert calls == ["whole chunks", "whole chunks"]
     assert [h.chunk_id for h in after] == [h.chunk_id for h in first if h.knowledge_id != "volcano"][:6]
 
@@ -117,8 +121,10 @@ def test_hit_rows_come_from_one_scan_per_store_state(small_kb, monkeypatch):
     budget.max_rows = 2  # the KB does not fit: no scan, the hits' rows only
     monkeypatch.setattr(ws.store, "kb_rows", budget)
     small = LocalEngine(ws)
-    assert small.vector_search([kb.id], q, 6, 0.0) == after
-    assert small.keyword_search([kb.id], "moon chess", 5, 0.0) == eng.keyword_search([kb.id], "moon chess", 5, 0.0)
+    assert small.vector_search(q, SearchScope([kb.id], 6, 0.0)) == after
+    assert small.keyword_search("moon chess", SearchScope([kb.id], 5, 0.0)) == eng.keyword_search(
+        "moon chess", SearchScope([kb.id], 5, 0.0)
+    )
     assert calls[2:] and all(isinstance(c, int) for c in calls[2:])
 
 
@@ -127,7 +133,7 @@ def test_every_hit_field_is_filled(small_kb):
     from dataclasses import asdict
 
     ws, kb, emb = small_kb
-    (hit,) = LocalEngine(ws).keyword_search([kb.id], "magma crust", 1, 0.0)
+    (hit,) = LocalEngine(ws).keyword_search("magma crust", SearchScope([kb.id], 1, 0.0))
     assert asdict(hit) == {
         "id": f"{kb.id}:volcano#c0",
         "content": hit.content,

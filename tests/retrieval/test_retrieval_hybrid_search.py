@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from rag_lab.knowledge.models import FAQEntry
 from rag_lab.knowledge.workspace import KnowledgeBaseNotFound, MixedEmbeddingSpaces, Workspace
-from rag_lab.retrieval.base import RetrieveResult, SearchParams
+from rag_lab.retrieval.base import RetrieveResult, SearchParams, SearchScope
 from rag_lab.retrieval.hybrid_search import (
     EmbeddingUnavailable,
     HybridSearcher,
@@ -188,7 +188,9 @@ async def test_a_search_makes_only_the_hits_it_returns(small_kb, monkeypatch):
     assert len(res) == 3 and len(tr.vector_hits) > 3 and len(tr.keyword_hits) > 0
     assert sorted(made) == sorted(r.id for r in res)
     vec = tr.paths()["vector"]
-    eager = ws.engine().vector_search([kb.id], emb.embed(["chloroplast sunlight magma"])[0], tr.pool_size, 0.0)
+    eager = ws.engine().vector_search(
+        emb.embed(["chloroplast sunlight magma"])[0], SearchScope([kb.id], tr.pool_size, 0.0)
+    )
     assert (
         vec
         == [[h.chunk_id, h.knowledge_id, h.score] for h in eager]

@@ -45,6 +45,7 @@ from rag_lab.eval.testset.generate import (
     stratified_order,
 )
 from rag_lab.eval.testset.report import LLM_NOTE, REPORT_FILE, WEAKER_NOTE, TestsetReport, rank_bin
+from rag_lab.retrieval.base import SearchScope
 
 __all__ = [
     "LLM_NOTE",
@@ -125,11 +126,12 @@ def retrieved_docs(lab: Any, kb: Any, questions: list[str], depth: int) -> list[
     engine = lab.workspace.engine()
     embedder = lab._embedder_for(kb) if kb.embedding_dim > 0 and questions else None  # the KB's space
     embs = embedder.embed(questions) if embedder is not None else None
+    scope = SearchScope([kb.id], depth, 0.0)
     out = []
     for i, q in enumerate(questions):
-        paths = [("keyword", engine.keyword_search([kb.id], q, depth, 0.0))]
+        paths = [("keyword", engine.keyword_search(q, scope))]
         if embs is not None:
-            paths.append(("vector", engine.vector_search([kb.id], embs[i], depth, 0.0)))
+            paths.append(("vector", engine.vector_search(embs[i], scope)))
         out.append({name: list(dict.fromkeys(h.knowledge_id for h in hits)) for name, hits in paths})
     return out
 
