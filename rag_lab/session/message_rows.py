@@ -16,11 +16,11 @@ from typing import Any, cast
 
 from rag_lab.session.session_db import SessionDB
 from rag_lab.session.sqlite_schema import _CHRONO, _JSON_FIELDS, _NEWEST, SessionNotFound, _dumps, _refs_json
-from rag_lab.session.store import Message, check_message_fields, first_caption_update
+from rag_lab.session.store import Message, MessageWrites, check_message_fields, first_caption_update
 from rag_lab.types.search_result import SearchResult
 
 
-class MessageRows(SessionDB):
+class MessageRows(MessageWrites, SessionDB):
     """A session's messages: add, read, update, complete, list."""
 
     @staticmethod
@@ -59,44 +59,8 @@ class MessageRows(SessionDB):
                 out[k] = v
         return out
 
-    def add_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
-    ) -> Message:
-        """Store a message; the session must exist (see :meth:`ensure_session`). Returns it as stored."""
-        mid = self.insert_message(session_id, role, content, request_id, knowledge_references, created_at, **extra)
-        return self.get_message(session_id, mid)
-
-    def insert_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
-    ) -> str:
-        """:meth:`add_message` without reading the message back: its id."""
-        check_message_fields(extra, "add_message")
-        now = time.time() if created_at is None else created_at
-        values = self._column_values(
-            {
-                "role": role,
-                "content": content,
-                "request_id": request_id,
-                "created_at": now,
-                "updated_at": now,
-                "knowledge_references": knowledge_references or [],
-                **extra,
-            }
-        )
+    def _insert(self, session_id: str, fields: dict[str, Any]) -> str:
+        values = self._column_values(fields)
         mid = str(uuid.uuid4())
         cols = ["id", "session_id", *values]
         with self._lock:

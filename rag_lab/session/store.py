@@ -70,14 +70,11 @@ def first_caption_update(image_urls: list[str], captions: list[str], caption: st
     return out
 
 
-class MemoryMessageStore:
-    """A thread-safe, in-process message store."""
+class MessageWrites:
+    """``insert_message`` / ``add_message`` of both stores: the fields checked and stamped here,
+    stored by the store's ``_insert`` (which returns the new message's id)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._messages: dict[str, list[Message]] = {}
-
-    def add_message(
+    def insert_message(
         self,
         session_id: str,
         role: str,
@@ -86,27 +83,46 @@ class MemoryMessageStore:
         knowledge_references: list[SearchResult] | None = None,
         created_at: float | None = None,
         **extra: Any,
-    ) -> Message:
+    ) -> str:
+        """Store a message; the session must exist. Returns its id (:meth:`add_message` reads the
+        message back)."""
         check_message_fields(extra, "add_message")
         now = time.time() if created_at is None else created_at
-        extra.setdefault("updated_at", now)
-        msg = Message(
-            id=str(uuid.uuid4()),
-            session_id=session_id,
-            request_id=request_id,
-            role=role,
-            content=content,
-            created_at=now,
-            knowledge_references=[r.copy() for r in knowledge_references or []],
+        fields = {
+            "role": role,
+            "content": content,
+            "request_id": request_id,
+            "created_at": now,
+            "updated_at": now,
+            "knowledge_references": knowledge_references or [],
             **extra,
-        )
+        }
+        return self._insert(session_id, fields)
+
+    def add_message(self, session_id: str, *args: Any, **kw: Any) -> Message:
+        """:meth:`insert_message` (same arguments), returning the message as stored."""
+        return self.get_message(session_id, self.insert_message(session_id, *args, **kw))
+
+    def _insert(self, session_id: str, fields: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def get_message(self, session_id: str, message_id: str) -> Message:
+        raise NotImplementedError
+
+
+class MemoryMessageStore(MessageWrites):
+    """A thread-safe, in-process message store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._messages: dict[str, list[Message]] = {}
+
+    def _insert(self, session_id: str, fields: dict[str, Any]) -> str:
+        refs = [r.copy() for r in fields["knowledge_references"]]
+        msg = Message(id=str(uuid.uuid4()), session_id=session_id, **{**fields, "knowledge_references": refs})
         with self._lock:
             self._messages.setdefault(session_id, []).append(msg)
-        return msg
-
-    def insert_message(self, session_id: str, role: str, content: str, request_id: str, *args: Any, **kw: Any) -> str:
-        """:meth:`add_message`, returning the new message's id."""
-        return self.add_message(session_id, role, content, request_id, *args, **kw).id
+        return msg.id
 
     def _find(self, session_id: str, message_id: str) -> Message:
         for m in self._messages.get(session_id, []):
