@@ -9,14 +9,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from rag_lab.eval.sweep.outputs import SweepResult
 from rag_lab.eval.sweep.specs import (
     _DEFAULT_BM25,
     INDEX_PARAMS,
     ParamSpace,
+    RunOptions,
     SweepError,
+    SweepOptions,
     grid_configs,
     objective_direction,
 )
@@ -291,36 +293,38 @@ def _bar(total: int, progress: bool, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="q", disable=not progress, smoothing=0.1)
 
 
+def _start(
+    lab: Lab, suites: Iterable[Any], objective: str, o: RunOptions, n_configs: int, desc: str
+) -> tuple[list[_Suite], float, Any, _Evaluator, Any]:
+    """A sweep's start: the suites prepared, the clock, the progress bar (``n_configs`` × the
+    questions), the evaluator and the fast path (None when not taken)."""
+    prepared = _prepare(lab, suites, o.progress)
+    n_q = sum(len(s.dataset.queries) for s in prepared)
+    t0 = time.perf_counter()
+    bar = _bar(n_configs * n_q, o.progress, desc)
+    ev = _Evaluator(lab, prepared, objective, o.ks, o.ragas_metrics, o.base_params or {}, o.cache_dir, bar)
+    return prepared, t0, bar, ev, _fast_sweep(ev, o.fast, o.check)
+
+
 async def run_grid(
     lab: Lab,
     suites: Iterable[Any],
     spaces: Sequence[ParamSpace],
     objective: str = "ndcg@10",
-    *,
-    ks: Sequence[int] = (1, 3, 5, 10),
-    ragas_metrics: Sequence[str] = (),
-    base_params: Mapping[str, Any] | None = None,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    fast: bool = True,
-    check: int | str = 0,
+    **options: Unpack[SweepOptions],
 ) -> SweepResult:
     """Evaluate every grid config; ``suites`` are SuiteSpecs or ``(dataset, kb)`` pairs (already
-    ingested). ``cache_dir=None`` runs without the stage cache. ``fast`` (default) evaluates the
-    configs with the tuning evaluator from inputs captured once per retrieval config; ``check``
-    re-runs that many of the best configs (or ``"all"``) through the full pipeline as an audit
+    ingested); ``options``: :class:`SweepOptions`. ``fast`` (default) evaluates the configs with
+    the tuning evaluator from inputs captured once per retrieval config; ``check`` re-runs that
+    many of the best configs (or ``"all"``) through the full pipeline as an audit
     (:meth:`~rag_lab.eval.sweep.fast.FastSweep.verify`). Objectives that read the answer use the
     full pipeline."""
     direction = objective_direction(objective)
     configs = grid_configs(spaces)
-    prepared = _prepare(lab, suites, progress)
-    n_q = sum(len(s.dataset.queries) for s in prepared)
-    t0 = time.perf_counter()
-    bar = _bar(len(configs) * n_q, progress, f"sweep {len(configs)} configs")
-    ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check)
+    o = RunOptions(**options)
+    prepared, t0, bar, ev, fs = _start(lab, suites, objective, o, len(configs), f"sweep {len(configs)} configs")
     try:
-        if fs is None and cache_dir is not None and configs:
+        if fs is None and o.cache_dir is not None and configs:
             bar.set_description_str("sweep: filling the stage cache")
             await ev.warm_up(configs[0])
             bar.set_description_str(f"sweep {len(configs)} configs")
@@ -333,7 +337,7 @@ async def run_grid(
                 bar.set_description_str(f"sweep: checking {len(chosen)} configs on the pipeline")
             await fs.verify(chosen)
     finally:
-        result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
+        result = _finish(bar, ev, fs, spaces, objective, direction, o.base_params, prepared, t0)
     return result
 
 
@@ -345,13 +349,7 @@ async def run_optuna(
     objective: str = "ndcg@10",
     *,
     seed: int = 0,
-    ks: Sequence[int] = (1, 3, 5, 10),
-    ragas_metrics: Sequence[str] = (),
-    base_params: Mapping[str, Any] | None = None,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    fast: bool = True,
-    check: int | str = 0,
+    **options: Unpack[SweepOptions],
 ) -> SweepResult:
     """``n_trials`` configs chosen by optuna's TPE sampler (seeded), evaluated like the grid
     (fast path and ``check`` included)."""
@@ -362,21 +360,17 @@ async def run_optuna(
     if n_trials < 1:
         raise SweepError(f"--optuna-trials must be >= 1, got {n_trials}")
     direction = objective_direction(objective)
-    prepared = _prepare(lab, suites, progress)
-    n_q = sum(len(s.dataset.queries) for s in prepared)
+    o = RunOptions(**options)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         direction="maximize" if direction == "maximize" else "minimize", sampler=optuna.samplers.TPESampler(seed=seed)
     )
-    t0 = time.perf_counter()
-    bar = _bar(n_trials * n_q, progress, f"optuna {n_trials} trials")
-    ev = _Evaluator(lab, prepared, objective, ks, ragas_metrics, base_params or {}, cache_dir, bar)
-    fs = _fast_sweep(ev, fast, check)
+    prepared, t0, bar, ev, fs = _start(lab, suites, objective, o, n_trials, f"optuna {n_trials} trials")
     try:
         for i in range(n_trials):
             trial = study.ask()
             cfg = {s.name: s.suggest(trial) for s in spaces}
-            if i == 0 and cache_dir is not None and fs is None:
+            if i == 0 and o.cache_dir is not None and fs is None:
                 await ev.warm_up(cfg)
             row = await (fs.evaluate(cfg) if fs is not None else ev.evaluate(cfg))
             value = row[objective]
@@ -388,5 +382,5 @@ async def run_optuna(
         if fs is not None:
             await fs.verify()
     finally:
-        result = _finish(bar, ev, fs, spaces, objective, direction, base_params, prepared, t0)
+        result = _finish(bar, ev, fs, spaces, objective, direction, o.base_params, prepared, t0)
     return result

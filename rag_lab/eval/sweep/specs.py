@@ -1,14 +1,15 @@
 """Sweep parameter specs (``--param``): parsing, ranges checked against PipelineParams, grid
-expansion, and the objective's direction."""
+expansion, the objective's direction, and the options of a sweep run."""
 
 from __future__ import annotations
 
 import itertools
 import math
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -213,3 +214,32 @@ def p95(lat: Sequence[float]) -> float:
         return math.nan
     s = sorted(lat)
     return s[min(len(s) - 1, int(math.ceil(0.95 * len(s))) - 1)]
+
+
+class SweepOptions(TypedDict, total=False):
+    """The keyword options of :func:`run_grid` and :func:`run_optuna` (defaults in brackets):
+    ``ks`` (1, 3, 5, 10), ``ragas_metrics`` (none), ``base_params`` (the params every config
+    starts from; none), ``cache_dir`` (the stage cache's folder; None runs without it),
+    ``progress`` (True), ``fast`` (True: the tuning evaluator's fast path), ``check`` (0: how many
+    of the best configs, or ``"all"``, the fast path re-runs on the full pipeline)."""
+
+    ks: Sequence[int]
+    ragas_metrics: Sequence[str]
+    base_params: Mapping[str, Any] | None
+    cache_dir: str | Path | None
+    progress: bool
+    fast: bool
+    check: int | str
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """:class:`SweepOptions` with the defaults filled in."""
+
+    ks: Sequence[int] = (1, 3, 5, 10)
+    ragas_metrics: Sequence[str] = ()
+    base_params: Mapping[str, Any] | None = None
+    cache_dir: str | Path | None = None
+    progress: bool = True
+    fast: bool = True
+    check: int | str = 0
