@@ -248,10 +248,16 @@ class PageFetcher:
                 raise FetchError(url, "file:// URLs are not allowed (PageFetcher(file_root=FOLDER) allows that folder)")
             page = await asyncio.to_thread(self._read_file, url)
         elif scheme in ("http", "https"):
+            # the client is built before the clock starts: ``timeout_s`` bounds the exchange with
+            # the server, not the import of httpx or the loading of its certificates
+            client, own = self._session()
             try:
-                page = await asyncio.wait_for(self._download(url), self.timeout_s)
+                page = await asyncio.wait_for(self._download(url, client), self.timeout_s)
             except TimeoutError:
                 raise FetchError(url, f"timed out after {self.timeout_s:g}s") from None
+            finally:
+                if own:
+                    await client.aclose()
         else:
             allowed = "http, https" + (", file" if self.allow_file else "")
             raise FetchError(url, f"scheme {scheme or '(none)'!r} is not allowed (allowed: {allowed})")
@@ -277,22 +283,29 @@ class PageFetcher:
         )
 
     # -- transports -------------------------------------------------------------------------
-    async def _download(self, url: str) -> tuple[bytes, str, int, str, bool]:
+    def _session(self) -> tuple[Any, bool]:
+        """The client for one fetch, and whether it is this call's own (closed afterwards)."""
+        if self._client is not None:
+            return self._client, False
+        import httpx
+
+        #: the last call's connections as (host, address), for tests and logs
+        self.backend = GuardedBackend(self.policy)
+        client = httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s),
+            follow_redirects=False,
+            transport=guarded_transport(self.policy, self.backend),
+            trust_env=False,  # environment proxies would resolve names where they cannot be checked
+        )
+        return client, True
+
+    async def _download(self, url: str, client: Any) -> tuple[bytes, str, int, str, bool]:
         import httpx
 
         headers = {
             "User-Agent": self.user_agent,
             "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1",
         }
-        own = self._client is None
-        #: the last connections' (host, address), for tests and logs
-        self.backend = GuardedBackend(self.policy)
-        client = self._client or httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s),
-            follow_redirects=False,
-            transport=guarded_transport(self.policy, self.backend),
-            trust_env=False,  # environment proxies would resolve names where they cannot be checked
-        )
         current = url
         try:
             for _hop in range(self.max_redirects + 1):
@@ -321,9 +334,6 @@ class PageFetcher:
         except httpx.HTTPError as exc:
             text = str(exc)
             raise FetchError(url, text if "only public addresses" in text else f"{type(exc).__name__}: {exc}") from None
-        finally:
-            if own:
-                await client.aclose()
 
     async def _read_body(self, url: str, resp: Any) -> tuple[bytes, str, int, str, bool]:
         final_url = str(resp.url)

@@ -149,16 +149,18 @@ def test_top_n_and_byte_cap_come_from_the_request_and_params(site):
 
 
 def test_failures_are_logged_and_never_fail_the_stage(site, caplog):
-    urls = [site.base + p for p in ("/error500", "/slow", "/doc.pdf", "/empty.html")]
+    # the slow page answers long after the timeout, the others at once: a loaded machine can
+    # neither make the slow page arrive in time nor the quick ones miss it
+    urls = [site.base + p for p in ("/error500", "/slow?s=8", "/doc.pdf", "/empty.html")]
     chat = make_chat([web(u) for u in urls], web_fetch_top_n=4)
     with caplog.at_level("WARNING", logger="rag_lab.pipeline.plugins.web_fetch"):
-        err, reached = run_stage(chat, fetcher(timeout_s=0.5))
+        err, reached = run_stage(chat, fetcher(timeout_s=2))
     assert err is None and reached
     assert [r.content for r in chat.state.rerank_result] == ["snippet"] * 4
     rows = chat.state.diagnostics["web_fetch"]["pages"]
     assert [r["outcome"] for r in rows] == ["error", "error", "error", "empty"]
     # the slow page is abandoned at the fetcher's timeout
-    assert "HTTP 500" in rows[0]["error"] and "timed out after 0.5s" in rows[1]["error"]
+    assert "HTTP 500" in rows[0]["error"] and "timed out after 2s" in rows[1]["error"]
     assert "unsupported content type 'application/pdf'" in rows[2]["error"]
     assert sum("web_fetch:" in m for m in caplog.messages) == 3
 

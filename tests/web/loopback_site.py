@@ -141,7 +141,8 @@ class Site:
                 self.in_flight -= 1
 
     def slow(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
-        time.sleep(self.slow_s)
+        """``/slow[?s=SECONDS]``: the article after ``s`` seconds (default :attr:`slow_s`)."""
+        time.sleep(float((q.get("s") or [self.slow_s])[0]))
         self.send(h, 200, "text/html", ARTICLE.encode())
 
     def trickle(self, h: BaseHTTPRequestHandler, q: dict[str, list[str]]) -> None:
