@@ -153,15 +153,5 @@ class ChunkRows(StoreDB):
         )
         return self._conn().execute(q, (kb_id, *types)).fetchone() is not None
 
-    def unsearchable_chunk_ids(self, kb_id: str) -> set[str]:
-        """Ids of the KB's chunks of a searchable type that retrieval must not return now
-        (disabled, or ``processing`` / ``failed``): what an external engine's copy excludes."""
-        types = sorted(SEARCHABLE_CHUNK_TYPES)
-        q = (
-            f"SELECT id FROM chunks WHERE knowledge_base_id = ? AND {_UNSEARCHABLE_SQL} "
-            f"AND chunk_type IN ({', '.join('?' * len(types))})"
-        )
-        return {r[0] for r in self._conn().execute(q, (kb_id, *types))}
-
     def count_chunks(self, kb_id: str) -> int:
         return self.count_kb_rows("chunks", kb_id)

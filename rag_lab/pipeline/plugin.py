@@ -100,17 +100,3 @@ async def run_parallel(tasks: dict[str, Callable[[], Awaitable[Any]]]) -> dict[s
     names = list(tasks)
     results = await asyncio.gather(*(tasks[n]() for n in names), return_exceptions=True)
     return {n: r for n, r in zip(names, results) if isinstance(r, BaseException)}
-
-
-async def parallel_map(items: list[Any], max_workers: int, fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
-    """Results in input order; at most ``max_workers`` at once (<= 0 or > len: one per item)."""
-    if not items:
-        return []
-    limit = len(items) if max_workers <= 0 or max_workers > len(items) else max_workers
-    sem = asyncio.Semaphore(limit)
-
-    async def one(x: Any) -> Any:
-        async with sem:
-            return await fn(x)
-
-    return list(await asyncio.gather(*(one(x) for x in items)))

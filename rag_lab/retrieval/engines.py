@@ -115,9 +115,6 @@ class EngineRouter:
         cfg = self.config_for(kb)
         return self.milvus(cfg) if cfg["type"] == "milvus" else None
 
-    def engine_type_for(self, kb: KnowledgeBase | str) -> str:
-        return str(self.config_for(kb)["type"])
-
     def close(self) -> None:
         for eng in self._milvus.values():
             eng.close()

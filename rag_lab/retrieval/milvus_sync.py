@@ -116,10 +116,6 @@ class MilvusSync:
             f"rag-lab reindex --kb {shlex.quote(kb.name)} --engine milvus --uri {shlex.quote(self.engine.config.uri)}"
         )
 
-    def forget(self, kb: KnowledgeBase) -> None:
-        """Compare the KB's counts again at its next search (its copy was dropped or rebuilt)."""
-        self._verified.discard(kb.id)
-
     # -- writing ----------------------------------------------------------------------------
     def _call(self, what: str, name: str, fn: Any, *args: Any, **kw: Any) -> Any:
         try:

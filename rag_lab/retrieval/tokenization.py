@@ -103,8 +103,3 @@ DEFAULT_TOKENIZER = Tokenizer()
 def tokenize(text: str) -> list[str]:
     """Tokenise with the default rules (see the module docstring)."""
     return DEFAULT_TOKENIZER.tokenize(text)
-
-
-def tokenizer_identity() -> str:
-    """Identity string of the default tokenizer (rules + jieba version), for cache keys."""
-    return DEFAULT_TOKENIZER.identity

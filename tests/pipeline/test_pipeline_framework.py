@@ -13,7 +13,6 @@ from rag_lab.pipeline.plugin import (
     ErrSearch,
     ErrSearchNothing,
     EventManager,
-    parallel_map,
     run_parallel,
 )
 from rag_lab.stream.bus import EventBus
@@ -143,18 +142,6 @@ async def test_concurrency_helpers():
 
     errs = await run_parallel({"a": ok, "b": bad})
     assert list(errs) == ["b"] and isinstance(errs["b"], ValueError)
-    running, peak = 0, 0
-
-    async def work(x):
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01)
-        running -= 1
-        return x * 2
-
-    assert await parallel_map([3, 1, 2], 2, work) == [6, 2, 4] and peak == 2
-    assert await parallel_map([1, 2, 3], 0, work) == [2, 4, 6]
 
 
 # --- orchestrator ------------------------------------------------------------------------------

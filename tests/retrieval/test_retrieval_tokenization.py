@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rag_lab.retrieval.tokenization import ENGLISH_STOPWORDS, Tokenizer, tokenize, tokenizer_identity
+from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER, ENGLISH_STOPWORDS, Tokenizer, tokenize
 
 
 def test_latin_lowercase_stopwords_and_separators():
@@ -33,7 +33,7 @@ def test_mixed_scripts_keep_order():
 
 
 def test_identity_names_rules_and_jieba_version():
-    ident = tokenizer_identity()
+    ident = DEFAULT_TOKENIZER.identity
     assert ident.startswith("rag_lab.tokenize/v1") and "jieba-0.42.1" in ident
     custom = Tokenizer(stopwords=["fox"])
     assert custom.identity != ident
