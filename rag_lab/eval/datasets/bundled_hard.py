@@ -1,5 +1,5 @@
 """Harder evaluation sets made from the same raw files as :mod:`rag_lab.eval.datasets.bundled`:
-slices with headroom for the regression gate (issue #13).
+slices with headroom for the regression gate.
 
 * ``hotpotqa_distractor40``: the first 40 HippoRAG HotpotQA questions with *their own* distractor
   setting — each question's 10 context paragraphs (2 gold + 8 that HotpotQA retrieved by bigram
