@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 from rag_lab.pipeline.plugin import EventManager, Plugin
 from rag_lab.prompts.templates import PromptTemplates
+from rag_lab.types.search_result import SearchResult
 
 
 class ModelNotFound(LookupError):
@@ -49,9 +50,27 @@ class MessageService(Protocol):
 
     def update_message(self, session_id: str, message_id: str, **fields: Any) -> None: ...
 
-    def add_message(self, session_id: str, role: str, content: str, *args: Any, **kwargs: Any) -> Any: ...
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        request_id: str,
+        knowledge_references: list[SearchResult] | None = None,
+        created_at: float | None = None,
+        **extra: Any,
+    ) -> Any: ...
 
-    def insert_message(self, session_id: str, role: str, content: str, *args: Any, **kwargs: Any) -> str: ...
+    def insert_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        request_id: str,
+        knowledge_references: list[SearchResult] | None = None,
+        created_at: float | None = None,
+        **extra: Any,
+    ) -> str: ...
 
     def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Any: ...
 

@@ -99,9 +99,21 @@ class MessageWrites:
         }
         return self._insert(session_id, fields)
 
-    def add_message(self, session_id: str, *args: Any, **kw: Any) -> Message:
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        request_id: str,
+        knowledge_references: list[SearchResult] | None = None,
+        created_at: float | None = None,
+        **extra: Any,
+    ) -> Message:
         """:meth:`insert_message` (same arguments), returning the message as stored."""
-        return self.get_message(session_id, self.insert_message(session_id, *args, **kw))
+        message_id = self.insert_message(
+            session_id, role, content, request_id, knowledge_references, created_at, **extra
+        )
+        return self.get_message(session_id, message_id)
 
     def _insert(self, session_id: str, fields: dict[str, Any]) -> str:
         raise NotImplementedError
