@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 from rag_lab.pipeline.plugin import EventManager, Plugin
 from rag_lab.prompts.templates import PromptTemplates
-from rag_lab.types.search_result import SearchResult
+from rag_lab.session.store import MessageFields
 
 
 class ModelNotFound(LookupError):
@@ -51,25 +51,11 @@ class MessageService(Protocol):
     def update_message(self, session_id: str, message_id: str, **fields: Any) -> None: ...
 
     def add_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
+        self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> Any: ...
 
     def insert_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
+        self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> str: ...
 
     def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Any: ...

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from rag_lab.types.search_result import SearchResult
 
@@ -51,6 +51,23 @@ class Message:
 MESSAGE_FIELDS = frozenset(f.name for f in fields(Message)) - {"id", "session_id"}
 
 
+class MessageFields(TypedDict, total=False):
+    """The optional fields of a new message (``add_message`` / ``insert_message`` keywords)."""
+
+    knowledge_references: list[SearchResult]
+    created_at: float
+    updated_at: float
+    image_captions: list[str]
+    image_urls: list[str]
+    attachment_prompt: str
+    rendered_content: str
+    is_completed: bool
+    is_fallback: bool
+    used_memories: list[Any]
+    agent_steps: list[Any]
+    extra: dict[str, Any]
+
+
 def check_message_fields(given: dict[str, Any], where: str) -> None:
     unknown = sorted(set(given) - MESSAGE_FIELDS)
     if unknown:
@@ -75,45 +92,30 @@ class MessageWrites:
     stored by the store's ``_insert`` (which returns the new message's id)."""
 
     def insert_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
+        self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> str:
         """Store a message; the session must exist. Returns its id (:meth:`add_message` reads the
         message back)."""
-        check_message_fields(extra, "add_message")
-        now = time.time() if created_at is None else created_at
-        fields = {
+        given: dict[str, Any] = dict(fields)
+        check_message_fields(given, "add_message")
+        now = given.pop("created_at", None)
+        now = time.time() if now is None else now
+        row = {
             "role": role,
             "content": content,
             "request_id": request_id,
             "created_at": now,
             "updated_at": now,
-            "knowledge_references": knowledge_references or [],
-            **extra,
+            **given,
+            "knowledge_references": given.get("knowledge_references") or [],
         }
-        return self._insert(session_id, fields)
+        return self._insert(session_id, row)
 
     def add_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str,
-        request_id: str,
-        knowledge_references: list[SearchResult] | None = None,
-        created_at: float | None = None,
-        **extra: Any,
+        self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> Message:
         """:meth:`insert_message` (same arguments), returning the message as stored."""
-        message_id = self.insert_message(
-            session_id, role, content, request_id, knowledge_references, created_at, **extra
-        )
-        return self.get_message(session_id, message_id)
+        return self.get_message(session_id, self.insert_message(session_id, role, content, request_id, **fields))
 
     def _insert(self, session_id: str, fields: dict[str, Any]) -> str:
         raise NotImplementedError
