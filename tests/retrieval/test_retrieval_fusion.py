@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from rag_lab.retrieval.base import HitRows, IndexWithScore, RetrieveResult
 from rag_lab.retrieval.fusion import (
+    Ranked,
     clamp01,
     dedup_by_score,
     fuse_hits,
@@ -19,6 +20,7 @@ from rag_lab.retrieval.fusion import (
     resolve_rrf_k,
     resolve_rrf_weights,
     rrf_max_score,
+    rrf_ranked,
     weighted_rrf,
 )
 
@@ -322,3 +324,31 @@ def test_engine_score_normalisation_goes_on_after_a_keyword_result():
         RetrieveResult([hit("b", 0.2)], "milvus", "vector"),
     ]
     assert [r.hits[0].score for r in normalize_engine_scores(two)] == [9.0, 0.0, 0.6]
+
+
+def test_ranked_reads_each_hit_from_its_own_list():
+    """Positions below len(vector hits) read the vector list, the others the keyword list."""
+    vec = [hit("A", 0.9), hit("B", 0.8)]
+    kw = [hit("C", 9.0, 1), hit("A", 5.0, 1)]
+    ranked = rrf_ranked(vec, kw, 60, 0.7, 0.3)
+    assert ranked.positions == [0, 1, 2]  # A (vector rank 1 + keyword rank 2), B, C (keyword hit 0)
+    assert [(h.chunk_id, h.match_type) for h, _ in ranked] == [("A", 0), ("B", 0), ("C", 1)]
+    assert ranked[2] == (kw[0], pytest.approx(0.3 / 61)) and ranked[-1][0] is kw[0]
+    assert ranked[0] == (vec[0], pytest.approx(0.7 / 61 + 0.3 / 62))
+    assert ranked[1:] == [(vec[1], ranked.scores[1]), (kw[0], ranked.scores[2])]
+    assert ranked.hits(2) == [vec[0], vec[1]]
+    kept = Ranked.of([kw[1], vec[1]])
+    assert list(kept) == [(kw[1], 5.0), (vec[1], 0.8)] and kept[1] == (vec[1], 0.8)
+
+
+def test_equal_scores_are_ordered_by_chunk_id_not_by_entry_id():
+    hits = [hit("b", 0.5, entry="a-entry"), hit("a", 0.5, entry="z-entry"), hit("b", 0.5, entry="0-entry")]
+    out = dedup_by_score(hits)
+    assert [(h.chunk_id, h.id) for h in out] == [("a", "z-entry"), ("b", "a-entry")]  # b's first hit kept
+
+
+def test_the_list_forms_carry_their_own_names_and_point_at_their_ranked_form():
+    assert (fuse_hits.__name__, weighted_rrf.__name__) == ("fuse_hits", "weighted_rrf")
+    assert fuse_hits.__qualname__ == "fuse_hits"
+    assert fuse_hits.__doc__.startswith(":func:`fuse_ranked` as hits") and ">>> " in fuse_hits.__doc__
+    assert weighted_rrf.__doc__ == ":func:`rrf_ranked` as hits (:func:`ranked_hits`)."
