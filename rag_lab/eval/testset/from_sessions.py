@@ -23,8 +23,8 @@ from typing import Any
 
 from rag_lab.eval.datasets import HISTORY_FILE, load_dataset
 from rag_lab.eval.datasets.schema import QueryItem
-from rag_lab.eval.testset.build import TestsetReport, kb_sources, write_testset
-from rag_lab.eval.testset.generate import normalize_question
+from rag_lab.eval.testset.pipeline import first_asked, kb_sources, write_testset
+from rag_lab.eval.testset.report import TestsetReport
 
 __all__ = ["AskedQuestion", "asked_questions", "build_from_sessions"]
 
@@ -72,15 +72,9 @@ def build_from_sessions(
     in_kb = {d.id for d in docs}
     asked = asked_questions(lab.sessions)
     report = TestsetReport(kb=kb_name, seed=0, requested=len(asked), generator="sessions")
-    seen: set[str] = set()
     kept: list[QueryItem] = []
     history: dict[str, list[dict[str, str]]] = {}
-    for a in asked:
-        key = normalize_question(a.question)
-        if key in seen:
-            report.dropped["duplicate"] += 1
-            continue
-        seen.add(key)
+    for a in first_asked(asked, lambda a: a.question, report):
         if not a.answered:
             report.dropped["never answered"] += 1
             continue
