@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.datasets.schema import QueryItem
-from rag_lab.eval.testset.pipeline import first_asked, kb_sources, retrieved_docs, write_testset
+from rag_lab.eval.testset.pipeline import first_asked, kb_sources, keep_asked, retrieved_docs, write_testset
 from rag_lab.eval.testset.report import TestsetReport
 
 __all__ = ["build_from_file", "read_questions"]
@@ -86,22 +86,7 @@ def build_from_file(
         if not ranked:
             report.dropped["not retrieved"] += 1
             continue
-        report.kept += 1
-        kept.append(
-            QueryItem(
-                id=f"file-{len(kept) + 1:04d}",
-                question=q,
-                answers=[],
-                gold_ids=[ranked[0]],
-                metadata={
-                    "origin": "file",
-                    "source_file": str(path),
-                    "gold_candidates": ranked[:3],
-                    "synthetic": True,
-                    "reviewed": False,
-                },
-            )
-        )
+        keep_asked(kept, report, "file", q, ranked, {"origin": "file", "source_file": str(path)})
     docs, _ = kb_sources(lab, kb)
     return write_testset(docs, kept, out_dir, report, overwrite=overwrite), report
 

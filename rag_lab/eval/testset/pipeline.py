@@ -22,7 +22,8 @@ with a pluggable :class:`QuestionWriter` — the rule-based forms (:mod:`.build`
    kept questions with their provenance, and :data:`.report.REPORT_FILE`.
 
 Questions people asked (:mod:`.from_file`, :mod:`.from_sessions`) are not generated: they share
-:func:`first_asked` and :func:`write_testset`, and their gold is a guess to label.
+:func:`first_asked`, :func:`keep_asked` and :func:`write_testset`, and their gold is a guess to
+label.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ __all__ = [
     "copies_source",
     "first_asked",
     "kb_sources",
+    "keep_asked",
     "retrieved_docs",
     "stratified_order",
     "write_testset",
@@ -307,6 +309,19 @@ def first_asked(items: Iterable[_T], question: Callable[[_T], str], report: Test
             continue
         seen.add(key)
         yield it
+
+
+def keep_asked(
+    kept: list[QueryItem], report: TestsetReport, prefix: str, question: str, gold: list[str], where: dict[str, str]
+) -> str:
+    """Keep a question people asked, numbered ``{prefix}-0001`` on: its gold a guess to label (the
+    first of ``gold``, the first three its ``gold_candidates``), ``where`` it was asked (``origin``
+    and the file or session) in its metadata. Returns its id."""
+    qid = f"{prefix}-{len(kept) + 1:04d}"
+    md = {**where, "gold_candidates": gold[:3], "synthetic": True, "reviewed": False}
+    kept.append(QueryItem(qid, question, [], [gold[0]], md))
+    report.kept += 1
+    return qid
 
 
 def write_testset(
