@@ -65,10 +65,6 @@ class StageCache:
         with self._lock:
             return {k: dataclasses.replace(v) for k, v in sorted(self._stats.items())}
 
-    def reset_stats(self) -> None:
-        with self._lock:
-            self._stats.clear()
-
     # -- read / write -----------------------------------------------------------------------
     def _remember(self, mkey: tuple[str, str], text: str) -> None:
         if not self.memory_entries:
