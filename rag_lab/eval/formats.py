@@ -4,7 +4,8 @@
   question's final contexts in rank order, first occurrence only, score = n - rank + 1 so that
   sorting by score keeps our order) and :func:`write_trec_qrels` (``qid 0 docid 1``). Both are what
   ``trec_eval``, ``pytrec_eval``, ``ranx`` and ``ir_measures`` read; :func:`read_trec_run` and
-  :func:`read_trec_qrels` read them back. ``pytrec_eval`` on these files gives the report's
+  :func:`read_trec_qrels` read them back, :func:`trec_ranking` ranks a question's documents of a
+  run as trec_eval does. ``pytrec_eval`` on these files gives the report's
   recall@k, nDCG@k, MRR and MAP (tests/eval/test_eval_formats.py), except that trec_eval leaves
   out a question with no retrieved document where our means count it as 0.
 * JSONL: one sample per line, ``{"id", "question", "answer", "answers", "gold_ids",
@@ -43,6 +44,7 @@ __all__ = [
     "read_trec_qrels",
     "read_trec_run",
     "to_ragas_dataset",
+    "trec_ranking",
     "write_samples_jsonl",
     "write_trec_qrels",
     "write_trec_run",
@@ -126,9 +128,9 @@ def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def ranked_docs(run: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
-    """A read run back to ranked document lists (score descending, then document id)."""
-    return {q: [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))] for q, docs in run.items()}
+def trec_ranking(docs: Mapping[str, float]) -> list[str]:
+    """A TREC run's documents in trec_eval's order: score descending, ties by document id descending."""
+    return [d for d, _ in sorted(docs.items(), key=lambda x: (x[1], x[0]), reverse=True)]
 
 
 # -- JSONL ---------------------------------------------------------------------------------

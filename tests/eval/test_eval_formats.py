@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from rag_lab.eval.formats import (
     FormatError,
     from_ragas_dataset,
-    ranked_docs,
     read_samples_jsonl,
     read_trec_qrels,
     read_trec_run,
     to_ragas_dataset,
+    trec_ranking,
     write_samples_jsonl,
     write_trec_qrels,
     write_trec_run,
@@ -56,7 +56,9 @@ def test_trec_round_trip_and_pytrec_eval_agree_with_the_report(tmp_path_factory,
     d = tmp_path_factory.mktemp("trec")
     run = read_trec_run(write_trec_run(records, d / "run.txt", "test"))
     qrels = read_trec_qrels(write_trec_qrels(records, d / "qrels.txt"))
-    assert ranked_docs(run) == {r.qid: list(dict.fromkeys(r.retrieved_doc_ids)) for r in records}
+    assert {q: trec_ranking(docs) for q, docs in run.items()} == {
+        r.qid: list(dict.fromkeys(r.retrieved_doc_ids)) for r in records
+    }
     assert qrels == {r.qid: {g: 1 for g in r.gold_ids} for r in records}
     report = evaluate_retrieval(
         {r.qid: r.retrieved_doc_ids for r in records}, {r.qid: r.gold_ids for r in records}, ks=[1, 5, 10]
@@ -137,7 +139,7 @@ def test_export_report_writes_one_set_per_suite(tmp_path):
         "b:trec_qrels": "nightly.b.qrels.trec",
         "b:jsonl": "nightly.b.samples.jsonl",
     }
-    assert ranked_docs(read_trec_run(paths["b:trec_run"])) == {"q0": ["d4", "d3"]}
+    assert trec_ranking(read_trec_run(paths["b:trec_run"])["q0"]) == ["d4", "d3"]
     assert read_trec_qrels(paths["a:trec_qrels"]) == {"q0": {"d1": 1}}
     assert read_trec_run(paths["a:trec_run"])["q0"] == {"d1": 2.0, "d2": 1.0}
     with pytest.raises(ValueError, match="unknown export format.*csv"):
