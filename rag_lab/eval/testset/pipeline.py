@@ -158,6 +158,7 @@ class Screen:
         return {d: r for d, r in ranks.items() if r is not None}
 
     def keep(self, question: str) -> None:
+        """Count ``question`` as kept: a later question equal to it, normalised, is a duplicate."""
         self.seen.add(normalize_question(question))
 
 
