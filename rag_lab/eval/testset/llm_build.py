@@ -113,7 +113,8 @@ class LLMWriter:
                 it.generator,
                 it.sources[0].chunk_id,
                 [s.chunk_id for s in it.sources],
-                {"prompt_hash": hashes[it.generator], **({"linked_by": it.entity} if it.entity else {})},
+                {"prompt_hash": hashes[it.generator]},
+                end={"linked_by": it.entity} if it.entity else {},
             )
             for it, answer in kept
         ]

@@ -166,8 +166,8 @@ class Screen:
 class Kept:
     """A question a writer kept: its gold documents with their plain BM25 ranks (:meth:`Screen.findable`),
     its form (``generator``), its source chunk (``source_chunk_ids``: every source, for a question
-    of several) and the writer's own metadata fields, written after ``source_kb`` (``head``) and
-    before ``synthetic`` (``tail``)."""
+    of several) and the writer's own metadata fields, written after ``source_kb`` (``head``),
+    before ``synthetic`` (``tail``) and last (``end``)."""
 
     question: str
     answers: list[str]
@@ -178,6 +178,7 @@ class Kept:
     source_chunk_ids: list[str] | None = None
     head: dict[str, Any] = field(default_factory=dict)
     tail: dict[str, Any] = field(default_factory=dict)
+    end: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -258,6 +259,7 @@ def build(
             **k.tail,
             "synthetic": True,
             "reviewed": False,
+            **k.end,
         }
         items.append(QueryItem(f"gen-{len(items) + 1:04d}", k.question, list(k.answers), k.gold_ids, md))
     return write_testset(docs, items, out_dir, report, overwrite=overwrite), report
