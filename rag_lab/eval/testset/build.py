@@ -1,22 +1,14 @@
-"""The rule-based question writer (``rag-lab testset --generator offline``): questions made of the
-forms of :mod:`.generate` and the two-hop questions of :mod:`.bridge`, no model, through the one
-pipeline of :mod:`.pipeline`.
+"""The rule-based question writer (``--generator offline``) of :mod:`.pipeline`: the forms of
+:mod:`.generate` and the two-hop questions of :mod:`.bridge`, no model.
 
-Each chunk, in the pipeline's order, gives its questions (:func:`generate_candidates`); they are
-tried in turn — one that does not name its document's title first, then the form used least so
-far — and the first one through the filters is kept. Up to ``multihop`` × n two-hop questions are
-sought first (bridges, then comparisons), then one-hop ones. A chunk none of whose questions
-passes is counted once, under the reason its first question failed: the pipeline's (``copies a
-source sentence``: a sentence of its chunk; ``duplicate``; ``not findable``: a two-hop question's
-second document is looked up with the question and the entity that links the hops, as a reader
-would), and the writer's own:
-
-* ``no question``: no form applies to the chunk;
-* ``answer not in source``: the answer span does not occur in the source chunk;
-* ``answer in the question``: the question gives its answer away (a comparison names both
-  candidates by design and is exempt).
-
-Other passages holding the answer span become the question's ``gold_candidates``.
+Up to ``multihop`` × n two-hop questions are sought first (bridges, then comparisons), then
+one-hop ones. A chunk's questions are tried in turn — one that does not name its document's title
+first, then the form used least so far — and the first through the filters is kept; a chunk none
+of whose questions passes is counted once, under its first question's reason. Besides the
+pipeline's filters (a two-hop question's second document is looked up with the question and the
+entity linking the hops, as a reader would): ``no question`` (no form applies), ``answer not in
+source`` (the span is not in the source chunk), ``answer in the question`` (comparisons, which
+name both candidates, excepted). Other passages holding the answer become ``gold_candidates``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""The chat-model question writer (``rag-lab testset --generator llm``), through the one pipeline
-of :mod:`.pipeline`.
-
-* **Single-chunk questions** come from the KB's chunks in the pipeline's order, gold = the
-  chunk's document.
-* **Multi-hop questions** (a share ``multihop`` of ``n``) come from two chunks of two documents
-  that the entity graph links (:mod:`.links`), gold = both documents.
-
-Each question then gets its reference answer from its source passage(s) (``testset_answer``).
-Besides the pipeline's filters (``copies a source sentence`` — also a stretch of a source's text
-of six words / twelve characters or more —, ``duplicate``, ``not findable``), each drop counted
-under its reason:
-
-* ``no question``: the model said the passage(s) hold no question;
-* ``not in the corpus language``: a Chinese passage got a question without Chinese;
-* ``not answerable from the source``: the answer prompt found no answer in the passage(s).
-
+"""The chat-model question writer (``--generator llm``) of :mod:`.pipeline`: single-chunk
+questions from the chunks in the pipeline's order (gold = the chunk's document), and a share
+``multihop`` of multi-hop questions from two chunks of two documents the entity graph links
+(:mod:`.links`; gold = both documents); each question's reference answer comes from its source
+passage(s) (``testset_answer``). Besides the pipeline's filters (``copies a source sentence``
+also when the question is a stretch of a source's text), each drop counted under its reason:
+``no question`` (the model said there is none), ``not in the corpus language`` (a Chinese passage,
+a question without Chinese), ``not answerable from the source`` (the answer prompt found none).
 Malformed replies and model faults are errors (``report.errors``), not drops.
 """
 
@@ -71,19 +62,12 @@ class LLMWriter:
     proof: dict[str, Any] = {}
 
     def __init__(self, model: Any, *, timeout: float = 60.0, retries: int = 1, concurrency: int = 4) -> None:
-        self._model, self.model = model, model_name(model)
-        self._timeout, self._retries, self._concurrency = timeout, retries, concurrency
+        self.model = model_name(model)
+        self._writer = LLMQuestionWriter(model, timeout=timeout, retries=retries, concurrency=concurrency)
 
     def write(self, job: Job) -> list[Kept]:
-        language = corpus_language([s.text for s in job.sources])
-        writer = LLMQuestionWriter(
-            self._model,
-            seed=job.seed,
-            language=language,
-            timeout=self._timeout,
-            retries=self._retries,
-            concurrency=self._concurrency,
-        )
+        writer = self._writer
+        writer.seed, writer.language = job.seed, corpus_language([s.text for s in job.sources])
         hashes = {
             "llm": writer.prompt_hash(QUESTION_TEMPLATE, ANSWER_TEMPLATE),
             "llm-multihop": writer.prompt_hash(MULTIHOP_TEMPLATE, ANSWER_TEMPLATE),

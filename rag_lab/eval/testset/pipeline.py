@@ -1,29 +1,23 @@
-"""The one test-set pipeline (``rag-lab testset``): every generated set is built by :func:`build`
-with a pluggable :class:`QuestionWriter` — the rule-based forms (:mod:`.build`) or a chat model
-(:mod:`.llm_build`) — that only proposes questions. The pipeline does the rest:
+"""The one test-set pipeline (``rag-lab testset``): :func:`build` with a pluggable
+:class:`QuestionWriter` — the rule-based forms (:mod:`.build`) or a chat model (:mod:`.llm_build`)
+— that proposes questions; the pipeline does the rest:
 
-1. **Source chunks**: the KB's documents and the chunks a question can come from
-   (:func:`kb_sources`), in :func:`stratified_order` (seeded, one chunk per document in turn);
-2. **Screening** (:class:`Screen`), the filters every writer's questions pass, each drop counted
-   in the report under its reason:
-
-   * ``copies a source sentence``: the question, normalised, equals a sentence of a source (a
-     chat model's also when it is a stretch of a source's text: :func:`copies_source`);
-   * ``duplicate``: the same normalised question was kept already;
-   * ``not findable``: a plain BM25 over the KB's documents (:class:`Findability`: its own
-     tokenizer and fixed parameters, not the KB's search) does not rank each gold document
-     within ``depth`` (50) for the question;
-
-3. **Saturation**: the KB's own keyword and vector search is run on the kept questions only, to
-   measure them (the report's ``saturation``, each question's ``search_ranks``); it filters
-   nothing, so what the evaluated pipeline retrieves decides nothing here;
-4. **The dataset** (:func:`write_testset`): every document of the KB (its text rebuilt from its
-   chunks), so ``rag-lab eval --dataset OUT`` ingests the same documents under the same ids, the
+1. the KB's documents and the chunks a question can come from (:func:`kb_sources`), in
+   :func:`stratified_order` (seeded, one chunk per document in turn);
+2. the filters every writer's questions pass (:class:`Screen`), each drop counted in the report:
+   ``copies a source sentence`` (equal to a sentence of a source, normalised: :func:`copies_source`),
+   ``duplicate`` (the same normalised question kept already) and ``not findable`` (a plain BM25
+   over the KB's documents, :class:`Findability`, does not rank each gold document within
+   ``depth``, 50);
+3. saturation: the KB's own keyword and vector search is run on the kept questions only, to
+   measure them (the report's ``saturation``, each question's ``search_ranks``) — what the
+   evaluated pipeline retrieves decides nothing here;
+4. the dataset (:func:`write_testset`): every document of the KB (its text rebuilt from its
+   chunks, so ``rag-lab eval --dataset OUT`` ingests the same documents under the same ids), the
    kept questions with their provenance, and :data:`.report.REPORT_FILE`.
 
-Questions people asked (:mod:`.from_file`, :mod:`.from_sessions`) are not generated: they share
-:func:`first_asked`, :func:`keep_asked` and :func:`write_testset`, and their gold is a guess to
-label.
+Questions people asked (:mod:`.from_file`, :mod:`.from_sessions`) share :func:`first_asked`,
+:func:`keep_asked` and :func:`write_testset`; their gold is a guess to label.
 """
 
 from __future__ import annotations
