@@ -94,37 +94,36 @@ def write_trec_qrels(qrels: Mapping[str, Iterable[str]] | Iterable[QueryRecord],
     return p
 
 
+def _trec_lines(path: str | Path, kind: str, fields: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, fields)`` of each non-blank line, which must have the ``fields`` named."""
+    want = len(fields.split())
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not (parts := line.split()):
+            continue
+        if len(parts) != want:
+            raise FormatError(f"{path}:{n}: a {kind} line has {want} fields ({fields}), got {len(parts)}")
+        yield n, parts
+
+
 def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
     """``{qid: {docid: score}}`` (the shape pytrec_eval takes)."""
     out: dict[str, dict[str, float]] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 6:
-            raise FormatError(f"{path}:{n}: a run line has 6 fields (qid Q0 docid rank score run), got {len(parts)}")
+    for n, parts in _trec_lines(path, "run", "qid Q0 docid rank score run"):
         try:
-            score = float(parts[4])
+            out.setdefault(parts[0], {})[parts[2]] = float(parts[4])
         except ValueError:
             raise FormatError(f"{path}:{n}: field 'score' = {parts[4]!r} is not a number") from None
-        out.setdefault(parts[0], {})[parts[2]] = score
     return out
 
 
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """``{qid: {docid: relevance}}``."""
     out: dict[str, dict[str, int]] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 4:
-            raise FormatError(f"{path}:{n}: a qrels line has 4 fields (qid 0 docid relevance), got {len(parts)}")
+    for n, parts in _trec_lines(path, "qrels", "qid 0 docid relevance"):
         try:
-            rel = int(parts[3])
+            out.setdefault(parts[0], {})[parts[2]] = int(parts[3])
         except ValueError:
             raise FormatError(f"{path}:{n}: field 'relevance' = {parts[3]!r} is not an integer") from None
-        out.setdefault(parts[0], {})[parts[2]] = rel
     return out
 
 
