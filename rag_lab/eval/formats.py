@@ -14,7 +14,7 @@
   :class:`~rag_lab.eval.records.QueryRecord` s.
 * ragas: :func:`to_ragas_dataset` builds a ``ragas.EvaluationDataset`` of single-turn samples
   (``user_input``, ``retrieved_contexts``, ``response``, ``reference``, ``reference_contexts``);
-  :func:`from_ragas_dataset` reads one back as records (and any ragas dataset someone else made).
+  :func:`rag_lab.eval.datasets.from_ragas_dataset` reads one as a dataset.
 * :func:`export_records` writes the evaluated set of one suite in the formats asked,
   :func:`export_report` those of every suite of a report
   (``rag-lab eval --export trec --export jsonl --export ragas``): ``<stem>.run.trec`` and
@@ -38,7 +38,6 @@ __all__ = [
     "FormatError",
     "export_records",
     "export_report",
-    "from_ragas_dataset",
     "jsonl_objects",
     "read_samples_jsonl",
     "read_trec_qrels",
@@ -218,26 +217,6 @@ def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[st
         for r in records
     ]
     return EvaluationDataset(samples=samples)
-
-
-def from_ragas_dataset(dataset: Any, ids: Sequence[str] | None = None) -> list[QueryRecord]:
-    """Records from a ragas ``EvaluationDataset`` (single-turn samples); ids ``q1``, ``q2``, …
-    unless ``ids`` are given. Context and gold document ids are not part of ragas' schema."""
-    out = []
-    for i, s in enumerate(dataset.samples):
-        if not getattr(s, "user_input", None):
-            raise FormatError(f"ragas sample #{i}: field 'user_input' = {getattr(s, 'user_input', None)!r} is required")
-        out.append(
-            QueryRecord(
-                qid=ids[i] if ids is not None else f"q{i + 1}",
-                question=str(s.user_input),
-                gold_ids=[],
-                answers=[s.reference] if getattr(s, "reference", None) else [],
-                contexts=list(getattr(s, "retrieved_contexts", None) or []),
-                answer=str(getattr(s, "response", None) or ""),
-            )
-        )
-    return out
 
 
 # -- all of them ---------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from rag_lab.eval.formats import (
     FormatError,
-    from_ragas_dataset,
     read_samples_jsonl,
     read_trec_qrels,
     read_trec_run,
@@ -111,9 +110,8 @@ def test_ragas_dataset_round_trip():
     s0 = ds.samples[0]
     assert s0.user_input == "question 0?" and s0.retrieved_contexts == ["text of d1", "text of d2"]
     assert s0.reference == "a" and s0.reference_contexts == ["gold text one"] and s0.response == "answer 0"
-    back = from_ragas_dataset(ds, ids=[r.qid for r in records])
-    assert [(b.qid, b.question, b.contexts, b.answer, b.answers) for b in back] == [
-        (r.qid, r.question, r.contexts, r.answer, r.answers) for r in records
+    assert [(s.user_input, s.retrieved_contexts, s.response, [s.reference]) for s in ds.samples] == [
+        (r.question, r.contexts, r.answer, r.answers) for r in records
     ]
 
 
