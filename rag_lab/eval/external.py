@@ -25,11 +25,11 @@ rag_lab's own pipeline — but no funnel (the stages that produced the outputs a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rag_lab.eval.formats import FormatError, read_samples_jsonl, read_trec_qrels, read_trec_run
+from rag_lab.eval.formats import FormatError, read_samples_jsonl, read_trec_qrels, read_trec_run, trec_ranking
 from rag_lab.eval.metrics import DEFAULT_KS, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord
 
@@ -54,11 +54,6 @@ def guess_format(path: str | Path) -> str:
             return "jsonl"  # read_samples_jsonl names the line
         return "ragas" if isinstance(row, dict) and "user_input" in row else "jsonl"
     raise FormatError(f"{path}: the run file is empty")
-
-
-def trec_ranking(docs: Mapping[str, float]) -> list[str]:
-    """A TREC run's documents in trec_eval's order: score descending, ties by document id descending."""
-    return [d for d, _ in sorted(docs.items(), key=lambda x: (x[1], x[0]), reverse=True)]
 
 
 def _from_trec(path: Path, dataset: Any) -> list[QueryRecord]:

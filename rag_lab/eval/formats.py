@@ -4,7 +4,8 @@
   question's final contexts in rank order, first occurrence only, score = n - rank + 1 so that
   sorting by score keeps our order) and :func:`write_trec_qrels` (``qid 0 docid 1``). Both are what
   ``trec_eval``, ``pytrec_eval``, ``ranx`` and ``ir_measures`` read; :func:`read_trec_run` and
-  :func:`read_trec_qrels` read them back. ``pytrec_eval`` on these files gives the report's
+  :func:`read_trec_qrels` read them back, :func:`trec_ranking` ranks a question's documents of a
+  run as trec_eval does. ``pytrec_eval`` on these files gives the report's
   recall@k, nDCG@k, MRR and MAP (tests/eval/test_eval_formats.py), except that trec_eval leaves
   out a question with no retrieved document where our means count it as 0.
 * JSONL: one sample per line, ``{"id", "question", "answer", "answers", "gold_ids",
@@ -13,7 +14,7 @@
   :class:`~rag_lab.eval.records.QueryRecord` s.
 * ragas: :func:`to_ragas_dataset` builds a ``ragas.EvaluationDataset`` of single-turn samples
   (``user_input``, ``retrieved_contexts``, ``response``, ``reference``, ``reference_contexts``);
-  :func:`from_ragas_dataset` reads one back as records (and any ragas dataset someone else made).
+  :func:`rag_lab.eval.datasets.from_ragas_dataset` reads one as a dataset.
 * :func:`export_records` writes the evaluated set of one suite in the formats asked,
   :func:`export_report` those of every suite of a report
   (``rag-lab eval --export trec --export jsonl --export ragas``): ``<stem>.run.trec`` and
@@ -37,12 +38,12 @@ __all__ = [
     "FormatError",
     "export_records",
     "export_report",
-    "from_ragas_dataset",
     "jsonl_objects",
     "read_samples_jsonl",
     "read_trec_qrels",
     "read_trec_run",
     "to_ragas_dataset",
+    "trec_ranking",
     "write_samples_jsonl",
     "write_trec_qrels",
     "write_trec_run",
@@ -92,43 +93,42 @@ def write_trec_qrels(qrels: Mapping[str, Iterable[str]] | Iterable[QueryRecord],
     return p
 
 
+def _trec_lines(path: str | Path, kind: str, fields: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, fields)`` of each non-blank line, which must have the ``fields`` named."""
+    want = len(fields.split())
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not (parts := line.split()):
+            continue
+        if len(parts) != want:
+            raise FormatError(f"{path}:{n}: a {kind} line has {want} fields ({fields}), got {len(parts)}")
+        yield n, parts
+
+
 def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
     """``{qid: {docid: score}}`` (the shape pytrec_eval takes)."""
     out: dict[str, dict[str, float]] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 6:
-            raise FormatError(f"{path}:{n}: a run line has 6 fields (qid Q0 docid rank score run), got {len(parts)}")
+    for n, parts in _trec_lines(path, "run", "qid Q0 docid rank score run"):
         try:
-            score = float(parts[4])
+            out.setdefault(parts[0], {})[parts[2]] = float(parts[4])
         except ValueError:
             raise FormatError(f"{path}:{n}: field 'score' = {parts[4]!r} is not a number") from None
-        out.setdefault(parts[0], {})[parts[2]] = score
     return out
 
 
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """``{qid: {docid: relevance}}``."""
     out: dict[str, dict[str, int]] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 4:
-            raise FormatError(f"{path}:{n}: a qrels line has 4 fields (qid 0 docid relevance), got {len(parts)}")
+    for n, parts in _trec_lines(path, "qrels", "qid 0 docid relevance"):
         try:
-            rel = int(parts[3])
+            out.setdefault(parts[0], {})[parts[2]] = int(parts[3])
         except ValueError:
             raise FormatError(f"{path}:{n}: field 'relevance' = {parts[3]!r} is not an integer") from None
-        out.setdefault(parts[0], {})[parts[2]] = rel
     return out
 
 
-def ranked_docs(run: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
-    """A read run back to ranked document lists (score descending, then document id)."""
-    return {q: [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))] for q, docs in run.items()}
+def trec_ranking(docs: Mapping[str, float]) -> list[str]:
+    """A TREC run's documents in trec_eval's order: score descending, ties by document id descending."""
+    return [d for d, _ in sorted(docs.items(), key=lambda x: (x[1], x[0]), reverse=True)]
 
 
 # -- JSONL ---------------------------------------------------------------------------------
@@ -217,26 +217,6 @@ def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[st
         for r in records
     ]
     return EvaluationDataset(samples=samples)
-
-
-def from_ragas_dataset(dataset: Any, ids: Sequence[str] | None = None) -> list[QueryRecord]:
-    """Records from a ragas ``EvaluationDataset`` (single-turn samples); ids ``q1``, ``q2``, …
-    unless ``ids`` are given. Context and gold document ids are not part of ragas' schema."""
-    out = []
-    for i, s in enumerate(dataset.samples):
-        if not getattr(s, "user_input", None):
-            raise FormatError(f"ragas sample #{i}: field 'user_input' = {getattr(s, 'user_input', None)!r} is required")
-        out.append(
-            QueryRecord(
-                qid=ids[i] if ids is not None else f"q{i + 1}",
-                question=str(s.user_input),
-                gold_ids=[],
-                answers=[s.reference] if getattr(s, "reference", None) else [],
-                contexts=list(getattr(s, "retrieved_contexts", None) or []),
-                answer=str(getattr(s, "response", None) or ""),
-            )
-        )
-    return out
 
 
 # -- all of them ---------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def _resolver(lab: Any, kb: Any) -> Any:
 
 def kb_dataset(lab: Any, kb_name: str, queries: str | Path) -> Dataset:
     """The questions of ``queries`` against KB ``kb_name`` as a dataset (see the module doc)."""
-    from rag_lab.eval.testset.build import kb_sources
+    from rag_lab.eval.testset.pipeline import kb_sources
 
     try:
         kb = lab.kb(kb_name, create=False)

@@ -9,12 +9,11 @@ from hypothesis import strategies as st
 
 from rag_lab.eval.formats import (
     FormatError,
-    from_ragas_dataset,
-    ranked_docs,
     read_samples_jsonl,
     read_trec_qrels,
     read_trec_run,
     to_ragas_dataset,
+    trec_ranking,
     write_samples_jsonl,
     write_trec_qrels,
     write_trec_run,
@@ -56,7 +55,9 @@ def test_trec_round_trip_and_pytrec_eval_agree_with_the_report(tmp_path_factory,
     d = tmp_path_factory.mktemp("trec")
     run = read_trec_run(write_trec_run(records, d / "run.txt", "test"))
     qrels = read_trec_qrels(write_trec_qrels(records, d / "qrels.txt"))
-    assert ranked_docs(run) == {r.qid: list(dict.fromkeys(r.retrieved_doc_ids)) for r in records}
+    assert {q: trec_ranking(docs) for q, docs in run.items()} == {
+        r.qid: list(dict.fromkeys(r.retrieved_doc_ids)) for r in records
+    }
     assert qrels == {r.qid: {g: 1 for g in r.gold_ids} for r in records}
     report = evaluate_retrieval(
         {r.qid: r.retrieved_doc_ids for r in records}, {r.qid: r.gold_ids for r in records}, ks=[1, 5, 10]
@@ -109,9 +110,8 @@ def test_ragas_dataset_round_trip():
     s0 = ds.samples[0]
     assert s0.user_input == "question 0?" and s0.retrieved_contexts == ["text of d1", "text of d2"]
     assert s0.reference == "a" and s0.reference_contexts == ["gold text one"] and s0.response == "answer 0"
-    back = from_ragas_dataset(ds, ids=[r.qid for r in records])
-    assert [(b.qid, b.question, b.contexts, b.answer, b.answers) for b in back] == [
-        (r.qid, r.question, r.contexts, r.answer, r.answers) for r in records
+    assert [(s.user_input, s.retrieved_contexts, s.response, [s.reference]) for s in ds.samples] == [
+        (r.question, r.contexts, r.answer, r.answers) for r in records
     ]
 
 
@@ -137,7 +137,7 @@ def test_export_report_writes_one_set_per_suite(tmp_path):
         "b:trec_qrels": "nightly.b.qrels.trec",
         "b:jsonl": "nightly.b.samples.jsonl",
     }
-    assert ranked_docs(read_trec_run(paths["b:trec_run"])) == {"q0": ["d4", "d3"]}
+    assert trec_ranking(read_trec_run(paths["b:trec_run"])["q0"]) == ["d4", "d3"]
     assert read_trec_qrels(paths["a:trec_qrels"]) == {"q0": {"d1": 1}}
     assert read_trec_run(paths["a:trec_run"])["q0"] == {"d1": 2.0, "d2": 1.0}
     with pytest.raises(ValueError, match="unknown export format.*csv"):

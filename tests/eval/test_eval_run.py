@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rag_lab.eval.external import evaluate_run, guess_format, trec_ranking
-from rag_lab.eval.formats import FormatError
+from rag_lab.eval.external import evaluate_run, guess_format
+from rag_lab.eval.formats import FormatError, trec_ranking
 
 RUN = """\
 q1 Q0 d3 1 9.0 sys

@@ -13,8 +13,8 @@ from rag_lab.eval.datasets.schema import DatasetError
 from rag_lab.eval.ingest import dataset_documents
 from rag_lab.eval.testset import REPORT_FILE, build_testset
 from rag_lab.eval.testset.answerable import contains_span
-from rag_lab.eval.testset.build import Findability, kb_sources
-from rag_lab.eval.testset.generate import FORMS, normalize_question, sentences, stratified_order
+from rag_lab.eval.testset.generate import FORMS, normalize_question, sentences
+from rag_lab.eval.testset.pipeline import Findability, kb_sources, stratified_order
 from rag_lab.retrieval.base import SearchScope
 
 

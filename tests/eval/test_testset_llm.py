@@ -14,10 +14,9 @@ import pytest
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.eval.ingest import dataset_documents
 from rag_lab.eval.testset import REPORT_FILE, build_llm_testset
-from rag_lab.eval.testset.build import Findability, kb_sources
 from rag_lab.eval.testset.generate import normalize_question, sentences
 from rag_lab.eval.testset.llm import LLMQuestionWriter, MalformedReply, model_from_options, parse_reply
-from rag_lab.eval.testset.llm_build import copies_source
+from rag_lab.eval.testset.pipeline import Findability, copies_source, kb_sources
 from rag_lab.knowledge.graph import NameSpace, normalize_entity_name
 from rag_lab.retrieval.base import SearchScope
 from tests.models.fake_openai import FakeOpenAIServer, RecordedRequest, Reply

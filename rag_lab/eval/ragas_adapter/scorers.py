@@ -116,27 +116,19 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     rouge = RougeScore(rouge_type="rougeL", mode="fmeasure")
     chrf = CHRFScore()
 
-    async def id_context_recall(s: RagasSample) -> float:
+    async def _by_ids(metric: Any, s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return float(
-            await id_recall.single_turn_ascore(
-                SingleTurnSample(
-                    retrieved_context_ids=list[str | int](s.retrieved_context_ids),
-                    reference_context_ids=list[str | int](s.reference_context_ids),
-                )
-            )
+        ids = SingleTurnSample(
+            retrieved_context_ids=list[str | int](s.retrieved_context_ids),
+            reference_context_ids=list[str | int](s.reference_context_ids),
         )
+        return float(await metric.single_turn_ascore(ids))
+
+    async def id_context_recall(s: RagasSample) -> float:
+        return await _by_ids(id_recall, s)
 
     async def id_context_precision(s: RagasSample) -> float:
-        _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
-        return float(
-            await id_precision.single_turn_ascore(
-                SingleTurnSample(
-                    retrieved_context_ids=list[str | int](s.retrieved_context_ids),
-                    reference_context_ids=list[str | int](s.reference_context_ids),
-                )
-            )
-        )
+        return await _by_ids(id_precision, s)
 
     async def nonllm_context_recall(s: RagasSample) -> float:
         _need(bool(s.reference_contexts), "no reference_contexts (gold document texts)")

@@ -1,8 +1,9 @@
-"""Generated test sets for a knowledge base without gold labels (``rag-lab testset``): see
-:mod:`.generate` (the offline generators), :mod:`.build` (sampling, filters, the dataset),
-:mod:`.llm` and :mod:`.llm_build` (questions and answers written by a chat model, multi-hop
-questions over the entity graph's links, :mod:`.links`) and :mod:`.from_file` (questions people
-asked, gold guessed from the KB's search)."""
+"""Generated test sets for a knowledge base without gold labels (``rag-lab testset``): one
+pipeline (:mod:`.pipeline`: source chunks, filters, saturation, the dataset) with pluggable
+question writers — the rule-based forms (:mod:`.build` over :mod:`.generate` and :mod:`.bridge`)
+and a chat model (:mod:`.llm_build` over :mod:`.llm`, multi-hop questions over the entity graph's
+links, :mod:`.links`) — and questions people asked, gold guessed (:mod:`.from_file`,
+:mod:`.from_sessions`)."""
 
 from __future__ import annotations
 

@@ -210,13 +210,18 @@ class Bridges:
         roles = [self._role(self._by_title[title_key(n)][0]) for n in people]
         out: list[Candidate] = []
         for name, role in zip(people, roles, strict=True):
-            if not role or roles.count(role) > 1:
-                continue
-            for t in self._by_title[title_key(name)]:
-                for second in self._candidates(t):
-                    if (b := linked_question(f"the {role} in the cast of {work}", name, src, second)) is not None:
-                        out.append(b)
+            if role and roles.count(role) == 1:
+                out += self._linked(f"the {role} in the cast of {work}", name, src, self._by_title[title_key(name)])
         return out
+
+    def _linked(self, phrase: str, entity: str, via: SourceChunk, targets: list[SourceChunk]) -> list[Candidate]:
+        """The :func:`linked_question` of every question of ``targets``' chunks, in order."""
+        return [
+            b
+            for t in targets
+            for second in self._candidates(t)
+            if (b := linked_question(phrase, entity, via, second)) is not None
+        ]
 
     def of(self, src: SourceChunk) -> list[Candidate]:
         """Every bridge question whose first hop is a question of ``src`` (in the order of its
@@ -227,10 +232,7 @@ class Bridges:
                 continue
             targets = self._targets(first)
             kind = self._kind(targets[0]) if targets and first.generator == "place" else "place"
-            for target in targets:
-                for second in self._candidates(target):
-                    if (b := bridge_question(first, second, kind)) is not None:
-                        out.append(b)
+            out += [b for t in targets for second in self._candidates(t) if (b := bridge_question(first, second, kind))]
         return out + self._cast(src) + self._known_for(src)
 
     def _known_for(self, src: SourceChunk) -> list[Candidate]:
@@ -239,10 +241,7 @@ class Bridges:
         out: list[Candidate] = []
         for k in known_for(src.text, src.title):
             phrase = f"the {k.kind} {k.subject} {k.aux} best known for"
-            for t in self._by_title.get(title_key(k.work), []):
-                for second in self._candidates(t):
-                    if (b := linked_question(phrase, k.work, src, second)) is not None:
-                        out.append(b)
+            out += self._linked(phrase, k.work, src, self._by_title.get(title_key(k.work), []))
         return out
 
 

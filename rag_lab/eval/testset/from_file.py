@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.eval.datasets.schema import QueryItem
-from rag_lab.eval.testset.build import TestsetReport, kb_sources, retrieved_docs, write_testset
-from rag_lab.eval.testset.generate import normalize_question
+from rag_lab.eval.testset.pipeline import first_asked, kb_sources, keep_asked, retrieved_docs, write_testset
+from rag_lab.eval.testset.report import TestsetReport
 
 __all__ = ["build_from_file", "read_questions"]
 
@@ -79,37 +79,14 @@ def build_from_file(
     kb = lab.kb(kb_name, create=False)
     questions = read_questions(path)
     report = TestsetReport(kb=kb_name, seed=0, requested=len(questions), generator="file")
-    seen: set[str] = set()
-    fresh: list[str] = []
-    for q in questions:
-        key = normalize_question(q)
-        if key in seen:
-            report.dropped["duplicate"] += 1
-            continue
-        seen.add(key)
-        fresh.append(q)
+    fresh = list(first_asked(questions, str, report))
     kept: list[QueryItem] = []
     for q, lists in zip(fresh, retrieved_docs(lab, kb, fresh, depth) if fresh else []):
         ranked = sorted({d for docs in lists.values() for d in docs}, key=lambda d: _best_rank(d, lists))
         if not ranked:
             report.dropped["not retrieved"] += 1
             continue
-        report.kept += 1
-        kept.append(
-            QueryItem(
-                id=f"file-{len(kept) + 1:04d}",
-                question=q,
-                answers=[],
-                gold_ids=[ranked[0]],
-                metadata={
-                    "origin": "file",
-                    "source_file": str(path),
-                    "gold_candidates": ranked[:3],
-                    "synthetic": True,
-                    "reviewed": False,
-                },
-            )
-        )
+        keep_asked(kept, report, "file", q, ranked, {"origin": "file", "source_file": str(path)})
     docs, _ = kb_sources(lab, kb)
     return write_testset(docs, kept, out_dir, report, overwrite=overwrite), report
 

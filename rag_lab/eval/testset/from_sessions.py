@@ -23,13 +23,10 @@ from typing import Any
 
 from rag_lab.eval.datasets import HISTORY_FILE, load_dataset
 from rag_lab.eval.datasets.schema import QueryItem
-from rag_lab.eval.testset.build import TestsetReport, kb_sources, write_testset
-from rag_lab.eval.testset.generate import normalize_question
+from rag_lab.eval.testset.pipeline import first_asked, kb_sources, keep_asked, write_testset
+from rag_lab.eval.testset.report import TestsetReport
 
 __all__ = ["AskedQuestion", "asked_questions", "build_from_sessions"]
-
-#: how many of the cited documents are offered as gold candidates
-CANDIDATES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +69,9 @@ def build_from_sessions(
     in_kb = {d.id for d in docs}
     asked = asked_questions(lab.sessions)
     report = TestsetReport(kb=kb_name, seed=0, requested=len(asked), generator="sessions")
-    seen: set[str] = set()
     kept: list[QueryItem] = []
     history: dict[str, list[dict[str, str]]] = {}
-    for a in asked:
-        key = normalize_question(a.question)
-        if key in seen:
-            report.dropped["duplicate"] += 1
-            continue
-        seen.add(key)
+    for a in first_asked(asked, lambda a: a.question, report):
         if not a.answered:
             report.dropped["never answered"] += 1
             continue
@@ -88,23 +79,7 @@ def build_from_sessions(
         if not cited:
             report.dropped["cited nothing of the KB"] += 1
             continue
-        qid = f"session-{len(kept) + 1:04d}"
-        report.kept += 1
-        kept.append(
-            QueryItem(
-                id=qid,
-                question=a.question,
-                answers=[],
-                gold_ids=[cited[0]],
-                metadata={
-                    "origin": "sessions",
-                    "session_id": a.session_id,
-                    "gold_candidates": cited[:CANDIDATES],
-                    "synthetic": True,
-                    "reviewed": False,
-                },
-            )
-        )
+        qid = keep_asked(kept, report, "session", a.question, cited, {"origin": "sessions", "session_id": a.session_id})
         if a.earlier:
             history[qid] = [{"question": q, "answer": ans} for q, ans in a.earlier]
     ds = write_testset(docs, kept, out_dir, report, overwrite=overwrite)

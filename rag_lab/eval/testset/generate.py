@@ -4,7 +4,8 @@ and, as its reference answer, the span of the chunk it asks for; made without an
 The forms are templates over one sentence (:mod:`.forms_en` for English — definition, identity,
 date, number, agent, place — and :mod:`.forms_zh` for Chinese, with jieba's word boundaries) or
 over one table chunk's rows and columns (:mod:`.table_forms`). :func:`generate_candidates` lists
-every question a chunk gives; the build (:mod:`.build`) keeps the first that passes its filters.
+every question a chunk gives; the rule-based writer (:mod:`.build`) keeps the first that passes
+the filters.
 These questions are still weaker than human ones: they follow fixed templates, ask about a fact
 with the source's words (only the subject is named as a person would type it, by its document's
 title), and nobody checked them (``reviewed: false``).
@@ -12,9 +13,7 @@ title), and nobody checked them (``reviewed: false``).
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rag_lab.eval.testset.en_subject import common_name
@@ -30,7 +29,6 @@ __all__ = [
     "generate_candidates",
     "normalize_question",
     "sentences",
-    "stratified_order",
 ]
 
 #: every form a question can have, in the order the forms of one chunk are listed
@@ -111,27 +109,4 @@ def generate_candidates(src: SourceChunk) -> list[Candidate]:
         return out
     for sent in split_sentences(src.text):
         out += [_named_as_typed(f, src) for f in english_questions(sent, src.title, src.text)]
-    return out
-
-
-def stratified_order(chunks: Sequence[SourceChunk], seed: int) -> list[SourceChunk]:
-    """Chunks in a seeded order that takes one chunk per document in turn: documents shuffled,
-    each document's chunks shuffled, then round robin (so n questions cover min(n, #docs)
-    documents)."""
-    rng = random.Random(seed)
-    by_doc: dict[str, list[SourceChunk]] = {}
-    for c in sorted(chunks, key=lambda c: (c.doc_id, c.chunk_id)):
-        by_doc.setdefault(c.doc_id, []).append(c)
-    docs = sorted(by_doc)
-    rng.shuffle(docs)
-    queues = []
-    for d in docs:
-        q = list(by_doc[d])
-        rng.shuffle(q)
-        queues.append(q)
-    out: list[SourceChunk] = []
-    depth = 0
-    while any(depth < len(q) for q in queues):
-        out.extend(q[depth] for q in queues if depth < len(q))
-        depth += 1
     return out
