@@ -1,8 +1,13 @@
-"""The shape every ``rag-lab`` entry point shares: global options, one sub-command, errors as exit 2.
+"""The shape every ``rag-lab`` entry point shares: global options, one sub-command, errors as exit 2,
+and the table the commands are declared in.
 
-``rag-lab`` (:mod:`rag_lab.cli`) registers every command; ``python -m rag_lab.commands.evaluate`` and
-``python -m rag_lab.stream.serve_cli`` build the same parser with only their own commands, so the
-sub-command modules never import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
+A command is data: :func:`command` turns a function ``(args) -> exit code`` into a
+:class:`Command` with its name, help line and options (:func:`opt`, :func:`flag`, :func:`many`,
+:func:`group`: ``add_argument`` calls kept as data, so a shared option group is declared once and
+reused). :func:`command_parser` builds the argparse parser of any set of commands: ``rag-lab``
+(:mod:`rag_lab.cli`) takes every one; ``python -m rag_lab.commands.evaluate`` and
+``python -m rag_lab.stream.serve_cli`` take only their own, so the sub-command modules never
+import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
 """
 
 from __future__ import annotations
@@ -12,31 +17,113 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 PROG = "rag-lab"
 
-#: a function that adds sub-commands to the sub-parsers action
-AddCommands = Callable[[Any], object]
+#: a command's body: the parsed arguments in, the exit code out
+Run = Callable[[argparse.Namespace], int]
 
 
-def command_parser(description: str | None, *add_commands: AddCommands) -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Opt:
+    """One ``add_argument`` call as data: the name(s) and keywords."""
+
+    flags: tuple[str, ...]
+    kw: Mapping[str, Any]
+
+    def add_to(self, parser: Any) -> None:
+        parser.add_argument(*self.flags, **self.kw)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Options shown under a titled section of the help."""
+
+    title: str
+    options: tuple[Opt, ...]
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group(self.title)
+        for o in self.options:
+            o.add_to(g)
+
+
+def opt(name: str, help: str | None = None, **kw: Any) -> Opt:
+    """An option (``--name``) or a positional argument (``name``) with ``add_argument``'s keywords."""
+    return Opt((name,), {"help": help, **kw})
+
+
+def flag(name: str, help: str | None = None) -> Opt:
+    """An on/off switch (``store_true``)."""
+    return opt(name, help, action="store_true")
+
+
+def many(name: str, help: str | None = None, **kw: Any) -> Opt:
+    """A repeatable option: its values collected in a list (None when not given)."""
+    return opt(name, help, action="append", **kw)
+
+
+def group(title: str, *options: Opt) -> Group:
+    return Group(title, options)
+
+
+#: ``--quiet``: no progress output
+QUIET = flag("--quiet")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: name, help line, options and body — or sub-commands of its own
+    (``rag-lab cache stats``). ``defaults`` are attributes set without an option."""
+
+    name: str
+    help: str
+    options: tuple[Opt | Group, ...] = ()
+    run: Run | None = None
+    subcommands: tuple[Command, ...] = ()
+    description: str | None = None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def add_to(self, subparsers: Any) -> argparse.ArgumentParser:
+        """Register on an argparse sub-parsers object; returns the command's parser."""
+        p: argparse.ArgumentParser = subparsers.add_parser(self.name, help=self.help, description=self.description)
+        for o in self.options:
+            o.add_to(p)
+        if self.subcommands:
+            sub = p.add_subparsers(dest=f"{self.name}_command", required=True)
+            for c in self.subcommands:
+                c.add_to(sub)
+        if self.run is not None:
+            p.set_defaults(func=self.run, **self.defaults)
+        return p
+
+
+def command(
+    name: str, help: str, *options: Opt | Group, description: str | None = None, **defaults: Any
+) -> Callable[[Run], Command]:
+    """Decorator: the function becomes the body of the :class:`Command` ``name``."""
+    return lambda run: Command(name, help, options, run, description=description, defaults=defaults)
+
+
+def command_parser(description: str | None, *commands: Command) -> argparse.ArgumentParser:
     """``rag-lab [--config YAML] [--workspace DIR] COMMAND …`` with the given commands."""
     ap = argparse.ArgumentParser(prog=PROG, description=description)
     ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
     ap.add_argument("--workspace", default=None, help="override the workspace folder")
     sub = ap.add_subparsers(dest="command", required=True)
-    for add in add_commands:
-        add(sub)
+    for c in commands:
+        c.add_to(sub)
     return ap
 
 
-def param_overrides(items: Sequence[str] | None) -> dict[str, Any]:
-    """``--param FIELD=VALUE`` items (YAML values), validated as PipelineParams fields (a bad name
-    or value raises ValueError naming it)."""
+def param_overrides(items: Sequence[str] | None, check: bool = True) -> dict[str, Any]:
+    """``--param FIELD=VALUE`` items (YAML values), with ``check`` validated as PipelineParams
+    fields (a bad name or value raises ValueError naming it)."""
     import yaml
 
     from rag_lab.types.params import PipelineParams
@@ -47,7 +134,7 @@ def param_overrides(items: Sequence[str] | None) -> dict[str, Any]:
             raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
         key, value = kv.split("=", 1)
         out[key.strip()] = yaml.safe_load(value)
-    if out:
+    if out and check:
         PipelineParams.from_mapping(out, source="--param")
     return out
 
