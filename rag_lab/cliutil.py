@@ -3,8 +3,8 @@ and the table the commands are declared in.
 
 A command is data: :func:`command` turns a function ``(args) -> exit code`` into a
 :class:`Command` with its name, help line and options (:func:`opt`, :func:`flag`, :func:`many`,
-:func:`group`: ``add_argument`` calls kept as data, so a shared option group is declared once and
-reused). :func:`command_parser` builds the argparse parser of any set of commands: ``rag-lab``
+:func:`group`: ``add_argument`` calls kept as data, so an option group several commands share is
+declared once). :func:`command_parser` builds the argparse parser of any set of commands: ``rag-lab``
 (:mod:`rag_lab.cli`) takes every one; ``python -m rag_lab.commands.evaluate`` and
 ``python -m rag_lab.stream.serve_cli`` take only their own, so the sub-command modules never
 import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
@@ -17,9 +17,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,49 +27,28 @@ PROG = "rag-lab"
 
 #: a command's body: the parsed arguments in, the exit code out
 Run = Callable[[argparse.Namespace], int]
+#: one ``add_argument`` declaration as data: given a parser (or a group of one), it adds itself
+Arg = Callable[[Any], object]
 
 
-@dataclass(frozen=True)
-class Opt:
-    """One ``add_argument`` call as data: the name(s) and keywords."""
-
-    flags: tuple[str, ...]
-    kw: Mapping[str, Any]
-
-    def add_to(self, parser: Any) -> None:
-        parser.add_argument(*self.flags, **self.kw)
-
-
-@dataclass(frozen=True)
-class Group:
-    """Options shown under a titled section of the help."""
-
-    title: str
-    options: tuple[Opt, ...]
-
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group(self.title)
-        for o in self.options:
-            o.add_to(g)
-
-
-def opt(name: str, help: str | None = None, **kw: Any) -> Opt:
+def opt(name: str, help: str | None = None, **kw: Any) -> Arg:
     """An option (``--name``) or a positional argument (``name``) with ``add_argument``'s keywords."""
-    return Opt((name,), {"help": help, **kw})
+    return lambda parser: parser.add_argument(name, help=help, **kw)
 
 
-def flag(name: str, help: str | None = None) -> Opt:
+def flag(name: str, help: str | None = None) -> Arg:
     """An on/off switch (``store_true``)."""
     return opt(name, help, action="store_true")
 
 
-def many(name: str, help: str | None = None, **kw: Any) -> Opt:
+def many(name: str, help: str | None = None, **kw: Any) -> Arg:
     """A repeatable option: its values collected in a list (None when not given)."""
     return opt(name, help, action="append", **kw)
 
 
-def group(title: str, *options: Opt) -> Group:
-    return Group(title, options)
+def group(title: str, *args: Arg) -> Arg:
+    """Options shown under a titled section of the help."""
+    return lambda parser: [a(g) for g in [parser.add_argument_group(title)] for a in args]
 
 
 #: ``--quiet``: no progress output
@@ -79,42 +58,49 @@ QUIET = flag("--quiet")
 @dataclass(frozen=True)
 class Command:
     """A sub-command: name, help line, options and body — or sub-commands of its own
-    (``rag-lab cache stats``). ``defaults`` are attributes set without an option."""
+    (``rag-lab cache stats``)."""
 
     name: str
     help: str
-    options: tuple[Opt | Group, ...] = ()
+    args: tuple[Arg, ...] = ()
     run: Run | None = None
     subcommands: tuple[Command, ...] = ()
     description: str | None = None
-    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def add_to(self, subparsers: Any) -> argparse.ArgumentParser:
         """Register on an argparse sub-parsers object; returns the command's parser."""
         p: argparse.ArgumentParser = subparsers.add_parser(self.name, help=self.help, description=self.description)
-        for o in self.options:
-            o.add_to(p)
+        for a in self.args:
+            a(p)
         if self.subcommands:
             sub = p.add_subparsers(dest=f"{self.name}_command", required=True)
             for c in self.subcommands:
                 c.add_to(sub)
-        if self.run is not None:
-            p.set_defaults(func=self.run, **self.defaults)
+        p.set_defaults(func=self.run)
         return p
 
 
-def command(
-    name: str, help: str, *options: Opt | Group, description: str | None = None, **defaults: Any
-) -> Callable[[Run], Command]:
+def command(name: str, help: str, *args: Arg, description: str | None = None) -> Callable[[Run], Command]:
     """Decorator: the function becomes the body of the :class:`Command` ``name``."""
-    return lambda run: Command(name, help, options, run, description=description, defaults=defaults)
+    return lambda run: Command(name, help, args, run, description=description)
+
+
+def plain_parser(prog: str | None, description: str | None, *args: Arg) -> argparse.ArgumentParser:
+    """A parser with the given options (and no sub-commands of its own)."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    for a in args:
+        a(ap)
+    return ap
 
 
 def command_parser(description: str | None, *commands: Command) -> argparse.ArgumentParser:
     """``rag-lab [--config YAML] [--workspace DIR] COMMAND …`` with the given commands."""
-    ap = argparse.ArgumentParser(prog=PROG, description=description)
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
+    ap = plain_parser(
+        PROG,
+        description,
+        opt("--config", "lab YAML (default: config/lab.yaml)"),
+        opt("--workspace", "override the workspace folder"),
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     for c in commands:
         c.add_to(sub)

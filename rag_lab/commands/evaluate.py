@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -74,17 +75,6 @@ def _ragas_metrics(args: argparse.Namespace) -> list[str]:
     return metrics
 
 
-def _judge(args: argparse.Namespace, lab: Any) -> Any:
-    from rag_lab.eval.ragas_adapter import JudgeConfig, judge_from_lab_config
-
-    if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
-        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
-        if args.judge_api_key_env:
-            cfg["api_key_env"] = args.judge_api_key_env
-        return JudgeConfig.from_mapping(cfg, source="--judge-*")
-    return judge_from_lab_config(lab.config)
-
-
 def _positive_int(text: str) -> int:
     try:
         n = int(text)
@@ -106,25 +96,23 @@ def _check_arg(text: str) -> int | str:
 def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
     """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
     None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
-    from rag_lab.eval.ragas_adapter import LLM_METRICS, RagasError
+    from rag_lab.eval.ragas_adapter import LLM_METRICS, JudgeConfig, RagasError, judge_from_lab_config
 
     wanted = [m for m in metrics if m in LLM_METRICS]
     if not wanted:
         return None
-    judge = _judge(args, lab)
+    if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
+        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
+        if args.judge_api_key_env:
+            cfg["api_key_env"] = args.judge_api_key_env
+        return JudgeConfig.from_mapping(cfg, source="--judge-*")
+    judge = judge_from_lab_config(lab.config)
     if judge is None:
         raise RagasError(
             f"LLM metric(s) {', '.join(wanted)} need a judge: set models.judge in the lab config "
             "(see docs/evaluation.md) or give --judge-model and --judge-base-url"
         )
     return judge
-
-
-def _grid_size(spaces: Any) -> int:
-    size = 1
-    for s in spaces:
-        size *= max(1, len(getattr(s, "values", None) or []))
-    return size
 
 
 def _tracking(args: argparse.Namespace) -> bool:
@@ -137,22 +125,15 @@ def _tracking(args: argparse.Namespace) -> bool:
     return wanted
 
 
-def _tracking_target(args: argparse.Namespace, lab: Any) -> dict[str, Any]:
-    from rag_lab.eval.tracking import DEFAULT_EXPERIMENT
+def _log_run(args: argparse.Namespace, lab: Any, log: Any, result: Any, **kw: Any) -> None:
+    """Log ``result`` with ``log`` (:func:`~rag_lab.eval.tracking.log_eval` / ``log_sweep``) to the
+    ``--mlflow-*`` target and print where it went."""
+    from rag_lab.eval.tracking import DEFAULT_EXPERIMENT, tracking_uri
 
-    return {
-        "uri": args.mlflow_uri,
-        "workspace": lab.workspace.root,
-        "experiment": args.mlflow_experiment or DEFAULT_EXPERIMENT,
-        "config": lab.config,
-    }
-
-
-def _logged(run_id: str, target: dict[str, Any]) -> str:
-    from rag_lab.eval.tracking import tracking_uri
-
-    at = tracking_uri(target["uri"], target["workspace"])
-    return f"mlflow: run {run_id} in experiment {target['experiment']!r} at {at}"
+    experiment = args.mlflow_experiment or DEFAULT_EXPERIMENT
+    ws = lab.workspace.root
+    run_id = log(result, uri=args.mlflow_uri, workspace=ws, experiment=experiment, config=lab.config, **kw)
+    print(f"mlflow: run {run_id} in experiment {experiment!r} at {tracking_uri(args.mlflow_uri, ws)}")
 
 
 def _run(coro_factory: Any) -> Any:
@@ -388,9 +369,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if track:
         from rag_lab.eval.tracking import log_eval
 
-        target = _tracking_target(args, lab)
-        run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
-        print(_logged(run_id, target))
+        _log_run(args, lab, log_eval, report, run_name=name, artifacts=paths.values())
     return _degraded_exit(report, args.allow_errors)
 
 
@@ -424,6 +403,7 @@ def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, A
 def _eval_run(args: argparse.Namespace) -> int:
     """``eval --run FILE``: another system's outputs scored into a report (:mod:`rag_lab.eval.external`)."""
     from rag_lab.eval.external import evaluate_run
+    from rag_lab.eval.ragas_adapter import LLM_METRICS
     from rag_lab.eval.report import suites_table
     from rag_lab.lab.outputs import write_report
 
@@ -432,7 +412,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.dataset and len(args.dataset) > 1:
         raise ValueError("--run takes one --dataset (the questions and gold of that run)")
     metrics = _ragas_metrics(args)
-    judged = [m for m in metrics if m in _llm_metrics()]
+    judged = [m for m in metrics if m in LLM_METRICS]
     if judged:
         raise ValueError(f"--run scores with the offline metrics; {', '.join(judged)} need rag_lab's judge run")
     dataset = _suites(args)[0].load() if args.dataset else None
@@ -457,12 +437,6 @@ def _print_saturation(report: Any) -> None:
     for s in report.suites:
         prefix = f"{s.name}: " if len(report.suites) > 1 else ""
         print(prefix + saturation_line(s.saturation()))
-
-
-def _llm_metrics() -> tuple[str, ...]:
-    from rag_lab.eval.ragas_adapter import LLM_METRICS
-
-    return tuple(LLM_METRICS)
 
 
 #: exit code of an evaluation some of whose questions or judge calls failed (as ``rag-lab ask``'s fallback)
@@ -625,7 +599,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     lab = _lab(args)
     cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
     suites = _suites(args)
-    n_configs = args.optuna_trials or _grid_size(spaces)
+    n_configs = args.optuna_trials or math.prod(max(1, len(getattr(s, "values", None) or [])) for s in spaces)
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
     from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
@@ -741,16 +715,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if track:
         from rag_lab.eval.tracking import log_sweep
 
-        target = _tracking_target(args, lab)
-        run_id = log_sweep(
+        _log_run(
+            args,
+            lab,
+            log_sweep,
             result,
             run_name=args.name,
             lab_params=lab.params.model_dump(mode="json"),
             suites=[s.to_dict() for s in suites],
             artifacts=paths.values(),
-            **target,
         )
-        print(_logged(run_id, target))
     if holdout is not None and args.fail_if_not_better and not holdout.applies:
         return 1
     return 0

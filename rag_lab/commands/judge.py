@@ -67,14 +67,6 @@ def _attach(result: dict[str, Any], target: str) -> None:
     opt("--out", "the result JSON", default="reports/judge_calibration.json"),
     opt("--attach", "store the result in this report's meta", metavar="REPORT.json"),
     QUIET,
-    # what _evaluate reads that this command has no option for
-    ragas=False,
-    ragas_llm=False,
-    ragas_metric=None,
-    params_file=None,
-    concurrency=None,
-    keep_sessions=False,
-    judge_repeats=1,
 )
 def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     from rag_lab.eval.judge.calibrate import calibrate, calibration_table, report_scores
@@ -98,7 +90,7 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     else:
         from rag_lab.commands.evaluate import _evaluate
 
-        args.ragas_metric = metrics
+        args.ragas_metric, args.ragas, args.ragas_llm = metrics, False, False  # what _evaluate scores
         lab = lab_from(args)
         report = _evaluate(args, lab)
         source = "judge run on " + ", ".join(s.name for s in report.suites)

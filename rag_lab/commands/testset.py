@@ -99,72 +99,52 @@ def cmd_testset(args: argparse.Namespace) -> int:
     from rag_lab.eval.testset.llm_build import build_llm_testset
 
     lab = lab_from(args)
+    guessed = "the gold of each question is a guess from {} (gold_candidates in its metadata); label them in the "
+    guessed += "labelling panel before a baseline is built on them"
     if args.from_sessions:
         from rag_lab.eval.testset.from_sessions import build_from_sessions
 
         if args.n is not None or args.from_file:
             raise ValueError("--from-sessions takes every question asked: leave out --n and --from-file")
         ds, report = build_from_sessions(lab, args.kb, args.out, overwrite=args.overwrite)
-        print(report)
-        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
-        print(
-            "note: the gold of each question is a guess from the passages its answer cited (gold_candidates in its "
-            "metadata); label them in the labelling panel before a baseline is built on them",
-            file=sys.stderr,
-        )
-        return 0
-    if args.from_file:
+        note = guessed.format("the passages its answer cited")
+    elif args.from_file:
         from rag_lab.eval.testset.from_file import build_from_file
 
         if args.n is not None:
             raise ValueError("--from-file takes every question of the file: leave out --n")
         depth = 10 if args.depth is None else args.depth
         ds, report = build_from_file(lab, args.kb, args.from_file, args.out, depth=depth, overwrite=args.overwrite)
-        print(report)
-        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
-        print(
-            "note: the gold of each question is a guess from the KB's search (gold_candidates in its metadata); "
-            "label them in the labelling panel before a baseline is built on them",
-            file=sys.stderr,
-        )
-        return 0
-    if args.n is None:
-        raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
-    generator, model = choose_generator(args, lab)
-    depth = FINDABLE_DEPTH if args.depth is None else args.depth
-    if generator == "llm":
-        ds, report = build_llm_testset(
-            lab,
-            args.kb,
-            args.n,
-            args.out,
-            model,
-            seed=args.seed,
-            depth=depth,
-            overwrite=args.overwrite,
-            multihop=args.multihop,
-            timeout=args.timeout,
-            retries=args.retries,
-            concurrency=args.concurrency,
-        )
-        note = LLM_NOTE
+        note = guessed.format("the KB's search")
     else:
-        ds, report = build_testset(
-            lab,
-            args.kb,
-            args.n,
-            args.out,
-            seed=args.seed,
-            depth=depth,
-            overwrite=args.overwrite,
-            multihop=args.multihop,
-        )
-        note = WEAKER_NOTE
+        if args.n is None:
+            raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
+        generator, model = choose_generator(args, lab)
+        depth = FINDABLE_DEPTH if args.depth is None else args.depth
+        common: dict[str, Any] = dict(seed=args.seed, depth=depth, overwrite=args.overwrite, multihop=args.multihop)
+        if generator == "llm":
+            ds, report = build_llm_testset(
+                lab,
+                args.kb,
+                args.n,
+                args.out,
+                model,
+                timeout=args.timeout,
+                retries=args.retries,
+                concurrency=args.concurrency,
+                **common,
+            )
+            note = LLM_NOTE
+        else:
+            ds, report = build_testset(lab, args.kb, args.n, args.out, **common)
+            note = WEAKER_NOTE
     print(report)
     print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
     print(f"note: {note}", file=sys.stderr)
-    print(
-        f"next: rag-lab eval --dataset {ds.path} (its saturation line: how many questions the pipeline already gets right)",
-        file=sys.stderr,
-    )
+    if not (args.from_sessions or args.from_file):
+        print(
+            f"next: rag-lab eval --dataset {ds.path} (its saturation line: how many questions the pipeline already "
+            "gets right)",
+            file=sys.stderr,
+        )
     return 0
