@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_lab.cliutil import QUIET, command, command_parser, flag, many, opt, param_overrides, run_command
-from rag_lab.commands import lab_from as _lab
+from rag_lab.commands import PARAM, lab_from
 
 
 @command(
@@ -37,7 +37,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"rag-lab ingest: {path}: no such file or folder", file=sys.stderr)
         return 2
-    lab = _lab(args)
+    lab = lab_from(args)
     if args.tenant is not None:
         from rag_lab.lab.knowledge import folder_sample
 
@@ -64,7 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     "ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
     opt("question"),
     many("--kb", "knowledge base name (repeatable; default: all)"),
-    many("--param", "PipelineParams override", metavar="FIELD=VALUE"),
+    PARAM,
     QUIET,
 )
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -72,7 +72,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     if not args.question.strip():  # the same rule and wording as POST /knowledge-chat
         raise ValueError("query: must not be empty")
-    lab = _lab(args)
+    lab = lab_from(args)
     from rag_lab.lab.replay import display_answer
 
     streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
@@ -124,7 +124,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 )
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Copy a KB's chunks from the SQLite store into an external engine (Milvus)."""
-    lab = _lab(args)
+    lab = lab_from(args)
     kb = lab.workspace.get_kb(args.kb)
     routed = lab.engines.config_for(kb)
     cfg = dict(routed) if routed["type"] == "milvus" else dict(lab.engines.default)

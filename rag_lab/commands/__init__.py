@@ -34,11 +34,12 @@ def lab_from(args: Namespace, workspace: str | Path | None = None) -> Any:
 SPEC = "NAME[:N[:MAX_DOCS[:SEED]]]"
 LIMIT = opt("--limit", "first N questions of each dataset", type=int)
 MAX_DOCS = opt("--max-docs", "gold documents plus distractors up to this many", type=int)
+PARAM = many("--param", "PipelineParams override (repeatable)", metavar="FIELD=VALUE")
 DATASET = (
     many("--dataset", "a name under datasets/ or a folder in the dataset format (repeatable)", metavar=SPEC),
     LIMIT,
     MAX_DOCS,
-    many("--param", "PipelineParams override (repeatable)", metavar="FIELD=VALUE"),
+    PARAM,
     opt(
         "--budget", "refuse to start when the projected model cost is over this many dollars", type=float, metavar="USD"
     ),

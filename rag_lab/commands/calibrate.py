@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from rag_lab.cliutil import QUIET, command, flag, many, opt, param_overrides
-from rag_lab.commands import CACHE_DIR, MAX_DOCS, OUT, SPEC, lab_from
+from rag_lab.commands import CACHE_DIR, MAX_DOCS, OUT, PARAM, SPEC, lab_from
 
 __all__ = ["cmd_calibrate"]
 
@@ -36,7 +36,7 @@ def _fraction(text: str) -> float:
     opt("--limit", "first N questions", type=int),
     MAX_DOCS,
     opt("--kb", "an ingested KB holding the dataset's documents (default: ingest it)"),
-    many("--param", "PipelineParams override (repeatable)", metavar="FIELD=VALUE"),
+    PARAM,
     opt("--target-precision", type=_fraction, metavar="P"),
     opt("--target-recall", type=_fraction, metavar="R"),
     opt(

@@ -1,7 +1,8 @@
 """The evaluation commands of ``rag-lab``: eval, sweep, report, gate, convert.
 
 :data:`EVAL_COMMANDS` are registered on the main parser (whose ``--config`` and ``--workspace``
-they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same two options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
+they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same two
+options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
 ``ValueError`` / ``LookupError`` message printed as ``rag-lab <command>: …``).
 
 Datasets are given as ``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]`` (``--dataset`` repeatable):
@@ -27,8 +28,7 @@ from typing import Any, cast
 import yaml
 
 from rag_lab.cliutil import QUIET, command, command_parser, file_stem_arg, flag, many, opt, param_overrides, run_command
-from rag_lab.commands import CACHE_DIR, DATASET, LIMIT, MAX_DOCS, OUT, RAGAS, SPEC, TRACKING
-from rag_lab.commands import lab_from as _lab
+from rag_lab.commands import CACHE_DIR, DATASET, LIMIT, MAX_DOCS, OUT, RAGAS, SPEC, TRACKING, lab_from
 from rag_lab.commands.calibrate import cmd_calibrate
 from rag_lab.eval.formats import EXPORT_FORMATS
 from rag_lab.eval.metric_defs import GATE_TOLERANCE
@@ -197,7 +197,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] |
     from rag_lab.eval.runner import evaluate_suites
 
     params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param), **(extra or {})}
-    lab = lab if lab is not None else _lab(args)
+    lab = lab if lab is not None else lab_from(args)
     retrieval_only = bool(getattr(args, "retrieval_only", False))
     if retrieval_only:
         if _ragas_metrics(args):
@@ -335,7 +335,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "you built) or --run FILE (another system's outputs)"
         )
     track = _tracking(args)
-    lab = _lab(args)
+    lab = lab_from(args)
     if args.rewrite_effect and "enable_rewrite" in param_overrides(args.param):
         raise ValueError("--rewrite-effect compares with and without the rewrite: drop --param enable_rewrite")
     report = _evaluate(args, lab)
@@ -596,7 +596,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spaces = [parse_param(s) for s in args.param]
     base = param_overrides(args.set)
     track = _tracking(args)
-    lab = _lab(args)
+    lab = lab_from(args)
     cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
     suites = _suites(args)
     n_configs = args.optuna_trials or math.prod(max(1, len(getattr(s, "values", None) or [])) for s in spaces)
@@ -819,7 +819,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             raise ValueError(refuse_unreviewed(unreviewed, f"the baseline {args.baseline} would be"))
         report = evaluate_spec(
             spec,
-            lab_factory=lambda ws: _lab(args, ws),
+            lab_factory=lambda ws: lab_from(args, ws),
             config=args.config,
             workspace=args.workspace,
             close_lab=True,
@@ -862,7 +862,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         args.current,
         policy,
         params=params,
-        lab_factory=lambda ws: _lab(args, ws),
+        lab_factory=lambda ws: lab_from(args, ws),
         config=args.config,
         workspace=args.workspace,
         close_lab=True,
