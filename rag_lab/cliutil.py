@@ -48,7 +48,13 @@ def many(name: str, help: str | None = None, **kw: Any) -> Arg:
 
 def group(title: str, *args: Arg) -> Arg:
     """Options shown under a titled section of the help."""
-    return lambda parser: [a(g) for g in [parser.add_argument_group(title)] for a in args]
+
+    def add(parser: Any) -> None:
+        g = parser.add_argument_group(title)
+        for a in args:
+            a(g)
+
+    return add
 
 
 #: ``--quiet``: no progress output

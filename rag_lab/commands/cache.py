@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from rag_lab.cliutil import Command, command, flag, many, opt
+from rag_lab.commands import lab_from
 
 __all__ = ["CACHE_COMMAND", "cache_paths"]
 
@@ -129,7 +130,6 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 def cmd_cache_warm(args: argparse.Namespace) -> int:
     """Fill the vector cache for KBs ingested earlier (their index's vectors, then the texts the
     re-scorer and the answerer will embed)."""
-    from rag_lab.commands import lab_from
     from rag_lab.knowledge.scored_texts import warm_kb
 
     lab = lab_from(args)
