@@ -7,30 +7,37 @@ failed (each is listed with its reason; the others are ingested), 2 on a usage e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rag_lab.cliutil import command_parser, run_command
-
-
-def _lab(args: argparse.Namespace) -> Any:
-    from rag_lab.lab.lab import Lab
-
-    overrides = {}
-    if args.workspace:
-        overrides["workspace"] = args.workspace
-    return Lab.from_config(args.config, **overrides)
+from rag_lab.cliutil import QUIET, command, command_parser, flag, many, opt, param_overrides, run_command
+from rag_lab.commands import PARAM, lab_from
 
 
+@command(
+    "ingest",
+    "ingest a file or folder into a knowledge base",  # the file kinds are added by build_parser
+    opt("path"),
+    opt("--kb", "knowledge base name (created when missing)", required=True),
+    opt("--tenant", "tenant owning a new KB (default 1; see docs/security.md)", type=int),
+    flag("--strict", "stop at the first file that cannot be read"),
+    opt("--max-file-mb", "skip files above this size (MB; 0 = no cap; default 256)", type=float, default=256.0),
+    opt(
+        "--prepare",
+        "also embed the texts the re-scorer and the extractive answerer will read (auto: when the lab uses "
+        "them; default: the config's ingest.prepare, else auto)",
+        choices=["auto", "all", "none"],
+    ),
+    QUIET,
+)
 def cmd_ingest(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.exists():
         print(f"rag-lab ingest: {path}: no such file or folder", file=sys.stderr)
         return 2
-    lab = _lab(args)
+    lab = lab_from(args)
     if args.tenant is not None:
         from rag_lab.lab.knowledge import folder_sample
 
@@ -52,12 +59,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+@command(
+    "ask",
+    "ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
+    opt("question"),
+    many("--kb", "knowledge base name (repeatable; default: all)"),
+    PARAM,
+    QUIET,
+)
 def cmd_ask(args: argparse.Namespace) -> int:
     from rag_lab.stream.bus import BusEventType
 
     if not args.question.strip():  # the same rule and wording as POST /knowledge-chat
         raise ValueError("query: must not be empty")
-    lab = _lab(args)
+    lab = lab_from(args)
     from rag_lab.lab.replay import display_answer
 
     streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
@@ -76,12 +91,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         elif ev.type == BusEventType.TOOL_RESULT and ev.data.get("output") and not args.quiet:
             print(f"· {ev.data.get('tool_name')}: {ev.data.get('output')}", file=sys.stderr)
 
-    parsed = {}
-    for kv in args.param or []:
-        if "=" not in kv:
-            raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
-        key, value = kv.split("=", 1)
-        parsed[key.strip()] = yaml.safe_load(value)
+    parsed = param_overrides(args.param, check=False)
     if parsed:
         from rag_lab.pipeline.knobs import apply_overrides
 
@@ -105,9 +115,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "reindex",
+    "copy a knowledge base from the SQLite store into Milvus",
+    opt("--kb", "knowledge base name or id", required=True),
+    opt("--engine", "target engine (default: milvus)", choices=["milvus"], default="milvus"),
+    opt("--uri", "Milvus uri (default: the KB's engine in the lab config, else <workspace>/milvus.db)"),
+)
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Copy a KB's chunks from the SQLite store into an external engine (Milvus)."""
-    lab = _lab(args)
+    lab = lab_from(args)
     kb = lab.workspace.get_kb(args.kb)
     routed = lab.engines.config_for(kb)
     cfg = dict(routed) if routed["type"] == "milvus" else dict(lab.engines.default)
@@ -135,6 +152,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "stages",
+    "print each stage's declared reads, writes, params and KB settings",
+    opt("--format", choices=["text", "markdown", "json"], default="text"),
+)
 def cmd_stages(args: argparse.Namespace) -> int:
     """The declared stage contracts, in registration (chain) order."""
     import json
@@ -155,73 +177,25 @@ def cmd_stages(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_core_commands(sub: Any) -> None:
-    """``ingest``, ``ask``, ``reindex`` and ``stages``."""
-    p = sub.add_parser("stages", help="print each stage's declared reads, writes, params and KB settings")
-    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
-    p.set_defaults(func=cmd_stages)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rag-lab`` parser with every command (their modules are imported here, not at import time)."""
+    from rag_lab.commands.cache import CACHE_COMMAND
+    from rag_lab.commands.evaluate import EVAL_COMMANDS
+    from rag_lab.commands.judge import JUDGE_COMMAND
+    from rag_lab.commands.runs import RUNS_COMMAND
+    from rag_lab.commands.testset import cmd_testset
     from rag_lab.knowledge.reading import SUPPORTED_SUFFIXES
     from rag_lab.knowledge.tables import TABLE_SUFFIXES
+    from rag_lab.lab.replay import cmd_replay
+    from rag_lab.stream.serve_cli import cmd_serve
 
     kinds = ", ".join(sorted({*SUPPORTED_SUFFIXES, *TABLE_SUFFIXES}))
-    p = sub.add_parser("ingest", help=f"ingest a file or folder ({kinds}) into a knowledge base")
-    p.add_argument("path")
-    p.add_argument("--kb", required=True, help="knowledge base name (created when missing)")
-    p.add_argument("--tenant", type=int, default=None, help="tenant owning a new KB (default 1; see docs/security.md)")
-    p.add_argument("--strict", action="store_true", help="stop at the first file that cannot be read")
-    p.add_argument(
-        "--max-file-mb", type=float, default=256.0, help="skip files above this size (MB; 0 = no cap; default 256)"
-    )
-    p.add_argument(
-        "--prepare",
-        choices=["auto", "all", "none"],
-        default=None,
-        help="also embed the texts the re-scorer and the extractive answerer will read (auto: when the lab uses "
-        "them; default: the config's ingest.prepare, else auto)",
-    )
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_ingest)
-
-    p = sub.add_parser(
-        "ask",
-        help="ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
-    )
-    p.add_argument("question")
-    p.add_argument("--kb", action="append", help="knowledge base name (repeatable; default: all)")
-    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_ask)
-
-    p = sub.add_parser("reindex", help="copy a knowledge base from the SQLite store into Milvus")
-    p.add_argument("--kb", required=True, help="knowledge base name or id")
-    p.add_argument("--engine", choices=["milvus"], default="milvus", help="target engine (default: milvus)")
-    p.add_argument(
-        "--uri",
-        default=None,
-        help="Milvus uri (default: the KB's engine in the lab config, else <workspace>/milvus.db)",
-    )
-    p.set_defaults(func=cmd_reindex)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from rag_lab.commands.cache import add_cache_commands
-    from rag_lab.commands.evaluate import add_eval_commands
-    from rag_lab.commands.judge import add_judge_commands
-    from rag_lab.commands.runs import add_runs_command
-    from rag_lab.commands.testset import add_testset_command
-    from rag_lab.lab.replay import add_replay_command
-    from rag_lab.stream.serve_cli import add_serve_command
-
+    ingest = dataclasses.replace(cmd_ingest, help=f"ingest a file or folder ({kinds}) into a knowledge base")
     return command_parser(
         __doc__,
-        add_core_commands,
-        add_eval_commands,
-        add_replay_command,
-        add_serve_command,
-        add_judge_commands,
-        add_cache_commands,
-        add_testset_command,
-        add_runs_command,
+        *(cmd_stages, ingest, cmd_ask, cmd_reindex),
+        *EVAL_COMMANDS,
+        *(cmd_replay, cmd_serve, JUDGE_COMMAND, CACHE_COMMAND, cmd_testset, RUNS_COMMAND),
     )
 
 

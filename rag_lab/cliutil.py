@@ -1,8 +1,13 @@
-"""The shape every ``rag-lab`` entry point shares: global options, one sub-command, errors as exit 2.
+"""The shape every ``rag-lab`` entry point shares: global options, one sub-command, errors as exit 2,
+and the table the commands are declared in.
 
-``rag-lab`` (:mod:`rag_lab.cli`) registers every command; ``python -m rag_lab.commands.evaluate`` and
-``python -m rag_lab.stream.serve_cli`` build the same parser with only their own commands, so the
-sub-command modules never import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
+A command is data: :func:`command` turns a function ``(args) -> exit code`` into a
+:class:`Command` with its name, help line and options (:func:`opt`, :func:`flag`, :func:`many`,
+:func:`group`: ``add_argument`` calls kept as data, so an option group several commands share is
+declared once). :func:`command_parser` builds the argparse parser of any set of commands: ``rag-lab``
+(:mod:`rag_lab.cli`) takes every one; ``python -m rag_lab.commands.evaluate`` and
+``python -m rag_lab.stream.serve_cli`` take only their own, so the sub-command modules never
+import the top-level CLI (one-way layers, ``tests/test_import_layers.py``).
 """
 
 from __future__ import annotations
@@ -14,29 +19,103 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PROG = "rag-lab"
 
-#: a function that adds sub-commands to the sub-parsers action
-AddCommands = Callable[[Any], object]
+#: a command's body: the parsed arguments in, the exit code out
+Run = Callable[[argparse.Namespace], int]
+#: one ``add_argument`` declaration as data: given a parser (or a group of one), it adds itself
+Arg = Callable[[Any], object]
 
 
-def command_parser(description: str | None, *add_commands: AddCommands) -> argparse.ArgumentParser:
-    """``rag-lab [--config YAML] [--workspace DIR] COMMAND …`` with the given commands."""
-    ap = argparse.ArgumentParser(prog=PROG, description=description)
-    ap.add_argument("--config", default=None, help="lab YAML (default: config/lab.yaml)")
-    ap.add_argument("--workspace", default=None, help="override the workspace folder")
-    sub = ap.add_subparsers(dest="command", required=True)
-    for add in add_commands:
-        add(sub)
+def opt(name: str, help: str | None = None, **kw: Any) -> Arg:
+    """An option (``--name``) or a positional argument (``name``) with ``add_argument``'s keywords."""
+    return lambda parser: parser.add_argument(name, help=help, **kw)
+
+
+def flag(name: str, help: str | None = None) -> Arg:
+    """An on/off switch (``store_true``)."""
+    return opt(name, help, action="store_true")
+
+
+def many(name: str, help: str | None = None, **kw: Any) -> Arg:
+    """A repeatable option: its values collected in a list (None when not given)."""
+    return opt(name, help, action="append", **kw)
+
+
+def group(title: str, *args: Arg) -> Arg:
+    """Options shown under a titled section of the help."""
+
+    def add(parser: Any) -> None:
+        g = parser.add_argument_group(title)
+        for a in args:
+            a(g)
+
+    return add
+
+
+#: ``--quiet``: no progress output
+QUIET = flag("--quiet")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: name, help line, options and body — or sub-commands of its own
+    (``rag-lab cache stats``)."""
+
+    name: str
+    help: str
+    args: tuple[Arg, ...] = ()
+    run: Run | None = None
+    subcommands: tuple[Command, ...] = ()
+    description: str | None = None
+
+    def add_to(self, subparsers: Any) -> argparse.ArgumentParser:
+        """Register on an argparse sub-parsers object; returns the command's parser."""
+        p: argparse.ArgumentParser = subparsers.add_parser(self.name, help=self.help, description=self.description)
+        for a in self.args:
+            a(p)
+        if self.subcommands:
+            sub = p.add_subparsers(dest=f"{self.name}_command", required=True)
+            for c in self.subcommands:
+                c.add_to(sub)
+        p.set_defaults(func=self.run)
+        return p
+
+
+def command(name: str, help: str, *args: Arg, description: str | None = None) -> Callable[[Run], Command]:
+    """Decorator: the function becomes the body of the :class:`Command` ``name``."""
+    return lambda run: Command(name, help, args, run, description=description)
+
+
+def plain_parser(prog: str | None, description: str | None, *args: Arg) -> argparse.ArgumentParser:
+    """A parser with the given options (and no sub-commands of its own)."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    for a in args:
+        a(ap)
     return ap
 
 
-def param_overrides(items: Sequence[str] | None) -> dict[str, Any]:
-    """``--param FIELD=VALUE`` items (YAML values), validated as PipelineParams fields (a bad name
-    or value raises ValueError naming it)."""
+def command_parser(description: str | None, *commands: Command) -> argparse.ArgumentParser:
+    """``rag-lab [--config YAML] [--workspace DIR] COMMAND …`` with the given commands."""
+    ap = plain_parser(
+        PROG,
+        description,
+        opt("--config", "lab YAML (default: config/lab.yaml)"),
+        opt("--workspace", "override the workspace folder"),
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    for c in commands:
+        c.add_to(sub)
+    return ap
+
+
+def param_overrides(items: Sequence[str] | None, check: bool = True) -> dict[str, Any]:
+    """``--param FIELD=VALUE`` items (YAML values), with ``check`` validated as PipelineParams
+    fields (a bad name or value raises ValueError naming it)."""
     import yaml
 
     from rag_lab.types.params import PipelineParams
@@ -47,7 +126,7 @@ def param_overrides(items: Sequence[str] | None) -> dict[str, Any]:
             raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
         key, value = kv.split("=", 1)
         out[key.strip()] = yaml.safe_load(value)
-    if out:
+    if out and check:
         PipelineParams.from_mapping(out, source="--param")
     return out
 

@@ -22,7 +22,10 @@ from typing import Any
 
 import yaml
 
-__all__ = ["add_cache_commands", "cache_paths"]
+from rag_lab.cliutil import Command, command, flag, many, opt
+from rag_lab.commands import lab_from
+
+__all__ = ["CACHE_COMMAND", "cache_paths"]
 
 
 def cache_paths(args: argparse.Namespace) -> tuple[Path, Any]:
@@ -59,6 +62,11 @@ def _stage_cache(root: Path) -> dict[str, Any]:
     return {"path": str(folder), "entries": sum(stages.values()), "bytes": size, "stages": stages}
 
 
+@command(
+    "stats",
+    "vectors per embedding model, bytes against the bound; stage-cache entries",
+    flag("--json", "print the numbers as JSON"),
+)
 def cmd_cache_stats(args: argparse.Namespace) -> int:
     root, vectors = cache_paths(args)
     stages = _stage_cache(root)
@@ -85,6 +93,13 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "clear",
+    "remove cached vectors and stage-cache entries (both by default)",
+    flag("--vectors", "the vector cache only"),
+    flag("--stages", "the stage cache only"),
+    opt("--model", "only the vectors of this embedding model key", metavar="KEY"),
+)
 def cmd_cache_clear(args: argparse.Namespace) -> int:
     root, vectors = cache_paths(args)
     both = not (args.vectors or args.stages)
@@ -107,13 +122,17 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "warm",
+    "fill the vector cache for knowledge bases ingested before it existed",
+    many("--kb", "knowledge base name or id (repeatable; default all)"),
+)
 def cmd_cache_warm(args: argparse.Namespace) -> int:
     """Fill the vector cache for KBs ingested earlier (their index's vectors, then the texts the
     re-scorer and the answerer will embed)."""
-    from rag_lab.commands.evaluate import _lab
     from rag_lab.knowledge.scored_texts import warm_kb
 
-    lab = _lab(args)
+    lab = lab_from(args)
     if lab.vector_cache is None:
         raise ValueError("the config says vector_cache: false; there is no cache to warm")
     kbs = [lab.workspace.get_kb(k) for k in args.kb] if args.kb else lab.workspace.list_kbs()
@@ -128,18 +147,8 @@ def cmd_cache_warm(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_cache_commands(subparsers: Any) -> None:
-    """Register ``cache stats`` and ``cache clear`` on the ``rag-lab`` parser."""
-    p = subparsers.add_parser("cache", help="the workspace's vector cache and stage cache: stats, clear")
-    sub = p.add_subparsers(dest="cache_command", required=True)
-    s = sub.add_parser("stats", help="vectors per embedding model, bytes against the bound; stage-cache entries")
-    s.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    s.set_defaults(func=cmd_cache_stats)
-    c = sub.add_parser("clear", help="remove cached vectors and stage-cache entries (both by default)")
-    c.add_argument("--vectors", action="store_true", help="the vector cache only")
-    c.add_argument("--stages", action="store_true", help="the stage cache only")
-    c.add_argument("--model", default=None, metavar="KEY", help="only the vectors of this embedding model key")
-    c.set_defaults(func=cmd_cache_clear)
-    w = sub.add_parser("warm", help="fill the vector cache for knowledge bases ingested before it existed")
-    w.add_argument("--kb", action="append", default=None, help="knowledge base name or id (repeatable; default all)")
-    w.set_defaults(func=cmd_cache_warm)
+CACHE_COMMAND = Command(
+    "cache",
+    "the workspace's vector cache and stage cache: stats, clear",
+    subcommands=(cmd_cache_stats, cmd_cache_clear, cmd_cache_warm),
+)

@@ -1,5 +1,5 @@
 """``rag-lab calibrate``: the rerank threshold from a labelled slice (:mod:`rag_lab.eval.calibration`),
-registered beside the eval commands by :func:`rag_lab.commands.evaluate.add_eval_commands`.
+registered beside the eval commands (:data:`rag_lab.commands.evaluate.EVAL_COMMANDS`).
 
 ::
 
@@ -12,13 +12,44 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from rag_lab.cliutil import param_overrides
+from rag_lab.cliutil import QUIET, command, flag, many, opt, param_overrides
+from rag_lab.commands import CACHE_DIR, MAX_DOCS, OUT, PARAM, SPEC, lab_from
 
-__all__ = ["add_calibrate_command", "cmd_calibrate"]
+__all__ = ["cmd_calibrate"]
 
 
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{v:g} must be in (0, 1]")
+    return v
+
+
+@command(
+    "calibrate",
+    "rerank threshold from a labelled slice: score distributions, PR curve, end-to-end effect",
+    many("--dataset", metavar=SPEC),
+    opt("--limit", "first N questions", type=int),
+    MAX_DOCS,
+    opt("--kb", "an ingested KB holding the dataset's documents (default: ingest it)"),
+    PARAM,
+    opt("--target-precision", type=_fraction, metavar="P"),
+    opt("--target-recall", type=_fraction, metavar="R"),
+    opt(
+        "--check",
+        "warn when the lab's reranker (and, with --dataset, its score range) is not the one RESULT.json was made with",
+        metavar="RESULT.json",
+    ),
+    CACHE_DIR,
+    flag("--no-cache"),
+    OUT,
+    opt("--name", "file name (default calibration_<dataset>)"),
+    QUIET,
+)
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Calibrate on ``--dataset`` and write <name>.json / .md / .png; or ``--check`` a result."""
     from rag_lab.asyncutil import run_sync
@@ -29,7 +60,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if not args.dataset and not args.check:
         raise ValueError("give --dataset (to calibrate) or --check RESULT.json (to compare the lab's reranker)")
-    lab = _lab(args)
+    lab = lab_from(args)
     params = param_overrides(args.param)
     model_id = lab_models(lab).get("reranker", "none")
     previous = load_calibration(args.check) if args.check else None
@@ -84,45 +115,3 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(cal.markdown())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
-
-
-def _lab(args: argparse.Namespace) -> Any:
-    from rag_lab.lab.lab import Lab
-
-    ws = getattr(args, "workspace", None)
-    return Lab.from_config(getattr(args, "config", None), **({"workspace": ws} if ws else {}))
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{v:g} must be in (0, 1]")
-    return v
-
-
-def add_calibrate_command(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "calibrate", help="rerank threshold from a labelled slice: score distributions, PR curve, end-to-end effect"
-    )
-    p.add_argument("--dataset", action="append", default=None, metavar="NAME[:N[:MAX_DOCS[:SEED]]]")
-    p.add_argument("--limit", type=int, default=None, help="first N questions")
-    p.add_argument("--max-docs", type=int, default=None)
-    p.add_argument("--kb", default=None, help="an ingested KB holding the dataset's documents (default: ingest it)")
-    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override (repeatable)")
-    p.add_argument("--target-precision", type=_fraction, default=None, metavar="P")
-    p.add_argument("--target-recall", type=_fraction, default=None, metavar="R")
-    p.add_argument(
-        "--check",
-        default=None,
-        metavar="RESULT.json",
-        help="warn when the lab's reranker (and, with --dataset, its score range) is not the one RESULT.json was made with",
-    )
-    p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--name", default=None, help="file name (default calibration_<dataset>)")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_calibrate)

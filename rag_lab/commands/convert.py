@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rag_lab.cliutil import many, opt, plain_parser
 from rag_lab.eval.datasets.bundled import convert_cmrc2018, convert_hotpotqa, convert_pubmedqa
 from rag_lab.eval.datasets.bundled_hard import HARD_CONVERTERS
 from rag_lab.eval.datasets.raw import ConversionError, Converted, write_converted
@@ -25,10 +25,13 @@ CONVERTERS.update(HARD_CONVERTERS)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description="Convert the raw third-party QA datasets into rag_lab's format.")
-    parser.add_argument("--raw", type=Path, default=Path("../shared/datasets-raw"), help="raw datasets folder")
-    parser.add_argument("--out", type=Path, default=Path("datasets"), help="output folder")
-    parser.add_argument("--only", choices=sorted(CONVERTERS), action="append", help="convert only NAME (repeatable)")
+    parser = plain_parser(
+        None,
+        "Convert the raw third-party QA datasets into rag_lab's format.",
+        opt("--raw", "raw datasets folder", type=Path, default=Path("../shared/datasets-raw")),
+        opt("--out", "output folder", type=Path, default=Path("datasets")),
+        many("--only", "convert only NAME (repeatable)", choices=sorted(CONVERTERS)),
+    )
     args = parser.parse_args(argv)
     if not args.raw.is_dir():
         parser.error(f"--raw {args.raw}: not a folder")

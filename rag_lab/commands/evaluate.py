@@ -1,8 +1,8 @@
 """The evaluation commands of ``rag-lab``: eval, sweep, report, gate, convert.
 
-``add_eval_commands(subparsers)`` registers them on the main parser (whose ``--config`` and
-``--workspace`` they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same
-two options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
+:data:`EVAL_COMMANDS` are registered on the main parser (whose ``--config`` and ``--workspace``
+they read); ``python -m rag_lab.commands.evaluate …`` runs them standalone with the same two
+options. Every command returns an exit code: 0 success, 1 gate failure, 2 bad input (a
 ``ValueError`` / ``LookupError`` message printed as ``rag-lab <command>: …``).
 
 Datasets are given as ``NAME_OR_PATH[:N_QUERIES[:MAX_DOCS[:SEED]]]`` (``--dataset`` repeatable):
@@ -12,7 +12,7 @@ plus distractors up to 150 documents.
 ``eval --export trec|jsonl|ragas`` also writes the evaluated set (:mod:`rag_lab.eval.formats`);
 ``eval --mlflow`` / ``sweep --mlflow`` log the run to MLflow (:mod:`rag_lab.eval.tracking`).
 
-Kept whole: the argparse definitions and bodies of the eval subcommands (eval, report, sweep, gate,
+Kept whole: the declarations and bodies of the eval subcommands (eval, report, sweep, gate,
 convert), which share option groups and helpers.
 """
 
@@ -20,28 +20,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
 
-from rag_lab.cliutil import file_stem_arg, param_overrides
+from rag_lab.cliutil import QUIET, command, command_parser, file_stem_arg, flag, many, opt, param_overrides, run_command
+from rag_lab.commands import CACHE_DIR, DATASET, LIMIT, MAX_DOCS, OUT, RAGAS, SPEC, TRACKING, lab_from
+from rag_lab.commands.calibrate import cmd_calibrate
+from rag_lab.eval.formats import EXPORT_FORMATS
+from rag_lab.eval.metric_defs import GATE_TOLERANCE
 
-__all__ = ["add_eval_commands", "main"]
+__all__ = ["EVAL_COMMANDS", "main"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _lab(args: argparse.Namespace, workspace: str | Path | None = None) -> Any:
-    from rag_lab.lab.lab import Lab
-
-    overrides: dict[str, Any] = {}
-    ws = workspace if workspace is not None else getattr(args, "workspace", None)
-    if ws:
-        overrides["workspace"] = ws
-    return Lab.from_config(getattr(args, "config", None), **overrides)
 
 
 def _suites(args: argparse.Namespace) -> list[Any]:
@@ -80,17 +75,6 @@ def _ragas_metrics(args: argparse.Namespace) -> list[str]:
     return metrics
 
 
-def _judge(args: argparse.Namespace, lab: Any) -> Any:
-    from rag_lab.eval.ragas_adapter import JudgeConfig, judge_from_lab_config
-
-    if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
-        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
-        if args.judge_api_key_env:
-            cfg["api_key_env"] = args.judge_api_key_env
-        return JudgeConfig.from_mapping(cfg, source="--judge-*")
-    return judge_from_lab_config(lab.config)
-
-
 def _positive_int(text: str) -> int:
     try:
         n = int(text)
@@ -112,74 +96,23 @@ def _check_arg(text: str) -> int | str:
 def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
     """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
     None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
-    from rag_lab.eval.ragas_adapter import LLM_METRICS, RagasError
+    from rag_lab.eval.ragas_adapter import LLM_METRICS, JudgeConfig, RagasError, judge_from_lab_config
 
     wanted = [m for m in metrics if m in LLM_METRICS]
     if not wanted:
         return None
-    judge = _judge(args, lab)
+    if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
+        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
+        if args.judge_api_key_env:
+            cfg["api_key_env"] = args.judge_api_key_env
+        return JudgeConfig.from_mapping(cfg, source="--judge-*")
+    judge = judge_from_lab_config(lab.config)
     if judge is None:
         raise RagasError(
             f"LLM metric(s) {', '.join(wanted)} need a judge: set models.judge in the lab config "
             "(see docs/evaluation.md) or give --judge-model and --judge-base-url"
         )
     return judge
-
-
-def _add_ragas_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("ragas")
-    g.add_argument("--ragas", action="store_true", help="add the offline ragas metrics")
-    g.add_argument("--ragas-metric", action="append", metavar="NAME", help="a ragas metric (repeatable)")
-    g.add_argument(
-        "--ragas-llm",
-        action="store_true",
-        help="add faithfulness, answer_relevancy, llm_context_precision (judge: models.judge or --judge-*)",
-    )
-    g.add_argument("--judge-model", default=None)
-    g.add_argument("--judge-base-url", default=None)
-    g.add_argument("--judge-api-key-env", default=None)
-
-
-def _grid_size(spaces: Any) -> int:
-    size = 1
-    for s in spaces:
-        size *= max(1, len(getattr(s, "values", None) or []))
-    return size
-
-
-def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument(
-        "--dataset",
-        action="append",
-        required=required,
-        metavar="NAME[:N[:MAX_DOCS[:SEED]]]",
-        help="a name under datasets/ or a folder in the dataset format (repeatable)",
-    )
-    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
-    p.add_argument("--max-docs", type=int, default=None, help="gold documents plus distractors up to this many")
-    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="PipelineParams override (repeatable)")
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=None,
-        metavar="USD",
-        help="refuse to start when the projected model cost is over this many dollars",
-    )
-
-
-def _add_tracking_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("MLflow (extra 'tracking')")
-    g.add_argument(
-        "--mlflow", action="store_true", help="log this run to MLflow (default store sqlite:///<workspace>/mlflow.db)"
-    )
-    g.add_argument(
-        "--mlflow-uri",
-        default=None,
-        metavar="URI",
-        help="tracking URI or folder (implies --mlflow; default $RAG_LAB_MLFLOW_URI, $MLFLOW_TRACKING_URI, "
-        "sqlite:///<workspace>/mlflow.db)",
-    )
-    g.add_argument("--mlflow-experiment", default=None, metavar="NAME", help="experiment name (default rag_lab)")
 
 
 def _tracking(args: argparse.Namespace) -> bool:
@@ -192,22 +125,15 @@ def _tracking(args: argparse.Namespace) -> bool:
     return wanted
 
 
-def _tracking_target(args: argparse.Namespace, lab: Any) -> dict[str, Any]:
-    from rag_lab.eval.tracking import DEFAULT_EXPERIMENT
+def _log_run(args: argparse.Namespace, lab: Any, log: Any, result: Any, **kw: Any) -> None:
+    """Log ``result`` with ``log`` (:func:`~rag_lab.eval.tracking.log_eval` / ``log_sweep``) to the
+    ``--mlflow-*`` target and print where it went."""
+    from rag_lab.eval.tracking import DEFAULT_EXPERIMENT, tracking_uri
 
-    return {
-        "uri": args.mlflow_uri,
-        "workspace": lab.workspace.root,
-        "experiment": args.mlflow_experiment or DEFAULT_EXPERIMENT,
-        "config": lab.config,
-    }
-
-
-def _logged(run_id: str, target: dict[str, Any]) -> str:
-    from rag_lab.eval.tracking import tracking_uri
-
-    at = tracking_uri(target["uri"], target["workspace"])
-    return f"mlflow: run {run_id} in experiment {target['experiment']!r} at {at}"
+    experiment = args.mlflow_experiment or DEFAULT_EXPERIMENT
+    ws = lab.workspace.root
+    run_id = log(result, uri=args.mlflow_uri, workspace=ws, experiment=experiment, config=lab.config, **kw)
+    print(f"mlflow: run {run_id} in experiment {experiment!r} at {tracking_uri(args.mlflow_uri, ws)}")
 
 
 def _run(coro_factory: Any) -> Any:
@@ -271,7 +197,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] |
     from rag_lab.eval.runner import evaluate_suites
 
     params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param), **(extra or {})}
-    lab = lab if lab is not None else _lab(args)
+    lab = lab if lab is not None else lab_from(args)
     retrieval_only = bool(getattr(args, "retrieval_only", False))
     if retrieval_only:
         if _ragas_metrics(args):
@@ -310,6 +236,89 @@ def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] |
     )
 
 
+@command(
+    "eval",
+    "ingest datasets, score retrieval (and ragas metrics), write a report",
+    *DATASET,
+    opt(
+        "--run",
+        "score another system's outputs instead of rag_lab's pipeline: a TREC run, a samples JSONL or a ragas "
+        "EvaluationDataset JSONL (gold from --qrels or --dataset); same metrics, report and gate, no funnel",
+        metavar="FILE",
+    ),
+    opt("--run-format", "with --run (default: guessed)", choices=["trec", "jsonl", "ragas"]),
+    opt("--qrels", "with --run: the gold as a TREC qrels file", metavar="FILE"),
+    flag(
+        "--retrieval-only",
+        "stop after search: score the search stage's list (with its vector / keyword / fused stage metrics); "
+        "no rerank, merge or answer, and ingest embeds the chunks alone",
+    ),
+    flag(
+        "--per-turn",
+        "retrieval metrics per conversation turn (1 + the turns history.jsonl replays before a question)",
+    ),
+    flag(
+        "--rewrite-effect",
+        "evaluate again without the query rewrite (enable_rewrite=false) and print, per turn, "
+        "ndcg@10 and recall@10 with and without it and the difference's 95%% interval",
+    ),
+    opt(
+        "--kb",
+        "evaluate this knowledge base as it is (built by rag-lab ingest; nothing is re-ingested), with --queries",
+        metavar="NAME",
+    ),
+    opt(
+        "--queries",
+        "with --kb: JSONL questions, each with its gold as document ids, source paths, file names or titles",
+        metavar="FILE",
+    ),
+    opt(
+        "--config",
+        "apply the params: of this YAML (a sweep's <name>_best.yaml) to every question, under --param; "
+        "the lab config stays `rag-lab --config LAB.yaml eval …`",
+        dest="params_file",
+        metavar="PARAMS.yaml",
+    ),
+    RAGAS,
+    opt(
+        "--judge-repeats",
+        "score each sample N times with the LLM judge: per-question mean and spread, questions whose "
+        "repeats spread wider than the gate's tolerance marked unstable (default 1)",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+    ),
+    OUT,
+    opt("--name", "report file name under --out (default eval_<datasets>)", type=file_stem_arg()),
+    flag("--all-formats", "also HTML and JUnit XML"),
+    opt(
+        "--allow-errors",
+        "exit 0 when at most N questions errored or fell back and at most N judge calls failed "
+        "(default 0: any such failure exits 3, degraded)",
+        type=int,
+        default=0,
+        metavar="N",
+    ),
+    many(
+        "--export",
+        "also write the evaluated set: trec (<name>.run.trec + <name>.qrels.trec), jsonl "
+        "(<name>.samples.jsonl, with context texts), ragas (<name>.ragas.jsonl, an EvaluationDataset); repeatable",
+        choices=EXPORT_FORMATS,
+    ),
+    opt(
+        "--concurrency",
+        "questions in flight at once (default: 1 with the offline models, 8 when a model answers over HTTP; "
+        "the lab config's eval.concurrency); results are the same at any N",
+        type=_positive_int,
+        metavar="N",
+    ),
+    TRACKING,
+    flag(
+        "--keep-sessions",
+        "store each question and answer in <workspace>/sessions.sqlite, as a chat would (default: not)",
+    ),
+    QUIET,
+)
 def cmd_eval(args: argparse.Namespace) -> int:
     """Ingest the datasets, evaluate them, print the means and write <name>.json / .md (and the
     --export files); --mlflow logs the run."""
@@ -326,7 +335,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "you built) or --run FILE (another system's outputs)"
         )
     track = _tracking(args)
-    lab = _lab(args)
+    lab = lab_from(args)
     if args.rewrite_effect and "enable_rewrite" in param_overrides(args.param):
         raise ValueError("--rewrite-effect compares with and without the rewrite: drop --param enable_rewrite")
     report = _evaluate(args, lab)
@@ -360,9 +369,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if track:
         from rag_lab.eval.tracking import log_eval
 
-        target = _tracking_target(args, lab)
-        run_id = log_eval(report, run_name=name, artifacts=paths.values(), **target)
-        print(_logged(run_id, target))
+        _log_run(args, lab, log_eval, report, run_name=name, artifacts=paths.values())
     return _degraded_exit(report, args.allow_errors)
 
 
@@ -396,6 +403,7 @@ def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, A
 def _eval_run(args: argparse.Namespace) -> int:
     """``eval --run FILE``: another system's outputs scored into a report (:mod:`rag_lab.eval.external`)."""
     from rag_lab.eval.external import evaluate_run
+    from rag_lab.eval.ragas_adapter import LLM_METRICS
     from rag_lab.eval.report import suites_table
     from rag_lab.lab.outputs import write_report
 
@@ -404,7 +412,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.dataset and len(args.dataset) > 1:
         raise ValueError("--run takes one --dataset (the questions and gold of that run)")
     metrics = _ragas_metrics(args)
-    judged = [m for m in metrics if m in _llm_metrics()]
+    judged = [m for m in metrics if m in LLM_METRICS]
     if judged:
         raise ValueError(f"--run scores with the offline metrics; {', '.join(judged)} need rag_lab's judge run")
     dataset = _suites(args)[0].load() if args.dataset else None
@@ -429,12 +437,6 @@ def _print_saturation(report: Any) -> None:
     for s in report.suites:
         prefix = f"{s.name}: " if len(report.suites) > 1 else ""
         print(prefix + saturation_line(s.saturation()))
-
-
-def _llm_metrics() -> tuple[str, ...]:
-    from rag_lab.eval.ragas_adapter import LLM_METRICS
-
-    return tuple(LLM_METRICS)
 
 
 #: exit code of an evaluation some of whose questions or judge calls failed (as ``rag-lab ask``'s fallback)
@@ -479,6 +481,18 @@ def _degraded_exit(report: Any, allowed: int) -> int:
     return DEGRADED_EXIT
 
 
+@command(
+    "report",
+    "write Markdown, HTML, JSON and JUnit XML reports",
+    opt("--from", "re-render a report JSON", dest="from_json", metavar="REPORT.json"),
+    *DATASET,
+    RAGAS,
+    OUT,
+    opt("--name", "report file name under --out", type=file_stem_arg()),
+    flag("--include-texts", "keep context texts in the JSON"),
+    opt("--sort", "per-query rows by this metric, lowest first", metavar="METRIC"),
+    QUIET,
+)
 def cmd_report(args: argparse.Namespace) -> int:
     """Write Markdown, HTML, JSON and JUnit XML: from a report JSON (--from) or a fresh evaluation."""
     from rag_lab.eval.report import load_report, suites_table
@@ -498,6 +512,82 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "sweep",
+    "grid / optuna sweep over PipelineParams fields",
+    many("--dataset", required=True, metavar=SPEC),
+    LIMIT,
+    MAX_DOCS,
+    many("--param", "a swept parameter (repeatable)", required=True, metavar="NAME=LO:HI:STEP|LO:HI|A,B,C"),
+    many("--set", "fixed override for every config", metavar="FIELD=VALUE"),
+    opt(
+        "--objective",
+        "metric to rank configs by: a retrieval metric, an offline ragas metric, latency_ms, or a "
+        "gold-funnel metric (search.recall@50, rerank.hit@10, funnel.lost_at.rerank, …)",
+        default="ndcg@10",
+    ),
+    many("--ragas-metric", "offline ragas metric to compute too", metavar="NAME"),
+    opt("--optuna-trials", "use optuna (TPE) with N trials instead of the grid", type=int, default=0),
+    opt("--seed", type=int, default=0),
+    CACHE_DIR,
+    flag("--no-cache", "re-run every stage for every config"),
+    flag(
+        "--no-fast",
+        "run every config through the full pipeline (default: the fast evaluator for post-retrieval params)",
+    ),
+    opt(
+        "--check",
+        "audit the fast evaluator: re-run the N best configs by the objective (or all) through the full "
+        "pipeline; any difference fails the sweep and nothing is written (default 0: none)",
+        type=_check_arg,
+        default=0,
+        metavar="N|all",
+    ),
+    opt(
+        "--budget",
+        "refuse to start when the projected model cost (all configs, no cache) is over this",
+        type=float,
+        metavar="USD",
+    ),
+    opt(
+        "--ray",
+        "run the configs on Ray Tune (extra 'distributed'): no ADDRESS = a local cluster started for the run, "
+        "'auto' = this machine's cluster, 'ray://head:10001' = a remote one",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+    ),
+    opt(
+        "--holdout",
+        "choose the best config on the other questions and report it on a seeded fraction F of each dataset's "
+        "questions (or on the dataset spec SPEC, e.g. NAME@50-100): held-out score against the default config, "
+        "CI, optimism and a verdict better | not better | worse; only 'better' writes the tuned params to "
+        "NAME_best.yaml (else it keeps the default and the tuned config goes to NAME_tuned.yaml)",
+        metavar="F|SPEC",
+    ),
+    flag("--fail-if-not-better", "with --holdout: exit 1 when the held-out verdict is not 'better'"),
+    opt(
+        "--folds",
+        "with --holdout F: repeat the tune / held-out split with K seeds (--seed, --seed+1, …) and print the "
+        "spread of the verdict; the outputs are the first split's",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+    ),
+    opt("--ray-workers", "concurrent trials (CPUs of a local cluster)", type=int, default=2),
+    opt(
+        "--ray-min-configs",
+        "smaller sweeps stay in-process even with --ray (0 = always Ray)",
+        type=int,
+        default=8,
+        metavar="N",
+    ),
+    OUT,
+    opt("--name", "output file names under --out", default="sweep", type=file_stem_arg()),
+    opt("--top", type=int, default=10),
+    TRACKING,
+    QUIET,
+)
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Grid (or optuna) sweep; CSV, plots, best-config YAML and a summary under --out."""
     from rag_lab.eval.sweep import parse_param, run_grid, run_optuna
@@ -506,10 +596,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spaces = [parse_param(s) for s in args.param]
     base = param_overrides(args.set)
     track = _tracking(args)
-    lab = _lab(args)
+    lab = lab_from(args)
     cache_dir = None if args.no_cache else (args.cache_dir or Path(lab.workspace.root) / "stage_cache")
     suites = _suites(args)
-    n_configs = args.optuna_trials or _grid_size(spaces)
+    n_configs = args.optuna_trials or math.prod(max(1, len(getattr(s, "values", None) or [])) for s in spaces)
     _project(args, lab, suites, base, repeat=n_configs)
     metrics = list(args.ragas_metric or [])
     from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
@@ -625,21 +715,79 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if track:
         from rag_lab.eval.tracking import log_sweep
 
-        target = _tracking_target(args, lab)
-        run_id = log_sweep(
+        _log_run(
+            args,
+            lab,
+            log_sweep,
             result,
             run_name=args.name,
             lab_params=lab.params.model_dump(mode="json"),
             suites=[s.to_dict() for s in suites],
             artifacts=paths.values(),
-            **target,
         )
-        print(_logged(run_id, target))
     if holdout is not None and args.fail_if_not_better and not holdout.applies:
         return 1
     return 0
 
 
+@command(
+    "gate",
+    "compare with a baseline report; exit 1 on regression or NaN",
+    opt("--baseline", required=True),
+    opt("--current", "a report JSON (default: re-run the baseline's spec)"),
+    many("--param", "override for the re-run", metavar="FIELD=VALUE"),
+    many(
+        "--metric",
+        "gated metric (default: the usual set; gold-funnel metrics such as fused.recall@10 too)",
+        metavar="NAME[:TOL]",
+    ),
+    opt("--tolerance", type=float, default=GATE_TOLERANCE),
+    opt("--alpha", type=float, default=0.05),
+    opt("--test", choices=("permutation", "bootstrap"), default="permutation"),
+    opt("--resamples", type=int, default=10_000),
+    opt("--seed", type=int, default=0),
+    flag(
+        "--fail-on-change",
+        "fail when any question's ranking, contexts or answer changed (deterministic setups)",
+    ),
+    opt("--ci-level", "confidence level of the deltas' bootstrap CIs", type=float, default=0.95),
+    flag(
+        "--allow-underpowered",
+        "pass inconclusive checks (mean within the tolerance, a drop of it not ruled out); never a probable "
+        "regression (mean drop beyond the tolerance)",
+    ),
+    opt(
+        "--correction",
+        "correction of the p-values across the checks (default holm)",
+        choices=("holm", "none"),
+        default="holm",
+    ),
+    opt(
+        "--max-baseline-age-days",
+        "warn when the baseline is older (0: never)",
+        type=float,
+        default=90.0,
+        metavar="DAYS",
+    ),
+    opt(
+        "--summary-md",
+        "append a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY, a PR comment)",
+        metavar="PATH",
+    ),
+    flag(
+        "--allow-unreviewed",
+        "build, update or compare against a baseline whose questions include unreviewed synthetic ones "
+        "(rag-lab testset output nobody checked); refused without it",
+    ),
+    opt("--headroom", argparse.SUPPRESS),  # ignored since every metric is gated
+    opt("--out", "write gate.json, gate.md, gate.html, gate.junit.xml and the current report here"),
+    flag("--update", "re-run and write the baseline instead of gating"),
+    many("--dataset", "with --update: the suites of a new baseline", metavar=SPEC),
+    LIMIT,
+    MAX_DOCS,
+    many("--ragas-metric", "with --update: ragas metrics", metavar="NAME"),
+    QUIET,
+)
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare with the baseline (re-running its spec unless --current); non-zero on regression."""
     from rag_lab.eval.gate import GatePolicy, evaluate_spec, parse_metric_tolerances, run_gate
@@ -671,7 +819,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             raise ValueError(refuse_unreviewed(unreviewed, f"the baseline {args.baseline} would be"))
         report = evaluate_spec(
             spec,
-            lab_factory=lambda ws: _lab(args, ws),
+            lab_factory=lambda ws: lab_from(args, ws),
             config=args.config,
             workspace=args.workspace,
             close_lab=True,
@@ -714,7 +862,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         args.current,
         policy,
         params=params,
-        lab_factory=lambda ws: _lab(args, ws),
+        lab_factory=lambda ws: lab_from(args, ws),
         config=args.config,
         workspace=args.workspace,
         close_lab=True,
@@ -734,6 +882,19 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+@command(
+    "convert",
+    "convert SQuAD-style JSON, a BEIR folder, ragas/HF JSONL or TREC topics+qrels to the dataset format",
+    opt("layout", choices=("squad", "beir", "ragas", "trec")),
+    opt("source", "the SQuAD JSON file, the BEIR folder, the ragas JSONL or the TREC topics file"),
+    opt("--qrels", "trec: the qrels file (grades kept for graded nDCG)"),
+    opt("--corpus", "trec (required) / ragas (optional): corpus.jsonl or a dataset folder"),
+    opt("--out", "output dataset folder", required=True),
+    opt("--split", "BEIR qrels split", default="test"),
+    opt("--min-score", "BEIR: minimum relevance score of a gold document", type=int, default=1),
+    flag("--skip-impossible", "SQuAD 2.0: drop unanswerable questions"),
+    flag("--overwrite"),
+)
 def cmd_convert(args: argparse.Namespace) -> int:
     """SQuAD-style JSON or a BEIR folder → corpus.jsonl + queries.jsonl."""
     from rag_lab.eval.datasets import convert_beir, convert_squad
@@ -759,302 +920,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- parser
+# --------------------------------------------------------------------------- entry point
 
-
-def add_eval_commands(subparsers: Any) -> None:
-    """Register eval, sweep, report, gate and convert on ``subparsers`` (of the rag-lab parser)."""
-    from rag_lab.eval.formats import EXPORT_FORMATS
-    from rag_lab.eval.metric_defs import GATE_TOLERANCE
-
-    p = subparsers.add_parser("eval", help="ingest datasets, score retrieval (and ragas metrics), write a report")
-    _add_dataset_options(p, required=False)
-    p.add_argument(
-        "--run",
-        default=None,
-        metavar="FILE",
-        help="score another system's outputs instead of rag_lab's pipeline: a TREC run, a samples JSONL or a ragas "
-        "EvaluationDataset JSONL (gold from --qrels or --dataset); same metrics, report and gate, no funnel",
-    )
-    p.add_argument(
-        "--run-format", choices=["trec", "jsonl", "ragas"], default=None, help="with --run (default: guessed)"
-    )
-    p.add_argument("--qrels", default=None, metavar="FILE", help="with --run: the gold as a TREC qrels file")
-    p.add_argument(
-        "--retrieval-only",
-        action="store_true",
-        help="stop after search: score the search stage's list (with its vector / keyword / fused stage metrics); "
-        "no rerank, merge or answer, and ingest embeds the chunks alone",
-    )
-    p.add_argument(
-        "--per-turn",
-        action="store_true",
-        help="retrieval metrics per conversation turn (1 + the turns history.jsonl replays before a question)",
-    )
-    p.add_argument(
-        "--rewrite-effect",
-        action="store_true",
-        help="evaluate again without the query rewrite (enable_rewrite=false) and print, per turn, "
-        "ndcg@10 and recall@10 with and without it and the difference's 95%% interval",
-    )
-    p.add_argument(
-        "--kb",
-        default=None,
-        metavar="NAME",
-        help="evaluate this knowledge base as it is (built by rag-lab ingest; nothing is re-ingested), with --queries",
-    )
-    p.add_argument(
-        "--queries",
-        default=None,
-        metavar="FILE",
-        help="with --kb: JSONL questions, each with its gold as document ids, source paths, file names or titles",
-    )
-    p.add_argument(
-        "--config",
-        dest="params_file",
-        default=None,
-        metavar="PARAMS.yaml",
-        help="apply the params: of this YAML (a sweep's <name>_best.yaml) to every question, under --param; "
-        "the lab config stays `rag-lab --config LAB.yaml eval …`",
-    )
-    _add_ragas_options(p)
-    p.add_argument(
-        "--judge-repeats",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="score each sample N times with the LLM judge: per-question mean and spread, questions whose "
-        "repeats spread wider than the gate's tolerance marked unstable (default 1)",
-    )
-    p.add_argument("--out", default="reports")
-    p.add_argument(
-        "--name", default=None, type=file_stem_arg(), help="report file name under --out (default eval_<datasets>)"
-    )
-    p.add_argument("--all-formats", action="store_true", help="also HTML and JUnit XML")
-    p.add_argument(
-        "--allow-errors",
-        type=int,
-        default=0,
-        metavar="N",
-        help="exit 0 when at most N questions errored or fell back and at most N judge calls failed "
-        "(default 0: any such failure exits 3, degraded)",
-    )
-    p.add_argument(
-        "--export",
-        action="append",
-        choices=EXPORT_FORMATS,
-        default=None,
-        help="also write the evaluated set: trec (<name>.run.trec + <name>.qrels.trec), jsonl "
-        "(<name>.samples.jsonl, with context texts), ragas (<name>.ragas.jsonl, an EvaluationDataset); repeatable",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="questions in flight at once (default: 1 with the offline models, 8 when a model answers over HTTP; "
-        "the lab config's eval.concurrency); results are the same at any N",
-    )
-    _add_tracking_options(p)
-    p.add_argument(
-        "--keep-sessions",
-        action="store_true",
-        help="store each question and answer in <workspace>/sessions.sqlite, as a chat would (default: not)",
-    )
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_eval)
-
-    p = subparsers.add_parser("report", help="write Markdown, HTML, JSON and JUnit XML reports")
-    p.add_argument("--from", dest="from_json", default=None, metavar="REPORT.json", help="re-render a report JSON")
-    _add_dataset_options(p, required=False)
-    _add_ragas_options(p)
-    p.add_argument("--out", default="reports")
-    p.add_argument("--name", default=None, type=file_stem_arg(), help="report file name under --out")
-    p.add_argument("--include-texts", action="store_true", help="keep context texts in the JSON")
-    p.add_argument("--sort", default=None, metavar="METRIC", help="per-query rows by this metric, lowest first")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_report)
-
-    p = subparsers.add_parser("sweep", help="grid / optuna sweep over PipelineParams fields")
-    p.add_argument("--dataset", action="append", required=True, metavar="NAME[:N[:MAX_DOCS[:SEED]]]")
-    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
-    p.add_argument("--max-docs", type=int, default=None)
-    p.add_argument(
-        "--param",
-        action="append",
-        required=True,
-        metavar="NAME=LO:HI:STEP|LO:HI|A,B,C",
-        help="a swept parameter (repeatable)",
-    )
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="fixed override for every config")
-    p.add_argument(
-        "--objective",
-        default="ndcg@10",
-        help="metric to rank configs by: a retrieval metric, an offline ragas metric, latency_ms, or a "
-        "gold-funnel metric (search.recall@50, rerank.hit@10, funnel.lost_at.rerank, …)",
-    )
-    p.add_argument("--ragas-metric", action="append", metavar="NAME", help="offline ragas metric to compute too")
-    p.add_argument("--optuna-trials", type=int, default=0, help="use optuna (TPE) with N trials instead of the grid")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cache-dir", default=None, help="stage cache folder (default <workspace>/stage_cache)")
-    p.add_argument("--no-cache", action="store_true", help="re-run every stage for every config")
-    p.add_argument(
-        "--no-fast",
-        action="store_true",
-        help="run every config through the full pipeline (default: the fast evaluator for post-retrieval params)",
-    )
-    p.add_argument(
-        "--check",
-        type=_check_arg,
-        default=0,
-        metavar="N|all",
-        help="audit the fast evaluator: re-run the N best configs by the objective (or all) through the full "
-        "pipeline; any difference fails the sweep and nothing is written (default 0: none)",
-    )
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=None,
-        metavar="USD",
-        help="refuse to start when the projected model cost (all configs, no cache) is over this",
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        default=None,
-        metavar="ADDRESS",
-        help="run the configs on Ray Tune (extra 'distributed'): no ADDRESS = a local cluster started for the run, "
-        "'auto' = this machine's cluster, 'ray://head:10001' = a remote one",
-    )
-    p.add_argument(
-        "--holdout",
-        default=None,
-        metavar="F|SPEC",
-        help="choose the best config on the other questions and report it on a seeded fraction F of each dataset's "
-        "questions (or on the dataset spec SPEC, e.g. NAME@50-100): held-out score against the default config, "
-        "CI, optimism and a verdict better | not better | worse; only 'better' writes the tuned params to "
-        "NAME_best.yaml (else it keeps the default and the tuned config goes to NAME_tuned.yaml)",
-    )
-    p.add_argument(
-        "--fail-if-not-better",
-        action="store_true",
-        help="with --holdout: exit 1 when the held-out verdict is not 'better'",
-    )
-    p.add_argument(
-        "--folds",
-        type=_positive_int,
-        default=1,
-        metavar="K",
-        help="with --holdout F: repeat the tune / held-out split with K seeds (--seed, --seed+1, …) and print the "
-        "spread of the verdict; the outputs are the first split's",
-    )
-    p.add_argument("--ray-workers", type=int, default=2, help="concurrent trials (CPUs of a local cluster)")
-    p.add_argument(
-        "--ray-min-configs",
-        type=int,
-        default=8,
-        metavar="N",
-        help="smaller sweeps stay in-process even with --ray (0 = always Ray)",
-    )
-    p.add_argument("--out", default="reports")
-    p.add_argument("--name", default="sweep", type=file_stem_arg(), help="output file names under --out")
-    p.add_argument("--top", type=int, default=10)
-    _add_tracking_options(p)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_sweep)
-
-    p = subparsers.add_parser("gate", help="compare with a baseline report; exit 1 on regression or NaN")
-    p.add_argument("--baseline", required=True)
-    p.add_argument("--current", default=None, help="a report JSON (default: re-run the baseline's spec)")
-    p.add_argument("--param", action="append", metavar="FIELD=VALUE", help="override for the re-run")
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="NAME[:TOL]",
-        help="gated metric (default: the usual set; gold-funnel metrics such as fused.recall@10 too)",
-    )
-    p.add_argument("--tolerance", type=float, default=GATE_TOLERANCE)
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--test", choices=("permutation", "bootstrap"), default="permutation")
-    p.add_argument("--resamples", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--fail-on-change",
-        action="store_true",
-        help="fail when any question's ranking, contexts or answer changed (deterministic setups)",
-    )
-    p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the deltas' bootstrap CIs")
-    p.add_argument(
-        "--allow-underpowered",
-        action="store_true",
-        help="pass inconclusive checks (mean within the tolerance, a drop of it not ruled out); never a probable "
-        "regression (mean drop beyond the tolerance)",
-    )
-    p.add_argument(
-        "--correction",
-        choices=("holm", "none"),
-        default="holm",
-        help="correction of the p-values across the checks (default holm)",
-    )
-    p.add_argument(
-        "--max-baseline-age-days",
-        type=float,
-        default=90.0,
-        metavar="DAYS",
-        help="warn when the baseline is older (0: never)",
-    )
-    p.add_argument(
-        "--summary-md",
-        default=None,
-        metavar="PATH",
-        help="append a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY, a PR comment)",
-    )
-    p.add_argument(
-        "--allow-unreviewed",
-        action="store_true",
-        help="build, update or compare against a baseline whose questions include unreviewed synthetic ones "
-        "(rag-lab testset output nobody checked); refused without it",
-    )
-    p.add_argument("--headroom", default=None, help=argparse.SUPPRESS)  # ignored since every metric is gated
-    p.add_argument(
-        "--out", default=None, help="write gate.json, gate.md, gate.html, gate.junit.xml and the current report here"
-    )
-    p.add_argument("--update", action="store_true", help="re-run and write the baseline instead of gating")
-    p.add_argument("--dataset", action="append", default=None, help="with --update: the suites of a new baseline")
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--max-docs", type=int, default=None)
-    p.add_argument("--ragas-metric", action="append", metavar="NAME", help="with --update: ragas metrics")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_gate)
-
-    p = subparsers.add_parser(
-        "convert",
-        help="convert SQuAD-style JSON, a BEIR folder, ragas/HF JSONL or TREC topics+qrels to the dataset format",
-    )
-    p.add_argument("layout", choices=("squad", "beir", "ragas", "trec"))
-    p.add_argument("source", help="the SQuAD JSON file, the BEIR folder, the ragas JSONL or the TREC topics file")
-    p.add_argument("--qrels", default=None, help="trec: the qrels file (grades kept for graded nDCG)")
-    p.add_argument(
-        "--corpus", default=None, help="trec (required) / ragas (optional): corpus.jsonl or a dataset folder"
-    )
-    p.add_argument("--out", required=True, help="output dataset folder")
-    p.add_argument("--split", default="test", help="BEIR qrels split")
-    p.add_argument("--min-score", type=int, default=1, help="BEIR: minimum relevance score of a gold document")
-    p.add_argument("--skip-impossible", action="store_true", help="SQuAD 2.0: drop unanswerable questions")
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=cmd_convert)
-
-    from rag_lab.commands.calibrate import add_calibrate_command
-
-    add_calibrate_command(subparsers)
+#: the evaluation commands, in the help's order
+EVAL_COMMANDS = (cmd_eval, cmd_report, cmd_sweep, cmd_gate, cmd_convert, cmd_calibrate)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rag_lab.commands.evaluate …``: the ``rag-lab`` evaluation commands (same options, same errors)."""
-    from rag_lab.cliutil import command_parser, run_command
-
-    return run_command(command_parser("rag-lab evaluation commands", add_eval_commands), argv)
+    return run_command(command_parser("rag-lab evaluation commands", *EVAL_COMMANDS), argv)
 
 
 if __name__ == "__main__":

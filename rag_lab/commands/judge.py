@@ -21,7 +21,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_calibrate_subcommand", "add_judge_commands", "cmd_judge_calibrate"]
+from rag_lab.cliutil import QUIET, Command, command, group, opt
+from rag_lab.commands import DATASET, JUDGE, lab_from
+from rag_lab.eval.judge_server import DEFAULT_CTX
+
+__all__ = ["JUDGE_COMMAND"]
 
 
 def _judge_info(report: Any, base_url: str = "") -> dict[str, Any]:
@@ -53,6 +57,17 @@ def _attach(result: dict[str, Any], target: str) -> None:
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
 
 
+@command(
+    "calibrate",
+    "agreement of the LLM judge with human labels (κ, α, Spearman, bias)",
+    opt("--labels", "human labels, JSONL (docs/evaluation.md)", required=True, metavar="FILE"),
+    opt("--report", "take the judge scores from this report", metavar="REPORT.json"),
+    *DATASET,
+    group("judge (with --dataset; default: the lab config's models.judge)", *JUDGE),
+    opt("--out", "the result JSON", default="reports/judge_calibration.json"),
+    opt("--attach", "store the result in this report's meta", metavar="REPORT.json"),
+    QUIET,
+)
 def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     from rag_lab.eval.judge.calibrate import calibrate, calibration_table, report_scores
     from rag_lab.eval.judge.labels import labels_digest, read_labels
@@ -73,10 +88,10 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
             )
         source, base_url = f"report {args.report}", ""
     else:
-        from rag_lab.commands.evaluate import _evaluate, _lab
+        from rag_lab.commands.evaluate import _evaluate
 
-        args.ragas_metric = metrics
-        lab = _lab(args)
+        args.ragas_metric, args.ragas, args.ragas_llm = metrics, False, False  # what _evaluate scores
+        lab = lab_from(args)
         report = _evaluate(args, lab)
         source = "judge run on " + ", ".join(s.name for s in report.suites)
         base_url = args.judge_base_url or str(((lab.config.get("models") or {}).get("judge") or {}).get("base_url", ""))
@@ -95,47 +110,22 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_calibrate_subcommand(sub: Any) -> None:
-    """``judge calibrate`` on the ``judge`` command's subparsers."""
-    from rag_lab.commands.evaluate import _add_dataset_options
+@command(
+    "serve",
+    "start llama-server on a free loopback port and print its config",
+    opt("--port", "port on 127.0.0.1 (default: a free one)", type=int, default=0),
+    opt("--threads", "CPU threads (default 1; 2 only on an idle machine)", type=int, default=1),
+    opt("--ctx-size", f"context tokens (default {DEFAULT_CTX}: default params fit)", type=int, default=DEFAULT_CTX),
+)
+def cmd_judge_serve(args: argparse.Namespace) -> int:
+    """``rag-lab judge serve [--port N] [--threads N] [--ctx-size N]`` (:mod:`rag_lab.eval.judge_server`)."""
+    from rag_lab.eval.judge_server import serve
 
-    p = sub.add_parser("calibrate", help="agreement of the LLM judge with human labels (κ, α, Spearman, bias)")
-    p.add_argument("--labels", required=True, metavar="FILE", help="human labels, JSONL (docs/evaluation.md)")
-    p.add_argument("--report", default=None, metavar="REPORT.json", help="take the judge scores from this report")
-    _add_dataset_options(p, required=False)
-    g = p.add_argument_group("judge (with --dataset; default: the lab config's models.judge)")
-    g.add_argument("--judge-model", default=None)
-    g.add_argument("--judge-base-url", default=None)
-    g.add_argument("--judge-api-key-env", default=None)
-    p.add_argument("--out", default="reports/judge_calibration.json", help="the result JSON")
-    p.add_argument("--attach", default=None, metavar="REPORT.json", help="store the result in this report's meta")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(
-        func=cmd_judge_calibrate,
-        ragas=False,
-        ragas_llm=False,
-        ragas_metric=None,
-        params_file=None,
-        concurrency=None,
-        keep_sessions=False,
-        judge_repeats=1,
-    )
+    return serve(args.port, args.threads, args.ctx_size)
 
 
-def add_judge_commands(subparsers: Any) -> None:
-    """``rag-lab judge serve [--port N] [--threads N] [--ctx-size N]`` (:mod:`rag_lab.eval.judge_server`)
-    and ``rag-lab judge calibrate``."""
-    from rag_lab.eval.judge_server import DEFAULT_CTX, serve
-
-    p = subparsers.add_parser(
-        "judge", help="a local LLM judge (llama-server with SmolLM2-135M); its agreement with human labels"
-    )
-    sub = p.add_subparsers(dest="judge_command", required=True)
-    s = sub.add_parser("serve", help="start llama-server on a free loopback port and print its config")
-    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    s.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; 2 only on an idle machine)")
-    s.add_argument(
-        "--ctx-size", type=int, default=DEFAULT_CTX, help=f"context tokens (default {DEFAULT_CTX}: default params fit)"
-    )
-    s.set_defaults(func=lambda args: serve(args.port, args.threads, args.ctx_size))
-    add_calibrate_subcommand(sub)
+JUDGE_COMMAND = Command(
+    "judge",
+    "a local LLM judge (llama-server with SmolLM2-135M); its agreement with human labels",
+    subcommands=(cmd_judge_serve, cmd_judge_calibrate),
+)

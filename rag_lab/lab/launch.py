@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+from rag_lab.cliutil import flag, opt, plain_parser
 from rag_lab.prompts.templates import REPO_ROOT
 
 #: documents of the quick demo KB a first start ingests (see rag_lab.demo.QUICK_DOCS)
@@ -184,23 +185,22 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
-    ap = argparse.ArgumentParser(prog="make lab", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--port", type=int, default=int(os.environ.get("RAG_LAB_LAB_PORT", "8888")))
-    ap.add_argument("--no-browser", action="store_true", help="do not open a browser (headless, CI)")
-    ap.add_argument("--workspace", default=str(REPO_ROOT / ".rag_lab"), help="workspace holding the demo KB")
-    ap.add_argument("--notebooks", default=str(REPO_ROOT / "notebooks"), help="JupyterLab's root folder")
-    ap.add_argument(
-        "--demo-docs",
-        type=demo_docs_arg,
-        default=QUICK,
-        metavar="N|all",
-        help=f"demo KB size: a slice of N >= 1 documents (default {QUICK}, seconds) or 'all' (994, minutes)",
-    )
-    ap.add_argument(
-        "--token", default=None, help="server token, not empty (default: JupyterLab makes one and prints it)"
-    )
-    ap.add_argument(
-        "--no-auth", action="store_true", help="run JupyterLab without authentication (loopback only; warned)"
+    ap = plain_parser(
+        "make lab",
+        __doc__.split("\n\n")[0],
+        opt("--port", type=int, default=int(os.environ.get("RAG_LAB_LAB_PORT", "8888"))),
+        flag("--no-browser", "do not open a browser (headless, CI)"),
+        opt("--workspace", "workspace holding the demo KB", default=str(REPO_ROOT / ".rag_lab")),
+        opt("--notebooks", "JupyterLab's root folder", default=str(REPO_ROOT / "notebooks")),
+        opt(
+            "--demo-docs",
+            f"demo KB size: a slice of N >= 1 documents (default {QUICK}, seconds) or 'all' (994, minutes)",
+            type=demo_docs_arg,
+            default=QUICK,
+            metavar="N|all",
+        ),
+        opt("--token", "server token, not empty (default: JupyterLab makes one and prints it)"),
+        flag("--no-auth", "run JupyterLab without authentication (loopback only; warned)"),
     )
     args = ap.parse_args(argv)
     token = server_token(ap, args)

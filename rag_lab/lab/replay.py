@@ -17,14 +17,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
+from rag_lab.cliutil import command, opt
 from rag_lab.types.stream import StreamEvent
 
 __all__ = [
     "ProgressWindow",
     "StreamState",
-    "add_replay_command",
     "cmd_replay",
     "display_answer",
     "event_delays",
@@ -239,9 +239,27 @@ def replay_to_terminal(
 
 
 # -- CLI --------------------------------------------------------------------------------------
+def _speed(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--speed {text!r}: not a number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"--speed {text!r}: must be >= 0 (0 replays without delays)")
+    return v
+
+
+@command(
+    "replay",
+    "print a captured stream as it arrived",
+    opt("capture", "a capture file (.jsonl) written by save_capture"),
+    opt("--speed", "replay speed factor (default 1; 0 = no delays)", type=_speed, default=1.0),
+    opt("--max-delay", "longest pause between two events, seconds", type=float, default=5.0),
+)
 def cmd_replay(args: argparse.Namespace) -> int:
-    """``rag-lab replay CAPTURE``: a bad capture raises CaptureError (a ValueError), which the CLI
-    prints as ``rag-lab replay: FILE:LINE: …`` with exit status 2."""
+    """``rag-lab replay CAPTURE [--speed S] [--max-delay SECONDS]``: a bad capture raises
+    CaptureError (a ValueError), which the CLI prints as ``rag-lab replay: FILE:LINE: …`` with exit
+    status 2."""
     from rag_lab.lab.capture import load_capture
 
     cap = load_capture(args.capture)
@@ -249,28 +267,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``replay CAPTURE [--speed S] [--max-delay SECONDS]`` on an argparse sub-parsers
-    object; the parser's ``func`` is :func:`cmd_replay`."""
-
-    def speed(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--speed {text!r}: not a number") from None
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"--speed {text!r}: must be >= 0 (0 replays without delays)")
-        return v
-
-    p = subparsers.add_parser("replay", help="print a captured stream as it arrived")
-    p.add_argument("capture", help="a capture file (.jsonl) written by save_capture")
-    p.add_argument("--speed", type=speed, default=1.0, help="replay speed factor (default 1; 0 = no delays)")
-    p.add_argument("--max-delay", type=float, default=5.0, help="longest pause between two events, seconds")
-    p.set_defaults(func=cmd_replay)
-    return cast(argparse.ArgumentParser, p)
-
-
-# -- HTML fragments shared by the notebook player -------------------------------------------
 def state_html(st: StreamState) -> dict[str, str]:
     """HTML for each pane of the player: ``progress``, ``references``, ``thinking``, ``answer``,
     ``status``."""

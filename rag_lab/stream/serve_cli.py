@@ -1,56 +1,17 @@
 """`rag-lab serve`: the chat server (ask with SSE, continue-stream, stop) on uvicorn.
 
-``add_serve_command(subparsers)`` adds the subcommand to the ``rag-lab`` parser; ``main`` runs it
-standalone (``python -m rag_lab.stream.serve_cli serve --port 8000``).
+:data:`cmd_serve` is the ``serve`` command of the ``rag-lab`` parser; ``main`` runs it standalone
+(``python -m rag_lab.stream.serve_cli serve --port 8000``). ``--config`` and ``--workspace`` may
+also be given before the subcommand (the top-level options of ``rag-lab``); given after it, they win.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, cast
+from typing import Any
 
-
-def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``serve --host --port --config --workspace --stream-manager`` to ``subparsers``.
-
-    ``--config`` and ``--workspace`` may also be given before the subcommand (the top-level
-    options of ``rag-lab``); given after it, they win.
-    """
-    p = subparsers.add_parser(
-        "serve",
-        help="serve the chat API: POST /knowledge-chat/{session} (SSE), continue-stream, stop",
-        description=(
-            "Serve the lab over HTTP. Endpoints: POST /knowledge-chat/{session_id} {query, "
-            "knowledge_base_ids?} streams the answer as SSE; GET /sessions/continue-stream/"
-            "{session_id}?message_id=... replays and follows it; POST /sessions/{session_id}/stop "
-            "{message_id} stops it; POST/GET /sessions, GET/DELETE /sessions/{session_id} manage sessions. "
-            "With API keys (server.api_keys in the config, or RAG_LAB_API_KEYS) every call needs "
-            "'Authorization: Bearer <key>'; without keys the server is single-user and binds to "
-            "loopback only (see docs/security.md)."
-        ),
-    )
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--config", default=argparse.SUPPRESS, help="lab YAML (default: config/lab.yaml)")
-    p.add_argument("--workspace", default=argparse.SUPPRESS, help="override the workspace folder")
-    p.add_argument(
-        "--stream-manager",
-        default=None,
-        metavar="memory|redis|URL",
-        help="event log backend: 'memory', 'redis' (address from REDIS_ADDR etc.) or a redis:// URL; "
-        "default: the config's stream_manager key, else STREAM_MANAGER_TYPE, else memory",
-    )
-    p.add_argument(
-        "--keepalive-s",
-        type=float,
-        default=15.0,
-        metavar="S",
-        help="send an SSE ': keep-alive' comment after S seconds without a frame (0: never; default 15)",
-    )
-    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    p.set_defaults(func=cmd_serve)
-    return cast(argparse.ArgumentParser, p)
+from rag_lab.cliutil import command, command_parser, opt, run_command
 
 
 def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -81,6 +42,37 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     return create_app(lab, manager=manager, server=server, settings=settings), lab, manager
 
 
+@command(
+    "serve",
+    "serve the chat API: POST /knowledge-chat/{session} (SSE), continue-stream, stop",
+    opt("--host", "interface to bind (default 127.0.0.1)", default="127.0.0.1"),
+    opt("--port", "TCP port (default 8000)", type=int, default=8000),
+    opt("--config", "lab YAML (default: config/lab.yaml)", default=argparse.SUPPRESS),
+    opt("--workspace", "override the workspace folder", default=argparse.SUPPRESS),
+    opt(
+        "--stream-manager",
+        "event log backend: 'memory', 'redis' (address from REDIS_ADDR etc.) or a redis:// URL; "
+        "default: the config's stream_manager key, else STREAM_MANAGER_TYPE, else memory",
+        metavar="memory|redis|URL",
+    ),
+    opt(
+        "--keepalive-s",
+        "send an SSE ': keep-alive' comment after S seconds without a frame (0: never; default 15)",
+        type=float,
+        default=15.0,
+        metavar="S",
+    ),
+    opt("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]),
+    description=(
+        "Serve the lab over HTTP. Endpoints: POST /knowledge-chat/{session_id} {query, "
+        "knowledge_base_ids?} streams the answer as SSE; GET /sessions/continue-stream/"
+        "{session_id}?message_id=... replays and follows it; POST /sessions/{session_id}/stop "
+        "{message_id} stops it; POST/GET /sessions, GET/DELETE /sessions/{session_id} manage sessions. "
+        "With API keys (server.api_keys in the config, or RAG_LAB_API_KEYS) every call needs "
+        "'Authorization: Bearer <key>'; without keys the server is single-user and binds to "
+        "loopback only (see docs/security.md)."
+    ),
+)
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -102,9 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rag_lab.stream.serve_cli serve …`` is ``rag-lab serve …``."""
-    from rag_lab.cliutil import command_parser, run_command
-
-    return run_command(command_parser("rag-lab serve", add_serve_command), argv)
+    return run_command(command_parser("rag-lab serve", cmd_serve), argv)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from rag_lab.lab.capture import (
     load_capture,
     save_capture,
 )
-from rag_lab.lab.replay import add_replay_command, display_answer, event_delays, replay_to_terminal, stream_state
+from rag_lab.lab.replay import cmd_replay, display_answer, event_delays, replay_to_terminal, stream_state
 from rag_lab.types.stream import StreamEvent
 from tests.lab.data.make_capture import CAPTURE, PARAMS, QUESTION, build_lab, rows_close
 
@@ -375,7 +375,7 @@ def test_replay_to_terminal_prints_the_stream_as_it_arrived():
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rag-lab")
-    add_replay_command(ap.add_subparsers(dest="command", required=True))
+    cmd_replay.add_to(ap.add_subparsers(dest="command", required=True))
     return ap
 
 

@@ -528,12 +528,12 @@ def test_a_redis_restart_mid_stream_loses_only_what_was_stored_before(serve, pac
 def test_serve_command_options_and_a_bad_backend_fail_before_loading_anything(tmp_path, capsys):
     import argparse
 
-    from rag_lab.stream.serve_cli import add_serve_command, main
+    from rag_lab.stream.serve_cli import cmd_serve, main
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=None)
     ap.add_argument("--workspace", default=None)
-    add_serve_command(ap.add_subparsers(dest="command"))
+    cmd_serve.add_to(ap.add_subparsers(dest="command"))
     args = ap.parse_args(["--workspace", "top", "serve", "--port", "9001", "--stream-manager", "redis://h:1/2"])
     assert (args.host, args.port, args.workspace, args.config, args.stream_manager) == (
         "127.0.0.1",
