@@ -42,7 +42,7 @@ def is_searchable(chunk: Chunk) -> bool:
     return searchable_fields(chunk.is_enabled, chunk.chunk_type, chunk.index_status)
 
 
-def searchable_fields(is_enabled: Any, chunk_type: str, index_status: str) -> bool:
+def searchable_fields(is_enabled: object, chunk_type: str, index_status: str) -> bool:
     """:func:`is_searchable` from the three fields it reads."""
     return bool(is_enabled) and chunk_type in SEARCHABLE_CHUNK_TYPES and index_status not in UNSEARCHABLE_STATUSES
 

@@ -199,7 +199,7 @@ class HydrationMemo:
                 known[(kb_id, kid)] = None if doc is None else doc_values(doc)
         return {p: known[p] for p in pairs if known.get(p) is not None}
 
-    def enrich_image_info(self, results: Sequence[Any]) -> None:
+    def enrich_image_info(self, results: Sequence[SearchResult]) -> None:
         """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised; the
         children of a KB held whole come from its rows (children are in their parent's KB): none
         when no chunk of the KB has a parent, and nothing is gathered."""
