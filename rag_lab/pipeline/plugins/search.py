@@ -11,6 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from rag_lab.models.timeouts import call_with_timeout
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrSearch, ErrSearchNothing, NextFn, PluginError
@@ -28,7 +30,7 @@ def target_searches(
     req: PipelineRequest,
     targets: Sequence[SearchTarget],
     query_text: str,
-    embedding: Any = None,
+    embedding: np.ndarray | None = None,
     disable_vector: bool = False,
 ) -> list[tuple[str, SearchParams]]:
     """The HybridSearch calls for one group of targets (§4.4.1 step 6): one over every whole-KB
