@@ -13,10 +13,14 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.memory.extract import explicit_memory
 from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:
+    from rag_lab.session.message_rows import MessageRows
+    from rag_lab.session.store import MemoryMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ def history_passage(session_id: str, query: str, answer: str) -> str | None:
 
 
 async def complete_assistant_message(
-    store: Any,
+    store: MessageRows | MemoryMessageStore,
     session_id: str,
     message_id: str,
     *,

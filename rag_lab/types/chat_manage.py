@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import asyncio
 
     from rag_lab.knowledge.graph import GraphData
-    from rag_lab.session.attachments import MessageAttachment
     from rag_lab.stream.bus import EventBus
 
 __all__ = [
@@ -124,7 +123,8 @@ class PipelineRequest:
     images: list[str] = field(default_factory=list)
     vlm_model_id: str = ""
     chat_model_supports_vision: bool = False
-    attachments: list[MessageAttachment] = field(default_factory=list)
+    #: :class:`~rag_lab.session.attachments.MessageAttachment` objects or mappings of their fields
+    attachments: list[object] = field(default_factory=list)
     intent_prompt_overrides: dict[str, str] = field(default_factory=dict)
     tenant_id: int = 0
     web_search_enabled: bool = False
