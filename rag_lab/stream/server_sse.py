@@ -87,7 +87,7 @@ def build_stream_response(event: StreamEvent, request_id: str) -> StreamResponse
     return resp
 
 
-def encode_json(obj: Any) -> str:
+def encode_json(obj: object) -> str:
     """Compact JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go's encoder does."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
     return (
