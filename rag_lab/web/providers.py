@@ -236,7 +236,7 @@ class LocalFolderProvider:
 
 
 # -- HTTP JSON (SearXNG-shaped) ----------------------------------------------------------------
-def _parse_published(value: Any) -> datetime | None:
+def _parse_published(value: object) -> datetime | None:
     """SearXNG's ``publishedDate`` (ISO 8601, may be null or odd): a datetime or None."""
     if not value or not isinstance(value, str):
         return None
