@@ -21,7 +21,7 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def render_prompt_placeholders(template: str, values: Mapping[str, Any], now: _dt.datetime | None = None) -> str:
+def render_prompt_placeholders(template: str, values: Mapping[str, object], now: _dt.datetime | None = None) -> str:
     """Replace ``{{key}}`` in one pass (so a value holding ``{{x}}`` is never substituted again).
 
     ``current_time``, ``current_week`` and ``yesterday`` are filled automatically when the

@@ -76,7 +76,7 @@ def parse_analysis_input(raw: str | Mapping[str, Any]) -> AnalysisInput:
 
 
 # ---- values and Markdown --------------------------------------------------------------------
-def format_value(v: Any) -> str:
+def format_value(v: object) -> str:
     """A cell as text: NULL, true/false, integral floats without '.0', 10 significant digits."""
     if v is None:
         return "NULL"
@@ -101,7 +101,7 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     s = " ".join(format_value(v).split())
     if len(s) > MAX_CELL_CHARS:
         s = s[: MAX_CELL_CHARS - 1] + "…"
