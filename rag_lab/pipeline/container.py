@@ -108,6 +108,8 @@ class TracerService(Protocol):
 
     def start_span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Any: ...
 
+    def end_span(self, span: Any, attributes: Mapping[str, Any] | None = None, error: str = "") -> None: ...
+
 
 @dataclass
 class Services:
