@@ -86,7 +86,7 @@ class WorkspaceWrites(WriteLocks):
     def ingest_documents(
         self,
         kb: KnowledgeBase | str,
-        docs: Iterable[Any],
+        docs: Iterable[object],
         embedder: Embedder | None,
         progress: bool = True,
         extractor: EntityExtractor | None = None,
@@ -99,7 +99,7 @@ class WorkspaceWrites(WriteLocks):
     def ingest_faq(
         self,
         kb: KnowledgeBase | str,
-        entries: Iterable[Any],
+        entries: Iterable[object],
         embedder: Embedder | None,
         progress: bool = True,
         extractor: EntityExtractor | None = None,
@@ -113,7 +113,7 @@ class WorkspaceWrites(WriteLocks):
         self,
         ingest: Callable[..., IngestReport],
         kb: KnowledgeBase | str,
-        source: Any,
+        source: object,
         embedder: Embedder | None,
         progress: bool,
         extractor: EntityExtractor | None,
