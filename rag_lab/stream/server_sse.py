@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.stream.redis_manager import json_default
 from rag_lab.types.params import PipelineParams
@@ -59,7 +58,7 @@ class StreamServerSettings:
     pipeline_thread: bool = True
 
     @classmethod
-    def from_params(cls, params: Any) -> StreamServerSettings:
+    def from_params(cls, params: PipelineParams) -> StreamServerSettings:
         """The spec's timings from the lab's PipelineParams."""
         return cls(
             poll_interval_s=params.sse_poll_interval_ms / 1000,
