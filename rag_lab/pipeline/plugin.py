@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
@@ -96,7 +96,7 @@ class EventManager:
 
 
 # ---- concurrency helpers (§2.3) ------------------------------------------------------------
-async def run_parallel(tasks: dict[str, Callable[[], Awaitable[Any]]]) -> dict[str, BaseException]:
+async def run_parallel(tasks: dict[str, Callable[[], Awaitable[object]]]) -> dict[str, BaseException]:
     """Run named tasks concurrently; return ``{name: error}`` for those that failed."""
     names = list(tasks)
     results = await asyncio.gather(*(tasks[n]() for n in names), return_exceptions=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget,
 from rag_lab.types.diagnostics import Deferred, QueryExpansionDiagnostics, SearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +208,7 @@ class PluginSearch(StagePlugin):
             return [], RuntimeError("no knowledge workspace is configured")
         query_text = chat.state.rewrite_query.strip()
 
-        kbs: dict[str, Any] = {}
+        kbs: dict[str, KnowledgeBase | None] = {}
         for t in targets:
             if t.knowledge_base_id not in kbs:
                 try:
@@ -233,7 +236,12 @@ class PluginSearch(StagePlugin):
         return results, first_err
 
     async def _search_group(
-        self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
+        self,
+        chat: ChatManage,
+        key: str,
+        group: list[SearchTarget],
+        kbs: dict[str, KnowledgeBase | None],
+        query_text: str,
     ) -> tuple[list[SearchResult], BaseException | None, list[tuple[str, Any]]]:
         req = chat.request
         if self.services.searcher is None:
