@@ -51,7 +51,7 @@ async def complete_assistant_message(
     query: str = "",
     user_id: str = "",
     memory: Any = None,
-    history_indexer: Callable[..., Any] | None = None,
+    history_indexer: Callable[..., object] | None = None,
 ) -> asyncio.Task[Any]:
     """Save the answer (step 1, awaited) and start step 2; returns step 2's task.
 
@@ -90,7 +90,7 @@ def start_after_completion(
     query: str = "",
     user_id: str = "",
     memory: Any = None,
-    history_indexer: Callable[..., Any] | None = None,
+    history_indexer: Callable[..., object] | None = None,
 ) -> asyncio.Task[Any]:
     """Step 2 alone, for a message already saved completed (the lab stores a finished turn's
     answer in one write): the chat-history index and long-term memory, on a task of its own."""

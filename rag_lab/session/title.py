@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.models.base import ChatMessage, ChatOptions
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
@@ -59,7 +59,7 @@ async def generate_title(
     *,
     language: str = "English",
     prompts: PromptTemplates | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     max_runes: int = TITLE_MAX_RUNES,
 ) -> str:
     """The sanitised title the model proposes for a conversation starting with ``query``."""
@@ -86,7 +86,7 @@ def generate_title_async(
     language: str = "English",
     bus: EventBus | None = None,
     prompts: PromptTemplates | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     enabled: bool = True,
     ledger: Ledger | None = None,
 ) -> asyncio.Task[str] | None:
