@@ -13,13 +13,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.bus import short_id
 from rag_lab.stream.server_state import Generation, ServiceState
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
 
 if TYPE_CHECKING:
+    from rag_lab.lab.lab import Run
     from rag_lab.stream.bus import BusEvent
 
 #: the server's logger name, unchanged by the split into modules (log filters keep working)
@@ -75,7 +76,7 @@ class GenerationRunner(ServiceState):
         except Exception as exc:  # a title never blocks an answer
             log.warning("title generation for %s not started: %s", gen.session_id, exc)
 
-    async def _title_and_answer(self, gen: Generation, cancel_event: asyncio.Event) -> Any:
+    async def _title_and_answer(self, gen: Generation, cancel_event: asyncio.Event) -> Run:
         """The title task (when due) and the pipeline's run for ``gen``, on the running loop."""
         await self._start_title(gen)
         return await self.lab.aask(

@@ -20,7 +20,7 @@ from rag_lab.stream.server_sse import StreamServerSettings
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, StreamEvent
 
 if TYPE_CHECKING:
-    from rag_lab.lab.lab import Lab
+    from rag_lab.lab.lab import Lab, Run
 
 _T = TypeVar("_T")
 
@@ -46,7 +46,7 @@ class Generation:
     task: asyncio.Task[Any] | None = None
     stop_requested: bool = False
     stop_written: bool = False
-    run: Any = None
+    run: Run | None = None
     error: str = ""
     finished_at: float = 0.0  # time.monotonic() when the task ended
 
