@@ -349,7 +349,7 @@ def _copy_request_value(value: Any) -> Any:
     return _copy_value(value)
 
 
-def _same(value: Any) -> Any:
+def _same(value: object) -> object:
     return value
 
 
