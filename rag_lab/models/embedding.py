@@ -383,7 +383,7 @@ class OpenAIEmbedder:
             else:
                 got = "no 'data' list" if not isinstance(data, list) else f"{len(data)} items"
             raise ModelError(f"embeddings reply from {self.url}: expected {len(batch)} items in 'data', got {got}")
-        rows: list[Any] = [None] * len(batch)
+        rows: list[list[float] | None] = [None] * len(batch)
         for pos, item in enumerate(data):
             index = getattr(item, "index", pos)
             vec = getattr(item, "embedding", None)
