@@ -152,7 +152,7 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> Any:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.startup()
         yield
         await service.shutdown()
