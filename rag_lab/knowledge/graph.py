@@ -42,7 +42,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from rag_lab.knowledge.graph_data import (
     PARTIAL_MIN_RUNES,
@@ -317,7 +317,7 @@ def _relation_from_row(row: sqlite3.Row) -> GraphRelation:
     )
 
 
-def open_graph_store(workspace: Any) -> GraphStore:
+def open_graph_store(workspace: object) -> GraphStore:
     """The workspace's graph store: ``workspace.graph`` when it has one, otherwise a store opened
     at ``<workspace root>/graph.sqlite`` (the caller closes it)."""
     existing = getattr(workspace, "graph", None)

@@ -50,7 +50,7 @@ class _Image:
     path: str
 
 
-def _item_fields(i: int, item: Any) -> dict[str, Any]:
+def _item_fields(i: int, item: object) -> dict[str, Any]:
     if isinstance(item, (str, Path)):
         return {"path": str(item)}
     if isinstance(item, Mapping):
@@ -63,7 +63,7 @@ def _item_fields(i: int, item: Any) -> dict[str, Any]:
     raise IngestError(f"image #{i}: {item!r} must be a path or a mapping with 'path'")
 
 
-def _caption_for(i: int, given_path: str, captions: Any) -> str | None:
+def _caption_for(i: int, given_path: str, captions: Mapping[str, str] | Sequence[str] | None) -> str | None:
     if captions is None:
         return None
     if isinstance(captions, Mapping):
@@ -94,7 +94,7 @@ def _embed_images(embedder: ImageEmbedder, paths: list[str]) -> np.ndarray:
 def ingest_images(
     workspace: Workspace,
     kb: KnowledgeBase | str,
-    paths_or_items: Iterable[Any],
+    paths_or_items: Iterable[object],
     image_embedder: ImageEmbedder,
     captions: Mapping[str, str] | Sequence[str] | None = None,
 ) -> IngestReport:

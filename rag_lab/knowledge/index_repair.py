@@ -28,6 +28,8 @@ from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
+    from rag_lab.retrieval.keyword_index import KeywordIndex
+    from rag_lab.retrieval.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ def _chunk_types(ws: Workspace, kb_id: str) -> dict[str, str]:
     return {r[0]: r[1] for r in rows if r[1] in SEARCHABLE_CHUNK_TYPES}
 
 
-def repair_keyword_index(ws: Workspace, kb: KnowledgeBase, idx: Any) -> bool:
+def repair_keyword_index(ws: Workspace, kb: KnowledgeBase, idx: KeywordIndex) -> bool:
     """Bring ``idx`` in line with the store; True when it had to change (and was saved)."""
     want = _chunk_types(ws, kb.id)
     have = set(idx.chunk_ids())
@@ -72,7 +74,7 @@ def repair_keyword_index(ws: Workspace, kb: KnowledgeBase, idx: Any) -> bool:
     return True
 
 
-def repair_vector_index(ws: Workspace, kb: KnowledgeBase, idx: Any, embedder: Any = None) -> bool:
+def repair_vector_index(ws: Workspace, kb: KnowledgeBase, idx: VectorIndex, embedder: Any = None) -> bool:
     """Bring ``idx`` in line with the store; True when it changed (and was saved)."""
     from rag_lab.knowledge.ingest_common import _embed
     from rag_lab.retrieval.spaces import vector_entries as _vector_entries

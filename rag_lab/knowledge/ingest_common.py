@@ -75,7 +75,7 @@ class IngestReport:
         return "\n".join(lines)
 
 
-def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: Any = None) -> str:
+def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: object = None) -> str:
     h = hashlib.sha256()
     for part in (
         title,

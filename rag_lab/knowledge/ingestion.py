@@ -195,7 +195,7 @@ def _file_doc(kb: KnowledgeBase, f: Path, rel: str, suffix: str, size: int) -> _
     return _Doc(knowledge(title, _content_hash(title, text, meta)), text, size=len(text.encode("utf-8")))
 
 
-def _get(doc: Any, name: str, default: Any = None) -> Any:
+def _get(doc: object, name: str, default: object = None) -> Any:
     if isinstance(doc, Mapping):
         return doc.get(name, default)
     return getattr(doc, name, default)
@@ -204,7 +204,7 @@ def _get(doc: Any, name: str, default: Any = None) -> Any:
 def ingest_documents(
     ws: Workspace,
     kb: KnowledgeBase,
-    docs: Iterable[Any],
+    docs: Iterable[object],
     embedder: Embedder | None,
     progress: bool = True,
     *,
@@ -269,7 +269,7 @@ def faq_content(entry: FAQEntry) -> str:
 def ingest_faq(
     ws: Workspace,
     kb: KnowledgeBase,
-    entries: Iterable[Any],
+    entries: Iterable[object],
     embedder: Embedder | None,
     progress: bool = True,
     *,

@@ -183,17 +183,17 @@ class KbRows:
     def __init__(self, store: KnowledgeStore) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._token: Any = None
+        self._token: tuple[int, int] | None = None
         self._tables: dict[tuple[str, str], RowTable[Any] | None] = {}
         self._held = 0
 
-    def chunks(self, kb_id: str, token: Any = None) -> RowTable[Chunk] | None:
+    def chunks(self, kb_id: str, token: tuple[int, int] | None = None) -> RowTable[Chunk] | None:
         """KB ``kb_id``'s chunk rows, read on first use under this store state; None when they do
         not fit in :attr:`max_rows`. ``token``: the store's change token when the caller just
         read it (saves a query)."""
         return self._table("chunks", kb_id, token)
 
-    def documents(self, kb_id: str, token: Any = None) -> RowTable[Knowledge] | None:
+    def documents(self, kb_id: str, token: tuple[int, int] | None = None) -> RowTable[Knowledge] | None:
         """KB ``kb_id``'s document rows (see :meth:`chunks`)."""
         return self._table("knowledge", kb_id, token)
 
@@ -216,7 +216,7 @@ class KbRows:
         at = held.at[_DOCUMENT_ID[other]]
         return {r[at]: r[at] for r in held.rows.values()}
 
-    def _table(self, table: str, kb_id: str, token: Any) -> RowTable[Any] | None:
+    def _table(self, table: str, kb_id: str, token: tuple[int, int] | None) -> RowTable[Any] | None:
         store = self.store
         if token is None:
             token = store.change_token()

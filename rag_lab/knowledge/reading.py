@@ -8,7 +8,6 @@ import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 from rag_lab.knowledge.ingest_common import IngestError
 from rag_lab.searchutil.text import markdown_title
@@ -54,7 +53,7 @@ class _HTMLText(HTMLParser):
         self._pre = 0
         self._in_title = False
 
-    def handle_starttag(self, tag: str, attrs: Any) -> None:
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in self._SKIP:
             self._skip += 1
         elif tag == "pre":

@@ -17,17 +17,21 @@ first use, then cached), the others are the same (``benchmarks/cold_eval.py`` co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.modelcontext.render import chat_passage
 from rag_lab.models.sentences import split_sentences
 from rag_lab.reranking.passage import passages_of
 from rag_lab.retrieval.hybrid_search import chunk_to_search_result
 
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+    from rag_lab.knowledge.workspace import Workspace
+
 __all__ = ["scored_texts", "warm_kb"]
 
 
-def scored_texts(chunk: Any, document: Any) -> list[str]:
+def scored_texts(chunk: Chunk, document: Knowledge) -> list[str]:
     """The model passage of ``chunk`` (of ``document``, a stored ``Knowledge``) and, for text
     chunks, the sentences the answerer splits from its chat passage; blank texts left out."""
     result = chunk_to_search_result(chunk, document, 0.0, 0)
@@ -38,7 +42,7 @@ def scored_texts(chunk: Any, document: Any) -> list[str]:
     return out
 
 
-def warm_kb(ws: Any, kb: Any, embedder: Any, batch: int = 512) -> tuple[int, int]:
+def warm_kb(ws: Workspace, kb: KnowledgeBase, embedder: Any, batch: int = 512) -> tuple[int, int]:
     """Fill the vector cache behind ``embedder`` (a Lab's, a ``CachedEmbedder`` with a store) for
     a KB ingested earlier, e.g. before the cache existed (re-ingesting finds every document
     unchanged and embeds nothing). First the vectors the KB's index already holds, copied where

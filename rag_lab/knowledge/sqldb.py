@@ -40,10 +40,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, is_transient, outage_window
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = [
     "PG_SCHEMES",
@@ -336,7 +339,7 @@ class PgConnection:
         self._tx.append(tx)
         return self
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         import psycopg
 
         tx = self._tx.pop()
@@ -386,7 +389,7 @@ class _Entered:
     def __enter__(self) -> PgConnection:
         return self.conn
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.conn.__exit__(kind, exc, tb)
 
 

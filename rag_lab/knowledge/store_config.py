@@ -18,7 +18,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag_lab.knowledge.sqldb import PG_SCHEMES, is_postgres, outage_window, redact
 
@@ -40,7 +39,7 @@ class StoreConfig:
     outage_s: float | None = None
 
     @classmethod
-    def from_config(cls, cfg: Any, source: str = "<dict>", environ: Mapping[str, str] | None = None) -> StoreConfig:
+    def from_config(cls, cfg: object, source: str = "<dict>", environ: Mapping[str, str] | None = None) -> StoreConfig:
         """The ``store`` section ``cfg`` (``None``: absent), with :data:`STORE_DSN_ENV` applied;
         a bad key or value raises ValueError naming ``source``, the key and the value."""
         env = (os.environ if environ is None else environ).get(STORE_DSN_ENV, "").strip()

@@ -27,7 +27,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from rag_lab.knowledge.sqldb import PgConnection
+    from rag_lab.knowledge.store_db import StoreDB
 
 WHOLE_KB = "*"
 #: operation → rank; an entry keeps the highest rank journalled for it
@@ -54,12 +60,14 @@ _UPSERT = (
 )
 
 
-def create_tables(conn: Any) -> None:
+def create_tables(conn: sqlite3.Connection | PgConnection) -> None:
     for sql in SCHEMA:
         conn.execute(sql)
 
 
-def journal_documents(conn: Any, kb_id: str, knowledge_ids: Iterable[str], op: str = "doc") -> None:
+def journal_documents(
+    conn: sqlite3.Connection | PgConnection, kb_id: str, knowledge_ids: Iterable[str], op: str = "doc"
+) -> None:
     """Inside the caller's transaction: ``op`` pending for these documents of ``kb_id`` in every
     engine copy of the KB."""
     sql = _UPSERT.format(kid="?", join="", where="s.kb_id = ?")
@@ -67,7 +75,7 @@ def journal_documents(conn: Any, kb_id: str, knowledge_ids: Iterable[str], op: s
     conn.executemany(sql, [(kid, op, now, kb_id) for kid in dict.fromkeys(knowledge_ids)])
 
 
-def journal_chunk_flags(conn: Any, chunk_ids: Sequence[str]) -> None:
+def journal_chunk_flags(conn: sqlite3.Connection | PgConnection, chunk_ids: Sequence[str]) -> None:
     """Inside the caller's transaction: ``flags`` pending for the documents of these chunks."""
     marks = ", ".join("?" * len(chunk_ids))
     sql = _UPSERT.format(
@@ -79,7 +87,7 @@ def journal_chunk_flags(conn: Any, chunk_ids: Sequence[str]) -> None:
     conn.execute(sql, ("flags", time.time(), *chunk_ids))
 
 
-def journal_owner_change(conn: Any, kb_id: str, tenant_id: int) -> None:
+def journal_owner_change(conn: sqlite3.Connection | PgConnection, kb_id: str, tenant_id: int) -> None:
     """Inside the caller's transaction, before the KB row is written: ``owner`` pending for the
     whole KB when its stored tenant differs from ``tenant_id``."""
     sql = _UPSERT.format(
@@ -90,7 +98,7 @@ def journal_owner_change(conn: Any, kb_id: str, tenant_id: int) -> None:
     conn.execute(sql, (WHOLE_KB, "owner", time.time(), kb_id, int(tenant_id)))
 
 
-def forget_kb(conn: Any, kb_id: str) -> None:
+def forget_kb(conn: sqlite3.Connection | PgConnection, kb_id: str) -> None:
     """Inside the caller's transaction: the KB is deleted, its copies' state goes with it."""
     conn.execute("DELETE FROM engine_journal WHERE kb_id = ?", (kb_id,))
     conn.execute("DELETE FROM engine_sync WHERE kb_id = ?", (kb_id,))
@@ -100,7 +108,7 @@ class SyncJournal:
     """What an engine reads and writes: attach a copy, read the pending entries, clear the
     acknowledged ones, record the outcome. ``store`` is the :class:`KnowledgeStore`."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: StoreDB) -> None:
         self.store = store
 
     def _tx(self) -> Any:

@@ -17,10 +17,14 @@ from rag_lab.retrieval.sharing import can_view
 from rag_lab.types.errors import KnowledgeBaseNotFound
 
 if TYPE_CHECKING:
+    from filelock import FileLock
+
+    from rag_lab.knowledge.graph import GraphStore
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.models.base import Embedder
     from rag_lab.retrieval.engine import LocalEngine
     from rag_lab.retrieval.keyword_index import KeywordIndex
+    from rag_lab.retrieval.milvus_engine import MilvusEngine
     from rag_lab.retrieval.vector_index import VectorIndex
 
 
@@ -51,19 +55,19 @@ class WorkspaceBase:
         self._lock = threading.RLock()
         #: serialises writers in this process (see :meth:`kb_lock` for writers in other processes)
         self.write_lock = threading.RLock()
-        self._file_locks: dict[str, Any] = {}
+        self._file_locks: dict[str, FileLock] = {}
         #: ``embedder_for(kb)`` → an embedder of the KB's space, used to re-embed chunks an index
         #: lacks when it is opened (the Lab sets it; None: missing vectors wait for the next ingest)
         self.embedder_for: Callable[[KnowledgeBase], Embedder | None] | None = None
         self._engine: LocalEngine | None = None
-        self._graph: Any = None
+        self._graph: GraphStore | None = None
         #: ``mirror_for(kb)`` → an external engine holding a copy of the KB's chunks (a
         #: :class:`~rag_lab.retrieval.milvus_engine.MilvusEngine`) or ``None``; set by the Lab
         #: from its config. Ingestion and deletion keep that copy in step with SQLite.
-        self.mirror_for: Callable[[KnowledgeBase], Any] | None = None
+        self.mirror_for: Callable[[KnowledgeBase], MilvusEngine | None] | None = None
 
     @property
-    def graph(self) -> Any:
+    def graph(self) -> GraphStore:
         """The knowledge graph of every KB (``root/graph.sqlite``), opened on first use."""
         with self._lock:
             if self._graph is None:
@@ -118,7 +122,7 @@ class WorkspaceBase:
     def index_dir(self, kb_id: str) -> Path:
         return self.root / "indexes" / kb_id
 
-    def _file_lock(self, kb_id: str) -> Any:
+    def _file_lock(self, kb_id: str) -> FileLock:
         from filelock import FileLock
 
         with self._lock:

@@ -17,8 +17,10 @@ from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.write_locks import WriteLocks
 
 if TYPE_CHECKING:
+    from rag_lab.knowledge.entities.llm import EntityExtractor
     from rag_lab.knowledge.ingestion import IngestReport
     from rag_lab.models.base import Embedder
+    from rag_lab.retrieval.milvus_engine import MilvusEngine
 
 #: the records keep the logger name of :mod:`rag_lab.knowledge.workspace`
 log = logging.getLogger("rag_lab.knowledge.workspace")
@@ -28,7 +30,7 @@ class WorkspaceWrites(WriteLocks):
     """Ingestion and deletion, with the KB's mirror and graph kept in step."""
 
     # -- the external engine's copy ---------------------------------------------------------
-    def mirror(self, kb: KnowledgeBase, attach: bool = False) -> Any:
+    def mirror(self, kb: KnowledgeBase, attach: bool = False) -> MilvusEngine | None:
         """The external engine mirroring ``kb`` (see :attr:`mirror_for`), or ``None``. With
         ``attach``, before a write: the store records that the engine holds a copy, so the write
         is journalled until the engine acknowledges it."""
@@ -37,7 +39,7 @@ class WorkspaceWrites(WriteLocks):
             mirror.sync.attach(kb)
         return mirror
 
-    def _sync_mirror(self, kb: KnowledgeBase, mirror: Any) -> str:
+    def _sync_mirror(self, kb: KnowledgeBase, mirror: MilvusEngine) -> str:
         """Replay ``kb``'s pending writes into its engine copy; "" or the error met (the writes
         stay journalled: the next ingest or search retries them, a search refuses meanwhile)."""
         try:
@@ -74,7 +76,7 @@ class WorkspaceWrites(WriteLocks):
         path: str | Path,
         embedder: Embedder | None,
         progress: bool = True,
-        extractor: Any = None,
+        extractor: EntityExtractor | None = None,
         **kw: Any,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_folder
@@ -84,10 +86,10 @@ class WorkspaceWrites(WriteLocks):
     def ingest_documents(
         self,
         kb: KnowledgeBase | str,
-        docs: Iterable[Any],
+        docs: Iterable[object],
         embedder: Embedder | None,
         progress: bool = True,
-        extractor: Any = None,
+        extractor: EntityExtractor | None = None,
         **kw: Any,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_documents
@@ -97,10 +99,10 @@ class WorkspaceWrites(WriteLocks):
     def ingest_faq(
         self,
         kb: KnowledgeBase | str,
-        entries: Iterable[Any],
+        entries: Iterable[object],
         embedder: Embedder | None,
         progress: bool = True,
-        extractor: Any = None,
+        extractor: EntityExtractor | None = None,
         **kw: Any,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_faq
@@ -111,10 +113,10 @@ class WorkspaceWrites(WriteLocks):
         self,
         ingest: Callable[..., IngestReport],
         kb: KnowledgeBase | str,
-        source: Any,
+        source: object,
         embedder: Embedder | None,
         progress: bool,
-        extractor: Any,
+        extractor: EntityExtractor | None,
         **kw: Any,
     ) -> IngestReport:
         """One ingestion entry point: the KB mirrored to the engines that hold copies, then
@@ -125,7 +127,9 @@ class WorkspaceWrites(WriteLocks):
             kb, ingest(self._as_workspace(), kb, source, embedder, progress=progress, **kw), extractor, progress
         )
 
-    def _after_ingest(self, kb: KnowledgeBase, report: IngestReport, extractor: Any, progress: bool) -> IngestReport:
+    def _after_ingest(
+        self, kb: KnowledgeBase, report: IngestReport, extractor: EntityExtractor | None, progress: bool
+    ) -> IngestReport:
         mirror = self.mirror(kb)
         if mirror is not None:  # this ingestion's writes, and any left pending by an earlier one
             error = self._sync_mirror(kb, mirror)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rag_lab.memory.memory_db import MemoryDB
 
@@ -17,7 +16,7 @@ class DocumentCitations(MemoryDB):
     """Recording citations and reading document affinity."""
 
     def record_citations(
-        self, user_id: str, references: Iterable[Any], *, session_id: str = "", message_id: str = ""
+        self, user_id: str, references: Iterable[object], *, session_id: str = "", message_id: str = ""
     ) -> int:
         """Record the documents an answer cited (each document once per answer); the number of
         documents recorded. ``references`` holds SearchResults, ``(id, title)`` pairs or ids."""

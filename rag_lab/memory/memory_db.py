@@ -8,7 +8,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rag_lab.models.base import Embedder
 
 SCHEMA_VERSION = 1
 
@@ -56,7 +59,7 @@ class MemoryDB:
     def __init__(
         self,
         path: str | Path,
-        embedder: Any,
+        embedder: Embedder,
         *,
         recall_top_k: int = 5,
         min_score: float = 0.3,

@@ -13,10 +13,13 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from rag_lab.modelcontext import resources as _res
+
+if TYPE_CHECKING:
+    from rag_lab.types.search_result import SearchResult
 
 M = TypeVar("M")
 
@@ -228,7 +231,7 @@ class Registry:
             return self._known(self._issues, issue_id)
         return self._issues.register(issue_id, issue_id)
 
-    def register_search_results(self, results: Iterable[Any]) -> None:
+    def register_search_results(self, results: Iterable[SearchResult | None]) -> None:
         """Register, per result in order: its document, its KB, then the chunk itself."""
         for result in results:
             if result is None:

@@ -74,7 +74,7 @@ def messages_to_openai(messages: Sequence[ChatMessage], supports_vision: bool, m
     return out
 
 
-def _extra(obj: Any, name: str) -> Any:
+def _extra(obj: object, name: str) -> Any:
     """A field the ``openai`` models may not declare (kept in ``model_extra``)."""
     value = getattr(obj, name, None)
     if value is None:
@@ -83,7 +83,7 @@ def _extra(obj: Any, name: str) -> Any:
     return value
 
 
-def reasoning_of(obj: Any) -> str:
+def reasoning_of(obj: object) -> str:
     """The reasoning text of a message or delta (``reasoning_content`` or ``reasoning``)."""
     for name in ("reasoning_content", "reasoning"):
         value = _extra(obj, name)
@@ -92,7 +92,7 @@ def reasoning_of(obj: Any) -> str:
     return ""
 
 
-def usage_dict(usage: Any) -> dict[str, Any]:
+def usage_dict(usage: object) -> dict[str, Any]:
     """``usage`` as a plain dict without ``None`` members."""
     if usage is None:
         return {}

@@ -15,11 +15,15 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from rag_lab.models.base import ModelError
+
+if TYPE_CHECKING:
+    from rag_lab.models.base import Embedder
+    from rag_lab.models.vector_cache import VectorCache
 
 #: The vendored tokenizer (bert-base-uncased WordPiece vocabulary; see NOTICE beside it).
 DEFAULT_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "_vendor" / "minilm" / "tokenizer.json"
@@ -379,7 +383,7 @@ class OpenAIEmbedder:
             else:
                 got = "no 'data' list" if not isinstance(data, list) else f"{len(data)} items"
             raise ModelError(f"embeddings reply from {self.url}: expected {len(batch)} items in 'data', got {got}")
-        rows: list[Any] = [None] * len(batch)
+        rows: list[list[float] | None] = [None] * len(batch)
         for pos, item in enumerate(data):
             index = getattr(item, "index", pos)
             vec = getattr(item, "embedding", None)
@@ -433,7 +437,7 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return digest
 
 
-def weight_files(embedder: Any) -> list[Path]:
+def weight_files(embedder: object) -> list[Path]:
     """The files an embedder's vectors depend on besides its code: ``embedder.weight_files()``
     when it declares them, else its ``model_path`` and ``tokenizer_path`` (an HTTP embedder: none)."""
     declared = getattr(embedder, "weight_files", None)
@@ -442,7 +446,7 @@ def weight_files(embedder: Any) -> list[Path]:
     return [Path(p) for p in (getattr(embedder, "model_path", None), getattr(embedder, "tokenizer_path", None)) if p]
 
 
-def weights_tag(embedder: Any) -> str:
+def weights_tag(embedder: object) -> str:
     """12 hex of the SHA-256 over :func:`weight_files`' digests; ``""`` when it has none."""
     files = weight_files(embedder)
     if not files:
@@ -453,7 +457,7 @@ def weights_tag(embedder: Any) -> str:
     return h.hexdigest()[:12]
 
 
-def vector_store_key(embedder: Any) -> str:
+def vector_store_key(embedder: Embedder) -> str:
     """The key the persistent vector cache files ``embedder``'s vectors under: its model key (the
     vector space), ``"|code:<12 hex>"``, a SHA-256 of the source file of the embedder's class and
     of the versions of :data:`_VECTOR_PACKAGES`, and ``"|weights:<12 hex>"`` of its model and
@@ -495,7 +499,7 @@ class CachedEmbedder:
     from the store, ``misses``: texts computed.
     """
 
-    def __init__(self, embedder: Any, max_entries: int = 50_000, store: Any = None) -> None:
+    def __init__(self, embedder: Embedder, max_entries: int = 50_000, store: VectorCache | None = None) -> None:
         from collections import OrderedDict
 
         self.embedder = embedder

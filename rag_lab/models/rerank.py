@@ -151,7 +151,7 @@ class HttpReranker:
         return sort_scores(parse_rerank_reply(payload, len(items), self.url))
 
 
-def parse_rerank_reply(payload: Any, n_passages: int, url: str = "") -> list[RerankScore]:
+def parse_rerank_reply(payload: object, n_passages: int, url: str = "") -> list[RerankScore]:
     """Scores from a Jina/Cohere ``{"results": [...]}`` or TEI ``[...]`` reply (unsorted)."""
     if isinstance(payload, dict) and isinstance(payload.get("results"), list):
         rows, score_key, where = payload["results"], "relevance_score", "results"

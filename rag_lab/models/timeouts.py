@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rag_lab.models.base import ModelError
 
@@ -41,7 +41,7 @@ class ModelTimeout(ModelError, TimeoutError):
         super().__init__(f"{stage}: {what} within {param}={seconds:g} s")
 
 
-def is_in_process(model: Any) -> bool:
+def is_in_process(model: object) -> bool:
     """Whether ``model`` runs in this process (its ``in_process`` attribute is ``True``).
 
     Anything else — the attribute missing, ``False``, a non-bool — means remote: an unknown model
@@ -52,12 +52,12 @@ def is_in_process(model: Any) -> bool:
         return False
 
 
-def all_in_process(models: Iterable[Any]) -> bool:
+def all_in_process(models: Iterable[object]) -> bool:
     """True when every one of ``models`` runs in process (``None`` entries are skipped)."""
     return all(is_in_process(m) for m in models if m is not None)
 
 
-def timeout_for(model: Any, seconds: float | None) -> float | None:
+def timeout_for(model: object, seconds: float | None) -> float | None:
     """The limit for a call of ``model``: ``None`` (no limit) for an in-process model, else
     ``seconds``."""
     return None if is_in_process(model) else seconds

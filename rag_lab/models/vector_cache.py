@@ -35,9 +35,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import weakref
+
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +114,7 @@ def vector_key(model_key: str, text: str) -> bytes:
     return hashlib.sha256(model_key.encode("utf-8") + b"\x00" + text.encode("utf-8", "surrogatepass")).digest()
 
 
-def _flush_at_exit(ref: Any) -> None:
+def _flush_at_exit(ref: weakref.ref[VectorCache]) -> None:
     cache = ref()
     if cache is not None:
         cache.flush()
@@ -257,7 +262,7 @@ class VectorCache:
             self._failed("a write", exc)
 
     # -- writes -----------------------------------------------------------------------------
-    def put_many(self, model_key: str, texts: Sequence[str], vectors: Any) -> int:
+    def put_many(self, model_key: str, texts: Sequence[str], vectors: npt.ArrayLike) -> int:
         """Store the vectors of ``texts`` (rows already there are kept); returns the rows added.
         Evicts the least recently used rows when the bound is passed."""
         arr = np.asarray(vectors, dtype=np.float32)

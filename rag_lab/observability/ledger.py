@@ -14,9 +14,23 @@ import contextvars
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rag_lab.models.extractive import estimate_tokens
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rag_lab.models.base import (
+        ChatMessage,
+        ChatModel,
+        ChatOptions,
+        ChatResponse,
+        Embedder,
+        Reranker,
+        RerankScore,
+        StreamChunk,
+    )
 
 _LEDGER: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar("rag_lab_ledger", default=None)
 _STAGE: contextvars.ContextVar[str] = contextvars.ContextVar("rag_lab_stage", default="")
@@ -162,7 +176,7 @@ class use_ledger:
         self._token = _LEDGER.set(self.ledger)
         return self.ledger
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         _LEDGER.reset(self._token)
 
 
@@ -174,7 +188,7 @@ def reset_stage(token: contextvars.Token[str]) -> None:
     _STAGE.reset(token)
 
 
-def _messages_tokens(messages: Sequence[Any]) -> int:
+def _messages_tokens(messages: Sequence[object]) -> int:
     return sum(estimate_tokens(str(getattr(m, "content", "") or "")) for m in messages)
 
 
@@ -233,7 +247,9 @@ class LedgerChatModel(_Proxy):
     ``Exception``). A call that never reached the server is charged 0 tokens; one that failed after
     the request was sent is charged its estimated prompt tokens (flagged ``estimated``)."""
 
-    async def chat(self, messages: Sequence[Any], options: Any) -> Any:
+    inner: ChatModel
+
+    async def chat(self, messages: Sequence[ChatMessage], options: ChatOptions) -> ChatResponse:
         ledger, t0 = _LEDGER.get(), time.perf_counter()
         try:
             resp = await self.inner.chat(messages, options)
@@ -257,7 +273,7 @@ class LedgerChatModel(_Proxy):
             ledger.record("chat", self.inner.model_id, 1, tin, tout, (time.perf_counter() - t0) * 1000, used is None)
         return resp
 
-    def chat_stream(self, messages: Sequence[Any], options: Any) -> AsyncIterator[Any]:
+    def chat_stream(self, messages: Sequence[ChatMessage], options: ChatOptions) -> AsyncIterator[StreamChunk]:
         inner_stream = self.inner.chat_stream(messages, options)
         ledger = _LEDGER.get()
         if ledger is None:
@@ -300,7 +316,9 @@ class LedgerChatModel(_Proxy):
 
 
 class LedgerEmbedder(_Proxy):
-    def embed(self, texts: Sequence[str]) -> Any:
+    inner: Embedder
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         ledger, t0 = _LEDGER.get(), time.perf_counter()
         out = self.inner.embed(texts)
         if ledger is not None:
@@ -318,7 +336,9 @@ class LedgerEmbedder(_Proxy):
 
 
 class LedgerReranker(_Proxy):
-    async def rerank(self, query: str, passages: Sequence[str]) -> Any:
+    inner: Reranker
+
+    async def rerank(self, query: str, passages: Sequence[str]) -> list[RerankScore]:
         ledger, t0 = _LEDGER.get(), time.perf_counter()
         try:
             return await self.inner.rerank(query, passages)

@@ -17,6 +17,7 @@ from rag_lab.models.extractive import estimate_tokens
 from rag_lab.types.params import PipelineParams
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets.schema import Dataset
     from rag_lab.lab.lab import Lab
 
 
@@ -79,7 +80,7 @@ def project_suites(
     return total
 
 
-def corpus_chunk_tokens(ds: Any) -> float:
+def corpus_chunk_tokens(ds: Dataset) -> float:
     """Mean tokens per chunk of a dataset not ingested yet: its documents' tokens, capped at the
     chunk size (~4 characters per token)."""
     docs = [estimate_tokens(d.text) for d in ds.corpus[:500]]

@@ -18,10 +18,10 @@ from rag_lab.types.intent import needs_retrieval
 
 
 class _NullSpan:
-    def set_attribute(self, key: str, value: Any) -> None:  # noqa: D401 - protocol
+    def set_attribute(self, key: str, value: object) -> None:  # noqa: D401 - protocol
         pass
 
-    def set_attributes(self, attrs: Mapping[str, Any]) -> None:
+    def set_attributes(self, attrs: Mapping[str, object]) -> None:
         pass
 
     def record_error(self, kind: str, message: str) -> None:
@@ -51,11 +51,11 @@ class _OtelSpan:
     def __init__(self, span: Any) -> None:
         self._span = span
 
-    def set_attribute(self, key: str, value: Any) -> None:
+    def set_attribute(self, key: str, value: object) -> None:
         if value is not None:
             self._span.set_attribute(key, _attr(value))
 
-    def set_attributes(self, attrs: Mapping[str, Any]) -> None:
+    def set_attributes(self, attrs: Mapping[str, object]) -> None:
         for k, v in attrs.items():
             self.set_attribute(k, v)
 
@@ -66,7 +66,7 @@ class _OtelSpan:
         self._span.set_status(Status(StatusCode.ERROR, message))
 
 
-def _attr(value: Any) -> Any:
+def _attr(value: object) -> Any:
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(x, (bool, int, float, str)) for x in value):

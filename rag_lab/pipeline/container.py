@@ -9,12 +9,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from rag_lab.models.base import ChatModel, Embedder, Reranker
 from rag_lab.pipeline.plugin import EventManager, Plugin
 from rag_lab.prompts.templates import PromptTemplates
 from rag_lab.session.store import MessageFields
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.graph import GraphData, NameSpace
+    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.knowledge.store import KnowledgeStore
+    from rag_lab.memory.notes import Recall
+    from rag_lab.retrieval.base import SearchParams
+    from rag_lab.searchutil.conversion import WebSearchResult
+    from rag_lab.session.sqlite_schema import Session
+    from rag_lab.session.store import Message
+    from rag_lab.types.params import PipelineParams
+    from rag_lab.types.search_result import SearchResult
 
 
 class ModelNotFound(LookupError):
@@ -27,44 +39,44 @@ class SearcherService(Protocol):
     CachingSearcher around it)."""
 
     @property
-    def params(self) -> Any: ...
+    def params(self) -> PipelineParams: ...
 
-    def with_params(self, params: Any) -> Any: ...
+    def with_params(self, params: PipelineParams) -> Any: ...
 
-    async def search(self, primary_kb_id: str, sp: Any) -> list[Any]: ...
+    async def search(self, primary_kb_id: str, sp: SearchParams) -> list[SearchResult]: ...
 
 
 class WorkspaceService(Protocol):
     """Knowledge bases and their store (:class:`~rag_lab.knowledge.workspace.Workspace`)."""
 
     @property
-    def store(self) -> Any: ...
+    def store(self) -> KnowledgeStore: ...
 
-    def get_kb(self, kb: Any) -> Any: ...
+    def get_kb(self, kb: str | KnowledgeBase) -> KnowledgeBase: ...
 
 
 class MessageService(Protocol):
     """Session messages (:class:`~rag_lab.session.sqlite_store.SQLiteSessionStore`)."""
 
-    def get_recent_messages(self, session_id: str, limit: int) -> list[Any]: ...
+    def get_recent_messages(self, session_id: str, limit: int) -> list[Message]: ...
 
     def update_message(self, session_id: str, message_id: str, **fields: Any) -> None: ...
 
     def add_message(
         self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
-    ) -> Any: ...
+    ) -> Message: ...
 
     def insert_message(
         self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> str: ...
 
-    def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Any: ...
+    def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Session: ...
 
 
 class MemoryService(Protocol):
     """Long-term memory (:class:`~rag_lab.memory.store.MemoryStore`)."""
 
-    def recall(self, user_id: str, query: str) -> Any: ...
+    def recall(self, user_id: str, query: str) -> Recall: ...
 
     def document_affinity(self, user_id: str, knowledge_ids: Sequence[str]) -> Mapping[str, int]: ...
 
@@ -72,7 +84,7 @@ class MemoryService(Protocol):
 class WebSearchService(Protocol):
     """A web search provider (:mod:`rag_lab.web.providers`)."""
 
-    async def search(self, query: str, max_results: int = ...) -> list[Any]: ...
+    async def search(self, query: str, max_results: int = ...) -> list[WebSearchResult]: ...
 
 
 class WebFetcherService(Protocol):
@@ -84,7 +96,7 @@ class WebFetcherService(Protocol):
 class GraphService(Protocol):
     """The knowledge graph store (:class:`~rag_lab.knowledge.graph.GraphStore`)."""
 
-    def search_nodes(self, ns: Any, names: Sequence[str], partial: bool = True) -> Any: ...
+    def search_nodes(self, ns: NameSpace, names: Sequence[str], partial: bool = True) -> GraphData: ...
 
 
 class TracerService(Protocol):
@@ -96,6 +108,8 @@ class TracerService(Protocol):
 
     def start_span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Any: ...
 
+    def end_span(self, span: Any, attributes: Mapping[str, Any] | None = None, error: str = "") -> None: ...
+
 
 @dataclass
 class Services:
@@ -103,7 +117,7 @@ class Services:
 
     workspace: WorkspaceService | None = None
     searcher: SearcherService | None = None
-    embedder_for: Callable[[Any], Embedder | None] | None = None
+    embedder_for: Callable[[KnowledgeBase], Embedder | None] | None = None
     chat_models: dict[str, ChatModel] = field(default_factory=dict)
     rerank_models: dict[str, Reranker] = field(default_factory=dict)
     prompts: PromptTemplates | None = None

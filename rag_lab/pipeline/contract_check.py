@@ -206,7 +206,7 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
                 setattr(cls, name, old)
 
 
-def undeclared(plugin: Any, access: StageAccess) -> dict[str, list[str]]:
+def undeclared(plugin: object, access: StageAccess) -> dict[str, list[str]]:
     """What ``access`` shows the plugin doing beyond its contract (empty lists: all declared)."""
     c: StageContract = contract_of(plugin)
     writes = {w for w in access.writes if w not in c.writes}

@@ -87,7 +87,7 @@ def check_contract(stage: str, contract: StageContract) -> None:
         raise ContractError(f"{stage}: contract kb {unknown}: not KnowledgeBase settings")
 
 
-def contract_of(plugin: Any) -> StageContract:
+def contract_of(plugin: object) -> StageContract:
     """The contract declared by a plugin (instance or class); an error names a plugin without one."""
     contract = getattr(plugin, "contract", None)
     if not isinstance(contract, StageContract):
@@ -96,7 +96,7 @@ def contract_of(plugin: Any) -> StageContract:
     return contract
 
 
-def stage_table(plugins: Iterable[Any]) -> list[dict[str, Any]]:
+def stage_table(plugins: Iterable[object]) -> list[dict[str, Any]]:
     """One row per plugin, in registration order: stage (class), events, reads, writes, params, kb."""
     rows = []
     for p in plugins:
@@ -111,7 +111,7 @@ def stage_table(plugins: Iterable[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def stage_table_markdown(plugins: Iterable[Any]) -> str:
+def stage_table_markdown(plugins: Iterable[object]) -> str:
     """The table as Markdown (``docs/stages.md`` holds this text between its markers)."""
     lines = ["| stage | events | reads | writes | params | KB settings |", "|---|---|---|---|---|---|"]
     for row in stage_table(plugins):

@@ -139,7 +139,7 @@ def param_warnings(params: PipelineParams, changed: Iterable[str] | None = None)
     return out
 
 
-def rerank_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | None = None) -> list[KnobWarning]:
+def rerank_warnings(params: PipelineParams, diag: object, changed: Iterable[str] | None = None) -> list[KnobWarning]:
     """Warnings from one run's rerank diagnostics (``state.diagnostics["rerank"]``): λ when MMR
     had nothing to choose, a threshold no candidate reached (the fallback ladder decided)."""
     if diag is not None and not isinstance(diag, Mapping):  # a typed diagnostics record
@@ -193,7 +193,7 @@ def rerank_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | 
     return out
 
 
-def search_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | None = None) -> list[KnobWarning]:
+def search_warnings(params: PipelineParams, diag: object, changed: Iterable[str] | None = None) -> list[KnobWarning]:
     """Warnings from one run's search diagnostics (``state.diagnostics["search"]``): a turned
     ``keyword_threshold`` (the BM25 engines do not apply it) and a turned ``vector_threshold``
     that no vector hit reached (naming what the keyword list held, and when nothing was retrieved)."""
@@ -233,7 +233,7 @@ def search_warnings(params: PipelineParams, diag: Any, changed: Iterable[str] | 
     return out
 
 
-def run_warnings(params: PipelineParams, diagnostics: Any) -> list[KnobWarning]:
+def run_warnings(params: PipelineParams, diagnostics: Mapping[str, object] | None) -> list[KnobWarning]:
     """All warnings for one run: :func:`param_warnings`, :func:`search_warnings` and
     :func:`rerank_warnings`."""
     turned = changed_fields(params)
@@ -245,7 +245,7 @@ def run_warnings(params: PipelineParams, diagnostics: Any) -> list[KnobWarning]:
 
 
 def sweep_warnings(
-    param_names: Sequence[str], rows: Sequence[Mapping[str, Any]], outcomes: Mapping[int, Any]
+    param_names: Sequence[str], rows: Sequence[Mapping[str, Any]], outcomes: Mapping[int, object]
 ) -> list[str]:
     """Swept params that never changed anything: for each one, configs that differ only in it
     gave the same outcome (``outcomes[config_index]``: e.g. the contexts of every question).

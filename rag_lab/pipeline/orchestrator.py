@@ -47,7 +47,7 @@ def _time_background(timing: StageTiming, t0: float, tasks: list[asyncio.Future[
     before anyone awaiting the tasks resumes, so the run's timings are final once they are awaited)."""
     returned_ms = timing.duration_ms
 
-    def done(_: asyncio.Future[Any]) -> None:
+    def done(_: object) -> None:
         end_ms = (time.perf_counter() - t0) * 1000
         if end_ms > timing.duration_ms:
             timing.duration_ms = end_ms

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 
 NextFn = Callable[[], Awaitable["PluginError | None"]]
+_P = TypeVar("_P")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -70,7 +71,7 @@ class EventManager:
     def plugins_for(self, event: EventType) -> list[Plugin]:
         return list(self._plugins.get(EventType(event), []))
 
-    def find(self, plugin_type: type) -> Any:
+    def find(self, plugin_type: type[_P]) -> _P:
         """The first registered plugin of a type (stages that compose others use it)."""
         for plugins in self._plugins.values():
             for p in plugins:
@@ -95,7 +96,7 @@ class EventManager:
 
 
 # ---- concurrency helpers (§2.3) ------------------------------------------------------------
-async def run_parallel(tasks: dict[str, Callable[[], Awaitable[Any]]]) -> dict[str, BaseException]:
+async def run_parallel(tasks: dict[str, Callable[[], Awaitable[object]]]) -> dict[str, BaseException]:
     """Run named tasks concurrently; return ``{name: error}`` for those that failed."""
     names = list(tasks)
     results = await asyncio.gather(*(tasks[n]() for n in names), return_exceptions=True)

@@ -21,7 +21,7 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def render_prompt_placeholders(template: str, values: Mapping[str, Any], now: _dt.datetime | None = None) -> str:
+def render_prompt_placeholders(template: str, values: Mapping[str, object], now: _dt.datetime | None = None) -> str:
     """Replace ``{{key}}`` in one pass (so a value holding ``{{x}}`` is never substituted again).
 
     ``current_time``, ``current_week`` and ``yesterday`` are filled automatically when the
@@ -111,7 +111,7 @@ class PromptTemplates:
     def intent_prompts(self) -> dict[str, str]:
         return {t.id: t.content for t in self.by_file.get("intent_prompts", [])}
 
-    def resolve(self, template_id: str, overrides: Mapping[str, Any] | None = None, part: str = "content") -> str:
+    def resolve(self, template_id: str, overrides: Mapping[str, object] | None = None, part: str = "content") -> str:
         """The text of ``template_id`` with agent-level overrides applied (spec §3.2.4, §10).
 
         ``overrides`` maps a template id to either a string (replacing ``content``) or a mapping
@@ -154,6 +154,6 @@ def default_templates() -> PromptTemplates:
     return _DEFAULT
 
 
-def resolve(template_id: str, overrides: Mapping[str, Any] | None = None, part: str = "content") -> str:
+def resolve(template_id: str, overrides: Mapping[str, object] | None = None, part: str = "content") -> str:
     """:meth:`PromptTemplates.resolve` on the default templates."""
     return default_templates().resolve(template_id, overrides, part)

@@ -5,7 +5,6 @@ and the re-sort of a boost stage, written once on arrays: :func:`composite_score
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -35,7 +34,7 @@ def _params(params: PipelineParams | None) -> PipelineParams:
     return _DEFAULT_PARAMS
 
 
-def source_weight(result: Any, params: PipelineParams | None = None) -> float:
+def source_weight(result: object, params: PipelineParams | None = None) -> float:
     """``web_source_weight`` (0.95) for web results (``knowledge_source`` "web_search", any
     case), 1.0 otherwise."""
     p = _params(params)
@@ -47,7 +46,9 @@ def is_web_source(source: str) -> bool:
     return bool(source) and go_lower(source) == "web_search"
 
 
-def composite_score(result: Any, model_score: float, base_score: float, params: PipelineParams | None = None) -> float:
+def composite_score(
+    result: object, model_score: float, base_score: float, params: PipelineParams | None = None
+) -> float:
     """``clamp(w_model*model + w_base*base + w_source*source_weight, 0, 1)``.
 
     Evaluated left to right in IEEE doubles, so the defaults give

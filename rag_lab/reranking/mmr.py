@@ -30,6 +30,7 @@ from rag_lab.reranking.passage import enriched_passage
 from rag_lab.searchutil.text import tokenize_simple
 from rag_lab.searchutil.tokens import intersection_row_counter
 from rag_lab.types.params import PipelineParams
+from rag_lab.types.search_result import SearchResult
 
 __all__ = [
     "DEFAULT_MMR_LAMBDA",
@@ -225,7 +226,7 @@ def select_mmr_jaccard(scores: np.ndarray, jaccard: np.ndarray, k: int, lam: flo
     return _greedy(s, k, lam, rows.__getitem__ if k > 1 and s.size > 1 else None)[0]
 
 
-def mmr_token_sets(results: Sequence[Any]) -> list[set[str]]:
+def mmr_token_sets(results: Sequence[SearchResult]) -> list[set[str]]:
     """``tokenize_simple(enriched_passage(r))`` for each result."""
     return [tokenize_simple(enriched_passage(r)) for r in results]
 

@@ -11,11 +11,14 @@ import json
 import logging
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.reranking.clean import clean_passage
 from rag_lab.searchutil.imageinfo import parse_image_info
 from rag_lab.searchutil.text import go_trim
+
+if TYPE_CHECKING:
+    from rag_lab.types.search_result import SearchResult
 
 __all__ = [
     "CONTEXT_HEADER_KEY",
@@ -33,7 +36,7 @@ log = logging.getLogger(__name__)
 CONTEXT_HEADER_KEY = "context_header"
 
 
-def generated_questions(chunk_metadata: Any) -> list[str] | None:
+def generated_questions(chunk_metadata: object) -> list[str] | None:
     """The question strings of ``{"generated_questions": [{"question": ...}, ...]}``.
 
     ``chunk_metadata`` may be a dict or its JSON text (str/bytes). Returns ``None`` when it
@@ -71,7 +74,7 @@ def generated_questions(chunk_metadata: Any) -> list[str] | None:
     return out
 
 
-def _has_chunk_metadata(value: Any) -> bool:
+def _has_chunk_metadata(value: object) -> bool:
     if value is None:
         return False
     if isinstance(value, (str, bytes, bytearray, dict, list)):
@@ -89,7 +92,7 @@ def clear_passage_caches() -> None:
     _plain_passages.cache_clear()
 
 
-def enriched_passage(result: Any) -> str:
+def enriched_passage(result: SearchResult | _PlainResult) -> str:
     """``clean_passage(content)`` plus enrichments (§4.6.3, A.1).
 
     Enrichments, in order: each image's caption then OCR text (non-empty, and not equal to the
@@ -131,7 +134,7 @@ def enriched_passage(result: Any) -> str:
     return text + "\n".join(enrichments)
 
 
-def model_passage(result: Any) -> str:
+def model_passage(result: SearchResult) -> str:
     """The rerank model's input (A.1 + seed): title, heading breadcrumb and enriched body.
 
     FAQ chunks and blank enriched passages are returned as is. Otherwise each of the trimmed
@@ -141,7 +144,7 @@ def model_passage(result: Any) -> str:
     return passages_of(result)[1]
 
 
-def passages_of(result: Any) -> tuple[str, str]:
+def passages_of(result: SearchResult) -> tuple[str, str]:
     """``(enriched_passage(result), model_passage(result))``, the enriched passage built once.
 
     Results without image info or chunk metadata (most text chunks) are memoised on the four
@@ -157,7 +160,7 @@ def passages_of(result: Any) -> tuple[str, str]:
     return _build_passages(result)
 
 
-def passages_of_results(results: Sequence[Any]) -> list[tuple[str, str]]:
+def passages_of_results(results: Sequence[SearchResult]) -> list[tuple[str, str]]:
     """:func:`passages_of` of each result (one loop; the memoised common case inlined)."""
     plain = _plain_passages
     out: list[tuple[str, str]] = []
@@ -189,7 +192,7 @@ class _PlainResult:
         self.chunk_type = "faq" if faq else "text"
 
 
-def _build_passages(result: Any) -> tuple[str, str]:
+def _build_passages(result: SearchResult | _PlainResult) -> tuple[str, str]:
     passage = enriched_passage(result)
     if not go_trim(passage) or (result.chunk_type or "") == "faq":
         return passage, passage

@@ -200,7 +200,7 @@ class RerankRowsInput:
     runs: later stages re-score the selected results in place (wiki boost, memory affinity)."""
 
     idents: list[tuple[str, str, str, str]]
-    marks: list[tuple[Any, Any]]
+    marks: list[tuple[str | None, str]]
     base_scores: list[float]
     model_scores: dict[int, float]
     ranked: KeptScores

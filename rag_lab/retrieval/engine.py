@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def is_searchable(chunk: Chunk) -> bool:
     return searchable_fields(chunk.is_enabled, chunk.chunk_type, chunk.index_status)
 
 
-def searchable_fields(is_enabled: Any, chunk_type: str, index_status: str) -> bool:
+def searchable_fields(is_enabled: object, chunk_type: str, index_status: str) -> bool:
     """:func:`is_searchable` from the three fields it reads."""
     return bool(is_enabled) and chunk_type in SEARCHABLE_CHUNK_TYPES and index_status not in UNSEARCHABLE_STATUSES
 
@@ -60,6 +60,14 @@ class _Rows:
     def __init__(self, columns: Sequence[str], rows: dict[str, Any]) -> None:
         self.rows = rows
         self.at = tuple(columns.index(c) for c in _HIT_COLUMNS)
+
+
+class _Memo(TypedDict, total=False):
+    """What :meth:`LocalEngine._state` keeps per store state."""
+
+    kbs: dict[str, KnowledgeBase]
+    unsearchable: dict[str, bool]
+    tables: dict[str, _Rows | None]
 
 
 def _hit(kept: tuple[Any, ...]) -> IndexWithScore:
@@ -109,7 +117,7 @@ class LocalEngine:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self._memo_token: tuple[int, int] | None = None
-        self._memo: dict[str, Any] = {}
+        self._memo: _Memo = {}
         self._by_id: _Rows | None = None
         self._inline: dict[tuple[str, ...], tuple[tuple[int, int], bool]] = {}
         self._lock = threading.Lock()
@@ -164,7 +172,7 @@ class LocalEngine:
         return True
 
     # -- helpers ----------------------------------------------------------------------------
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> _Memo:
         """Per-store-state memo (KB rows, whether a KB has unsearchable indexed chunks, hit rows):
         emptied whenever the store's change token moves."""
         token = self.workspace.store.change_token()

@@ -36,7 +36,7 @@ class EngineConfigError(ValueError):
     """A bad ``engine`` / ``knowledge_bases`` entry; the message names where and what."""
 
 
-def check_engine_config(cfg: Any, source: str) -> dict[str, Any]:
+def check_engine_config(cfg: object, source: str) -> dict[str, Any]:
     """``cfg`` as a dict with a known ``type`` (``None`` → local); Milvus settings validated."""
     if cfg is None:
         return {"type": "local"}
@@ -70,8 +70,8 @@ class EngineRouter:
     def __init__(
         self,
         workspace: Workspace,
-        default: Any = None,
-        knowledge_bases: Mapping[str, Any] | None = None,
+        default: object = None,
+        knowledge_bases: Mapping[str, object] | None = None,
         source: str = "lab config",
     ) -> None:
         self.workspace = workspace

@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.fusion import dedup_by_score
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rag_lab.retrieval.hybrid_search")
 
 
-def _norm_question(q: Any) -> str:
+def _norm_question(q: object) -> str:
     return q.strip().lower() if isinstance(q, str) else ""
 
 

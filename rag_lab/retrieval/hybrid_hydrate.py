@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.engine import searchable_fields
@@ -19,12 +19,15 @@ from rag_lab.retrieval.hydration import chunk_values, doc_values, search_result
 from rag_lab.retrieval.image_recall import IMAGE_SOURCE, IMAGE_VECTOR
 from rag_lab.types.search_result import SearchResult
 
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk, Knowledge
+
 #: the records keep the logger name of :mod:`rag_lab.retrieval.hybrid_search`
 log = logging.getLogger("rag_lab.retrieval.hybrid_search")
 
 
 def chunk_to_search_result(
-    chunk: Any, doc: Any, score: float, match_type: int, matched_content: str = ""
+    chunk: Chunk, doc: Knowledge, score: float, match_type: int, matched_content: str = ""
 ) -> SearchResult:
     """A stored chunk and its document as a SearchResult (§5.15 hydration; also graph hits):
     :func:`~rag_lab.retrieval.hydration.search_result` of their fields."""

@@ -131,7 +131,7 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
             _, kbs = self._load_kbs(primary_kb_id, sp)
         except Exception:
             return False
-        parts: list[Any] = []
+        parts: list[object] = []
         for kb in kbs:
             parts.append(self.engine_for(kb)[1])
             if kb.vector_enabled and sp.query_embedding is None:

@@ -46,7 +46,7 @@ class HybridTrace:
         match count and the vector, keyword and fused (uncut) lists as ``[chunk id, document id,
         score]`` in rank order."""
 
-        def hits(xs: Sequence[IndexWithScore]) -> list[list[Any]]:
+        def hits(xs: Sequence[IndexWithScore]) -> list[list[str | float]]:
             return [[h.chunk_id, h.knowledge_id, float(h.score)] for h in xs]
 
         return {

@@ -25,10 +25,13 @@ import json
 import threading
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.retrieval.image_info import enrich_search_results_image_info
 from rag_lab.types.search_result import SearchResult
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
 
 __all__ = ["CHUNK_FIELDS", "DOC_FIELDS", "HydrationMemo", "search_result"]
 
@@ -114,7 +117,7 @@ class HydrationMemo:
     def __init__(self, store: Any = None) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._token: Any = None
+        self._token: tuple[int, tuple[int, int]] | None = None
         self._chunks: dict[str, Any] = {}
         self._docs: dict[tuple[str, str], Any] = {}
         self._images: dict[str, str] = {}
@@ -122,7 +125,7 @@ class HydrationMemo:
         #: :data:`CHUNK_FIELDS` / :data:`DOC_FIELDS`, or None
         self._kbs: dict[str, tuple[Any, Any, Any, Any] | None] = {}
         #: KB rows by id or name (searched KBs are looked up on every search)
-        self._kb_refs: dict[str, Any] = {}
+        self._kb_refs: dict[str, KnowledgeBase | None] = {}
 
     def fresh(self, store: Any) -> None:
         """Read ``store`` from now on; start over when it is another store or changed since the
@@ -134,7 +137,7 @@ class HydrationMemo:
                 self.store, self._token = store, token
                 self._chunks, self._docs, self._images, self._kbs, self._kb_refs = {}, {}, {}, {}, {}
 
-    def kb(self, ref: str) -> Any:
+    def kb(self, ref: str) -> KnowledgeBase | None:
         """The KB whose id, else name, is ``ref`` (None when there is none; call after
         :meth:`fresh`). The object is shared by the searches of this store state: read it only."""
         if ref not in self._kb_refs:
@@ -199,7 +202,7 @@ class HydrationMemo:
                 known[(kb_id, kid)] = None if doc is None else doc_values(doc)
         return {p: known[p] for p in pairs if known.get(p) is not None}
 
-    def enrich_image_info(self, results: Sequence[Any]) -> None:
+    def enrich_image_info(self, results: Sequence[SearchResult]) -> None:
         """:func:`~rag_lab.retrieval.image_info.enrich_search_results_image_info`, memoised; the
         children of a KB held whole come from its rows (children are in their parent's KB): none
         when no chunk of the KB has a parent, and nothing is gathered."""

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_lab.searchutil.imageinfo import dump_image_info, parse_image_info
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk
+    from rag_lab.types.search_result import SearchResult
 
 __all__ = ["aggregate_image_entries", "collect_image_info_by_chunk_ids", "enrich_search_results_image_info"]
 
 log = logging.getLogger(__name__)
 
 _IMAGE_TYPES = ("image_ocr", "image_caption")
+
+
+class ChildChunks(Protocol):
+    """What the image info is gathered from: the knowledge store, or a KB's chunk rows."""
+
+    def get_children(self, parent_ids: Iterable[str]) -> Sequence[Chunk]: ...
 
 
 def aggregate_image_entries(into: dict[str, dict[str, Any]], info: str) -> None:
@@ -44,7 +54,7 @@ def aggregate_image_entries(into: dict[str, dict[str, Any]], info: str) -> None:
                 kept[name] = entry[name]
 
 
-def collect_image_info_by_chunk_ids(store: Any, ids: Iterable[str]) -> dict[str, str]:
+def collect_image_info_by_chunk_ids(store: ChildChunks | None, ids: Iterable[str]) -> dict[str, str]:
     """``chunk id -> image_info JSON`` gathered from the image chunks under each id (§6.9).
 
     Image children aggregate under their parent; the image grandchildren under a text child
@@ -80,7 +90,9 @@ def collect_image_info_by_chunk_ids(store: Any, ids: Iterable[str]) -> dict[str,
     return {cid: dump_image_info(list(entries.values())) for cid, entries in gathered.items() if entries}
 
 
-def enrich_search_results_image_info(results: Sequence[Any], store: Any, memo: dict[str, str] | None = None) -> None:
+def enrich_search_results_image_info(
+    results: Sequence[SearchResult], store: ChildChunks | None, memo: dict[str, str] | None = None
+) -> None:
     """Fill the empty ``image_info`` of results from :func:`collect_image_info_by_chunk_ids`.
     ``memo`` (chunk id -> gathered info, ``""`` for none) is read and filled when given."""
     empty = [r for r in results if not r.image_info and r.id]

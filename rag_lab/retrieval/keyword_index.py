@@ -90,7 +90,7 @@ class KeywordIndex:
         self.version: str | None = None
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, float | str]:
         return {
             "k1": self.k1,
             "b": self.b,

@@ -49,7 +49,7 @@ VECTOR_INDEXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _is_int(value: Any, low: int, high: int | None = None) -> bool:
+def _is_int(value: object, low: int, high: int | None = None) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
 
 

@@ -76,7 +76,7 @@ def build_schema(client: Any, kb: KnowledgeBase, config: MilvusConfig) -> tuple[
     return s, ip
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return str(getattr(value, "name", value)).upper()
 
 

@@ -10,7 +10,7 @@ nobody" instead of guessing or raising in the middle of a search.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.knowledge.models import KnowledgeBase
@@ -18,11 +18,11 @@ if TYPE_CHECKING:  # pragma: no cover
 SHARED_WITH = "shared_with"
 
 
-def _tenant_id(value: Any) -> bool:
+def _tenant_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def check_shared_with(value: Any) -> list[int]:
+def check_shared_with(value: object) -> list[int]:
     """``value`` as a list of tenant ids, or :class:`ValueError` naming the field and the value.
     ``None`` means not shared (``[]``)."""
     if value is None:
@@ -41,7 +41,7 @@ def check_shared_with(value: Any) -> list[int]:
     return list(dict.fromkeys(value))
 
 
-def shared_tenants(metadata: Any) -> frozenset[int]:
+def shared_tenants(metadata: object) -> frozenset[int]:
     """The tenant ids a KB's stored metadata shares it with; a malformed value shares with nobody."""
     if not isinstance(metadata, dict):
         return frozenset()

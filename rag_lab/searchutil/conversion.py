@@ -21,11 +21,11 @@ class WebSearchResult:
     published_at: datetime | None = None
 
 
-def _get(page: Any, name: str) -> Any:
+def _get(page: object, name: str) -> Any:
     return page.get(name) if isinstance(page, dict) else getattr(page, name, None)
 
 
-def convert_web_search_results(pages: Iterable[Any], params: PipelineParams) -> list[SearchResult]:
+def convert_web_search_results(pages: Iterable[object], params: PipelineParams) -> list[SearchResult]:
     out: list[SearchResult] = []
     for i, page in enumerate(pages):
         url = str(_get(page, "url") or "")

@@ -16,7 +16,6 @@ character count, not a model: Han characters against all letters.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 __all__ = [
     "detect_language",
@@ -69,7 +68,7 @@ def sample_text(texts: Iterable[str], per_text: int = 2000, max_texts: int = 200
     return "\n".join(out)
 
 
-def embedder_languages(embedder: Any) -> tuple[str, ...] | None:
+def embedder_languages(embedder: object) -> tuple[str, ...] | None:
     """The ``languages`` an embedder declares (unwrapping ledger / cache wrappers); ``None``
     when it declares none (e.g. an OpenAI-compatible endpoint: not checked)."""
     seen = 0
@@ -82,7 +81,7 @@ def embedder_languages(embedder: Any) -> tuple[str, ...] | None:
     return None
 
 
-def language_warning(text: str, embedder: Any, what: str) -> str:
+def language_warning(text: str, embedder: object, what: str) -> str:
     """A sentence when ``text`` is Chinese and the embedder does not cover Chinese, else ``""``.
     ``what`` names the text ("this question", "knowledge base 'cmrc'")."""
     if detect_language(text) != "zh":
@@ -101,7 +100,7 @@ def language_warning(text: str, embedder: Any, what: str) -> str:
     )
 
 
-def _covers(embedder: Any, text: str) -> bool:
+def _covers(embedder: object, text: str) -> bool:
     """Whether ``embedder`` covers the language of ``text`` (Chinese is the one checked)."""
     if detect_language(text) != "zh":
         return True
@@ -109,7 +108,7 @@ def _covers(embedder: Any, text: str) -> bool:
     return langs is None or "*" in langs or "zh" in langs
 
 
-def uncovered_reason(sample: str, embedder: Any, kb_name: str) -> str:
+def uncovered_reason(sample: str, embedder: object, kb_name: str) -> str:
     """Why knowledge base ``kb_name``, whose text ``sample`` is, is built keyword-only with
     ``embedder`` ("" when the embedder covers its language: vectors as usual)."""
     if embedder is None or _covers(embedder, sample):
@@ -125,7 +124,7 @@ def uncovered_reason(sample: str, embedder: Any, kb_name: str) -> str:
     )
 
 
-def rescorer_covers(reranker: Any, question: str) -> bool:
+def rescorer_covers(reranker: object, question: str) -> bool:
     """Whether ``reranker`` can rank passages for ``question``: an embedding re-scorer only when
     its embedder covers the question's language; any other reranker (an HTTP cross-encoder)
     always. Wrappers (ledger, stage cache) are looked through."""

@@ -70,7 +70,7 @@ def _block(i: int, a: MessageAttachment) -> str:
     return out + "</attachment>\n"
 
 
-def build_attachment_prompt(attachments: Iterable[Any]) -> str:
+def build_attachment_prompt(attachments: Iterable[object]) -> str:
     """The §9.3 block for the attachments ("" when there are none). Items are
     :class:`MessageAttachment` or mappings of its fields; an item that already carries a rendered
     ``prompt`` text (object attribute or mapping key) is appended after the block as it is."""

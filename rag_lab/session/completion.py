@@ -13,10 +13,14 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.memory.extract import explicit_memory
 from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:
+    from rag_lab.session.message_rows import MessageRows
+    from rag_lab.session.store import MemoryMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ def history_passage(session_id: str, query: str, answer: str) -> str | None:
 
 
 async def complete_assistant_message(
-    store: Any,
+    store: MessageRows | MemoryMessageStore,
     session_id: str,
     message_id: str,
     *,
@@ -47,7 +51,7 @@ async def complete_assistant_message(
     query: str = "",
     user_id: str = "",
     memory: Any = None,
-    history_indexer: Callable[..., Any] | None = None,
+    history_indexer: Callable[..., object] | None = None,
 ) -> asyncio.Task[Any]:
     """Save the answer (step 1, awaited) and start step 2; returns step 2's task.
 
@@ -86,7 +90,7 @@ def start_after_completion(
     query: str = "",
     user_id: str = "",
     memory: Any = None,
-    history_indexer: Callable[..., Any] | None = None,
+    history_indexer: Callable[..., object] | None = None,
 ) -> asyncio.Task[Any]:
     """Step 2 alone, for a message already saved completed (the lab stores a finished turn's
     answer in one write): the chat-history index and long-term memory, on a task of its own."""

@@ -131,7 +131,7 @@ class SessionPage:
     page_size: int
 
 
-def _dumps(value: Any, what: str) -> str:
+def _dumps(value: object, what: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict, Unpack
 
@@ -68,7 +69,7 @@ class MessageFields(TypedDict, total=False):
     extra: dict[str, Any]
 
 
-def check_message_fields(given: dict[str, Any], where: str) -> None:
+def check_message_fields(given: Mapping[str, object], where: str) -> None:
     unknown = sorted(set(given) - MESSAGE_FIELDS)
     if unknown:
         raise TypeError(

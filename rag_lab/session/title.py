@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING
 
 from rag_lab.models.base import ChatMessage, ChatOptions
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
 from rag_lab.prompts.templates import PromptTemplates, default_templates, render_prompt_placeholders
 from rag_lab.stream.bus import BusEventType
 from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:
+    from rag_lab.models.base import ChatModel
+    from rag_lab.observability.ledger import Ledger
+    from rag_lab.session.session_rows import SessionRows
+    from rag_lab.stream.bus import EventBus
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +54,12 @@ def sanitize_title(text: str, max_runes: int = TITLE_MAX_RUNES) -> str:
 
 
 async def generate_title(
-    model: Any,
+    model: ChatModel,
     query: str,
     *,
     language: str = "English",
     prompts: PromptTemplates | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     max_runes: int = TITLE_MAX_RUNES,
 ) -> str:
     """The sanitised title the model proposes for a conversation starting with ``query``."""
@@ -72,18 +78,18 @@ async def generate_title(
 
 
 def generate_title_async(
-    store: Any,
+    store: SessionRows,
     session_id: str,
     query: str,
-    model: Any,
+    model: ChatModel | None,
     *,
     language: str = "English",
-    bus: Any = None,
+    bus: EventBus | None = None,
     prompts: PromptTemplates | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     enabled: bool = True,
-    ledger: Any = None,
-) -> asyncio.Task[Any] | None:
+    ledger: Ledger | None = None,
+) -> asyncio.Task[str] | None:
     """Start title generation when enabled, the model follows instructions and the session has
     no title; the task (or None).
 
@@ -113,7 +119,7 @@ def generate_title_async(
         try:
             token = set_stage("session_title")
 
-            def call() -> Any:
+            def call() -> Awaitable[str]:
                 return call_with_timeout(
                     generate_title(model, query, language=language, prompts=prompts, overrides=overrides),
                     in_process=is_in_process(model),

@@ -32,9 +32,12 @@ import functools
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.stream import StreamEvent
+
+if TYPE_CHECKING:
+    from rag_lab.stream.manager import StreamManager
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ __all__ = ["OrderedAppender"]
 class OrderedAppender:
     """A StreamManager whose appends run in one background thread, in order (module docstring)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: StreamManager) -> None:
         self.inner = inner
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag_lab-stream-append")
         self._last: dict[tuple[str, str], Future[None]] = {}

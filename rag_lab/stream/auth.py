@@ -72,7 +72,7 @@ def _masked(key: str) -> str:
     return f"sha256:{(m.group(1) if m else key_digest(key).hex())[:8]}…"
 
 
-def _principal(value: Any, where: str) -> Principal:
+def _principal(value: object, where: str) -> Principal:
     if isinstance(value, str):  # "user:tenant"
         user, sep, tenant = value.rpartition(":")
         value = {"user": user, "tenant": tenant} if sep else {"user": value}

@@ -63,7 +63,7 @@ def _int(value: Any, field: str, minimum: int) -> int:
     return n
 
 
-def resolve_settings(config: Any = None, env: Mapping[str, str] | None = None) -> StreamManagerSettings:
+def resolve_settings(config: object = None, env: Mapping[str, str] | None = None) -> StreamManagerSettings:
     """Merge ``config`` (None, a type name, a redis URL or a mapping) with ``env``."""
     env = os.environ if env is None else env
     if config is None:

@@ -26,11 +26,17 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.stream.manager import answer_text
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
+
+if TYPE_CHECKING:
+    from rag_lab.session.sqlite_schema import InFlight
+    from rag_lab.session.sqlite_store import SQLiteSessionStore
+    from rag_lab.session.store import Message
+    from rag_lab.stream.manager import StreamManager
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +58,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def is_orphan(row: Any, now: float, orphan_after_s: float) -> bool:
+def is_orphan(row: InFlight, now: float, orphan_after_s: float) -> bool:
     """See the module docstring."""
     if row.instance in LIVE_INSTANCES:
         return False
@@ -71,7 +77,7 @@ def _references(events: list[StreamEvent]) -> list[dict[str, Any]] | None:
     return None
 
 
-def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
+def finish_orphan(manager: StreamManager, sessions: SQLiteSessionStore, row: InFlight) -> str:
     """Terminate one orphaned message (log and session store); returns what was done."""
     sid, mid = row.session_id, row.message_id
     try:
@@ -141,7 +147,13 @@ def finish_orphan(manager: Any, sessions: Any, row: Any) -> str:
 
 
 def settle_turn(
-    sessions: Any, session_id: str, message_id: str, *, error: str = "", partial: str = "", references: Any = ()
+    sessions: SQLiteSessionStore,
+    session_id: str,
+    message_id: str,
+    *,
+    error: str = "",
+    partial: str = "",
+    references: Any = (),
 ) -> str:
     """Close a generation of this server: a failed one (``error``) whose user message is stored
     and whose answer is not gets an assistant message with the answer so far, completed and
@@ -159,7 +171,7 @@ def settle_turn(
     return done
 
 
-def _save_answer(sessions: Any, sid: str, mid: str, text: str, refs: Any, extra: dict[str, Any]) -> bool:
+def _save_answer(sessions: SQLiteSessionStore, sid: str, mid: str, text: str, refs: Any, extra: dict[str, Any]) -> bool:
     """The assistant message of an answer the server ends itself (completed, with ``extra``);
     False when the session was deleted meanwhile."""
     try:
@@ -177,7 +189,9 @@ def _save_answer(sessions: Any, sid: str, mid: str, text: str, refs: Any, extra:
     return True
 
 
-def recover_orphans(manager: Any, sessions: Any, orphan_after_s: float, now: float | None = None) -> int:
+def recover_orphans(
+    manager: StreamManager, sessions: SQLiteSessionStore, orphan_after_s: float, now: float | None = None
+) -> int:
     """Finish every orphaned generation record; the number finished."""
     now = time.time() if now is None else now
     n = 0
@@ -197,7 +211,7 @@ def _agent_query(session_id: str, message_id: str) -> StreamEvent:
     )
 
 
-def events_from_message(session_id: str, message_id: str, message: Any) -> list[StreamEvent]:
+def events_from_message(session_id: str, message_id: str, message: Message) -> list[StreamEvent]:
     """A replay of a finished message whose log is gone, from its saved assistant message."""
     out = [_agent_query(session_id, message_id)]
     refs = [r.to_dict() for r in message.knowledge_references]

@@ -70,7 +70,7 @@ return 1
 """
 
 
-def json_default(obj: Any) -> Any:
+def json_default(obj: object) -> Any:
     """numpy scalars / arrays, sets, dataclass-like objects: encode what JSON cannot."""
     if hasattr(obj, "item") and callable(obj.item):
         try:
@@ -247,7 +247,7 @@ class RedisStreamDirectory:
         self.ttl_s = int(ttl_s)
 
     @staticmethod
-    def _str(value: Any) -> str | None:
+    def _str(value: object) -> str | None:
         if value is None:
             return None
         return value.decode("utf-8") if isinstance(value, bytes) else str(value)

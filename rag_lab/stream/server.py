@@ -50,7 +50,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request  # this module is the HTTP layer: import it only to serve
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -90,6 +90,9 @@ from rag_lab.stream.server_sse import (
     sse_frame,
 )
 
+if TYPE_CHECKING:
+    from rag_lab.lab.lab import Lab
+
 __all__ = [
     "ID_PATTERN",
     "KNOWLEDGE_CHAT_OPENAPI",
@@ -115,7 +118,7 @@ __all__ = [
 
 
 def create_app(
-    lab: Any,
+    lab: Lab,
     *,
     manager: StreamManager | None = None,
     directory: StreamDirectory | None = None,
@@ -149,7 +152,7 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> Any:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.startup()
         yield
         await service.shutdown()

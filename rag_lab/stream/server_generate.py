@@ -13,11 +13,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.bus import short_id
 from rag_lab.stream.server_state import Generation, ServiceState
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType, StreamEvent
+
+if TYPE_CHECKING:
+    from rag_lab.lab.lab import Run
+    from rag_lab.stream.bus import BusEvent
 
 #: the server's logger name, unchanged by the split into modules (log filters keep working)
 log = logging.getLogger("rag_lab.stream.server")
@@ -31,12 +35,12 @@ class GenerationRunner(ServiceState):
         self.generations[(gen.session_id, gen.message_id)] = gen
         gen.task = asyncio.get_running_loop().create_task(self._generate(gen), name=f"generate-{gen.message_id}")
 
-    def _track(self, gen: Generation) -> Callable[[Any], None]:
+    def _track(self, gen: Generation) -> Callable[[BusEvent], None]:
         """A bus listener keeping the generation's answer so far and references."""
         from rag_lab.stream.bus import BusEventType
         from rag_lab.types.search_result import SearchResult
 
-        def on_event(ev: Any) -> None:
+        def on_event(ev: BusEvent) -> None:
             if ev.type == BusEventType.FINAL_ANSWER:
                 gen.partial += str(ev.data.get("content", ""))
             elif ev.type == BusEventType.REFERENCES:
@@ -72,7 +76,7 @@ class GenerationRunner(ServiceState):
         except Exception as exc:  # a title never blocks an answer
             log.warning("title generation for %s not started: %s", gen.session_id, exc)
 
-    async def _title_and_answer(self, gen: Generation, cancel_event: asyncio.Event) -> Any:
+    async def _title_and_answer(self, gen: Generation, cancel_event: asyncio.Event) -> Run:
         """The title task (when due) and the pipeline's run for ``gen``, on the running loop."""
         await self._start_title(gen)
         return await self.lab.aask(

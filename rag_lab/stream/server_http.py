@@ -15,6 +15,9 @@ from rag_lab.stream.server_config import ServerConfig
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import Request
 
+    from rag_lab.session.sqlite_schema import Session
+    from rag_lab.session.store import Message
+
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -129,11 +132,11 @@ def authenticate(request: Request, config: ServerConfig) -> Principal:
     return principal
 
 
-def owns(session: Any, principal: Principal) -> bool:
+def owns(session: Session, principal: Principal) -> bool:
     return (session.user_id, int(session.tenant_id or 0)) == (principal.user_id, principal.tenant_id)
 
 
-def session_dict(session: Any) -> dict[str, Any]:
+def session_dict(session: Session) -> dict[str, Any]:
     return {
         "id": session.id,
         "title": session.title,
@@ -145,7 +148,7 @@ def session_dict(session: Any) -> dict[str, Any]:
     }
 
 
-def message_dict(message: Any) -> dict[str, Any]:
+def message_dict(message: Message) -> dict[str, Any]:
     return {
         "id": message.id,
         "request_id": message.request_id,
@@ -175,7 +178,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(buf)
 
 
-def _depth(value: Any) -> int:
+def _depth(value: object) -> int:
     """Nesting depth of parsed JSON (a scalar is 0), without recursion."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -192,7 +195,7 @@ def _depth(value: Any) -> int:
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 
-def _bad_text(value: Any, path: str = "body") -> tuple[str, str] | None:
+def _bad_text(value: object, path: str = "body") -> tuple[str, str] | None:
     """(field path, description) of the first string (key or value) holding NUL or a lone
     UTF-16 surrogate, which no later stage could store or encode; None when clean."""
     stack = [(value, path)]

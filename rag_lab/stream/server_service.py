@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.stream.auth import Principal
 from rag_lab.stream.server_follow import LogFollower
@@ -22,6 +22,9 @@ from rag_lab.stream.server_http import ApiError, owns
 from rag_lab.stream.server_lifecycle import ServiceLifecycle
 from rag_lab.stream.server_state import Generation
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, ResponseType
+
+if TYPE_CHECKING:
+    from rag_lab.session.sqlite_schema import Session
 
 __all__ = ["Generation", "StreamService"]
 
@@ -33,7 +36,7 @@ class StreamService(ServiceLifecycle, LogFollower):
     """The state behind the endpoints: the lab, the log, the directory, running generations."""
 
     # -- endpoints' logic ----------------------------------------------------------------
-    async def owned_session(self, session_id: str, principal: Principal) -> Any:
+    async def owned_session(self, session_id: str, principal: Principal) -> Session:
         """The caller's session from the SQLite store; missing and not-yours are the same 404."""
         from rag_lab.session.sqlite_store import SessionNotFound
 
@@ -45,7 +48,7 @@ class StreamService(ServiceLifecycle, LogFollower):
             raise ApiError(404, "Session not found", "session_id")
         return session
 
-    async def session_for_ask(self, session_id: str, principal: Principal) -> Any:
+    async def session_for_ask(self, session_id: str, principal: Principal) -> Session:
         """The session an ask goes to: the caller's own, or (when the server creates sessions on
         first use) a new one owned by the caller. Someone else's is 404, like a missing one."""
         from rag_lab.session.sqlite_store import SessionNotFound

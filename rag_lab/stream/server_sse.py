@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.stream.redis_manager import json_default
 from rag_lab.types.params import PipelineParams
@@ -59,7 +58,7 @@ class StreamServerSettings:
     pipeline_thread: bool = True
 
     @classmethod
-    def from_params(cls, params: Any) -> StreamServerSettings:
+    def from_params(cls, params: PipelineParams) -> StreamServerSettings:
         """The spec's timings from the lab's PipelineParams."""
         return cls(
             poll_interval_s=params.sse_poll_interval_ms / 1000,
@@ -87,7 +86,7 @@ def build_stream_response(event: StreamEvent, request_id: str) -> StreamResponse
     return resp
 
 
-def encode_json(obj: Any) -> str:
+def encode_json(obj: object) -> str:
     """Compact JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go's encoder does."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
     return (

@@ -11,13 +11,18 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
 from rag_lab.stream.pipeline_loop import PipelineLoop
 from rag_lab.stream.server_config import ServerConfig
 from rag_lab.stream.server_sse import StreamServerSettings
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, StreamEvent
+
+if TYPE_CHECKING:
+    from rag_lab.lab.lab import Lab, Run
+
+_T = TypeVar("_T")
 
 #: the server's logger name, unchanged by the split into modules (log filters keep working)
 log = logging.getLogger("rag_lab.stream.server")
@@ -41,7 +46,7 @@ class Generation:
     task: asyncio.Task[Any] | None = None
     stop_requested: bool = False
     stop_written: bool = False
-    run: Any = None
+    run: Run | None = None
     error: str = ""
     finished_at: float = 0.0  # time.monotonic() when the task ended
 
@@ -54,7 +59,7 @@ class ServiceState:
 
     def __init__(
         self,
-        lab: Any,
+        lab: Lab,
         manager: StreamManager,
         directory: StreamDirectory,
         settings: StreamServerSettings,
@@ -80,7 +85,7 @@ class ServiceState:
         #: where generations run (None: on the server's loop); see StreamServerSettings.pipeline_thread
         self.pipeline: PipelineLoop | None = PipelineLoop() if settings.pipeline_thread else None
 
-    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def call(self, fn: Callable[..., _T], *args: object) -> _T:
         if self._inline:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)

@@ -5,7 +5,7 @@ gold funnel (:mod:`rag_lab.tuning.funnel`) reads."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,11 +13,15 @@ from rag_lab.reranking.scored import KeptScores, RerankRowsInput, model_score_of
 from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.params import PipelineParams
 
+if TYPE_CHECKING:
+    from rag_lab.tuning.evaluator import Picked
+    from rag_lab.tuning.inputs import CapturedRerank
+
 __all__ = ["rerank_diagnostics"]
 
 
 def rerank_diagnostics(
-    cr: Any, outcome: str, picks: Sequence[Any] | None, record: Mapping[str, Any], p: PipelineParams
+    cr: CapturedRerank, outcome: str, picks: Sequence[Picked] | None, record: Mapping[str, Any], p: PipelineParams
 ) -> RerankDiagnostics:
     """The rerank stage's diagnostics as the pipeline writes them, from the captured candidates
     ``cr``, the replayed ``outcome`` and ``picks`` (:class:`~rag_lab.tuning.evaluator.Picked`) and

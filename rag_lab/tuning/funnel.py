@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rag_lab.types.diagnostics import (
     FilterTopKDiagnostics,
@@ -107,7 +107,10 @@ class QuestionFunnel:
         return {"sizes": {s: len(d) for s, d in self.stages.items()}, "gold": [g.to_dict() for g in self.gold]}
 
 
-def _typed(diagnostics: Mapping[str, Any], cls: type[StageDiagnostics]) -> Any:
+_D = TypeVar("_D", bound=StageDiagnostics)
+
+
+def _typed(diagnostics: Mapping[str, Any], cls: type[_D]) -> _D | None:
     value = diagnostics.get(cls.KEY)
     return None if value is None else cls.from_dict(value)
 

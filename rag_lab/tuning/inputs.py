@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,11 @@ from rag_lab.types.diagnostics import SearchDiagnostics
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import SearchResult
 
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk
+    from rag_lab.pipeline.container import Services, WorkspaceService
+    from rag_lab.pipeline.plugins.merge import ChunkStore
+
 __all__ = ["CapturedRerank", "QuestionInputs", "StoreMemo", "TuningUnsupported", "capture_question", "jaccard_matrix"]
 
 
@@ -42,10 +47,10 @@ class StoreMemo:
     """``get_chunks(ids)`` and ``get_children(ids)`` of a chunk store, each chunk (and each
     parent's children) loaded once; missing ids are remembered too."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: ChunkStore) -> None:
         self.store = store
         self.chunks: dict[str, Any] = {}
-        self.children: dict[str, list[Any]] = {}
+        self.children: dict[str, list[Chunk]] = {}
         self.loads = 0
 
     def get_chunks(self, ids: Iterable[str]) -> dict[str, Any]:
@@ -58,13 +63,13 @@ class StoreMemo:
                 self.chunks[i] = found.get(i)
         return {i: self.chunks[i] for i in want if self.chunks.get(i) is not None}
 
-    def get_children(self, parent_ids: Iterable[str]) -> list[Any]:
+    def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
         """``get_children(ids)`` of the store, each parent's children loaded once."""
         want = list(dict.fromkeys(parent_ids))
         missing = [i for i in want if i not in self.children]
         if missing:
             self.loads += 1
-            found: dict[str, list[Any]] = {i: [] for i in missing}
+            found: dict[str, list[Chunk]] = {i: [] for i in missing}
             for c in self.store.get_children(missing):
                 found.setdefault(c.parent_chunk_id, []).append(c)
             self.children.update(found)
@@ -125,7 +130,7 @@ class QuestionInputs:
     search_paths: SearchDiagnostics | None = None
 
 
-def _wiki_in_scope(chat: ChatManage, workspace: Any) -> bool:
+def _wiki_in_scope(chat: ChatManage, workspace: WorkspaceService | None) -> bool:
     for t in chat.request.search_targets:
         try:
             kb = workspace.get_kb(t.knowledge_base_id) if workspace is not None else None
@@ -139,7 +144,7 @@ def _wiki_in_scope(chat: ChatManage, workspace: Any) -> bool:
 async def capture_question(
     qid: str,
     chat: ChatManage,
-    services: Any,
+    services: Services,
     store_memo: StoreMemo | None = None,
     references: list[SearchResult] | None = None,
 ) -> QuestionInputs:

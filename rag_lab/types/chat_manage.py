@@ -14,6 +14,9 @@ from rag_lab.types.search_result import _ATOMS, SearchResult
 from rag_lab.types.search_result import copy_value as _copy_value
 
 if TYPE_CHECKING:  # pragma: no cover
+    import asyncio
+
+    from rag_lab.knowledge.graph import GraphData
     from rag_lab.stream.bus import EventBus
 
 __all__ = [
@@ -120,7 +123,8 @@ class PipelineRequest:
     images: list[str] = field(default_factory=list)
     vlm_model_id: str = ""
     chat_model_supports_vision: bool = False
-    attachments: list[Any] = field(default_factory=list)
+    #: :class:`~rag_lab.session.attachments.MessageAttachment` objects or mappings of their fields
+    attachments: list[object] = field(default_factory=list)
     intent_prompt_overrides: dict[str, str] = field(default_factory=dict)
     tenant_id: int = 0
     web_search_enabled: bool = False
@@ -186,10 +190,10 @@ class PipelineState:
     entity: list[str] = field(default_factory=list)
     entity_kb_ids: list[str] = field(default_factory=list)
     entity_knowledge: dict[str, str] = field(default_factory=dict)
-    graph_result: Any = None
+    graph_result: GraphData | None = None
     user_content: str = ""
     rendered_contexts: str = ""
-    chat_response: Any = None
+    chat_response: str | None = None
     image_description: str = ""
     quoted_context: str = ""
     system_prompt_override: str = ""
@@ -209,7 +213,7 @@ class PipelineContext:
     #: tasks a stage left running (the answer stream); the request waits for them
     background_tasks: list[Any] = field(default_factory=list)
     #: set when the user stops the request (checked after every stage, before fallback)
-    cancel_event: Any = None
+    cancel_event: asyncio.Event | None = None
 
     def cancelled(self) -> bool:
         return self.cancel_event is not None and self.cancel_event.is_set()
@@ -345,7 +349,7 @@ def _copy_request_value(value: Any) -> Any:
     return _copy_value(value)
 
 
-def _same(value: Any) -> Any:
+def _same(value: object) -> object:
     return value
 
 

@@ -87,7 +87,7 @@ class StageDiagnostics:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> Self:
+    def from_dict(cls, data: object, where: str = "") -> Self:
         """Read :meth:`to_dict` output, or the plain dict an older capture holds."""
         label = where or f"diagnostics[{cls.KEY!r}]"
         if isinstance(data, cls):
@@ -132,7 +132,7 @@ class StageDiagnostics:
             return self.extra[name]
         raise KeyError(name)
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> Any:
         try:
             return self[name]
         except KeyError:
@@ -141,11 +141,11 @@ class StageDiagnostics:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: object) -> None:
         self._check(name)
         setattr(self, name, value)
 
-    def update(self, other: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def update(self, other: Mapping[str, object] | None = None, **kwargs: object) -> None:
         for name, value in {**dict(other or {}), **kwargs}.items():
             self[name] = value
 
@@ -221,7 +221,7 @@ class SearchDiagnostics(StageDiagnostics):
     query: str | None = None
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> Self:
+    def from_dict(cls, data: object, where: str = "") -> Self:
         if isinstance(data, list):  # lab captures before the type: a list of fusion records
             return cls(calls=list(data))
         return super().from_dict(data, where)
@@ -289,7 +289,7 @@ class MergeDiagnostics(StageDiagnostics):
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> Self:
+    def from_dict(cls, data: object, where: str = "") -> Self:
         if isinstance(data, list):  # captures written before the type: the bare step list
             return cls(steps=list(data))
         return super().from_dict(data, where)
@@ -347,7 +347,7 @@ class ChatDiagnostics(StageDiagnostics):
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "") -> Self:
+    def from_dict(cls, data: object, where: str = "") -> Self:
         if isinstance(data, list):  # the bare message list
             return cls(messages=list(data))
         return super().from_dict(data, where)

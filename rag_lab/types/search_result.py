@@ -79,7 +79,7 @@ class SearchResult:
     knowledge_filename: str = ""
     knowledge_source: str = ""
     knowledge_channel: str = ""
-    chunk_metadata: Any = None
+    chunk_metadata: dict[str, Any] | None = None
     matched_content: str = ""
     knowledge_description: str = ""
     knowledge_custom_metadata: str = ""
@@ -133,7 +133,7 @@ _SERIALISED_GETTER = operator.attrgetter(*_SERIALISED)
 _ATOMS = (str, int, float, bool, type(None))
 
 
-def copy_value(value: Any) -> Any:
+def copy_value(value: object) -> Any:
     """An independent copy of a value, equal to ``copy.deepcopy(value)`` for what results, state
     and references hold: immutable scalars shared, results by :meth:`SearchResult.copy`, lists,
     tuples and dicts element by element, anything else by ``copy.deepcopy`` (an order of magnitude

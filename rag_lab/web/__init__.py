@@ -82,7 +82,7 @@ class WebConfigError(ValueError):
     """A bad ``web:`` config section; the message names the key and value."""
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
+def _mapping(value: object, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -90,7 +90,9 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def build_web_search(cfg: Mapping[str, Any], source: str = "web.search", base_dir: str | Path | None = None) -> Any:
+def build_web_search(
+    cfg: Mapping[str, Any], source: str = "web.search", base_dir: str | Path | None = None
+) -> WebSearchProvider:
     """A provider from ``{type: local_folder|searxng|http_json, …}``; relative folders are
     resolved against ``base_dir`` (default: the current directory)."""
     cfg = _mapping(cfg, source)
@@ -131,7 +133,7 @@ def build_page_fetcher(cfg: Mapping[str, Any] | None, source: str = "web.fetch")
 
 def web_services_from_config(
     web: Mapping[str, Any] | None, source: str = "web", base_dir: str | Path | None = None
-) -> tuple[Any, PageFetcher | None]:
+) -> tuple[WebSearchProvider | None, PageFetcher | None]:
     """``(provider or None, fetcher or None)`` from the lab config's ``web:`` section."""
     web = _mapping(web, source)
     unknown = sorted(set(web) - {"search", "fetch"})

@@ -118,7 +118,7 @@ def _canonical_url(html: str) -> str:
     return ""
 
 
-def _as_datetime(value: Any, where: str) -> datetime | None:
+def _as_datetime(value: object, where: str) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -131,7 +131,7 @@ def _as_datetime(value: Any, where: str) -> datetime | None:
         raise WebSearchError(f"{where}: published={value!r} is not an ISO 8601 date") from None
 
 
-def _check_url(url: Any, where: str) -> str:
+def _check_url(url: object, where: str) -> str:
     if not isinstance(url, str) or not url.strip():
         raise WebSearchError(f"{where}: url={url!r} must be a non-empty string")
     url = url.strip()

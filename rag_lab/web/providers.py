@@ -33,7 +33,7 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from rag_lab.searchutil.conversion import WebSearchResult
@@ -48,6 +48,9 @@ from rag_lab.web.pages import (
     best_snippet,
     parse_front_matter,
 )
+
+if TYPE_CHECKING:
+    from rag_lab.retrieval.tokenization import Tokenizer
 
 __all__ = [
     "WebSearchProvider",
@@ -85,7 +88,7 @@ class LocalFolderProvider:
         default_max_results: int = DEFAULT_MAX_RESULTS,
         snippet_chars: int = 300,
         source: str = "local_folder",
-        tokenizer: Any = None,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
@@ -236,7 +239,7 @@ class LocalFolderProvider:
 
 
 # -- HTTP JSON (SearXNG-shaped) ----------------------------------------------------------------
-def _parse_published(value: Any) -> datetime | None:
+def _parse_published(value: object) -> datetime | None:
     """SearXNG's ``publishedDate`` (ISO 8601, may be null or odd): a datetime or None."""
     if not value or not isinstance(value, str):
         return None

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.asyncutil import synchronous
 from rag_lab.knowledge.entities.llm import EntityExtractor
@@ -19,7 +19,8 @@ from rag_lab.knowledge.graph import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.knowledge.models import Chunk, KnowledgeBase
+    from rag_lab.knowledge.workspace_base import WorkspaceBase
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class GraphBuildReport:
         )
 
 
-def _graph_chunks(workspace: Any, kb_id: str, knowledge_id: str) -> list[Any]:
+def _graph_chunks(workspace: WorkspaceBase, kb_id: str, knowledge_id: str) -> list[Chunk]:
     from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
     return [
@@ -57,7 +58,7 @@ def _graph_chunks(workspace: Any, kb_id: str, knowledge_id: str) -> list[Any]:
 
 
 async def abuild_graph(
-    workspace: Any,
+    workspace: WorkspaceBase,
     kb: KnowledgeBase | str,
     extractor: EntityExtractor,
     knowledge_ids: Sequence[str] | None = None,
@@ -85,7 +86,7 @@ async def abuild_graph(
             docs = [d.id for d in workspace.store.list_knowledge(kb_obj.id)]
         else:
             docs = list(dict.fromkeys(knowledge_ids))
-        work: list[tuple[str, list[Any]]] = []
+        work: list[tuple[str, list[Chunk]]] = []
         for kid in docs:
             if workspace.store.get_document(kb_obj.id, kid) is None:
                 store.delete_namespace(NameSpace(kb_obj.id, kid))
@@ -95,7 +96,7 @@ async def abuild_graph(
         sem = asyncio.Semaphore(concurrency)
         bar = tqdm(total=sum(len(c) for _, c in work), desc=f"graph {kb_obj.name}", unit="chunk", disable=not progress)
 
-        async def one(chunk: Any) -> GraphData | None:
+        async def one(chunk: Chunk) -> GraphData | None:
             async with sem:
                 try:
                     got = await extractor.aextract(chunk.content)

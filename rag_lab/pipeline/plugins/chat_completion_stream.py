@@ -28,7 +28,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.timeouts import ModelTimeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
@@ -45,6 +46,11 @@ from rag_lab.stream.bus import BusEventType, EventBus, short_id
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import ChatDiagnostics
 from rag_lab.types.events import EventType
+
+if TYPE_CHECKING:
+    from rag_lab.modelcontext.stream import StreamDecoder as _StreamDecoder
+    from rag_lab.models.base import StreamChunk
+    from rag_lab.pipeline.container import TracerService
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +136,9 @@ class PluginChatCompletionStream(StagePlugin):
         return await next()
 
 
-async def _next_chunk(iterator: Any, timeout: float | None, cancel: Any) -> Any:
+async def _next_chunk(
+    iterator: AsyncIterator[StreamChunk], timeout: float | None, cancel: object
+) -> StreamChunk | None:
     """The next chunk, ``None`` once the request is cancelled (a stop does not wait for a model
     that is slow or hung), ``TimeoutError`` after ``timeout`` s (``None``: no limit),
     ``StopAsyncIteration`` at the end."""
@@ -162,10 +170,10 @@ async def _next_chunk(iterator: Any, timeout: float | None, cancel: Any) -> Any:
 async def consume_stream(
     chat: ChatManage,
     bus: EventBus,
-    stream: Any,
-    answer_dec: Any,
-    thinking_dec: Any,
-    tracer: Any = None,
+    stream: AsyncIterator[StreamChunk],
+    answer_dec: _StreamDecoder,
+    thinking_dec: _StreamDecoder,
+    tracer: TracerService | None = None,
     span: Any = None,
     *,
     in_process: bool = False,

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.models.base import ChatMessage, ChatOptions
 from rag_lab.prompts.templates import render_prompt_placeholders
 from rag_lab.types.chat_manage import ChatManage
+
+if TYPE_CHECKING:
+    from rag_lab.modelcontext import Registry
 
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
 
@@ -71,7 +74,9 @@ def prepare_messages_with_history(chat: ChatManage) -> list[ChatMessage]:
     return messages
 
 
-def prepare_messages_with_model_context(chat: ChatManage, messages: list[ChatMessage]) -> tuple[list[ChatMessage], Any]:
+def prepare_messages_with_model_context(
+    chat: ChatManage, messages: list[ChatMessage]
+) -> tuple[list[ChatMessage], Registry]:
     """Registry, protocol prompt, retrieval XML in place of the legacy contexts, encoding (§7)."""
     from rag_lab.modelcontext import (
         Registry,

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 EXTRACT_ENTITY_TEMPLATE_ID = "default_extract_entity"
 
 
-def graph_enabled(kb: Any) -> bool:
+def graph_enabled(kb: object) -> bool:
     """True when the KB asks for a knowledge graph (``metadata["graph_enabled"]``)."""
     meta = getattr(kb, "metadata", None) or {}
     return bool(meta.get("graph_enabled"))

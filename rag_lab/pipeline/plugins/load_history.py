@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
@@ -13,11 +13,16 @@ from rag_lab.prompts.templates import IMAGE_CONTENT_LABEL
 from rag_lab.types.chat_manage import ChatManage, History
 from rag_lab.types.events import EventType
 
+if TYPE_CHECKING:
+    from rag_lab.pipeline.container import MessageService
+
 log = logging.getLogger(__name__)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
-def load_and_process_history(messages_store: Any, session_id: str, max_rounds: int, fetch_count: int) -> list[History]:
+def load_and_process_history(
+    messages_store: MessageService, session_id: str, max_rounds: int, fetch_count: int
+) -> list[History]:
     """Pair the newest messages by request id, strip thinking, keep the last ``max_rounds``."""
     msgs = messages_store.get_recent_messages(session_id, fetch_count)
     msgs = sorted(msgs, key=lambda m: (m.created_at, 0 if m.role == "user" else 1))

@@ -24,7 +24,7 @@ from rag_lab.types.events import EventType
 log = logging.getLogger(__name__)
 
 
-def _part(result: Any, name: str) -> Any:
+def _part(result: object, name: str) -> Any:
     if isinstance(result, dict):
         return result.get(name)
     return getattr(result, name, None)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from rag_lab.knowledge.ingestion import faq_content
 from rag_lab.knowledge.models import FAQEntry
@@ -22,7 +23,7 @@ from rag_lab.pipeline.plugin import NextFn, PluginError
 from rag_lab.pipeline.plugins.base import StagePlugin
 from rag_lab.pipeline.plugins.filter_top_k import sort_search_results_deterministically
 from rag_lab.reranking.image import is_image_hit
-from rag_lab.retrieval.image_info import collect_image_info_by_chunk_ids
+from rag_lab.retrieval.image_info import ChildChunks, collect_image_info_by_chunk_ids
 from rag_lab.searchutil.chunkmerge import (
     append_with_exact_overlap,
     append_with_overlap,
@@ -43,8 +44,17 @@ from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import MatchType, SearchResult
 
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Chunk
+
 log = logging.getLogger(__name__)
 SEP = "\n\n"
+
+
+class ChunkStore(ChildChunks, Protocol):
+    """What merging reads stored chunks from: the knowledge store, or the tuning evaluator's memo of it."""
+
+    def get_chunks(self, ids: Iterable[str]) -> dict[str, Chunk]: ...
 
 
 def _fmt_sim(x: float) -> str:
@@ -214,7 +224,7 @@ def merge_results(
     history: list[History],
     query: str,
     params: PipelineParams,
-    store: Any,
+    store: ChunkStore | None,
     mlog: list[dict[str, Any]],
 ) -> list[SearchResult]:
     """Steps 2–8 on the stage's input (step 1: the rerank result, else the search result by score):
@@ -305,7 +315,9 @@ def merge_input(
 
 
 # -- step 4 -------------------------------------------------------------------------------
-def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[dict[str, Any]]) -> list[SearchResult]:
+def resolve_parent_chunks(
+    results: list[SearchResult], store: ChunkStore, mlog: list[dict[str, Any]]
+) -> list[SearchResult]:
     parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
     if not parent_ids:
         return results
@@ -386,7 +398,7 @@ def resolve_parent_chunks(results: list[SearchResult], store: Any, mlog: list[di
 
 
 # -- step 6 -------------------------------------------------------------------------------
-def populate_faq_answers(results: list[SearchResult], store: Any) -> None:
+def populate_faq_answers(results: list[SearchResult], store: ChunkStore) -> None:
     faq_ids = sorted({r.id for r in results if r.chunk_type == "faq"})
     if not faq_ids:
         return
@@ -430,7 +442,7 @@ class _ExpansionChunk(NamedTuple):
 _EXPANSION_COLUMNS = _ExpansionChunk._fields[1:]
 
 
-def _expansion_chunks(store: Any, ids: list[str]) -> dict[str, Any]:
+def _expansion_chunks(store: ChunkStore, ids: list[str]) -> dict[str, Chunk | _ExpansionChunk]:
     """``store.get_chunks(ids)``, or only the columns expansion reads when the store gives plain
     columns (``get_chunk_columns``: no JSON decoding, no full chunk built)."""
     columns = getattr(store, "get_chunk_columns", None)
@@ -440,7 +452,7 @@ def _expansion_chunks(store: Any, ids: list[str]) -> dict[str, Any]:
 
 
 def expand_short_contexts(
-    results: list[SearchResult], store: Any, p: PipelineParams, mlog: list[dict[str, Any]]
+    results: list[SearchResult], store: ChunkStore, p: PipelineParams, mlog: list[dict[str, Any]]
 ) -> None:
     targets = [
         r

@@ -48,7 +48,7 @@ import asyncio
 import logging
 from typing import Any
 
-from rag_lab.models.base import ChatMessage, ChatOptions
+from rag_lab.models.base import ChatMessage, ChatModel, ChatOptions
 from rag_lab.models.timeouts import ModelTimeout, call_with_timeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
@@ -279,7 +279,7 @@ class PluginQueryUnderstand(StagePlugin):
 
     # -- helpers ---------------------------------------------------------------------------------
     async def _response_format(
-        self, model: Any, chat: ChatManage, has_images: bool, use_images: bool, max_tokens: int
+        self, model: ChatModel, chat: ChatManage, has_images: bool, use_images: bool, max_tokens: int
     ) -> tuple[dict[str, Any], int | None]:
         """The call's ``response_format`` and the rewrite's ``maxLength`` (``None`` when unbounded).
 
@@ -326,14 +326,14 @@ class PluginQueryUnderstand(StagePlugin):
         chat.state.history = history
         return history
 
-    def _load(self, model_id: str, role: str) -> Any:
+    def _load(self, model_id: str, role: str) -> ChatModel | None:
         try:
             return self.services.get_chat_model(model_id)
         except Exception as exc:
             log.warning("query_understand: %s model '%s' unavailable: %s", role, model_id, exc)
             return None
 
-    def _select_model(self, chat: ChatManage, has_images: bool) -> tuple[Any, bool] | None:
+    def _select_model(self, chat: ChatManage, has_images: bool) -> tuple[ChatModel, bool] | None:
         """``(model, send_images)`` following spec §4.3.3, or None when nothing loads."""
         req = chat.request
         if has_images:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.models.base import RerankScore
+from rag_lab.models.base import Reranker, RerankScore
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import ErrGetRerankModel, ErrSearchNothing, NextFn, PluginError
@@ -45,7 +45,7 @@ from rag_lab.types.search_result import SearchResult
 log = logging.getLogger(__name__)
 
 
-async def rerank_call(model: Any, query: str, passages: list[str], timeout_s: float) -> list[RerankScore]:
+async def rerank_call(model: Reranker, query: str, passages: list[str], timeout_s: float) -> list[RerankScore]:
     """The model's scores: a remote model under ``rerank_timeout_s`` (running out raises
     :class:`~rag_lab.models.timeouts.ModelTimeout` naming the stage, the param and the seconds,
     and the stage keeps the search order, §4.6.1 6.2); an in-process model (the embedding

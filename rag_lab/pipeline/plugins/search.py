@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rag_lab.models.timeouts import call_with_timeout
 from rag_lab.pipeline.contracts import StageContract
@@ -21,6 +23,9 @@ from rag_lab.types.diagnostics import Deferred, QueryExpansionDiagnostics, Searc
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import KnowledgeBase
+
 log = logging.getLogger(__name__)
 
 
@@ -28,7 +33,7 @@ def target_searches(
     req: PipelineRequest,
     targets: Sequence[SearchTarget],
     query_text: str,
-    embedding: Any = None,
+    embedding: np.ndarray | None = None,
     disable_vector: bool = False,
 ) -> list[tuple[str, SearchParams]]:
     """The HybridSearch calls for one group of targets (§4.4.1 step 6): one over every whole-KB
@@ -203,7 +208,7 @@ class PluginSearch(StagePlugin):
             return [], RuntimeError("no knowledge workspace is configured")
         query_text = chat.state.rewrite_query.strip()
 
-        kbs: dict[str, Any] = {}
+        kbs: dict[str, KnowledgeBase | None] = {}
         for t in targets:
             if t.knowledge_base_id not in kbs:
                 try:
@@ -231,7 +236,12 @@ class PluginSearch(StagePlugin):
         return results, first_err
 
     async def _search_group(
-        self, chat: ChatManage, key: str, group: list[SearchTarget], kbs: dict[str, Any], query_text: str
+        self,
+        chat: ChatManage,
+        key: str,
+        group: list[SearchTarget],
+        kbs: dict[str, KnowledgeBase | None],
+        query_text: str,
     ) -> tuple[list[SearchResult], BaseException | None, list[tuple[str, Any]]]:
         req = chat.request
         if self.services.searcher is None:

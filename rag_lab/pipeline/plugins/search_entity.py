@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.graph import GraphData, NameSpace
 from rag_lab.pipeline.contracts import StageContract
@@ -34,6 +34,9 @@ from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import EntitySearchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import MatchType, SearchResult
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.models import Knowledge
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +145,11 @@ class PluginSearchEntity(StagePlugin):
         doc_scope: dict[str, set[str]] = {}
         for kid, kb in chat.state.entity_knowledge.items():
             doc_scope.setdefault(kb, set()).add(kid)
-        chunks = store.get_chunks(ids)
+        chunks: Any = store.get_chunks(ids)  # Any: mypy cannot see that a chunk is read only once the checks below pass
         by_kb: dict[str, list[str]] = {}
         for c in chunks.values():
             by_kb.setdefault(c.knowledge_base_id, []).append(c.knowledge_id)
-        docs: dict[tuple[str, str], Any] = {}
+        docs: dict[tuple[str, str], Knowledge] = {}
         for kb_id, kids in by_kb.items():
             if kb_id in kbs:
                 for kid, d in store.get_knowledge(kids, kb_ids=[kb_id]).items():

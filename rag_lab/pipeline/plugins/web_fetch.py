@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
@@ -27,6 +27,9 @@ from rag_lab.types.diagnostics import WebFetchDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.search_result import SearchResult
 from rag_lab.web.fetch import TRUNCATION_MARKER, truncate_utf8
+
+if TYPE_CHECKING:
+    from rag_lab.pipeline.container import WebFetcherService
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ class PluginWebFetch(StagePlugin):
         return await next()
 
     @staticmethod
-    async def _fetch(fetcher: Any, url: str) -> tuple[str, str | None, str | None, float]:
+    async def _fetch(fetcher: WebFetcherService, url: str) -> tuple[str, str | None, str | None, float]:
         """``(text, extractor, error, ms)``; errors are logged and returned, never raised."""
         t0 = time.perf_counter()
         try:

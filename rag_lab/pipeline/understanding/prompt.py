@@ -71,11 +71,11 @@ def format_conversation(history: list[History]) -> str:
     )
 
 
-def _field(obj: Any, name: str) -> Any:
+def _field(obj: object, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def asker_background_block(background: Any) -> str:
+def asker_background_block(background: object) -> str:
     """``\\n\\n<asker_background note="...">`` + optional background / interests / documents lines +
     ``\\n</asker_background>``; "" when the memory service has nothing (spec §4.3.6)."""
     if background is None:

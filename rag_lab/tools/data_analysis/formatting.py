@@ -31,15 +31,15 @@ _KID_KEYS = ("knowledge_id", "knowledgeId", "knowledge", "file_id", "id")
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.S)
 
 
-def _from_mapping(obj: Mapping[str, Any]) -> AnalysisInput:
-    sql: Any = ""
+def _from_mapping(obj: Mapping[str, object]) -> AnalysisInput:
+    sql: object = ""
     for k in _SQL_KEYS:
         if k in obj and obj[k] is not None:
             sql = obj[k]
             break
     if not isinstance(sql, str):
         raise DataAnalysisError(f"model reply: field 'sql' = {sql!r} must be a string")
-    kid: Any = ""
+    kid: object = ""
     for k in _KID_KEYS:
         if obj.get(k) is not None:
             kid = obj[k]
@@ -47,7 +47,7 @@ def _from_mapping(obj: Mapping[str, Any]) -> AnalysisInput:
     return AnalysisInput(knowledge_id=str(kid).strip(), sql=sql.strip())
 
 
-def parse_analysis_input(raw: str | Mapping[str, Any]) -> AnalysisInput:
+def parse_analysis_input(raw: str | Mapping[str, object]) -> AnalysisInput:
     """Read the model's reply tolerantly: a JSON object (bare, fenced, or inside prose, with a few
     key aliases), else a fenced ``sql`` block or a reply that is itself a SELECT / WITH query.
     Anything else raises :class:`DataAnalysisError` quoting the start of the reply."""
@@ -76,7 +76,7 @@ def parse_analysis_input(raw: str | Mapping[str, Any]) -> AnalysisInput:
 
 
 # ---- values and Markdown --------------------------------------------------------------------
-def format_value(v: Any) -> str:
+def format_value(v: object) -> str:
     """A cell as text: NULL, true/false, integral floats without '.0', 10 significant digits."""
     if v is None:
         return "NULL"
@@ -101,7 +101,7 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     s = " ".join(format_value(v).split())
     if len(s) > MAX_CELL_CHARS:
         s = s[: MAX_CELL_CHARS - 1] + "…"

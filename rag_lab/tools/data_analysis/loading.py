@@ -262,7 +262,7 @@ class DataAnalysisTool:
             elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         )
 
-    def execute(self, raw: str | Mapping[str, Any]) -> str:
+    def execute(self, raw: str | Mapping[str, object]) -> str:
         """Run the query in the model's raw reply (``{"knowledge_id", "sql"}``) and return the
         tool output: a heading naming the file and table, the SQL, and the rows in Markdown. An
         empty ``sql`` raises :class:`DataAnalysisError` (the model chose no analysis)."""
