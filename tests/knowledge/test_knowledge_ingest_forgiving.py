@@ -135,21 +135,25 @@ def test_an_interrupt_leaves_no_orphan_rows(workspace, embedder, tmp_path):
 
 
 def test_progress_counts_bytes(workspace, embedder, tmp_path, monkeypatch):
-    seen = {}
+    bars = []
 
     class Bar:
-        def __init__(self, iterable=None, total=None, **kw):
-            seen["total"], seen["unit"], seen["n"] = total, kw.get("unit"), 0
-            self.iterable = iterable or []
+        """Every bar made while the folder is ingested (other users of tqdm.auto, such as bm25s,
+        make their own): the ingest's bar is the one counting bytes."""
 
-        def __iter__(self):  # other users of tqdm.auto (bm25s) iterate
+        def __init__(self, iterable=None, total=None, **kw):
+            self.total, self.unit, self.n, self.postfix = total, kw.get("unit"), 0, ""
+            self.iterable = iterable or []
+            bars.append(self)
+
+        def __iter__(self):
             return iter(self.iterable)
 
         def update(self, n):
-            seen["n"] += n
+            self.n += n
 
         def set_postfix_str(self, text, refresh=True):
-            seen["postfix"] = text
+            self.postfix = text
 
         def close(self):
             pass
@@ -163,8 +167,9 @@ def test_progress_counts_bytes(workspace, embedder, tmp_path, monkeypatch):
     (d / "b.txt").write_text(PARA * 20, encoding="utf-8")
     kb = workspace.create_kb("progress", embedder, chunk_size=200, chunk_overlap=0)
     workspace.ingest_folder(kb, d, embedder, progress=True)
-    assert seen["unit"] == "B" and seen["total"] == 1400 + len(PARA * 20) == seen["n"]
-    assert seen["postfix"].endswith("read")  # the file being read, while it is read
+    (bar,) = [b for b in bars if b.unit == "B"]
+    assert bar.total == 1400 + len(PARA * 20) == bar.n
+    assert bar.postfix.endswith("read")  # the file being read, while it is read
 
 
 def test_progress_counts_what_is_stored_when_stopped_midway(workspace, embedder, tmp_path, monkeypatch):
