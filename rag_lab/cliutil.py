@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 PROG = "rag-lab"
+_N = TypeVar("_N", int, float)
 
 #: a command's body: the parsed arguments in, the exit code out
 Run = Callable[[argparse.Namespace], int]
@@ -188,6 +189,24 @@ def check_file_stem(name: str, option: str = "--name") -> str:
             "choose the folder with --out"
         )
     return name
+
+
+def number_arg(convert: Callable[[str], _N], ok: Callable[[_N], bool], rule: str) -> Callable[[str], _N]:
+    """An argparse ``type=`` for a number (``convert``: ``int`` or ``float``) that ``ok`` accepts;
+    a refused value is named with ``rule`` (``">= 1"``)."""
+
+    def parse(text: str) -> _N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if convert is int else 'a number'}"
+            ) from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text} must be {rule}")
+        return value
+
+    return parse
 
 
 def file_stem_arg(option: str = "--name") -> Callable[[str], str]:

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
 from rag_lab.cli import main
+from rag_lab.cliutil import number_arg
 
 
 def test_ingest_then_ask(tmp_path, capsys, docs_dir):
@@ -51,3 +56,19 @@ def test_ask_prints_numbered_citations_and_refuses_an_empty_question(tmp_path, c
     # the same rule as the server (400 "query: must not be empty")
     assert main(["--workspace", ws, "ask", "   ", "--kb", "demo", "--quiet"]) == 2
     assert "query: must not be empty" in capsys.readouterr().err
+
+
+def test_number_arguments_name_the_value_and_the_rule():
+    at_least_one = number_arg(int, lambda n: n >= 1, ">= 1")
+    fraction = number_arg(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    assert at_least_one("3") == 3 and fraction("1") == 1.0 and fraction("0.25") == 0.25
+    for parse, text, message in [
+        (at_least_one, "0", "0 must be >= 1"),
+        (at_least_one, "1.5", "'1.5' is not an integer"),
+        (fraction, "0", "0 must be in (0, 1]"),
+        (fraction, "nan", "nan must be in (0, 1]"),
+        (fraction, "x", "'x' is not a number"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError) as info:
+            parse(text)
+        assert str(info.value) == message

@@ -13,20 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from rag_lab.cliutil import QUIET, command, flag, many, opt, param_overrides
+from rag_lab.cliutil import QUIET, command, flag, many, number_arg, opt, param_overrides
 from rag_lab.commands import CACHE_DIR, MAX_DOCS, OUT, PARAM, SPEC, lab_from
 
 __all__ = ["cmd_calibrate"]
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{v:g} must be in (0, 1]")
-    return v
+_fraction = number_arg(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 
 
 @command(

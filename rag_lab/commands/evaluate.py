@@ -27,7 +27,18 @@ from typing import Any, cast
 
 import yaml
 
-from rag_lab.cliutil import QUIET, command, command_parser, file_stem_arg, flag, many, opt, param_overrides, run_command
+from rag_lab.cliutil import (
+    QUIET,
+    command,
+    command_parser,
+    file_stem_arg,
+    flag,
+    many,
+    number_arg,
+    opt,
+    param_overrides,
+    run_command,
+)
 from rag_lab.commands import CACHE_DIR, DATASET, LIMIT, MAX_DOCS, OUT, RAGAS, SPEC, TRACKING, lab_from
 from rag_lab.commands.calibrate import cmd_calibrate
 from rag_lab.eval.formats import EXPORT_FORMATS
@@ -75,14 +86,7 @@ def _ragas_metrics(args: argparse.Namespace) -> list[str]:
     return metrics
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} must be >= 1")
-    return n
+_positive_int = number_arg(int, lambda n: n >= 1, ">= 1")
 
 
 def _check_arg(text: str) -> int | str:

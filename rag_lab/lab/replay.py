@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from rag_lab.cliutil import command, opt
+from rag_lab.cliutil import command, number_arg, opt
 from rag_lab.types.stream import StreamEvent
 
 __all__ = [
@@ -239,14 +239,7 @@ def replay_to_terminal(
 
 
 # -- CLI --------------------------------------------------------------------------------------
-def _speed(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--speed {text!r}: not a number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"--speed {text!r}: must be >= 0 (0 replays without delays)")
-    return v
+_speed = number_arg(float, lambda v: v >= 0, ">= 0 (0 replays without delays)")
 
 
 @command(

@@ -393,7 +393,7 @@ def test_replay_command(saved, capsys):
 def test_replay_command_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["replay", "x.jsonl", "--speed", "-1"])
-    assert "--speed '-1': must be >= 0" in capsys.readouterr().err
+    assert "argument --speed: -1 must be >= 0 (0 replays without delays)" in capsys.readouterr().err
     (tmp_path / "bad.jsonl").write_text('{"kind": "header", "format": "rag_lab.capture", "version": 9}\n')
     args = _parser().parse_args(["replay", str(tmp_path / "bad.jsonl")])
     with pytest.raises(CaptureError, match=r"bad\.jsonl:1: capture format version 9 is newer"):
