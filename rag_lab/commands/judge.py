@@ -60,7 +60,7 @@ def _attach(result: dict[str, Any], target: str) -> None:
 @command(
     "calibrate",
     "agreement of the LLM judge with human labels (κ, α, Spearman, bias)",
-    opt("--labels", "human labels, JSONL (docs/evaluation.md)", required=True, metavar="FILE"),
+    opt("--labels", "human labels, JSONL (docs/gate.md)", required=True, metavar="FILE"),
     opt("--report", "take the judge scores from this report", metavar="REPORT.json"),
     *DATASET,
     group("judge (with --dataset; default: the lab config's models.judge)", *JUDGE),
