@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_lab.tuning.calibration import best_f1, for_precision, for_recall, pr_curve, short_threshold
+from rag_lab.eval.calibration.curve import best_f1, for_precision, for_recall, pr_curve, short_threshold
 
 
 def _brute(scores: list[float], gold: list[bool], t: float) -> tuple[float, float, float]:

@@ -3,7 +3,7 @@ and what it does end to end.
 
 1. Each question is captured once (:func:`rag_lab.eval.cache.captures.acapture_cached`, through the
    stage cache when the lab has it): the rerank candidates and their raw model scores.
-2. Candidates are labelled gold / non-gold by their document id (:func:`rag_lab.tuning.calibration.score_samples`),
+2. Candidates are labelled gold / non-gold by their document id (:func:`.curve.score_samples`),
    and the precision / recall / F1 curve over the threshold gives the suggestions: best F1, and
    the thresholds reaching ``target_precision`` / ``target_recall``, next to the current threshold.
 3. Each suggestion is replayed through the real ladder with the fast evaluator
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_lab.tuning.calibration import (
+from rag_lab.eval.calibration.curve import (
     Curve,
     best_f1,
     for_precision,
