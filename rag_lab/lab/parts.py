@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.cache.enable import StageCacheHandle
     from rag_lab.knowledge.store_config import StoreConfig
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.lab.config import EmbedderPlan
@@ -70,3 +71,5 @@ class LabParts:
     #: the plugin chain and its snapshot plan, built on the first run
     _manager: Any
     _snapshot_plan: SnapshotPlan | None
+    #: the stage cache :func:`~rag_lab.eval.cache.enable_stage_cache` installed (set by it, not the factory)
+    _stage_cache_handle: StageCacheHandle | None
