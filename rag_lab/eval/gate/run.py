@@ -14,6 +14,7 @@ from rag_lab.eval.gate.result import GateError, GatePolicy, GateResult
 from rag_lab.eval.report import EvalReport, ReportError, load_report
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.ragas_adapter import JudgeConfig
     from rag_lab.lab.lab import Lab
 
 
@@ -27,13 +28,13 @@ def baseline_spec(baseline: EvalReport) -> dict[str, Any]:
 def evaluate_spec(
     spec: Mapping[str, Any],
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     lab_factory: Callable[[Path], Lab],
     config: str | Path | Mapping[str, Any] | None = None,
     workspace: str | Path | None = None,
     close_lab: bool = False,
     progress: bool = False,
-    judge: Any = None,
+    judge: JudgeConfig | None = None,
 ) -> EvalReport:
     """Run a report spec (suites, ks, ragas metrics, params) in a fresh lab and return the report.
 
