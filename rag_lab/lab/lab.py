@@ -46,7 +46,13 @@ from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
 
 if TYPE_CHECKING:  # pragma: no cover
+    import asyncio
+
+    import pandas as pd
+
     from rag_lab.lab.stepper import Stepper
+    from rag_lab.observability.ledger import Ledger
+    from rag_lab.pipeline.plugin import PluginError
 
 __all__ = [
     "CHAT_MODEL_ID",
@@ -84,7 +90,7 @@ class Run:
     message_id: str = ""
     total_ms: float = 0.0
     params: PipelineParams = field(default_factory=PipelineParams)
-    ledger: Any = None  # rag_lab.observability.ledger.Ledger: time, model calls, tokens, cost
+    ledger: Ledger | None = None  # time, model calls, tokens, cost
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
     #: ``state.diagnostics`` as the run left it (kept with or without snapshots: the gold funnel reads it)
@@ -117,7 +123,7 @@ class Run:
                 out.append(r.knowledge_id)
         return out
 
-    def frame(self, which: str = "search", **kw: Any) -> Any:
+    def frame(self, which: str = "search", **kw: Any) -> pd.DataFrame:
         """Search / fusion / rerank / merge / final results with every score component (pandas);
         ``which="funnel"`` with ``gold_ids=[...]``: where each gold document is at every stage."""
         from rag_lab.lab.frames import frame
@@ -130,7 +136,7 @@ class Run:
 
         return save_capture(self, path, **kw)
 
-    def timings_frame(self) -> Any:
+    def timings_frame(self) -> pd.DataFrame:
         """One row per stage: event, start, ``duration_ms`` (background work included) and
         ``background_ms``, error (pandas)."""
         from dataclasses import asdict
@@ -176,7 +182,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         on_event: Callable[[BusEvent], None] | None = None,
         snapshots: bool = True,
         message_id: str = "",
-        cancel_event: Any = None,
+        cancel_event: asyncio.Event | None = None,
         pause: StagePause | None = None,
         user_id: str = "lab",
         tenant_id: int = 0,
@@ -277,7 +283,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         manager = self._manager
         taker = SnapshotTaker(self._snapshot_plan)  # copy-on-write snapshots from the contracts
 
-        async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
+        async def on_stage(event: EventType, c: ChatManage, err: PluginError | None) -> None:
             if snapshots or pause is not None:
                 snap = taker.take(event, c)
                 if snapshots:
@@ -352,7 +358,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         return cast("Run", _run_sync(lambda: self.aask(question, kb, **kwargs)))
 
 
-def _searched(chat: ChatManage, outcome: QAOutcome) -> list[Any]:
+def _searched(chat: ChatManage, outcome: QAOutcome) -> list[SearchResult]:
     """The search stage's output when the run stopped after it (retrieval only), else nothing."""
     if outcome.events and outcome.events[-1] == EventType.CHUNK_SEARCH_PARALLEL:
         return list(chat.state.search_result)
