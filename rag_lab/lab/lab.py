@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.lab.config import (
     CHAT_MODEL_ID,
@@ -146,7 +146,10 @@ class Run:
         return pd.DataFrame([asdict(t) for t in self.timings])
 
 
-def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+_T = TypeVar("_T")
+
+
+def _run_sync(coro_factory: Callable[[], Awaitable[_T]]) -> _T:
     from rag_lab.asyncutil import run_sync
 
     return run_sync(coro_factory)
@@ -246,7 +249,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None
     ) -> Run:
         """Synchronous :meth:`arerun`."""
-        return cast("Run", _run_sync(lambda: self.arerun(run, from_stage, params)))
+        return _run_sync(lambda: self.arerun(run, from_stage, params))
 
     def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
         """Step through a question stage by stage (``st.next()``, ``await st.anext()``).
@@ -355,7 +358,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         >>> run.stages[:4]
         ['load_history', 'memory_recall', 'query_understand', 'chunk_search_parallel']
         """
-        return cast("Run", _run_sync(lambda: self.aask(question, kb, **kwargs)))
+        return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
 
 def _searched(chat: ChatManage, outcome: QAOutcome) -> list[SearchResult]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.gate.compare import compare_reports
 from rag_lab.eval.gate.result import GateError, GatePolicy, GateResult
@@ -55,21 +55,18 @@ def evaluate_spec(
     def run(ws: Path) -> EvalReport:
         lab = lab_factory(ws)
         try:
-            return cast(
-                EvalReport,
-                run_sync(
-                    lambda: evaluate_suites(
-                        lab,
-                        suites,
-                        params=merged or None,
-                        ragas_metrics=ragas_metrics,
-                        judge=judge,
-                        judge_repeats=judge_repeats,
-                        ks=ks,
-                        progress=progress,
-                        meta={"config": str(config) if isinstance(config, (str, Path)) else None},
-                    )
-                ),
+            return run_sync(
+                lambda: evaluate_suites(
+                    lab,
+                    suites,
+                    params=merged or None,
+                    ragas_metrics=ragas_metrics,
+                    judge=judge,
+                    judge_repeats=judge_repeats,
+                    ks=ks,
+                    progress=progress,
+                    meta={"config": str(config) if isinstance(config, (str, Path)) else None},
+                )
             )
         finally:
             if close_lab:

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rag_lab.eval.sweep.runners import _Evaluator, _Suite
 from rag_lab.eval.sweep.specs import ParamSpace, ParamValue, SweepError
@@ -166,7 +166,7 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
     row = run_sync(lambda: st.evaluator.evaluate(cfg))
     st.evaluator.rows.clear()
     row.update(worker_place())
-    return cast("dict[str, Any]", row)
+    return row
 
 
 def worker_place() -> dict[str, Any]:

@@ -5,7 +5,7 @@ stored by the stage or a capture, or re-run from a run (:func:`fusion_trace`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.frames.common import Viewed, _match_type_name, _snapshot, _typed
 from rag_lab.types.diagnostics import QueryExpansionDiagnostics, SearchDiagnostics
@@ -69,7 +69,7 @@ def fusion_trace(lab: Any, run: Viewed) -> list[dict[str, Any]]:
             out.append(fusion_record(trace, req.params, query, sp.knowledge_base_ids or [primary]))
         return out
 
-    return cast("list[dict[str, Any]]", run_sync(go))
+    return run_sync(go)
 
 
 def fusion_data(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]] | None:
