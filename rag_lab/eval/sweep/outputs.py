@@ -31,7 +31,7 @@ class SweepResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     base_params: dict[str, object] = field(default_factory=dict)
     suites: list[str] = field(default_factory=list)
-    cache_stats: dict[str, object] = field(default_factory=dict)
+    cache_stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     #: the held-out check of ``--holdout`` (:class:`rag_lab.eval.sweep.holdout.HoldoutResult` as a dict)
     holdout: dict[str, Any] | None = None
