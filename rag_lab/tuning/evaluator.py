@@ -121,12 +121,12 @@ class FastEvaluator:
         self.base = base
         self.memo = memo  # False: every evaluation runs its merge (benchmarks)
         self.stats = EvaluatorStats()
-        self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
-        self._merged: dict[tuple[Any, ...], _MergeOut] = {}
-        self._ranked_memo: dict[tuple[Any, ...], _Ranked] = {}
+        self._params: dict[tuple[tuple[str, object], ...], PipelineParams] = {}
+        self._merged: dict[tuple[object, ...], _MergeOut] = {}
+        self._ranked_memo: dict[tuple[object, ...], _Ranked] = {}
 
     # -- params ---------------------------------------------------------------------------------
-    def params_for(self, config: Mapping[str, Any]) -> PipelineParams:
+    def params_for(self, config: Mapping[str, object]) -> PipelineParams:
         """The base params with ``config`` applied (validated once per distinct config)."""
         key = tuple(sorted(config.items()))
         p = self._params.get(key)
@@ -290,12 +290,12 @@ class FastEvaluator:
             self._merged[key] = got
         return got
 
-    def trace(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult], dict[str, Any]]:
+    def trace(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult], dict[str, object]]:
         """``(outcome, final contexts, diagnostics)``: :meth:`references` with the records the
         pipeline's stages leave in ``state.diagnostics`` (search paths as captured; rerank outcome,
         threshold, rows, ranked ids and MMR picks; merge decisions; FILTER_TOP_K's cut), which
         :func:`rag_lab.tuning.funnel.build_funnel` reads."""
-        diags: dict[str, Any] = {}
+        diags: dict[str, object] = {}
         if q.search_paths is not None:
             diags["search"] = q.search_paths
         if q.error:
@@ -321,7 +321,7 @@ class FastEvaluator:
             )
         return outcome, out, diags
 
-    def evaluate(self, config: Mapping[str, Any], until: str = "merge") -> dict[str, list[SearchResult]]:
+    def evaluate(self, config: Mapping[str, object], until: str = "merge") -> dict[str, list[SearchResult]]:
         """Final contexts per question id under ``config``. ``until="rerank"`` stops after the
         rerank stage and returns its picks as results (no merge, no top-K)."""
         p = self.params_for(config)
