@@ -97,7 +97,7 @@ class _Ranked:
 
 
 #: the merge output, its decisions, the final contexts and how many competed for top-K
-_MergeOut = tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]
+_MergeOut = tuple[list[SearchResult], list[dict[str, object]], list[SearchResult], int | None]
 
 
 @dataclass
@@ -232,7 +232,12 @@ class FastEvaluator:
 
     # -- merge and top-K ----------------------------------------------------------------------------
     def _merge_input(
-        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams, mlog: list[dict[str, Any]]
+        self,
+        q: QuestionInputs,
+        picks: list[Picked] | None,
+        outcome: str,
+        p: PipelineParams,
+        mlog: list[dict[str, object]],
     ) -> list[SearchResult]:
         """What merge reads: the picks as the rerank stage leaves them, or (no rerank result) the
         search results, the candidates after a model error, through the stage's own
@@ -266,7 +271,7 @@ class FastEvaluator:
 
     def _merged_and_cut(
         self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams
-    ) -> tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]:
+    ) -> tuple[list[SearchResult], list[dict[str, object]], list[SearchResult], int | None]:
         """The merge output, the merge's decisions, the final contexts and (when FILTER_TOP_K cut)
         how many competed: memoised by what merge reads."""
         key = (
@@ -281,7 +286,7 @@ class FastEvaluator:
             self.stats.merge_hits += 1
             return hit
         self.stats.merges += 1
-        mlog: list[dict[str, Any]] = []
+        mlog: list[dict[str, object]] = []
         source = self._merge_input(q, picks, outcome, p, mlog)
         merged = merge_results(source, q.history, q.query, p, q.store, mlog)
         refs, before = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
