@@ -232,7 +232,7 @@ def default_concurrency(lab: Lab) -> int:
 
 
 def write_retrieval_report(
-    result: EvalResult, out_dir: str | Path, name: str, extra: dict[str, Any] | None = None
+    result: EvalResult, out_dir: str | Path, name: str, extra: Mapping[str, object] | None = None
 ) -> list[Path]:
     """``<name>.json`` (machine-readable) and ``<name>.md`` (a table for people)."""
     out = Path(out_dir)

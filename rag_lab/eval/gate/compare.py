@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -254,7 +253,7 @@ def query_changes(base: SuiteResult, cur: SuiteResult, metrics: Sequence[str]) -
     return out
 
 
-def _change_order(ch: QueryChange) -> tuple[Any, ...]:
+def _change_order(ch: QueryChange) -> tuple[bool, float, float, int, str, str]:
     return (not ch.gained_failure, ch.worst, sum(ch.deltas.values()), -len(ch.changed), ch.suite, ch.qid)
 
 

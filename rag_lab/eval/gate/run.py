@@ -30,7 +30,7 @@ def evaluate_spec(
     *,
     params: Mapping[str, object] | None = None,
     lab_factory: Callable[[Path], Lab],
-    config: str | Path | Mapping[str, Any] | None = None,
+    config: str | Path | Mapping[str, object] | None = None,
     workspace: str | Path | None = None,
     close_lab: bool = False,
     progress: bool = False,
