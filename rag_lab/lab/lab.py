@@ -180,7 +180,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self,
         question: str,
         kb: str | list[str] | None = None,
-        params: PipelineParams | Mapping[str, Any] | None = None,
+        params: PipelineParams | Mapping[str, object] | None = None,
         session_id: str = "",
         on_event: Callable[[BusEvent], None] | None = None,
         snapshots: bool = True,
@@ -224,7 +224,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self,
         run: Run,
         from_stage: EventType | str,
-        params: PipelineParams | Mapping[str, Any] | None = None,
+        params: PipelineParams | Mapping[str, object] | None = None,
         on_event: Callable[[BusEvent], None] | None = None,
     ) -> Run:
         """Run ``run`` again from ``from_stage`` with changed params, reusing the state every
@@ -246,7 +246,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         return await self._execute(chat, events, upstream, True, on_event, None, remember=False)
 
     def rerun(
-        self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None
+        self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, object] | None = None
     ) -> Run:
         """Synchronous :meth:`arerun`."""
         return _run_sync(lambda: self.arerun(run, from_stage, params))
