@@ -15,28 +15,28 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class _Result:
+class _Result(Generic[R]):
     """The main task's result, with a constant ``repr``: at its end ``asyncio.run`` (3.11) formats
     the task, result included, while checking its SIGINT handler, and a lab run's full ``repr``
     (every snapshot) was a large part of ``lab.ask``'s overhead (``benchmarks/stage_overhead.py``)."""
 
     __slots__ = ("value",)
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: R) -> None:
         self.value = value
 
     def __repr__(self) -> str:
         return "<result>"
 
 
-async def _boxed(coro: Any) -> _Result:
+async def _boxed(coro: Awaitable[R]) -> _Result[R]:
     return _Result(await coro)
 
 
@@ -83,13 +83,13 @@ class _LoopExecutor(concurrent.futures.ThreadPoolExecutor):
             concurrent.futures.wait(pending)
 
 
-def _run(coro_factory: Callable[[], Any]) -> Any:
+def _run(coro_factory: Callable[[], Awaitable[R]]) -> R:
     with asyncio.Runner() as runner:
         runner.get_loop().set_default_executor(_LoopExecutor(_shared_pool()))
         return runner.run(_boxed(coro_factory())).value
 
 
-def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") -> Any:
+def run_sync(coro_factory: Callable[[], Awaitable[R]], thread_name: str = "rag_lab-run") -> R:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -113,7 +113,7 @@ def run_sync(coro_factory: Callable[[], Any], thread_name: str = "rag_lab-run") 
     t.join()
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return cast(R, box["value"])
 
 
 def synchronous(afunc: Callable[P, Coroutine[Any, Any, R]], thread_name: str = "rag_lab-run") -> Callable[P, R]:
@@ -122,7 +122,7 @@ def synchronous(afunc: Callable[P, Coroutine[Any, Any, R]], thread_name: str = "
 
     @functools.wraps(afunc)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        return cast(R, run_sync(lambda: afunc(*args, **kwargs), thread_name))
+        return run_sync(lambda: afunc(*args, **kwargs), thread_name)
 
     call.__name__ = afunc.__name__.removeprefix("a")
     call.__qualname__ = afunc.__qualname__.removeprefix("a")

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.cliutil import flag, group, many, opt
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
 
-def lab_from(args: Namespace, workspace: str | Path | None = None) -> Any:
+
+def lab_from(args: Namespace, workspace: str | Path | None = None) -> Lab:
     """The :class:`~rag_lab.lab.lab.Lab` of the global ``--config`` and ``--workspace`` (or ``workspace``)."""
     from rag_lab.lab.lab import Lab
 

@@ -18,17 +18,20 @@ import argparse
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import yaml
 
 from rag_lab.cliutil import Command, command, flag, many, opt
 from rag_lab.commands import lab_from
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.models.vector_cache import VectorCache
+
 __all__ = ["CACHE_COMMAND", "cache_paths"]
 
 
-def cache_paths(args: argparse.Namespace) -> tuple[Path, Any]:
+def cache_paths(args: argparse.Namespace) -> tuple[Path, VectorCache | None]:
     """The workspace root and its :class:`~rag_lab.models.vector_cache.VectorCache` (``None`` when
     the config says ``vector_cache: false``) as a Lab built from the same options would have them."""
     from rag_lab.lab.lab import DEFAULT_CONFIG, LabConfigError, vector_cache_from_config
@@ -48,7 +51,14 @@ def _mb(n: float) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
-def _stage_cache(root: Path) -> dict[str, Any]:
+class _StageCacheStats(TypedDict):
+    path: str
+    entries: int
+    bytes: int
+    stages: dict[str, int]
+
+
+def _stage_cache(root: Path) -> _StageCacheStats:
     folder = root / "stage_cache"
     stages: dict[str, int] = {}
     size = 0

@@ -22,8 +22,9 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -44,13 +45,23 @@ from rag_lab.commands.calibrate import cmd_calibrate
 from rag_lab.eval.formats import EXPORT_FORMATS
 from rag_lab.eval.metric_defs import GATE_TOLERANCE
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.ragas_adapter import JudgeConfig
+    from rag_lab.eval.report import EvalReport
+    from rag_lab.eval.suite_spec import SuiteSpec
+    from rag_lab.eval.sweep.outputs import SweepResult
+    from rag_lab.lab.lab import Lab
+
+_T = TypeVar("_T")
+
 __all__ = ["EVAL_COMMANDS", "main"]
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _suites(args: argparse.Namespace) -> list[Any]:
+def _suites(args: argparse.Namespace) -> list[SuiteSpec]:
     from rag_lab.eval.runner import SuiteSpec, parse_suite_spec
 
     specs = [parse_suite_spec(s) for s in args.dataset]
@@ -62,7 +73,7 @@ def _suites(args: argparse.Namespace) -> list[Any]:
     return specs
 
 
-def _with_language_metrics(spec: Any, chosen: list[str] | None) -> dict[str, Any]:
+def _with_language_metrics(spec: SuiteSpec, chosen: list[str] | None) -> dict[str, object]:
     """A suite spec as a dict; a Chinese dataset also gets the jieba-segmented answer metrics
     (``bleu_zh``, ``rouge_l_zh``) unless the metrics were chosen with --ragas-metric."""
     from rag_lab.eval.ragas_adapter import OFFLINE_METRICS, SEGMENTED_METRICS, contains_han
@@ -72,7 +83,7 @@ def _with_language_metrics(spec: Any, chosen: list[str] | None) -> dict[str, Any
         ds = spec.load()
         if any(contains_han(q.question) for q in ds.queries[:20]):
             d["ragas_metrics"] = list(OFFLINE_METRICS) + list(SEGMENTED_METRICS)
-    return cast("dict[str, Any]", d)
+    return d
 
 
 def _ragas_metrics(args: argparse.Namespace) -> list[str]:
@@ -97,7 +108,7 @@ def _check_arg(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"--check {text!r}: use N >= 0 (re-run the N best configs) or 'all'")
 
 
-def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
+def _judge_for(args: argparse.Namespace, lab: Lab, metrics: list[str]) -> JudgeConfig | None:
     """The judge the LLM metrics among ``metrics`` need (``--judge-*``, else ``models.judge``);
     None without LLM metrics. A missing judge is an error before anything is ingested or asked."""
     from rag_lab.eval.ragas_adapter import LLM_METRICS, JudgeConfig, RagasError, judge_from_lab_config
@@ -106,7 +117,7 @@ def _judge_for(args: argparse.Namespace, lab: Any, metrics: list[str]) -> Any:
     if not wanted:
         return None
     if getattr(args, "judge_model", None) or getattr(args, "judge_base_url", None):
-        cfg: dict[str, Any] = {"model": args.judge_model, "base_url": args.judge_base_url}
+        cfg: dict[str, object] = {"model": args.judge_model, "base_url": args.judge_base_url}
         if args.judge_api_key_env:
             cfg["api_key_env"] = args.judge_api_key_env
         return JudgeConfig.from_mapping(cfg, source="--judge-*")
@@ -129,7 +140,9 @@ def _tracking(args: argparse.Namespace) -> bool:
     return wanted
 
 
-def _log_run(args: argparse.Namespace, lab: Any, log: Any, result: Any, **kw: Any) -> None:
+def _log_run(
+    args: argparse.Namespace, lab: Lab, log: Callable[..., str], result: EvalReport | SweepResult, **kw: Any
+) -> None:
     """Log ``result`` with ``log`` (:func:`~rag_lab.eval.tracking.log_eval` / ``log_sweep``) to the
     ``--mlflow-*`` target and print where it went."""
     from rag_lab.eval.tracking import DEFAULT_EXPERIMENT, tracking_uri
@@ -140,7 +153,7 @@ def _log_run(args: argparse.Namespace, lab: Any, log: Any, result: Any, **kw: An
     print(f"mlflow: run {run_id} in experiment {experiment!r} at {tracking_uri(args.mlflow_uri, ws)}")
 
 
-def _run(coro_factory: Any) -> Any:
+def _run(coro_factory: Callable[..., Awaitable[_T]]) -> _T:
     from rag_lab.asyncutil import run_sync
 
     return run_sync(coro_factory)
@@ -149,7 +162,7 @@ def _run(coro_factory: Any) -> Any:
 # --------------------------------------------------------------------------- commands
 
 
-def _warn_language(lab: Any, suites: Any) -> None:
+def _warn_language(lab: Lab, suites: Sequence[SuiteSpec]) -> None:
     """A ``warning:`` line per dataset whose corpus is Chinese when the embedder its KB gets does
     not cover Chinese (also when its KB was ingested by an earlier run, which then said nothing)."""
     from rag_lab.searchutil.language import sample_text
@@ -163,12 +176,12 @@ def _warn_language(lab: Any, suites: Any) -> None:
 
 def _project(
     args: argparse.Namespace,
-    lab: Any,
-    suites: Any,
-    params: Any = None,
+    lab: Lab,
+    suites: Sequence[SuiteSpec],
+    params: Mapping[str, object] | None = None,
     repeat: int = 1,
-    judge: Any = None,
-    ragas_metrics: Any = (),
+    judge: JudgeConfig | None = None,
+    ragas_metrics: Sequence[str] = (),
     judge_repeats: int = 1,
 ) -> None:
     """Print the projected model calls / tokens / cost (the LLM judge's included); refuse to start
@@ -197,7 +210,9 @@ def _params_file(path: str | None) -> dict[str, Any]:
     return dict(raw.get("params") or {}) if "params" in raw else dict(raw)
 
 
-def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] | None = None) -> Any:
+def _evaluate(
+    args: argparse.Namespace, lab: Lab | None = None, extra: Mapping[str, object] | None = None
+) -> EvalReport:
     from rag_lab.eval.runner import evaluate_suites
 
     params = {**_params_file(getattr(args, "params_file", None)), **param_overrides(args.param), **(extra or {})}
@@ -214,7 +229,7 @@ def _evaluate(args: argparse.Namespace, lab: Any = None, extra: dict[str, Any] |
     repeats = int(getattr(args, "judge_repeats", None) or 1)
     if repeats > 1 and judge is None:
         raise ValueError("--judge-repeats needs LLM judge metrics: add --ragas-llm or --ragas-metric faithfulness …")
-    own: list[tuple[str, Any, str]] = []
+    own: list[tuple[str, Dataset, str]] = []
     if getattr(args, "kb", None):
         from rag_lab.eval.own_kb import kb_dataset
 
@@ -377,7 +392,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return _degraded_exit(report, args.allow_errors)
 
 
-def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, Any]:
+def _turn_tables(args: argparse.Namespace, lab: Lab, report: EvalReport) -> dict[str, object]:
     """``--per-turn`` / ``--rewrite-effect``: print the tables (:mod:`rag_lab.eval.turns`) and
     return them as JSON-ready data per suite ({} when neither flag is given)."""
     if not (args.per_turn or args.rewrite_effect):
@@ -387,11 +402,11 @@ def _turn_tables(args: argparse.Namespace, lab: Any, report: Any) -> dict[str, A
     from rag_lab.eval.turns import format_effect, format_turns, per_turn, rewrite_effect
 
     without = _evaluate(args, lab, {"enable_rewrite": False}) if args.rewrite_effect else None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for i, suite in enumerate(report.suites):
         rows = per_turn(suite.retrieval.rows, suite.records)
         print(f"{suite.name}, per turn:\n{format_turns(rows)}")
-        entry: dict[str, Any] = {"per_turn": [asdict(r) for r in rows]}
+        entry: dict[str, object] = {"per_turn": [asdict(r) for r in rows]}
         if without is not None:
             other = without.suites[i]
             for metric in ("ndcg@10", "recall@10"):
@@ -433,7 +448,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_saturation(report: Any) -> None:
+def _print_saturation(report: EvalReport) -> None:
     """One ``saturation:`` line per suite (:mod:`rag_lab.eval.saturation`): how many questions sit
     at each headline metric's ceiling, i.e. cannot show an improvement."""
     from rag_lab.eval.saturation import saturation_line
@@ -447,7 +462,7 @@ def _print_saturation(report: Any) -> None:
 DEGRADED_EXIT = 3
 
 
-def _degraded_exit(report: Any, allowed: int) -> int:
+def _degraded_exit(report: EvalReport, allowed: int) -> int:
     """0, or :data:`DEGRADED_EXIT` with one line on stderr when more than ``allowed`` questions
     errored or fell back on a model fault, or more than ``allowed`` judge calls failed (HTTP
     failures, or samples of an LLM metric the judge could not score): the count and the first

@@ -19,18 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.cliutil import QUIET, Command, command, group, opt
 from rag_lab.commands import DATASET, JUDGE, lab_from
 from rag_lab.eval.judge_server import DEFAULT_CTX
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.report import EvalReport
+
 __all__ = ["JUDGE_COMMAND"]
 
 
-def _judge_info(report: Any, base_url: str = "") -> dict[str, Any]:
+def _judge_info(report: EvalReport, base_url: str = "") -> dict[str, object]:
     """The judge model and prompt hashes a report's ragas results record (first suite that has them)."""
-    info: dict[str, Any] = {"model": "", "base_url": base_url, "prompt_hash": {}}
+    info: dict[str, object] = {"model": "", "base_url": base_url, "prompt_hash": {}}
     for s in report.suites:
         j = (s.ragas.judge if s.ragas is not None else None) or {}
         if j.get("model"):

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.cliutil import command, flag, group, opt
 from rag_lab.commands import lab_from
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
+
 __all__ = ["choose_generator", "cmd_testset"]
 
 
-def choose_generator(args: argparse.Namespace, lab: Any) -> tuple[str, Any]:
+def choose_generator(args: argparse.Namespace, lab: Lab) -> tuple[str, Any]:
     """``(generator, chat model or None)`` for the command line (module docstring)."""
     from rag_lab.eval.testset.llm import model_from_options
 

@@ -27,11 +27,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.formats import FormatError, read_samples_jsonl, read_trec_qrels, read_trec_run, trec_ranking
 from rag_lab.eval.metrics import DEFAULT_KS, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.report import EvalReport
 
 __all__ = ["RUN_FORMATS", "evaluate_run", "guess_format", "load_run"]
 
@@ -56,7 +60,7 @@ def guess_format(path: str | Path) -> str:
     raise FormatError(f"{path}: the run file is empty")
 
 
-def _from_trec(path: Path, dataset: Any) -> list[QueryRecord]:
+def _from_trec(path: Path, dataset: Dataset | None) -> list[QueryRecord]:
     run = read_trec_run(path)
     questions = {q.id: q for q in dataset.queries} if dataset is not None else {}
     out = []
@@ -74,7 +78,7 @@ def _from_trec(path: Path, dataset: Any) -> list[QueryRecord]:
     return out
 
 
-def _from_ragas(path: Path, dataset: Any) -> list[QueryRecord]:
+def _from_ragas(path: Path, dataset: Dataset | None) -> list[QueryRecord]:
     import json
 
     if dataset is None:
@@ -108,7 +112,7 @@ def _from_ragas(path: Path, dataset: Any) -> list[QueryRecord]:
     return out
 
 
-def _source_doc(context: str, dataset: Any, missing: str) -> str:
+def _source_doc(context: str, dataset: Dataset, missing: str) -> str:
     """The first corpus document whose text contains ``context`` (whitespace collapsed)."""
     needle = " ".join(context.split())
     if needle:
@@ -119,7 +123,7 @@ def _source_doc(context: str, dataset: Any, missing: str) -> str:
 
 
 def load_run(
-    path: str | Path, fmt: str | None = None, qrels: str | Path | None = None, dataset: Any = None
+    path: str | Path, fmt: str | None = None, qrels: str | Path | None = None, dataset: Dataset | None = None
 ) -> tuple[list[QueryRecord], dict[str, dict[str, int]] | None]:
     """The records of a run file (``fmt``: :data:`RUN_FORMATS`, guessed when None) and the graded
     qrels when ``qrels`` names a TREC qrels file (its relevant documents become each record's gold)."""
@@ -156,10 +160,10 @@ def evaluate_run(
     *,
     fmt: str | None = None,
     qrels: str | Path | None = None,
-    dataset: Any = None,
+    dataset: Dataset | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     ragas_metrics: Sequence[str] = (),
-) -> Any:
+) -> EvalReport:
     """An :class:`~rag_lab.eval.report.EvalReport` of one suite ``name`` scoring the run file
     (:func:`load_run`): the retrieval metrics over its ranked document ids (questions of the
     qrels or the dataset that the run lacks count as retrieving nothing), and ``ragas_metrics``

@@ -28,10 +28,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.metrics import dedupe_ranking
 from rag_lab.eval.records import QueryRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragas import EvaluationDataset
+    from ragas.dataset_schema import MultiTurnSample, SingleTurnSample
+
+    from rag_lab.eval.report import EvalReport
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -197,7 +203,9 @@ def read_samples_jsonl(path: str | Path) -> list[QueryRecord]:
 
 
 # -- ragas ---------------------------------------------------------------------------------
-def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[str, str] | None = None) -> Any:
+def to_ragas_dataset(
+    records: Sequence[QueryRecord], reference_texts: Mapping[str, str] | None = None
+) -> EvaluationDataset:
     """A ``ragas.EvaluationDataset``: one ``SingleTurnSample`` per record (reference contexts
     from ``reference_texts``: gold document id → text, when given)."""
     from ragas import EvaluationDataset
@@ -206,7 +214,7 @@ def to_ragas_dataset(records: Sequence[QueryRecord], reference_texts: Mapping[st
     from rag_lab.eval.records import answer_text
 
     texts = reference_texts or {}
-    samples: list[Any] = [
+    samples: list[SingleTurnSample | MultiTurnSample] = [
         SingleTurnSample(
             user_input=r.question,
             retrieved_contexts=list(r.contexts),
@@ -258,7 +266,7 @@ def export_records(
 
 
 def export_report(
-    report: Any, out_dir: str | Path, name: str, formats: Iterable[str] = EXPORT_FORMATS
+    report: EvalReport, out_dir: str | Path, name: str, formats: Iterable[str] = EXPORT_FORMATS
 ) -> dict[str, Path]:
     """The evaluated set of every suite of an :class:`~rag_lab.eval.report.EvalReport` (as
     evaluated: a report read back from JSON has no context texts) next to its report files:

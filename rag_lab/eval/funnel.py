@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rag_lab.tuning.funnel import CHAIN, STAGES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.records import QueryRecord
 
 __all__ = [
     "AR_KS",
@@ -179,7 +182,7 @@ def demoted_at(gold: Mapping[str, Any]) -> str:
     return ""
 
 
-def funnel_values(records: Sequence[Any], names: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
+def funnel_values(records: Sequence[QueryRecord], names: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
     """``{metric: {qid: value}}`` over records with a funnel (``names``: default
     :func:`funnel_metric_names` of the stages every record knows; empty when none has one)."""
     funnels = [(r.qid, r.funnel) for r in records if has_funnel(r.funnel)]
@@ -194,7 +197,7 @@ def _mean(values: Iterable[float]) -> float:
     return sum(vs) / len(vs) if vs else math.nan
 
 
-def funnel_summary(records: Sequence[Any], names: Iterable[str] | None = None) -> dict[str, float]:
+def funnel_summary(records: Sequence[QueryRecord], names: Iterable[str] | None = None) -> dict[str, float]:
     """Means over questions of :func:`funnel_values` (NaN values left out)."""
     return {n: _mean(per.values()) for n, per in funnel_values(records, names).items()}
 
@@ -231,7 +234,31 @@ def _fmt(v: float | None) -> str:
     return "" if v is None else ("nan" if not math.isfinite(v) else f"{v:.3f}")
 
 
-def funnel_section(records: Sequence[Any]) -> dict[str, Any] | None:
+class FunnelSection(TypedDict):
+    """A report suite's ``funnel`` section (:func:`funnel_section`); values per stage, per cut-off
+    (null: not computed)."""
+
+    stages: list[str]
+    recall: dict[str, dict[str, float | None]]
+    hit: dict[str, dict[str, float | None]]
+    ar: dict[str, dict[str, float | None]]
+    lost_at: dict[str, float | None]
+    kept: float | None
+    n_gold: int
+    n_lost: dict[str, int]
+
+
+class LostPassage(TypedDict):
+    """A gold document that did not reach the final contexts (:func:`lost_passages`)."""
+
+    qid: str
+    question: str
+    gold: str
+    lost_at: str
+    why: str
+
+
+def funnel_section(records: Sequence[QueryRecord]) -> FunnelSection | None:
     """The ``funnel`` section of a report suite: the known stages, recall / hit / all-recall per
     stage and cut-off, and how many gold documents each stage lost (``None`` without funnels)."""
     summ = funnel_summary(records)
@@ -262,11 +289,11 @@ def _none(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else v
 
 
-def lost_passages(records: Sequence[Any]) -> list[dict[str, Any]]:
+def lost_passages(records: Sequence[QueryRecord]) -> list[LostPassage]:
     """One row per gold document that did not reach the final contexts: question, document,
     the stage that lost it and why; worst questions first (most of their gold lost, then the
     earliest stage), then question order."""
-    rows: list[tuple[tuple[float, int, int], dict[str, Any]]] = []
+    rows: list[tuple[tuple[float, int, int], LostPassage]] = []
     for n, r in enumerate(records):
         f = r.funnel
         if not has_funnel(f):

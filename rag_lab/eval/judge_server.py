@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 __all__ = [
     "JudgeServerError",
@@ -238,7 +238,7 @@ class LlamaServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """``models.chat`` and ``models.judge`` entries of a lab config pointing at this server."""
         entry = {"type": "openai", "model": MODEL_NAME, "base_url": self.base_url}
         # timeout_s: one CPU thread reads a default-params answer prompt (~4,400 tokens) before its
@@ -253,7 +253,7 @@ def serve(port: int = 0, threads: int = 1, ctx_size: int = DEFAULT_CTX) -> int:
 
     srv = LlamaServer(port=port, threads=threads, ctx_size=ctx_size)
 
-    def _terminated(_signum: int, _frame: Any) -> None:  # SIGTERM stops the server as Ctrl-C does
+    def _terminated(_signum: int, _frame: FrameType | None) -> None:  # SIGTERM stops the server as Ctrl-C does
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _terminated)

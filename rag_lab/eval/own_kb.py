@@ -14,22 +14,27 @@ gold ids are the KB's document ids, which the pipeline's references carry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets.schema import Dataset, QueryItem
 from rag_lab.eval.formats import jsonl_objects
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import Knowledge, KnowledgeBase
+    from rag_lab.lab.lab import Lab
+
 __all__ = ["kb_dataset"]
 
 
-def _names(k: Any) -> list[str]:
+def _names(k: Knowledge) -> list[str]:
     """How a document can be named in a questions file, most specific first."""
     meta = getattr(k, "metadata", None) or {}
     return [str(x) for x in (k.id, meta.get("path"), k.file_name, k.title) if x]
 
 
-def _resolver(lab: Any, kb: Any) -> Any:
+def _resolver(lab: Lab, kb: KnowledgeBase) -> Callable[[str, str], str]:
     by_name: dict[str, set[str]] = {}
     ids = set()
     for k in lab.workspace.store.list_knowledge(kb.id):
@@ -56,7 +61,7 @@ def _resolver(lab: Any, kb: Any) -> Any:
     return resolve
 
 
-def kb_dataset(lab: Any, kb_name: str, queries: str | Path) -> Dataset:
+def kb_dataset(lab: Lab, kb_name: str, queries: str | Path) -> Dataset:
     """The questions of ``queries`` against KB ``kb_name`` as a dataset (see the module doc)."""
     from rag_lab.eval.testset.pipeline import kb_sources
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import QueryItem
     from rag_lab.lab.lab import Run
 
 __all__ = ["QueryRecord", "answer_text"]
@@ -62,7 +63,7 @@ class QueryRecord:
     #: the text the search ran: the rewrite when query understanding gave one ("" when not searched)
     search_query: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
@@ -71,7 +72,7 @@ class QueryRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None, turn: int = 1) -> QueryRecord:
+def record_from_run(q: QueryItem, run: Run, titles: Mapping[str, str] | None = None, turn: int = 1) -> QueryRecord:
     """A :class:`QueryRecord` from a dataset query and the lab's :class:`Run` (``titles``: corpus
     id -> title, for the gold documents' titles; ``turn``: its position in its conversation)."""
     stage_ms: dict[str, float] = {}
@@ -106,12 +107,12 @@ def record_from_run(q: Any, run: Run, titles: Mapping[str, str] | None = None, t
     )
 
 
-def _searched(search: Any) -> str:
+def _searched(search: object) -> str:
     """The query text the search stage recorded (a diagnostics object or its dict form)."""
     query = search.get("query") if isinstance(search, Mapping) else getattr(search, "query", None)
     return query if isinstance(query, str) else ""
 
 
-def failed_funnel(gold_ids: Iterable[str]) -> dict[str, Any]:
+def failed_funnel(gold_ids: Iterable[str]) -> dict[str, object]:
     """The funnel of a question whose run raised: nothing at any stage (:mod:`rag_lab.eval.funnel`)."""
     return {"error": True, "n_gold": len(set(gold_ids))}

@@ -14,7 +14,10 @@ panel, :mod:`rag_lab.eval.labelling`, writes with who and when).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
 
 __all__ = [
     "ALLOW_FLAG",
@@ -29,7 +32,7 @@ __all__ = [
 ALLOW_FLAG = "--allow-unreviewed"
 
 
-def unreviewed_qids(dataset: Any) -> list[str]:
+def unreviewed_qids(dataset: Dataset) -> list[str]:
     """Ids of the dataset's questions marked synthetic and not reviewed."""
     out = []
     for q in dataset.queries:
@@ -39,9 +42,17 @@ def unreviewed_qids(dataset: Any) -> list[str]:
     return out
 
 
-def unreviewed_section(datasets: Iterable[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
+class UnreviewedSuite(TypedDict):
+    """A suite's unreviewed synthetic questions: how many, of how many, their ids."""
+
+    count: int
+    of: int
+    qids: list[str]
+
+
+def unreviewed_section(datasets: Iterable[tuple[str, Dataset]]) -> dict[str, UnreviewedSuite]:
     """``{suite: {"count", "of", "qids"}}`` for the suites with unreviewed synthetic questions."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, UnreviewedSuite] = {}
     for name, ds in datasets:
         qids = unreviewed_qids(ds)
         if qids:
@@ -93,7 +104,7 @@ def unreviewed_warnings(bmeta: Mapping[str, Any], cmeta: Mapping[str, Any], allo
     return out
 
 
-def spec_unreviewed(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def spec_unreviewed(spec: Mapping[str, Any]) -> dict[str, UnreviewedSuite]:
     """:func:`unreviewed_section` of a report spec's suites (their dataset slices, loaded)."""
     from rag_lab.eval.suite_spec import SuiteSpec
 

@@ -26,10 +26,13 @@ from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.ingest import _replay_history, dataset_documents, eval_kb_name, faq_kb_name, ingest_dataset
 from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 from rag_lab.eval.records import QueryRecord, answer_text, failed_funnel, record_from_run
-from rag_lab.eval.score_range import merge_ranges, run_score_range
+from rag_lab.eval.score_range import ScoreRange, merge_ranges, run_score_range
 from rag_lab.eval.suite_spec import SuiteSpec, parse_suite_spec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import QueryItem
+    from rag_lab.eval.ragas_adapter import JudgeConfig
+    from rag_lab.eval.report import EvalReport
     from rag_lab.lab.lab import Lab, Run
     from rag_lab.types.params import PipelineParams
 
@@ -62,10 +65,10 @@ class EvalResult:
     report: RetrievalReport
     records: list[QueryRecord] = field(default_factory=list)
     runs: dict[str, Run] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)  # overrides of the lab's params
+    params: dict[str, object] = field(default_factory=dict)  # overrides of the lab's params
     seconds: float = 0.0
     #: the raw rerank-model scores seen (:func:`rag_lab.eval.score_range.merge_ranges`; None: none)
-    rerank_scores: dict[str, Any] | None = None
+    rerank_scores: ScoreRange | None = None
 
     @property
     def mean_latency_ms(self) -> float:
@@ -90,7 +93,7 @@ class EvalResult:
         return funnel_summary(self.records)
 
 
-def params_overrides(params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams) -> dict[str, Any]:
+def params_overrides(params: PipelineParams | Mapping[str, object] | None, base: PipelineParams) -> dict[str, object]:
     """The fields of ``params`` that differ from ``base`` (a mapping is returned as a dict)."""
     if params is None:
         return {}
@@ -107,7 +110,7 @@ async def evaluate_lab(
     n_queries: int | None = None,
     ks: Iterable[int] = DEFAULT_KS,
     progress: bool = True,
-    params: PipelineParams | Mapping[str, Any] | None = None,
+    params: PipelineParams | Mapping[str, object] | None = None,
     keep_runs: bool = True,
     pbar: Any = None,
     concurrency: int | None = None,
@@ -128,7 +131,7 @@ async def evaluate_lab(
     is still written, the turns read it).
     """
     queries = dataset.queries[:n_queries] if n_queries else dataset.queries
-    p: Any = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
+    p: PipelineParams = lab.params.with_changes(**params) if isinstance(params, Mapping) else (params or lab.params)
     own_bar = None
     if pbar is None and progress:
         from tqdm.auto import tqdm
@@ -143,7 +146,7 @@ async def evaluate_lab(
     if n < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
 
-    async def one(q: Any) -> tuple[QueryRecord, Run | None, Any]:
+    async def one(q: QueryItem) -> tuple[QueryRecord, Run | None, tuple[float, float] | None]:
         turn = len(dataset.history.get(q.id, ())) + 1
         try:
             session = _replay_history(lab, dataset.history[q.id]) if q.id in dataset.history else ""
@@ -179,7 +182,7 @@ async def evaluate_lab(
         else:
             gate = asyncio.Semaphore(n)
 
-            async def bounded(q: Any) -> tuple[QueryRecord, Run | None, Any]:
+            async def bounded(q: QueryItem) -> tuple[QueryRecord, Run | None, tuple[float, float] | None]:
                 async with gate:
                     return await one(q)
 
@@ -213,7 +216,7 @@ async def evaluate_lab(
 REMOTE_CONCURRENCY = 8
 
 
-def default_concurrency(lab: Any) -> int:
+def default_concurrency(lab: Lab) -> int:
     """1 when every model of the lab runs in this process (CPU-bound: overlapping questions only
     share the same cores), else :data:`REMOTE_CONCURRENCY`. A lab config's ``eval.concurrency``
     wins."""
@@ -229,7 +232,7 @@ def default_concurrency(lab: Any) -> int:
 
 
 def write_retrieval_report(
-    result: EvalResult, out_dir: str | Path, name: str, extra: dict[str, Any] | None = None
+    result: EvalResult, out_dir: str | Path, name: str, extra: Mapping[str, object] | None = None
 ) -> list[Path]:
     """``<name>.json`` (machine-readable) and ``<name>.md`` (a table for people)."""
     out = Path(out_dir)
@@ -275,18 +278,18 @@ def write_retrieval_report(
 async def evaluate_suites(
     lab: Lab,
     specs: Iterable[SuiteSpec],
-    params: PipelineParams | Mapping[str, Any] | None = None,
+    params: PipelineParams | Mapping[str, object] | None = None,
     ragas_metrics: Iterable[str] = (),
-    judge: Any = None,
+    judge: JudgeConfig | None = None,
     ks: Iterable[int] = DEFAULT_KS,
     progress: bool = True,
-    meta: Mapping[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
     concurrency: int | None = None,
     keep_sessions: bool = False,
     judge_repeats: int = 1,
-    loaded: Sequence[tuple[str, Any, str]] | None = None,
+    loaded: Sequence[tuple[str, Dataset, str]] | None = None,
     retrieval_only: bool = False,
-) -> Any:
+) -> EvalReport:
     """Ingest and evaluate each suite with one config; returns an :class:`~rag_lab.eval.report.EvalReport`
     whose ``meta["spec"]`` can reproduce the run (the gate re-runs it). ``keep_sessions``: see
     :func:`evaluate_lab`. ``judge_repeats``: score each sample that many times on the LLM metrics
@@ -296,7 +299,7 @@ async def evaluate_suites(
     from rag_lab.eval.report import EvalReport, SuiteResult
 
     spec_list = list(specs)
-    todo: list[tuple[str, Any, str, Any]] = [(s.name, None, s.kb_name, s) for s in spec_list]
+    todo: list[tuple[str, Any, str, SuiteSpec | None]] = [(s.name, None, s.kb_name, s) for s in spec_list]
     todo += [(name, ds, kb, None) for name, ds, kb in loaded or ()]
     names = [t[0] for t in todo]
     if len(set(names)) != len(names):
@@ -304,8 +307,8 @@ async def evaluate_suites(
     metrics = list(ragas_metrics)
     ks_t = tuple(ks)
     suites: list[SuiteResult] = []
-    datasets: list[tuple[str, Any]] = []
-    score_ranges: dict[str, Any] = {}
+    datasets: list[tuple[str, Dataset]] = []
+    score_ranges: dict[str, ScoreRange | None] = {}
     for name, ds, kb_name, spec in todo:
         if spec is not None:
             ds = spec.load()

@@ -21,7 +21,13 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from rag_lab.eval.gate import GatePolicy, GateResult
+    from rag_lab.eval.report import EvalReport
 
 __all__ = ["RUNS_FILE", "RunEntry", "RunsError", "compare_runs", "load_runs", "record_run", "tag_run"]
 
@@ -42,13 +48,13 @@ class RunEntry:
     kind: str
     report: str
     suites: dict[str, dict[str, Any]]  # suite -> {"dataset", "digest", "n_queries"}
-    params: dict[str, Any]
+    params: dict[str, object]
     models: dict[str, str] = field(default_factory=dict)
     code_version: str = ""
     means: dict[str, dict[str, float]] = field(default_factory=dict)  # suite -> metric -> mean
     tags: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "time": self.time,
@@ -116,7 +122,7 @@ def _write(root: str | Path, entries: Iterable[RunEntry]) -> None:
     os.replace(tmp, p)
 
 
-def record_run(root: str | Path, report: Any, report_path: str | Path, kind: str = "eval") -> RunEntry:
+def record_run(root: str | Path, report: EvalReport, report_path: str | Path, kind: str = "eval") -> RunEntry:
     """Append an evaluation report (written at ``report_path``) to the workspace's history."""
     meta = report.meta or {}
     prov = meta.get("provenance") or {}
@@ -195,8 +201,8 @@ def _comparable(runs: Sequence[RunEntry]) -> None:
 class Comparison:
     runs: list[RunEntry]
     rows: list[tuple[str, str, list[float]]]  # (suite, metric, value per run)
-    params: dict[str, list[Any]]  # params that differ: name -> value per run
-    gate: Any = None  # the paired comparison of two runs (GateResult)
+    params: dict[str, list[object]]  # params that differ: name -> value per run
+    gate: GateResult | None = None  # the paired comparison of two runs
 
     def table(self) -> str:
         head = ["suite", "metric", *[r.id for r in self.runs]]
@@ -212,7 +218,7 @@ class Comparison:
             lines.append("params: the same in every run")
         return "\n".join(lines)
 
-    def frame(self) -> Any:
+    def frame(self) -> pd.DataFrame:
         """The side-by-side means as a pandas DataFrame (a notebook shows it as a table)."""
         import pandas as pd
 
@@ -221,7 +227,7 @@ class Comparison:
         )
 
 
-def compare_runs(root: str | Path, refs: Sequence[str], policy: Any = None) -> Comparison:
+def compare_runs(root: str | Path, refs: Sequence[str], policy: GatePolicy | None = None) -> Comparison:
     """Runs ``refs`` (ids, prefixes or tags) side by side; two runs also get the gate's paired
     comparison (``policy``: a :class:`~rag_lab.eval.gate.GatePolicy`)."""
     if len(refs) < 2:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.eval.metric_defs import is_known_metric, metric
 
@@ -71,7 +70,7 @@ def saturation(values: Mapping[str, Mapping[str, float] | Sequence[float]]) -> d
     return out
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -103,7 +102,7 @@ def saturation_line(sat: Mapping[str, Saturation], shown: Sequence[str] = SHOWN)
 _COUNTS = ("n", "at_ceiling", "at_floor")
 
 
-def saturation_problems(sat: Any) -> list[tuple[tuple[str, ...], str]]:
+def saturation_problems(sat: object) -> list[tuple[tuple[str, ...], str]]:
     """What is wrong with a report's ``saturation`` object (``{metric: {"n", "at_ceiling",
     "at_floor"}}``), as ``(location, problem)`` pairs (location ``()``: the object itself, else
     ``(metric,)``); null is allowed (a report written before the field)."""
@@ -123,5 +122,5 @@ def saturation_problems(sat: Any) -> list[tuple[tuple[str, ...], str]]:
     return out
 
 
-def _count(v: Any) -> bool:
+def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0

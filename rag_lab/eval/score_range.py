@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["merge_ranges", "range_warning", "run_score_range"]
+__all__ = ["ScoreRange", "merge_ranges", "range_warning", "run_score_range"]
+
+
+class ScoreRange(TypedDict):
+    """The raw rerank-model scores seen over the questions that had them."""
+
+    min: float
+    max: float
+    questions: int
 
 
 def run_score_range(diagnostics: Mapping[str, Any] | None) -> tuple[float, float] | None:
@@ -30,7 +38,7 @@ def run_score_range(diagnostics: Mapping[str, Any] | None) -> tuple[float, float
     return (min(vals), max(vals)) if vals else None
 
 
-def merge_ranges(ranges: Iterable[tuple[float, float] | None]) -> dict[str, Any] | None:
+def merge_ranges(ranges: Iterable[tuple[float, float] | None]) -> ScoreRange | None:
     """``{"min", "max", "questions"}`` over the questions that had model scores (None: none)."""
     got = [r for r in ranges if r is not None]
     if not got:

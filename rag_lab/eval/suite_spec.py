@@ -81,8 +81,8 @@ class SuiteSpec:
             base = base.removesuffix(f"@{self.start}-{self.start + self.n_queries}")
         return eval_kb_name(base, self.load())
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {
             "dataset": self.dataset,
             "n_queries": self.n_queries,
             "max_docs": self.max_docs,

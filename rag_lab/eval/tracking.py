@@ -40,6 +40,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +77,7 @@ class TrackingError(ValueError):
     """MLflow is missing or refused the run (the message says what to do)."""
 
 
-def require_mlflow() -> Any:
+def require_mlflow() -> ModuleType:
     """The ``mlflow`` module, or a :class:`TrackingError` naming the extra to install."""
     try:
         import mlflow
@@ -116,12 +117,12 @@ def mlflow_key(name: str) -> str:
     return _NOT_ALLOWED.sub("_", name.replace("@", "_at_"))
 
 
-def _param_value(v: Any) -> str:
+def _param_value(v: object) -> str:
     s = v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)
     return s if len(s) <= _MAX_PARAM_LEN else s[: _MAX_PARAM_LEN - 1] + "…"
 
 
-def changed_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def changed_params(params: Mapping[str, object]) -> dict[str, object]:
     """The fields of ``params`` (a PipelineParams dump, or overrides) whose value differs from the
     :class:`~rag_lab.types.params.PipelineParams` default; unknown keys are kept.
 
@@ -153,12 +154,12 @@ def model_params(config: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def _slice(spec: Mapping[str, Any]) -> str:
+def _slice(spec: Mapping[str, object]) -> str:
     parts = [spec.get("dataset", "?"), spec.get("n_queries"), spec.get("max_docs"), spec.get("seed", 0)]
     return ":".join("" if p is None else str(p) for p in parts)
 
 
-def _metric(v: Any) -> float | None:
+def _metric(v: object) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
@@ -210,7 +211,7 @@ class _Logger:
             t["mlflow.parentRunId"] = parent
         return str(self.client.create_run(self.experiment_id, run_name=name, tags=t).info.run_id)
 
-    def log(self, run_id: str, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+    def log(self, run_id: str, params: Mapping[str, object], metrics: Mapping[str, float]) -> None:
         from mlflow.entities import Metric, Param
 
         ps = [Param(mlflow_key(k), _param_value(v)) for k, v in params.items()]
@@ -297,8 +298,8 @@ def log_eval(
     """Log an evaluation report as one MLflow run; returns its run id. ``config``: the lab config
     (its ``models`` section becomes params); ``artifacts``: files to attach (missing ones skipped)."""
     logger = _Logger(uri, workspace, experiment)
-    lab_params: Mapping[str, Any] = report.meta.get("lab_params") or {}
-    params: dict[str, Any] = {}
+    lab_params: Mapping[str, object] = report.meta.get("lab_params") or {}
+    params: dict[str, object] = {}
     for s in report.suites:
         params.update({**lab_params, **s.params})  # every effective param, defaults included
     for s in report.suites:
@@ -326,8 +327,8 @@ def log_sweep(
     experiment: str = DEFAULT_EXPERIMENT,
     run_name: str | None = None,
     config: Mapping[str, Any] | None = None,
-    lab_params: Mapping[str, Any] | None = None,
-    suites: Sequence[Mapping[str, Any]] = (),
+    lab_params: Mapping[str, object] | None = None,
+    suites: Sequence[Mapping[str, object]] = (),
     artifacts: Iterable[str | Path] = (),
     tags: Mapping[str, str] | None = None,
 ) -> str:
@@ -341,7 +342,7 @@ def log_sweep(
         k: v for k, v in {**dict(lab_params or {}), **result.base_params}.items() if k not in result.param_names
     }
     fixed = changed_params(effective)  # on every child, beside its swept values
-    parent_params: dict[str, Any] = {
+    parent_params: dict[str, object] = {
         **effective,
         "objective": result.objective,
         "direction": result.direction,

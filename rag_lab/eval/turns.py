@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.eval.gate.stats import paired_test
 from rag_lab.eval.records import QueryRecord
@@ -58,9 +57,11 @@ class RewriteEffect:
     rewritten: int
 
 
-def _by_turn(rows: Sequence[Mapping[str, Any]], records: Sequence[QueryRecord]) -> dict[int, list[Mapping[str, Any]]]:
+def _by_turn(
+    rows: Sequence[Mapping[str, float | int | str]], records: Sequence[QueryRecord]
+) -> dict[int, list[Mapping[str, float | int | str]]]:
     scored = {str(r["qid"]): r for r in rows}
-    out: dict[int, list[Mapping[str, Any]]] = {}
+    out: dict[int, list[Mapping[str, float | int | str]]] = {}
     for rec in records:
         row = scored.get(rec.qid)
         if row is not None:  # a question without gold is not scored
@@ -69,7 +70,9 @@ def _by_turn(rows: Sequence[Mapping[str, Any]], records: Sequence[QueryRecord]) 
 
 
 def per_turn(
-    rows: Sequence[Mapping[str, Any]], records: Sequence[QueryRecord], metrics: Sequence[str] = TURN_METRICS
+    rows: Sequence[Mapping[str, float | int | str]],
+    records: Sequence[QueryRecord],
+    metrics: Sequence[str] = TURN_METRICS,
 ) -> list[TurnRow]:
     """Per turn index (ascending): the scored questions and each metric's mean over them."""
     return [
@@ -79,9 +82,9 @@ def per_turn(
 
 
 def rewrite_effect(
-    with_rows: Sequence[Mapping[str, Any]],
+    with_rows: Sequence[Mapping[str, float | int | str]],
     with_records: Sequence[QueryRecord],
-    without_rows: Sequence[Mapping[str, Any]],
+    without_rows: Sequence[Mapping[str, float | int | str]],
     without_records: Sequence[QueryRecord],
     metric: str,
 ) -> list[RewriteEffect]:

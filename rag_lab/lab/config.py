@@ -13,11 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rag_lab.prompts.templates import REPO_ROOT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.models.vector_cache import VectorCache
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "lab.yaml"
 #: the ids the lab's chat and rerank models are registered under in its services
@@ -76,7 +79,7 @@ def read_config(path: str | Path | Mapping[str, Any] | None) -> tuple[dict[str, 
 VECTOR_CACHE_ENV = "RAG_LAB_VECTOR_CACHE"
 
 
-def vector_cache_from_config(cfg: Any, root: Path, source: str) -> Any:
+def vector_cache_from_config(cfg: object, root: Path, source: str) -> VectorCache | None:
     """The workspace's :class:`~rag_lab.models.vector_cache.VectorCache` from the ``vector_cache``
     config key: ``true`` / absent (the default bound), ``{max_mb: N, path: FILE}``, or ``false``
     (none: vectors are cached in memory only, for the life of the process). The file is ``path``
@@ -112,7 +115,7 @@ def vector_cache_from_config(cfg: Any, root: Path, source: str) -> Any:
 PREPARE_CHOICES = ("auto", "all", "none")
 
 
-def prepare_texts_for(section: Any, models: Mapping[str, Any], source: str) -> bool:
+def prepare_texts_for(section: object, models: Mapping[str, Any], source: str) -> bool:
     """Whether ingest prepares the re-scorer's and answerer's texts under ``ingest: {prepare: …}``."""
     cfg = section or {}
     if not isinstance(cfg, Mapping) or set(cfg) - {"prepare"}:

@@ -28,7 +28,8 @@ and a Chinese question keeps the search order (:func:`~rag_lab.searchutil.langua
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.config import LabConfigError
 from rag_lab.lab.parts import LabParts
@@ -40,6 +41,11 @@ from rag_lab.searchutil.language import (
     uncovered_reason,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.observability.ledger import LedgerEmbedder
+    from rag_lab.types.chat_manage import ChatManage
+
 __all__ = ["LabEmbedders"]
 
 #: one lock for building any lab's multilingual embedder (rare: once per lab)
@@ -50,7 +56,7 @@ class LabEmbedders(LabParts):
     """The lab's embedders per knowledge base: choosing one for a new KB, handing out the one a
     KB was built with."""
 
-    def multilingual_embedder(self) -> Any:
+    def multilingual_embedder(self) -> LedgerEmbedder | None:
         """``models.multilingual_embedder`` (``None`` when none is configured), built on first use
         and then kept, behind the same vector cache and ledger as the lab's embedder."""
         cfg = self.embedder_plan.multilingual
@@ -69,7 +75,7 @@ class LabEmbedders(LabParts):
                 self._multilingual = LedgerEmbedder(CachedEmbedder(inner, store=self.vector_cache))
             return self._multilingual
 
-    def _embedder_for(self, kb: Any) -> Any:
+    def _embedder_for(self, kb: KnowledgeBase) -> LedgerEmbedder:
         """The embedder of ``kb``'s space: the lab's (also for a keyword-only KB), or the
         multilingual one for a KB built with it; another model key is refused."""
         key = getattr(kb, "embedding_model_key", "")
@@ -90,7 +96,7 @@ class LabEmbedders(LabParts):
             f"knowledge base '{kb.name}' was built with embeddings '{key}', but this lab uses {uses}{hint}"
         )
 
-    def _workspace_embedder(self, kb: Any) -> Any:
+    def _workspace_embedder(self, kb: KnowledgeBase) -> LedgerEmbedder | None:
         """What the workspace re-embeds a KB's missing vectors with: the embedder of its space,
         ``None`` for a keyword-only KB or one this lab has no embedder for."""
         if not getattr(kb, "embedding_model_key", ""):
@@ -100,7 +106,7 @@ class LabEmbedders(LabParts):
         except LabConfigError:
             return None
 
-    def _choose_embedder(self, sample: str, name: str) -> tuple[Any, dict[str, str]]:
+    def _choose_embedder(self, sample: str, name: str) -> tuple[LedgerEmbedder | None, dict[str, str]]:
         """The embedder new KB ``name`` gets (``None``: keyword-only) for its text ``sample``, and
         the choice recorded with it (empty unless ``embedder: auto``)."""
         reason = uncovered_reason(sample, self.embedder, name) if sample else ""
@@ -129,7 +135,7 @@ class LabEmbedders(LabParts):
             }
         return None, ({"embedder": "keyword-only", "model_key": "", "reason": reason} if plan.auto else {})
 
-    def language_warning(self, text: str, what: str, kbs: Any = None) -> str:
+    def language_warning(self, text: str, what: str, kbs: Sequence[KnowledgeBase] | None = None) -> str:
         """A sentence when ``text`` is Chinese and the embedders it meets do not cover it, else
         ``""``: for a corpus (``kbs`` None), the embedder a new KB of it would get; for a question,
         the embedders of the searched ``kbs`` (none said when every one has vectors from an
@@ -158,7 +164,7 @@ class LabEmbedders(LabParts):
             "and the question keeps the search order instead of the embedding re-scorer's"
         )
 
-    def _question_warning(self, chat: Any) -> str:
+    def _question_warning(self, chat: ChatManage) -> str:
         """:meth:`language_warning` for a run's question over the KBs it searched."""
         store = self.workspace.store
         kbs = [kb for kb in (store.get_kb(i) for i in chat.request.knowledge_base_ids) if kb is not None]

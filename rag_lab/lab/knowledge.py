@@ -5,19 +5,25 @@ into it with the lab's embedder and graph extractor. :class:`LabKnowledge` is on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.config import LabConfigError
 from rag_lab.lab.embedders import LabEmbedders
 from rag_lab.searchutil.language import uncovered_reason
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.entities import LLMGraphExtractor, OfflineEntityExtractor
+    from rag_lab.knowledge.ingest_common import IngestReport
+    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.observability.ledger import LedgerEmbedder
+
 
 class LabKnowledge(LabEmbedders):
     """KBs and ingestion through the lab's workspace and models."""
 
-    def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> Any:
+    def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> KnowledgeBase:
         """The KB ``name`` (created with ``kwargs`` when missing and ``create``; ``sample``, the
         text about to be ingested, chooses a new KB's embedder: :mod:`rag_lab.lab.embedders`). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
@@ -36,7 +42,7 @@ class LabKnowledge(LabEmbedders):
             embedder, choice = self._choose_embedder(sample, name)
             # exist_ok: another process may create it at the same moment (same settings: fine)
             kb = self.workspace.create_kb(name, embedder, exist_ok=True, **kwargs)
-            noted: dict[str, Any] = {"embedder_choice": choice} if choice else {}
+            noted: dict[str, object] = {"embedder_choice": choice} if choice else {}
             if embedder is None and sample:
                 noted["keyword_only"] = choice.get("reason") or uncovered_reason(sample, self.embedder, name)
             if any(k not in kb.metadata for k in noted):
@@ -46,7 +52,7 @@ class LabKnowledge(LabEmbedders):
             raise KnowledgeBaseExists(f"knowledge base {name!r} belongs to tenant {kb.tenant_id}, not {tenant}")
         return kb
 
-    def graph_extractor(self) -> Any:
+    def graph_extractor(self) -> LLMGraphExtractor | OfflineEntityExtractor:
         """Entities and relations for a KB's graph: the chat model when it follows instructions,
         otherwise the offline extractor (jieba POS for Chinese, proper-noun spans for English)."""
         from rag_lab.knowledge.entities import LLMGraphExtractor, OfflineEntityExtractor
@@ -55,7 +61,7 @@ class LabKnowledge(LabEmbedders):
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any) -> Any:
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any) -> IngestReport:
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`. A new KB whose text the embedder does
         not cover is built keyword-only (:func:`rag_lab.searchutil.language.uncovered_reason`)."""
@@ -67,7 +73,9 @@ class LabKnowledge(LabEmbedders):
         )
         return _noted(report, target, self.embedder.model_key)
 
-    def ingest_images(self, items: Iterable[Any], kb: str, captions: Any = None) -> Any:
+    def ingest_images(
+        self, items: Iterable[object], kb: str, captions: Mapping[str, str] | Sequence[str] | None = None
+    ) -> IngestReport:
         """Images with their captions / OCR text, searchable by image vector (needs ``lab.image_embedder``)."""
         from rag_lab.knowledge.images import ingest_images
 
@@ -75,7 +83,7 @@ class LabKnowledge(LabEmbedders):
             raise LabConfigError("ingest_images needs an image embedder: set lab.image_embedder to an ImageEmbedder")
         return ingest_images(self.workspace, self.kb(kb), items, self.image_embedder, captions)
 
-    def ingest_documents(self, docs: Iterable[Any], kb: str, progress: bool = True) -> Any:
+    def ingest_documents(self, docs: Iterable[object], kb: str, progress: bool = True) -> IngestReport:
         """Ingest documents (dicts with ``text``, ``title``, ``id``, ``metadata``); a new KB whose
         text the embedder does not cover is built keyword-only, as :meth:`ingest` does."""
         from rag_lab.searchutil.language import sample_text
@@ -93,7 +101,7 @@ class LabKnowledge(LabEmbedders):
         )
         return _noted(report, target, self.embedder.model_key)
 
-    def _kb_embedder(self, kb: Any) -> Any:
+    def _kb_embedder(self, kb: KnowledgeBase) -> LedgerEmbedder | None:
         """The embedder a KB's chunks are written with: none for a keyword-only KB. The texts the
         re-scorer and the answerer will embed are prepared only with the lab's own embedder (theirs)."""
         return self._embedder_for(kb) if kb.vector_enabled else None
@@ -120,11 +128,11 @@ def folder_sample(path: Path, max_files: int = 200, per_text: int = 2000) -> str
     return "\n".join(out)
 
 
-def _field(doc: Any, name: str) -> Any:
+def _field(doc: object, name: str) -> object:
     return doc.get(name, "") if isinstance(doc, dict) else getattr(doc, name, "")
 
 
-def _noted(report: Any, kb: Any, main_key: str) -> Any:
+def _noted(report: IngestReport, kb: KnowledgeBase, main_key: str) -> IngestReport:
     """The ingestion report, with the reason a KB is keyword-only, or embedded with the
     multilingual embedder, among its warnings (the lab's own embedder is not a warning)."""
     choice = kb.metadata.get("embedder_choice") or {}

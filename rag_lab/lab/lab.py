@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.lab.config import (
     CHAT_MODEL_ID,
@@ -46,7 +46,13 @@ from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
 
 if TYPE_CHECKING:  # pragma: no cover
+    import asyncio
+
+    import pandas as pd
+
     from rag_lab.lab.stepper import Stepper
+    from rag_lab.observability.ledger import Ledger
+    from rag_lab.pipeline.plugin import PluginError
 
 __all__ = [
     "CHAT_MODEL_ID",
@@ -84,7 +90,7 @@ class Run:
     message_id: str = ""
     total_ms: float = 0.0
     params: PipelineParams = field(default_factory=PipelineParams)
-    ledger: Any = None  # rag_lab.observability.ledger.Ledger: time, model calls, tokens, cost
+    ledger: Ledger | None = None  # time, model calls, tokens, cost
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
     #: ``state.diagnostics`` as the run left it (kept with or without snapshots: the gold funnel reads it)
@@ -117,7 +123,7 @@ class Run:
                 out.append(r.knowledge_id)
         return out
 
-    def frame(self, which: str = "search", **kw: Any) -> Any:
+    def frame(self, which: str = "search", **kw: Any) -> pd.DataFrame:
         """Search / fusion / rerank / merge / final results with every score component (pandas);
         ``which="funnel"`` with ``gold_ids=[...]``: where each gold document is at every stage."""
         from rag_lab.lab.frames import frame
@@ -130,7 +136,7 @@ class Run:
 
         return save_capture(self, path, **kw)
 
-    def timings_frame(self) -> Any:
+    def timings_frame(self) -> pd.DataFrame:
         """One row per stage: event, start, ``duration_ms`` (background work included) and
         ``background_ms``, error (pandas)."""
         from dataclasses import asdict
@@ -140,7 +146,10 @@ class Run:
         return pd.DataFrame([asdict(t) for t in self.timings])
 
 
-def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+_T = TypeVar("_T")
+
+
+def _run_sync(coro_factory: Callable[[], Awaitable[_T]]) -> _T:
     from rag_lab.asyncutil import run_sync
 
     return run_sync(coro_factory)
@@ -171,12 +180,12 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self,
         question: str,
         kb: str | list[str] | None = None,
-        params: PipelineParams | Mapping[str, Any] | None = None,
+        params: PipelineParams | Mapping[str, object] | None = None,
         session_id: str = "",
         on_event: Callable[[BusEvent], None] | None = None,
         snapshots: bool = True,
         message_id: str = "",
-        cancel_event: Any = None,
+        cancel_event: asyncio.Event | None = None,
         pause: StagePause | None = None,
         user_id: str = "lab",
         tenant_id: int = 0,
@@ -215,7 +224,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         self,
         run: Run,
         from_stage: EventType | str,
-        params: PipelineParams | Mapping[str, Any] | None = None,
+        params: PipelineParams | Mapping[str, object] | None = None,
         on_event: Callable[[BusEvent], None] | None = None,
     ) -> Run:
         """Run ``run`` again from ``from_stage`` with changed params, reusing the state every
@@ -237,10 +246,10 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         return await self._execute(chat, events, upstream, True, on_event, None, remember=False)
 
     def rerun(
-        self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, Any] | None = None
+        self, run: Run, from_stage: EventType | str, params: PipelineParams | Mapping[str, object] | None = None
     ) -> Run:
         """Synchronous :meth:`arerun`."""
-        return cast("Run", _run_sync(lambda: self.arerun(run, from_stage, params)))
+        return _run_sync(lambda: self.arerun(run, from_stage, params))
 
     def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
         """Step through a question stage by stage (``st.next()``, ``await st.anext()``).
@@ -277,7 +286,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         manager = self._manager
         taker = SnapshotTaker(self._snapshot_plan)  # copy-on-write snapshots from the contracts
 
-        async def on_stage(event: EventType, c: ChatManage, err: Any) -> None:
+        async def on_stage(event: EventType, c: ChatManage, err: PluginError | None) -> None:
             if snapshots or pause is not None:
                 snap = taker.take(event, c)
                 if snapshots:
@@ -349,10 +358,10 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         >>> run.stages[:4]
         ['load_history', 'memory_recall', 'query_understand', 'chunk_search_parallel']
         """
-        return cast("Run", _run_sync(lambda: self.aask(question, kb, **kwargs)))
+        return _run_sync(lambda: self.aask(question, kb, **kwargs))
 
 
-def _searched(chat: ChatManage, outcome: QAOutcome) -> list[Any]:
+def _searched(chat: ChatManage, outcome: QAOutcome) -> list[SearchResult]:
     """The search stage's output when the run stopped after it (retrieval only), else nothing."""
     if outcome.events and outcome.events[-1] == EventType.CHUNK_SEARCH_PARALLEL:
         return list(chat.state.search_result)

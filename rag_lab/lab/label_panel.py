@@ -14,15 +14,20 @@ written to ``queries.jsonl`` at once (atomically).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets import CORPUS_FILE, Dataset
 from rag_lab.eval.datasets.loading import _load_corpus
 from rag_lab.eval.labelling.model import GRADE_NAMES, GRADES, candidate_passages
 from rag_lab.eval.labelling.session import LabelSession, PassageRef, parse_commands, quote_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.labelling.model import QuestionState
+    from rag_lab.lab.lab import Lab
+    from rag_lab.types.params import PipelineParams
 
 __all__ = ["COMMAND_HELP", "LabelPanel", "Passage", "lab_retriever"]
 
@@ -51,7 +56,9 @@ class Passage:
 Retriever = Callable[[str], Sequence[Passage]]
 
 
-def lab_retriever(lab: Any, kb: str, params: Any = None, searched: int = 5) -> Retriever:
+def lab_retriever(
+    lab: Lab, kb: str, params: PipelineParams | Mapping[str, object] | None = None, searched: int = 5
+) -> Retriever:
     """Passages for a question from ``lab.ask(question, kb=kb)`` (the whole offline pipeline):
     its final contexts best first, then up to ``searched`` more that the search stage found and
     rerank, MMR or merge did not keep (a person judges those too), each chunk once."""
@@ -98,7 +105,7 @@ class LabelPanel:
 
     def __init__(
         self,
-        lab: Any,
+        lab: Lab,
         dataset: str | Path | Dataset,
         kb: str | None = None,
         *,
@@ -140,7 +147,7 @@ class LabelPanel:
         return name
 
     @property
-    def current(self) -> Any:
+    def current(self) -> QuestionState:
         return self.session.questions[self.index]
 
     def passages(self, index: int | None = None) -> list[Passage]:
@@ -266,14 +273,14 @@ class LabelPanel:
             return
         self.command(f"e {quote_text(text)}")
 
-    def _on_command(self, change: dict[str, Any]) -> None:
+    def _on_command(self, change: Mapping[str, object]) -> None:
         line = str(change["new"])
         if not line.strip():
             return
         self.command(line)
         self.cmd.value = ""
 
-    def _on_toggle(self, position: int, change: dict[str, Any]) -> None:
+    def _on_toggle(self, position: int, change: Mapping[str, object]) -> None:
         if self._drawing:
             return
         grade = change["new"]

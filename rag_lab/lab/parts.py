@@ -11,16 +11,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.cache.enable import StageCacheHandle
     from rag_lab.knowledge.store_config import StoreConfig
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.lab.config import EmbedderPlan
     from rag_lab.memory import MemoryStore
+    from rag_lab.models.vector_cache import VectorCache
     from rag_lab.observability.ledger import Ledger, LedgerChatModel, LedgerEmbedder, LedgerReranker, PriceTable
     from rag_lab.observability.tracing import NullTracer, OtelTracer
     from rag_lab.pipeline.container import Services
+    from rag_lab.pipeline.plugin import EventManager
     from rag_lab.pipeline.snapshots import SnapshotPlan
     from rag_lab.prompts.templates import PromptTemplates
     from rag_lab.retrieval.engines import EngineRouter
+    from rag_lab.retrieval.image_recall import ImageEmbedder
     from rag_lab.session.sqlite_store import SQLiteSessionStore
     from rag_lab.stream.manager import StreamManager
     from rag_lab.types.params import PipelineParams
@@ -37,7 +41,7 @@ class LabParts:
     #: where KBs, documents, chunks, sessions and messages live (the ``store`` section)
     store_config: StoreConfig
     #: the workspace's persistent vector cache (``None``: ``vector_cache: false``)
-    vector_cache: Any
+    vector_cache: VectorCache | None
     #: the models, each wrapped so every run's ledger counts its calls, tokens and cost
     embedder: LedgerEmbedder
     #: ``models.embedder`` / ``models.multilingual_embedder`` as read (:mod:`rag_lab.lab.embedders`)
@@ -60,7 +64,7 @@ class LabParts:
     engines: EngineRouter
     #: optional image-text embedder (an ``ImageEmbedder``: text and image towers in one space)
     #: for image recall; none ships offline, so it is set by the user (``lab.image_embedder = …``)
-    image_embedder: Any
+    image_embedder: ImageEmbedder | None
     sessions: SQLiteSessionStore
     #: long-term memory (``memory: {enabled: true}``), else ``None``
     memory: MemoryStore | None
@@ -68,5 +72,7 @@ class LabParts:
     services: Services
     stream_manager: StreamManager
     #: the plugin chain and its snapshot plan, built on the first run
-    _manager: Any
+    _manager: EventManager | None
     _snapshot_plan: SnapshotPlan | None
+    #: the stage cache :func:`~rag_lab.eval.cache.enable_stage_cache` installed (set by it, not the factory)
+    _stage_cache_handle: StageCacheHandle | None

@@ -17,10 +17,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rag_lab.cliutil import command, number_arg, opt
 from rag_lab.types.stream import StreamEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.capture import Capture
+    from rag_lab.lab.lab import Run
 
 __all__ = [
     "ProgressWindow",
@@ -44,7 +48,7 @@ def _unescape(s: str) -> str:
     return s
 
 
-def display_answer(answer: str, references: Sequence[Any] = (), partial: bool = True) -> str:
+def display_answer(answer: str, references: Sequence[object] = (), partial: bool = True) -> str:
     """The answer as a reader sees it: each ``<kb … chunk_id="X" />`` citation becomes ``[n]``,
     ``n`` being X's 1-based place in ``references`` (``[?]`` when X is not among them). With
     ``partial``, a tag still being streamed at the end (``<kb doc="…``) is hidden."""
@@ -67,12 +71,12 @@ class ProgressWindow:
 
     call_id: str
     tool: str
-    arguments: Any = None
+    arguments: object = None
     status: str = "running"  # running | done | failed
     duration_ms: int | None = None
     output: str = ""
     error: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -175,7 +179,7 @@ def _window_line(w: ProgressWindow) -> str:
 
 
 def replay_to_terminal(
-    capture: Any,
+    capture: Run | Capture,
     speed: float = 1.0,
     out: TextIO | None = None,
     max_delay: float = 5.0,

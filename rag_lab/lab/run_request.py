@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.config import CHAT_MODEL_ID, RERANK_MODEL_ID
 from rag_lab.lab.embedders import LabEmbedders
@@ -15,18 +15,21 @@ from rag_lab.searchutil.language import rescorer_covers
 from rag_lab.types.chat_manage import ChatManage, PipelineRequest, SearchTarget
 from rag_lab.types.params import PipelineParams
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import KnowledgeBase
+
 
 class LabRequests(LabEmbedders):
     """Params, KB scope and the initial :class:`ChatManage` of a lab's runs."""
 
     # -- the KBs a tenant sees --------------------------------------------------------------
-    def visible_kbs(self, tenant_id: int = 0) -> list[Any]:
+    def visible_kbs(self, tenant_id: int = 0) -> list[KnowledgeBase]:
         """The KBs a tenant may search: its own and those shared with it (tenant 0: every KB)."""
         from rag_lab.retrieval.hybrid_search import can_view
 
         return [k for k in self.workspace.list_kbs() if can_view(k, tenant_id)]
 
-    def _tenant_kb(self, ref: str, tenant_id: int) -> Any:
+    def _tenant_kb(self, ref: str, tenant_id: int) -> KnowledgeBase:
         """A KB by id or name as ``tenant_id`` sees it: another tenant's KB is "unknown", with a
         message that names neither the workspace nor the other KBs."""
         from rag_lab.knowledge.workspace import KnowledgeBaseNotFound
@@ -95,14 +98,14 @@ class LabRequests(LabEmbedders):
         model = getattr(self.reranker, "inner", self.reranker)
         return f"the reranker {getattr(model, 'model_id', type(model).__name__)}"
 
-    def resolve_params(self, params: PipelineParams | Mapping[str, Any] | None) -> PipelineParams:
+    def resolve_params(self, params: PipelineParams | Mapping[str, object] | None) -> PipelineParams:
         """The lab's params with ``params`` applied and checked before anything runs: unknown names
         fail with a did-you-mean, bad values name the field and value, thresholds outside the
         reranker's score range are refused with that range (:class:`ParamsError`)."""
         return self._params(params)
 
     def _params(
-        self, params: PipelineParams | Mapping[str, Any] | None, base: PipelineParams | None = None
+        self, params: PipelineParams | Mapping[str, object] | None, base: PipelineParams | None = None
     ) -> PipelineParams:
         """Overrides applied to ``base`` (default: the lab's params): unknown names fail with a
         did-you-mean, thresholds outside the reranker's score range are refused with that range."""

@@ -34,7 +34,7 @@ class StageView:
 
 
 class Stepper:
-    def __init__(self, lab: Lab, question: str, kb: Any = None, **kwargs: Any) -> None:
+    def __init__(self, lab: Lab, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> None:
         self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stages: list[StageView] = []
         self.run: Run | None = None

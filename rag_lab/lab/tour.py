@@ -20,6 +20,7 @@ from rag_lab.lab.diff import SnapshotDiff, diff
 from rag_lab.types.chat_manage import ChatManage
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.ingest_common import IngestReport
     from rag_lab.lab.lab import Lab
 
 __all__ = [
@@ -42,7 +43,7 @@ TOUR_KB = "tour"
 #: short chunks, so that neighbouring chunks of one document meet in the merge
 TOUR_CHUNKING: dict[str, Any] = {"chunk_size": 220, "chunk_overlap": 0}
 #: four contexts and a threshold that the off-topic candidates do not reach
-TOUR_PARAMS: dict[str, Any] = {"rerank_top_k": 4, "rerank_threshold": 0.5}
+TOUR_PARAMS: dict[str, float] = {"rerank_top_k": 4, "rerank_threshold": 0.5}
 #: the conversation's first turn (its references come back in the merge of the second)
 TOUR_FIRST_TURN = "How did people cross the river Orrin at Kestle before 1911?"
 
@@ -89,7 +90,7 @@ def load_tour_dataset() -> TourData:
     return TourData(corpus, queries)
 
 
-def ingest_tour(lab: Lab, kb: str = TOUR_KB) -> Any:
+def ingest_tour(lab: Lab, kb: str = TOUR_KB) -> IngestReport:
     """Create ``kb`` with the tour's chunking and ingest the tour documents (an IngestReport)."""
     ds = load_tour_dataset()
     lab.kb(kb, **TOUR_CHUNKING)

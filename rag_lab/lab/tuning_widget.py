@@ -20,12 +20,16 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag_lab.tuning import FastEvaluator, QuestionInputs, doc_ids
 from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.lab.lab import Lab
 
 __all__ = ["DEFAULT_KNOBS", "Knob", "TuningPanel", "svg_line_plot", "tuning_panel"]
 
@@ -39,7 +43,7 @@ class Knob:
     def __init__(self, name: str, low: float, high: float, step: float, integer: bool = False) -> None:
         self.name, self.low, self.high, self.step, self.integer = name, low, high, step, integer
 
-    def values(self, points: int = 9) -> list[Any]:
+    def values(self, points: int = 9) -> list[float]:
         """The plot's grid along this knob: ``points`` values from low to high on the step."""
         raw = np.linspace(self.low, self.high, points)
         snapped = sorted({round(round((v - self.low) / self.step) * self.step + self.low, 10) for v in raw})
@@ -86,17 +90,17 @@ class TuningPanel:
         self.score = score
         self.knobs = {k.name: k for k in knobs}
         self.points = points
-        self.config: dict[str, Any] = {k.name: getattr(base, k.name) for k in knobs}
+        self.config: dict[str, float] = {k.name: getattr(base, k.name) for k in knobs}
         self.focus = knobs[0].name
-        self.history: list[tuple[dict[str, Any], dict[str, float]]] = []
-        self._scored: dict[tuple[tuple[str, Any], ...], dict[str, float]] = {}
-        self._curves: dict[tuple[str, tuple[tuple[str, Any], ...]], list[tuple[Any, dict[str, float]]]] = {}
+        self.history: list[tuple[dict[str, float], dict[str, float]]] = []
+        self._scored: dict[tuple[tuple[str, float], ...], dict[str, float]] = {}
+        self._curves: dict[tuple[str, tuple[tuple[str, float], ...]], list[tuple[float, dict[str, float]]]] = {}
         self.base_metrics = self.metrics_of(self.config)
         self.metric = next(iter(self.base_metrics))
         self.sliders: dict[str, Any] = {}
         for k in knobs:
             cls = W.IntSlider if k.integer else W.FloatSlider
-            kw: dict[str, Any] = {} if k.integer else {"readout_format": ".2f"}
+            kw: dict[str, str] = {} if k.integer else {"readout_format": ".2f"}
             s = cls(
                 value=self.config[k.name],
                 min=k.low,
@@ -128,7 +132,7 @@ class TuningPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     # -- evaluation -------------------------------------------------------------------------------
-    def metrics_of(self, config: Mapping[str, Any]) -> dict[str, float]:
+    def metrics_of(self, config: Mapping[str, float]) -> dict[str, float]:
         """Metrics of ``config`` over the captured questions (cached per config)."""
         key = tuple(sorted(config.items()))
         found = self._scored.get(key)
@@ -139,7 +143,7 @@ class TuningPanel:
             self.history.append((dict(config), found))
         return found
 
-    def curve(self, name: str) -> list[tuple[Any, dict[str, float]]]:
+    def curve(self, name: str) -> list[tuple[float, dict[str, float]]]:
         """The metrics along knob ``name`` with the other knobs at their current values."""
         others = tuple(sorted((k, v) for k, v in self.config.items() if k != name))
         key = (name, others)
@@ -149,7 +153,7 @@ class TuningPanel:
             self._curves[key] = found
         return found
 
-    def best(self) -> tuple[dict[str, Any], dict[str, float]]:
+    def best(self) -> tuple[dict[str, float], dict[str, float]]:
         """The best config evaluated so far by the selected metric (first evaluated on ties)."""
         ok = [(c, m) for c, m in self.history if math.isfinite(m.get(self.metric, math.nan))]
         if not ok:
@@ -176,14 +180,14 @@ class TuningPanel:
         return path
 
     # -- interaction ----------------------------------------------------------------------------------
-    def set(self, name: str, value: Any) -> float:
+    def set(self, name: str, value: float) -> float:
         """Move slider ``name`` to ``value`` (as the hand does); returns the redraw time in ms."""
         if name not in self.sliders:
             raise KeyError(f"no slider {name!r}; sliders: {', '.join(self.sliders)}")
         self.sliders[name].value = value
         return self.last_redraw_ms
 
-    def _on_change(self, name: str, value: Any) -> None:
+    def _on_change(self, name: str, value: float) -> None:
         self.config[name] = value
         self.focus = name
         self.redraw()
@@ -289,11 +293,11 @@ def svg_line_plot(
 
 
 def tuning_panel(
-    lab: Any,
-    dataset: Any,
+    lab: Lab,
+    dataset: Dataset,
     kb: str,
     n_questions: int = 100,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
     cache_dir: str | Path | None = None,
     **kw: Any,

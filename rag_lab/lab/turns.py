@@ -6,14 +6,18 @@ the mixins :class:`~rag_lab.lab.lab.Lab` is made of.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.parts import LabParts
 from rag_lab.pipeline.qa import QAOutcome
 from rag_lab.types.chat_manage import ChatManage
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.pipeline.container import MessageService
+    from rag_lab.session.sqlite_schema import Session
 
-def ensure_owned_session(store: Any, session_id: str, user_id: str, tenant_id: int = 0) -> Any:
+
+def ensure_owned_session(store: MessageService, session_id: str, user_id: str, tenant_id: int = 0) -> Session:
     """The session, created for (user, tenant) when missing. A session owned by anyone else
     raises ``SessionNotFound``, exactly as a missing one would read (its history is never loaded)."""
     session = store.ensure_session(session_id, user_id, tenant_id=tenant_id)

@@ -32,11 +32,18 @@ The standalone page lives in :mod:`rag_lab.lab.pages.replay` and is re-exported 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.pages.replay import export_replay_html, replay_page_data
 from rag_lab.lab.replay import state_html, stream_state
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from rag_lab.lab.capture import Capture
+    from rag_lab.lab.lab import Run
+    from rag_lab.types.params import PipelineParams
 
 __all__ = [
     "CompositeView",
@@ -69,13 +76,13 @@ class _View:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _png(fig: Any) -> bytes:
+def _png(fig: Figure) -> bytes:
     from rag_lab.lab.plots import figure_png
 
     return figure_png(fig, dpi=80)
 
 
-def _params_of(capture: Any) -> Any:
+def _params_of(capture: object) -> PipelineParams:
     from rag_lab.types.params import PipelineParams
 
     return getattr(capture, "params", None) or PipelineParams()
@@ -86,10 +93,10 @@ def _warning_html(warnings: list[str]) -> str:
     return "".join(f"<div class='rag-lab-warning' style='color:#9a6700'>⚠ {html.escape(w)}</div>" for w in warnings)
 
 
-def _table(rows: list[dict[str, Any]], cols: list[str], max_text: int = 400) -> str:
+def _table(rows: Sequence[Mapping[str, object]], cols: list[str], max_text: int = 400) -> str:
     esc = html.escape
 
-    def cell(v: Any) -> str:
+    def cell(v: object) -> str:
         if v is None:
             return ""
         if isinstance(v, float):
@@ -118,7 +125,7 @@ class StreamPlayer(_View):
     """Play / pause / scrub over a capture's stream events. ``position`` is the number of events
     shown; ``state`` the :class:`~rag_lab.lab.replay.StreamState` on screen."""
 
-    def __init__(self, capture: Any, interval_ms: int = 120) -> None:
+    def __init__(self, capture: Run | Capture, interval_ms: int = 120) -> None:
         W = _widgets()
         self.capture = capture
         self.events = list(capture.events)
@@ -200,7 +207,7 @@ class CompositeView(_SliderView):
     """The composite-score plot with a threshold slider: moving it replays the rerank ladder on the
     stored model scores and lists the chunks that survive."""
 
-    def __init__(self, capture: Any, score_range: tuple[float, float] = (0.0, 1.0)) -> None:
+    def __init__(self, capture: Run | Capture, score_range: tuple[float, float] = (0.0, 1.0)) -> None:
         from rag_lab.lab.frames import rerank_rows, rerank_threshold_outcome
 
         W = _widgets()
@@ -252,7 +259,7 @@ class MMRView(_SliderView):
     """MMR steps with a λ slider: re-selects from the stored scores and token sets and shows
     which picks change against the run's own λ."""
 
-    def __init__(self, capture: Any) -> None:
+    def __init__(self, capture: Run | Capture) -> None:
         from rag_lab.lab.frames import mmr_inputs
 
         W = _widgets()
@@ -298,7 +305,7 @@ class MMRView(_SliderView):
 class FusionView(_View):
     """The fusion plot and its table (vector / keyword ranks and RRF terms)."""
 
-    def __init__(self, capture: Any, fusion: Any = None) -> None:
+    def __init__(self, capture: Run | Capture, fusion: Any = None) -> None:
         from rag_lab.lab.frames import fusion_rows
         from rag_lab.lab.plots import plot_fusion
 
@@ -322,7 +329,7 @@ class FusionView(_View):
 class MergeView(_View):
     """The merge plot and a table with each chunk's fate and its text before and after."""
 
-    def __init__(self, capture: Any) -> None:
+    def __init__(self, capture: Run | Capture) -> None:
         from rag_lab.lab.frames import merge_rows
         from rag_lab.lab.plots import plot_merge
 
@@ -336,7 +343,7 @@ class FunnelView(_View):
     """Where each gold document of the question is at every stage (rank, score, what the stage did
     to it, the stage that lost it), from the run's own records (:mod:`rag_lab.lab.frames.funnel`)."""
 
-    def __init__(self, capture: Any, gold_ids: Any) -> None:
+    def __init__(self, capture: Run | Capture, gold_ids: Iterable[str]) -> None:
         from rag_lab.lab.frames.funnel import funnel_rows
 
         W = _widgets()
@@ -350,14 +357,14 @@ class FunnelView(_View):
 
 
 class TimingsView(_View):
-    def __init__(self, capture: Any) -> None:
+    def __init__(self, capture: Run | Capture) -> None:
         from rag_lab.lab.plots import plot_stage_timings
 
         W = _widgets()
         self.widget = W.VBox([W.Image(value=_png(plot_stage_timings(capture)), format="png")])
 
 
-def workbench(capture: Any, fusion: Any = None, gold_ids: Any = None) -> Any:
+def workbench(capture: Run | Capture, fusion: Any = None, gold_ids: Iterable[str] | None = None) -> Any:
     """All views of a capture (or run) in tabs. A view whose data the capture lacks shows why.
     ``gold_ids``: the question's gold documents, for a "Gold funnel" tab."""
     W = _widgets()

@@ -19,14 +19,18 @@ import contextvars
 import dataclasses
 import pickle
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.pipeline.contracts import StageContract, contract_of
 from rag_lab.types.chat_manage import ChatManage, PipelineContext, PipelineRequest, PipelineState
 from rag_lab.types.params import PipelineParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.pipeline.plugin import NextFn, PluginError
+    from rag_lab.types.events import EventType
 
 __all__ = ["StageAccess", "record_access", "undeclared"]
 
@@ -49,8 +53,8 @@ class StageAccess:
     calls: int = 0
 
 
-def _fingerprint(chat: ChatManage) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _fingerprint(chat: ChatManage) -> dict[str, object]:
+    out: dict[str, object] = {}
     for section, obj in (("request", chat.request), ("state", chat.state)):
         for f in dataclasses.fields(obj):
             if f.name == "params":
@@ -68,7 +72,7 @@ def _fingerprint(chat: ChatManage) -> dict[str, Any]:
     return out
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: object) -> object:
     """The value's pickle (compares NaN equal to itself, unlike ``==``); identity when it cannot
     be pickled (tasks, locks, model responses holding sockets)."""
     try:
@@ -77,7 +81,7 @@ def _copy(value: Any) -> Any:
         return ("id", id(value))
 
 
-def _changed(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
+def _changed(before: dict[str, object], after: dict[str, object]) -> set[str]:
     out = set()
     for key in before.keys() | after.keys():
         a, b = before.get(key, _MISSING), after.get(key, _MISSING)
@@ -105,9 +109,9 @@ _DEBUG = set(__import__("os").environ.get("CONTRACT_DEBUG", "").split(",")) - {"
 def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAccess]]:
     """``with record_access(classes) as seen:`` — ``seen[class name]`` fills while stages run."""
     seen: dict[str, StageAccess] = defaultdict(StageAccess)
-    restore: list[tuple[type, str, Any]] = []
+    restore: list[tuple[type, str, object]] = []
 
-    def patch(cls: type, name: str, value: Any) -> None:
+    def patch(cls: type, name: str, value: object) -> None:
         restore.append((cls, name, cls.__dict__.get(name, _MISSING)))
         setattr(cls, name, value)
 
@@ -116,7 +120,7 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
         base_get: Any = cls.__getattribute__
         base_set: Any = cls.__setattr__
 
-        def getattribute(self: Any, name: str) -> Any:
+        def getattribute(self: object, name: str) -> object:
             stage = _current.get()
             if stage is not None and name in names:
                 path = f"{section}.{name}"
@@ -124,7 +128,7 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
                     seen[stage].reads.add(path)
             return base_get(self, name)
 
-        def setattr_(self: Any, name: str, value: Any) -> None:
+        def setattr_(self: object, name: str, value: object) -> None:
             stage = _current.get()
             if stage is not None and name in names:
                 seen[stage].writes.add(f"{section}.{name}")
@@ -136,7 +140,7 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
     def read_hook(cls: type, names: frozenset[str], bucket: str) -> None:
         base_get: Any = cls.__getattribute__
 
-        def getattribute(self: Any, name: str) -> Any:
+        def getattribute(self: object, name: str) -> object:
             stage = _current.get()
             if stage is not None and name in names:
                 getattr(seen[stage], bucket).add(name)
@@ -145,17 +149,17 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
         patch(cls, "__getattribute__", getattribute)
 
     def wrap(cls: type) -> None:
-        original = cls.__dict__.get("on_event")
+        original: Callable[..., Awaitable[PluginError | None]] | None = cls.__dict__.get("on_event")
         if original is None:
             return
         stage_name = cls.__name__
 
-        async def on_event(self: Any, event: Any, chat: ChatManage, next: Any) -> Any:
+        async def on_event(self: object, event: EventType, chat: ChatManage, next: NextFn) -> PluginError | None:
             token = _current.set(stage_name)
             seen[stage_name].calls += 1
             mark = _fingerprint(chat)
 
-            async def next_() -> Any:
+            async def next_() -> PluginError | None:
                 nonlocal mark
                 seen[stage_name].writes.update(_changed(mark, _fingerprint(chat)))
                 inner = _current.set(None)
@@ -173,8 +177,8 @@ def record_access(plugin_classes: Iterable[type]) -> Iterator[dict[str, StageAcc
 
         patch(cls, "on_event", on_event)
 
-    def quiet(method: Any) -> Any:
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def quiet(method: Callable[..., object]) -> Callable[..., object]:
+        def run(self: object, *args: object, **kwargs: object) -> object:
             token = _current.set(None)  # a whole copy is not a read of every field
             try:
                 return method(self, *args, **kwargs)

@@ -53,14 +53,14 @@ class KnobWarning:
     """``field`` set to ``value`` cannot change the outcome (``message`` says why and what to do)."""
 
     field: str
-    value: Any
+    value: object
     message: str
 
     def __str__(self) -> str:
         return f"{self.field}={self.value!r}: {self.message}"
 
 
-def apply_overrides(base: PipelineParams, overrides: Mapping[str, Any], source: str = "params") -> PipelineParams:
+def apply_overrides(base: PipelineParams, overrides: Mapping[str, object], source: str = "params") -> PipelineParams:
     """``base`` with ``overrides`` applied and validated; an unknown name fails with the source,
     the name and a did-you-mean."""
     unknown = [k for k in overrides if k not in PipelineParams.model_fields]
@@ -253,7 +253,7 @@ def sweep_warnings(
     fallback)."""
     out: list[str] = []
     for name in param_names:
-        groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+        groups: dict[tuple[tuple[str, str], ...], list[Mapping[str, Any]]] = {}
         for r in rows:
             key = tuple((p, repr(r.get(p))) for p in param_names if p != name)
             groups.setdefault(key, []).append(r)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.pipeline.plugin import ErrSearchNothing, PluginError
 from rag_lab.stream.bus import BusEventType
@@ -80,19 +80,19 @@ class ProgressTracker:
         self.query_window: _Window | None = None
         self.retrieval_window: _Window | None = None
 
-    def _emit(self, event_type: str, data: dict[str, Any]) -> None:
+    def _emit(self, event_type: str, data: dict[str, object]) -> None:
         bus = self.chat.context.event_bus
         if bus is not None:
             bus.emit(event_type, data)
 
-    def _open(self, tool: str, args: dict[str, Any]) -> _Window:
+    def _open(self, tool: str, args: dict[str, object]) -> _Window:
         w = _Window(tool, str(uuid.uuid4()), time.time())
         self._emit(
             BusEventType.TOOL_CALL, {"tool_call_id": w.call_id, "tool_name": tool, "arguments": args, "iteration": 0}
         )
         return w
 
-    def _close(self, w: _Window, success: bool, output: str, error: str, data: dict[str, Any]) -> None:
+    def _close(self, w: _Window, success: bool, output: str, error: str, data: Mapping[str, object]) -> None:
         self._emit(
             BusEventType.TOOL_RESULT,
             {
@@ -110,7 +110,7 @@ class ProgressTracker:
     # -- query understanding
     def open_query_understand(self) -> None:
         r = self.chat.request
-        args: dict[str, Any] = {}
+        args: dict[str, object] = {}
         if r.query:
             args["query"] = r.query
         if r.images:
@@ -136,7 +136,7 @@ class ProgressTracker:
 
     # -- retrieval
     def open_retrieval(self) -> None:
-        args: dict[str, Any] = {"search_source": search_source(self.chat)}
+        args: dict[str, object] = {"search_source": search_source(self.chat)}
         q = self.chat.state.rewrite_query or self.chat.request.query
         if q:
             args["query"] = q

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.tuning.inputs import QuestionInputs, StoreMemo, capture_question
 from rag_lab.types.chat_manage import ChatManage
@@ -34,7 +34,7 @@ async def acapture_questions(
     lab: Lab,
     questions: Sequence[CaptureQuestion],
     kb: str | list[str],
-    params: PipelineParams | Mapping[str, Any] | None = None,
+    params: PipelineParams | Mapping[str, object] | None = None,
     store_memo: StoreMemo | None = None,
 ) -> list[QuestionInputs]:
     """One capture run per question (see the module doc); a run that fails keeps its error."""

@@ -97,7 +97,7 @@ class _Ranked:
 
 
 #: the merge output, its decisions, the final contexts and how many competed for top-K
-_MergeOut = tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]
+_MergeOut = tuple[list[SearchResult], list[dict[str, object]], list[SearchResult], int | None]
 
 
 @dataclass
@@ -121,12 +121,12 @@ class FastEvaluator:
         self.base = base
         self.memo = memo  # False: every evaluation runs its merge (benchmarks)
         self.stats = EvaluatorStats()
-        self._params: dict[tuple[tuple[str, Any], ...], PipelineParams] = {}
-        self._merged: dict[tuple[Any, ...], _MergeOut] = {}
-        self._ranked_memo: dict[tuple[Any, ...], _Ranked] = {}
+        self._params: dict[tuple[tuple[str, object], ...], PipelineParams] = {}
+        self._merged: dict[tuple[object, ...], _MergeOut] = {}
+        self._ranked_memo: dict[tuple[object, ...], _Ranked] = {}
 
     # -- params ---------------------------------------------------------------------------------
-    def params_for(self, config: Mapping[str, Any]) -> PipelineParams:
+    def params_for(self, config: Mapping[str, object]) -> PipelineParams:
         """The base params with ``config`` applied (validated once per distinct config)."""
         key = tuple(sorted(config.items()))
         p = self._params.get(key)
@@ -232,7 +232,12 @@ class FastEvaluator:
 
     # -- merge and top-K ----------------------------------------------------------------------------
     def _merge_input(
-        self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams, mlog: list[dict[str, Any]]
+        self,
+        q: QuestionInputs,
+        picks: list[Picked] | None,
+        outcome: str,
+        p: PipelineParams,
+        mlog: list[dict[str, object]],
     ) -> list[SearchResult]:
         """What merge reads: the picks as the rerank stage leaves them, or (no rerank result) the
         search results, the candidates after a model error, through the stage's own
@@ -266,7 +271,7 @@ class FastEvaluator:
 
     def _merged_and_cut(
         self, q: QuestionInputs, picks: list[Picked] | None, outcome: str, p: PipelineParams
-    ) -> tuple[list[SearchResult], list[dict[str, Any]], list[SearchResult], int | None]:
+    ) -> tuple[list[SearchResult], list[dict[str, object]], list[SearchResult], int | None]:
         """The merge output, the merge's decisions, the final contexts and (when FILTER_TOP_K cut)
         how many competed: memoised by what merge reads."""
         key = (
@@ -281,7 +286,7 @@ class FastEvaluator:
             self.stats.merge_hits += 1
             return hit
         self.stats.merges += 1
-        mlog: list[dict[str, Any]] = []
+        mlog: list[dict[str, object]] = []
         source = self._merge_input(q, picks, outcome, p, mlog)
         merged = merge_results(source, q.history, q.query, p, q.store, mlog)
         refs, before = filter_top_k(list[SearchResult | None](merged), p.rerank_top_k)
@@ -290,12 +295,12 @@ class FastEvaluator:
             self._merged[key] = got
         return got
 
-    def trace(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult], dict[str, Any]]:
+    def trace(self, q: QuestionInputs, p: PipelineParams) -> tuple[str, list[SearchResult], dict[str, object]]:
         """``(outcome, final contexts, diagnostics)``: :meth:`references` with the records the
         pipeline's stages leave in ``state.diagnostics`` (search paths as captured; rerank outcome,
         threshold, rows, ranked ids and MMR picks; merge decisions; FILTER_TOP_K's cut), which
         :func:`rag_lab.tuning.funnel.build_funnel` reads."""
-        diags: dict[str, Any] = {}
+        diags: dict[str, object] = {}
         if q.search_paths is not None:
             diags["search"] = q.search_paths
         if q.error:
@@ -321,7 +326,7 @@ class FastEvaluator:
             )
         return outcome, out, diags
 
-    def evaluate(self, config: Mapping[str, Any], until: str = "merge") -> dict[str, list[SearchResult]]:
+    def evaluate(self, config: Mapping[str, object], until: str = "merge") -> dict[str, list[SearchResult]]:
         """Final contexts per question id under ``config``. ``until="rerank"`` stops after the
         rerank stage and returns its picks as results (no merge, no top-K)."""
         p = self.params_for(config)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.types.diagnostics import (
     FilterTopKDiagnostics,
@@ -41,6 +41,9 @@ from rag_lab.types.diagnostics import (
     SearchDiagnostics,
     StageDiagnostics,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.types.search_result import SearchResult
 
 __all__ = ["CHAIN", "STAGES", "GoldTrace", "QuestionFunnel", "build_funnel", "doc_ranks"]
 
@@ -52,7 +55,7 @@ _PASS_THROUGH = ("model_error", "no_candidates")
 Hit = tuple[str, str, float]  # chunk id, document id, score
 
 
-def doc_ranks(hits: Iterable[Sequence[Any]]) -> dict[str, int]:
+def doc_ranks(hits: Iterable[Hit]) -> dict[str, int]:
     """``{document id: rank}`` (1-based) of a ranked chunk list (``(chunk id, document id, …)``):
     each document at the rank of its best chunk, counted once; chunks without a document skipped."""
     out: dict[str, int] = {}
@@ -101,7 +104,7 @@ class QuestionFunnel:
     stages: dict[str, list[str]]
     gold: list[GoldTrace]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The compact form a :class:`~rag_lab.eval.records.QueryRecord` keeps: the number of
         documents at each stage and the gold traces (not the stage lists)."""
         return {"sizes": {s: len(d) for s, d in self.stages.items()}, "gold": [g.to_dict() for g in self.gold]}
@@ -132,7 +135,7 @@ def _merged_paths(calls: Sequence[Mapping[str, Any]], name: str) -> list[tuple[i
 
 
 def _stage_lists(
-    diagnostics: Mapping[str, Any], references: Sequence[Any]
+    diagnostics: Mapping[str, Any], references: Sequence[SearchResult]
 ) -> tuple[dict[str, list[Hit]], dict[str, Any]]:
     """The chunk list of every known stage and what the builder needs besides (see the module doc)."""
     lists: dict[str, list[Hit]] = {}
@@ -283,7 +286,9 @@ def _detail(doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any]) -
     return out
 
 
-def build_funnel(diagnostics: Mapping[str, Any], references: Sequence[Any], gold_ids: Iterable[str]) -> QuestionFunnel:
+def build_funnel(
+    diagnostics: Mapping[str, Any], references: Sequence[SearchResult], gold_ids: Iterable[str]
+) -> QuestionFunnel:
     """The funnel of one question from its ``state.diagnostics`` and final contexts (see the module doc)."""
     lists, info = _stage_lists(diagnostics, references)
     stages = {s: list(doc_ranks(lists[s])) for s in STAGES if s in lists}

@@ -198,7 +198,7 @@ class PipelineState:
     quoted_context: str = ""
     system_prompt_override: str = ""
     memory_prompt: str = ""
-    used_memories: list[Any] = field(default_factory=list)
+    used_memories: list[object] = field(default_factory=list)
     #: retrieved images (data URIs) sent after the user's own images to a vision chat model
     context_images: list[str] = field(default_factory=list)
     #: lab-only diagnostics written by stages (MMR steps, score components, merge decisions)
@@ -211,7 +211,7 @@ class PipelineContext:
     message_id: str = ""
     user_message_id: str = ""
     #: tasks a stage left running (the answer stream); the request waits for them
-    background_tasks: list[Any] = field(default_factory=list)
+    background_tasks: list[object] = field(default_factory=list)
     #: set when the user stops the request (checked after every stage, before fallback)
     cancel_event: asyncio.Event | None = None
 

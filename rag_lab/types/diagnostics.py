@@ -74,9 +74,9 @@ class StageDiagnostics:
         return names
 
     # -- serialisation ------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """``{"version": N, field: value, ...}`` for the fields that are set (not ``None``)."""
-        out: dict[str, Any] = {"version": self.VERSION}
+        out: dict[str, object] = {"version": self.VERSION}
         for f in dataclasses.fields(self):
             if f.name == "extra":
                 continue
@@ -114,7 +114,7 @@ class StageDiagnostics:
             getattr(self, f.name)
         return self
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # copy.copy, copy.deepcopy and pickle read the instance state here: deferred fields are
         # computed first, so a copy holds values, never a function of the original's captures
         self.materialize()
@@ -373,7 +373,7 @@ DIAGNOSTICS_TYPES: dict[str, type[StageDiagnostics]] = {
 }
 
 
-def diagnostics_to_dict(diagnostics: Mapping[str, Any]) -> dict[str, Any]:
+def diagnostics_to_dict(diagnostics: Mapping[str, object]) -> dict[str, object]:
     """The JSON form of a whole ``state.diagnostics`` (typed entries through ``to_dict``)."""
     return {k: (v.to_dict() if isinstance(v, StageDiagnostics) else v) for k, v in diagnostics.items()}
 

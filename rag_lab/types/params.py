@@ -6,6 +6,7 @@ these fields instead of literals, which is what lets sweeps and notebooks tune t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -187,7 +188,7 @@ class PipelineParams(BaseModel):
 
     # ----------------------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, data: dict[str, Any] | None, source: str = "<params>") -> PipelineParams:
+    def from_mapping(cls, data: Mapping[str, Any] | None, source: str = "<params>") -> PipelineParams:
         data = dict(data or {})
         try:
             return cls(**data)
@@ -210,7 +211,7 @@ class PipelineParams(BaseModel):
             raise ParamsError(f"{p}: expected a mapping of params, got {type(raw).__name__}")
         return cls.from_mapping(raw, source=str(p))
 
-    def with_changes(self, **changes: Any) -> PipelineParams:
+    def with_changes(self, **changes: object) -> PipelineParams:
         """A validated copy with some fields changed."""
         merged = self.model_dump()
         merged.update(changes)
@@ -250,7 +251,7 @@ def did_you_mean(name: str) -> str:
     return f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
 
 
-def _format_errors(exc: ValidationError, data: dict[str, Any], source: str) -> str:
+def _format_errors(exc: ValidationError, data: Mapping[str, object], source: str) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err.get("loc", ())) or "<root>"

@@ -91,8 +91,8 @@ class SearchResult:
     def is_web(self) -> bool:
         return self.chunk_type.lower() == ChunkType.WEB_SEARCH.value or self.knowledge_source.lower() == "web_search"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
         for name, value in zip(_SERIALISED, _SERIALISED_GETTER(self)):
             if name in _OMIT_EMPTY and not value:
                 continue

@@ -50,8 +50,8 @@ class StreamResponse:
     usage: dict[str, Any] = field(default_factory=dict)
     finish_reason: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "id": self.id,
             "response_type": str(self.response_type),
             "content": self.content,
@@ -79,8 +79,8 @@ class StreamEvent:
     #: same append id twice (a retried write whose reply was lost) keeps one copy
     append_id: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "id": self.id,
             "type": str(self.type),
             "content": self.content,

@@ -30,6 +30,7 @@ from rag_lab.eval.cache.wrappers import _search_result_from_payload, _search_res
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
+    from rag_lab.tuning.capture import CaptureQuestion
     from rag_lab.tuning.inputs import QuestionInputs, StoreMemo
     from rag_lab.types.params import PipelineParams
 
@@ -64,9 +65,9 @@ def _float(x: float) -> float | None:
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
-def inputs_payload(q: QuestionInputs) -> dict[str, Any]:
+def inputs_payload(q: QuestionInputs) -> dict[str, object]:
     """``q`` as JSON-ready data (the store memo is left out: the reader brings its own)."""
-    out: dict[str, Any] = {"format": CAPTURE_FORMAT}
+    out: dict[str, object] = {"format": CAPTURE_FORMAT}
     for f in fields(q):
         v = getattr(q, f.name)
         if f.name == "store":
@@ -93,7 +94,7 @@ def inputs_payload(q: QuestionInputs) -> dict[str, Any]:
     return out
 
 
-def _rerank_field(name: str, value: Any) -> Any:
+def _rerank_field(name: str, value: Any) -> object:
     if name == "candidates":
         return [_search_result_payload(r) for r in value]
     return np.asarray(value).tolist() if name in _ARRAYS or name == "jaccard" else value
@@ -155,8 +156,8 @@ def _models(lab: Lab) -> dict[str, list[str]]:
 
 
 def capture_key(
-    req: CaptureRequest, kbs: Mapping[str, Any], params: PipelineParams, models: Mapping[str, Any], code: str
-) -> dict[str, Any]:
+    req: CaptureRequest, kbs: Mapping[str, object], params: PipelineParams, models: Mapping[str, object], code: str
+) -> dict[str, object]:
     """The key of one question's capture (see the module doc)."""
     return {
         "format": CAPTURE_FORMAT,
@@ -185,7 +186,7 @@ async def acapture_cached(
     searcher = lab.services.searcher
     cache: StageCache | None = None
     out: list[QuestionInputs | None] = [None] * len(requests)
-    keys: list[dict[str, Any]] = []
+    keys: list[dict[str, object]] = []
     if handle is not None and isinstance(searcher, CachingSearcher):
         cache = handle.cache
         ws = lab.workspace
@@ -205,7 +206,7 @@ async def acapture_cached(
     return [q for q in out if q is not None]
 
 
-def _question(lab: Lab, req: CaptureRequest) -> Any:
+def _question(lab: Lab, req: CaptureRequest) -> CaptureQuestion:
     """The request as a :class:`~rag_lab.tuning.capture.CaptureQuestion`, its history replayed
     into a fresh session."""
     from types import SimpleNamespace

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from rag_lab.eval.cache.keys import KbVersioner
 from rag_lab.eval.cache.store import CacheStats, StageCache
 from rag_lab.eval.cache.wrappers import CachingEmbedder, CachingReranker, CachingSearcher
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.lab.lab import Lab
+    from rag_lab.models.base import Embedder, Reranker
+    from rag_lab.pipeline.container import SearcherService
 
 # --------------------------------------------------------------------------- enabling on a lab
 
@@ -21,12 +24,12 @@ if TYPE_CHECKING:  # pragma: no cover
 class StageCacheHandle:
     """What :func:`enable_stage_cache` installed; ``disable()`` puts the original services back."""
 
-    lab: Any
+    lab: Lab
     cache: StageCache
     versioner: KbVersioner
-    original_searcher: Any
-    original_rerank_models: dict[str, Any]
-    original_embedder_for: Any
+    original_searcher: SearcherService | None
+    original_rerank_models: dict[str, Reranker]
+    original_embedder_for: Callable[[KnowledgeBase], Embedder | None] | None
     embedders: dict[int, CachingEmbedder] = field(default_factory=dict)
     active: bool = True
 
@@ -77,9 +80,9 @@ def enable_stage_cache(
     if rerank:
         s.rerank_models = {k: CachingReranker(v, cache) for k, v in s.rerank_models.items()}
     if embeddings and s.embedder_for is not None:
-        original: Callable[[Any], Any] = s.embedder_for
+        original = s.embedder_for
 
-        def embedder_for(kb: Any) -> Any:
+        def embedder_for(kb: KnowledgeBase) -> Embedder | None:
             emb = original(kb)
             if emb is None:
                 return None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 import rag_lab
 
@@ -63,7 +64,7 @@ def search_kb_fields() -> tuple[str, ...]:
     return contract_of(PluginSearch).kb
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> object:
     """numpy scalars and arrays as plain JSON values; anything else is an error."""
     if isinstance(obj, np.generic):
         return obj.item()
@@ -74,12 +75,12 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot put a {type(obj).__name__} into a cache key or payload: {obj!r:.80}")
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Deterministic JSON (sorted keys, no spaces, UTF-8 kept) used to hash keys."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 
-def key_digest(key: Any) -> str:
+def key_digest(key: object) -> str:
     """SHA-256 hex digest of :func:`canonical_json` of ``key``."""
     return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()
 
@@ -89,7 +90,7 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def array_digest(arr: Any) -> str:
+def array_digest(arr: ArrayLike) -> str:
     """SHA-256 of a vector's float32 little-endian bytes (query embeddings in search keys)."""
     a = np.ascontiguousarray(np.asarray(arr, dtype="<f4").reshape(-1))
     return hashlib.sha256(a.tobytes()).hexdigest()
@@ -125,7 +126,7 @@ def _package_module_names() -> frozenset[str]:
     return frozenset(package_modules())
 
 
-def code_version_for(stage: str, *objects: Any) -> str:
+def code_version_for(stage: str, *objects: object) -> str:
     """``"<rag_lab version>+<12 hex>"``: the hash of the sources of the import closure of the
     stage's :data:`STAGE_CODE_ROOTS` and of the modules defining ``objects``' classes (a class
     defined outside rag_lab contributes its module's source file). Editing any module a cached

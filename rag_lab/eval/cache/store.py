@@ -82,7 +82,7 @@ class StageCache:
         and writing it again, and parses the payload only."""
         return f'{{"format":{CACHE_FORMAT},"stage":{json.dumps(stage, ensure_ascii=False)},"key":{key_text},"payload":'
 
-    def get(self, stage: str, key: Any) -> Any | None:
+    def get(self, stage: str, key: object) -> Any | None:
         """The payload stored for ``key`` (a fresh object), or ``None`` on a miss."""
         key_text = canonical_json(key)
         digest = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
@@ -118,7 +118,7 @@ class StageCache:
         self._count(stage, "hits")
         return payload
 
-    def put(self, stage: str, key: Any, payload: Any) -> Path:
+    def put(self, stage: str, key: object, payload: object) -> Path:
         """Store ``payload`` (JSON-serialisable) under ``key``; atomic, last writer wins."""
         key_text = canonical_json(key)
         digest = hashlib.sha256(key_text.encode("utf-8")).hexdigest()

@@ -31,17 +31,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.knowledge.models import KnowledgeBase
     from rag_lab.knowledge.workspace import Workspace
     from rag_lab.lab.lab import Lab
-    from rag_lab.models.base import RerankScore
+    from rag_lab.models.base import Embedder, Reranker, RerankScore
     from rag_lab.retrieval.base import SearchParams
     from rag_lab.retrieval.keyword_index import KeywordIndex
+    from rag_lab.retrieval.tokenization import Tokenizer
+    from rag_lab.types.params import PipelineParams
     from rag_lab.types.search_result import SearchResult
 
 # --------------------------------------------------------------------------- search
 
 
-def _search_result_payload(r: SearchResult) -> dict[str, Any]:
+def _search_result_payload(r: SearchResult) -> dict[str, object]:
     """Every field of a SearchResult (internal ones too), JSON-ready."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for f in dataclasses.fields(r):
         v = getattr(r, f.name)
         if f.name == "match_type":
@@ -77,15 +79,15 @@ class CachingSearcher:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def with_params(self, params: Any) -> CachingSearcher:
+    def with_params(self, params: PipelineParams) -> CachingSearcher:
         other = self.inner.with_params(params)
         return self if other is self.inner else CachingSearcher(other, self.cache, self.versioner)
 
-    def kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, Any]:
+    def kb_entry(self, ws: Workspace, kb: KnowledgeBase) -> dict[str, object]:
         """The KB settings the search stage's contract declares, the content version, the BM25
         settings, the vector index policy, the engine serving the KB and the image embedder
         searching its image vectors."""
-        entry: dict[str, Any] = {name: getattr(kb, name) for name in search_kb_fields()}
+        entry: dict[str, object] = {name: getattr(kb, name) for name in search_kb_fields()}
         entry["content_version"] = self.versioner.version(kb.id)
         if kb.keyword_enabled:
             entry["bm25"] = ws.keyword_index(kb).params  # tokenizer identity, k1, b, method, dtype
@@ -106,7 +108,7 @@ class CachingSearcher:
         router = getattr(self.inner.engine_for, "__self__", None)
         return code_version_for(self.stage, self.inner, self.inner.workspace, router)
 
-    def search_key(self, primary_kb_id: str, sp: SearchParams) -> dict[str, Any] | None:
+    def search_key(self, primary_kb_id: str, sp: SearchParams) -> dict[str, object] | None:
         """The cache key of a search, or ``None`` when a KB cannot be resolved."""
         ws = self.inner.workspace
         store = ws.store
@@ -119,7 +121,7 @@ class CachingSearcher:
             if kb is None:
                 return None
             kbs.append(kb)
-        sp_fields: dict[str, Any] = {}
+        sp_fields: dict[str, object] = {}
         for f in dataclasses.fields(sp):
             v = getattr(sp, f.name)
             if f.name == "query_embedding":
@@ -172,7 +174,7 @@ class CachingReranker:
 
     stage = "rerank"
 
-    def __init__(self, inner: Any, cache: StageCache) -> None:
+    def __init__(self, inner: Reranker, cache: StageCache) -> None:
         self.inner = inner
         self.cache = cache
         self.model_id = str(getattr(inner, "model_id", "") or type(inner).__name__)
@@ -183,7 +185,7 @@ class CachingReranker:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def rerank_key(self, query: str, passages: Sequence[str]) -> dict[str, Any]:
+    def rerank_key(self, query: str, passages: Sequence[str]) -> dict[str, object]:
         return {
             "stage": self.stage,
             "code": code_version_for(self.stage, self.inner),
@@ -196,16 +198,14 @@ class CachingReranker:
         from rag_lab.models.base import RerankScore
 
         if not isinstance(query, str) or not all(isinstance(p, str) for p in passages):
-            return cast(
-                "list[RerankScore]", await self.inner.rerank(query, passages)
-            )  # the model reports the bad input
+            return await self.inner.rerank(query, passages)  # the model reports the bad input
         key = self.rerank_key(query, passages)
         payload = self.cache.get(self.stage, key)
         if payload is not None:
             return [RerankScore(index=int(i), relevance_score=float(s)) for i, s in payload]
         scores = await self.inner.rerank(query, passages)
         self.cache.put(self.stage, key, [[int(s.index), float(s.relevance_score)] for s in scores])
-        return cast("list[RerankScore]", scores)
+        return scores
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -216,7 +216,7 @@ class CachingEmbedder:
 
     stage = "embed"
 
-    def __init__(self, inner: Any, cache: StageCache) -> None:
+    def __init__(self, inner: Embedder, cache: StageCache) -> None:
         self.inner = inner
         self.cache = cache
         self.model_key = inner.model_key
@@ -231,7 +231,7 @@ class CachingEmbedder:
     def dimension(self) -> int:
         return int(self.inner.dimension)
 
-    def embed_key(self, text: str) -> dict[str, Any]:
+    def embed_key(self, text: str) -> dict[str, object]:
         return {
             "stage": self.stage,
             "code": code_version_for(self.stage, self.inner),
@@ -242,7 +242,7 @@ class CachingEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = list(texts)
         if any(not isinstance(t, str) for t in items):
-            return cast(np.ndarray, self.inner.embed(texts))  # the model reports the bad input
+            return self.inner.embed(texts)  # the model reports the bad input
         rows: list[np.ndarray | None] = []
         todo: list[int] = []
         for i, t in enumerate(items):
@@ -288,8 +288,8 @@ class Bm25IndexCache:
         b: float,
         method: str,
         dtype: str = "float64",
-        tokenizer: Any = None,
-    ) -> dict[str, Any]:
+        tokenizer: Tokenizer | None = None,
+    ) -> dict[str, object]:
         from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER
 
         tok = tokenizer or DEFAULT_TOKENIZER
@@ -316,7 +316,7 @@ class Bm25IndexCache:
         b: float = 0.75,
         method: str = "robertson",
         dtype: str = "float64",
-        tokenizer: Any = None,
+        tokenizer: Tokenizer | None = None,
     ) -> KeywordIndex:
         from rag_lab.retrieval.keyword_index import KeywordIndex
         from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER

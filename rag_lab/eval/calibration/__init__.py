@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,11 @@ from rag_lab.eval.calibration.curve import (
     score_samples,
     short_threshold,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.lab.lab import Lab
+    from rag_lab.tuning import FastEvaluator
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -91,7 +96,7 @@ class Calibration:
     gold_scores: list[float] = field(default_factory=list)
     other_scores: list[float] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"format": CALIBRATION_FORMAT, **asdict(self)}
 
     @classmethod
@@ -148,11 +153,13 @@ class Calibration:
         return "\n".join(lines) + "\n"
 
 
-def _f(v: Any) -> str:
+def _f(v: object) -> str:
     return f"{v:.4f}" if isinstance(v, (int, float)) and math.isfinite(v) else "—"
 
 
-def end_to_end(fe: Any, threshold: float, gold: Mapping[str, Sequence[str]], ks: Sequence[int]) -> dict[str, Any]:
+def end_to_end(
+    fe: FastEvaluator, threshold: float, gold: Mapping[str, Sequence[str]], ks: Sequence[int]
+) -> dict[str, object]:
     """Recall@k of the final contexts under ``rerank_threshold = threshold`` (other params as
     ``fe.base``) and the questions per ladder rung, by the fast evaluator."""
     from rag_lab.eval.metrics import evaluate_retrieval
@@ -167,7 +174,7 @@ def end_to_end(fe: Any, threshold: float, gold: Mapping[str, Sequence[str]], ks:
         runs[q.qid] = doc_ids(refs)
     report = evaluate_retrieval(runs, {qid: set(g) for qid, g in gold.items() if qid in runs}, ks=ks)
     summ = report.summary()
-    out: dict[str, Any] = {f"recall@{k}": summ[f"recall@{k}"] for k in ks}
+    out: dict[str, object] = {f"recall@{k}": summ[f"recall@{k}"] for k in ks}
     out["outcomes"] = outcomes
     return out
 
@@ -183,10 +190,10 @@ def _curve_dict(c: Curve) -> dict[str, list[float]]:
 
 
 async def acalibrate(
-    lab: Any,
-    dataset: Any,
+    lab: Lab,
+    dataset: Dataset,
     kb: str,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     target_precision: float | None = None,
     target_recall: float | None = None,
     ks: Sequence[int] = (1, 3, 5, 10),
@@ -224,7 +231,7 @@ async def acalibrate(
             t = short_threshold(curve, t)
         at = curve.at(t)
         try:
-            e2e: dict[str, Any] | None = end_to_end(fe, t, gold, ks)
+            e2e: dict[str, object] | None = end_to_end(fe, t, gold, ks)
             note = ""
         except ValueError as exc:  # outside the params' range
             e2e, note = None, str(exc)

@@ -26,23 +26,23 @@ from rag_lab.eval.datasets.schema import (
 # --------------------------------------------------------------------------- writing and converting
 
 
-def jsonl_bytes(rows: Iterable[Mapping[str, Any]]) -> bytes:
+def jsonl_bytes(rows: Iterable[Mapping[str, object]]) -> bytes:
     """Rows as UTF-8 JSON Lines: one object per ``\\n``-terminated line, keys in the given order,
     non-ASCII kept. Every dataset file rag_lab writes goes through this function."""
     return b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in rows)
 
 
-def corpus_row(d: CorpusDoc) -> dict[str, Any]:
+def corpus_row(d: CorpusDoc) -> dict[str, object]:
     """The ``corpus.jsonl`` object of a document (``metadata`` only when not empty)."""
-    row: dict[str, Any] = {"id": d.id, "title": d.title, "text": d.text}
+    row: dict[str, object] = {"id": d.id, "title": d.title, "text": d.text}
     if d.metadata:
         row["metadata"] = d.metadata
     return row
 
 
-def query_row(q: QueryItem) -> dict[str, Any]:
+def query_row(q: QueryItem) -> dict[str, object]:
     """The ``queries.jsonl`` object of a query (``metadata`` only when not empty)."""
-    row: dict[str, Any] = {"id": q.id, "question": q.question, "answers": q.answers, "gold_ids": q.gold_ids}
+    row: dict[str, object] = {"id": q.id, "question": q.question, "answers": q.answers, "gold_ids": q.gold_ids}
     if q.metadata:
         row["metadata"] = q.metadata
     if q.relevance:
@@ -66,7 +66,7 @@ def write_dataset(
     return load_dataset(out)
 
 
-def _jpath_error(path: Path, where: str, value: Any, problem: str) -> DatasetError:
+def _jpath_error(path: Path, where: str, value: object, problem: str) -> DatasetError:
     return DatasetError(f"{path}: {where} = {_short(value)}: {problem}")
 
 
@@ -81,7 +81,7 @@ def _read_json(path: Path) -> Any:
         raise DatasetError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
 
 
-def _need_str(path: Path, where: str, value: Any, *, non_blank: bool = True) -> str:
+def _need_str(path: Path, where: str, value: object, *, non_blank: bool = True) -> str:
     if not isinstance(value, str):
         raise _jpath_error(path, where, value, f"must be a string, got {type(value).__name__}")
     if non_blank and not value.strip():
@@ -89,7 +89,7 @@ def _need_str(path: Path, where: str, value: Any, *, non_blank: bool = True) -> 
     return value
 
 
-def _need_list(path: Path, where: str, value: Any) -> list[Any]:
+def _need_list(path: Path, where: str, value: object) -> list[Any]:
     if not isinstance(value, list):
         raise _jpath_error(path, where, value, f"must be a list, got {type(value).__name__}")
     return value
@@ -162,7 +162,7 @@ def convert_squad(
                         start = ans.get("answer_start")
                         if isinstance(start, int) and not isinstance(start, bool):
                             starts.append(start)
-                meta: dict[str, Any] = {"answer_starts": starts} if starts else {}
+                meta: dict[str, object] = {"answer_starts": starts} if starts else {}
                 if impossible:
                     meta["is_impossible"] = True
                 queries.append(

@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.datasets.loading import _iter_rows, _load_corpus
 from rag_lab.eval.datasets.schema import (
@@ -35,6 +35,9 @@ from rag_lab.eval.datasets.schema import (
     _error,
     _query_items,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragas import EvaluationDataset
 
 __all__ = ["from_ragas_dataset", "read_ragas_jsonl", "read_trec"]
 
@@ -106,7 +109,7 @@ def read_ragas_jsonl(
 
 
 def from_ragas_dataset(
-    dataset: Any, corpus: str | Path | Sequence[CorpusDoc] | None = None, name: str = "ragas"
+    dataset: EvaluationDataset, corpus: str | Path | Sequence[CorpusDoc] | None = None, name: str = "ragas"
 ) -> Dataset:
     """A dataset from a ``ragas.EvaluationDataset`` (rows numbered from 1 in the errors)."""
     label = Path(f"<ragas {name}>")
@@ -187,7 +190,7 @@ def read_trec(
         if not g or not any(v > 0 for v in g.values()):
             skipped.append(f"{tp}:{line}: topic {qid!r} has no relevant document in {qp}: left out")
             continue
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "id": qid,
             "question": text,
             "answers": [],

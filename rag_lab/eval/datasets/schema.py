@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rag_lab
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "CORPUS_FILE",
@@ -129,7 +132,7 @@ class Dataset:
     rejected: list[QueryItem] = field(default_factory=list)
 
     @classmethod
-    def from_frame(cls, queries: Any, corpus: Any, name: str = "frame") -> Dataset:
+    def from_frame(cls, queries: pd.DataFrame, corpus: pd.DataFrame | list[CorpusDoc], name: str = "frame") -> Dataset:
         """A dataset from pandas DataFrames with the files' columns (``queries``: id, question,
         answers, gold_ids, optional metadata / relevance; ``corpus``: id, text, optional title /
         metadata; or a list of :class:`CorpusDoc`). Rows are validated as the files' lines are;
@@ -198,12 +201,12 @@ class Dataset:
         return replace(self, queries=queries, corpus=corpus, skipped_lines=list(self.skipped_lines), history=history)
 
 
-def _frame_rows(frame: Any) -> list[tuple[int, dict[str, Any]]]:
+def _frame_rows(frame: pd.DataFrame) -> list[tuple[int, dict[str, object]]]:
     """``(1-based row position, {column: value})`` without None / NaN cells; lists and arrays
     (e.g. numpy arrays from parquet) become lists."""
     out = []
     for i, rec in enumerate(frame.to_dict("records"), 1):
-        row: dict[str, Any] = {}
+        row: dict[str, object] = {}
         for key, v in rec.items():
             if v is None or (isinstance(v, float) and math.isnan(v)):
                 continue
@@ -220,7 +223,7 @@ def _check_count(name: str, value: int) -> None:
         raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     """repr-like rendering of ``value`` cut to MAX_VALUE_CHARS characters."""
     try:
         text = json.dumps(value, ensure_ascii=False)
@@ -231,7 +234,7 @@ def _short(value: Any) -> str:
     return text
 
 
-def _error(path: Path, line: int, fieldname: str, value: Any, problem: str) -> DatasetError:
+def _error(path: Path, line: int, fieldname: str, value: object, problem: str) -> DatasetError:
     """Build the standard error: ``file:line: field 'x' = value: problem``."""
     return DatasetError(f"{path}:{line}: field {fieldname!r} = {_short(value)}: {problem}")
 
@@ -239,7 +242,9 @@ def _error(path: Path, line: int, fieldname: str, value: Any, problem: str) -> D
 # --------------------------------------------------------------------------- row validation
 
 
-def _check_fields(path: Path, line: int, obj: dict[str, Any], allowed: set[str], required: tuple[str, ...]) -> None:
+def _check_fields(
+    path: Path, line: int, obj: Mapping[str, object], allowed: set[str], required: tuple[str, ...]
+) -> None:
     """Reject missing required fields and unknown fields."""
     for name in required:
         if name not in obj:
@@ -255,7 +260,7 @@ def _check_fields(path: Path, line: int, obj: dict[str, Any], allowed: set[str],
             )
 
 
-def _id_field(path: Path, line: int, name: str, value: Any) -> str:
+def _id_field(path: Path, line: int, name: str, value: object) -> str:
     """Validate a non-empty, whitespace-trimmed string id."""
     if not isinstance(value, str):
         raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
@@ -266,7 +271,7 @@ def _id_field(path: Path, line: int, name: str, value: Any) -> str:
     return value
 
 
-def _text_field(path: Path, line: int, name: str, value: Any, *, non_blank: bool) -> str:
+def _text_field(path: Path, line: int, name: str, value: object, *, non_blank: bool) -> str:
     """Validate a string field (optionally not blank)."""
     if not isinstance(value, str):
         raise _error(path, line, name, value, f"must be a string, got {type(value).__name__}")
@@ -275,14 +280,14 @@ def _text_field(path: Path, line: int, name: str, value: Any, *, non_blank: bool
     return value
 
 
-def _metadata_field(path: Path, line: int, value: Any) -> dict[str, Any]:
+def _metadata_field(path: Path, line: int, value: object) -> dict[str, Any]:
     """Validate the optional metadata object."""
     if not isinstance(value, dict):
         raise _error(path, line, "metadata", value, f"must be a JSON object, got {type(value).__name__}")
     return value
 
 
-def _str_list(path: Path, line: int, name: str, value: Any, *, ids: bool) -> list[str]:
+def _str_list(path: Path, line: int, name: str, value: object, *, ids: bool) -> list[str]:
     """Validate a list of strings (non-empty unique ids when ``ids``)."""
     if not isinstance(value, list):
         raise _error(path, line, name, value, f"must be a list of strings, got {type(value).__name__}")
@@ -299,7 +304,7 @@ def _str_list(path: Path, line: int, name: str, value: Any, *, ids: bool) -> lis
     return list(value)
 
 
-def _relevance_field(path: Path, line: int, value: Any, corpus_ids: set[str]) -> dict[str, int]:
+def _relevance_field(path: Path, line: int, value: object, corpus_ids: set[str]) -> dict[str, int]:
     """Validate ``relevance``: ``{corpus id: integer grade >= 0}``."""
     if not isinstance(value, dict):
         raise _error(
@@ -314,7 +319,7 @@ def _relevance_field(path: Path, line: int, value: Any, corpus_ids: set[str]) ->
     return dict(value)
 
 
-def _corpus_docs(path: Path, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[CorpusDoc]:
+def _corpus_docs(path: Path, rows: Iterable[tuple[int, Mapping[str, object]]]) -> list[CorpusDoc]:
     """Validate ``corpus.jsonl`` rows (``(line, object)`` pairs): fields, ids unique, non-empty."""
     docs: list[CorpusDoc] = []
     first_line: dict[str, int] = {}
@@ -337,7 +342,7 @@ def _corpus_docs(path: Path, rows: Iterable[tuple[int, dict[str, Any]]]) -> list
     return docs
 
 
-def _query_items(path: Path, rows: Iterable[tuple[int, dict[str, Any]]], corpus_ids: set[str]) -> list[QueryItem]:
+def _query_items(path: Path, rows: Iterable[tuple[int, Mapping[str, object]]], corpus_ids: set[str]) -> list[QueryItem]:
     """Validate ``queries.jsonl`` rows (``(line, object)`` pairs) against the corpus ids."""
     queries: list[QueryItem] = []
     first_line: dict[str, int] = {}

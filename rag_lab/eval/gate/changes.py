@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["QueryChange"]
 
@@ -58,7 +57,7 @@ class QueryChange:
         drops = ", ".join(f"{m} {d:+.3f}" for m, d in sorted(self.deltas.items(), key=lambda kv: kv[1]))
         return "; ".join(parts) + (f" ({drops})" if drops else "")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "suite": self.suite,
             "qid": self.qid,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -254,20 +253,20 @@ def query_changes(base: SuiteResult, cur: SuiteResult, metrics: Sequence[str]) -
     return out
 
 
-def _change_order(ch: QueryChange) -> tuple[Any, ...]:
+def _change_order(ch: QueryChange) -> tuple[bool, float, float, int, str, str]:
     return (not ch.gained_failure, ch.worst, sum(ch.deltas.values()), -len(ch.changed), ch.suite, ch.qid)
 
 
-def _effective_params(report: EvalReport, suite: SuiteResult, with_lab: bool) -> dict[str, Any]:
+def _effective_params(report: EvalReport, suite: SuiteResult, with_lab: bool) -> dict[str, object]:
     lab = report.meta.get("lab_params") if with_lab else None
     return {**(dict(lab) if isinstance(lab, Mapping) else {}), **dict(suite.params or {})}
 
 
-def changed_params(baseline: EvalReport, current: EvalReport) -> dict[str, dict[str, list[Any]]]:
+def changed_params(baseline: EvalReport, current: EvalReport) -> dict[str, dict[str, list[object]]]:
     """Per suite, the params whose effective value differs: ``{suite: {name: [baseline, current]}}``
     (the lab's params stored in ``meta.lab_params`` with the suite's overrides on top; only the
     overrides when either report has no ``meta.lab_params``)."""
-    out: dict[str, dict[str, list[Any]]] = {}
+    out: dict[str, dict[str, list[object]]] = {}
     cur_by_name = {s.name: s for s in current.suites}
     with_lab = all(isinstance(r.meta.get("lab_params"), Mapping) for r in (baseline, current))
     for b in baseline.suites:

@@ -13,7 +13,12 @@ import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.report import EvalReport
+    from rag_lab.lab.lab import Lab
 
 __all__ = ["code_version", "dataset_digest", "lab_models", "provenance_warnings", "report_provenance"]
 
@@ -32,12 +37,12 @@ def code_version() -> str:
     return f"{rag_lab.__version__}+{h.hexdigest()[:12]}"
 
 
-def dataset_digest(dataset: Any) -> str:
+def dataset_digest(dataset: Dataset) -> str:
     """SHA-256 (16 hex) of a dataset slice's content: corpus documents (id, title, text, metadata),
     questions (id, question, answers, gold ids), FAQ entries and history turns."""
     h = hashlib.sha256()
 
-    def add(obj: Any) -> None:
+    def add(obj: object) -> None:
         h.update(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
 
     for d in dataset.corpus:
@@ -51,10 +56,10 @@ def dataset_digest(dataset: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def lab_models(lab: Any) -> dict[str, str]:
+def lab_models(lab: Lab) -> dict[str, str]:
     """The model ids a lab answers with: embedder key, reranker and chat model."""
 
-    def inner(m: Any) -> Any:
+    def inner(m: object) -> object:
         return getattr(m, "inner", m)
 
     out: dict[str, str] = {}
@@ -69,13 +74,13 @@ def lab_models(lab: Any) -> dict[str, str]:
     return out
 
 
-def report_provenance(lab: Any, datasets: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+def report_provenance(lab: Lab, datasets: Iterable[tuple[str, Dataset]]) -> dict[str, object]:
     """``{"code_version", "models", "datasets": {suite: digest}}`` of a run, plus
     ``unreviewed_synthetic`` when some suite has unreviewed synthetic questions (:mod:`rag_lab.eval.review`)."""
     from rag_lab.eval.review import unreviewed_section
 
     pairs = list(datasets)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "code_version": code_version(),
         "models": lab_models(lab),
         "datasets": {name: dataset_digest(ds) for name, ds in pairs},
@@ -86,7 +91,7 @@ def report_provenance(lab: Any, datasets: Iterable[tuple[str, Any]]) -> dict[str
     return out
 
 
-def _parse_time(text: Any) -> datetime.datetime | None:
+def _parse_time(text: object) -> datetime.datetime | None:
     if not isinstance(text, str):
         return None
     try:
@@ -97,7 +102,7 @@ def _parse_time(text: Any) -> datetime.datetime | None:
 
 
 def provenance_warnings(
-    baseline: Any, current: Any, max_age_days: float = 90.0, now: datetime.datetime | None = None
+    baseline: EvalReport, current: EvalReport, max_age_days: float = 90.0, now: datetime.datetime | None = None
 ) -> list[str]:
     """One line per mismatch between the baseline's provenance and the current report's."""
     out: list[str] = []

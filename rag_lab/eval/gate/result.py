@@ -9,7 +9,6 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from rag_lab.eval.gate.changes import QueryChange
 from rag_lab.eval.gate.render import gate_junit, gate_markdown, gate_summary_markdown, gate_table
@@ -71,7 +70,7 @@ class GatePolicy:
     def tolerance_for(self, metric: str) -> float:
         return float(self.tolerances.get(metric, self.tolerance))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metrics": list(self.metrics) if self.metrics is not None else None,
             "tolerance": self.tolerance,
@@ -158,7 +157,7 @@ class MetricCheck:
     def family(self) -> str:
         return "errors" if self.metric == ERRORS_METRIC else METRIC_FAMILIES.get(self.metric, "other")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "suite": self.suite,
             "metric": self.metric,
@@ -194,7 +193,7 @@ def _status_word(status: str) -> str:
     return status.replace("_", " ")
 
 
-def _num(v: Any) -> Any:
+def _num(v: object) -> float | None:
     return v if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
@@ -205,7 +204,7 @@ class GateResult:
     current: EvalReport | None = None
     changes: list[QueryChange] = field(default_factory=list)
     #: suite -> {param: [baseline value, current value]} (effective params that differ)
-    params_changed: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    params_changed: dict[str, dict[str, list[object]]] = field(default_factory=dict)
     #: the baseline's age and provenance (code version, models, dataset content) against the current run's
     warnings: list[str] = field(default_factory=list)
     #: unreviewed synthetic questions of the baseline and of the current run (``--allow-unreviewed``)
@@ -276,12 +275,12 @@ class GateResult:
     def params_line(self) -> str:
         if not self.params_changed:
             return "params: unchanged from the baseline"
-        merged: dict[str, list[Any]] = {}
+        merged: dict[str, list[object]] = {}
         for per in self.params_changed.values():
             merged.update(per)
         return "params changed: " + ", ".join(f"{k} {b!r} → {c!r}" for k, (b, c) in sorted(merged.items()))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "kind": "rag_lab.gate",
             "passed": self.passed,

@@ -7,13 +7,14 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.gate.compare import compare_reports
 from rag_lab.eval.gate.result import GateError, GatePolicy, GateResult
 from rag_lab.eval.report import EvalReport, ReportError, load_report
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.ragas_adapter import JudgeConfig
     from rag_lab.lab.lab import Lab
 
 
@@ -27,13 +28,13 @@ def baseline_spec(baseline: EvalReport) -> dict[str, Any]:
 def evaluate_spec(
     spec: Mapping[str, Any],
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     lab_factory: Callable[[Path], Lab],
-    config: str | Path | Mapping[str, Any] | None = None,
+    config: str | Path | Mapping[str, object] | None = None,
     workspace: str | Path | None = None,
     close_lab: bool = False,
     progress: bool = False,
-    judge: Any = None,
+    judge: JudgeConfig | None = None,
 ) -> EvalReport:
     """Run a report spec (suites, ks, ragas metrics, params) in a fresh lab and return the report.
 
@@ -54,21 +55,18 @@ def evaluate_spec(
     def run(ws: Path) -> EvalReport:
         lab = lab_factory(ws)
         try:
-            return cast(
-                EvalReport,
-                run_sync(
-                    lambda: evaluate_suites(
-                        lab,
-                        suites,
-                        params=merged or None,
-                        ragas_metrics=ragas_metrics,
-                        judge=judge,
-                        judge_repeats=judge_repeats,
-                        ks=ks,
-                        progress=progress,
-                        meta={"config": str(config) if isinstance(config, (str, Path)) else None},
-                    )
-                ),
+            return run_sync(
+                lambda: evaluate_suites(
+                    lab,
+                    suites,
+                    params=merged or None,
+                    ragas_metrics=ragas_metrics,
+                    judge=judge,
+                    judge_repeats=judge_repeats,
+                    ks=ks,
+                    progress=progress,
+                    meta={"config": str(config) if isinstance(config, (str, Path)) else None},
+                )
             )
         finally:
             if close_lab:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.judge.agreement import (
     AgreementUndefined,
@@ -41,6 +41,9 @@ from rag_lab.eval.judge.agreement import (
     spearman,
 )
 from rag_lab.eval.judge.labels import HumanLabel, LabelsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.report import EvalReport
 
 __all__ = ["FORMAT", "KIND", "calibrate", "calibration_problems", "calibration_table", "report_scores"]
 
@@ -62,7 +65,7 @@ _RANGES = {"mean_bias": (-1.0, 1.0)}  # the others lie in [-1, 1] too, α may fa
 Scores = dict[tuple[str, str], dict[str, float]]  # (suite, qid) -> metric -> judge score
 
 
-def report_scores(report: Any) -> Scores:
+def report_scores(report: EvalReport) -> Scores:
     """``{(suite, qid): {metric: score}}`` of every ragas value of an evaluation report."""
     out: Scores = {}
     for s in report.suites:
@@ -75,7 +78,7 @@ def report_scores(report: Any) -> Scores:
     return out
 
 
-def _figure(fn: Callable[[], float]) -> dict[str, Any]:
+def _figure(fn: Callable[[], float]) -> dict[str, object]:
     try:
         v = fn()
     except AgreementUndefined as exc:
@@ -83,7 +86,9 @@ def _figure(fn: Callable[[], float]) -> dict[str, Any]:
     return {"value": v}
 
 
-def _match(labels: Sequence[HumanLabel], scores: Scores) -> tuple[list[tuple[HumanLabel, float]], list[Any], list[Any]]:
+def _match(
+    labels: Sequence[HumanLabel], scores: Scores
+) -> tuple[list[tuple[HumanLabel, float]], list[HumanLabel], list[HumanLabel]]:
     by_qid: dict[str, list[str]] = {}
     for suite, qid in scores:
         by_qid.setdefault(qid, []).append(suite)
@@ -107,7 +112,7 @@ def _match(labels: Sequence[HumanLabel], scores: Scores) -> tuple[list[tuple[Hum
     return pairs, unmatched, nan
 
 
-def _metric_block(metric: str, pairs: list[tuple[HumanLabel, float]], levels: int) -> dict[str, Any]:
+def _metric_block(metric: str, pairs: list[tuple[HumanLabel, float]], levels: int) -> dict[str, object]:
     human = [lab.label for lab, _ in pairs]
     judge = [s for _, s in pairs]
     binned = [bin_score(s, levels) for s in judge]
@@ -115,7 +120,7 @@ def _metric_block(metric: str, pairs: list[tuple[HumanLabel, float]], levels: in
     labellers: dict[str, int] = {}
     for lab, _ in pairs:
         labellers[lab.labeller] = labellers.get(lab.labeller, 0) + 1
-    block: dict[str, Any] = {
+    block: dict[str, object] = {
         "n": len(pairs),
         "levels": levels,
         "labellers": dict(sorted(labellers.items())),
@@ -146,7 +151,7 @@ def calibrate(
     """The calibration result (see the module docstring) of ``labels`` against ``scores``.
     ``judge``: ``{"model", "base_url", "prompt_hash": {metric: hash}}`` as far as known."""
     pairs, unmatched, nan = _match(labels, scores)
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, object] = {}
     for metric in dict.fromkeys(lab.metric for lab in labels):
         mine = [(lab, s) for lab, s in pairs if lab.metric == metric]
         levels = next(lab.levels for lab in labels if lab.metric == metric)
@@ -212,11 +217,11 @@ def calibration_table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines + notes)
 
 
-def _num_ok(v: Any) -> bool:
+def _num_ok(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def calibration_problems(block: Any, where: str = "meta.judge_calibration") -> list[str]:
+def calibration_problems(block: object, where: str = "meta.judge_calibration") -> list[str]:
     """Every way ``block`` breaks the calibration format (empty: it is well formed)."""
     if not isinstance(block, Mapping):
         return [f"{where}: is a {type(block).__name__}, not an object"]

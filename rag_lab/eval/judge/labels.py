@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.ragas_adapter.samples import LLM_METRICS
 
@@ -67,18 +67,18 @@ class HumanLabel:
         return self.label / (self.levels - 1)
 
 
-def _err(path: Path, line: int, field: str, value: Any, what: str) -> LabelsError:
+def _err(path: Path, line: int, field: str, value: object, what: str) -> LabelsError:
     return LabelsError(f"{path}:{line}: field {field!r}: {value!r} {what}")
 
 
-def _text(path: Path, n: int, obj: dict[str, Any], name: str, required: bool) -> str:
+def _text(path: Path, n: int, obj: Mapping[str, object], name: str, required: bool) -> str:
     v = obj.get(name, "")
     if not isinstance(v, str) or (required and not v.strip()):
         raise _err(path, n, name, v, "is not a non-empty string" if required else "is not a string")
     return v
 
 
-def _parse(path: Path, n: int, obj: Any) -> HumanLabel:
+def _parse(path: Path, n: int, obj: object) -> HumanLabel:
     if not isinstance(obj, dict):
         raise LabelsError(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
     missing = [f for f in _REQUIRED if f not in obj]

@@ -20,12 +20,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = ["is_unstable", "repeat_stats", "unstable_qids"]
 
 
-def repeat_stats(values: Sequence[float]) -> dict[str, Any]:
+class RepeatStats(TypedDict):
+    """The spread of one question's repeated scores (:func:`repeat_stats`)."""
+
+    n: int
+    n_valid: int
+    mean: float
+    min: float
+    max: float
+    spread: float
+    std: float
+
+
+def repeat_stats(values: Sequence[float]) -> RepeatStats:
     """``n``, ``n_valid``, ``mean``, ``min``, ``max``, ``spread`` (max - min) and ``std`` (sample
     standard deviation, ddof = 1; 0 for one valid repeat) over the finite repeats (NaN when none)."""
     ok = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -61,7 +73,7 @@ def unstable_qids(qids: Sequence[str], repeats: Sequence[Sequence[float]], toler
 def suite_unstable(ragas: Any, metric: str, tolerance: float) -> list[str]:
     """The unstable questions of a suite's :class:`~rag_lab.eval.ragas_adapter.RagasResult` on
     ``metric`` (none without repeats)."""
-    reps: Mapping[str, Any] = getattr(ragas, "repeats", None) or {}
+    reps: Mapping[str, list[list[float]]] = getattr(ragas, "repeats", None) or {}
     if metric not in reps:
         return []
     return unstable_qids(ragas.qids, reps[metric], tolerance)

@@ -78,7 +78,7 @@ class PassageLabel:
     by: str
     at: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"passage": self.passage, "doc_id": self.doc_id, "grade": self.grade, "by": self.by, "at": self.at}
 
 
@@ -188,7 +188,7 @@ class QuestionState:
             relevance=self.relevance(),
         )
 
-    def comparable(self) -> tuple[Any, ...]:
+    def comparable(self) -> tuple[object, ...]:
         """The state as a tuple (what a save and reload must give back)."""
         return (
             self.id,
@@ -203,7 +203,7 @@ class QuestionState:
         )
 
 
-def _where(path: str, line: int, name: str, value: Any, problem: str) -> ValueError:
+def _where(path: str, line: int, name: str, value: object, problem: str) -> ValueError:
     return _error(Path(path), line, name, value, problem)
 
 

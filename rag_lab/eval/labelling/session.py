@@ -33,7 +33,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.datasets import CORPUS_FILE, QUERIES_FILE, Dataset, DatasetError, jsonl_bytes, load_dataset
 from rag_lab.eval.datasets.converters import query_row
@@ -256,7 +255,7 @@ class LabelSession:
         out["graded_passages"] = sum(len(q.labels) for q in self.questions)
         return out
 
-    def states(self) -> list[tuple[Any, ...]]:
+    def states(self) -> list[tuple[object, ...]]:
         return [q.comparable() for q in self.questions]
 
 

@@ -7,9 +7,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rag_lab.eval.ragas_adapter.samples import LLM_METRICS, RagasError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+    from rag_lab.eval.suite_spec import SuiteSpec
+    from rag_lab.lab.lab import Lab
+    from rag_lab.observability.ledger import Ledger
+    from rag_lab.observability.projection import Projection
+    from rag_lab.types.params import PipelineParams
 
 _JUDGE_KEYS = {
     "type",
@@ -117,7 +126,7 @@ JUDGE_CALLS_PER_SAMPLE = {"faithfulness": 2, "answer_relevancy": 3}
 JUDGE_MAX_ATTEMPTS = 4
 
 
-def judge_ledger_transport(ledger: Any, model_id: str, *, keepalive: bool = True) -> Any:
+def judge_ledger_transport(ledger: Ledger, model_id: str, *, keepalive: bool = True) -> httpx.AsyncBaseTransport:
     """An httpx transport that records every HTTP attempt of the judge client in ``ledger``
     (kind ``judge``): tokens from the reply's ``usage`` (0 and flagged when absent), failures with
     the status or exception, connection failures at 0 tokens. ``keepalive=False`` pools no
@@ -167,7 +176,19 @@ def judge_ledger_transport(ledger: Any, model_id: str, *, keepalive: bool = True
     return _Recording()
 
 
-def judge_summary(ledger: Any) -> dict[str, Any]:
+class JudgeSummary(TypedDict):
+    """Totals of the judge calls of a ledger (:func:`judge_summary`)."""
+
+    calls: int
+    failed: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    ms: float
+    first_error: str
+
+
+def judge_summary(ledger: Ledger) -> JudgeSummary:
     """Totals of the judge calls recorded in ``ledger``."""
     calls = [c for c in ledger.calls if c.kind == "judge"]
     return {
@@ -207,14 +228,14 @@ def project_judge(
 
 
 def add_judge_projection(
-    projection: Any,
-    lab: Any,
-    suites: Sequence[Any],
+    projection: Projection,
+    lab: Lab,
+    suites: Sequence[SuiteSpec],
     judge: JudgeConfig | None,
     ragas_metrics: Sequence[str] = (),
-    params: Any = None,
+    params: PipelineParams | None = None,
     repeat: int = 1,
-) -> Any:
+) -> Projection:
     """Add the judge calls of the LLM metrics (each suite's own metrics, else ``ragas_metrics``)
     to ``projection`` (an :class:`~rag_lab.observability.projection.Projection`) as kind ``judge``,
     priced under the judge's model; returns it."""

@@ -68,7 +68,7 @@ class RagasSample:
     reference_contexts: list[str]
     response: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -133,7 +133,7 @@ class RagasResult:
 
         return pd.DataFrame({m: self.values[m] for m in self.metrics}, index=pd.Index(self.qids, name="qid"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metrics": list(self.metrics),
             "qids": list(self.qids),

@@ -25,6 +25,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from openai import AsyncOpenAI
+    from ragas.llms.base import InstructorBaseRagasLLM
+
     from rag_lab.eval.ragas_adapter.judge import JudgeConfig
 
 __all__ = ["JudgeReplyError", "binary_verdicts", "schema_judge_llm"]
@@ -43,7 +46,7 @@ def binary_verdicts(schema: dict[str, Any]) -> dict[str, Any]:
     (in place; returned). The output models type verdicts as plain integers, and a small model
     constrained only to "an integer" writes 10000000000, which ragas' averages take as a weight."""
 
-    def walk(node: Any) -> None:
+    def walk(node: object) -> None:
         if isinstance(node, dict):
             if node.get("type") == "integer" and _BINARY.search(str(node.get("description", ""))):
                 node["enum"] = [0, 1]
@@ -57,7 +60,7 @@ def binary_verdicts(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def schema_judge_llm(client: Any, judge: JudgeConfig) -> Any:
+def schema_judge_llm(client: AsyncOpenAI, judge: JudgeConfig) -> InstructorBaseRagasLLM:
     """A ragas ``InstructorBaseRagasLLM`` sending each prompt to ``client`` (an
     ``openai.AsyncOpenAI``) with the bounded ``json_schema`` of the metric's output model."""
     from pydantic import BaseModel, ValidationError

@@ -8,7 +8,7 @@ import logging
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.asyncutil import synchronous
 from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_summary
@@ -22,6 +22,10 @@ from rag_lab.eval.ragas_adapter.samples import (
     _MissingInput,
 )
 from rag_lab.eval.ragas_adapter.scorers import _clamp, _import_ragas, _llm_scorers, _offline_scorers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.models.base import Embedder
+    from rag_lab.observability.ledger import Ledger
 
 #: LLM metrics whose every value lies in [0, 1] (answer relevancy, a cosine, may be below 0)
 UNIT_METRICS = frozenset({"faithfulness", "llm_context_precision"})
@@ -50,8 +54,8 @@ async def ascore_samples(
     samples: Sequence[RagasSample],
     metrics: Sequence[str] = OFFLINE_METRICS,
     judge: JudgeConfig | None = None,
-    embedder: Any = None,
-    ledger: Any = None,
+    embedder: Embedder | None = None,
+    ledger: Ledger | None = None,
 ) -> RagasResult:
     """Score every sample on every metric (see the package docstring for names and policies).
 
@@ -126,7 +130,9 @@ async def ascore_samples(
         values,
         {m: r for m, r in reasons.items() if r},
         {m: f for m, f in failed.items() if f},
-        {**judge_summary(ledger), "model": judge.model, "prompt_hash": prompts} if judge and llm_wanted else {},
+        {**judge_summary(ledger), "model": judge.model, "prompt_hash": prompts}
+        if judge and llm_wanted and ledger is not None  # a ledger is made above for LLM metrics
+        else {},
     )
 
 
@@ -135,8 +141,8 @@ async def ascore_repeated(
     metrics: Sequence[str],
     judge: JudgeConfig | None,
     repeats: int,
-    embedder: Any = None,
-    ledger: Any = None,
+    embedder: Embedder | None = None,
+    ledger: Ledger | None = None,
 ) -> RagasResult:
     """:func:`ascore_samples` with every LLM metric scored ``repeats`` times (the offline metrics,
     deterministic, once): ``RagasResult.repeats`` holds each sample's scores, ``values`` their mean

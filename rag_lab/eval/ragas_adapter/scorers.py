@@ -9,10 +9,16 @@ import math
 import os
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_ledger_transport, resolve_structured_output
 from rag_lab.eval.ragas_adapter.samples import RagasError, RagasSample, _MissingInput, metric_tokens
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragas.embeddings.base import BaseRagasEmbedding
+
+    from rag_lab.models.base import Embedder
+    from rag_lab.observability.ledger import Ledger
 
 
 def _import_ragas() -> Any:
@@ -35,7 +41,7 @@ def _legacy(name: str) -> Any:
         return getattr(rm, name)
 
 
-def _embeddings_adapter(embedder: Any) -> Any:
+def _embeddings_adapter(embedder: Embedder) -> BaseRagasEmbedding:
     """Wrap a rag_lab Embedder as ragas' modern embedding interface (for answer relevancy)."""
     from ragas.embeddings.base import BaseRagasEmbedding
 
@@ -44,7 +50,7 @@ def _embeddings_adapter(embedder: Any) -> Any:
         #: extractors check this flag before awaiting them)
         is_async = True
 
-        def __init__(self, inner: Any) -> None:
+        def __init__(self, inner: Embedder) -> None:
             super().__init__()
             self.inner = inner
 
@@ -82,7 +88,7 @@ class _NoRootConfig:
             logging.getLogger().removeHandler(self.handler)
 
 
-def _clamp(value: Any) -> float:
+def _clamp(value: SupportsFloat) -> float:
     """A float score; values within 1e-9 outside [0, 1] (float rounding) are clamped."""
     v = float(value)
     if math.isfinite(v):
@@ -203,7 +209,7 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     }
 
 
-def prompt_hash(metric_obj: Any) -> str:
+def prompt_hash(metric_obj: object) -> str:
     """SHA-256 (16 hex) of the prompts a ragas metric object sends its judge: for each attribute
     holding a prompt (an object with ``instruction`` and ``output_model``), in attribute order, its
     name, class, instruction, language, output JSON schema and few-shot examples as rendered."""
@@ -229,7 +235,11 @@ def prompt_hash_with(base: str, mode: str) -> str:
 
 
 def _llm_scorers(
-    judge: JudgeConfig, embedder: Any, wanted: Sequence[str], ledger: Any = None, prompts: dict[str, str] | None = None
+    judge: JudgeConfig,
+    embedder: Embedder | None,
+    wanted: Sequence[str],
+    ledger: Ledger | None = None,
+    prompts: dict[str, str] | None = None,
 ) -> dict[str, ScoreFn]:
     """The LLM metrics as closures; the OpenAI client is created here, in the running loop, with a
     transport that records every attempt in ``ledger``. ``prompts`` receives each metric's
@@ -263,7 +273,7 @@ def _llm_scorers(
         )
     out: dict[str, ScoreFn] = {}
 
-    def _hash(metric_obj: Any) -> str:
+    def _hash(metric_obj: object) -> str:
         # the json_schema mode sends other requests (no schema in the prompt, a bounded schema as
         # the response format): its hash differs from the json_object one of the same prompts
         h = prompt_hash(metric_obj)

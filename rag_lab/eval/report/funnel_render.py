@@ -5,9 +5,12 @@ lost at each stage) and, per question, the stage that lost each gold passage, wo
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rag_lab.eval.funnel import AR_KS, RECALL_KS, funnel_section, lost_passages
+from rag_lab.eval.funnel import AR_KS, RECALL_KS, FunnelSection, funnel_section, lost_passages
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.report.model import SuiteResult
 
 __all__ = ["funnel_markdown", "funnel_tables", "is_funnel_metric"]
 
@@ -25,11 +28,11 @@ def is_funnel_metric(name: str) -> bool:
     return parse_funnel_metric(name) is not None
 
 
-def _f(v: Any) -> str:
+def _f(v: float | None) -> str:
     return "" if v is None else ("NaN" if isinstance(v, float) and not math.isfinite(v) else f"{v:.3f}")
 
 
-def _rows(fs: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _rows(fs: FunnelSection) -> tuple[list[str], list[list[str]]]:
     head = ["stage", *(f"recall@{k}" for k in RECALL_KS), *(f"hit@{k}" for k in RECALL_KS), *(f"AR@{k}" for k in AR_KS)]
     head.append("lost here")
     rows = []
@@ -47,7 +50,7 @@ def _rows(fs: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def funnel_tables(suite: Any) -> dict[str, Any] | None:
+def funnel_tables(suite: SuiteResult) -> dict[str, object] | None:
     """The suite's funnel as the report page shows it (``None`` when its records carry no funnel):
     gold count, share kept, the note, the per-stage table (``head``, ``rows``) and the lost
     passages, worst questions first."""
@@ -65,7 +68,7 @@ def funnel_tables(suite: Any) -> dict[str, Any] | None:
     }
 
 
-def funnel_markdown(suite: Any, max_rows: int = 200) -> list[str]:
+def funnel_markdown(suite: SuiteResult, max_rows: int = 200) -> list[str]:
     """Markdown lines of the suite's funnel (none when its records carry no funnel)."""
     fs = funnel_section(suite.records)
     if fs is None:

@@ -11,7 +11,7 @@ import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import rag_lab
 from rag_lab.eval.funnel import funnel_section
@@ -23,18 +23,30 @@ from rag_lab.eval.report.schema import ReportError, validate_report_data
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from rag_lab.eval.saturation import Saturation
+
 REPORT_FORMAT = 1
 FORMATS = ("md", "html", "json", "junit")
 
 
-def _nan_to_none(v: Any) -> Any:
+def _nan_to_none(v: float) -> float | None:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
 
 
-def _none_to_nan(v: Any) -> float:
+def _none_to_nan(v: float | None) -> float:
     return math.nan if v is None else float(v)
+
+
+class LedgerTotals(TypedDict):
+    """A suite's model calls per kind, tokens and cost (:meth:`SuiteResult.ledger_totals`)."""
+
+    model_calls: dict[str, int]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    judge_failed: int
 
 
 @dataclass
@@ -44,8 +56,8 @@ class SuiteResult:
     name: str
     dataset: str
     kb: str
-    spec: dict[str, Any]
-    params: dict[str, Any]
+    spec: dict[str, object]
+    params: dict[str, object]
     retrieval: RetrievalReport
     records: list[QueryRecord]
     ragas: RagasResult | None = None
@@ -92,7 +104,7 @@ class SuiteResult:
         s.update(funnel_summary(self.records))
         return s
 
-    def saturation(self) -> dict[str, Any]:
+    def saturation(self) -> dict[str, Saturation]:
         """Per metric (gold-funnel ones left out) the questions at its ceiling and floor
         (:mod:`rag_lab.eval.saturation`): ``{metric: Saturation}``."""
         from rag_lab.eval.report.funnel_render import is_funnel_metric
@@ -115,7 +127,7 @@ class SuiteResult:
         lat = [r.latency_ms for r in self.records if not r.error]
         return sum(lat) / len(lat) if lat else math.nan
 
-    def ledger_totals(self) -> dict[str, Any]:
+    def ledger_totals(self) -> LedgerTotals:
         """Model calls per kind, tokens and cost summed over the questions, plus the LLM judge's
         calls (every attempt, kind ``judge``; ``judge_failed`` of them failed)."""
         calls: dict[str, int] = {}
@@ -154,7 +166,7 @@ class SuiteResult:
         return df
 
     # -- (de)serialisation ----------------------------------------------------------------------
-    def to_dict(self, include_texts: bool = False) -> dict[str, Any]:
+    def to_dict(self, include_texts: bool = False) -> dict[str, object]:
         records = []
         for r in self.records:
             d = r.to_dict()
@@ -237,7 +249,7 @@ class EvalReport:
                 return s
         raise KeyError(f"no suite {name!r} in this report (suites: {', '.join(s.name for s in self.suites)})")
 
-    def to_dict(self, include_texts: bool = False) -> dict[str, Any]:
+    def to_dict(self, include_texts: bool = False) -> dict[str, object]:
         return {
             "format": REPORT_FORMAT,
             "kind": "rag_lab.eval.report",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 from xml.etree import ElementTree as ET
 
 from rag_lab.eval.records import QueryRecord, answer_text
@@ -18,7 +17,7 @@ from rag_lab.eval.report.model import EvalReport, SuiteResult
 from rag_lab.eval.saturation import saturation_line
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return "NaN" if not math.isfinite(v) else f"{v:.4f}"
     return str(v)

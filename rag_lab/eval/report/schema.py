@@ -30,7 +30,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Self, TypeGuard
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, ValidationInfo, create_model
 from pydantic.functional_validators import BeforeValidator, PlainValidator, field_validator, model_validator
@@ -40,6 +40,9 @@ from rag_lab.eval.metric_defs import is_known_metric, metric
 from rag_lab.eval.metrics import retrieval_metric_names
 from rag_lab.eval.saturation import saturation_problems
 from rag_lab.tuning.funnel import CHAIN, STAGES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.report.model import EvalReport
 
 __all__ = ["ReportError", "ReportSchemaError", "validate_report", "validate_report_data"]
 
@@ -87,7 +90,7 @@ def _is_ks(v: object) -> bool:
     return isinstance(v, list) and v != [] and all(_is_whole(k, 1) for k in v) and len(set(v)) == len(v)
 
 
-def _head(items: Sequence[str], n: int = 3) -> str:
+def _head(items: Sequence[object], n: int = 3) -> str:
     return ", ".join(map(repr, items[:n])) + (", …" if len(items) > n else "")
 
 
@@ -120,17 +123,17 @@ def _repeated(keys: Sequence[object], why: str, *at: int | str) -> Problems:
     return [((*at, j), why) for j, k in enumerate(keys) if first[k] != j]
 
 
-def _rule(ok: Callable[[Any], bool], why: str) -> PlainValidator:
+def _rule(ok: Callable[[object], bool], why: str) -> PlainValidator:
     """A value kept as it is when ``ok``; ``why`` words a refusal (``{v}`` the value, ``{t}`` its type)."""
 
-    def check(v: Any) -> Any:
+    def check(v: object) -> object:
         _raise([] if ok(v) else [((), why.format(v=v, t=type(v).__name__))])
         return v
 
     return PlainValidator(check)
 
 
-def _judge_calibration(meta: Any) -> Any:
+def _judge_calibration(meta: object) -> object:
     if isinstance(meta, Mapping) and "judge_calibration" in meta:
         from rag_lab.eval.judge.calibrate import calibration_problems
 
@@ -138,23 +141,26 @@ def _judge_calibration(meta: Any) -> Any:
     return meta
 
 
-def _summary(summary: Any) -> Any:
+def _summary(summary: object) -> object:
     items = summary.items() if isinstance(summary, Mapping) else ()  # not an object: left alone
     _raise([((m,), p) for m, v in items if (p := _value_problem(str(m), v))])
     return summary
 
 
-_Name = Annotated[Any, _rule(_is_name, "{v!r} is not a non-empty string")]
-_Count = Annotated[Any, _rule(lambda v: v is None or _is_whole(v, 0), "{v!r} is not a count (integer >= 0)")]
-_Text = Annotated[Any, _rule(lambda v: isinstance(v, str), "{v!r} is a {t}, not a string")]
-_Strings = Annotated[Any, _rule(_is_strings, "not a list of strings")]
+_Name = Annotated[str | None, _rule(_is_name, "{v!r} is not a non-empty string")]
+_Count = Annotated[float | None, _rule(lambda v: v is None or _is_whole(v, 0), "{v!r} is not a count (integer >= 0)")]
+_Text = Annotated[str, _rule(lambda v: isinstance(v, str), "{v!r} is a {t}, not a string")]
+_Strings = Annotated[list[str], _rule(_is_strings, "not a list of strings")]
+#: a list of strings once valid, typed loosely: its None default (refused) must type-check
 _Qids = Annotated[Any, _rule(_is_strings, "not a list of question ids")]
-_Latency = Annotated[Any, _rule(lambda v: _is_number(v) and math.isfinite(v) and v >= 0, "{v!r} is not a number >= 0")]
-_DocId = Annotated[Any, _rule(lambda v: isinstance(v, str), "{v!r} is not a document id")]
-_Metric = Annotated[Any, _rule(lambda v: isinstance(v, str) and is_known_metric(v), "unknown metric name")]
-_LostAt = Annotated[Any, _rule(lambda v: v in ("", *CHAIN), "{v!r} is not a stage")]
-_Ks = Annotated[Any, _rule(_is_ks, "{v!r} is not a list of distinct integers >= 1")]
-_Means = Annotated[dict[str, Any] | None, BeforeValidator(lambda v: v or None)]  # {} or null: none
+_Latency = Annotated[
+    float, _rule(lambda v: _is_number(v) and math.isfinite(v) and v >= 0, "{v!r} is not a number >= 0")
+]
+_DocId = Annotated[str | None, _rule(lambda v: isinstance(v, str), "{v!r} is not a document id")]
+_Metric = Annotated[str, _rule(lambda v: isinstance(v, str) and is_known_metric(v), "unknown metric name")]
+_LostAt = Annotated[str, _rule(lambda v: v in ("", *CHAIN), "{v!r} is not a stage")]
+_Ks = Annotated[list[int] | None, _rule(_is_ks, "{v!r} is not a list of distinct integers >= 1")]
+_Means = Annotated[dict[str, object] | None, BeforeValidator(lambda v: v or None)]  # {} or null: none
 _ABSENT = object()  # a declared metric left out of a row
 
 
@@ -179,12 +185,12 @@ def _rows_type(ks: tuple[int, ...]) -> TypeAdapter[list[Any]]:
     absent = f"missing (the suite's cut-offs {list(ks)} declare it)"
 
     def declared(name: str) -> tuple[Any, object]:
-        def check(v: Any) -> Any:
+        def check(v: object) -> object:
             problem = absent if v is _ABSENT else _value_problem(name, v, nan_ok=False)
             _raise([((), problem)] if problem else [])
             return v
 
-        return Annotated[Any, PlainValidator(check)], _ABSENT
+        return Annotated[object, PlainValidator(check)], _ABSENT
 
     fields: dict[str, Any] = {n: declared(n) for n in retrieval_metric_names(ks)}  # any string names a field
     config = ConfigDict(strict=True, extra="forbid", validate_default=True)
@@ -197,7 +203,7 @@ def _rows_type(ks: tuple[int, ...]) -> TypeAdapter[list[Any]]:
 class _Retrieval(_Model):
     ks: _Ks = None
     rows: list[Any]
-    excluded_queries: Any = None
+    excluded_queries: object = None
 
     @field_validator("rows")
     @classmethod
@@ -209,7 +215,7 @@ class _Retrieval(_Model):
 
 class _GoldTrace(_Model):
     id: _DocId = None
-    ranks: dict[str, Any]
+    ranks: dict[str, object]
     lost_at: _LostAt = ""
 
     def problems(self) -> Problems:
@@ -238,8 +244,8 @@ class _Record(_Model):
 class _Ragas(_Model):
     qids: _Qids = None
     metrics: list[_Metric]
-    values: dict[str, Any]
-    repeats: dict[str, Any] | None = None  # ``eval --judge-repeats N``
+    values: dict[str, object]
+    repeats: dict[str, object] | None = None  # ``eval --judge-repeats N``
 
     def problems(self) -> Problems:
         """Each question scored once, one value per question of each scored metric; repeats: per
@@ -299,9 +305,9 @@ class _Suite(_Model):
     records: list[_Record]
     ragas: _Ragas | None = None
     funnel: _FunnelMeans | None = None
-    summary: Annotated[Any, PlainValidator(_summary)] = None
+    summary: Annotated[object, PlainValidator(_summary)] = None
     #: ``{metric: {n, at_ceiling, at_floor}}`` (:mod:`rag_lab.eval.saturation`)
-    saturation: Annotated[Any, PlainValidator(lambda v: _raise(saturation_problems(v)) or v)] = None
+    saturation: Annotated[object, PlainValidator(lambda v: _raise(saturation_problems(v)) or v)] = None
 
     def problems(self) -> Problems:
         """One metric row and one record per question; a record for every row and every question
@@ -323,7 +329,7 @@ class _Suite(_Model):
 
 class _Report(_Model):
     suites: list[_Suite]
-    meta: Annotated[Any, PlainValidator(_judge_calibration)] = None
+    meta: Annotated[object, PlainValidator(_judge_calibration)] = None
 
     def problems(self) -> Problems:
         return _repeated([s.name for s in self.suites], "the suite appears twice", "suites")
@@ -378,7 +384,7 @@ def _line(err: ErrorDetails, data: object) -> str:
     return f"{where}: {what}" if where else what
 
 
-def validate_report_data(data: Mapping[str, Any], source: str = "<report>") -> None:
+def validate_report_data(data: Mapping[str, object], source: str = "<report>") -> None:
     """Check a report's JSON form; raise :class:`ReportSchemaError` listing every problem."""
     try:
         _Report.model_validate(data)
@@ -386,7 +392,7 @@ def validate_report_data(data: Mapping[str, Any], source: str = "<report>") -> N
         raise ReportSchemaError(source, [_line(err, data) for err in exc.errors()]) from None
 
 
-def validate_report(report: Any, source: str = "<report>") -> None:
+def validate_report(report: EvalReport, source: str = "<report>") -> None:
     """:func:`validate_report_data` on an in-memory report (its rows, ragas values and records as
     they are, before any mean is computed)."""
     suites = []

@@ -75,9 +75,14 @@ from rag_lab.eval.sweep.ray_worker import (
     unpack_folder,
 )
 from rag_lab.eval.sweep.runners import _Evaluator, _prepare, _Suite
-from rag_lab.eval.sweep.specs import INDEX_PARAMS, ParamSpace, SweepError, grid_configs, objective_direction
+from rag_lab.eval.sweep.specs import INDEX_PARAMS, ParamSpace, ParamValue, SweepError, grid_configs, objective_direction
 
 if TYPE_CHECKING:  # pragma: no cover
+    from optuna.trial import Trial
+    from ray.tune import Result
+
+    from rag_lab.eval.sweep.ray_worker import ShippedInputs
+    from rag_lab.eval.sweep.runners import SuiteInput
     from rag_lab.lab.lab import Lab
 
 
@@ -87,14 +92,14 @@ class _OptunaSpace:
     def __init__(self, spaces: Sequence[ParamSpace]) -> None:
         self.spaces = list(spaces)
 
-    def __call__(self, trial: Any) -> None:
+    def __call__(self, trial: Trial) -> None:
         for s in self.spaces:
             s.suggest(trial)
 
 
 async def run_sweep_on_ray(
     lab: Lab,
-    suites: Iterable[Any],
+    suites: Iterable[SuiteInput],
     spaces: Sequence[ParamSpace],
     objective: str = "ndcg@10",
     *,
@@ -102,7 +107,7 @@ async def run_sweep_on_ray(
     seed: int = 0,
     ks: Sequence[int] = (1, 3, 5, 10),
     ragas_metrics: Sequence[str] = (),
-    base_params: Mapping[str, Any] | None = None,
+    base_params: Mapping[str, object] | None = None,
     cache_dir: str | Path | None = None,
     ray_address: str | None = None,
     workers: int = 2,
@@ -134,7 +139,7 @@ async def run_sweep_on_ray(
     prepared = _prepare(lab, suites, progress)
     base = dict(base_params or {})
     cache_tar = None
-    stats: dict[str, Any] = {}
+    stats: dict[str, object] = {}
     from rag_lab.eval.sweep.fast import fast_path_reason
 
     if fast and not n_trials and not fast_path_reason(objective, ragas_metrics):
@@ -161,13 +166,13 @@ def _payload(
     lab: Lab,
     prepared: Sequence[_Suite],
     spaces: Sequence[ParamSpace],
-    configs: list[dict[str, Any]],
+    configs: list[dict[str, ParamValue]],
     objective: str,
     ks: Sequence[int],
     ragas_metrics: Sequence[str],
-    base: dict[str, Any],
+    base: dict[str, object],
     cache_tar: bytes | None,
-    fast_inputs: Any = None,
+    fast_inputs: ShippedInputs | None = None,
 ) -> SweepPayload:
     return SweepPayload(
         lab_config=dict(lab.config),
@@ -192,9 +197,9 @@ def _result(
     objective: str,
     direction: str,
     rows: list[dict[str, Any]],
-    base: dict[str, Any],
+    base: dict[str, object],
     prepared: Sequence[_Suite],
-    stats: dict[str, Any],
+    stats: dict[str, object],
     t0: float,
 ) -> SweepResult:
     return SweepResult(
@@ -207,12 +212,12 @@ async def _fast_grid_on_ray(
     lab: Lab,
     prepared: list[_Suite],
     spaces: Sequence[ParamSpace],
-    configs: list[dict[str, Any]],
+    configs: list[dict[str, ParamValue]],
     objective: str,
     direction: str,
     ks: Sequence[int],
     ragas_metrics: Sequence[str],
-    base: dict[str, Any],
+    base: dict[str, object],
     cache_dir: str | Path | None,
     ray_address: str | None,
     workers: int,
@@ -362,11 +367,11 @@ _TUNE_KEYS = frozenset(
 )
 
 
-def _row_keys(metrics: Mapping[str, Any]) -> list[str]:
+def _row_keys(metrics: Mapping[str, object]) -> list[str]:
     return [k for k in metrics if k not in _TUNE_KEYS and not k.startswith("config/")]
 
 
-def _trial_number(res: Any) -> int:
+def _trial_number(res: Result) -> int:
     """Trial creation order (Tune trial ids end in a zero-padded counter)."""
     tid = str((res.metrics or {}).get("trial_id", ""))
     tail = tid.rsplit("_", 1)[-1]

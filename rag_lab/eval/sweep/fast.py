@@ -26,14 +26,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.sweep.specs import INDEX_PARAMS, LATENCY_OF_CAPTURE, LATENCY_OF_PIPELINE, SweepError, p95
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.cache.captures import CaptureRequest
+    from rag_lab.eval.datasets import Dataset, QueryItem
+    from rag_lab.eval.metrics import RetrievalReport
+    from rag_lab.eval.runner import EvalResult
     from rag_lab.eval.sweep.runners import _Evaluator, _Suite
     from rag_lab.tuning import FastEvaluator, QuestionInputs
+    from rag_lab.types.params import PipelineParams
+    from rag_lab.types.search_result import SearchResult
 
 __all__ = [
     "CONTEXT_METRICS",
@@ -83,16 +89,21 @@ class RetrievalMemo:
     distinct ranking (configs that retrieve the same documents for a question share it); ``grades``
     (``Dataset.graded_qrels()``) make nDCG graded, as in the pipeline's evaluation."""
 
-    def __init__(self, qrels: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10), grades: Any = None) -> None:
+    def __init__(
+        self,
+        qrels: Mapping[str, Collection[str]],
+        ks: Sequence[int] = (1, 3, 5, 10),
+        grades: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         self.qrels = {qid: frozenset(g) for qid, g in qrels.items()}
         self.ks = tuple(ks)
         self.grades = dict(grades or {})
-        self._rows: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        self._rows: dict[tuple[str, tuple[str, ...]], dict[str, float | int | str]] = {}
 
-    def report(self, runs: Mapping[str, Sequence[str]]) -> Any:
+    def report(self, runs: Mapping[str, Sequence[str]]) -> RetrievalReport:
         from rag_lab.eval.metrics import RetrievalReport, evaluate_retrieval
 
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, float | int | str]] = []
         excluded: list[str] = []
         for qid, gold in self.qrels.items():
             if not gold:
@@ -119,22 +130,24 @@ class FastSweep:
         self.ev = ev
         self.check = check
         self.n_configs = 0  # of the sweep, set by :meth:`select`
-        self._groups: dict[tuple[tuple[str, Any], ...], dict[str, FastEvaluator]] = {}
-        self._recaptured: dict[tuple[str, str, int, tuple[tuple[str, Any], ...]], QuestionInputs] = {}
-        self.fast_records: dict[int, tuple[dict[str, Any], list[tuple[Any, Any]]]] = {}
+        self._groups: dict[tuple[tuple[str, object], ...], dict[str, FastEvaluator]] = {}
+        self._recaptured: dict[tuple[str, str, int, tuple[tuple[str, object], ...]], QuestionInputs] = {}
+        self.fast_records: dict[int, tuple[dict[str, object], list[tuple[_Suite, EvalResult]]]] = {}
         self.capture_seconds = 0.0
         self.eval_seconds = 0.0
         self.checked: list[int] = []
         self._metrics: dict[str, RetrievalMemo] = {}
 
     # -- capture ----------------------------------------------------------------------------------
-    def _split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _split(self, config: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
         from rag_lab.tuning.params import split_config
 
         post, other = split_config({**self.ev.base_params, **config})
         return post, other
 
-    async def _capture(self, suite: _Suite, params: Any, only: set[str] | None = None) -> list[QuestionInputs]:
+    async def _capture(
+        self, suite: _Suite, params: PipelineParams, only: set[str] | None = None
+    ) -> list[QuestionInputs]:
         """Captures through the stage cache when the sweep has it on (``cache_dir``)."""
         from rag_lab.eval.cache.captures import acapture_cached
         from rag_lab.eval.runner import faq_kb_name
@@ -144,7 +157,7 @@ class FastSweep:
         kbs = [suite.kb] + ([faq_kb_name(suite.kb)] if ds.faq else [])
         return await acapture_cached(self.ev.lab, requests, kbs, params)
 
-    async def _group(self, other: dict[str, Any]) -> dict[str, FastEvaluator]:
+    async def _group(self, other: dict[str, object]) -> dict[str, FastEvaluator]:
         from rag_lab.tuning import FastEvaluator
 
         key = tuple(sorted(other.items()))
@@ -165,7 +178,9 @@ class FastSweep:
         self.capture_seconds += time.perf_counter() - t0
         return group
 
-    async def _recapture(self, suite: _Suite, fe: FastEvaluator, q: QuestionInputs, post: Mapping[str, Any]) -> Any:
+    async def _recapture(
+        self, suite: _Suite, fe: FastEvaluator, q: QuestionInputs, post: Mapping[str, Any]
+    ) -> QuestionInputs:
         """``q`` captured again under ``rerank_top_k`` (its search ran query expansion)."""
         top_k = int(post.get("rerank_top_k", fe.base.rerank_top_k))
         key = (suite.name, q.qid, top_k, tuple(sorted((k, v) for k, v in fe.base.model_dump().items())))
@@ -178,7 +193,7 @@ class FastSweep:
         return found
 
     # -- evaluation ---------------------------------------------------------------------------------
-    async def results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
+    async def results(self, config: Mapping[str, object]) -> list[tuple[_Suite, EvalResult]]:
         """``(suite, EvalResult)`` of ``config`` from the fast evaluator."""
         from rag_lab.eval.records import QueryRecord
         from rag_lab.eval.runner import EvalResult
@@ -186,12 +201,12 @@ class FastSweep:
 
         post, other = self._split(config)
         group = await self._group(other)
-        out: list[tuple[_Suite, Any]] = []
+        out: list[tuple[_Suite, EvalResult]] = []
         for suite in self.ev.suites:
             fe = group[suite.name]
             t0 = time.perf_counter()
             p = fe.params_for(post)
-            refs: dict[str, list[Any]] = {}
+            refs: dict[str, list[SearchResult]] = {}
             outcomes: dict[str, str] = {}
             diags: dict[str, dict[str, Any]] = {}
             funnel = self.ev.funnel_objective  # the funnel's records cost time: only when ranked by them
@@ -246,7 +261,7 @@ class FastSweep:
                 self.ev.pbar.update(len(records))
         return out
 
-    async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    async def evaluate(self, config: Mapping[str, object]) -> dict[str, Any]:
         """Record ``config``'s row from the fast evaluator (``evaluated_by = "fast"``). Its
         ``latency_ms`` is the capture runs' (``latency_of``); ``fast_eval_ms`` is this config's own
         time in the fast evaluator per question (a recapture it needed included)."""
@@ -311,7 +326,12 @@ class FastSweep:
         return chosen
 
 
-def _funnel(captured: Any, diagnostics: Any, refs: Sequence[Any], gold_ids: Sequence[str]) -> dict[str, Any]:
+def _funnel(
+    captured: QuestionInputs,
+    diagnostics: Mapping[str, object] | None,
+    refs: Sequence[SearchResult],
+    gold_ids: Sequence[str],
+) -> dict[str, Any]:
     """The gold funnel of one question from the fast evaluator's records (as the pipeline's from
     its run's: a failed capture keeps what its search recorded, as the failed run does)."""
     from rag_lab.tuning.funnel import build_funnel
@@ -319,7 +339,7 @@ def _funnel(captured: Any, diagnostics: Any, refs: Sequence[Any], gold_ids: Sequ
     return build_funnel(diagnostics or {}, refs, gold_ids).to_dict()
 
 
-def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:
+def _differences(suite: _Suite, fast: EvalResult, slow: EvalResult) -> list[str]:
     """What differs between the fast and the pipeline result of one suite, question by question."""
     out: list[str] = []
     for a, b in zip(slow.records, fast.records):
@@ -338,7 +358,7 @@ def _differences(suite: Any, fast: Any, slow: Any) -> list[str]:
     return out
 
 
-def capture_requests(dataset: Any, queries: Sequence[Any]) -> list[Any]:
+def capture_requests(dataset: Dataset, queries: Sequence[QueryItem]) -> list[CaptureRequest]:
     """One :class:`~rag_lab.eval.cache.captures.CaptureRequest` per query, with the dataset's
     earlier turns of its conversation."""
     from rag_lab.eval.cache.captures import CaptureRequest

@@ -32,7 +32,16 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.metrics import RetrievalReport
+    from rag_lab.eval.records import QueryRecord
+    from rag_lab.eval.sweep.outputs import SweepResult
+    from rag_lab.eval.sweep.runners import SuiteInput, _Suite
+    from rag_lab.eval.sweep.specs import ParamSpace
+    from rag_lab.lab.lab import Lab
 
 __all__ = [
     "HoldoutResult",
@@ -77,12 +86,12 @@ def split_questions(n: int, fraction: float, seed: int = 0) -> tuple[list[int], 
     return [i for i in range(n) if i not in held], sorted(held)
 
 
-def split_dataset(ds: Any, fraction: float, seed: int = 0) -> tuple[Any, Any]:
+def split_dataset(ds: Dataset, fraction: float, seed: int = 0) -> tuple[Dataset, Dataset]:
     """The tuning and held-out parts of a dataset: same corpus and FAQ, the questions (and their
     history) split by :func:`split_questions`."""
     tune, held = split_questions(len(ds.queries), fraction, seed)
 
-    def part(idx: Sequence[int], tag: str) -> Any:
+    def part(idx: Sequence[int], tag: str) -> Dataset:
         qs = [ds.queries[i] for i in idx]
         hist = {q.id: ds.history[q.id] for q in qs if q.id in ds.history}
         return replace(ds, name=f"{ds.name}[{tag}]", queries=qs, history=hist)
@@ -90,7 +99,7 @@ def split_dataset(ds: Any, fraction: float, seed: int = 0) -> tuple[Any, Any]:
     return part(tune, "tune"), part(held, "held-out")
 
 
-def per_question_values(records: Sequence[Any], report: Any, metric: str) -> dict[str, float]:
+def per_question_values(records: Sequence[QueryRecord], report: RetrievalReport, metric: str) -> dict[str, float]:
     """Each question's value of ``metric`` (a retrieval metric of the report rows, or a funnel
     metric of the records)."""
     rows = {str(r["qid"]): float(r[metric]) for r in report.rows if metric in r}
@@ -105,8 +114,8 @@ def per_question_values(records: Sequence[Any], report: Any, metric: str) -> dic
 class HoldoutResult:
     objective: str
     direction: str
-    chosen: dict[str, Any]  # the best config of the tuning part (swept params)
-    base: dict[str, Any]  # the fixed overrides (the default config)
+    chosen: dict[str, object]  # the best config of the tuning part (swept params)
+    base: dict[str, object]  # the fixed overrides (the default config)
     n_tune: int
     n_held: int
     tuned_score: float  # chosen config, tuning part (the sweep's best)
@@ -121,7 +130,7 @@ class HoldoutResult:
     verdict: str = "not better"  # :func:`holdout_verdict` of ``ci``
     p_worse: float = math.nan  # one-sided: the chosen config is worse than the default
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["ci"] = list(self.ci)
         return d
@@ -185,19 +194,19 @@ def folds_summary(results: Sequence[HoldoutResult]) -> str:
 
 
 #: ``tune(tuning parts) -> SweepResult``; ``score(config, held-out parts) -> {suite: {qid: value}}``
-Tune = Callable[[list[Any]], Awaitable[Any]]
-Score = Callable[[Mapping[str, Any], list[Any]], Awaitable[dict[str, dict[str, float]]]]
+Tune = Callable[[list["_Suite"]], Awaitable["SweepResult"]]
+Score = Callable[[Mapping[str, object], list["_Suite"]], Awaitable[dict[str, dict[str, float]]]]
 
 
 async def hold_out(
-    tune_parts: list[Any],
-    held_parts: list[Any],
+    tune_parts: list[_Suite],
+    held_parts: list[_Suite],
     tune: Tune,
     score: Score,
-    base: Mapping[str, Any],
+    base: Mapping[str, object],
     seed: int = 0,
     n_resamples: int = 10_000,
-) -> tuple[Any, HoldoutResult]:
+) -> tuple[SweepResult, HoldoutResult]:
     """Run the sweep on ``tune_parts`` alone, then score its best config and the default on
     ``held_parts`` (the suites' per-question values, in question order, pooled over suites)."""
     from rag_lab.eval.gate.stats import paired_test
@@ -247,25 +256,25 @@ async def hold_out(
     )
 
 
-def _parts(lab: Any, suites: Sequence[Any], progress: bool) -> list[Any]:
+def _parts(lab: Lab, suites: Sequence[SuiteInput], progress: bool) -> list[_Suite]:
     from rag_lab.eval.sweep.runners import _prepare
 
     return _prepare(lab, suites, progress)
 
 
 async def run_holdout(
-    lab: Any,
-    suites: Sequence[Any],
-    spaces: Sequence[Any],
+    lab: Lab,
+    suites: Sequence[SuiteInput],
+    spaces: Sequence[ParamSpace],
     objective: str,
-    holdout: float | Sequence[Any],
+    holdout: float | Sequence[SuiteInput],
     *,
     seed: int = 0,
     n_trials: int = 0,
-    base_params: Mapping[str, Any] | None = None,
+    base_params: Mapping[str, object] | None = None,
     progress: bool = True,
     **sweep_kw: Any,
-) -> tuple[Any, HoldoutResult]:
+) -> tuple[SweepResult, HoldoutResult]:
     """:func:`hold_out` with the lab: ``holdout`` a fraction of each suite's questions (split
     with ``seed``) or held-out suites (SuiteSpecs / ``(dataset, kb)``); the sweep is
     :func:`~rag_lab.eval.sweep.runners.run_grid` (or ``run_optuna`` with ``n_trials``) on the
@@ -296,7 +305,7 @@ async def run_holdout(
                 "hold out another range (NAME@START-END)"
             )
 
-    async def tune(parts: list[Any]) -> Any:
+    async def tune(parts: list[_Suite]) -> SweepResult:
         pairs = [(s.dataset, s.kb) for s in parts]
         if n_trials:
             return await run_optuna(
@@ -312,7 +321,7 @@ async def run_holdout(
             )
         return await run_grid(lab, pairs, spaces, objective, base_params=base_params, progress=progress, **sweep_kw)
 
-    async def score(config: Mapping[str, Any], parts: list[Any]) -> dict[str, dict[str, float]]:
+    async def score(config: Mapping[str, object], parts: list[_Suite]) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
         for s in parts:
             res = await evaluate_lab(lab, s.dataset, s.kb, progress=False, params=dict(config), keep_runs=False)

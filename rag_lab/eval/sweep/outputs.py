@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # --------------------------------------------------------------------------- result
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -29,7 +29,7 @@ class SweepResult:
     objective: str
     direction: str
     rows: list[dict[str, Any]] = field(default_factory=list)
-    base_params: dict[str, Any] = field(default_factory=dict)
+    base_params: dict[str, object] = field(default_factory=dict)
     suites: list[str] = field(default_factory=list)
     cache_stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rag_lab.eval.sweep.ray_worker import WORKER_TMP_ENV
@@ -200,7 +201,7 @@ LOCAL_START_ATTEMPTS = 2
 _STARTUP_TIMEOUT = "timed out during startup"
 
 
-def _start_local(ray: Any, workers: int, common: dict[str, Any]) -> RayConnection:
+def _start_local(ray: ModuleType, workers: int, common: dict[str, Any]) -> RayConnection:
     """A local cluster of ``workers`` CPUs in a session folder of its own; a start that timed out
     is tried again (:data:`LOCAL_START_ATTEMPTS`), any other failure raises at once."""
     causes: list[str] = []

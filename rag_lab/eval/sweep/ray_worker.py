@@ -15,13 +15,24 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rag_lab.eval.sweep.runners import _Evaluator, _Suite
-from rag_lab.eval.sweep.specs import ParamSpace, SweepError
+from rag_lab.eval.sweep.specs import ParamSpace, ParamValue, SweepError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.sweep.fast import FastSweep
+    from rag_lab.knowledge.models import Chunk
     from rag_lab.lab.lab import Lab
+    from rag_lab.tuning import QuestionInputs
+    from rag_lab.types.params import PipelineParams
+
+    #: the fast path's captures, per retrieval group key, per suite: (captured questions without
+    #: their store, the chunks their store memo had loaded, the capture params)
+    ShippedInputs: TypeAlias = dict[
+        tuple[tuple[str, object], ...], dict[str, tuple[list[QuestionInputs], dict[str, Chunk | None], PipelineParams]]
+    ]
 
 #: workspace files a worker does not need (sessions, memories, a Milvus Lite file, the cache)
 _SKIP = ("sessions.sqlite", "memory.sqlite", "milvus.db", "stage_cache")
@@ -81,24 +92,24 @@ def unpack_folder(data: bytes, dest: str | Path) -> Path:
 class SweepPayload:
     """Everything a worker needs, put once in the object store."""
 
-    lab_config: dict[str, Any]
+    lab_config: dict[str, object]
     #: the driver's Lab class (pickled by reference): each worker builds one from ``lab_config``
     lab_class: type[Lab]
     workspace_tar: bytes
     cache_tar: bytes | None
-    suites: list[tuple[str, Any, str]]  # (name, dataset, kb name)
+    suites: list[tuple[str, Dataset, str]]  # (name, dataset, kb name)
     objective: str
     ks: tuple[int, ...]
     ragas_metrics: list[str]
-    base_params: dict[str, Any]
-    configs: list[dict[str, Any]]  # the grid (empty for optuna)
+    base_params: dict[str, object]
+    configs: list[dict[str, ParamValue]]  # the grid (empty for optuna)
     spaces: list[ParamSpace]
     token: str  # identifies this sweep's payload in a worker process
     #: the driver's :func:`code_version`, checked by every worker before it unpacks anything
     code_version: str = ""
     #: the fast path: per retrieval group key, per suite, (captured questions without their store,
     #: the chunks their store memo had loaded, the capture params); ``None`` = full pipeline
-    fast_inputs: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] | None = None
+    fast_inputs: ShippedInputs | None = None
 
 
 class _WorkerState:
@@ -120,7 +131,7 @@ class _WorkerState:
             self.lab, suites, payload.objective, payload.ks, payload.ragas_metrics, payload.base_params, cache_dir, None
         )
 
-        self.fast = None
+        self.fast: FastSweep | None = None
         if payload.fast_inputs is not None:
             self.fast = _fast_sweep_from(self.evaluator, payload.fast_inputs)
 
@@ -155,7 +166,7 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
     row = run_sync(lambda: st.evaluator.evaluate(cfg))
     st.evaluator.rows.clear()
     row.update(worker_place())
-    return cast("dict[str, Any]", row)
+    return row
 
 
 def worker_place() -> dict[str, Any]:
@@ -165,15 +176,15 @@ def worker_place() -> dict[str, Any]:
     return {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
 
 
-def _ship_fast_inputs(fs: Any) -> dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]]:
+def _ship_fast_inputs(fs: FastSweep) -> ShippedInputs:
     """A FastSweep's captured groups without their SQLite handles (a worker reattaches its own)."""
     import dataclasses
 
-    out: dict[Any, dict[str, tuple[list[Any], dict[str, Any], Any]]] = {}
+    out: ShippedInputs = {}
     for key, per_suite in fs._groups.items():
         out[key] = {}
         for name, fe in per_suite.items():
-            memo: dict[str, Any] = {}
+            memo: dict[str, Chunk | None] = {}
             for q in fe.inputs:
                 if q.store is not None:
                     memo.update(q.store.chunks)
@@ -181,7 +192,7 @@ def _ship_fast_inputs(fs: Any) -> dict[Any, dict[str, tuple[list[Any], dict[str,
     return out
 
 
-def _fast_sweep_from(ev: _Evaluator, shipped: Mapping[Any, Mapping[str, tuple[list[Any], dict[str, Any], Any]]]) -> Any:
+def _fast_sweep_from(ev: _Evaluator, shipped: ShippedInputs) -> FastSweep:
     """A FastSweep over ``ev`` (a worker's) holding the driver's captures, each question reading
     chunks through a memo of the worker's own copy of the store."""
     import dataclasses

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TypeAlias, Unpack
 
 from rag_lab.eval.sweep.outputs import SweepResult
 from rag_lab.eval.sweep.specs import (
@@ -25,7 +25,13 @@ from rag_lab.eval.sweep.specs import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.runner import EvalResult
+    from rag_lab.eval.suite_spec import SuiteSpec
+    from rag_lab.eval.sweep.fast import FastSweep
     from rag_lab.lab.lab import Lab
+
+    #: a suite as the sweeps take it: a spec (loaded and ingested) or an ingested ``(dataset, kb)``
+    SuiteInput: TypeAlias = SuiteSpec | tuple[Dataset, str]
 
 
 # --------------------------------------------------------------------------- running
@@ -38,7 +44,7 @@ class _Suite:
     kb: str
 
 
-def _split(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _split(config: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     params = {k: v for k, v in config.items() if k not in INDEX_PARAMS}
     index = {k: v for k, v in config.items() if k in INDEX_PARAMS}
     return params, index
@@ -54,7 +60,7 @@ class _Evaluator:
         objective: str,
         ks: Sequence[int],
         ragas_metrics: Sequence[str],
-        base_params: Mapping[str, Any],
+        base_params: Mapping[str, object],
         cache_dir: str | Path | None,
         pbar: Any,
     ) -> None:
@@ -116,7 +122,7 @@ class _Evaluator:
         for suite in self.suites:
             ws.use_keyword_index(suite.kb, None)
 
-    async def warm_up(self, config: Mapping[str, Any]) -> None:
+    async def warm_up(self, config: Mapping[str, object]) -> None:
         """Run ``config`` once unrecorded, so the stage cache is filled before latencies are timed
         (otherwise the first config would carry every cache miss)."""
         from rag_lab.eval.runner import evaluate_lab
@@ -127,7 +133,7 @@ class _Evaluator:
         for suite in self.suites:
             await evaluate_lab(self.lab, suite.dataset, suite.kb, ks=self.ks, progress=False, params=p, keep_runs=False)
 
-    async def evaluate(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    async def evaluate(self, config: Mapping[str, object]) -> dict[str, Any]:
         """Run ``config`` through the full pipeline on every suite and record its row."""
         from rag_lab.eval.sweep.fast import LATENCY_OF_PIPELINE
 
@@ -135,7 +141,7 @@ class _Evaluator:
         row["latency_of"] = LATENCY_OF_PIPELINE
         return row
 
-    async def pipeline_results(self, config: Mapping[str, Any]) -> list[tuple[_Suite, Any]]:
+    async def pipeline_results(self, config: Mapping[str, object]) -> list[tuple[_Suite, EvalResult]]:
         """``(suite, EvalResult)`` of ``config`` run through the full pipeline (nothing recorded)."""
         from rag_lab.eval.runner import evaluate_lab
 
@@ -153,7 +159,9 @@ class _Evaluator:
             results.append((suite, res))
         return results
 
-    async def record(self, config: Mapping[str, Any], results: Sequence[tuple[Any, Any]]) -> dict[str, Any]:
+    async def record(
+        self, config: Mapping[str, object], results: Sequence[tuple[_Suite, EvalResult]]
+    ) -> dict[str, Any]:
         """The row of ``config`` from its per-suite ``(suite, EvalResult)`` (metrics, ragas metrics,
         latency, cost, errors), appended to :attr:`rows`."""
         row: dict[str, Any] = {"config_index": len(self.rows), **dict(config)}
@@ -211,13 +219,13 @@ class _Evaluator:
         self.rows.append(row)
         return row
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         if self.handle is None:
             return {}
         return {k: {"hits": v.hits, "misses": v.misses} for k, v in self.handle.stats().items()}
 
 
-def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Suite]:
+def _prepare(lab: Lab, suites: Iterable[SuiteInput], progress: bool = True) -> list[_Suite]:
     """Suites as (spec or (dataset, kb)); specs are loaded and ingested."""
     from rag_lab.eval.runner import SuiteSpec, ingest_dataset
 
@@ -235,7 +243,7 @@ def _prepare(lab: Lab, suites: Iterable[Any], progress: bool = True) -> list[_Su
     return out
 
 
-def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str) -> Any:
+def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str) -> FastSweep | None:
     """The fast path for this sweep, or None (disabled, or the metrics read the answer)."""
     from rag_lab.eval.sweep.fast import FastSweep, fast_path_reason
 
@@ -244,7 +252,7 @@ def _fast_sweep(ev: _Evaluator, fast: bool, check: int | str) -> Any:
     return FastSweep(ev, check=check)
 
 
-def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
+def _stats(ev: _Evaluator, fs: FastSweep | None) -> dict[str, object]:
     from rag_lab.eval.sweep.fast import check_description
 
     stats = ev.stats()
@@ -262,11 +270,11 @@ def _stats(ev: _Evaluator, fs: Any) -> dict[str, Any]:
 def _finish(
     bar: Any,
     ev: _Evaluator,
-    fs: Any,
+    fs: FastSweep | None,
     spaces: Sequence[ParamSpace],
     objective: str,
     direction: str,
-    base_params: Mapping[str, Any] | None,
+    base_params: Mapping[str, object] | None,
     prepared: Sequence[_Suite],
     t0: float,
 ) -> SweepResult:
@@ -294,8 +302,8 @@ def _bar(total: int, progress: bool, desc: str) -> Any:
 
 
 def _start(
-    lab: Lab, suites: Iterable[Any], objective: str, o: RunOptions, n_configs: int, desc: str
-) -> tuple[list[_Suite], float, Any, _Evaluator, Any]:
+    lab: Lab, suites: Iterable[SuiteInput], objective: str, o: RunOptions, n_configs: int, desc: str
+) -> tuple[list[_Suite], float, Any, _Evaluator, FastSweep | None]:
     """A sweep's start: the suites prepared, the clock, the progress bar (``n_configs`` × the
     questions), the evaluator and the fast path (None when not taken)."""
     prepared = _prepare(lab, suites, o.progress)
@@ -308,7 +316,7 @@ def _start(
 
 async def run_grid(
     lab: Lab,
-    suites: Iterable[Any],
+    suites: Iterable[SuiteInput],
     spaces: Sequence[ParamSpace],
     objective: str = "ndcg@10",
     **options: Unpack[SweepOptions],
@@ -343,7 +351,7 @@ async def run_grid(
 
 async def run_optuna(
     lab: Lab,
-    suites: Iterable[Any],
+    suites: Iterable[SuiteInput],
     spaces: Sequence[ParamSpace],
     n_trials: int,
     objective: str = "ndcg@10",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    from optuna.trial import Trial
 
 
 #: KB index settings a sweep may vary besides PipelineParams.
@@ -21,6 +21,8 @@ INDEX_PARAMS: dict[str, tuple[str, Any]] = {
     "bm25_b": ("float", (0.0, 1.0)),
     "bm25_method": ("choice", ("robertson", "lucene", "atire", "bm25l", "bm25+")),
 }
+#: a swept parameter's value (a PipelineParams field or an index setting)
+ParamValue = bool | int | float | str
 _DEFAULT_BM25 = {"bm25_k1": 1.5, "bm25_b": 0.75, "bm25_method": "robertson"}
 _MAX_GRID_STEPS = 10_000
 
@@ -38,12 +40,12 @@ class ParamSpace:
 
     name: str
     kind: str  # "float" | "int" | "bool" | "choice"
-    values: list[Any] | None = None  # None: continuous (optuna only)
+    values: Sequence[ParamValue] | None = None  # None: continuous (optuna only)
     low: float | None = None
     high: float | None = None
     step: float | None = None
 
-    def suggest(self, trial: Any) -> Any:
+    def suggest(self, trial: Trial) -> ParamValue | None:
         if self.kind in ("bool", "choice") or (self.values is not None and self.step is None):
             return trial.suggest_categorical(self.name, list(self.values or []))
         assert self.low is not None and self.high is not None, f"{self.name}: a range needs low and high"
@@ -51,7 +53,7 @@ class ParamSpace:
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1))
         return self.normalise(trial.suggest_float(self.name, float(self.low), float(self.high), step=self.step))
 
-    def normalise(self, value: Any) -> Any:
+    def normalise(self, value: ParamValue) -> ParamValue:
         """A sampled value as the sweep records it: stepped floats rounded to grid values (0.3,
         not 0.30000000000000004); anything else unchanged."""
         if self.kind == "float" and self.step and isinstance(value, float):
@@ -114,7 +116,7 @@ def parse_param(spec: str) -> ParamSpace:
         raise SweepError(f"{where}: empty value spec")
     if kind in ("bool", "choice"):
         items = [x.strip() for x in body.split(",") if x.strip()]
-        vals: list[Any] = []
+        vals: list[ParamValue] = []
         for it in items:
             if kind == "bool":
                 low = it.lower()
@@ -146,18 +148,18 @@ def parse_param(spec: str) -> ParamSpace:
         if n > _MAX_GRID_STEPS:
             raise SweepError(f"{where}: {n} grid values (limit {_MAX_GRID_STEPS})")
         if kind == "int":
-            values: list[Any] = [int(lo + i * step) for i in range(n)]
+            values: list[int] | list[float] = [int(lo + i * step) for i in range(n)]
         else:
             values = [round(lo + i * step, 10) for i in range(n)]
             hi = values[-1]  # optuna needs (high - low) to be a multiple of step
         return ParamSpace(name, kind, values, lo, hi, step)
-    vals = [_number(x.strip(), kind, where) for x in body.split(",") if x.strip()]
-    for v in vals:
+    nums = [_number(x.strip(), kind, where) for x in body.split(",") if x.strip()]
+    for v in nums:
         _check_range(name, v, rng, where)
-    return ParamSpace(name, kind, list(dict.fromkeys(vals)))
+    return ParamSpace(name, kind, list(dict.fromkeys(nums)))
 
 
-def grid_configs(spaces: Sequence[ParamSpace]) -> list[dict[str, Any]]:
+def grid_configs(spaces: Sequence[ParamSpace]) -> list[dict[str, ParamValue]]:
     """The cartesian product of the spaces' values, first space varying slowest."""
     for s in spaces:
         if s.values is None:
@@ -225,7 +227,7 @@ class SweepOptions(TypedDict, total=False):
 
     ks: Sequence[int]
     ragas_metrics: Sequence[str]
-    base_params: Mapping[str, Any] | None
+    base_params: Mapping[str, object] | None
     cache_dir: str | Path | None
     progress: bool
     fast: bool
@@ -238,7 +240,7 @@ class RunOptions:
 
     ks: Sequence[int] = (1, 3, 5, 10)
     ragas_metrics: Sequence[str] = ()
-    base_params: Mapping[str, Any] | None = None
+    base_params: Mapping[str, object] | None = None
     cache_dir: str | Path | None = None
     progress: bool = True
     fast: bool = True

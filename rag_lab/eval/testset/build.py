@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.testset.answerable import FINDABLE_DEPTH, answer_passages, contains_span, names_title
@@ -23,6 +23,9 @@ from rag_lab.eval.testset.bridge import Bridges, Comparisons
 from rag_lab.eval.testset.generate import FORMS, Candidate, SourceChunk, generate_candidates
 from rag_lab.eval.testset.pipeline import Job, Kept, build
 from rag_lab.eval.testset.report import LLM_NOTE, REPORT_FILE, WEAKER_NOTE, TestsetReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
 
 __all__ = ["LLM_NOTE", "REPORT_FILE", "WEAKER_NOTE", "FormsWriter", "TestsetReport", "build_testset"]
 
@@ -46,13 +49,13 @@ def _refusal(cand: Candidate, chunk: SourceChunk, job: Job) -> tuple[str, dict[s
     return ("not findable", None) if ranks is None else ("", ranks)
 
 
-def _candidate_md(cand: Candidate, sources: list[SourceChunk]) -> dict[str, Any]:
+def _candidate_md(cand: Candidate, sources: list[SourceChunk]) -> dict[str, object]:
     passages = [(s.chunk_id, s.doc_id, s.text) for s in sources]
     others = answer_passages(cand.answers[0], cand.question, passages, cand.source.chunk_id)
     if not others:
         return {}
     docs = list(dict.fromkeys([*cand.gold_ids, *(d for _, d in others)]))[: len(cand.gold_ids) + MAX_CANDIDATES]
-    out: dict[str, Any] = {"candidate_passages": [{"passage": c, "doc_id": d} for c, d in others if d in docs]}
+    out: dict[str, object] = {"candidate_passages": [{"passage": c, "doc_id": d} for c, d in others if d in docs]}
     if len(docs) > len(cand.gold_ids):
         out["gold_candidates"] = docs
     return out
@@ -63,7 +66,7 @@ class FormsWriter:
 
     kind = "offline"
     model = "none"
-    proof: dict[str, Any] = {"answer_in_source": True}
+    proof: dict[str, object] = {"answer_in_source": True}
 
     def write(self, job: Job) -> list[Kept]:
         cache: dict[str, list[Candidate]] = {}
@@ -126,7 +129,7 @@ class FormsWriter:
 
 
 def build_testset(
-    lab: Any,
+    lab: Lab,
     kb_name: str,
     n: int,
     out_dir: str | Path,

@@ -17,11 +17,15 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets.schema import QueryItem
 from rag_lab.eval.testset.pipeline import first_asked, kb_sources, keep_asked, retrieved_docs, write_testset
 from rag_lab.eval.testset.report import TestsetReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.lab.lab import Lab
 
 __all__ = ["build_from_file", "read_questions"]
 
@@ -48,7 +52,7 @@ def read_questions(path: str | Path) -> list[str]:
         body = rows[1:] if "question" in head else rows
         return [r[col].strip() for r in body if len(r) > col and r[col].strip()]
     if suffix in (".jsonl", ".json"):
-        items: list[Any]
+        items: list[object]
         if suffix == ".json":
             try:
                 items = json.loads(text)
@@ -73,8 +77,8 @@ def read_questions(path: str | Path) -> list[str]:
 
 
 def build_from_file(
-    lab: Any, kb_name: str, path: str | Path, out_dir: str | Path, depth: int = 10, overwrite: bool = False
-) -> tuple[Any, TestsetReport]:
+    lab: Lab, kb_name: str, path: str | Path, out_dir: str | Path, depth: int = 10, overwrite: bool = False
+) -> tuple[Dataset, TestsetReport]:
     """The questions of ``path`` against KB ``kb_name`` as an unreviewed dataset under ``out_dir``."""
     kb = lab.kb(kb_name, create=False)
     questions = read_questions(path)

@@ -19,12 +19,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets import HISTORY_FILE, load_dataset
 from rag_lab.eval.datasets.schema import QueryItem
 from rag_lab.eval.testset.pipeline import first_asked, kb_sources, keep_asked, write_testset
 from rag_lab.eval.testset.report import TestsetReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.datasets import Dataset
+    from rag_lab.lab.lab import Lab
+    from rag_lab.session.sqlite_store import SQLiteSessionStore
 
 __all__ = ["AskedQuestion", "asked_questions", "build_from_sessions"]
 
@@ -41,7 +46,7 @@ class AskedQuestion:
     answered: bool
 
 
-def asked_questions(sessions: Any) -> list[AskedQuestion]:
+def asked_questions(sessions: SQLiteSessionStore) -> list[AskedQuestion]:
     """Every user message of every session of the store, oldest session first, in order."""
     out: list[AskedQuestion] = []
     for sid in sessions.all_session_ids():
@@ -60,8 +65,8 @@ def asked_questions(sessions: Any) -> list[AskedQuestion]:
 
 
 def build_from_sessions(
-    lab: Any, kb_name: str, out_dir: str | Path, overwrite: bool = False
-) -> tuple[Any, TestsetReport]:
+    lab: Lab, kb_name: str, out_dir: str | Path, overwrite: bool = False
+) -> tuple[Dataset, TestsetReport]:
     """The questions asked in the lab's sessions about KB ``kb_name`` as an unreviewed dataset
     under ``out_dir`` (the module docstring says how)."""
     kb = lab.kb(kb_name, create=False)

@@ -14,10 +14,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.testset.generate import SourceChunk
 from rag_lab.knowledge.graph import GraphNode, NameSpace, normalize_entity_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.lab.lab import Lab
 
 __all__ = ["LinkedPair", "entity_nodes", "linked_pairs"]
 
@@ -32,7 +36,7 @@ class LinkedPair:
     entity: str
 
 
-def entity_nodes(lab: Any, kb: Any, sources: Sequence[SourceChunk]) -> tuple[list[GraphNode], str]:
+def entity_nodes(lab: Lab, kb: KnowledgeBase, sources: Sequence[SourceChunk]) -> tuple[list[GraphNode], str]:
     """The KB's graph nodes and where they came from (``"stored graph"`` or ``"offline extractor
     (not stored)"``)."""
     nodes = list(lab.workspace.graph.get_graph(NameSpace(kb.id)).nodes)

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.eval.testset.generate import SourceChunk
 from rag_lab.knowledge.entities.llm import extract_json_block, first_balanced_json
@@ -33,6 +33,10 @@ from rag_lab.models.base import ChatMessage, ChatOptions, ModelError
 from rag_lab.models.timeouts import call_with_timeout, is_in_process
 from rag_lab.prompts.templates import PromptTemplates, default_templates, render_prompt_placeholders
 from rag_lab.searchutil.language import detect_language, sample_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.models.base import ChatModel
+    from rag_lab.models.chat import OpenAIChatModel
 
 __all__ = [
     "ANSWER_TEMPLATE",
@@ -64,7 +68,7 @@ def parse_reply(text: str, keys: Sequence[str]) -> dict[str, str]:
     key reads as ``""``). Raises :class:`MalformedReply` when there is no JSON object, or a key
     holds something other than a string."""
     body = extract_json_block(_THINK.sub("", text or ""))
-    obj: Any = None
+    obj: object = None
     try:
         obj = json.loads(body)
     except ValueError:
@@ -97,19 +101,21 @@ def corpus_language(texts: Sequence[str]) -> str:
     return "the same language as the passage"
 
 
-def model_name(model: Any) -> str:
+def model_name(model: object) -> str:
     """The model's name for provenance (``model`` attribute, else ``model_id``)."""
     return str(getattr(model, "model", "") or getattr(model, "model_id", "") or type(model).__name__)
 
 
-def model_from_options(model: str, base_url: str, api_key_env: str | None = None, timeout: float = 60.0) -> Any:
+def model_from_options(
+    model: str, base_url: str, api_key_env: str | None = None, timeout: float = 60.0
+) -> OpenAIChatModel:
     """An :class:`~rag_lab.models.chat.OpenAIChatModel` from ``--model`` / ``--base-url`` /
     ``--api-key-env``, checked as a judge config is (missing keys, an unset variable); the
     client does not retry by itself (the writer's ``retries`` bound the attempts)."""
     from rag_lab.eval.ragas_adapter.judge import JudgeConfig
     from rag_lab.models.chat import OpenAIChatModel
 
-    cfg: dict[str, Any] = {"model": model, "base_url": base_url, "timeout": timeout}
+    cfg: dict[str, object] = {"model": model, "base_url": base_url, "timeout": timeout}
     if api_key_env:
         cfg["api_key_env"] = api_key_env
     jc = JudgeConfig.from_mapping(cfg, source="testset --model/--base-url")
@@ -135,7 +141,7 @@ class LLMQuestionWriter:
 
     def __init__(
         self,
-        model: Any,
+        model: ChatModel,
         *,
         seed: int = 0,
         language: str = "the same language as the passage",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets import Dataset
 from rag_lab.eval.testset.answerable import FINDABLE_DEPTH
@@ -32,6 +32,10 @@ from rag_lab.eval.testset.llm import (
 from rag_lab.eval.testset.pipeline import Job, Kept, build
 from rag_lab.eval.testset.report import TestsetReport
 from rag_lab.searchutil.language import detect_language, han_ratio
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Lab
+    from rag_lab.models.base import ChatModel
 
 __all__ = ["LLMWriter", "build_llm_testset"]
 
@@ -59,9 +63,9 @@ class LLMWriter:
     bound its calls (:class:`.llm.LLMQuestionWriter`)."""
 
     kind = "llm"
-    proof: dict[str, Any] = {}
+    proof: dict[str, object] = {}
 
-    def __init__(self, model: Any, *, timeout: float = 60.0, retries: int = 1, concurrency: int = 4) -> None:
+    def __init__(self, model: ChatModel, *, timeout: float = 60.0, retries: int = 1, concurrency: int = 4) -> None:
         self.model = model_name(model)
         self._writer = LLMQuestionWriter(model, timeout=timeout, retries=retries, concurrency=concurrency)
 
@@ -171,11 +175,11 @@ async def _collect(writer: LLMQuestionWriter, job: Job, work: list[_Item], want:
 
 
 def build_llm_testset(
-    lab: Any,
+    lab: Lab,
     kb_name: str,
     n: int,
     out_dir: str | Path,
-    model: Any,
+    model: ChatModel,
     *,
     seed: int = 0,
     depth: int = FINDABLE_DEPTH,

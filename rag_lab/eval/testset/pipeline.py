@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from rag_lab.eval.datasets import CorpusDoc, Dataset, QueryItem, write_dataset
 from rag_lab.eval.testset.answerable import FINDABLE_DEPTH, PlainBM25
@@ -35,6 +35,10 @@ from rag_lab.eval.testset.generate import SourceChunk, normalize_question, sente
 from rag_lab.eval.testset.report import REPORT_FILE, TestsetReport, rank_bin
 from rag_lab.retrieval.base import SearchScope
 from rag_lab.searchutil.language import han_ratio
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.lab.lab import Lab
 
 __all__ = [
     "Findability",
@@ -56,7 +60,7 @@ _TABLE_KINDS = ("table_summary", "table_column")
 _T = TypeVar("_T")
 
 
-def kb_sources(lab: Any, kb: Any) -> tuple[list[CorpusDoc], list[SourceChunk]]:
+def kb_sources(lab: Lab, kb: KnowledgeBase) -> tuple[list[CorpusDoc], list[SourceChunk]]:
     """The KB's documents and their chunks a question can come from: enabled text chunks (the
     document's text rebuilt from them), or, for a table document, its summary and column chunks
     (joined in order)."""
@@ -170,9 +174,9 @@ class Kept:
     generator: str
     source_chunk_id: str
     source_chunk_ids: list[str] | None = None
-    head: dict[str, Any] = field(default_factory=dict)
-    tail: dict[str, Any] = field(default_factory=dict)
-    end: dict[str, Any] = field(default_factory=dict)
+    head: dict[str, object] = field(default_factory=dict)
+    tail: dict[str, object] = field(default_factory=dict)
+    end: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -181,8 +185,8 @@ class Job:
     many questions (``n``, ``multihop`` of them over two documents), the run's seed, the screen
     and the report it counts its drops in."""
 
-    lab: Any
-    kb: Any
+    lab: Lab
+    kb: KnowledgeBase
     sources: list[SourceChunk]
     order: list[SourceChunk]
     n: int
@@ -199,13 +203,13 @@ class QuestionWriter(Protocol):
 
     kind: str
     model: str
-    proof: dict[str, Any]
+    proof: dict[str, object]
 
     def write(self, job: Job) -> list[Kept]: ...
 
 
 def build(
-    lab: Any,
+    lab: Lab,
     kb_name: str,
     n: int,
     out_dir: str | Path,
@@ -240,7 +244,7 @@ def build(
         report.multihop += len(k.gold_ids) > 1
         report.answerable_by[rank_bin(max(k.ranks.values()), depth)] += 1
         single = len(k.gold_ids) == 1
-        md: dict[str, Any] = {
+        md: dict[str, object] = {
             "generator": k.generator,
             "model": writer.model,
             "seed": seed,
@@ -259,7 +263,7 @@ def build(
     return write_testset(docs, items, out_dir, report, overwrite=overwrite), report
 
 
-def retrieved_docs(lab: Any, kb: Any, questions: list[str], depth: int) -> list[dict[str, list[str]]]:
+def retrieved_docs(lab: Lab, kb: KnowledgeBase, questions: list[str], depth: int) -> list[dict[str, list[str]]]:
     """Per question ``{path: document ids in rank order}`` of the KB's keyword search and (when
     the KB has vectors) its vector search, ``depth`` hits each."""
     engine = lab.workspace.engine()
@@ -276,7 +280,7 @@ def retrieved_docs(lab: Any, kb: Any, questions: list[str], depth: int) -> list[
 
 
 def search_saturation(
-    lab: Any, kb: Any, items: list[tuple[str, list[str]]]
+    lab: Lab, kb: KnowledgeBase, items: list[tuple[str, list[str]]]
 ) -> tuple[dict[str, float], list[dict[str, dict[str, int]]]]:
     """For ``(question, gold document ids)`` pairs: the share of questions at the ceiling of
     ``hit@1`` (a gold document first on either search path) and ``recall@10`` (every gold document

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["LLM_NOTE", "REPORT_FILE", "WEAKER_NOTE", "TestsetReport", "rank_bin"]
 
@@ -60,10 +59,10 @@ class TestsetReport:
     multihop: int = 0
     graph: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as written next to the dataset (the model generators' extra fields in place)."""
         by_model = self.generator != "offline"
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "kb": self.kb,
             "seed": self.seed,
             "requested": self.requested,

@@ -20,7 +20,7 @@ from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 
 
-def _known(cls: type, data: Any, where: str, warnings: list[str] | None) -> dict[str, Any]:
+def _known(cls: type, data: object, where: str, warnings: list[str] | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TypeError(f"{where}: expected an object, got {type(data).__name__}")
     names = {f.name for f in fields(cls)}
@@ -30,7 +30,7 @@ def _known(cls: type, data: Any, where: str, warnings: list[str] | None) -> dict
     return {k: v for k, v in data.items() if k in names}
 
 
-def params_from_dict(data: Any, where: str = "params", warnings: list[str] | None = None) -> PipelineParams:
+def params_from_dict(data: object, where: str = "params", warnings: list[str] | None = None) -> PipelineParams:
     """PipelineParams from a dump; fields this version does not know are dropped (and noted)."""
     if not isinstance(data, dict):
         raise TypeError(f"{where}: expected an object, got {type(data).__name__}")
@@ -41,7 +41,7 @@ def params_from_dict(data: Any, where: str = "params", warnings: list[str] | Non
     return PipelineParams.from_mapping({k: v for k, v in data.items() if k in known}, source=where)
 
 
-def _results(data: Any, where: str) -> list[SearchResult]:
+def _results(data: object, where: str) -> list[SearchResult]:
     if data is None:
         return []
     if not isinstance(data, list):

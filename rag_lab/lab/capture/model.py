@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import (
     ChatManage,
@@ -19,6 +19,11 @@ from rag_lab.types.chat_manage import (
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from rag_lab.lab.lab import Run
 
 CAPTURE_FORMAT = "rag_lab.capture"
 CAPTURE_VERSION = 1
@@ -86,13 +91,13 @@ class Capture:
             raise KeyError(f"no snapshot for '{key}' in capture {self.source or '<memory>'}; it has: {have}")
         return self.snapshots[key]
 
-    def frame(self, which: str = "search", **kwargs: Any) -> Any:
+    def frame(self, which: str = "search", **kwargs: Any) -> pd.DataFrame:
         """See :func:`rag_lab.lab.frames.frame`."""
         from rag_lab.lab.frames import frame
 
         return frame(self, which, **kwargs)
 
-    def timings_frame(self) -> Any:
+    def timings_frame(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([{f.name: getattr(t, f.name) for f in fields(t)} for t in self.timings])
@@ -107,7 +112,7 @@ class Capture:
         return save_capture(self, path)
 
 
-def _json_safe(obj: Any) -> Any:
+def _json_safe(obj: object) -> object:
     """Plain JSON data; NaN/inf become None (JSON has no such numbers)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -122,11 +127,11 @@ def _json_safe(obj: Any) -> Any:
     return repr(obj)
 
 
-def _dump(record: dict[str, Any]) -> str:
+def _dump(record: Mapping[str, object]) -> str:
     return json.dumps(_json_safe(record), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _timing_dict(t: Any) -> dict[str, Any]:
+def _timing_dict(t: object) -> dict[str, object]:
     return {
         "event": str(getattr(t, "event", "")),
         "started_at": float(getattr(t, "started_at", 0.0) or 0.0),
@@ -137,7 +142,7 @@ def _timing_dict(t: Any) -> dict[str, Any]:
 
 
 def capture_records(
-    run: Any, *, fusion: Any = None, stages: Iterable[str] | None = None, created_at: str | None = None
+    run: Run | Capture, *, fusion: Any = None, stages: Iterable[str] | None = None, created_at: str | None = None
 ) -> list[dict[str, Any]]:
     """The records :func:`save_capture` writes, in order (without the ``end`` record)."""
     from rag_lab import __version__
@@ -199,7 +204,9 @@ def capture_records(
     return records
 
 
-def save_capture(run: Any, path: str | Path, *, fusion: Any = None, stages: Iterable[str] | None = None) -> Path:
+def save_capture(
+    run: Run | Capture, path: str | Path, *, fusion: Any = None, stages: Iterable[str] | None = None
+) -> Path:
     """Write ``run`` (a :class:`~rag_lab.lab.Run` or a :class:`Capture`) as a capture file.
 
     ``fusion`` (from :func:`rag_lab.lab.frames.fusion_trace`) is stored for the fusion view;

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.capture.convert import _results, chat_manage_from_dict, params_from_dict
 from rag_lab.lab.capture.model import (
@@ -25,8 +25,12 @@ from rag_lab.types.params import ParamsError
 from rag_lab.types.search_result import SearchResult
 from rag_lab.types.stream import StreamEvent
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.lab import Run
+    from rag_lab.stream.manager import StreamManager
 
-def capture_from_run(run: Any, *, fusion: Any = None) -> Capture:
+
+def capture_from_run(run: Run | Capture, *, fusion: Any = None) -> Capture:
     """A :class:`Capture` of ``run`` in memory (what saving then loading gives)."""
     records = capture_records(run, fusion=fusion)
     records.append({"kind": "end", "records": len(records)})
@@ -35,7 +39,7 @@ def capture_from_run(run: Any, *, fusion: Any = None) -> Capture:
 
 
 def capture_from_stream_manager(
-    manager: Any, session_id: str, message_id: str, *, question: str = "", from_offset: int = 0
+    manager: StreamManager, session_id: str, message_id: str, *, question: str = "", from_offset: int = 0
 ) -> Capture:
     """Capture what a StreamManager (memory, Redis, anything with ``get_events``) holds for one
     message: every event from ``from_offset`` with its offset, the answer assembled from the answer

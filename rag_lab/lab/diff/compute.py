@@ -92,7 +92,7 @@ def diff_lists(a: Sequence[SearchResult], b: Sequence[SearchResult], name: str =
     return out
 
 
-def _compare(va: Any, vb: Any, path: str, depth: int, out: list[FieldChange]) -> None:
+def _compare(va: object, vb: object, path: str, depth: int, out: list[FieldChange]) -> None:
     """Record differing values; dicts present on both sides are descended ``depth`` levels, so a
     sub-tree present on one side only is one change."""
     if isinstance(va, dict) and isinstance(vb, dict) and depth > 0:
@@ -102,7 +102,7 @@ def _compare(va: Any, vb: Any, path: str, depth: int, out: list[FieldChange]) ->
         out.append(FieldChange(path, va, vb))
 
 
-def _as_chat(x: Any) -> ChatManage:
+def _as_chat(x: object) -> ChatManage:
     if isinstance(x, ChatManage):
         return x
     if isinstance(x, dict) and "state" in x:

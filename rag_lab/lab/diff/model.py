@@ -54,8 +54,8 @@ class FieldChange:
     """A request/state field whose value differs (``before`` / ``after`` as JSON values)."""
 
     path: str
-    before: Any
-    after: Any
+    before: object
+    after: object
 
 
 @dataclass
@@ -308,7 +308,7 @@ _MAX_HTML_LEAVES = 8
 _MISSING = "—"  # a key on one side only
 
 
-def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any]]:
+def leaf_changes(path: str, before: object, after: object) -> list[tuple[str, object, object]]:
     """``(path, before, after)`` for every value that differs between ``before`` and ``after``:
     dicts are followed key by key (a key on one side only, or a dict on one side only, shows ``—``
     on the other), lists of equal length index by index; anything else (and lists of different lengths) is one leaf."""
@@ -319,7 +319,7 @@ def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any
     if isinstance(before, dict) and after in (None, _MISSING):
         after = {}
     if isinstance(before, dict) and isinstance(after, dict):
-        out: list[tuple[str, Any, Any]] = []
+        out: list[tuple[str, object, object]] = []
         for k in sorted(set(before) | set(after), key=str):
             out.extend(leaf_changes(f"{path}.{k}", before.get(k, _MISSING), after.get(k, _MISSING)))
         return out
@@ -331,7 +331,7 @@ def leaf_changes(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any
     return [(path, before, after)]
 
 
-def _brief(value: Any, n: int = 80) -> Any:
+def _brief(value: object, n: int = 80) -> object:
     """A short cell value: floats to 4 places, a list or dict by its size and start."""
     if value is None:
         return _MISSING
@@ -350,7 +350,7 @@ def _rank_score(rank: int | None, score: float | None) -> str:
     return f"#{rank}" + ("" if score is None else f" ({score:.4f})")
 
 
-def _short(value: Any, n: int = 200) -> Any:
+def _short(value: object, n: int = 200) -> object:
     if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, str) and len(value) > n:
@@ -358,7 +358,7 @@ def _short(value: Any, n: int = 200) -> Any:
     return value
 
 
-def _value_html(before: Any, after: Any, max_text: int) -> str:
+def _value_html(before: object, after: object, max_text: int) -> str:
     esc = html.escape
     if (
         isinstance(before, str)

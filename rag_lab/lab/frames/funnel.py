@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from rag_lab.lab.frames.common import Viewed
 from rag_lab.tuning.funnel import QuestionFunnel, build_funnel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +33,7 @@ def funnel_of(obj: Any, gold_ids: Iterable[str]) -> QuestionFunnel:
     return build_funnel(diagnostics or {}, list(references or []), gold_ids)
 
 
-def _num(x: Any) -> Any:
+def _num(x: object) -> object:
     """A score as the notes show it: four places."""
     return f"{x:.4f}" if isinstance(x, float) else x
 
@@ -61,7 +62,7 @@ def _note(stage: str, detail: dict[str, Any]) -> str:
     return ""
 
 
-def funnel_rows(obj: Any, gold_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
+def funnel_rows(obj: Viewed, gold_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
     """One row per (gold document, known stage): its document rank there (``None``: absent), the
     best chunk and its score where the stage records one, what the stage did to it (``note``), and
     ``lost_here`` on the stage that lost it (with ``why``)."""
@@ -88,7 +89,7 @@ def funnel_rows(obj: Any, gold_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
     return rows
 
 
-def funnel_frame(obj: Any, gold_ids: Iterable[str]) -> pd.DataFrame:
+def funnel_frame(obj: Viewed, gold_ids: Iterable[str]) -> pd.DataFrame:
     """:func:`funnel_rows` as a DataFrame (``Run.frame("funnel", gold_ids=[...])``)."""
     import pandas as pd
 

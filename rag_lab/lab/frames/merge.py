@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag_lab.lab.frames.common import _match_type_name, _snapshot, _typed
+from rag_lab.lab.frames.common import Viewed, _match_type_name, _snapshot, _typed
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.diagnostics import MergeDiagnostics
 from rag_lab.types.search_result import SearchResult
 
 
-def merge_rows(obj: Any) -> list[dict[str, Any]]:
+def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
     """One row per chunk that entered the merge (rerank input, then injected history): its fate
     (kept, merged into another, dropped as overlap / duplicate), what it absorbed, its parent,
     the neighbours it was expanded with, and its text before and after."""
@@ -99,7 +99,7 @@ def merge_rows(obj: Any) -> list[dict[str, Any]]:
 
 
 # -- final ----------------------------------------------------------------------------------
-def final_rows(obj: Any) -> list[dict[str, Any]]:
+def final_rows(obj: Viewed) -> list[dict[str, Any]]:
     """The contexts the answer was built from (after FILTER_TOP_K), with whether the answer cites
     each one and the number of its first citation."""
     from rag_lab.modelcontext import cited_chunk_ids

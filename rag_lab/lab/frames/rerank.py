@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rag_lab.lab.frames.common import _rerank_diag, _snapshot, _typed
+from rag_lab.lab.frames.common import Viewed, _rerank_diag, _snapshot, _typed
 from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.search_result import SearchResult
 
@@ -25,7 +25,7 @@ def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
     return sorted(passed, key=lambda i: -float(rows[i]["final_score"]))
 
 
-def rerank_rows(obj: Any) -> list[dict[str, Any]]:
+def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
     """One row per rerank candidate (search order): base and model scores, the weighted parts of
     the composite score (model / base / source), FAQ, wiki and memory boosts, threshold outcome
     and MMR step (relevance, max redundancy, MMR value)."""
@@ -126,7 +126,7 @@ def threshold_outcome(
     return ThresholdOutcome(threshold, lad.threshold_used, lad.outcome, tuple(kept), fallback_min)
 
 
-def rerank_threshold_outcome(obj: Any, threshold: float | None = None) -> ThresholdOutcome:
+def rerank_threshold_outcome(obj: Viewed, threshold: float | None = None) -> ThresholdOutcome:
     """:func:`threshold_outcome` for a run's rerank rows (default: the run's own threshold)."""
     from rag_lab.types.params import PipelineParams
 
@@ -144,7 +144,7 @@ def rerank_threshold_outcome(obj: Any, threshold: float | None = None) -> Thresh
 
 
 # -- MMR ------------------------------------------------------------------------------------
-def mmr_inputs(obj: Any) -> dict[str, Any] | None:
+def mmr_inputs(obj: Viewed) -> dict[str, Any] | None:
     """What MMR selected from: ``ids``, ``scores`` (relevance), ``tokens`` (sorted token sets of
     the enriched passages), ``k``, ``lambda`` and the stored ``trace``. A capture keeps them as
     an extra; for a run they are rebuilt from the rerank snapshot. ``None`` when MMR did not run."""

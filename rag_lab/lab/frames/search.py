@@ -5,19 +5,26 @@ stored by the stage or a capture, or re-run from a run (:func:`fusion_trace`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
-from rag_lab.lab.frames.common import _match_type_name, _snapshot, _typed
+from rag_lab.lab.frames.common import Viewed, _match_type_name, _snapshot, _typed
 from rag_lab.types.diagnostics import QueryExpansionDiagnostics, SearchDiagnostics
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.retrieval.base import IndexWithScore
+    from rag_lab.retrieval.hybrid_trace import HybridTrace
+    from rag_lab.types.params import PipelineParams
 
-def fusion_record(trace: Any, params: Any, query: str = "", kb_ids: Sequence[str] = ()) -> dict[str, Any]:
+
+def fusion_record(
+    trace: HybridTrace, params: PipelineParams, query: str = "", kb_ids: Sequence[str] = ()
+) -> dict[str, Any]:
     """JSON-ready record of one hybrid search (a ``HybridTrace``): both hit lists in order, the fused
     list, and the fusion constants. Captures store it; the search stage can store it in
     ``state.diagnostics["search"]`` (a list, one record per search call)."""
     from rag_lab.retrieval.fusion import resolve_rrf_k, resolve_rrf_weights
 
-    def hits(xs: Sequence[Any]) -> list[dict[str, Any]]:
+    def hits(xs: Sequence[IndexWithScore]) -> list[dict[str, Any]]:
         return [{"chunk_id": h.chunk_id, "knowledge_id": h.knowledge_id, "score": float(h.score)} for h in xs]
 
     k = resolve_rrf_k(params.rrf_k)
@@ -37,7 +44,7 @@ def fusion_record(trace: Any, params: Any, query: str = "", kb_ids: Sequence[str
     }
 
 
-def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
+def fusion_trace(lab: Any, run: Viewed) -> list[dict[str, Any]]:
     """Re-run the run's knowledge-base searches with a trace and return their fusion records.
 
     The search stage keeps only the fused results; this repeats its calls (same rewritten query,
@@ -62,10 +69,10 @@ def fusion_trace(lab: Any, run: Any) -> list[dict[str, Any]]:
             out.append(fusion_record(trace, req.params, query, sp.knowledge_base_ids or [primary]))
         return out
 
-    return cast("list[dict[str, Any]]", run_sync(go))
+    return run_sync(go)
 
 
-def fusion_data(obj: Any, fusion: Any = None) -> list[dict[str, Any]] | None:
+def fusion_data(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]] | None:
     """Fusion records: ``fusion`` if given, else the search stage's ``diagnostics["search"]``,
     else a capture's stored ``fusion`` extra; ``None`` when there are none."""
     if fusion is not None:
@@ -97,7 +104,7 @@ def _first_ranks(hits: Sequence[dict[str, Any]]) -> dict[str, tuple[int, float]]
     return out
 
 
-def fusion_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
+def fusion_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
     """One row per chunk of each search call: vector and keyword rank and score, each list's
     weighted RRF term ``w/(k+rank)``, the normalised fused score and whether it was returned."""
     recs = fusion_data(obj, fusion)
@@ -149,7 +156,7 @@ def fusion_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
     return rows
 
 
-def search_rows(obj: Any, fusion: Any = None) -> list[dict[str, Any]]:
+def search_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
     """The search stage's results in order, with vector/keyword ranks when a fusion trace exists."""
     snap = _snapshot(obj, "search")
     ranks: dict[str, dict[str, Any]] = {}

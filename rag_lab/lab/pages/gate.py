@@ -25,7 +25,7 @@ def _cell(v: Any, signed: bool = False) -> dict[str, str]:
     return {"key": str(float(v)) if ok else "NaN", "text": _f(v, signed) if ok else "-"}
 
 
-def _check(c: MetricCheck) -> dict[str, Any]:
+def _check(c: MetricCheck) -> dict[str, object]:
     return {
         "failed": c.failed,
         "suite": c.suite,
@@ -50,7 +50,7 @@ def _check(c: MetricCheck) -> dict[str, Any]:
     }
 
 
-def _change(ch: QueryChange) -> dict[str, Any]:
+def _change(ch: QueryChange) -> dict[str, object]:
     return {
         "cls": "worse" if ch.worst < 0 else ("better" if ch.deltas else ""),
         "suite": ch.suite,

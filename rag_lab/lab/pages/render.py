@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
@@ -25,12 +24,12 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_page(template: str, **context: Any) -> str:
+def render_page(template: str, **context: object) -> str:
     """``template`` (a file name under ``templates/``) rendered with ``context``."""
     return environment().get_template(template).render(**context)
 
 
-def num_cell(v: Any, fmt: str = "{:.4f}", missing: str = "NaN") -> dict[str, str]:
+def num_cell(v: object, fmt: str = "{:.4f}", missing: str = "NaN") -> dict[str, str]:
     """A sortable numeric cell (``macros.html.j2``'s ``num``): its sort key (NaN sorts last) and
     its text; ``missing`` is the text of a value that is not a finite number."""
     if isinstance(v, (int, float)) and math.isfinite(v):

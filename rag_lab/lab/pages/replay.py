@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
 from rag_lab.lab.pages.render import render_page
 from rag_lab.lab.replay import display_answer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.capture import Capture
+    from rag_lab.lab.lab import Run
+
 __all__ = ["export_replay_html", "replay_page_data"]
 
 
-def replay_page_data(capture: Any) -> dict[str, Any]:
+def replay_page_data(capture: Run | Capture) -> dict[str, Any]:
     """The JSON the exported page embeds: question, answer, references and the stream events."""
     events = []
     for ev in capture.events:
@@ -36,7 +40,7 @@ def replay_page_data(capture: Any) -> dict[str, Any]:
     }
 
 
-def _script_json(data: Any) -> str:
+def _script_json(data: object) -> str:
     """JSON safe inside a ``<script>`` element (no ``</script>``, no ``<!--``): the page embeds it
     as it is (already safe, so not HTML-escaped)."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
@@ -49,7 +53,7 @@ def _script_json(data: Any) -> str:
     )
 
 
-def export_replay_html(capture: Any, path: str | Path, title: str | None = None) -> Path:
+def export_replay_html(capture: Run | Capture, path: str | Path, title: str | None = None) -> Path:
     """Write a standalone HTML replay of ``capture`` (a Capture or a Run) to ``path``.
 
     The page opens on the final state (answer with ``[n]`` citation marks, references, progress

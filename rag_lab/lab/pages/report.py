@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.records import answer_text
 from rag_lab.eval.report.funnel_render import funnel_tables
@@ -39,7 +39,7 @@ def _images(suite: SuiteResult) -> list[dict[str, str]]:
     return out
 
 
-def _row(r: QueryRecord, main: list[str], vals: dict[str, dict[str, float]]) -> dict[str, Any]:
+def _row(r: QueryRecord, main: list[str], vals: dict[str, dict[str, float]]) -> dict[str, object]:
     return {
         "qid": r.qid,
         "question": r.question,
@@ -54,7 +54,7 @@ def _row(r: QueryRecord, main: list[str], vals: dict[str, dict[str, float]]) -> 
     }
 
 
-def _suite(suite: SuiteResult, max_rows: int, plots: bool, sort_by: str | None) -> dict[str, Any]:
+def _suite(suite: SuiteResult, max_rows: int, plots: bool, sort_by: str | None) -> dict[str, object]:
     led = suite.ledger_totals()
     main = _main_metrics(suite)
     vals = suite.values()

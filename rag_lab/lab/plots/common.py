@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
+    from rag_lab.types.params import PipelineParams
+
 #: one palette for every view
 C_MODEL, C_BASE, C_SOURCE, C_BOOST = "#4C72B0", "#DD8452", "#55A868", "#C44E52"
 C_VECTOR, C_KEYWORD = "#4C72B0", "#DD8452"
@@ -71,7 +73,7 @@ def _clip_label(text: str, width: int = 30) -> str:
     return text[: width - tail - 1] + "…" + text[-tail:]
 
 
-def _run_params(run: Any) -> Any:
+def _run_params(run: object) -> PipelineParams:
     from rag_lab.types.params import PipelineParams
 
     return getattr(run, "params", None) or PipelineParams()

@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from rag_lab.eval.calibration import Calibration
     from rag_lab.eval.report.model import SuiteResult
     from rag_lab.eval.sweep.outputs import SweepResult
 
 __all__ = ["calibration_png", "plot_metric_vs_param", "plot_pareto", "plot_png", "plot_ragas_png"]
 
 
-def _figure(width: float = 7.0, height: float = 3.6) -> Any:
+def _figure(width: float = 7.0, height: float = 3.6) -> Figure:
     """A matplotlib Figure on the Agg canvas (no pyplot, no global backend switch)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -27,7 +30,7 @@ def _figure(width: float = 7.0, height: float = 3.6) -> Any:
     return fig
 
 
-def _png(fig: Any) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
@@ -81,7 +84,7 @@ def plot_ragas_png(suite: SuiteResult) -> bytes | None:
 _SUGGESTION_COLOURS = ("#000000", "#cc3311", "#228833", "#aa3377", "#ee7733")
 
 
-def calibration_png(cal: Any) -> bytes:
+def calibration_png(cal: Calibration) -> bytes:
     """A threshold calibration (:class:`rag_lab.eval.calibration.Calibration`): the raw model
     scores of gold and other candidates (histograms, left) and precision / recall / F1 against
     the threshold (right), each suggested threshold as a vertical line on both."""

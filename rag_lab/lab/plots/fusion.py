@@ -23,8 +23,10 @@ from rag_lab.lab.plots.common import (
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
+    from rag_lab.lab.frames.common import Viewed
 
-def plot_fusion(run: Any, fusion: Any = None, call: int = 0, max_rows: int = 30, labels: int = 12) -> Figure:
+
+def plot_fusion(run: Viewed, fusion: Any = None, call: int = 0, max_rows: int = 30, labels: int = 12) -> Figure:
     """Left: the top ``max_rows`` of the fused list, each chunk's weighted RRF terms
     ``w_v/(k+rank_v)`` and ``w_k/(k+rank_k)`` stacked and normalised by the best attainable score
     (ranks annotated). Top right: vector score against keyword score for *every* candidate, the

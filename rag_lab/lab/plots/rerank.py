@@ -4,7 +4,7 @@ greedy steps with the picks at other λ."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames import (
     mmr_inputs,
@@ -31,8 +31,10 @@ from rag_lab.lab.plots.common import (
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
+    from rag_lab.lab.frames.common import Viewed
 
-def plot_composite_scores(run: Any, threshold: float | None = None, max_rows: int = 30) -> Figure:
+
+def plot_composite_scores(run: Viewed, threshold: float | None = None, max_rows: int = 30) -> Figure:
     """Left: each candidate's rerank-model score against the threshold (and the fallback floor);
     right: its composite score as stacked weighted parts, ``w_model·model`` + ``w_base·base`` +
     ``w_source·source_weight``, then the FAQ / wiki / memory boosts. Candidates that do not survive
@@ -125,13 +127,13 @@ def plot_composite_scores(run: Any, threshold: float | None = None, max_rows: in
     return fig
 
 
-def _w(run: Any, key: str) -> str:
+def _w(run: Viewed, key: str) -> str:
     p = _run_params(run)
     return f"{getattr(p, f'composite_{key}_weight'):g}"
 
 
 # -- MMR --------------------------------------------------------------------------------------
-def plot_mmr(run: Any, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | None = None) -> Figure:
+def plot_mmr(run: Viewed, lambdas: Sequence[float] = DEFAULT_LAMBDAS, lam: float | None = None) -> Figure:
     """Top: at each greedy step (at ``lam``, default the run's λ) the pick's relevance, its max
     redundancy with what was already picked, and its MMR value ``λ·rel − (1−λ)·red``. Bottom left:
     the selection order at each λ of ``lambdas`` (picks re-run from the stored scores and token

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames import (
     merge_rows,
@@ -17,12 +17,16 @@ from rag_lab.lab.plots.common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    from rag_lab.lab.frames.common import Viewed
 
 _FATE_COLOR = {"kept": C_KEPT, "merged": C_MODEL}
 
 
-def _fit_labels(fig: Figure, ax: Any, labels: list[Any]) -> None:
+def _fit_labels(fig: Figure, ax: Axes, labels: list[Text]) -> None:
     """Widen the x axis (from its start) until every label drawn right of its bar ends inside the
     axes: a label starting at data x, w pixels wide, fits when (x - start) / span <= 1 - w / W."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -41,7 +45,7 @@ def _fit_labels(fig: Figure, ax: Any, labels: list[Any]) -> None:
         ax.set_xlim(lo, lo + span * 1.02)
 
 
-def plot_merge(run: Any) -> Figure:
+def plot_merge(run: Viewed) -> Figure:
     """One row per chunk that entered the merge: its length before (light) and after (dark), the
     fate (kept, merged into another chunk, dropped as a partial overlap or duplicate) and what
     happened to it (chunks fused into it, neighbours added, parent chunk)."""
@@ -91,7 +95,7 @@ def plot_merge(run: Any) -> Figure:
 
 
 # -- timings ----------------------------------------------------------------------------------
-def plot_stage_timings(run: Any) -> Figure:
+def plot_stage_timings(run: Viewed) -> Figure:
     """The stages on a time line (ms from the first stage's start); failed stages in red."""
     timings = list(getattr(run, "timings", None) or [])
     if not timings:

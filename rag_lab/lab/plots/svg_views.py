@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames import mmr_inputs, mmr_selection, rerank_rows, rerank_threshold_outcome, short_id
 from rag_lab.lab.plots.common import (
@@ -28,6 +28,9 @@ from rag_lab.lab.plots.common import (
     composite_parts,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.frames.common import Viewed
+
 __all__ = ["composite_svg", "mmr_svg"]
 
 ROW_H = 18  # px per candidate row
@@ -37,11 +40,11 @@ COMP_W = 300  # px for the composite axis [0, 1.25]
 FONT = 'font-family="sans-serif" font-size="11"'
 
 
-def _esc(text: Any) -> str:
+def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _text(x: float, y: float, text: Any, anchor: str = "start", **attrs: Any) -> str:
+def _text(x: float, y: float, text: object, anchor: str = "start", **attrs: object) -> str:
     extra = "".join(f' {k.replace("_", "-")}="{_esc(v)}"' for k, v in attrs.items())
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{_esc(text)}</text>'
 
@@ -70,7 +73,7 @@ def _svg(width: float, height: float, state: str, body: list[str]) -> str:
     )
 
 
-def composite_svg(run: Any, threshold: float | None = None, max_rows: int = 30) -> str:
+def composite_svg(run: Viewed, threshold: float | None = None, max_rows: int = 30) -> str:
     """Each candidate's model score against the threshold (left) and its composite score as the
     stacked weighted parts plus boosts (right), as :func:`plot_composite_scores` draws them;
     candidates the ladder drops at ``threshold`` are greyed."""
@@ -143,7 +146,7 @@ def composite_svg(run: Any, threshold: float | None = None, max_rows: int = 30) 
     return _svg(width, height + 12 * (len(lines) - 1), f"threshold={o.threshold:.2f} kept={len(kept)}", body)
 
 
-def mmr_svg(run: Any, lam: float | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS) -> str:
+def mmr_svg(run: Viewed, lam: float | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS) -> str:
     """MMR at ``lam`` (default the run's λ) step by step — each pick's relevance, its redundancy
     with what was picked before and its MMR value — and the selection order at each λ of
     ``lambdas``, as :func:`plot_mmr` draws them: candidates named by relevance rank ``#n``, cells

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.entities import OfflineEntityExtractor, parse_graph_reply
@@ -42,9 +43,9 @@ def graph_enabled(kb: object) -> bool:
     return bool(meta.get("graph_enabled"))
 
 
-def example_items(example: dict[str, Any]) -> list[dict[str, Any]]:
+def example_items(example: Mapping[str, Any]) -> list[dict[str, object]]:
     """One template example as the JSON list the model is shown (nodes, then relations)."""
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, object]] = []
     for node in example.get("nodes") or []:
         items.append({"entity": str(node["name"]), "entity_attributes": [str(a) for a in node.get("attributes") or []]})
     for rel in example.get("relations") or []:

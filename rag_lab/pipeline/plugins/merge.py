@@ -62,7 +62,11 @@ def _fmt_sim(x: float) -> str:
 
 
 def inject_history_references(
-    current: list[SearchResult], history: list[History], query: str, params: PipelineParams, log_: list[dict[str, Any]]
+    current: list[SearchResult],
+    history: list[History],
+    query: str,
+    params: PipelineParams,
+    log_: list[dict[str, object]],
 ) -> list[SearchResult]:
     """References of the newest turn that had any, kept when they overlap the query (seed:
     |q∩c| / min(|q|,|c|) >= threshold), score × factor, at most N."""
@@ -114,7 +118,7 @@ def _record(last: SearchResult, cur: SearchResult) -> None:
 
 
 def merge_sequential_chunks(
-    group: list[SearchResult], params: PipelineParams, log_: list[dict[str, Any]]
+    group: list[SearchResult], params: PipelineParams, log_: list[dict[str, object]]
 ) -> list[SearchResult]:
     """One (knowledge_id, chunk_type) group, sorted by chunk_index then id (§4.8.3)."""
     if not group:
@@ -174,7 +178,7 @@ def merge_sequential_chunks(
 
 
 def group_and_merge(
-    results: list[SearchResult], params: PipelineParams, log_: list[dict[str, Any]]
+    results: list[SearchResult], params: PipelineParams, log_: list[dict[str, object]]
 ) -> list[SearchResult]:
     groups: dict[tuple[str, str], list[SearchResult]] = {}
     for r in results:
@@ -195,7 +199,7 @@ def merge_ordered(prev: str, base: str, nxt: str, params: PipelineParams) -> str
 
 
 def mark_image_vector_matches(
-    dropped: list[SearchResult], kept: list[SearchResult], log_: list[dict[str, Any]]
+    dropped: list[SearchResult], kept: list[SearchResult], log_: list[dict[str, object]]
 ) -> None:
     """An image hit deduplicated against its description: the kept result carries
     ``image_vector_match = "true"`` and the image info, so the image still reaches the model."""
@@ -225,7 +229,7 @@ def merge_results(
     query: str,
     params: PipelineParams,
     store: ChunkStore | None,
-    mlog: list[dict[str, Any]],
+    mlog: list[dict[str, object]],
 ) -> list[SearchResult]:
     """Steps 2–8 on the stage's input (step 1: the rerank result, else the search result by score):
     dedup, history references, parent chunks, sequential merge, FAQ answers, neighbour expansion,
@@ -288,7 +292,7 @@ class PluginMerge(StagePlugin):
         if not needs_retrieval(chat):
             return await next()
         state, p = chat.state, chat.request.params
-        mlog: list[dict[str, Any]] = []
+        mlog: list[dict[str, object]] = []
         state.diagnostics["merge"] = MergeDiagnostics(steps=mlog)
         results = merge_input(state.rerank_result, state.search_result, chat.request.rerank_top_k, mlog)
         store = self.services.workspace.store if self.services.workspace is not None else None
@@ -300,7 +304,7 @@ class PluginMerge(StagePlugin):
 
 # -- step 1 -------------------------------------------------------------------------------
 def merge_input(
-    rerank_result: list[SearchResult], search_result: list[SearchResult], top_k: int, mlog: list[dict[str, Any]]
+    rerank_result: list[SearchResult], search_result: list[SearchResult], top_k: int, mlog: list[dict[str, object]]
 ) -> list[SearchResult]:
     """The stage's input (seed): the rerank result when there is one; else the search results by
     score, descending (stable), cut to ``top_k`` when it is positive. Copies: the stage rewrites
@@ -316,7 +320,7 @@ def merge_input(
 
 # -- step 4 -------------------------------------------------------------------------------
 def resolve_parent_chunks(
-    results: list[SearchResult], store: ChunkStore, mlog: list[dict[str, Any]]
+    results: list[SearchResult], store: ChunkStore, mlog: list[dict[str, object]]
 ) -> list[SearchResult]:
     parent_ids = sorted({r.parent_chunk_id for r in results if r.parent_chunk_id})
     if not parent_ids:
@@ -452,7 +456,7 @@ def _expansion_chunks(store: ChunkStore, ids: list[str]) -> dict[str, Chunk | _E
 
 
 def expand_short_contexts(
-    results: list[SearchResult], store: ChunkStore, p: PipelineParams, mlog: list[dict[str, Any]]
+    results: list[SearchResult], store: ChunkStore, p: PipelineParams, mlog: list[dict[str, object]]
 ) -> None:
     targets = [
         r

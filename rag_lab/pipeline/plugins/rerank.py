@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from rag_lab.types.diagnostics import Deferred, RerankDiagnostics
 from rag_lab.types.events import EventType
 from rag_lab.types.intent import needs_retrieval
 from rag_lab.types.search_result import SearchResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.reranking.mmr import MMRStep
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +89,9 @@ def annotate_reranked(r: SearchResult, model: float, base: float, composite: flo
         r.metadata["faq_boosted"] = "true"
 
 
-def mmr_picks(scores: np.ndarray, enriched: list[str], k: int, lam: float) -> tuple[list[int], Callable[[], list[Any]]]:
+def mmr_picks(
+    scores: np.ndarray, enriched: list[str], k: int, lam: float
+) -> tuple[list[int], Callable[[], list[MMRStep]]]:
     """The MMR picks over the ranked items (token sets of their enriched passages) and a function
     giving the trace of them with 3 runner-ups (computed on its first call)."""
     ids = token_cache.ids

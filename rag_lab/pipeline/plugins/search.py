@@ -85,7 +85,7 @@ def target_searches(
     return calls
 
 
-def compact_results(results: Sequence[SearchResult]) -> list[list[Any]]:
+def compact_results(results: Sequence[SearchResult]) -> list[list[str | float]]:
     """``[chunk id, document id, score]`` of each result, in order (``SearchDiagnostics.results``)."""
     return [[r.id, r.knowledge_id, float(r.score)] for r in results]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.pipeline.contracts import StageContract
 from rag_lab.pipeline.plugin import NextFn, PluginError
@@ -92,7 +92,7 @@ class PluginWebFetch(StagePlugin):
 
         for pos in positions:
             url = urls[pos]
-            row: dict[str, Any] = {"url": url, "rank": pos}
+            row: dict[str, object] = {"url": url, "rank": pos}
             if not url:
                 row["outcome"] = "skipped"
                 row["error"] = "no url"

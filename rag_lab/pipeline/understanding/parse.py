@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Mapping
 
 from rag_lab.types.intent import QueryIntent
 
@@ -66,7 +66,7 @@ def rewrite_rejection(rewrite: str, user_text: str, prompt_text: str = "") -> st
 
 
 # -- output parsing ------------------------------------------------------------------------------
-def _first_str(obj: dict[str, Any], keys: tuple[str, ...]) -> str:
+def _first_str(obj: Mapping[str, object], keys: tuple[str, ...]) -> str:
     for k in keys:
         v = obj.get(k)
         if isinstance(v, str):
@@ -88,7 +88,7 @@ def parse_query_understanding(text: str) -> dict[str, str] | None:
     t = text.strip()
     if not t:
         return None
-    obj: Any = None
+    obj: object = None
     try:
         obj = json.loads(t)
     except ValueError:
@@ -198,7 +198,7 @@ def _skip_value(s: str, i: int) -> tuple[int, bool]:
     return end, end < len(s)
 
 
-def scan_object_prefix(text: str) -> dict[str, tuple[Any, bool]]:
+def scan_object_prefix(text: str) -> dict[str, tuple[object, bool]]:
     """The members of the first JSON object in ``text``, read as far as the text goes.
 
     Maps each key to ``(value, complete)``: the decoded string for string values (possibly cut),
@@ -209,7 +209,7 @@ def scan_object_prefix(text: str) -> dict[str, tuple[Any, bool]]:
     start = s.find("{")
     if start == -1:
         return {}
-    found: dict[str, tuple[Any, bool]] = {}
+    found: dict[str, tuple[object, bool]] = {}
     i, n = start + 1, len(s)
     while True:
         i = _skip_ws(s, i, ",")
@@ -230,7 +230,7 @@ def scan_object_prefix(text: str) -> dict[str, tuple[Any, bool]]:
         i = _skip_ws(s, i + 1)
         if i >= n:
             break
-        value: Any
+        value: object
         if s[i] in "\"'":
             value, i, ok = _scan_string(s, i)
         else:
