@@ -5,7 +5,8 @@ every metric the suite's cut-offs declare present on every row, known metric nam
 
 :func:`validate_report_data` checks the JSON form (as read from a file); :func:`validate_report`
 an in-memory :class:`~rag_lab.eval.report.EvalReport` (the gate checks both sides). Problems are
-collected, not stopped at the first, and raised as one :class:`ReportSchemaError` whose lines each
+collected, not stopped at the first (the schema is strict pydantic models; checks across fields run
+once those fields are well formed), and raised as one :class:`ReportSchemaError` whose lines each
 name the file, suite, question and field:
 
 >>> bad = {"kind": "rag_lab.eval.report", "format": 1, "suites": [{"name": "s", "retrieval": {
@@ -19,9 +20,6 @@ name the file, suite, question and field:
 cur.json: 2 problems:
   suite 's', question 'q1', field 'recall@1': 7.5 is outside the range [0, 1]
   suite 's', question 'q1', field 'map': '1' is a str, not a number
-
-The schema is strict pydantic models (checks across fields run once those fields are well formed);
-:func:`_where` names the suite and question of pydantic's error locations.
 """
 
 from __future__ import annotations
@@ -151,11 +149,8 @@ _Name = Annotated[str | None, _rule(_is_name, "{v!r} is not a non-empty string")
 _Count = Annotated[float | None, _rule(lambda v: v is None or _is_whole(v, 0), "{v!r} is not a count (integer >= 0)")]
 _Text = Annotated[str, _rule(lambda v: isinstance(v, str), "{v!r} is a {t}, not a string")]
 _Strings = Annotated[list[str], _rule(_is_strings, "not a list of strings")]
-#: a list of strings once valid, typed loosely: its None default (refused) must type-check
-_Qids = Annotated[Any, _rule(_is_strings, "not a list of question ids")]
-_Latency = Annotated[
-    float, _rule(lambda v: _is_number(v) and math.isfinite(v) and v >= 0, "{v!r} is not a number >= 0")
-]
+_Qids = Annotated[Any, _rule(_is_strings, "not a list of question ids")]  # Any: its refused None default
+_Latency = Annotated[float, _rule(lambda v: _is_number(v) and 0 <= v < math.inf, "{v!r} is not a number >= 0")]
 _DocId = Annotated[str | None, _rule(lambda v: isinstance(v, str), "{v!r} is not a document id")]
 _Metric = Annotated[str, _rule(lambda v: isinstance(v, str) and is_known_metric(v), "unknown metric name")]
 _LostAt = Annotated[str, _rule(lambda v: v in ("", *CHAIN), "{v!r} is not a stage")]
