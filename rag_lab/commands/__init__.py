@@ -2,8 +2,9 @@
 as data (:func:`rag_lab.cliutil.command`) over the library, at the top of the layers with ``cli``
 so that the evaluation package below them never builds a :class:`~rag_lab.lab.lab.Lab` itself.
 
-- :mod:`.evaluate`: ``eval``, ``sweep``, ``report``, ``gate``, ``convert`` (``calibrate`` in
-  :mod:`.calibrate`)
+- :mod:`.evaluate`: ``eval``, ``report``, ``convert`` and the list of evaluation commands;
+  :mod:`.sweep`: ``sweep``; :mod:`.gate`: ``gate``; :mod:`.calibrate`: ``calibrate``;
+  :mod:`.eval_setup`: what they set up alike
 - :mod:`.cache`: ``cache`` (the stage and vector caches)
 - :mod:`.runs`: ``runs`` (the run history)
 - :mod:`.testset`: ``testset`` (synthetic question sets)

@@ -91,11 +91,11 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
             )
         source, base_url = f"report {args.report}", ""
     else:
-        from rag_lab.commands.evaluate import _evaluate
+        from rag_lab.commands.eval_setup import run_evaluation
 
-        args.ragas_metric, args.ragas, args.ragas_llm = metrics, False, False  # what _evaluate scores
+        args.ragas_metric, args.ragas, args.ragas_llm = metrics, False, False  # what run_evaluation scores
         lab = lab_from(args)
-        report = _evaluate(args, lab)
+        report = run_evaluation(args, lab)
         source = "judge run on " + ", ".join(s.name for s in report.suites)
         base_url = args.judge_base_url or str(((lab.config.get("models") or {}).get("judge") or {}).get("base_url", ""))
     info = _judge_info(report, base_url)

@@ -40,8 +40,6 @@ server as the score, so the score kept is its magnitude. Differences, by constru
 
 The configuration, names, filters and row layout are in :mod:`rag_lab.retrieval.milvus_layout`
 (re-exported here); this module holds the engine.
-
-Kept whole: one class whose methods share the client, the collection lock and the workspace.
 """
 
 from __future__ import annotations

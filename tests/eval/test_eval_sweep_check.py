@@ -151,7 +151,7 @@ def test_the_cli_refuses_bad_check_values_naming_the_flag(bad: str, capsys: pyte
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("2", 2), (" 12 ", 12), ("all", "all"), ("ALL", "all")])
 def test_the_cli_reads_check_values(text: str, value: int | str) -> None:
-    from rag_lab.commands.evaluate import _check_arg
+    from rag_lab.commands.sweep import _check_arg
 
     assert _check_arg(text) == value
 
