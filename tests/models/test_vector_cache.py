@@ -79,7 +79,7 @@ def test_an_edit_of_the_embedding_code_or_an_upgrade_misses_the_store(tmp_path: 
     packages' versions, so edited code or another onnxruntime computes afresh."""
     import importlib.metadata
 
-    from rag_lab.models import embedding
+    from rag_lab.models.embedding import cached
 
     src = tmp_path / "file_embedder.py"
     keys = []  # each key taken while its source is the file's (the source is read at first use)
@@ -93,7 +93,7 @@ def test_an_edit_of_the_embedding_code_or_an_upgrade_misses_the_store(tmp_path: 
     inner = CountingEmbedder("minilm|tok=1111")
     before = vector_store_key(inner)
     real = importlib.metadata.version
-    monkeypatch.setattr(embedding, "_code_tags", {})
+    monkeypatch.setattr(cached, "_code_tags", {})
     monkeypatch.setattr(importlib.metadata, "version", lambda pkg: "99.0" if pkg == "onnxruntime" else real(pkg))
     upgraded = vector_store_key(inner)
     assert upgraded != before and upgraded.split("|code:")[0] == before.split("|code:")[0]
