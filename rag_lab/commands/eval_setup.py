@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -67,7 +67,7 @@ def wants_mlflow(args: argparse.Namespace) -> bool:
 
 
 def log_run(
-    args: argparse.Namespace, lab: Lab, log: Callable[..., str], result: EvalReport | SweepResult, **kw: Any
+    args: argparse.Namespace, lab: Lab, log: Callable[..., str], result: EvalReport | SweepResult, **kw: object
 ) -> None:
     """Log ``result`` with ``log`` (:func:`~rag_lab.eval.tracking.log_eval` / ``log_sweep``) to the
     ``--mlflow-*`` target and print where it went."""
@@ -148,7 +148,7 @@ def judge_for(args: argparse.Namespace, lab: Lab, metrics: list[str]) -> JudgeCo
     return judge
 
 
-def params_file(path: str | None) -> dict[str, Any]:
+def params_file(path: str | None) -> dict[str, object]:
     """The ``params:`` of a YAML file (a sweep's ``<name>_best.yaml``, or a lab config's), as
     overrides; the names and values are checked as ``PipelineParams.from_yaml`` checks them."""
     if not path:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.cliutil import QUIET, Command, command, group, opt
 from rag_lab.commands import DATASET, JUDGE, lab_from
@@ -43,7 +43,7 @@ def _judge_info(report: EvalReport, base_url: str = "") -> dict[str, object]:
     return info
 
 
-def _attach(result: dict[str, Any], target: str) -> None:
+def _attach(result: dict[str, object], target: str) -> None:
     from rag_lab.eval.report import EvalReport, ReportError
 
     path = Path(target)

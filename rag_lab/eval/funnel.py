@@ -101,7 +101,7 @@ def stage_recall(ranks: Iterable[int | None], k: int) -> float:
     return sum(1 for r in rs if r is not None and r <= k) / len(rs) if rs else math.nan
 
 
-def has_funnel(funnel: Mapping[str, Any] | None) -> bool:
+def has_funnel(funnel: Mapping[str, object] | None) -> bool:
     """The record carries a funnel (a failed run's empty funnel counts)."""
     return funnel is not None and ("gold" in funnel or bool(funnel.get("error")))
 

@@ -60,13 +60,13 @@ def unreviewed_section(datasets: Iterable[tuple[str, Dataset]]) -> dict[str, Unr
     return out
 
 
-def _section(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _section(meta: Mapping[str, object] | None) -> Mapping[str, object]:
     prov = (meta or {}).get("provenance")
     sec = prov.get("unreviewed_synthetic") if isinstance(prov, Mapping) else None
     return sec if isinstance(sec, Mapping) else {}
 
 
-def unreviewed_count(meta: Mapping[str, Any] | None) -> int:
+def unreviewed_count(meta: Mapping[str, object] | None) -> int:
     """How many unreviewed synthetic questions a report's metadata records (0 for reports written
     before the field existed)."""
     return sum(int(v.get("count", 0)) for v in _section(meta).values() if isinstance(v, Mapping))
@@ -80,7 +80,7 @@ def _describe(section: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def refuse_unreviewed(meta_or_section: Mapping[str, Any], what: str) -> str:
+def refuse_unreviewed(meta_or_section: Mapping[str, object], what: str) -> str:
     """The error message of a refusal: ``what`` (e.g. "the baseline reports/b.json is") and the counts."""
     section = _section(meta_or_section) or meta_or_section
     n = sum(int(v.get("count", 0)) for v in section.values() if isinstance(v, Mapping))
@@ -92,7 +92,7 @@ def refuse_unreviewed(meta_or_section: Mapping[str, Any], what: str) -> str:
     )
 
 
-def unreviewed_warnings(bmeta: Mapping[str, Any], cmeta: Mapping[str, Any], allowed: bool) -> list[str]:
+def unreviewed_warnings(bmeta: Mapping[str, object], cmeta: Mapping[str, object], allowed: bool) -> list[str]:
     """The gate's lines about unreviewed synthetic questions on either side."""
     out = []
     for side, meta in (("the baseline", bmeta), ("the current run", cmeta)):

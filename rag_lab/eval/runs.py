@@ -47,7 +47,7 @@ class RunEntry:
     time: str
     kind: str
     report: str
-    suites: dict[str, dict[str, Any]]  # suite -> {"dataset", "digest", "n_queries"}
+    suites: dict[str, dict[str, object]]  # suite -> {"dataset", "digest", "n_queries"}
     params: dict[str, object]
     models: dict[str, str] = field(default_factory=dict)
     code_version: str = ""

@@ -25,7 +25,7 @@ class ScoreRange(TypedDict):
     questions: int
 
 
-def run_score_range(diagnostics: Mapping[str, Any] | None) -> tuple[float, float] | None:
+def run_score_range(diagnostics: Mapping[str, object] | None) -> tuple[float, float] | None:
     """``(min, max)`` of the model scores in one run's rerank rows (None: no model score)."""
     from rag_lab.types.diagnostics import RerankDiagnostics
 
@@ -50,7 +50,9 @@ def _span(r: Mapping[str, Any]) -> tuple[float, float]:
     return float(r["min"]), float(r["max"])
 
 
-def range_warning(what: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, rel: float = 0.25) -> str:
+def range_warning(
+    what: str, old: Mapping[str, object] | None, new: Mapping[str, object] | None, rel: float = 0.25
+) -> str:
     """A warning when two observed score ranges clearly differ (``""`` otherwise): the ends move
     by more than ``rel`` of the older range's width, or the ranges do not overlap. Ranges seen on
     different questions differ a little by nature; a change of scale (0..1 vs logits) is what this

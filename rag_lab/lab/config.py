@@ -50,7 +50,7 @@ class LabConfigError(ValueError):
     pass
 
 
-def check_top_keys(cfg: Mapping[str, Any], source: str) -> None:
+def check_top_keys(cfg: Mapping[str, object], source: str) -> None:
     """Refuse top-level keys the lab does not know, listing the allowed ones."""
     unknown = sorted(set(cfg) - _TOP_KEYS)
     if unknown:
@@ -115,7 +115,7 @@ def vector_cache_from_config(cfg: object, root: Path, source: str) -> VectorCach
 PREPARE_CHOICES = ("auto", "all", "none")
 
 
-def prepare_texts_for(section: object, models: Mapping[str, Any], source: str) -> bool:
+def prepare_texts_for(section: object, models: Mapping[str, object], source: str) -> bool:
     """Whether ingest prepares the re-scorer's and answerer's texts under ``ingest: {prepare: …}``."""
     cfg = section or {}
     if not isinstance(cfg, Mapping) or set(cfg) - {"prepare"}:
@@ -134,7 +134,7 @@ def prepare_texts_for(section: object, models: Mapping[str, Any], source: str) -
 #: ``models.embedder: auto``
 AUTO = "auto"
 #: the lab's embedder under ``auto``
-AUTO_MAIN: dict[str, Any] = {"type": "onnx-minilm"}
+AUTO_MAIN: dict[str, object] = {"type": "onnx-minilm"}
 
 
 @dataclass(frozen=True)
@@ -142,18 +142,18 @@ class EmbedderPlan:
     """``models.embedder`` / ``models.multilingual_embedder`` read: the lab's embedder config,
     whether the lab picks per KB (``auto``), and the multilingual config (``None``: none)."""
 
-    main: dict[str, Any]
+    main: dict[str, object]
     auto: bool
-    multilingual: dict[str, Any] | None = None
+    multilingual: dict[str, object] | None = None
 
 
-def embedder_plan(models: Mapping[str, Any], source: str) -> EmbedderPlan:
+def embedder_plan(models: Mapping[str, object], source: str) -> EmbedderPlan:
     """The plan of a ``models:`` section; a bad value raises :class:`LabConfigError` naming it."""
     from rag_lab.models.registry import check_embedder_config
 
     spec = models.get("embedder")
     multi = models.get("multilingual_embedder")
-    main: dict[str, Any] = dict(AUTO_MAIN)
+    main: dict[str, object] = dict(AUTO_MAIN)
     auto = not spec or spec == AUTO or (isinstance(spec, Mapping) and spec.get("type") == AUTO)
     if auto and isinstance(spec, Mapping) and set(spec) != {"type"}:
         extra = ", ".join(sorted(set(spec) - {"type"}))

@@ -94,7 +94,7 @@ class Run:
     #: params that could not change this run's outcome (rag_lab.pipeline.knobs), as sentences
     warnings: list[str] = field(default_factory=list)
     #: ``state.diagnostics`` as the run left it (kept with or without snapshots: the gold funnel reads it)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, object] = field(default_factory=dict)
 
     @property
     def degraded(self) -> bool:

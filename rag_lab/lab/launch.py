@@ -31,7 +31,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from rag_lab.cliutil import flag, opt, plain_parser
 from rag_lab.prompts.templates import REPO_ROOT
@@ -54,7 +54,7 @@ __all__ = [
 #: JupyterLab setting defaults the launcher sets (plugin id → settings; checked against the
 #: installed JupyterLab's schemas by the tests): no news feed and no update check (the toast that
 #: asks for them included), no autosave (a committed notebook is written only when you save it)
-LAB_OVERRIDES: dict[str, dict[str, Any]] = {
+LAB_OVERRIDES: dict[str, dict[str, object]] = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
 }
@@ -77,7 +77,7 @@ def write_lab_settings(folder: Path) -> Path:
     """Write ``folder/overrides.json``: :data:`LAB_OVERRIDES` over the overrides the installed
     JupyterLab already has (``<sys.prefix>/share/jupyter/lab/settings/overrides.json``, kept); the
     folder is JupyterLab's ``app_settings_dir``. Returns ``folder``."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     if installed.is_file():
         try:

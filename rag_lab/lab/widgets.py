@@ -305,7 +305,7 @@ class MMRView(_SliderView):
 class FusionView(_View):
     """The fusion plot and its table (vector / keyword ranks and RRF terms)."""
 
-    def __init__(self, capture: Run | Capture, fusion: Any = None) -> None:
+    def __init__(self, capture: Run | Capture, fusion: object = None) -> None:
         from rag_lab.lab.frames import fusion_rows
         from rag_lab.lab.plots import plot_fusion
 

@@ -90,7 +90,7 @@ def changed_fields(params: PipelineParams, reference: PipelineParams | None = No
 
 
 @functools.cache
-def _default_dump() -> dict[str, Any]:
+def _default_dump() -> dict[str, object]:
     return PipelineParams().model_dump()
 
 
@@ -245,7 +245,7 @@ def run_warnings(params: PipelineParams, diagnostics: Mapping[str, object] | Non
 
 
 def sweep_warnings(
-    param_names: Sequence[str], rows: Sequence[Mapping[str, Any]], outcomes: Mapping[int, object]
+    param_names: Sequence[str], rows: Sequence[Mapping[str, object]], outcomes: Mapping[int, object]
 ) -> list[str]:
     """Swept params that never changed anything: for each one, configs that differ only in it
     gave the same outcome (``outcomes[config_index]``: e.g. the contexts of every question).

@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.observability.ledger import reset_stage, set_stage
 from rag_lab.observability.tracing import stage_attributes_after, stage_attributes_before
@@ -42,7 +42,7 @@ class StageTiming:
     background_ms: float = 0.0
 
 
-def _time_background(timing: StageTiming, t0: float, tasks: list[asyncio.Future[Any]]) -> None:
+def _time_background(timing: StageTiming, t0: float, tasks: list[asyncio.Future[object]]) -> None:
     """Extend ``timing`` to the end of the last of ``tasks`` (a done callback on each: it runs
     before anyone awaiting the tasks resumes, so the run's timings are final once they are awaited)."""
     returned_ms = timing.duration_ms

@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -147,7 +146,7 @@ class FastEvaluator:
 
     # -- rerank -----------------------------------------------------------------------------------
     def rerank(
-        self, q: QuestionInputs, p: PipelineParams, record: dict[str, Any] | None = None
+        self, q: QuestionInputs, p: PipelineParams, record: dict[str, object] | None = None
     ) -> tuple[str, list[Picked] | None]:
         """``(outcome, picks)``: the rerank stage's result as candidate positions with scores, in
         the stage's order; ``None`` when the stage leaves no rerank result (not run, no candidate,
@@ -307,7 +306,7 @@ class FastEvaluator:
             return "error", [], diags
         if not q.needs_retrieval:
             return "no_retrieval", [], diags
-        record: dict[str, Any] = {}
+        record: dict[str, object] = {}
         outcome, picks = self.rerank(q, p, record)
         cr = q.rerank
         if cr is not None:

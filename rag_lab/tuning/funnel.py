@@ -77,7 +77,7 @@ class GoldTrace:
     why: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "ranks": dict(self.ranks),
@@ -113,7 +113,7 @@ class QuestionFunnel:
 _D = TypeVar("_D", bound=StageDiagnostics)
 
 
-def _typed(diagnostics: Mapping[str, Any], cls: type[_D]) -> _D | None:
+def _typed(diagnostics: Mapping[str, object], cls: type[_D]) -> _D | None:
     value = diagnostics.get(cls.KEY)
     return None if value is None else cls.from_dict(value)
 
@@ -135,8 +135,8 @@ def _merged_paths(calls: Sequence[Mapping[str, Any]], name: str) -> list[tuple[i
 
 
 def _stage_lists(
-    diagnostics: Mapping[str, Any], references: Sequence[SearchResult]
-) -> tuple[dict[str, list[Hit]], dict[str, Any]]:
+    diagnostics: Mapping[str, object], references: Sequence[SearchResult]
+) -> tuple[dict[str, list[Hit]], dict[str, object]]:
     """The chunk list of every known stage and what the builder needs besides (see the module doc)."""
     lists: dict[str, list[Hit]] = {}
     info: dict[str, Any] = {"cut": {}, "rows": {}, "picks": {}, "outcome": "", "merge": {}, "top_k": None}
@@ -239,14 +239,14 @@ def _why(
     return "not in the final contexts"
 
 
-def _detail(doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _detail(doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for name in ("vector", "keyword", "fused"):
         if name in lists:
             got = _best(lists[name], doc)
             if got is not None:
                 rank = doc_ranks(lists[name])[doc]
-                d: dict[str, Any] = {"rank": rank, "chunk": got[1][0], "score": got[1][2]}
+                d: dict[str, object] = {"rank": rank, "chunk": got[1][0], "score": got[1][2]}
                 if got[0] != rank:  # the chunk's own rank, when chunks of other documents repeat above it
                     d["chunk_rank"] = got[0]
                 if name == "fused":
@@ -287,7 +287,7 @@ def _detail(doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any]) -
 
 
 def build_funnel(
-    diagnostics: Mapping[str, Any], references: Sequence[SearchResult], gold_ids: Iterable[str]
+    diagnostics: Mapping[str, object], references: Sequence[SearchResult], gold_ids: Iterable[str]
 ) -> QuestionFunnel:
     """The funnel of one question from its ``state.diagnostics`` and final contexts (see the module doc)."""
     lists, info = _stage_lists(diagnostics, references)

@@ -153,7 +153,7 @@ class PipelineRequest:
         self.summary_config.max_completion_tokens = params.max_completion_tokens
 
 
-def _request_defaults(params: PipelineParams) -> dict[str, Any]:
+def _request_defaults(params: PipelineParams) -> dict[str, object]:
     return {
         "max_rounds": params.max_rounds,
         "vector_threshold": params.vector_threshold,
@@ -287,7 +287,7 @@ class ChatManage:
         else:
             request = previous.request
         state = PipelineState(*_STATE_FIELDS(previous.state))
-        diagnostics: dict[str, Any] | None = None
+        diagnostics: dict[str, object] | None = None
         live = self.state
         for paths, copier in ((fresh, _copy_value), (shared, _same)):
             for path in paths:

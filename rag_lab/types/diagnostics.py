@@ -63,7 +63,7 @@ class StageDiagnostics:
     _field_names: ClassVar[frozenset[str] | None] = None
 
     #: fields of a stored record this version does not know (kept, never dropped)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    extra: dict[str, object] = field(default_factory=dict, repr=False)
 
     @classmethod
     def _names(cls) -> frozenset[str]:
@@ -178,7 +178,7 @@ class QueryUnderstandDiagnostics(StageDiagnostics):
     truncated: bool | None = None
     #: the reply was cut and recovered partially
     partial: bool | None = None
-    parsed: dict[str, Any] | None = None
+    parsed: dict[str, object] | None = None
     #: why the model's rewrite was dropped for the original query (not about the user's message)
     rewrite_rejected: str | None = None
 
@@ -233,8 +233,8 @@ class EntitySearchDiagnostics(StageDiagnostics):
 
     KEY: ClassVar[str] = "entity_search"
     entities: list[str] | None = None
-    namespaces: list[Any] | None = None
-    nodes: list[Any] | None = None
+    namespaces: list[object] | None = None
+    nodes: list[object] | None = None
     candidates: list[str] | None = None
     kept: list[str] | None = None
     dropped: list[Any] | None = None
@@ -276,7 +276,7 @@ class WebFetchDiagnostics(StageDiagnostics):
     KEY: ClassVar[str] = "web_fetch"
     top_n: int | None = None
     max_bytes: int | None = None
-    pages: list[dict[str, Any]] | None = None
+    pages: list[dict[str, object]] | None = None
     skipped: str | None = None
 
 
@@ -344,7 +344,7 @@ class ChatDiagnostics(StageDiagnostics):
     usage the endpoint reported stays a plain dict under ``usage``)."""
 
     KEY: ClassVar[str] = "chat_messages"
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, object]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: object, where: str = "") -> Self:
@@ -378,9 +378,9 @@ def diagnostics_to_dict(diagnostics: Mapping[str, object]) -> dict[str, object]:
     return {k: (v.to_dict() if isinstance(v, StageDiagnostics) else v) for k, v in diagnostics.items()}
 
 
-def diagnostics_from_dict(data: Mapping[str, Any], where: str = "state.diagnostics") -> dict[str, Any]:
+def diagnostics_from_dict(data: Mapping[str, object], where: str = "state.diagnostics") -> dict[str, object]:
     """Typed entries for the known keys (old plain-dict captures included); other keys as stored."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in data.items():
         cls = DIAGNOSTICS_TYPES.get(key)
         out[key] = cls.from_dict(value, f"{where}[{key!r}]") if cls is not None else value

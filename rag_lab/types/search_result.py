@@ -79,7 +79,7 @@ class SearchResult:
     knowledge_filename: str = ""
     knowledge_source: str = ""
     knowledge_channel: str = ""
-    chunk_metadata: dict[str, Any] | None = None
+    chunk_metadata: dict[str, object] | None = None
     matched_content: str = ""
     knowledge_description: str = ""
     knowledge_custom_metadata: str = ""
@@ -104,7 +104,7 @@ class SearchResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
+    def from_dict(cls, data: dict[str, object]) -> SearchResult:
         if not isinstance(data, dict):
             raise TypeError(f"SearchResult.from_dict expects an object, got {type(data).__name__}")
         res = cls(**{k: copy_value(v) for k, v in data.items() if k in _SERIALISED_SET})

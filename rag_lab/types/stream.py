@@ -42,12 +42,12 @@ class StreamResponse:
     response_type: str
     content: str = ""
     done: bool = False
-    knowledge_references: list[dict[str, Any]] = field(default_factory=list)
+    knowledge_references: list[dict[str, object]] = field(default_factory=list)
     session_id: str = ""
     assistant_message_id: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[dict[str, object]] = field(default_factory=list)
+    data: dict[str, object] = field(default_factory=dict)
+    usage: dict[str, object] = field(default_factory=dict)
     finish_reason: str = ""
 
     def to_dict(self) -> dict[str, object]:

@@ -103,7 +103,7 @@ class StageCache:
                 self._count(stage, "misses")
                 return None
         head = self._head(stage, key_text)
-        payload: Any = None
+        payload: object = None
         ok = text.startswith(head) and text.endswith("}")
         if ok:
             try:

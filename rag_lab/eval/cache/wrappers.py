@@ -150,7 +150,7 @@ class CachingSearcher:
 
     async def search_with_paths(
         self, primary_kb_id: str, sp: SearchParams
-    ) -> tuple[list[SearchResult], dict[str, Any]]:
+    ) -> tuple[list[SearchResult], dict[str, object]]:
         """``search_with_paths`` of the wrapped searcher, results and per-path record cached together."""
         key = await asyncio.to_thread(self.search_key, primary_kb_id, sp)
         if key is None:

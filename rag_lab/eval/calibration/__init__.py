@@ -104,7 +104,7 @@ class Calibration:
         body = {k: v for k, v in d.items() if k != "format"}
         return cls(**body)
 
-    def suggestion(self, name: str) -> dict[str, Any] | None:
+    def suggestion(self, name: str) -> dict[str, object] | None:
         return next((s for s in self.suggestions if s["name"] == name), None)
 
     def markdown(self) -> str:
@@ -222,7 +222,7 @@ async def acalibrate(
         picks.append((f"precision >= {target_precision:g}", for_precision(curve, target_precision)))
     if target_recall is not None:
         picks.append((f"recall >= {target_recall:g}", for_recall(curve, target_recall)))
-    suggestions: list[dict[str, Any]] = []
+    suggestions: list[dict[str, object]] = []
     for name, t in picks:
         if t is None:
             suggestions.append({"name": name, "threshold": None, "note": "no threshold reaches it"})

@@ -28,8 +28,8 @@ CMRC_TRIAL = ("cmrc2018/cmrc2018_trial.json", "f3fae95b57da8e03afb2b57467dd22141
 def convert_cmrc2018(raw: Path) -> Converted:
     """CMRC 2018 trial split: one corpus doc per distinct context, one query per question."""
     data = load_json(raw, *CMRC_TRIAL)
-    corpus: list[dict[str, Any]] = []
-    queries: list[dict[str, Any]] = []
+    corpus: list[dict[str, object]] = []
+    queries: list[dict[str, object]] = []
     doc_by_context: dict[str, dict[str, Any]] = {}
     n_paragraphs = n_merged = n_empty_answers = n_dup_answers = 0
     skipped_questions: list[str] = []
@@ -145,7 +145,7 @@ def convert_hotpotqa(raw: Path) -> Converted:
     if not isinstance(title_to_sentences, dict):
         raise ConversionError(f"{raw / HOTPOT_CORPUS[0]}: expected an object title -> sentences")
 
-    corpus: list[dict[str, Any]] = []
+    corpus: list[dict[str, object]] = []
     id_by_title: dict[str, str] = {}
     id_by_norm: dict[str, str] = {}
     for title, sentences in title_to_sentences.items():
@@ -171,7 +171,7 @@ def convert_hotpotqa(raw: Path) -> Converted:
         return found, found is not None
 
     text_by_id = {d["id"]: d["text"] for d in corpus}
-    queries: list[dict[str, Any]] = []
+    queries: list[dict[str, object]] = []
     unmapped: list[tuple[str, str]] = []
     n_normalised = n_context_unmapped = n_context_mismatch = n_gold_links = 0
     for rec in questions:
@@ -196,7 +196,7 @@ def convert_hotpotqa(raw: Path) -> Converted:
             if text_by_id[doc_id] != "".join(sentences):
                 n_context_mismatch += 1
             context_ids.append(doc_id)
-        metadata: dict[str, Any] = {
+        metadata: dict[str, object] = {
             "type": rec["type"],
             "level": rec["level"],
             "supporting_facts": [[t, i] for t, i in rec["supporting_facts"]],
@@ -303,7 +303,7 @@ def convert_pubmedqa(raw: Path) -> Converted:
     if disagree:
         raise ConversionError(f"{raw / PUBMED_TEST[0]}: labels differ from ori_pqal.json for {disagree[:5]}")
 
-    corpus: list[dict[str, Any]] = []
+    corpus: list[dict[str, object]] = []
     for pmid, rec in data.items():
         if len(rec["CONTEXTS"]) != len(rec["LABELS"]):
             raise ConversionError(f"{raw / PUBMED_DATA[0]}: PMID {pmid}: CONTEXTS and LABELS differ in length")
@@ -326,7 +326,7 @@ def convert_pubmedqa(raw: Path) -> Converted:
             }
         )
 
-    def query(pmid: str, split: str) -> dict[str, Any]:
+    def query(pmid: str, split: str) -> dict[str, object]:
         rec = data[pmid]
         return {
             "id": pmid,

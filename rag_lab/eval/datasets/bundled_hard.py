@@ -16,7 +16,6 @@ slices with headroom for the regression gate.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.datasets.bundled import (
     CMRC_HEAD,
@@ -74,9 +73,9 @@ def convert_cmrc2018_pool(raw: Path) -> Converted:
     """CMRC 2018 dev: one query per dev paragraph (its first question) over every dev + trial paragraph."""
     dev = load_json(raw, *CMRC_DEV)
     trial = convert_cmrc2018(raw)
-    corpus: list[dict[str, Any]] = []
-    queries: list[dict[str, Any]] = []
-    doc_by_context: dict[str, dict[str, Any]] = {}
+    corpus: list[dict[str, object]] = []
+    queries: list[dict[str, object]] = []
+    doc_by_context: dict[str, dict[str, object]] = {}
     n_dev_questions = n_merged = 0
     for article in dev["data"]:
         for para in article["paragraphs"]:

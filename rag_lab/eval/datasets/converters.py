@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.datasets.loading import _iter_rows, load_dataset
 from rag_lab.eval.datasets.schema import (
@@ -70,7 +69,7 @@ def _jpath_error(path: Path, where: str, value: object, problem: str) -> Dataset
     return DatasetError(f"{path}: {where} = {_short(value)}: {problem}")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> object:
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
     try:
@@ -89,7 +88,7 @@ def _need_str(path: Path, where: str, value: object, *, non_blank: bool = True) 
     return value
 
 
-def _need_list(path: Path, where: str, value: object) -> list[Any]:
+def _need_list(path: Path, where: str, value: object) -> list[object]:
     if not isinstance(value, list):
         raise _jpath_error(path, where, value, f"must be a list, got {type(value).__name__}")
     return value
@@ -175,7 +174,7 @@ def convert_squad(
     return write_dataset(corpus, queries, out_dir, overwrite=overwrite)
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     skipped: list[str] = []
     yield from _iter_rows(path, skipped)
 

@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets.loading import _iter_rows, _load_corpus
 from rag_lab.eval.datasets.schema import (
@@ -56,8 +56,8 @@ def _as_corpus(corpus: str | Path | Sequence[CorpusDoc] | None) -> list[CorpusDo
 
 
 def _ragas_rows(
-    path: Path, rows: Iterable[tuple[int, dict[str, Any]]], corpus: list[CorpusDoc] | None
-) -> tuple[list[CorpusDoc], list[tuple[int, dict[str, Any]]]]:
+    path: Path, rows: Iterable[tuple[int, dict[str, object]]], corpus: list[CorpusDoc] | None
+) -> tuple[list[CorpusDoc], list[tuple[int, dict[str, object]]]]:
     """Native query rows (and the corpus) from ragas sample rows."""
     by_text = {d.text.strip(): d.id for d in corpus} if corpus is not None else None
     own: dict[str, CorpusDoc] = {}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.datasets.schema import (
     _FAQ_FIELDS,
@@ -35,7 +34,7 @@ from rag_lab.eval.datasets.schema import (
 )
 
 
-def _iter_rows(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _iter_rows(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, object]]]:
     """Yield (1-based line number, JSON object) for each non-blank line of ``path``."""
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")

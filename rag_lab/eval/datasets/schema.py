@@ -55,7 +55,7 @@ class CorpusDoc:
     id: str
     text: str
     title: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +280,7 @@ def _text_field(path: Path, line: int, name: str, value: object, *, non_blank: b
     return value
 
 
-def _metadata_field(path: Path, line: int, value: object) -> dict[str, Any]:
+def _metadata_field(path: Path, line: int, value: object) -> dict[str, object]:
     """Validate the optional metadata object."""
     if not isinstance(value, dict):
         raise _error(path, line, "metadata", value, f"must be a JSON object, got {type(value).__name__}")

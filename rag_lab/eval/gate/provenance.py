@@ -13,7 +13,7 @@ import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets import Dataset
@@ -106,8 +106,8 @@ def provenance_warnings(
 ) -> list[str]:
     """One line per mismatch between the baseline's provenance and the current report's."""
     out: list[str] = []
-    bmeta: Mapping[str, Any] = baseline.meta or {}
-    cmeta: Mapping[str, Any] = current.meta or {}
+    bmeta: Mapping[str, object] = baseline.meta or {}
+    cmeta: Mapping[str, object] = current.meta or {}
     created = _parse_time(bmeta.get("created_at"))
     if max_age_days and created is not None:
         age = ((now or datetime.datetime.now(datetime.UTC)) - created).total_seconds() / 86400

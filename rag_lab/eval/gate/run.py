@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
 
 
-def baseline_spec(baseline: EvalReport) -> dict[str, Any]:
+def baseline_spec(baseline: EvalReport) -> dict[str, object]:
     spec = baseline.meta.get("spec")
     if not isinstance(spec, Mapping) or not spec.get("suites"):
         raise GateError("the baseline has no meta.spec.suites: it was not written by rag-lab (cannot re-run it)")

@@ -147,7 +147,7 @@ def calibrate(
     source: str,
     labels_file: str = "",
     labels_sha256: str = "",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The calibration result (see the module docstring) of ``labels`` against ``scores``.
     ``judge``: ``{"model", "base_url", "prompt_hash": {metric: hash}}`` as far as known."""
     pairs, unmatched, nan = _match(labels, scores)

@@ -26,7 +26,6 @@ import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rag_lab.eval.datasets import QueryItem
 from rag_lab.eval.datasets.schema import _error
@@ -51,7 +50,7 @@ STATUSES: tuple[str, ...] = ("unreviewed", "accepted", "edited", "rejected")
 Clock = Callable[[], str]
 
 
-def candidate_passages(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+def candidate_passages(metadata: Mapping[str, object]) -> list[tuple[str, str]]:
     """``(passage id, document id)`` of a generated question's ``candidate_passages`` (other
     passages that hold its answer, gold candidates to grade); entries that are not
     ``{"passage": str, "doc_id": str}`` are skipped."""

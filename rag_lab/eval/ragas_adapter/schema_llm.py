@@ -41,7 +41,7 @@ class JudgeReplyError(ValueError):
     """The judge's reply does not validate against the metric's output model."""
 
 
-def binary_verdicts(schema: dict[str, Any]) -> dict[str, Any]:
+def binary_verdicts(schema: dict[str, object]) -> dict[str, object]:
     """``schema`` with every integer property described as a 0/1 verdict limited to ``enum [0, 1]``
     (in place; returned). The output models type verdicts as plain integers, and a small model
     constrained only to "an integer" writes 10000000000, which ragas' averages take as a weight."""
@@ -68,7 +68,7 @@ def schema_judge_llm(client: AsyncOpenAI, judge: JudgeConfig) -> InstructorBaseR
 
     from rag_lab.models.structured import bounded_schema, json_schema_format
 
-    schemas: dict[type, dict[str, Any]] = {}
+    schemas: dict[type, dict[str, object]] = {}
 
     class SchemaJudgeLLM(InstructorBaseRagasLLM):
         is_async = True

@@ -54,16 +54,16 @@ def _embeddings_adapter(embedder: Embedder) -> BaseRagasEmbedding:
             super().__init__()
             self.inner = inner
 
-        def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        def embed_text(self, text: str, **kwargs: object) -> list[float]:
             return [float(x) for x in self.inner.embed([text])[0]]
 
-        async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        async def aembed_text(self, text: str, **kwargs: object) -> list[float]:
             return await asyncio.to_thread(self.embed_text, text)
 
-        def embed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        def embed_texts(self, texts: list[str], **kwargs: object) -> list[list[float]]:
             return [[float(x) for x in row] for row in self.inner.embed(list(texts))]
 
-        async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        async def aembed_texts(self, texts: list[str], **kwargs: object) -> list[list[float]]:
             return await asyncio.to_thread(self.embed_texts, texts)
 
     return _LabEmbeddings(embedder)

@@ -309,7 +309,7 @@ def _run_tune(
             tune_config = tune.TuneConfig(
                 num_samples=n_trials, max_concurrent_trials=workers, search_alg=search, reuse_actors=True
             )
-            param_space: dict[str, Any] = {}
+            param_space: dict[str, object] = {}
         else:
             tune_config = tune.TuneConfig(max_concurrent_trials=workers, reuse_actors=True)
             param_space = {"config_index": tune.grid_search(list(range(len(payload.configs))))}

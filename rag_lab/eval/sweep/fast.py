@@ -208,7 +208,7 @@ class FastSweep:
             p = fe.params_for(post)
             refs: dict[str, list[SearchResult]] = {}
             outcomes: dict[str, str] = {}
-            diags: dict[str, dict[str, Any]] = {}
+            diags: dict[str, dict[str, object]] = {}
             funnel = self.ev.funnel_objective  # the funnel's records cost time: only when ranked by them
             for q in fe.inputs:
                 if fe.needs_recapture(q, p):
@@ -331,7 +331,7 @@ def _funnel(
     diagnostics: Mapping[str, object] | None,
     refs: Sequence[SearchResult],
     gold_ids: Sequence[str],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The gold funnel of one question from the fast evaluator's records (as the pipeline's from
     its run's: a failed capture keeps what its search recorded, as the failed run does)."""
     from rag_lab.tuning.funnel import build_funnel

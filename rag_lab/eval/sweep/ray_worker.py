@@ -169,7 +169,7 @@ def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict
     return row
 
 
-def worker_place() -> dict[str, Any]:
+def worker_place() -> dict[str, object]:
     """Where a row was scored: ``worker_pid`` and ``worker_node`` (the Ray node id, hex)."""
     import ray
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 #: KB index settings a sweep may vary besides PipelineParams.
-INDEX_PARAMS: dict[str, tuple[str, Any]] = {
+INDEX_PARAMS: dict[str, tuple[str, object]] = {
     "bm25_k1": ("float", (0.0, 10.0)),
     "bm25_b": ("float", (0.0, 1.0)),
     "bm25_method": ("choice", ("robertson", "lucene", "atire", "bm25l", "bm25+")),
@@ -99,7 +99,7 @@ def _number(text: str, kind: str, where: str) -> float | int:
     return v
 
 
-def _check_range(name: str, v: float, rng: Any, where: str) -> None:
+def _check_range(name: str, v: float, rng: object, where: str) -> None:
     lo, hi = rng if isinstance(rng, tuple) and len(rng) == 2 else (None, None)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise SweepError(f"{where}: {name}={v!r} is outside the declared range [{lo}, {hi}]")

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.testset.generate import SourceChunk
 from rag_lab.knowledge.entities.llm import extract_json_block, first_balanced_json
@@ -211,7 +211,7 @@ class LLMQuestionWriter:
                     return Outcome(None, "malformed reply", str(exc))
         return Outcome(None, "model error", last)
 
-    async def _response_format(self, template_id: str, keys: Sequence[str]) -> dict[str, Any]:
+    async def _response_format(self, template_id: str, keys: Sequence[str]) -> dict[str, object]:
         """``json_object``; on an endpoint that honours schema bounds (llama-server, probed once off
         the loop) the object of ``keys`` as a ``json_schema`` whose strings fit ``max_tokens``, so
         that a small model's reply is the object even when it repeats itself."""

@@ -75,7 +75,7 @@ class Capture:
     total_ms: float = 0.0
     #: offset of each event in the StreamManager log it came from (same length as ``events``)
     event_offsets: list[int] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
     created_at: str = ""
     rag_lab_version: str = ""
     format_version: int = CAPTURE_VERSION
@@ -142,14 +142,14 @@ def _timing_dict(t: object) -> dict[str, object]:
 
 
 def capture_records(
-    run: Run | Capture, *, fusion: Any = None, stages: Iterable[str] | None = None, created_at: str | None = None
-) -> list[dict[str, Any]]:
+    run: Run | Capture, *, fusion: object = None, stages: Iterable[str] | None = None, created_at: str | None = None
+) -> list[dict[str, object]]:
     """The records :func:`save_capture` writes, in order (without the ``end`` record)."""
     from rag_lab import __version__
 
     params: PipelineParams | None = getattr(run, "params", None)
     params_dump = params.model_dump() if params is not None else None
-    records: list[dict[str, Any]] = [
+    records: list[dict[str, object]] = [
         {
             "kind": "header",
             "format": CAPTURE_FORMAT,
@@ -205,7 +205,7 @@ def capture_records(
 
 
 def save_capture(
-    run: Run | Capture, path: str | Path, *, fusion: Any = None, stages: Iterable[str] | None = None
+    run: Run | Capture, path: str | Path, *, fusion: object = None, stages: Iterable[str] | None = None
 ) -> Path:
     """Write ``run`` (a :class:`~rag_lab.lab.Run` or a :class:`Capture`) as a capture file.
 

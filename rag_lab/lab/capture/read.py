@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.stream.manager import StreamManager
 
 
-def capture_from_run(run: Run | Capture, *, fusion: Any = None) -> Capture:
+def capture_from_run(run: Run | Capture, *, fusion: object = None) -> Capture:
     """A :class:`Capture` of ``run`` in memory (what saving then loading gives)."""
     records = capture_records(run, fusion=fusion)
     records.append({"kind": "end", "records": len(records)})
@@ -77,7 +77,7 @@ def capture_from_stream_manager(
     return cap
 
 
-def _require(rec: dict[str, Any], key: str, types: type | tuple[type, ...], path: str, line: int) -> Any:
+def _require(rec: dict[str, object], key: str, types: type | tuple[type, ...], path: str, line: int) -> Any:
     if key not in rec:
         raise CaptureError(f"{rec.get('kind')} record: missing field '{key}'", path, line)
     value = rec[key]
@@ -89,7 +89,7 @@ def _require(rec: dict[str, Any], key: str, types: type | tuple[type, ...], path
     return value
 
 
-def _check_header(rec: dict[str, Any], path: str) -> int:
+def _check_header(rec: dict[str, object], path: str) -> int:
     if rec.get("kind") != "header" or rec.get("format") != CAPTURE_FORMAT:
         raise CaptureError(
             f"not a rag_lab capture: line 1 must be a header with format '{CAPTURE_FORMAT}', got "
@@ -110,13 +110,13 @@ def _check_header(rec: dict[str, Any], path: str) -> int:
     return int(version)
 
 
-def _parse_lines(text: str, path: str) -> list[tuple[int, dict[str, Any]]]:
+def _parse_lines(text: str, path: str) -> list[tuple[int, dict[str, object]]]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline
     if not lines:
         raise CaptureError("empty file: not a rag_lab capture", path)
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, dict[str, object]]] = []
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             raise CaptureError("empty line (a capture has one JSON object per line)", path, n)
@@ -144,7 +144,7 @@ def _build(numbered: list[tuple[int, dict[str, Any]]], path: str) -> Capture:
     cap.created_at = str(header.get("created_at", ""))
     cap.rag_lab_version = str(header.get("rag_lab_version", ""))
     seen_end = False
-    raw_snapshots: list[tuple[int, str, dict[str, Any]]] = []
+    raw_snapshots: list[tuple[int, str, dict[str, object]]] = []
     last = numbered[-1][0]
     for n, rec in numbered[1:]:
         kind = rec.get("kind")

@@ -5,7 +5,7 @@ other field of the request and state compared by its JSON value."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.diff.model import _SKIP_STATE, RESULT_LISTS, ChunkChange, FieldChange, SnapshotDiff
 from rag_lab.types.chat_manage import ChatManage
@@ -113,8 +113,8 @@ def _as_chat(x: object) -> ChatManage:
 
 
 def diff(
-    a: ChatManage | dict[str, Any],
-    b: ChatManage | dict[str, Any],
+    a: ChatManage | dict[str, object],
+    b: ChatManage | dict[str, object],
     lists: Iterable[str | tuple[str, str]] | None = None,
     fields: bool = True,
     labels: tuple[str, str] = ("a", "b"),

@@ -7,7 +7,7 @@ import difflib
 import html
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -162,7 +162,7 @@ class SnapshotDiff:
         per field, the rest counted in one row) — short values, never a whole JSON document."""
         import pandas as pd
 
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for c in self.chunks:
             if c.status == "same" and not _rescored(c) and not c.content_changed:
                 continue

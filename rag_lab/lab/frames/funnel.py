@@ -62,7 +62,7 @@ def _note(stage: str, detail: dict[str, Any]) -> str:
     return ""
 
 
-def funnel_rows(obj: Viewed, gold_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
+def funnel_rows(obj: Viewed, gold_ids: Iterable[str] = ()) -> list[dict[str, object]]:
     """One row per (gold document, known stage): its document rank there (``None``: absent), the
     best chunk and its score where the stage records one, what the stage did to it (``note``), and
     ``lost_here`` on the stage that lost it (with ``why``)."""

@@ -28,7 +28,7 @@ def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
                 before.setdefault(prior.id, prior)
         except KeyError:
             pass
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, object]] = {}
 
     def row(cid: str, origin: str) -> dict[str, Any]:
         if cid not in rows:
@@ -99,7 +99,7 @@ def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
 
 
 # -- final ----------------------------------------------------------------------------------
-def final_rows(obj: Viewed) -> list[dict[str, Any]]:
+def final_rows(obj: Viewed) -> list[dict[str, object]]:
     """The contexts the answer was built from (after FILTER_TOP_K), with whether the answer cites
     each one and the number of its first citation."""
     from rag_lab.modelcontext import cited_chunk_ids

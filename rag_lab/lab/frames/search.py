@@ -18,13 +18,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def fusion_record(
     trace: HybridTrace, params: PipelineParams, query: str = "", kb_ids: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """JSON-ready record of one hybrid search (a ``HybridTrace``): both hit lists in order, the fused
     list, and the fusion constants. Captures store it; the search stage can store it in
     ``state.diagnostics["search"]`` (a list, one record per search call)."""
     from rag_lab.retrieval.fusion import resolve_rrf_k, resolve_rrf_weights
 
-    def hits(xs: Sequence[IndexWithScore]) -> list[dict[str, Any]]:
+    def hits(xs: Sequence[IndexWithScore]) -> list[dict[str, object]]:
         return [{"chunk_id": h.chunk_id, "knowledge_id": h.knowledge_id, "score": float(h.score)} for h in xs]
 
     k = resolve_rrf_k(params.rrf_k)
@@ -44,7 +44,7 @@ def fusion_record(
     }
 
 
-def fusion_trace(lab: Any, run: Viewed) -> list[dict[str, Any]]:
+def fusion_trace(lab: Any, run: Viewed) -> list[dict[str, object]]:
     """Re-run the run's knowledge-base searches with a trace and return their fusion records.
 
     The search stage keeps only the fused results; this repeats its calls (same rewritten query,
@@ -62,7 +62,7 @@ def fusion_trace(lab: Any, run: Viewed) -> list[dict[str, Any]]:
     targets = [t for t in req.search_targets if t is not None and t.knowledge_base_id]
     calls = target_searches(req, targets, query)
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> list[dict[str, object]]:
         out = []
         for primary, sp in calls:
             _, trace = await searcher.search_with_trace(primary, sp)
@@ -91,7 +91,7 @@ def fusion_data(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]] | None:
     return list(stored) if stored else None
 
 
-def _is_fusion_record(rec: dict[str, Any]) -> bool:
+def _is_fusion_record(rec: dict[str, object]) -> bool:
     """A :func:`fusion_record` (hits as dicts), not the search stage's compact per-path record."""
     fused = rec.get("fused")
     return isinstance(fused, list) and (not fused or isinstance(fused[0], dict))
@@ -104,7 +104,7 @@ def _first_ranks(hits: Sequence[dict[str, Any]]) -> dict[str, tuple[int, float]]
     return out
 
 
-def fusion_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
+def fusion_rows(obj: Viewed, fusion: object = None) -> list[dict[str, Any]]:
     """One row per chunk of each search call: vector and keyword rank and score, each list's
     weighted RRF term ``w/(k+rank)``, the normalised fused score and whether it was returned."""
     recs = fusion_data(obj, fusion)
@@ -119,7 +119,7 @@ def fusion_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
         in_results = {r.id for r in _snapshot(obj, "search").state.search_result}
     except (KeyError, TypeError):
         pass
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for call, rec in enumerate(recs):
         k, wv, wk = float(rec["rrf_k"]), float(rec["vector_weight"]), float(rec["keyword_weight"])
         top = wv / (k + 1) + wk / (k + 1)
@@ -156,10 +156,10 @@ def fusion_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
     return rows
 
 
-def search_rows(obj: Viewed, fusion: Any = None) -> list[dict[str, Any]]:
+def search_rows(obj: Viewed, fusion: object = None) -> list[dict[str, object]]:
     """The search stage's results in order, with vector/keyword ranks when a fusion trace exists."""
     snap = _snapshot(obj, "search")
-    ranks: dict[str, dict[str, Any]] = {}
+    ranks: dict[str, dict[str, object]] = {}
     recs = fusion_data(obj, fusion)
     if recs:
         for row in fusion_rows(obj, recs):

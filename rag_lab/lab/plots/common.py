@@ -89,7 +89,7 @@ def composite_parts(row: dict[str, Any]) -> list[tuple[str, float, str]]:
     ]
 
 
-def candidate_fate(row: dict[str, Any], alive: bool) -> str:
+def candidate_fate(row: dict[str, object], alive: bool) -> str:
     """What became of a rerank candidate, for its bar's note: kept by another rule, filtered by
     the ladder, or its MMR pick order (empty when none applies)."""
     if row["kept_by"]:

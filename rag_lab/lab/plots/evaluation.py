@@ -133,11 +133,11 @@ def plot_metric_vs_param(result: SweepResult, path: str | Path, metric: str | No
         labels = sorted(set(xs), key=lambda v: (str(type(v)), v)) if not numeric else None
         order = labels or []
 
-        def pos(v: Any) -> Any:
+        def pos(v: object) -> Any:
             return v if numeric else order.index(v)  # noqa: B023 (called within this iteration)
 
         ax.scatter([pos(x) for x in xs], ys, s=14, alpha=0.5, color="#4477aa")
-        means: dict[Any, list[float]] = {}
+        means: dict[object, list[float]] = {}
         for x, y in zip(xs, ys):
             means.setdefault(x, []).append(y)
         keys = sorted(means, key=lambda v: pos(v))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames import (
     fusion_rows,
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.frames.common import Viewed
 
 
-def plot_fusion(run: Viewed, fusion: Any = None, call: int = 0, max_rows: int = 30, labels: int = 12) -> Figure:
+def plot_fusion(run: Viewed, fusion: object = None, call: int = 0, max_rows: int = 30, labels: int = 12) -> Figure:
     """Left: the top ``max_rows`` of the fused list, each chunk's weighted RRF terms
     ``w_v/(k+rank_v)`` and ``w_k/(k+rank_k)`` stacked and normalised by the best attainable score
     (ranks annotated). Top right: vector score against keyword score for *every* candidate, the

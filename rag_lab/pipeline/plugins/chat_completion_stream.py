@@ -174,7 +174,7 @@ async def consume_stream(
     answer_dec: _StreamDecoder,
     thinking_dec: _StreamDecoder,
     tracer: TracerService | None = None,
-    span: Any = None,
+    span: object = None,
     *,
     in_process: bool = False,
     first_chunk_s: float | None = None,
@@ -255,7 +255,7 @@ async def consume_stream(
                 if answer_completed:
                     continue
                 content = answer_dec.feed(chunk.content)
-                data: dict[str, Any] = {}
+                data: dict[str, object] = {}
                 if chunk.done:
                     content += answer_dec.flush()
                     answer_completed = True

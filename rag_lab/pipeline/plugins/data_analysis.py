@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions
 from rag_lab.pipeline.contracts import StageContract
@@ -35,7 +34,7 @@ PROMPT_ID = "default_data_analysis"
 RESULT_ID_PREFIX = "analysis_"
 
 #: the JSON schema the model's reply must follow (OpenAI ``response_format``)
-RESPONSE_FORMAT: dict[str, Any] = {
+RESPONSE_FORMAT: dict[str, object] = {
     "type": "json_schema",
     "json_schema": {
         "name": "data_analysis_input",

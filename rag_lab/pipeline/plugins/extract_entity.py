@@ -53,7 +53,7 @@ def example_items(example: Mapping[str, Any]) -> list[dict[str, object]]:
     return items
 
 
-def build_extract_entity_messages(description: str, examples: list[dict[str, Any]], query: str) -> list[ChatMessage]:
+def build_extract_entity_messages(description: str, examples: list[dict[str, object]], query: str) -> list[ChatMessage]:
     """The few-shot prompt of §4.3.7 step 4: system = description, ``# Examples``, each example
     as ``Q: text`` / ``A: `` + fenced JSON list (2-space indent) and a blank line; user =
     ``# Question\\nQ: <query>\\nA: ``."""

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from rag_lab.models.base import ChatMessage, ChatModel, ChatOptions
 from rag_lab.models.timeouts import ModelTimeout, call_with_timeout, is_in_process
@@ -280,7 +279,7 @@ class PluginQueryUnderstand(StagePlugin):
     # -- helpers ---------------------------------------------------------------------------------
     async def _response_format(
         self, model: ChatModel, chat: ChatManage, has_images: bool, use_images: bool, max_tokens: int
-    ) -> tuple[dict[str, Any], int | None]:
+    ) -> tuple[dict[str, object], int | None]:
         """The call's ``response_format`` and the rewrite's ``maxLength`` (``None`` when unbounded).
 
         The schema's strings are bounded to fit ``max_tokens`` when the endpoint honours the

@@ -270,7 +270,7 @@ class PluginSearch(StagePlugin):
                 disable_vector = True
 
         results: list[SearchResult] = []
-        records: dict[int, tuple[str, Any]] = {}  # by call position: calls finish in any order
+        records: dict[int, tuple[str, object]] = {}  # by call position: calls finish in any order
         with_paths = getattr(type(searcher), "search_with_paths", None) is not None
 
         async def paths_of(n: int, primary: str, sp: SearchParams) -> list[SearchResult]:

@@ -45,7 +45,7 @@ def understanding_response_format(
     return {"type": "json_schema", "json_schema": {"name": "query_understanding", "strict": True, "schema": schema}}
 
 
-UNDERSTANDING_RESPONSE_FORMAT: dict[str, Any] = understanding_response_format()
+UNDERSTANDING_RESPONSE_FORMAT: dict[str, object] = understanding_response_format()
 
 
 def allowed_intents(web_search: bool, images: bool, attachments: bool) -> list[str]:
