@@ -39,9 +39,6 @@ def faq_boost_of(faq_priority: bool, faq_boost: float) -> float | None:
     return faq_boost if faq_priority and faq_boost > 1.0 else None
 
 
-_FIELDS = operator.attrgetter("score", "match_type", "knowledge_source", "chunk_type")
-
-
 @dataclass(frozen=True, slots=True)
 class CandidateColumns:
     """What the scores read of each candidate, in candidate order: the search score, whether it
@@ -56,12 +53,15 @@ class CandidateColumns:
 
     @classmethod
     def of(cls, candidates: Sequence[SearchResult]) -> CandidateColumns:
-        rows = [_FIELDS(r) for r in candidates]
-        score, match, source, ctype = zip(*rows) if rows else ((), (), (), ())
+        graph = MatchType.GRAPH
+        # each distinct source is tested once: a question's candidates come from a few sources
+        web = {x for x in {r.knowledge_source for r in candidates} if is_web_source(x or "")}
+        is_web = [r.knowledge_source in web for r in candidates] if web else [False] * len(candidates)
+        ctype = [r.chunk_type for r in candidates]
         return cls(
-            np.array(score, dtype=np.float64),
-            np.array([m == MatchType.GRAPH for m in match], dtype=bool),
-            np.array([is_web_source(x or "") for x in source], dtype=bool),
+            np.array([r.score for r in candidates], dtype=np.float64),
+            np.array([r.match_type == graph for r in candidates], dtype=bool),
+            np.array(is_web, dtype=bool),
             np.array([c == "faq" for c in ctype], dtype=bool),
             np.array([c == "wiki_page" for c in ctype], dtype=bool),
         )
