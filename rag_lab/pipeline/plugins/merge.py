@@ -184,8 +184,8 @@ def group_and_merge(
     for r in results:
         groups.setdefault((r.knowledge_id, r.chunk_type), []).append(r)
     merged: list[SearchResult] = []
-    for key in groups:
-        merged.extend(merge_sequential_chunks(groups[key], params, log_))
+    for group in groups.values():  # most groups hold one result: nothing to merge
+        merged.extend(merge_sequential_chunks(group, params, log_) if len(group) > 1 else group)
     return [r for r in sort_search_results_deterministically(list[SearchResult | None](merged)) if r is not None]
 
 
