@@ -191,9 +191,9 @@ _PAIRWISE_MAX = 131_072
 
 
 def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.ndarray]:
-    """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``: the
-    tokens two candidates share (only they can count), flattened row by row, are gathered against
-    a mark of ``c``'s tokens and summed per row (a row without a shared token counts 0)."""
+    """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``: a
+    0 / 1 table of which candidate holds which shared token (the tokens two candidates share,
+    only they can count), whose rows for ``c``'s shared tokens are summed."""
     n = len(ids)
     sizes = _sizes(ids)
     ids, tok = _local_ids(ids, sizes)
@@ -201,32 +201,15 @@ def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.nd
         return lambda c: np.zeros(n, dtype=np.int64)
     seen = np.bincount(tok)
     shared = seen[tok] > 1
-    sentinel = seen.size  # never marked: closes the flat array, so every offset is in range
-    kept = tok[shared]
-    flat = np.empty(kept.size + 1, dtype=np.intp)
-    flat[:-1] = kept
-    flat[-1] = sentinel
-    # starts[i]: where row i's shared tokens start in ``flat`` (rows are contiguous in ``tok``)
-    before = np.zeros(tok.size + 1, dtype=np.intp)
-    np.cumsum(shared, out=before[1:])
-    bounds = np.zeros(n + 1, dtype=np.intp)
-    np.cumsum(sizes, out=bounds[1:])
-    starts = before[bounds]
-    offsets = starts[:-1]
-    empty = offsets == starts[1:]  # reduceat gives an empty segment's first element: zeroed
-    any_empty = bool(empty.any())
-    mark = np.zeros(sentinel + 1, dtype=bool)
-
-    def row(c: int) -> np.ndarray:
-        a = ids[c]
-        mark[a] = True
-        counts = np.add.reduceat(mark.take(flat), offsets)
-        mark[a] = False
-        if any_empty:
-            counts[empty] = 0
-        return counts
-
-    return row
+    common = np.flatnonzero(seen > 1)
+    column = np.empty(seen.size, dtype=np.intp)
+    column[common] = np.arange(common.size)
+    holder = np.repeat(np.arange(n), sizes)[shared]
+    kept = column[tok[shared]]  # each candidate's shared tokens, candidate after candidate
+    held = np.zeros((common.size, n), dtype=np.uint8)
+    held[kept, holder] = 1
+    bounds = [0, *np.cumsum(np.bincount(holder, minlength=n)).tolist()]
+    return lambda c: held[kept[bounds[c] : bounds[c + 1]]].sum(axis=0, dtype=np.int64)
 
 
 #: token ids are renumbered before counting when the largest is above this and 64x the tokens at
