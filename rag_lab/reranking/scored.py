@@ -82,15 +82,18 @@ class KeptScores:
     final: np.ndarray
     faq: np.ndarray
 
-    def values(self, e: int) -> tuple[float, float, float, float, bool]:
-        """``(model, base, composite, final, faq)`` of entry ``e``, as ``annotate_reranked`` takes them."""
-        return (
-            float(self.model[e]),
-            float(self.base[e]),
-            float(self.composite[e]),
-            float(self.final[e]),
-            bool(self.faq[e]),
+    @classmethod
+    def none(cls) -> KeptScores:
+        """No entry."""
+        return cls(*(np.zeros(0, dtype=t) for t in (np.intp, float, float, float, float, bool)))
+
+    def values(self, at: Sequence[int] | slice = slice(None)) -> list[tuple[float, float, float, float, bool]]:
+        """``(model, base, composite, final, faq)`` of the entries ``at`` (all by default), as
+        ``annotate_reranked`` takes them."""
+        model, base, composite, final, faq = (
+            a[at].tolist() for a in (self.model, self.base, self.composite, self.final, self.faq)
         )
+        return list(zip(model, base, composite, final, faq))
 
     def order(self) -> np.ndarray:
         """Entries by final score, descending, ties in entry order (``list.sort(key=-score)``)."""
@@ -200,9 +203,10 @@ class RerankRowsInput:
     runs: later stages re-score the selected results in place (wiki boost, memory affinity)."""
 
     idents: list[tuple[str, str, str, str]]
-    marks: list[tuple[str | None, str]]
+    marks: dict[int, tuple[str | None, str]]  # the candidates with a "faq_boosted" or "kept_by" mark
     base_scores: list[float]
-    model_scores: dict[int, float]
+    model_index: np.ndarray  # the model's answer (the model scores are read when the rows are built)
+    model_score: np.ndarray
     ranked: KeptScores
     images: KeptScores
     selected: set[int]
@@ -211,7 +215,8 @@ class RerankRowsInput:
     def capture(
         cls,
         candidates: Sequence[SearchResult],
-        model_scores: dict[int, float],
+        model_index: np.ndarray,
+        model_score: np.ndarray,
         ranked: KeptScores,
         images: KeptScores,
         selected: set[int],
@@ -219,9 +224,14 @@ class RerankRowsInput:
         metas = [r.metadata for r in candidates]
         return cls(
             list(map(_IDENTS, candidates)),
-            [(m.get("faq_boosted"), m.get("kept_by", "")) for m in metas],
+            {
+                i: (m.get("faq_boosted"), m.get("kept_by", ""))
+                for i, m in enumerate(metas)
+                if "faq_boosted" in m or "kept_by" in m
+            },
             [r.score for r in candidates],
-            model_scores,
+            model_index,
+            model_score,
             ranked,
             images,
             selected,
@@ -238,8 +248,10 @@ class RerankRowsInput:
         for ks, image in ((self.ranked, False), (self.images, True)):
             for i, c, f, b in zip(ks.index.tolist(), ks.composite.tolist(), ks.final.tolist(), ks.faq.tolist()):
                 scored[i] = (c, f, b, image)
+        model_scores = model_score_of(self.model_index, self.model_score, len(self.idents))
         rows: list[dict[str, Any]] = []
-        for i, ((rid, kid, ctype, source), (boosted, kept_by)) in enumerate(zip(self.idents, self.marks)):
+        for i, (rid, kid, ctype, source) in enumerate(self.idents):
+            boosted, kept_by = self.marks.get(i, _NO_MARK)
             hit = scored.get(i)
             composite = final = None
             faq = image = False
@@ -252,7 +264,7 @@ class RerankRowsInput:
                     "chunk_type": ctype,
                     "knowledge_source": source,
                     "base_score": self.base_scores[i],
-                    "model_score": self.model_scores.get(i),
+                    "model_score": model_scores.get(i),
                     "composite_score": float(format_score(composite)) if composite is not None else None,
                     "final_score": final,
                     "faq_boosted": boosted == "true" or faq,
@@ -265,3 +277,4 @@ class RerankRowsInput:
 
 
 _IDENTS = operator.attrgetter("id", "knowledge_id", "chunk_type", "knowledge_source")
+_NO_MARK: tuple[str | None, str] = (None, "")

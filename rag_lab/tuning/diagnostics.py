@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rag_lab.reranking.scored import KeptScores, RerankRowsInput, model_score_of
+from rag_lab.reranking.scored import KeptScores, RerankRowsInput
 from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.params import PipelineParams
 
@@ -32,13 +30,11 @@ def rerank_diagnostics(
     if outcome == "model_error":
         return RerankDiagnostics(outcome=outcome, error=cr.error, candidates=len(cr.candidates))
     n = len(cr.candidates)
-    none = KeptScores(*(np.zeros(0, dtype=t) for t in (np.intp, float, float, float, float, bool)))
+    none = KeptScores.none()
     ranked: KeptScores = record.get("ranked", none)
     images: KeptScores = record.get("images", none)
     selected = {x.index for x in picks or []}
-    rows = RerankRowsInput.capture(
-        cr.candidates, model_score_of(cr.model_index, cr.model_score, n), ranked, images, selected
-    )
+    rows = RerankRowsInput.capture(cr.candidates, cr.model_index, cr.model_score, ranked, images, selected)
     return RerankDiagnostics(
         outcome=outcome,
         candidates=n,

@@ -178,8 +178,8 @@ class FastEvaluator:
             images = image_kept(cr.columns, cr.candidates, cr.pictorial, passed, q.vector_threshold, scores, p, boost)
             if record is not None:
                 record["images"] = images
-            for e in range(images.index.size):
-                picks.append(Picked(int(images.index[e]), *images.values(e), image=True))
+            for i, values in zip(images.index.tolist(), images.values()):
+                picks.append(Picked(i, *values, image=True))
         if q.wiki_in_scope and any(cr.is_wiki[x.index] for x in picks):
             factor = p.wiki_boost_factor
             wiki = [bool(cr.is_wiki[x.index]) for x in picks]

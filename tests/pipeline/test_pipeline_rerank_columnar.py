@@ -260,7 +260,7 @@ def test_score_kept_equals_the_scores_written_in_place(case) -> None:
     assert [candidates[i] for i in got.index.tolist()] == out  # the same items, in kept order
     for e, i in enumerate(got.index.tolist()):
         r, fresh = candidates[i], results[i].copy()
-        annotate_reranked(fresh, *got.values(e))  # what the stage writes on its copy
+        annotate_reranked(fresh, *got.values()[e])  # what the stage writes on its copy
         assert _json(fresh.to_dict()) == _json(r.to_dict())
         assert _json(float(got.final[e])) == _json(r.score)
         assert bool(got.faq[e]) == (boost is not None and r.chunk_type == "faq")

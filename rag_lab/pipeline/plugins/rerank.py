@@ -29,6 +29,7 @@ from rag_lab.reranking.mmr import select_mmr_ids_deferred
 from rag_lab.reranking.passage import passages_of_results
 from rag_lab.reranking.scored import (
     CandidateColumns,
+    KeptScores,
     RerankRowsInput,
     faq_boost_of,
     image_kept,
@@ -172,11 +173,12 @@ class PluginRerank(StagePlugin):
 
         cols = CandidateColumns.of(candidates)
         boost = faq_boost_of(req.faq_priority_enabled, req.faq_score_boost)
-        model_scores = model_score_of(m_index, m_score, n)
         ranked = rank_kept(cols, m_index, m_score, ladder, p, boost)
-        # pictorial image hits the text model rejected but whose vector score is high (seed)
-        passed = set(m_index[ladder.positions].tolist())
-        images = image_kept(cols, candidates, pictorial, passed, req.vector_threshold, model_scores, p, boost)
+        images = KeptScores.none()
+        if pictorial:  # pictorial image hits the text model rejected but whose vector score is high (seed)
+            passed = set(m_index[ladder.positions].tolist())
+            model_scores = model_score_of(m_index, m_score, n)
+            images = image_kept(cols, candidates, pictorial, passed, req.vector_threshold, model_scores, p, boost)
         k = min(ranked.index.size, max(1, req.rerank_top_k))
         ranked_at = ranked.index.tolist()
         picks, trace = mmr_picks(ranked.final, [enriched[i] for i in ranked_at], k, p.mmr_lambda)
@@ -184,18 +186,17 @@ class PluginRerank(StagePlugin):
         # changed in place (seed); candidates that MMR does not select need no copy, their scores
         # are in ``ranked`` (what the diagnostics rows show)
         copies: dict[int, SearchResult] = {}
-        for scored, at in [(ranked, picks), (images, range(images.index.size))]:
-            for e in at:
-                i = int(scored.index[e])
+        for scored, at in ((ranked, picks), (images, slice(None))):
+            for i, values in zip(scored.index[at].tolist(), scored.values(at)):
                 if i not in copies:
                     copies[i] = r = candidates[i].copy()
-                    annotate_reranked(r, *scored.values(e))
+                    annotate_reranked(r, *values)
                     if scored is images:
                         r.metadata["kept_by"] = IMAGE_VECTOR
         image_at = images.index.tolist()
         state.rerank_result = [copies[ranked_at[j]] for j in picks] + [copies[i] for i in image_at]
 
-        rows = RerankRowsInput.capture(candidates, model_scores, ranked, images, set(copies))
+        rows = RerankRowsInput.capture(candidates, m_index, m_score, ranked, images, set(copies))
         ranked_ids = rows.ids_of(ranked.index)
         diag.update(
             outcome=ladder.outcome,
