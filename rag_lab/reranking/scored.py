@@ -9,7 +9,6 @@ per question and calls the same functions for every config.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -202,7 +201,7 @@ class RerankRowsInput:
     arrays nobody else holds), so that :meth:`build` gives the rows of that moment whenever it
     runs: later stages re-score the selected results in place (wiki boost, memory affinity)."""
 
-    idents: list[tuple[str, str, str, str]]
+    idents: tuple[list[str], list[str], list[str], list[str]]  # ids, knowledge ids, chunk types, sources
     marks: dict[int, tuple[str | None, str]]  # the candidates with a "faq_boosted" or "kept_by" mark
     base_scores: list[float]
     model_index: np.ndarray  # the model's answer (the model scores are read when the rows are built)
@@ -223,7 +222,12 @@ class RerankRowsInput:
     ) -> RerankRowsInput:
         metas = [r.metadata for r in candidates]
         return cls(
-            list(map(_IDENTS, candidates)),
+            (
+                [r.id for r in candidates],
+                [r.knowledge_id for r in candidates],
+                [r.chunk_type for r in candidates],
+                [r.knowledge_source for r in candidates],
+            ),
             {
                 i: (m.get("faq_boosted"), m.get("kept_by", ""))
                 for i, m in enumerate(metas)
@@ -239,8 +243,8 @@ class RerankRowsInput:
 
     def ids_of(self, index: np.ndarray) -> Callable[[], list[str]]:
         """A function giving the ids of the candidates at ``index`` (``ranked_ids``)."""
-        idents = self.idents
-        return lambda: [idents[i][0] for i in index.tolist()]
+        ids = self.idents[0]
+        return lambda: [ids[i] for i in index.tolist()]
 
     def build(self) -> list[dict[str, Any]]:
         """One row per candidate, as the stage's diagnostics show it."""
@@ -248,9 +252,9 @@ class RerankRowsInput:
         for ks, image in ((self.ranked, False), (self.images, True)):
             for i, c, f, b in zip(ks.index.tolist(), ks.composite.tolist(), ks.final.tolist(), ks.faq.tolist()):
                 scored[i] = (c, f, b, image)
-        model_scores = model_score_of(self.model_index, self.model_score, len(self.idents))
+        model_scores = model_score_of(self.model_index, self.model_score, len(self.base_scores))
         rows: list[dict[str, Any]] = []
-        for i, (rid, kid, ctype, source) in enumerate(self.idents):
+        for i, (rid, kid, ctype, source) in enumerate(zip(*self.idents)):
             boosted, kept_by = self.marks.get(i, _NO_MARK)
             hit = scored.get(i)
             composite = final = None
@@ -276,5 +280,4 @@ class RerankRowsInput:
         return rows
 
 
-_IDENTS = operator.attrgetter("id", "knowledge_id", "chunk_type", "knowledge_source")
 _NO_MARK: tuple[str | None, str] = (None, "")
