@@ -532,8 +532,7 @@ def expand_short_contexts(
                     next_cursor = ""
             if not progress:
                 break
-        merged = merge_ordered(prev, base.content, nxt, p)
-        if merged:
+        if merged:  # what the loop last merged: prev and nxt have not changed since
             r.content = merged
             r.content_rewritten = True
             for cid in prev_ids + next_ids:
