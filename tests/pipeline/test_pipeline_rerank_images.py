@@ -103,3 +103,26 @@ async def test_vision_reranker_scores_the_image_and_falls_back_on_error():
 
     chat = _chat([_image("i1", 0.1, "x")], threshold=0.5)
     assert await _run(chat, ScriptedReranker({}, image_scores={})) is ErrSearchNothing  # text score stands
+
+
+async def test_a_pictorial_faq_hit_kept_by_vector_score_takes_the_faq_boost():
+    """An image hit that is an FAQ entry, kept by its vector score, is scored like a ranked one:
+    its composite times the FAQ boost when FAQ priority is on."""
+    faq = SearchResult(
+        id="f1",
+        knowledge_id="doc-f1",
+        chunk_type="faq",
+        content="",
+        image_info=json.dumps([{"url": "https://img/f1.png", "caption": "a chart"}]),
+        metadata={"retrieved_by": "image_vector"},
+        score=0.6,
+    )
+    text = SearchResult(id="t1", knowledge_id="d1", content="the red bridge at dawn", score=0.7)
+    chat = _chat([text, faq])
+    chat.request.faq_priority_enabled, chat.request.faq_score_boost = True, 1.5
+    assert await _run(chat, ScriptedReranker({"red bridge": 0.9})) is None
+    kept = chat.state.rerank_result[1]
+    assert (kept.id, kept.metadata["kept_by"], kept.metadata["faq_boosted"]) == ("f1", "image_vector", "true")
+    composite = 0.6 * 0.0 + 0.3 * 0.6 + 0.1 * 1.0  # the model gave it nothing; its base is its vector score
+    assert kept.score == composite * 1.5
+    assert kept.metadata["faq_original_score"] == kept.metadata["composite_score"] == f"{composite:.4f}"
