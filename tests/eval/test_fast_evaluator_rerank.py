@@ -139,3 +139,30 @@ def test_faq_and_wiki_boosts_and_the_recall_override() -> None:
     fr = FastEvaluator([_question(recall_override=True)], PipelineParams())
     got = _picks(fr, rerank_threshold=0.95, rerank_fallback_min_score=0.95, rerank_degrade_floor=0.95)
     assert got == ("fallback_top1", [(0, 0.79)])
+
+
+def test_pictorial_hits_the_model_rejects_are_kept_by_vector_score_after_the_picks() -> None:
+    # candidates 2 and 4 are pictorial image hits: the model rejects both (0.2, 0.1 < 0.5); their
+    # vector scores (0.9, 0.3) reach max(vector threshold 0, image_keep_min_score 0.25), so both
+    # follow the picks, best first, with their composite: 0.6·0.2 + 0.3·0.9 + 0.1 and 0.6·0.1 + 0.3·0.3 + 0.1
+    q = _question()
+    assert q.rerank is not None
+    q.rerank.pictorial = [2, 4]
+    fe = FastEvaluator([q], PipelineParams())
+    record: dict[str, object] = {}
+    p = fe.params_for({"rerank_threshold": 0.5, "mmr_lambda": 1.0, "rerank_top_k": 3})
+    outcome, picks = fe.rerank(q, p, record)
+    got = [(x.index, round(x.model, 6), round(x.base, 6), round(x.score, 6), x.image) for x in picks or []]
+    assert (outcome, got[3:]) == ("ok", [(2, 0.2, 0.9, 0.49, True), (4, 0.1, 0.3, 0.25, True)])
+    assert [x[0] for x in got[:3]] == [0, 1, 3] and not any(x[4] for x in got[:3])
+    assert record["images"].index.tolist() == [2, 4]  # type: ignore[attr-defined]
+    # an image hit that is an FAQ entry takes the FAQ boost when FAQ priority is on: 0.49 × 1.2
+    qf = _question(faq=(2,))
+    assert qf.rerank is not None
+    qf.rerank.pictorial = [2, 4]
+    ff = FastEvaluator([qf], PipelineParams())
+    _, picks = ff.rerank(qf, ff.params_for({"rerank_threshold": 0.5, "faq_priority_enabled": True}))
+    assert [(x.index, round(x.score, 6), x.faq_boosted) for x in (picks or [])[-2:]] == [
+        (2, 0.588, True),
+        (4, 0.25, False),
+    ]
