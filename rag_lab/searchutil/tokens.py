@@ -190,10 +190,17 @@ def intersection_counts(ids: Sequence[np.ndarray]) -> np.ndarray:
 _PAIRWISE_MAX = 131_072
 
 
+#: largest (shared tokens x candidates) 0 / 1 table the row counter builds, in bytes; above it (a
+#: few thousand candidates) each row is counted from a mark of the candidate's tokens instead
+_TABLE_MAX = 1 << 25
+
+
 def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.ndarray]:
-    """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``: a
-    0 / 1 table of which candidate holds which shared token (the tokens two candidates share,
-    only they can count), whose rows for ``c``'s shared tokens are summed."""
+    """``row(c)[i] = |tokens_c ∩ tokens_i|`` (int64 array) for every candidate ``i != c``. Only the
+    tokens two candidates share can count. Within :data:`_TABLE_MAX`: a 0 / 1 table of which
+    candidate holds which shared token, whose rows for ``c``'s shared tokens are summed; above it:
+    the shared tokens, flattened candidate after candidate, gathered against a mark of ``c``'s
+    tokens and summed per candidate (memory by the tokens alone)."""
     n = len(ids)
     sizes = _sizes(ids)
     ids, tok = _local_ids(ids, sizes)
@@ -202,14 +209,37 @@ def intersection_row_counter(ids: Sequence[np.ndarray]) -> Callable[[int], np.nd
     seen = np.bincount(tok)
     shared = seen[tok] > 1
     common = np.flatnonzero(seen > 1)
+    holder = np.repeat(np.arange(n), sizes)[shared]
+    if common.size * n > _TABLE_MAX:
+        return _marked_rows(ids, tok[shared], np.bincount(holder, minlength=n), seen.size)
     column = np.empty(seen.size, dtype=np.intp)
     column[common] = np.arange(common.size)
-    holder = np.repeat(np.arange(n), sizes)[shared]
     kept = column[tok[shared]]  # each candidate's shared tokens, candidate after candidate
     held = np.zeros((common.size, n), dtype=np.uint8)
     held[kept, holder] = 1
     bounds = [0, *np.cumsum(np.bincount(holder, minlength=n)).tolist()]
     return lambda c: held[kept[bounds[c] : bounds[c + 1]]].sum(axis=0, dtype=np.int64)
+
+
+def _marked_rows(
+    ids: Sequence[np.ndarray], kept: np.ndarray, per_row: np.ndarray, vocabulary: int
+) -> Callable[[int], np.ndarray]:
+    """:func:`intersection_row_counter`'s rows without its table: ``kept`` holds each candidate's
+    shared tokens (``per_row`` of them), candidate after candidate."""
+    flat = np.append(kept, vocabulary)  # never marked: every segment's offset is in range
+    offsets = np.zeros(per_row.size, dtype=np.intp)
+    np.cumsum(per_row[:-1], out=offsets[1:])
+    empty = per_row == 0  # reduceat gives an empty segment its next element: zeroed
+    mark = np.zeros(vocabulary + 1, dtype=bool)
+
+    def row(c: int) -> np.ndarray:
+        mark[ids[c]] = True
+        counts = np.add.reduceat(mark.take(flat), offsets).astype(np.int64)
+        mark[ids[c]] = False
+        counts[empty] = 0
+        return counts
+
+    return row
 
 
 #: token ids are renumbered before counting when the largest is above this and 64x the tokens at

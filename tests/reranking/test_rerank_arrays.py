@@ -228,14 +228,16 @@ _MANY = st.frozensets(st.integers(0, 150).map(lambda i: f"w{i}"), max_size=90)  
 
 @pytest.mark.parametrize("offset", [0, 10**7], ids=["small ids", "ids of a large vocabulary (renumbered)"])
 @pytest.mark.parametrize("pairwise_max", [0, 10**9], ids=["one row per text", "every pair at once"])
+@pytest.mark.parametrize("table_max", [0, 10**9], ids=["rows from a mark", "rows from the table"])
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_TOKENS | _MANY, max_size=9))
 def test_both_ways_of_counting_intersections_agree_with_sets(
-    monkeypatch: pytest.MonkeyPatch, pairwise_max: int, offset: int, sets: list[frozenset[str]]
+    monkeypatch: pytest.MonkeyPatch, pairwise_max: int, table_max: int, offset: int, sets: list[frozenset[str]]
 ) -> None:
     import rag_lab.searchutil.tokens as tokens
 
     monkeypatch.setattr(tokens, "_PAIRWISE_MAX", pairwise_max)
+    monkeypatch.setattr(tokens, "_TABLE_MAX", table_max)
     ids = [(a + offset).astype(np.int32) for a in _ids(sets)]
     assert intersection_counts(ids).tolist() == [[len(a & b) for b in sets] for a in sets]
     if sets:  # rows of the live MMR: texts with no shared token, or none at all, count 0
