@@ -23,17 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag_lab.cliutil import (
-    QUIET,
-    command,
-    command_parser,
-    file_stem_arg,
-    flag,
-    many,
-    opt,
-    param_overrides,
-    run_command,
-)
+from rag_lab.cliutil import QUIET, command, command_parser, file_stem_arg, flag, many, opt, param_overrides, run_command
 from rag_lab.commands import DATASET, OUT, RAGAS, TRACKING, lab_from
 from rag_lab.commands.calibrate import cmd_calibrate
 from rag_lab.commands.eval_setup import (

@@ -6,22 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rag_lab.cliutil import (
-    QUIET,
-    command,
-    flag,
-    many,
-    opt,
-    param_overrides,
-)
+from rag_lab.cliutil import QUIET, command, flag, many, opt, param_overrides
 from rag_lab.commands import LIMIT, MAX_DOCS, SPEC, lab_from
 from rag_lab.commands.eval_setup import suite_specs, with_language_metrics
 from rag_lab.eval.metric_defs import GATE_TOLERANCE
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 
 @command(

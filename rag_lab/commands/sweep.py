@@ -9,23 +9,12 @@ import functools
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rag_lab.asyncutil import run_sync
-from rag_lab.cliutil import (
-    QUIET,
-    command,
-    file_stem_arg,
-    flag,
-    many,
-    opt,
-    param_overrides,
-)
+from rag_lab.cliutil import QUIET, command, file_stem_arg, flag, many, opt, param_overrides
 from rag_lab.commands import CACHE_DIR, LIMIT, MAX_DOCS, OUT, SPEC, TRACKING, lab_from
 from rag_lab.commands.eval_setup import log_run, positive_int, project, suite_specs, wants_mlflow
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 
 def _check_arg(text: str) -> int | str:
