@@ -130,7 +130,7 @@ class Ledger:
     def cost(self) -> float:
         return sum(c.cost for c in self.calls)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {
             "calls": self.calls_by_kind(),
             "tokens_in": self.tokens_in,
@@ -192,7 +192,7 @@ def _messages_tokens(messages: Sequence[object]) -> int:
     return sum(estimate_tokens(str(getattr(m, "content", "") or "")) for m in messages)
 
 
-def _usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int, int] | None:
+def _usage_tokens(usage: Mapping[str, object] | None) -> tuple[int, int] | None:
     if not usage:
         return None
     pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
