@@ -178,7 +178,7 @@ class PgCursor:
 
         self._cur.row_factory = self.row_factory if self.row_factory is not None else tuple_row
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> PgCursor:
+    def execute(self, sql: str, args: Sequence[object] = ()) -> PgCursor:
         self._factory()
         import psycopg
 
@@ -207,7 +207,7 @@ class PgCursor:
             self._conn.explicit = True
         return self
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> PgCursor:
         self._factory()
         import psycopg
 
@@ -302,10 +302,10 @@ class PgConnection:
             self._live()
         return PgCursor(self)
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> PgCursor:
+    def execute(self, sql: str, args: Sequence[object] = ()) -> PgCursor:
         return self.cursor().execute(sql, args)
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> PgCursor:
         return self.cursor().executemany(sql, rows)
 
     def executescript(self, script: str) -> None:
