@@ -126,7 +126,7 @@ class SessionRows(SessionDB):
             rows = self._db.execute("SELECT id FROM sessions ORDER BY created_at, rowid").fetchall()
         return [r[0] for r in rows]
 
-    def _touch_session(self, session_id: str, sets: str, args: Sequence[Any]) -> None:
+    def _touch_session(self, session_id: str, sets: str, args: Sequence[object]) -> None:
         with self._lock:
             cur = self._db.execute(
                 f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?", (*args, time.time(), session_id)
