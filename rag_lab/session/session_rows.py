@@ -148,7 +148,7 @@ class SessionRows(SessionDB):
         self._touch_session(session_id, "is_pinned = ?", [1 if pinned else 0])
         return self.get_session(session_id)
 
-    def update_last_request_state(self, session_id: str, state: dict[str, Any]) -> Session:
+    def update_last_request_state(self, session_id: str, state: dict[str, object]) -> Session:
         """What the input bar restores (agent, model, KBs, web search, thinking...)."""
         if not isinstance(state, dict):
             raise TypeError(f"last request state must be a dict, got {type(state).__name__}")
@@ -167,7 +167,7 @@ class SessionRows(SessionDB):
             return 0
         marks = ",".join("?" * len(ids))
         sql = f"DELETE FROM sessions WHERE id IN ({marks})"
-        args: list[Any] = list(ids)
+        args: list[object] = list(ids)
         if user_id is not None:
             sql += " AND user_id = ?"
             args.append(user_id)
