@@ -25,7 +25,7 @@ class AgentStreamHandler:
         self.manager = manager
         self.session_id = session_id
         self.message_id = message_id
-        self.references: list[dict[str, Any]] = []
+        self.references: list[dict[str, object]] = []
         self.answer_text = ""
         self._first_chunk_at: dict[str, float] = {}
         self._tool_started: dict[str, float] = {}
@@ -49,7 +49,7 @@ class AgentStreamHandler:
             self.append_failures += 1
             log.warning("stream %s/%s: could not store a %s event: %s", self.session_id, self.message_id, ev.type, exc)
 
-    def _timed(self, ev: BusEvent, done: bool, data: dict[str, Any]) -> dict[str, Any]:
+    def _timed(self, ev: BusEvent, done: bool, data: dict[str, object]) -> dict[str, object]:
         now = time.time()
         first = self._first_chunk_at.setdefault(ev.id, now)
         if done:
