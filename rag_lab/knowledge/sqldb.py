@@ -48,6 +48,8 @@ from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, i
 if TYPE_CHECKING:
     from types import TracebackType
 
+    import psycopg
+
 __all__ = [
     "PG_SCHEMES",
     "PgConnection",
@@ -259,7 +261,7 @@ class PgConnection:
         self._timeout = max(1, int(connect_timeout))
         #: how long a reconnect waits for a server that is down (module docstring)
         self.outage_s = outage_window(outage_s)
-        self._tx: list[Any] = []
+        self._tx: list[psycopg.Transaction] = []
         #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
         self.explicit = False
         self._lock = threading.RLock()
