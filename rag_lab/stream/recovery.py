@@ -26,7 +26,8 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.manager import answer_text
 from rag_lab.types.search_result import SearchResult
@@ -153,7 +154,7 @@ def settle_turn(
     *,
     error: str = "",
     partial: str = "",
-    references: Any = (),
+    references: Iterable[dict[str, object]] = (),
 ) -> str:
     """Close a generation of this server: a failed one (``error``) whose user message is stored
     and whose answer is not gets an assistant message with the answer so far, completed and
@@ -172,7 +173,12 @@ def settle_turn(
 
 
 def _save_answer(
-    sessions: SQLiteSessionStore, sid: str, mid: str, text: str, refs: Any, extra: dict[str, object]
+    sessions: SQLiteSessionStore,
+    sid: str,
+    mid: str,
+    text: str,
+    refs: Iterable[dict[str, object]],
+    extra: dict[str, object],
 ) -> bool:
     """The assistant message of an answer the server ends itself (completed, with ``extra``);
     False when the session was deleted meanwhile."""
