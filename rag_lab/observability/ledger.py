@@ -14,7 +14,7 @@ import contextvars
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.extractive import estimate_tokens
 
@@ -277,12 +277,12 @@ class LedgerChatModel(_Proxy):
         inner_stream = self.inner.chat_stream(messages, options)
         ledger = _LEDGER.get()
         if ledger is None:
-            return cast("AsyncIterator[Any]", inner_stream)
+            return inner_stream
         return self._recorded(inner_stream, messages, ledger)
 
     async def _recorded(
-        self, stream: AsyncIterator[Any], messages: Sequence[Any], ledger: Ledger
-    ) -> AsyncIterator[Any]:
+        self, stream: AsyncIterator[StreamChunk], messages: Sequence[ChatMessage], ledger: Ledger
+    ) -> AsyncIterator[StreamChunk]:
         t0, text, usage, error, down = time.perf_counter(), [], None, "", False
         try:
             async for chunk in stream:

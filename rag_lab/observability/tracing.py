@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.intent import needs_retrieval
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 
 class _NullSpan:
@@ -79,7 +83,7 @@ class OtelTracer:
 
     enabled = True
 
-    def __init__(self, provider: Any, exporter: Any = None) -> None:
+    def __init__(self, provider: TracerProvider, exporter: SpanExporter | None = None) -> None:
         self.provider = provider
         self.exporter = exporter  # kept for the in-memory exporter used by tests
         self._tracer = provider.get_tracer("rag_lab")
@@ -131,7 +135,7 @@ def build_tracer(cfg: Mapping[str, Any] | None) -> NullTracer | OtelTracer:
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        exporter: Any = ConsoleSpanExporter()
+        exporter: SpanExporter = ConsoleSpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     elif kind == "memory":
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
