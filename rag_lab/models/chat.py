@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions, ChatResponse, ModelError, StreamChunk
 from rag_lab.models.embedding import short_text
+
+if TYPE_CHECKING:
+    import openai
 
 _ROLES = ("system", "user", "assistant", "tool")
 _OPTION_FIELDS = (
@@ -181,7 +184,7 @@ class OpenAIChatModel:
 
         return server_props(self.base_url) is not None
 
-    def _client(self) -> Any:
+    def _client(self) -> openai.AsyncOpenAI:
         return self._openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or "not-needed",
