@@ -134,7 +134,7 @@ class SessionRows(SessionDB):
         if cur.rowcount == 0:
             raise SessionNotFound(f"session '{session_id}' not found")
 
-    def update_session(self, session_id: str, **fields: Any) -> Session:
+    def update_session(self, session_id: str, **fields: object) -> Session:
         unknown = sorted(set(fields) - _SESSION_UPDATABLE)
         if unknown:
             raise TypeError(
