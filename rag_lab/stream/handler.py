@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Mapping
 
 from rag_lab.stream.bus import BusEvent, BusEventType, EventBus
 from rag_lab.stream.manager import StreamManager
@@ -14,7 +14,7 @@ from rag_lab.types.stream import ResponseType, StreamEvent
 log = logging.getLogger(__name__)
 
 
-def _ref_dict(r: Any) -> dict[str, Any]:
+def _ref_dict(r: SearchResult | Mapping[str, object]) -> dict[str, object]:
     return r.to_dict() if isinstance(r, SearchResult) else dict(r)
 
 
@@ -127,7 +127,7 @@ class AgentStreamHandler:
         duration = int((time.time() - started) * 1000) if started else int(d.get("duration_ms") or 0)
         success = bool(d.get("success"))
         result_data = dict(d.get("data") or {})
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "tool_name": d.get("tool_name"),
             "success": success,
             "error": d.get("error", ""),
