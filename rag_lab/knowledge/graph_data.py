@@ -78,7 +78,7 @@ class GraphNode:
     #: match score of the lookup that returned this node (1.0 exact), 0.0 when not from a lookup
     score: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -102,7 +102,7 @@ class GraphRelation:
     knowledge_base_id: str = ""
     knowledge_id: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "target": self.target,
@@ -129,7 +129,7 @@ class GraphData:
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"nodes": [n.to_dict() for n in self.nodes], "relations": [r.to_dict() for r in self.relations]}
 
 
@@ -156,7 +156,7 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _union_any(a: list[Any], b: list[Any]) -> list[Any]:
+def _union_any(a: list[object], b: list[object]) -> list[object]:
     out = list(a)
     for x in b:
         if x not in out:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.workspace_base import WorkspaceBase
@@ -67,7 +67,7 @@ class IndexCache(WorkspaceBase):
                 self._kw[kb_id] = index
                 self._kw_pinned.add(kb_id)
 
-    def _repair_when_free(self, kb: KnowledgeBase, repair: Callable[[], Any]) -> None:
+    def _repair_when_free(self, kb: KnowledgeBase, repair: Callable[[], object]) -> None:
         """Run ``repair`` under the KB's lock if no writer holds it now (a writer in progress is
         expected to disagree with the store until it saves; it leaves a consistent state)."""
         from filelock import Timeout

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class IngestReport:
         return "\n".join(lines)
 
 
-def _content_hash(title: str, text: str, metadata: Mapping[str, Any], extra: object = None) -> str:
+def _content_hash(title: str, text: str, metadata: Mapping[str, object], extra: object = None) -> str:
     h = hashlib.sha256()
     for part in (
         title,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.knowledge.chunking import chunk_text, iter_spans
 from rag_lab.knowledge.ingest_common import IngestError, IngestReport, _embed, _remove_document
@@ -56,7 +56,7 @@ def _read_blocks(path: Path) -> Iterable[str]:
         raise IngestError(f"{path}: cannot read file: {exc.strerror or exc}") from None
 
 
-def _streamed_hash(path: Path, title: str, meta: Mapping[str, Any]) -> tuple[str, bool]:
+def _streamed_hash(path: Path, title: str, meta: Mapping[str, object]) -> tuple[str, bool]:
     """:func:`_content_hash` of a file read block by block (the same digest as for the whole
     text), and whether the text has any non-whitespace."""
     h = hashlib.sha256()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.knowledge.chunking import ChunkingConfig
 from rag_lab.knowledge.models import KnowledgeBase
@@ -45,7 +45,7 @@ class KbRegistry(WorkspaceBase):
         exist_ok: bool = False,
         description: str = "",
         keyword_enabled: bool = True,
-        bm25: dict[str, Any] | None = None,
+        bm25: dict[str, object] | None = None,
         graph_enabled: bool = False,
         tenant_id: int = 1,
     ) -> KnowledgeBase:

@@ -77,7 +77,7 @@ _DOCUMENT_ID: dict[str, str] = {"chunks": "knowledge_id", "knowledge": "id"}
 
 
 def share_values(
-    rows: Iterable[Sequence[Any]],
+    rows: Iterable[Sequence[object]],
     columns: Sequence[str],
     shared: Collection[str],
     known: dict[Any, Any] | None = None,

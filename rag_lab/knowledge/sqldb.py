@@ -48,6 +48,8 @@ from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, i
 if TYPE_CHECKING:
     from types import TracebackType
 
+    import psycopg
+
 __all__ = [
     "PG_SCHEMES",
     "PgConnection",
@@ -178,7 +180,7 @@ class PgCursor:
 
         self._cur.row_factory = self.row_factory if self.row_factory is not None else tuple_row
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> PgCursor:
+    def execute(self, sql: str, args: Sequence[object] = ()) -> PgCursor:
         self._factory()
         import psycopg
 
@@ -207,7 +209,7 @@ class PgCursor:
             self._conn.explicit = True
         return self
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> PgCursor:
         self._factory()
         import psycopg
 
@@ -259,7 +261,7 @@ class PgConnection:
         self._timeout = max(1, int(connect_timeout))
         #: how long a reconnect waits for a server that is down (module docstring)
         self.outage_s = outage_window(outage_s)
-        self._tx: list[Any] = []
+        self._tx: list[psycopg.Transaction] = []
         #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
         self.explicit = False
         self._lock = threading.RLock()
@@ -302,10 +304,10 @@ class PgConnection:
             self._live()
         return PgCursor(self)
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> PgCursor:
+    def execute(self, sql: str, args: Sequence[object] = ()) -> PgCursor:
         return self.cursor().execute(sql, args)
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> PgCursor:
         return self.cursor().executemany(sql, rows)
 
     def executescript(self, script: str) -> None:

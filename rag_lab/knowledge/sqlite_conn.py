@@ -45,7 +45,7 @@ class ThreadConnections:
         self.error, self.what, self.foreign_keys = error, what, foreign_keys
         self._local = threading.local()
         self._lock = threading.Lock()
-        self.all: list[Any] = []
+        self.all: list[sqlite3.Connection | PgConnection] = []
         self.closed = False
 
     def get(self) -> Any:

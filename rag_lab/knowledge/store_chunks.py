@@ -99,7 +99,7 @@ class ChunkRows(StoreDB):
     def list_chunks(self, kb_id: str, knowledge_id: str | None = None) -> list[Chunk]:
         """Chunks of a KB (or one document), ordered by document, type and chunk_index."""
         q = "SELECT * FROM chunks WHERE knowledge_base_id = ?"
-        args: tuple[Any, ...] = (kb_id,)
+        args: tuple[object, ...] = (kb_id,)
         if knowledge_id is not None:
             q += " AND knowledge_id = ?"
             args += (knowledge_id,)
@@ -126,7 +126,7 @@ class ChunkRows(StoreDB):
             f"AND chunk_type IN ({', '.join('?' * len(types))}) "
             f"AND index_status NOT IN ({', '.join('?' * len(UNSEARCHABLE_STATUSES))})"
         )
-        args: tuple[Any, ...] = (kb_id, *types, *UNSEARCHABLE_STATUSES)
+        args: tuple[object, ...] = (kb_id, *types, *UNSEARCHABLE_STATUSES)
         kids = _unique(knowledge_ids)
         tags = _unique(tag_ids)
         if len(kids) + len(tags) > _SQLITE_MAX_VARS - len(args):

@@ -118,7 +118,7 @@ class StoreDB:
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"{self.where}: {exc}") from None
 
-    def _write(self, sql: str, rows: Iterable[tuple[Any, ...]] | tuple[Any, ...] = ()) -> None:
+    def _write(self, sql: str, rows: Iterable[tuple[object, ...]] | tuple[object, ...] = ()) -> None:
         with self._transaction() as conn:
             if isinstance(rows, tuple):
                 conn.execute(sql, rows)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from rag_lab.knowledge.models import Knowledge, KnowledgeBase
 from rag_lab.knowledge.store_db import StoreDB
@@ -108,7 +107,7 @@ class KbDocumentRows(StoreDB):
                 "SELECT k.* FROM knowledge k JOIN knowledge_bases b ON b.id = k.knowledge_base_id "
                 f"WHERE k.id IN ({', '.join('?' * len(batch))})"
             )
-            args: tuple[Any, ...] = tuple(batch)
+            args: tuple[object, ...] = tuple(batch)
             if kb_list is not None:
                 q += f" AND k.knowledge_base_id IN ({', '.join('?' * len(kb_list))})"
                 args += tuple(kb_list)

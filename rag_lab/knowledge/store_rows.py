@@ -78,7 +78,7 @@ _SPECS: dict[type, tuple[list[str], frozenset[str], frozenset[str]]] = {
 }
 
 
-def _to_row(obj: Any) -> tuple[Any, ...]:
+def _to_row(obj: object) -> tuple[object, ...]:
     names, js, _ = _SPECS[type(obj)]
     row = []
     for name in names:
@@ -94,13 +94,15 @@ def _to_row(obj: Any) -> tuple[Any, ...]:
 _EMPTY_JSON: dict[str, type] = {"{}": dict, "[]": list}
 
 
-_DECODERS: dict[tuple[type, tuple[str, ...]], Callable[[Sequence[Any]], Any]] = {}
-_VALUE_DECODERS: dict[tuple[type, tuple[str, ...], tuple[str, ...] | None], Callable[[Sequence[Any]], list[Any]]] = {}
+_DECODERS: dict[tuple[type, tuple[str, ...]], Callable[[Sequence[object]], Any]] = {}
+_VALUE_DECODERS: dict[
+    tuple[type, tuple[str, ...], tuple[str, ...] | None], Callable[[Sequence[object]], list[object]]
+] = {}
 
 
 def _values_decoder(
     cls: type, columns: tuple[str, ...], names: tuple[str, ...] | None = None
-) -> Callable[[Sequence[Any]], list[Any]]:
+) -> Callable[[Sequence[object]], list[object]]:
     """Row → the values of the fields ``names`` of ``cls`` (default: every field, in the
     dataclass' order) for rows of these columns, as the object holds them: JSON decoded, booleans
     as ``bool``. Found once per (class, query shape, names): for readers of a few fields of many
@@ -115,7 +117,7 @@ def _values_decoder(
     json_at = [(i, n in ("metadata", "custom_metadata")) for i, n in enumerate(wanted) if n in js]
     bool_at = [i for i, n in enumerate(wanted) if n in bools]
 
-    def decode(row: Sequence[Any]) -> list[Any]:
+    def decode(row: Sequence[object]) -> list[object]:
         values = list(take(row))
         for i, is_dict in json_at:
             v = values[i]
@@ -132,7 +134,7 @@ def _values_decoder(
     return decode
 
 
-def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]], T]:
+def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[object]], T]:
     """Row → ``cls`` for rows of these columns (in this order): every field's value
     (:func:`_values_decoder`), the dataclass built positionally."""
     found = _DECODERS.get((cls, columns))
@@ -140,7 +142,7 @@ def _decoder(cls: type[T], columns: tuple[str, ...]) -> Callable[[Sequence[Any]]
         return found
     values = _values_decoder(cls, columns)
 
-    def decode(row: Sequence[Any]) -> T:
+    def decode(row: Sequence[object]) -> T:
         return cls(*values(row))
 
     _DECODERS[(cls, columns)] = decode
@@ -156,7 +158,7 @@ def _decode_rows(cls: type[T], cursor: sqlite3.Cursor) -> Iterator[T]:
     return map(_decoder(cls, tuple(d[0] for d in cursor.description or ())), cursor)
 
 
-def _tuples(conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+def _tuples(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
     """``sql`` on a cursor whose rows are plain tuples, for rows decoded by position: what
     :class:`~rag_lab.knowledge.kb_rows.KbRows` holds (sliceable, and untracked by the garbage
     collector), a little cheaper to fetch than ``sqlite3.Row`` (``benchmarks/store_reads.py``:

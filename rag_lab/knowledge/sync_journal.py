@@ -176,7 +176,7 @@ class SyncJournal:
                     (error[:2000], kb_id, engine_key),
                 )
 
-    def state(self, kb_id: str, engine_key: str) -> dict[str, Any] | None:
+    def state(self, kb_id: str, engine_key: str) -> dict[str, object] | None:
         """The ``engine_sync`` row as a dict (``None`` when the engine holds no copy)."""
         row = (
             self.store._conn()

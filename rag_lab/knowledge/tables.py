@@ -21,7 +21,7 @@ import hashlib
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from rag_lab.knowledge.ingest_common import (
@@ -146,7 +146,7 @@ def stored_table_path(ws: Workspace, knowledge: Knowledge) -> Path:
     return path
 
 
-def summary_text(schema: TableSchema, sample_columns: list[str], sample_rows: list[tuple[Any, ...]]) -> str:
+def summary_text(schema: TableSchema, sample_columns: list[str], sample_rows: list[tuple[object, ...]]) -> str:
     """The ``table_summary`` chunk: file, size, columns with types and stats, first rows."""
     from rag_lab.tools.data_analysis import render_markdown_table
 
@@ -173,7 +173,7 @@ def table_chunks(
     kb_id: str,
     knowledge_id: str,
     sample_columns: list[str],
-    sample_rows: list[tuple[Any, ...]],
+    sample_rows: list[tuple[object, ...]],
     tag_id: str = "",
 ) -> list[Chunk]:
     """Summary chunk (index 0, id ``<kb>:<kid>#table``) then one chunk per column (index i+1,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Self, cast
 
 from rag_lab.knowledge.chunking import ChunkingConfig
 from rag_lab.knowledge.models import KnowledgeBase
@@ -42,7 +42,7 @@ class WorkspaceBase:
         self.store = KnowledgeStore(self.root / "store.sqlite" if store is None else store, outage_s=store_outage_s)
         #: per (index kind, KB): the store's change token when its cached index was last checked
         #: (a shared store only: other processes write to it without touching this folder)
-        self._checked: dict[tuple[str, str], Any] = {}
+        self._checked: dict[tuple[str, str], object] = {}
         #: KBs whose write lock a thread of this process holds now (their cached indexes are the
         #: writer's: never dropped under it)
         self._writing: dict[str, int] = {}

@@ -11,7 +11,7 @@ import logging
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.knowledge.write_locks import WriteLocks
@@ -77,7 +77,7 @@ class WorkspaceWrites(WriteLocks):
         embedder: Embedder | None,
         progress: bool = True,
         extractor: EntityExtractor | None = None,
-        **kw: Any,
+        **kw: object,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_folder
 
@@ -90,7 +90,7 @@ class WorkspaceWrites(WriteLocks):
         embedder: Embedder | None,
         progress: bool = True,
         extractor: EntityExtractor | None = None,
-        **kw: Any,
+        **kw: object,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_documents
 
@@ -103,7 +103,7 @@ class WorkspaceWrites(WriteLocks):
         embedder: Embedder | None,
         progress: bool = True,
         extractor: EntityExtractor | None = None,
-        **kw: Any,
+        **kw: object,
     ) -> IngestReport:
         from rag_lab.knowledge.ingestion import ingest_faq
 
@@ -117,7 +117,7 @@ class WorkspaceWrites(WriteLocks):
         embedder: Embedder | None,
         progress: bool,
         extractor: EntityExtractor | None,
-        **kw: Any,
+        **kw: object,
     ) -> IngestReport:
         """One ingestion entry point: the KB mirrored to the engines that hold copies, then
         ``ingest(workspace, kb, source, embedder, ...)``, then the graph (:meth:`_after_ingest`)."""

@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rag_lab.modelcontext.registry import Registry
 
@@ -90,9 +89,9 @@ def decode_tool_call_arguments(
     allowed = {k for k in allowed_keys if k in SOURCE_KEYS}
     sql = set(sql_keys)
 
-    def walk(node: Any) -> Any:
+    def walk(node: object) -> object:
         if isinstance(node, dict):
-            new: dict[str, Any] = {}
+            new: dict[str, object] = {}
             for k, v in node.items():
                 if k in sql and isinstance(v, str):
                     new[k] = _decode_sql(v, registry, out)

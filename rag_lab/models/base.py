@@ -67,7 +67,7 @@ class ChatOptions:
     presence_penalty: float | None = None
     thinking: bool | None = None
     #: OpenAI ``response_format`` (e.g. a JSON schema), passed through when set
-    response_format: dict[str, Any] | None = None
+    response_format: dict[str, object] | None = None
     #: seconds for this call (the calling stage's timeout), replacing the client's default
     timeout: float | None = None
 
@@ -80,7 +80,7 @@ class StreamChunk:
     content: str = ""
     done: bool = False
     finish_reason: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

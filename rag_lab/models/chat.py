@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.base import ChatMessage, ChatOptions, ChatResponse, ModelError, StreamChunk
 from rag_lab.models.embedding import short_text
+
+if TYPE_CHECKING:
+    import openai
 
 _ROLES = ("system", "user", "assistant", "tool")
 _OPTION_FIELDS = (
@@ -34,7 +37,7 @@ def options_to_kwargs(options: ChatOptions | None) -> dict[str, Any]:
     ``extra_body={"enable_thinking": bool}`` (the Qwen / DashScope / vLLM switch)."""
     if options is None:
         return {}
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     for name in _OPTION_FIELDS:
         value = getattr(options, name)
         if value is not None:
@@ -44,11 +47,13 @@ def options_to_kwargs(options: ChatOptions | None) -> dict[str, Any]:
     return kwargs
 
 
-def messages_to_openai(messages: Sequence[ChatMessage], supports_vision: bool, model: str = "") -> list[dict[str, Any]]:
+def messages_to_openai(
+    messages: Sequence[ChatMessage], supports_vision: bool, model: str = ""
+) -> list[dict[str, object]]:
     """OpenAI message dicts. A user message with images becomes multimodal content parts
     (text first, then one ``image_url`` part per image: an http(s) URL or a ``data:`` URI).
     Images on a model without vision, or on a non-user message, raise ``ModelError``."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, ChatMessage):
             raise ModelError(f"messages[{i}] is {type(msg).__name__}, expected ChatMessage")
@@ -61,7 +66,7 @@ def messages_to_openai(messages: Sequence[ChatMessage], supports_vision: bool, m
                 raise ModelError(
                     f"messages[{i}] carries {len(msg.images)} image(s) but model {model!r} has supports_vision=False"
                 )
-            parts: list[dict[str, Any]] = []
+            parts: list[dict[str, object]] = []
             if msg.content:
                 parts.append({"type": "text", "text": msg.content})
             for j, image in enumerate(msg.images):
@@ -74,7 +79,7 @@ def messages_to_openai(messages: Sequence[ChatMessage], supports_vision: bool, m
     return out
 
 
-def _extra(obj: object, name: str) -> Any:
+def _extra(obj: object, name: str) -> object:
     """A field the ``openai`` models may not declare (kept in ``model_extra``)."""
     value = getattr(obj, name, None)
     if value is None:
@@ -92,7 +97,7 @@ def reasoning_of(obj: object) -> str:
     return ""
 
 
-def usage_dict(usage: object) -> dict[str, Any]:
+def usage_dict(usage: object) -> dict[str, object]:
     """``usage`` as a plain dict without ``None`` members."""
     if usage is None:
         return {}
@@ -141,7 +146,7 @@ class OpenAIChatModel:
         timeout: float = 120.0,
         *,
         max_retries: int = 2,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: dict[str, object] | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not model:
@@ -179,7 +184,7 @@ class OpenAIChatModel:
 
         return server_props(self.base_url) is not None
 
-    def _client(self) -> Any:
+    def _client(self) -> openai.AsyncOpenAI:
         return self._openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or "not-needed",
@@ -246,7 +251,7 @@ class OpenAIChatModel:
             except openai.OpenAIError as exc:
                 raise self._call_error(exc, kwargs.get("timeout")) from exc
             finish_reason = ""
-            usage: dict[str, Any] = {}
+            usage: dict[str, object] = {}
             try:
                 async for chunk in stream:
                     if getattr(chunk, "usage", None) is not None:

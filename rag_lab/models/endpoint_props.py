@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["context_window", "server_props", "server_root"]
 
-_cache: dict[str, dict[str, Any] | None] = {}
+_cache: dict[str, dict[str, object] | None] = {}
 _lock = threading.Lock()
 
 
@@ -26,13 +26,13 @@ def server_root(base_url: str) -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
-def server_props(base_url: str, timeout: float = 3.0) -> dict[str, Any] | None:
+def server_props(base_url: str, timeout: float = 3.0) -> dict[str, object] | None:
     """llama-server's ``/props`` of the endpoint at ``base_url``, or ``None`` when the endpoint has
     none (another server, an error status, no answer within ``timeout`` s, not a JSON object)."""
     with _lock:
         if base_url in _cache:
             return _cache[base_url]
-    props: dict[str, Any] | None = None
+    props: dict[str, object] | None = None
     try:
         with urllib.request.urlopen(server_root(base_url) + "/props", timeout=timeout) as resp:
             data = json.loads(resp.read())

@@ -9,7 +9,6 @@ import asyncio
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -129,7 +128,7 @@ class HttpReranker:
         if not items:
             return []
         httpx = self._httpx
-        body: dict[str, Any] = {"model": self.model, "query": query, self.documents_field: items}
+        body: dict[str, object] = {"model": self.model, "query": query, self.documents_field: items}
         if self.top_n is not None:
             body["top_n"] = self.top_n
         headers = {"Content-Type": "application/json"}

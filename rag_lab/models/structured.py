@@ -27,12 +27,12 @@ SCALAR_TOKENS = 2
 SLACK_TOKENS = 8
 
 
-def inline_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
+def inline_refs(schema: Mapping[str, Any]) -> dict[str, object]:
     """``schema`` with every local ``{"$ref": "#/$defs/X"}`` replaced by a copy of the definition
     and ``$defs`` dropped. A recursive definition raises ``ValueError`` (no bounded instance)."""
     defs = dict(schema.get("$defs") or schema.get("definitions") or {})
 
-    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+    def walk(node: object, seen: tuple[str, ...]) -> object:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
@@ -53,7 +53,7 @@ def inline_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _types(node: Mapping[str, Any]) -> set[str]:
+def _types(node: Mapping[str, object]) -> set[str]:
     """The node's ``type`` names, plus ``enum`` when its values are listed (a bounded choice)."""
     t = node.get("type")
     out = {t} if isinstance(t, str) else {str(x) for x in t} if isinstance(t, list) else set()
@@ -62,7 +62,7 @@ def _types(node: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def _count(node: Any, mult: int, max_items: int, acc: list[int]) -> None:
+def _count(node: object, mult: int, max_items: int, acc: list[int]) -> None:
     """Add to ``acc = [string slots, fixed tokens]`` what ``node`` costs ``mult`` times."""
     if not isinstance(node, Mapping):
         return
@@ -87,7 +87,7 @@ def _count(node: Any, mult: int, max_items: int, acc: list[int]) -> None:
         _count(node.get("items"), mult * n, max_items, acc)
 
 
-def string_budget(schema: Mapping[str, Any], max_tokens: int, max_items: int) -> int:
+def string_budget(schema: Mapping[str, object], max_tokens: int, max_items: int) -> int:
     """The ``maxLength`` each unbounded string of ``schema`` can have so that its largest
     instance (every array at ``max_items`` or its own ``maxItems``) fits ``max_tokens``."""
     acc = [0, SLACK_TOKENS]
@@ -99,8 +99,8 @@ def string_budget(schema: Mapping[str, Any], max_tokens: int, max_items: int) ->
 
 
 def bounded_schema(
-    schema: Mapping[str, Any], max_tokens: int, *, max_items: int = 8, max_length: int = 500, min_length: int = 16
-) -> dict[str, Any]:
+    schema: Mapping[str, object], max_tokens: int, *, max_items: int = 8, max_length: int = 500, min_length: int = 16
+) -> dict[str, object]:
     """A copy of ``schema`` (refs inlined) whose every array has ``maxItems`` and every free
     string ``maxLength``, so that its largest instance fits ``max_tokens``: arrays hold up to
     ``max_items`` items (fewer when the budget would leave strings under ``min_length``
@@ -122,7 +122,7 @@ def bounded_schema(
             f"and arrays of 1 item; give the call at least {need} tokens"
         )
 
-    def walk(node: Any) -> Any:
+    def walk(node: object) -> object:
         if isinstance(node, dict):
             node = {k: walk(v) for k, v in node.items()}
             types = _types(node)
@@ -142,12 +142,12 @@ def bounded_schema(
     return bounded
 
 
-def _slots(schema: Mapping[str, Any], max_items: int) -> int:
+def _slots(schema: Mapping[str, object], max_items: int) -> int:
     acc = [0, 0]
     _count(schema, 1, max_items, acc)
     return acc[0]
 
 
-def json_schema_format(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, object]:
     """The OpenAI ``response_format`` asking for ``schema`` (strict)."""
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": dict(schema)}}

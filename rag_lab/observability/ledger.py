@@ -14,7 +14,7 @@ import contextvars
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.models.extractive import estimate_tokens
 
@@ -130,7 +130,7 @@ class Ledger:
     def cost(self) -> float:
         return sum(c.cost for c in self.calls)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {
             "calls": self.calls_by_kind(),
             "tokens_in": self.tokens_in,
@@ -192,7 +192,7 @@ def _messages_tokens(messages: Sequence[object]) -> int:
     return sum(estimate_tokens(str(getattr(m, "content", "") or "")) for m in messages)
 
 
-def _usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int, int] | None:
+def _usage_tokens(usage: Mapping[str, object] | None) -> tuple[int, int] | None:
     if not usage:
         return None
     pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -277,12 +277,12 @@ class LedgerChatModel(_Proxy):
         inner_stream = self.inner.chat_stream(messages, options)
         ledger = _LEDGER.get()
         if ledger is None:
-            return cast("AsyncIterator[Any]", inner_stream)
+            return inner_stream
         return self._recorded(inner_stream, messages, ledger)
 
     async def _recorded(
-        self, stream: AsyncIterator[Any], messages: Sequence[Any], ledger: Ledger
-    ) -> AsyncIterator[Any]:
+        self, stream: AsyncIterator[StreamChunk], messages: Sequence[ChatMessage], ledger: Ledger
+    ) -> AsyncIterator[StreamChunk]:
         t0, text, usage, error, down = time.perf_counter(), [], None, "", False
         try:
             async for chunk in stream:

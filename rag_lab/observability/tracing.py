@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.intent import needs_retrieval
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 
 class _NullSpan:
@@ -37,13 +41,13 @@ class NullTracer:
     enabled = False
 
     @contextlib.contextmanager
-    def span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[_NullSpan]:
+    def span(self, name: str, attributes: Mapping[str, object] | None = None) -> Iterator[_NullSpan]:
         yield NULL_SPAN
 
-    def start_span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Any:
+    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> Any:
         return None
 
-    def end_span(self, span: Any, attributes: Mapping[str, Any] | None = None, error: str = "") -> None:
+    def end_span(self, span: Any, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
         pass
 
 
@@ -66,7 +70,7 @@ class _OtelSpan:
         self._span.set_status(Status(StatusCode.ERROR, message))
 
 
-def _attr(value: object) -> Any:
+def _attr(value: object) -> object:
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(x, (bool, int, float, str)) for x in value):
@@ -79,27 +83,27 @@ class OtelTracer:
 
     enabled = True
 
-    def __init__(self, provider: Any, exporter: Any = None) -> None:
+    def __init__(self, provider: TracerProvider, exporter: SpanExporter | None = None) -> None:
         self.provider = provider
         self.exporter = exporter  # kept for the in-memory exporter used by tests
         self._tracer = provider.get_tracer("rag_lab")
 
     @contextlib.contextmanager
-    def span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[_OtelSpan]:
+    def span(self, name: str, attributes: Mapping[str, object] | None = None) -> Iterator[_OtelSpan]:
         with self._tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False) as s:
             wrapped = _OtelSpan(s)
             if attributes:
                 wrapped.set_attributes(attributes)
             yield wrapped
 
-    def start_span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Any:
+    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> Any:
         """A span that outlives the current block (the answer stream); end it with end_span."""
         s = self._tracer.start_span(name)
         if attributes:
             _OtelSpan(s).set_attributes(attributes)
         return s
 
-    def end_span(self, span: Any, attributes: Mapping[str, Any] | None = None, error: str = "") -> None:
+    def end_span(self, span: Any, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
         if span is None:
             return
         w = _OtelSpan(span)
@@ -131,7 +135,7 @@ def build_tracer(cfg: Mapping[str, Any] | None) -> NullTracer | OtelTracer:
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        exporter: Any = ConsoleSpanExporter()
+        exporter: SpanExporter = ConsoleSpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     elif kind == "memory":
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -153,10 +157,10 @@ def build_tracer(cfg: Mapping[str, Any] | None) -> NullTracer | OtelTracer:
     return OtelTracer(provider, exporter)
 
 
-def stage_attributes_before(chat: ChatManage, event: str) -> dict[str, Any]:
+def stage_attributes_before(chat: ChatManage, event: str) -> dict[str, object]:
     """What a stage is about to work on: inputs, thresholds, top-k, model ids."""
     r, s = chat.request, chat.state
-    attrs: dict[str, Any] = {"pipeline.stage": event, "pipeline.needs_retrieval": needs_retrieval(chat)}
+    attrs: dict[str, object] = {"pipeline.stage": event, "pipeline.needs_retrieval": needs_retrieval(chat)}
     if event in ("chunk_search_parallel", "chunk_search"):
         attrs.update(
             {
@@ -185,7 +189,7 @@ def stage_attributes_before(chat: ChatManage, event: str) -> dict[str, Any]:
     return attrs
 
 
-def stage_attributes_after(chat: ChatManage, event: str) -> dict[str, Any]:
+def stage_attributes_after(chat: ChatManage, event: str) -> dict[str, object]:
     s = chat.state
     out = {
         "chunk_search_parallel": len(s.search_result),
@@ -195,7 +199,7 @@ def stage_attributes_after(chat: ChatManage, event: str) -> dict[str, Any]:
         "filter_top_k": len(s.merge_result or s.rerank_result or s.search_result),
         "into_chat_message": len(s.merge_result),
     }
-    attrs: dict[str, Any] = {}
+    attrs: dict[str, object] = {}
     if event in out:
         attrs["results.out"] = out[event]
     if event == "query_understand":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload
+from typing import Protocol, overload
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class HitRows(Sequence[IndexWithScore]):
 
     __slots__ = ("rows", "_make", "_made")
 
-    def __init__(self, rows: list[tuple[Any, ...]], make: Callable[[tuple[Any, ...]], IndexWithScore]) -> None:
+    def __init__(self, rows: list[tuple[object, ...]], make: Callable[[tuple[object, ...]], IndexWithScore]) -> None:
         self.rows = rows
         self._make = make
         self._made: list[IndexWithScore | None] = [None] * len(rows)

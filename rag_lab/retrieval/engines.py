@@ -19,7 +19,7 @@ per engine type when several engine types answer one search (§5.9).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.retrieval.base import RetrieveEngine
 
@@ -36,7 +36,7 @@ class EngineConfigError(ValueError):
     """A bad ``engine`` / ``knowledge_bases`` entry; the message names where and what."""
 
 
-def check_engine_config(cfg: object, source: str) -> dict[str, Any]:
+def check_engine_config(cfg: object, source: str) -> dict[str, object]:
     """``cfg`` as a dict with a known ``type`` (``None`` → local); Milvus settings validated."""
     if cfg is None:
         return {"type": "local"}
@@ -76,7 +76,7 @@ class EngineRouter:
     ) -> None:
         self.workspace = workspace
         self.default = check_engine_config(default, f"{source}: engine")
-        self.per_kb: dict[str, dict[str, Any]] = {}
+        self.per_kb: dict[str, dict[str, object]] = {}
         if knowledge_bases is not None and not isinstance(knowledge_bases, Mapping):
             raise EngineConfigError(f"{source}: knowledge_bases must map KB names to settings")
         for name, settings in (knowledge_bases or {}).items():
@@ -90,11 +90,11 @@ class EngineRouter:
                 self.per_kb[str(name)] = check_engine_config(settings["engine"], f"{where}.engine")
         self._milvus: dict[str, MilvusEngine] = {}
 
-    def config_for(self, kb: KnowledgeBase | str) -> dict[str, Any]:
+    def config_for(self, kb: KnowledgeBase | str) -> dict[str, object]:
         name = kb if isinstance(kb, str) else kb.name
         return self.per_kb.get(name, self.default)
 
-    def milvus(self, cfg: Mapping[str, Any]) -> MilvusEngine:
+    def milvus(self, cfg: Mapping[str, object]) -> MilvusEngine:
         """The shared MilvusEngine of a milvus engine config (one client per store)."""
         from rag_lab.retrieval.milvus_engine import MilvusConfig, MilvusEngine
 

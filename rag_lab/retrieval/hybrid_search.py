@@ -114,7 +114,7 @@ class HybridSearcher(FaqSteps, ImageRecallStep, HydrateStep):
 
     async def search_with_paths(
         self, primary_kb_id: str, sp: SearchParams
-    ) -> tuple[list[SearchResult], Callable[[], dict[str, Any]]]:
+    ) -> tuple[list[SearchResult], Callable[[], dict[str, object]]]:
         """:meth:`search` with a function giving the compact per-path record of the search
         (:meth:`HybridTrace.paths`, built when called: a search nobody reads pays nothing for it)."""
         results, trace = await self.search_with_trace(primary_kb_id, sp)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from rag_lab.retrieval.base import IndexWithScore
 from rag_lab.retrieval.fusion import Ranked, ranked_hits
@@ -41,7 +40,7 @@ class HybridTrace:
         """The fused list (uncut), each hit with its fused score."""
         return ranked_hits(self.ranked)
 
-    def paths(self) -> dict[str, Any]:
+    def paths(self) -> dict[str, object]:
         """The compact per-path record the search stage keeps (``SearchDiagnostics.calls``): the
         match count and the vector, keyword and fused (uncut) lists as ``[chunk id, document id,
         score]`` in rank order."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rag_lab.searchutil.imageinfo import dump_image_info, parse_image_info
 
@@ -35,7 +35,7 @@ class ChildChunks(Protocol):
     def get_children(self, parent_ids: Iterable[str]) -> Sequence[Chunk]: ...
 
 
-def aggregate_image_entries(into: dict[str, dict[str, Any]], info: str) -> None:
+def aggregate_image_entries(into: dict[str, dict[str, object]], info: str) -> None:
     """Add the entries of one ``image_info`` JSON to ``into`` (keyed by ``url``, else
     ``original_url``; entries with neither are skipped). The first entry per key is kept; a later
     one with a non-empty ``ocr_text`` or ``caption`` overwrites that field. Invalid JSON is
@@ -69,7 +69,7 @@ def collect_image_info_by_chunk_ids(store: ChildChunks | None, ids: Iterable[str
     except Exception as exc:
         log.warning("image info: loading the children of %d chunks failed: %s", len(wanted), exc)
         return {}
-    gathered: dict[str, dict[str, dict[str, Any]]] = {}
+    gathered: dict[str, dict[str, dict[str, object]]] = {}
     origin_of: dict[str, str] = {}  # text child id -> the original id it descends from
     for child in children:
         if not child.is_enabled:

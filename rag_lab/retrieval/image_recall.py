@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -194,7 +194,7 @@ def image_index_dir(ws: Workspace, kb_id: str) -> Path:
     return ws.index_dir(kb_id) / IMAGE_INDEX_DIR
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, VectorIndex]]] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[object, dict[str, tuple[int, VectorIndex]]] = weakref.WeakKeyDictionary()
 _CACHE_LOCK = threading.Lock()
 
 

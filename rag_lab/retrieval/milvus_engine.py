@@ -85,7 +85,7 @@ class MilvusEngine:
     #: a server (Milvus Lite included, which stands in for one): the search timeouts apply
     in_process = False
 
-    def __init__(self, workspace: Workspace, config: MilvusConfig | Mapping[str, Any], client: Any = None) -> None:
+    def __init__(self, workspace: Workspace, config: MilvusConfig | Mapping[str, object], client: Any = None) -> None:
         self.workspace = workspace
         self.config = config if isinstance(config, MilvusConfig) else MilvusConfig.from_mapping(config)
         self._client = client
@@ -105,7 +105,7 @@ class MilvusEngine:
                 pymilvus = _require_pymilvus()
                 cfg = self.config
                 uri = cfg.uri
-                kw: dict[str, Any] = {"uri": uri, "timeout": cfg.timeout_s}
+                kw: dict[str, object] = {"uri": uri, "timeout": cfg.timeout_s}
                 if cfg.is_lite:
                     Path(uri).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
                     grpc_log = logging.getLogger("grpc._server")
@@ -277,7 +277,7 @@ class MilvusEngine:
                 exclude_docs=busy,
             )
             if keyword:
-                params: dict[str, Any] = {"metric_type": "BM25"}
+                params: dict[str, object] = {"metric_type": "BM25"}
                 field = "sparse"
             else:
                 params = {"metric_type": "COSINE", "params": self.config.dense_search_params(top_k)}

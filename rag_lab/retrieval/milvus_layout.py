@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 ENGINE_TYPE = "milvus"
 
 #: the BM25 analyser of the ``text`` field (Milvus ``analyzer_params``)
-ANALYZER_PARAMS: dict[str, Any] = {
+ANALYZER_PARAMS: dict[str, object] = {
     "tokenizer": "jieba",
     "filter": ["lowercase", "removepunct", {"type": "stop", "stop_words": sorted(ENGLISH_STOPWORDS)}],
 }
@@ -136,7 +136,7 @@ class MilvusConfig:
     timeout_s: float = 30.0
     repair_max_rows: int = 20_000
     index_type: str = "HNSW"
-    index_params: Mapping[str, Any] = field(default_factory=dict)
+    index_params: Mapping[str, object] = field(default_factory=dict)
     search_params: Mapping[str, Any] = field(default_factory=dict)
     num_shards: int = 1
     replicas: int = 1
@@ -211,13 +211,13 @@ class MilvusConfig:
         object.__setattr__(self, "index_params", dict(self.index_params))
         object.__setattr__(self, "search_params", dict(self.search_params))
 
-    def build_index_params(self) -> dict[str, Any]:
+    def build_index_params(self) -> dict[str, object]:
         """The dense index's build parameters."""
         if self.index_type == "HNSW":
             return {"M": self.hnsw_m, "efConstruction": self.hnsw_ef_construction, **self.index_params}
         return dict(self.index_params)
 
-    def dense_search_params(self, top_k: int) -> dict[str, Any]:
+    def dense_search_params(self, top_k: int) -> dict[str, object]:
         """The dense search's ``params`` for ``top_k`` results (a beam never narrower than top_k)."""
         params = dict(self.search_params)
         if self.index_type == "HNSW":

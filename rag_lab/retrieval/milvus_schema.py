@@ -53,7 +53,7 @@ def build_schema(client: Any, kb: KnowledgeBase, config: MilvusConfig) -> tuple[
     DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
     s = client.create_schema(auto_id=False, enable_dynamic_field=False)
     for name, (kind, max_length) in SCALAR_FIELDS.items():
-        kw: dict[str, Any] = {"max_length": max_length} if max_length is not None else {}
+        kw: dict[str, object] = {"max_length": max_length} if max_length is not None else {}
         if name == "id":
             kw["is_primary"] = True
         if name == "text":
@@ -80,7 +80,7 @@ def _type_name(value: object) -> str:
     return str(getattr(value, "name", value)).upper()
 
 
-def _analyzer(params: dict[str, Any]) -> Any:
+def _analyzer(params: dict[str, object]) -> Any:
     raw = params.get("analyzer_params")
     if isinstance(raw, str):
         try:

@@ -139,7 +139,7 @@ class MilvusSync:
             expr = in_list("id", ids[start : start + _ID_BATCH])
             self._call("delete", name, self.engine.client.delete, name, filter=expr)
 
-    def _upsert(self, name: str, rows: list[dict[str, Any]], partial: bool = False) -> int:
+    def _upsert(self, name: str, rows: list[dict[str, object]], partial: bool = False) -> int:
         kw = {"partial_update": True} if partial else {}
         res = self._call(f"upsert (first row {rows[0]['id']!r})", name, self.engine.client.upsert, name, rows, **kw)
         return int(res.get("upsert_count", len(rows))) if isinstance(res, Mapping) else len(rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +74,7 @@ class VectorIndexBase:
 
     # -- the flat scan ----------------------------------------------------------------------
     @staticmethod
-    def _widen(search: Any, top_k: int, n: int) -> list[tuple[int, float]]:
+    def _widen(search: Callable[[int], list[tuple[int, float]]], top_k: int, n: int) -> list[tuple[int, float]]:
         """Run ``search(k)`` with k growing while the score at the cut is tied with what lies
         beyond, so that ties are broken by id over the whole tied group, not by faiss' order."""
         k = min(n, top_k + max(8, top_k // 4))

@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Concatenate, ParamSpec
+from typing import Concatenate, ParamSpec
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _chunk_scores(
 class VectorIndex(VectorIndexFiles, QuantizedSearch):
     """``add`` / ``remove_chunks`` / ``search`` over one KB's vectors (thread-safe)."""
 
-    def ann_info(self) -> dict[str, Any]:
+    def ann_info(self) -> dict[str, object]:
         """The graph's state, for the lab and tests: ``{kind, graph_vectors, tombstones, m, ef_*}``."""
         with self._lock:
             g = self._graph

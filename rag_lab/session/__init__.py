@@ -3,8 +3,6 @@ last request state, fork, rewind), assistant-message completion and title genera
 
 from __future__ import annotations
 
-from typing import Any
-
 from rag_lab.session.store import MemoryMessageStore, Message
 
 __all__ = [
@@ -36,7 +34,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     import importlib
 
     module = _LAZY.get(name)

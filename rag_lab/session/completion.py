@@ -44,15 +44,15 @@ async def complete_assistant_message(
     message_id: str,
     *,
     content: str,
-    knowledge_references: Iterable[Any] = (),
+    knowledge_references: Iterable[object] = (),
     is_fallback: bool = False,
-    used_memories: Iterable[Any] = (),
-    agent_steps: Iterable[Any] = (),
+    used_memories: Iterable[object] = (),
+    agent_steps: Iterable[object] = (),
     query: str = "",
     user_id: str = "",
     memory: Any = None,
     history_indexer: Callable[..., object] | None = None,
-) -> asyncio.Task[Any]:
+) -> asyncio.Task[object]:
     """Save the answer (step 1, awaited) and start step 2; returns step 2's task.
 
     ``history_indexer(passage, session_id=..., message_id=...)`` indexes the turn into the
@@ -86,18 +86,18 @@ def start_after_completion(
     message_id: str,
     *,
     content: str,
-    knowledge_references: Iterable[Any] = (),
+    knowledge_references: Iterable[object] = (),
     query: str = "",
     user_id: str = "",
     memory: Any = None,
     history_indexer: Callable[..., object] | None = None,
-) -> asyncio.Task[Any]:
+) -> asyncio.Task[object]:
     """Step 2 alone, for a message already saved completed (the lab stores a finished turn's
     answer in one write): the chat-history index and long-term memory, on a task of its own."""
     refs = list(knowledge_references)
 
-    async def after() -> dict[str, Any]:
-        done: dict[str, Any] = {"indexed": False, "fact": None, "cited": 0, "extracted": False}
+    async def after() -> dict[str, object]:
+        done: dict[str, object] = {"indexed": False, "fact": None, "cited": 0, "extracted": False}
         passage = history_passage(session_id, query, content)
         if history_indexer is not None and passage is not None:
             try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from rag_lab.session.session_db import SessionDB
 from rag_lab.session.sqlite_schema import InFlight, _dumps
@@ -46,7 +46,9 @@ class InFlightLog(SessionDB):
                 (session_id, message_id, request_id, user_id, tenant_id, query, host, pid, instance, now, now),
             )
 
-    def heartbeat_generations(self, instance: str, partials: dict[tuple[str, str], tuple[str, list[Any]]]) -> None:
+    def heartbeat_generations(
+        self, instance: str, partials: Mapping[tuple[str, str], tuple[str, Sequence[object]]]
+    ) -> None:
         """Refresh ``instance``'s records, saving each one's answer so far and references."""
         now = time.time()
         with self._lock:

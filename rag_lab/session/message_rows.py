@@ -46,8 +46,8 @@ class MessageRows(MessageWrites, SessionDB):
         )
 
     @staticmethod
-    def _column_values(fields: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _column_values(fields: dict[str, Any]) -> dict[str, object]:
+        out: dict[str, object] = {}
         for k, v in fields.items():
             if k == "knowledge_references":
                 out[k] = _refs_json(v)
@@ -90,7 +90,7 @@ class MessageRows(MessageWrites, SessionDB):
             raise KeyError(f"message '{message_id}' not found in session '{session_id}'")
         return self._message(row)
 
-    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+    def update_message(self, session_id: str, message_id: str, **fields: object) -> None:
         check_message_fields(fields, "update_message")
         if not fields:
             self.get_message(session_id, message_id)
@@ -126,12 +126,12 @@ class MessageRows(MessageWrites, SessionDB):
             self.update_message(session_id, message_id, image_captions=captions, updated_at=time.time())
             return True
 
-    def finish_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+    def finish_message(self, session_id: str, message_id: str, **fields: object) -> None:
         """Spec §9.1 step 1: save content, references, fallback flag, agent steps and used
         memories given in ``fields``, with ``is_completed = True`` and ``updated_at = now``."""
         self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
 
-    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+    def complete_message(self, session_id: str, message_id: str, **fields: object) -> Message:
         """:meth:`finish_message`, then the message as stored."""
         self.finish_message(session_id, message_id, **fields)
         return self.get_message(session_id, message_id)

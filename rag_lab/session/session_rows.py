@@ -126,7 +126,7 @@ class SessionRows(SessionDB):
             rows = self._db.execute("SELECT id FROM sessions ORDER BY created_at, rowid").fetchall()
         return [r[0] for r in rows]
 
-    def _touch_session(self, session_id: str, sets: str, args: Sequence[Any]) -> None:
+    def _touch_session(self, session_id: str, sets: str, args: Sequence[object]) -> None:
         with self._lock:
             cur = self._db.execute(
                 f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?", (*args, time.time(), session_id)
@@ -134,7 +134,7 @@ class SessionRows(SessionDB):
         if cur.rowcount == 0:
             raise SessionNotFound(f"session '{session_id}' not found")
 
-    def update_session(self, session_id: str, **fields: Any) -> Session:
+    def update_session(self, session_id: str, **fields: object) -> Session:
         unknown = sorted(set(fields) - _SESSION_UPDATABLE)
         if unknown:
             raise TypeError(
@@ -148,7 +148,7 @@ class SessionRows(SessionDB):
         self._touch_session(session_id, "is_pinned = ?", [1 if pinned else 0])
         return self.get_session(session_id)
 
-    def update_last_request_state(self, session_id: str, state: dict[str, Any]) -> Session:
+    def update_last_request_state(self, session_id: str, state: dict[str, object]) -> Session:
         """What the input bar restores (agent, model, KBs, web search, thinking...)."""
         if not isinstance(state, dict):
             raise TypeError(f"last request state must be a dict, got {type(state).__name__}")
@@ -167,7 +167,7 @@ class SessionRows(SessionDB):
             return 0
         marks = ",".join("?" * len(ids))
         sql = f"DELETE FROM sessions WHERE id IN ({marks})"
-        args: list[Any] = list(ids)
+        args: list[object] = list(ids)
         if user_id is not None:
             sql += " AND user_id = ?"
             args.append(user_id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rag_lab.types.search_result import SearchResult
 
@@ -99,7 +98,7 @@ class Session:
     is_pinned: bool = False
     parent_session_id: str = ""
     forked_from_message_id: str = ""
-    last_request_state: dict[str, Any] = field(default_factory=dict)
+    last_request_state: dict[str, object] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -120,7 +119,7 @@ class InFlight:
     started_at: float
     heartbeat: float
     partial: str = ""
-    knowledge_references: list[dict[str, Any]] = field(default_factory=list)
+    knowledge_references: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

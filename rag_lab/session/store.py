@@ -42,10 +42,10 @@ class Message:
     rendered_content: str = ""
     is_completed: bool = True
     is_fallback: bool = False
-    used_memories: list[Any] = field(default_factory=list)
-    agent_steps: list[Any] = field(default_factory=list)
+    used_memories: list[object] = field(default_factory=list)
+    agent_steps: list[object] = field(default_factory=list)
     updated_at: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 #: fields a caller may set through ``add_message(**fields)`` / ``update_message(**fields)``
@@ -64,9 +64,9 @@ class MessageFields(TypedDict, total=False):
     rendered_content: str
     is_completed: bool
     is_fallback: bool
-    used_memories: list[Any]
-    agent_steps: list[Any]
-    extra: dict[str, Any]
+    used_memories: list[object]
+    agent_steps: list[object]
+    extra: dict[str, object]
 
 
 def check_message_fields(given: Mapping[str, object], where: str) -> None:
@@ -97,7 +97,7 @@ class MessageWrites:
     ) -> str:
         """Store a message; the session must exist. Returns its id (:meth:`add_message` reads the
         message back)."""
-        given: dict[str, Any] = dict(fields)
+        given: dict[str, object] = dict(fields)
         check_message_fields(given, "add_message")
         now = given.pop("created_at", None)
         now = time.time() if now is None else now
@@ -149,7 +149,7 @@ class MemoryMessageStore(MessageWrites):
         with self._lock:
             return self._find(session_id, message_id)
 
-    def update_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+    def update_message(self, session_id: str, message_id: str, **fields: object) -> None:
         check_message_fields(fields, "update_message")
         with self._lock:
             m = self._find(session_id, message_id)
@@ -169,11 +169,11 @@ class MemoryMessageStore(MessageWrites):
             m.image_captions, m.updated_at = captions, time.time()
             return True
 
-    def finish_message(self, session_id: str, message_id: str, **fields: Any) -> None:
+    def finish_message(self, session_id: str, message_id: str, **fields: object) -> None:
         """Spec §9.1 step 1: save the given fields with ``is_completed`` and ``updated_at = now``."""
         self.update_message(session_id, message_id, **fields, is_completed=True, updated_at=time.time())
 
-    def complete_message(self, session_id: str, message_id: str, **fields: Any) -> Message:
+    def complete_message(self, session_id: str, message_id: str, **fields: object) -> Message:
         """:meth:`finish_message`, then the message."""
         self.finish_message(session_id, message_id, **fields)
         return self.get_message(session_id, message_id)

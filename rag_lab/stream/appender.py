@@ -32,7 +32,7 @@ import functools
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.types.stream import StreamEvent
 
@@ -58,7 +58,7 @@ class OrderedAppender:
     def __repr__(self) -> str:
         return f"OrderedAppender({self.inner!r})"
 
-    def __getattr__(self, name: str) -> Any:  # ping, key, client, prefix, ttl_s, delete, …
+    def __getattr__(self, name: str) -> object:  # ping, key, client, prefix, ttl_s, delete, …
         return getattr(self.inner, name)
 
     def _write(self, session_id: str, message_id: str, event: StreamEvent) -> None:

@@ -96,7 +96,7 @@ def _principal(value: object, where: str) -> Principal:
     return Principal(user, t)
 
 
-def _entries_from_env(text: str) -> dict[str, Any]:
+def _entries_from_env(text: str) -> dict[str, object]:
     text = text.strip()
     if not text:
         return {}
@@ -108,7 +108,7 @@ def _entries_from_env(text: str) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise AuthConfigError(f"{API_KEYS_ENV}: expected a JSON object of key → {{user, tenant}}")
         return data
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for i, part in enumerate(p.strip() for p in re.split(r"[,;\n]", text)):
         if not part:
             continue
@@ -122,11 +122,11 @@ def _entries_from_env(text: str) -> dict[str, Any]:
 class ApiKeys:
     """Digest → principal; see the module docstring."""
 
-    def __init__(self, entries: Mapping[str, Any] | None = None, *, source: str = "server.api_keys") -> None:
+    def __init__(self, entries: Mapping[str, object] | None = None, *, source: str = "server.api_keys") -> None:
         self._table: list[tuple[bytes, Principal]] = []
         self.add(entries or {}, source=source)
 
-    def add(self, entries: Mapping[str, Any], *, source: str) -> None:
+    def add(self, entries: Mapping[str, object], *, source: str) -> None:
         if not isinstance(entries, Mapping):
             raise AuthConfigError(
                 f"{source}: expected a mapping of key → {{user, tenant}}, got {type(entries).__name__}"

@@ -130,7 +130,7 @@ def resolve_settings(config: object = None, env: Mapping[str, str] | None = None
 
 
 def build_stream_manager(
-    config: Any = None, env: Mapping[str, str] | None = None, *, check: bool = False
+    config: object = None, env: Mapping[str, str] | None = None, *, check: bool = False
 ) -> StreamManager:
     """The StreamManager for ``config`` / ``env``. With ``check``, a Redis backend is pinged now so
     that a wrong address fails at start-up with a clear message rather than at the first event."""

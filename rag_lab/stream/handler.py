@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Mapping
 
 from rag_lab.stream.bus import BusEvent, BusEventType, EventBus
 from rag_lab.stream.manager import StreamManager
@@ -14,7 +14,7 @@ from rag_lab.types.stream import ResponseType, StreamEvent
 log = logging.getLogger(__name__)
 
 
-def _ref_dict(r: Any) -> dict[str, Any]:
+def _ref_dict(r: SearchResult | Mapping[str, object]) -> dict[str, object]:
     return r.to_dict() if isinstance(r, SearchResult) else dict(r)
 
 
@@ -25,7 +25,7 @@ class AgentStreamHandler:
         self.manager = manager
         self.session_id = session_id
         self.message_id = message_id
-        self.references: list[dict[str, Any]] = []
+        self.references: list[dict[str, object]] = []
         self.answer_text = ""
         self._first_chunk_at: dict[str, float] = {}
         self._tool_started: dict[str, float] = {}
@@ -49,7 +49,7 @@ class AgentStreamHandler:
             self.append_failures += 1
             log.warning("stream %s/%s: could not store a %s event: %s", self.session_id, self.message_id, ev.type, exc)
 
-    def _timed(self, ev: BusEvent, done: bool, data: dict[str, Any]) -> dict[str, Any]:
+    def _timed(self, ev: BusEvent, done: bool, data: dict[str, object]) -> dict[str, object]:
         now = time.time()
         first = self._first_chunk_at.setdefault(ev.id, now)
         if done:
@@ -127,7 +127,7 @@ class AgentStreamHandler:
         duration = int((time.time() - started) * 1000) if started else int(d.get("duration_ms") or 0)
         success = bool(d.get("success"))
         result_data = dict(d.get("data") or {})
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "tool_name": d.get("tool_name"),
             "success": success,
             "error": d.get("error", ""),

@@ -82,7 +82,7 @@ class PipelineLoop:
             return await make(inner)
 
         future = asyncio.run_coroutine_threadsafe(body(), loop)
-        result: asyncio.Future[Any] = asyncio.wrap_future(future)
+        result: asyncio.Future[T] = asyncio.wrap_future(future)
         watch: asyncio.Future[Any] | None = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
         try:
             while watch is not None and not watch.done():

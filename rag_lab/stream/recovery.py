@@ -26,7 +26,8 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.manager import answer_text
 from rag_lab.types.search_result import SearchResult
@@ -70,7 +71,7 @@ def is_orphan(row: InFlight, now: float, orphan_after_s: float) -> bool:
     return bool(now - row.heartbeat > orphan_after_s)
 
 
-def _references(events: list[StreamEvent]) -> list[dict[str, Any]] | None:
+def _references(events: list[StreamEvent]) -> list[dict[str, object]] | None:
     for e in reversed(events):
         if e.type == ResponseType.REFERENCES.value:
             return list((e.data or {}).get("references") or [])
@@ -153,7 +154,7 @@ def settle_turn(
     *,
     error: str = "",
     partial: str = "",
-    references: Any = (),
+    references: Iterable[dict[str, object]] = (),
 ) -> str:
     """Close a generation of this server: a failed one (``error``) whose user message is stored
     and whose answer is not gets an assistant message with the answer so far, completed and
@@ -171,7 +172,14 @@ def settle_turn(
     return done
 
 
-def _save_answer(sessions: SQLiteSessionStore, sid: str, mid: str, text: str, refs: Any, extra: dict[str, Any]) -> bool:
+def _save_answer(
+    sessions: SQLiteSessionStore,
+    sid: str,
+    mid: str,
+    text: str,
+    refs: Iterable[dict[str, object]],
+    extra: dict[str, object],
+) -> bool:
     """The assistant message of an answer the server ends itself (completed, with ``extra``);
     False when the session was deleted meanwhile."""
     try:
@@ -219,7 +227,7 @@ def events_from_message(session_id: str, message_id: str, message: Message) -> l
         out.append(
             StreamEvent(f"{message_id[:8]}-references", ResponseType.REFERENCES.value, data={"references": refs})
         )
-    data: dict[str, Any] = {"event_id": message_id}
+    data: dict[str, object] = {"event_id": message_id}
     if message.is_fallback:
         data["is_fallback"] = True
     if message.content:

@@ -70,7 +70,7 @@ return 1
 """
 
 
-def json_default(obj: object) -> Any:
+def json_default(obj: object) -> object:
     """numpy scalars / arrays, sets, dataclass-like objects: encode what JSON cannot."""
     if hasattr(obj, "item") and callable(obj.item):
         try:

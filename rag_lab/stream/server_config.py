@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from rag_lab.stream.auth import ApiKeys, AuthConfigError
 
 _KEYS = {"api_keys", "max_body_bytes", "max_query_chars", "max_json_depth", "auto_create_sessions"}
 
 
-def _positive(cfg: Mapping[str, Any], name: str, default: int, maximum: int) -> int:
+def _positive(cfg: Mapping[str, object], name: str, default: int, maximum: int) -> int:
     value = cfg.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
         raise AuthConfigError(f"server.{name}: expected an integer in [1, {maximum}], got {value!r}")
@@ -51,7 +50,7 @@ class ServerConfig:
         return self.keyless if self.auto_create_sessions is None else self.auto_create_sessions
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> ServerConfig:
+    def from_config(cls, cfg: Mapping[str, object] | None, env: Mapping[str, str] | None = None) -> ServerConfig:
         cfg = dict(cfg or {})
         unknown = sorted(set(cfg) - _KEYS)
         if unknown:

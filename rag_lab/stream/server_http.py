@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.auth import LOCAL_PRINCIPAL, Principal, bearer_token, is_loopback
 from rag_lab.stream.server_config import ServerConfig
@@ -26,7 +26,7 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 #: the fields POST /knowledge-chat takes; any other is refused (400) rather than ignored
 CHAT_BODY_FIELDS = frozenset({"query", "kb", "knowledge_base_ids"})
 
-KNOWLEDGE_CHAT_OPENAPI: dict[str, Any] = {
+KNOWLEDGE_CHAT_OPENAPI: dict[str, object] = {
     "requestBody": {
         "required": True,
         "content": {
@@ -74,8 +74,8 @@ class ApiError(Exception):
         self.field = field
         self.headers = headers or {}
 
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"success": False, "error": self.message}
+    def body(self) -> dict[str, object]:
+        out: dict[str, object] = {"success": False, "error": self.message}
         if self.field:
             out["field"] = self.field
         return out
@@ -136,7 +136,7 @@ def owns(session: Session, principal: Principal) -> bool:
     return (session.user_id, int(session.tenant_id or 0)) == (principal.user_id, principal.tenant_id)
 
 
-def session_dict(session: Session) -> dict[str, Any]:
+def session_dict(session: Session) -> dict[str, object]:
     return {
         "id": session.id,
         "title": session.title,
@@ -148,7 +148,7 @@ def session_dict(session: Session) -> dict[str, Any]:
     }
 
 
-def message_dict(message: Message) -> dict[str, Any]:
+def message_dict(message: Message) -> dict[str, object]:
     return {
         "id": message.id,
         "request_id": message.request_id,
@@ -216,7 +216,7 @@ def _bad_text(value: object, path: str = "body") -> tuple[str, str] | None:
     return None
 
 
-async def _json_object(request: Request, example: str, config: ServerConfig | None = None) -> dict[str, Any]:
+async def _json_object(request: Request, example: str, config: ServerConfig | None = None) -> dict[str, object]:
     config = config or ServerConfig()
     raw = await read_body(request, config.max_body_bytes)
     if not raw.strip():
@@ -242,7 +242,7 @@ async def _json_object(request: Request, example: str, config: ServerConfig | No
     return body
 
 
-def _string_list(body: dict[str, Any], name: str, one_string: bool = False) -> list[str]:
+def _string_list(body: dict[str, object], name: str, one_string: bool = False) -> list[str]:
     """``body[name]`` as a list of non-empty strings (``[]`` when absent); a lone string is one
     item only where the field takes one (``one_string``), else a 400 naming the field."""
     value = body.get(name)

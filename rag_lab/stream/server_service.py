@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.stream.auth import Principal
 from rag_lab.stream.server_follow import LogFollower
@@ -95,7 +95,7 @@ class StreamService(ServiceLifecycle, LogFollower):
                 out.append(kb.id)
         return out
 
-    async def stop(self, session_id: str, message_id: str) -> dict[str, Any]:
+    async def stop(self, session_id: str, message_id: str) -> dict[str, object]:
         gen = self.generations.get((session_id, message_id))
         events, _ = await self.call(self.manager.get_events, session_id, message_id, 0)
         if gen is None and not events:

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rag_lab.stream.manager import MemoryStreamDirectory, MemoryStreamManager, StreamDirectory, StreamManager
 from rag_lab.stream.pipeline_loop import PipelineLoop
@@ -42,8 +42,8 @@ class Generation:
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     #: the answer so far and the references, saved by the heartbeat for crash recovery
     partial: str = ""
-    references: list[dict[str, Any]] = field(default_factory=list)
-    task: asyncio.Task[Any] | None = None
+    references: list[dict[str, object]] = field(default_factory=list)
+    task: asyncio.Task[object] | None = None
     stop_requested: bool = False
     stop_written: bool = False
     run: Run | None = None
@@ -79,7 +79,7 @@ class ServiceState:
         self.active_followers = 0
         #: this server's identity in the crash-recovery records (rag_lab.stream.recovery)
         self.instance = uuid.uuid4().hex
-        self._maintenance: asyncio.Task[Any] | None = None
+        self._maintenance: asyncio.Task[object] | None = None
         # the in-memory backends never block; Redis calls go to a worker thread
         self._inline = isinstance(manager, MemoryStreamManager) and isinstance(directory, MemoryStreamDirectory)
         #: where generations run (None: on the server's loop); see StreamServerSettings.pipeline_thread

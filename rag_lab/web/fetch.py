@@ -25,11 +25,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from rag_lab.web.policy import FetchPolicy, GuardedBackend, PolicyError, guarded_transport
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +200,7 @@ class PageFetcher:
         user_agent: str = DEFAULT_USER_AGENT,
         max_redirects: int = 5,
         trust_env: bool = False,
-        client: Any = None,
+        client: httpx.AsyncClient | None = None,
         file_root: str | Path | None = None,
         allow_addresses: list[str] | tuple[str, ...] | None = None,
     ) -> None:
@@ -283,7 +286,7 @@ class PageFetcher:
         )
 
     # -- transports -------------------------------------------------------------------------
-    def _session(self) -> tuple[Any, bool]:
+    def _session(self) -> tuple[httpx.AsyncClient, bool]:
         """The client for one fetch, and whether it is this call's own (closed afterwards)."""
         if self._client is not None:
             return self._client, False
@@ -299,7 +302,7 @@ class PageFetcher:
         )
         return client, True
 
-    async def _download(self, url: str, client: Any) -> tuple[bytes, str, int, str, bool]:
+    async def _download(self, url: str, client: httpx.AsyncClient) -> tuple[bytes, str, int, str, bool]:
         import httpx
 
         headers = {
@@ -335,7 +338,7 @@ class PageFetcher:
             text = str(exc)
             raise FetchError(url, text if "only public addresses" in text else f"{type(exc).__name__}: {exc}") from None
 
-    async def _read_body(self, url: str, resp: Any) -> tuple[bytes, str, int, str, bool]:
+    async def _read_body(self, url: str, resp: httpx.Response) -> tuple[bytes, str, int, str, bool]:
         final_url = str(resp.url)
         if resp.status_code >= 300:
             reason = resp.reason_phrase or ""

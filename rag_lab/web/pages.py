@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from datetime import time as dtime
-from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -81,7 +80,7 @@ def best_snippet(text: str, terms: Sequence[str], max_chars: int = 300) -> str:
 
 
 # -- front matter and page reading -----------------------------------------------------------
-def parse_front_matter(text: str, where: str = "page") -> tuple[dict[str, Any], str]:
+def parse_front_matter(text: str, where: str = "page") -> tuple[dict[str, object], str]:
     """``(fields, body)``: a leading ``---`` … ``---`` YAML block (a mapping) and the rest; no
     block → ``({}, text)``. A block that is not a mapping raises :class:`WebSearchError`."""
     if not text.startswith("---"):

@@ -32,7 +32,11 @@ import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpcore
+    import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -157,7 +161,7 @@ async def resolve_host(host: str, port: int) -> list[IPAddress]:
 class GuardedBackend:
     """An httpcore network backend that resolves, checks and connects to the checked address."""
 
-    def __init__(self, policy: FetchPolicy, inner: Any = None) -> None:
+    def __init__(self, policy: FetchPolicy, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
         import httpcore
 
         self.policy = policy
@@ -172,7 +176,7 @@ class GuardedBackend:
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Sequence[Any] | None = None,
-    ) -> Any:
+    ) -> httpcore.AsyncNetworkStream:
         import httpcore
 
         try:
@@ -184,7 +188,9 @@ class GuardedBackend:
             str(ips[0]), port, timeout=timeout, local_address=local_address, socket_options=socket_options
         )
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
         import httpcore
 
         raise httpcore.ConnectError("unix sockets are not fetched")
@@ -193,7 +199,7 @@ class GuardedBackend:
         await self.inner.sleep(seconds)
 
 
-def guarded_transport(policy: FetchPolicy, backend: GuardedBackend | None = None) -> Any:
+def guarded_transport(policy: FetchPolicy, backend: GuardedBackend | None = None) -> httpx.AsyncHTTPTransport:
     """An ``httpx.AsyncHTTPTransport`` whose every connection goes through :class:`GuardedBackend`
     (direct, no proxy)."""
     import httpcore

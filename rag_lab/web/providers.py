@@ -50,6 +50,8 @@ from rag_lab.web.pages import (
 )
 
 if TYPE_CHECKING:
+    import httpx
+
     from rag_lab.retrieval.tokenization import Tokenizer
 
 __all__ = [
@@ -265,7 +267,7 @@ class HttpJsonSearchProvider:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         trust_env: bool = True,
-        client: Any = None,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         if not base_url or urlsplit(base_url).scheme.lower() not in ("http", "https"):
             raise WebSearchError(f"base_url={base_url!r} must be an http(s) URL")

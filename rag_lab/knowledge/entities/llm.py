@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from rag_lab.knowledge.graph import (
     GraphData,
@@ -86,7 +86,7 @@ def _balanced_end(text: str, start: int) -> int | None:
     return None
 
 
-def _decode(block: str) -> Any:
+def _decode(block: str) -> object:
     try:
         return json.loads(block)
     except ValueError:
@@ -102,7 +102,7 @@ def _decode(block: str) -> Any:
             pos += block[pos:].find(found) + 1
 
 
-def _text(item: dict[str, Any], keys: Sequence[str]) -> str:
+def _text(item: dict[str, object], keys: Sequence[str]) -> str:
     for k in keys:
         v = item.get(k)
         if isinstance(v, str) and v.strip():
@@ -153,7 +153,7 @@ def parse_graph_reply(text: str) -> GraphData:
         name = _text(item, ("entity", "name", "title"))
         if name:
             attrs = item.get("entity_attributes", item.get("attributes"))
-            attributes: dict[str, Any] = {}
+            attributes: dict[str, object] = {}
             if isinstance(attrs, list):
                 attributes["entity_attributes"] = [str(x) for x in attrs if isinstance(x, (str, int, float))]
             elif isinstance(attrs, dict):

@@ -9,7 +9,6 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -160,7 +159,7 @@ class OnnxMiniLMEmbedder:
         return l2_normalise(pooled)
 
 
-_minilm_cache: dict[tuple[Any, ...], OnnxMiniLMEmbedder] = {}
+_minilm_cache: dict[tuple[object, ...], OnnxMiniLMEmbedder] = {}
 
 
 _minilm_lock = threading.Lock()

@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rag_lab.tools.data_analysis.errors import MAX_CELL_CHARS, DataAnalysisError
 from rag_lab.tools.data_analysis.guard import _RESERVED
@@ -108,7 +107,7 @@ def _cell(v: object) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render_markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+def render_markdown_table(columns: list[str], rows: list[tuple[object, ...]]) -> str:
     """A GitHub-style Markdown table (``|`` and backslashes escaped, newlines folded)."""
     head = "| " + " | ".join(_cell(c) for c in columns) + " |"
     sep = "| " + " | ".join("---" for _ in columns) + " |"
@@ -214,7 +213,7 @@ class TableSchema:
 class QueryResult:
     sql: str
     columns: list[str]
-    rows: list[tuple[Any, ...]]
+    rows: list[tuple[object, ...]]
     truncated: bool
     max_rows: int
     elapsed_ms: float = 0.0

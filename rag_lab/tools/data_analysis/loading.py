@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.tools.data_analysis.errors import (
     DATA_FILE_SUFFIXES,
@@ -31,6 +31,9 @@ from rag_lab.tools.data_analysis.formatting import (
     table_name_for,
 )
 from rag_lab.tools.data_analysis.guard import check_read_only_sql
+
+if TYPE_CHECKING:
+    import duckdb
 
 T = TypeVar("T")
 
@@ -131,7 +134,7 @@ class DataAnalysisTool:
             self._schema = schema
             return schema
 
-    def _read_into(self, con: Any) -> str:
+    def _read_into(self, con: duckdb.DuckDBPyConnection) -> str:
         t = quote_ident(self.table_name)
         if self.kind == "csv":
             self._timed(
@@ -217,7 +220,7 @@ class DataAnalysisTool:
         return TableSchema(self.table_name, self.file_name, rows, cols, sheet=sheet_name)
 
     # -- querying -----------------------------------------------------------------------------
-    def _timed(self, con: Any, fn: Callable[[], T], what: str) -> T:
+    def _timed(self, con: duckdb.DuckDBPyConnection, fn: Callable[[], T], what: str) -> T:
         """``fn()`` with ``con.interrupt()`` armed after :attr:`timeout_s`."""
         import duckdb
 
