@@ -48,8 +48,6 @@ from rag_lab.knowledge.pg_outage import connect_waiting, idle_connection_dead, i
 if TYPE_CHECKING:
     from types import TracebackType
 
-    import psycopg
-
 __all__ = [
     "PG_SCHEMES",
     "PgConnection",
@@ -261,7 +259,7 @@ class PgConnection:
         self._timeout = max(1, int(connect_timeout))
         #: how long a reconnect waits for a server that is down (module docstring)
         self.outage_s = outage_window(outage_s)
-        self._tx: list[psycopg.Transaction] = []
+        self._tx: list[Any] = []  # psycopg transactions
         #: inside an explicit ``BEGIN`` … ``COMMIT`` / ``ROLLBACK``
         self.explicit = False
         self._lock = threading.RLock()
