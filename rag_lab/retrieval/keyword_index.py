@@ -29,6 +29,10 @@ import numpy as np
 from rag_lab.retrieval.tokenization import DEFAULT_TOKENIZER, Tokenizer
 
 BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+#: one bm25s load at a time in a process: numpy reads each array's header with ``ast.literal_eval``,
+#: and CPython 3.11's AST construction is not safe across threads (two loads at once can fail with
+#: "AST constructor recursion depth mismatch", python/cpython#106905)
+_BM25_LOAD_LOCK = threading.Lock()
 
 
 class KeywordIndexError(ValueError):
@@ -224,7 +228,8 @@ class KeywordIndex:
             import bm25s
 
             try:
-                idx._bm25 = bm25s.BM25.load(str(p / cls.BM25_DIR), show_progress=False)
+                with _BM25_LOAD_LOCK:
+                    idx._bm25 = bm25s.BM25.load(str(p / cls.BM25_DIR), show_progress=False)
             except Exception as exc:
                 raise KeywordIndexError(f"{p / cls.BM25_DIR}: cannot load the bm25s index: {exc}") from None
             if idx._bm25.scores["num_docs"] != len(idx._chunk_ids):
