@@ -120,9 +120,10 @@ def _record(last: SearchResult, cur: SearchResult) -> None:
 def merge_sequential_chunks(
     group: list[SearchResult], params: PipelineParams, log_: list[dict[str, object]]
 ) -> list[SearchResult]:
-    """One (knowledge_id, chunk_type) group, sorted by chunk_index then id (§4.8.3)."""
-    if not group:
-        return []
+    """One (knowledge_id, chunk_type) group, sorted by chunk_index then id (§4.8.3). A group of
+    one result (most of them) has nothing to merge: it is returned as it is."""
+    if len(group) < 2:
+        return list(group)
     group = sorted(group, key=lambda r: (r.chunk_index, r.id))
     out = [group[0]]
     last_index = group[0].chunk_index
@@ -184,8 +185,8 @@ def group_and_merge(
     for r in results:
         groups.setdefault((r.knowledge_id, r.chunk_type), []).append(r)
     merged: list[SearchResult] = []
-    for group in groups.values():  # most groups hold one result: nothing to merge
-        merged.extend(merge_sequential_chunks(group, params, log_) if len(group) > 1 else group)
+    for group in groups.values():
+        merged.extend(merge_sequential_chunks(group, params, log_))
     return [r for r in sort_search_results_deterministically(list[SearchResult | None](merged)) if r is not None]
 
 
