@@ -16,7 +16,7 @@ unit ``launch``, at the top with ``cli``, ``commands`` (the command-line modules
 The layer order, bottom first (a unit may import its own layer and the layers below):
 
 ====  ==================================================================
- 0    types, asyncutil, cliutil, importgraph
+ 0    types, asyncutil, cliutil, importgraph, blobstore
  1    models, prompts, searchutil, tools, stream, observability
  2    reranking, retrieval, modelcontext
  3    knowledge                      (workspace builds indexes; retrieval
@@ -63,7 +63,7 @@ def module_edges() -> dict[str, dict[str, int]]:
 
 
 LAYERS: list[set[str]] = [
-    {"types", "asyncutil", "cliutil", "importgraph"},
+    {"types", "asyncutil", "cliutil", "importgraph", "blobstore"},
     {"models", "prompts", "searchutil", "tools", "stream", "observability"},
     {"reranking", "retrieval", "modelcontext"},
     {"knowledge"},

@@ -4,7 +4,8 @@
   float32 vectors by (embedding model key, text), shared by ingest, the query, the re-scorer and
   the extractive answerer, bounded by ``vector_cache.max_mb`` of the lab config;
 * the **stage cache** of sweeps (``<workspace>/stage_cache``, :mod:`rag_lab.eval.cache`): search
-  results, rerank scores and query embeddings as JSON entries.
+  results, rerank scores, query embeddings and captures as JSON entries in ``stages.sqlite``,
+  kept by the same storage layer (:mod:`rag_lab.blobstore`), and built BM25 indexes.
 
 ``stats`` and ``clear`` build no Lab (no model is loaded): the workspace and the bound come from
 ``--workspace`` / the config file. ``clear`` removes both unless ``--vectors`` or ``--stages``
@@ -55,21 +56,31 @@ class _StageCacheStats(TypedDict):
     path: str
     entries: int
     bytes: int
+    max_bytes: int
     stages: dict[str, int]
 
 
 def _stage_cache(root: Path) -> _StageCacheStats:
+    """The entries per stage of ``<root>/stage_cache`` (nothing is created where there is none)."""
+    from rag_lab.eval.cache.store import DEFAULT_MAX_BYTES, FILE_NAME, StageCache
+
     folder = root / "stage_cache"
-    stages: dict[str, int] = {}
-    size = 0
-    if folder.is_dir():
-        for p in folder.rglob("*.json"):
-            if p.name.startswith(".tmp-"):
-                continue
-            stage = p.relative_to(folder).parts[0]
-            stages[stage] = stages.get(stage, 0) + 1
-            size += p.stat().st_size
-    return {"path": str(folder), "entries": sum(stages.values()), "bytes": size, "stages": stages}
+    out: _StageCacheStats = {
+        "path": str(folder),
+        "entries": 0,
+        "bytes": 0,
+        "max_bytes": DEFAULT_MAX_BYTES,
+        "stages": {},
+    }
+    if (folder / FILE_NAME).is_file():
+        cache = StageCache(folder)
+        try:
+            st = cache.store_stats()
+        finally:
+            cache.close()
+        out["entries"], out["bytes"] = st["rows"], st["bytes"]
+        out["stages"] = {k: v["rows"] for k, v in st["spaces"].items()}
+    return out
 
 
 @command(
@@ -97,7 +108,10 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
             print(f"  {key}: {m['rows']:,} vectors, {_mb(m['bytes'])}")
     if stages["entries"]:
         per = ", ".join(f"{k} {v:,}" for k, v in sorted(stages["stages"].items()))
-        print(f"stage cache: {stages['path']}: {stages['entries']:,} entries ({per}), {_mb(stages['bytes'])}")
+        print(
+            f"stage cache: {stages['path']}: {stages['entries']:,} entries ({per}), "
+            f"{_mb(stages['bytes'])} of {_mb(stages['max_bytes'])}"
+        )
     else:
         print(f"stage cache: {stages['path']}: empty")
     return 0

@@ -100,13 +100,16 @@ def test_cache_stats_and_clear_commands(tiny: tuple[Path, Any, str], tmp_path: P
 
     ws = tmp_path / "ws"
     shutil.copytree(tiny[0], ws)
-    (ws / "stage_cache" / "search" / "ab").mkdir(parents=True)
-    (ws / "stage_cache" / "search" / "ab" / "ab12.json").write_text("{}", encoding="utf-8")
+    from rag_lab.eval.cache import StageCache
+
+    stage_cache = StageCache(ws / "stage_cache")
+    stage_cache.put("search", {"q": 1}, {})
+    stage_cache.close()
     assert main(["--workspace", str(ws), "cache", "stats"]) == 0
     out = capsys.readouterr().out
     assert f"vector cache: {ws / 'vectors.sqlite'}: " in out and " MB of 1024.0 MB (" in out
     assert "  all-MiniLM-L6-v2-int8|local|code:" in out  # the model key, and the code that filed the vectors
-    assert f"stage cache: {ws / 'stage_cache'}: 1 entries (search 1), 0.0 MB" in out
+    assert f"stage cache: {ws / 'stage_cache'}: 1 entries (search 1), 0.0 MB of 2048.0 MB" in out
     assert main(["--workspace", str(ws), "cache", "clear", "--model", "other|key"]) == 0
     assert "removed 0 vectors of 'other|key'" in capsys.readouterr().out
     assert main(["--workspace", str(ws), "cache", "clear"]) == 0

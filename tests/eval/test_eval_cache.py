@@ -3,9 +3,11 @@ identical pipeline output, and the BM25 index cache."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing as mp
 import re
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import numpy as np
 import pytest
 
 import rag_lab
+from rag_lab import blobstore
+from rag_lab.blobstore import ROW_OVERHEAD
 from rag_lab.eval.cache import (
     Bm25IndexCache,
     CachingEmbedder,
@@ -23,7 +27,6 @@ from rag_lab.eval.cache import (
     code_version,
     code_version_for,
     enable_stage_cache,
-    key_digest,
     search_kb_fields,
     search_param_fields,
 )
@@ -37,9 +40,10 @@ def test_put_get_hit_miss_and_fresh_objects(tmp_path: Path) -> None:
     c = StageCache(tmp_path / "c")
     key = {"b": 1, "a": [1.5, "x"]}
     assert c.get("search", key) is None
-    path = c.put("search", key, {"rows": [1, 2]})
-    assert path == tmp_path / "c" / "search" / key_digest(key)[:2] / f"{key_digest(key)}.json"
-    assert key_digest(key) == key_digest({"a": [1.5, "x"], "b": 1})  # key order does not matter
+    c.put("search", key, {"rows": [1, 2]})
+    assert (tmp_path / "c" / "stages.sqlite").is_file()
+    assert c.row_key("search", key) == c.row_key("search", {"a": [1.5, "x"], "b": 1})  # key order does not matter
+    assert c.row_key("search", key) == hashlib.sha256(b'2\x00search\x00{"a":[1.5,"x"],"b":1}').digest()
     got = c.get("search", key)
     assert got == {"rows": [1, 2]}
     got["rows"].append(3)  # callers may mutate what they get
@@ -48,38 +52,49 @@ def test_put_get_hit_miss_and_fresh_objects(tmp_path: Path) -> None:
     st = c.stats()
     assert (st["search"].hits, st["search"].misses, st["search"].writes) == (2, 1, 1)
     assert st["rerank"].misses == 1 and st["search"].hit_rate == pytest.approx(2 / 3)
-    entry = json.loads(path.read_text(encoding="utf-8"))
-    assert entry == {"format": 1, "stage": "search", "key": key, "payload": {"rows": [1, 2]}}
+    assert (c.entries(), c.entries("search"), c.entries("rerank")) == (1, 1, 0)
+    assert c.store_stats()["spaces"] == {"search": {"rows": 1, "bytes": len(b'{"rows":[1,2]}') + ROW_OVERHEAD}}
+    c.put("search", key, {"rows": [7]})  # the last writer wins, counted once
+    assert c.get("search", key) == {"rows": [7]} and c.entries() == 1
+    assert c.store_stats()["bytes"] == len(b'{"rows":[7]}') + ROW_OVERHEAD
     # a second process reading the same folder (no memory layer) sees the entry
-    assert StageCache(tmp_path / "c", memory_entries=0).get("search", key) == {"rows": [1, 2]}
+    assert StageCache(tmp_path / "c", memory_entries=0).get("search", key) == {"rows": [7]}
 
 
-def test_corrupt_or_foreign_entries_are_misses_and_get_rewritten(tmp_path: Path) -> None:
+def test_damaged_or_unreadable_entries_are_misses_and_errors(tmp_path: Path) -> None:
     c = StageCache(tmp_path, memory_entries=0)
     key = {"q": "x"}
-    path = c.put("embed", key, [1.0])
-    path.write_text("{not json", encoding="utf-8")
-    assert c.get("embed", key) is None
-    path.write_text(
-        json.dumps({"format": 1, "stage": "embed", "key": {"q": "other"}, "payload": [9]}), encoding="utf-8"
-    )
-    assert c.get("embed", key) is None  # the stored key must equal the asked one
-    assert c.stats()["embed"].errors == 2
-    c.put("embed", key, [2.0])
-    assert c.get("embed", key) == [2.0]
-    # the text read back is the head (format, stage, the key's canonical JSON) and the payload; an
-    # entry written as one json.dumps of the whole dict (the earlier writer) reads the same
-    text = path.read_text(encoding="utf-8")
-    assert text == '{"format":1,"stage":"embed","key":' + canonical_json(key) + ',"payload":[2.0]}'
-    old = {"format": 1, "stage": "embed", "key": json.loads(canonical_json(key)), "payload": {"v": [3, "é"]}}
-    path.write_text(json.dumps(old, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    c.clear_memory()
-    assert c.get("embed", key) == {"v": [3, "é"]}
-    for damaged in (text[:-1], text[:-3] + "}", text.replace('"stage":"embed"', '"stage":"rerank"'), ""):
-        path.write_text(damaged, encoding="utf-8")
-        c.clear_memory()
+    c.put("embed", key, [1.0])
+    for damaged in (b"{not json", b"\xff\xfe", b"[1.0"):
+        with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+            conn.execute("UPDATE entries SET value = ?", (damaged,))
         assert c.get("embed", key) is None, damaged
-    assert c.stats()["embed"].errors == 6
+    assert c.stats()["embed"].errors == 3 and c.stats()["embed"].misses == 3
+    c.put("embed", key, {"v": [3, "é"]})  # rewritten by the next put
+    assert c.get("embed", key) == {"v": [3, "é"]}
+    # a file that cannot be opened: every read a miss and an error, every write an error, no raise
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "stages.sqlite").write_bytes(b"not a database" * 100)
+    c2 = StageCache(bad)
+    assert c2.get("embed", key) is None
+    c2.put("embed", key, [1.0])
+    assert (c2.stats()["embed"].errors, c2.stats()["embed"].misses, c2.stats()["embed"].writes) == (2, 1, 0)
+
+
+def test_the_bound_evicts_the_least_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000_000.0]
+    monkeypatch.setattr(blobstore.time, "time", lambda: clock[0])
+    row = len(b'"xxxxxxxxxx"') + ROW_OVERHEAD
+    c = StageCache(tmp_path, memory_entries=0, max_bytes=5 * row)
+    for i in range(5):
+        c.put("search", {"i": i}, "x" * 10)
+        clock[0] += 120
+    assert c.get("search", {"i": 0}) == "x" * 10  # read again: now the most recently used
+    clock[0] += 120
+    c.put("search", {"i": 5}, "x" * 10)  # 6 rows, over the bound: down to 90 % of it (4.5 rows)
+    assert [i for i in range(6) if c.get("search", {"i": i}) is not None] == [0, 3, 4, 5]
+    assert c.store_stats()["bytes"] == 4 * row and c.store.evicted == 2
 
 
 def test_numpy_values_in_keys_and_non_json_rejected(tmp_path: Path) -> None:
@@ -107,7 +122,9 @@ def test_concurrent_writers_never_expose_partial_entries(tmp_path: Path) -> None
     assert [p.exitcode for p in procs] == [0, 0, 0]
     c = StageCache(tmp_path, memory_entries=0)
     assert [c.get("s", {"i": i})["v"] for i in range(5)] == list(range(5))
-    assert not list(tmp_path.rglob(".tmp-*"))  # no temporary file left behind
+    assert c.entries("s") == 5
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # threads of one process share counters safely
     c2 = StageCache(tmp_path / "t")
     ts = [threading.Thread(target=lambda: [c2.get("s", {"i": 1}) for _ in range(200)]) for _ in range(4)]
@@ -196,7 +213,6 @@ def test_the_installed_package_closure_parses_only_the_closure() -> None:
 def test_the_imports_memo_spares_a_new_process_the_parsing(tmp_path: Path, monkeypatch) -> None:
     """A second process (fresh in-memory caches, the memo file left by the first) parses no module
     and gets the same closure; a damaged or foreign memo file is ignored; an edited source misses."""
-    import json
 
     from rag_lab import importgraph
     from rag_lab.eval.cache.keys import STAGE_CODE_ROOTS
@@ -459,14 +475,14 @@ def test_bm25_index_cache_is_keyed_by_settings(tmp_path: Path) -> None:
     assert bm.index_key(ids, [*texts[:5], "rye bread"], k1=1.5, b=0.75, method="robertson")["corpus"] != key["corpus"]
 
 
-def test_memory_layer_unreadable_entries_and_the_entry_count(tmp_path: Path) -> None:
-    """An entry kept in memory is served after its file is gone (and parsed afresh each time); an
-    entry that cannot be read (a folder in its place) is an error and a miss; ``entries`` counts
-    the files per stage, leaving out a writer's temporary files."""
+def test_memory_layer_and_the_entry_count(tmp_path: Path) -> None:
+    """An entry kept in memory is served after its row is gone (and parsed afresh each time);
+    ``entries`` counts the rows per stage."""
     c = StageCache(tmp_path, memory_entries=2)
     key = {"q": "é"}
-    path = c.put("embed", key, {"v": [1]})
-    path.unlink()
+    c.put("embed", key, {"v": [1]})
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+        conn.execute("DELETE FROM entries")
     got = c.get("embed", key)
     assert got == {"v": [1]}
     got["v"].append(2)
@@ -475,13 +491,9 @@ def test_memory_layer_unreadable_entries_and_the_entry_count(tmp_path: Path) -> 
     c.put("embed", {"q": 2}, [2])
     c.put("embed", {"q": 3}, [3])  # two entries in memory at most: the first one is gone now
     assert c.get("embed", key) is None
-    path.mkdir()
-    assert c.get("embed", key) is None
     st = c.stats()["embed"]
-    assert (st.hits, st.misses, st.errors, st.writes) == (2, 2, 1, 3)
-    path.rmdir()
+    assert (st.hits, st.misses, st.errors, st.writes) == (2, 1, 0, 3)
     c.put("rerank", key, [0])
-    (path.parent / ".tmp-left-over.json").write_text("{", encoding="utf-8")
     counts = (c.entries(), c.entries("embed"), c.entries("rerank"), c.entries("search"))
     assert counts == (3, 2, 1, 0)  # embed: {q: 2} and {q: 3}
     assert repr(c) == f"StageCache({str(tmp_path)!r})"

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag_lab import blobstore
+from rag_lab.blobstore import ROW_OVERHEAD
 from rag_lab.models import vector_cache as vc
 from rag_lab.models.embedding import CachedEmbedder, vector_store_key
-from rag_lab.models.vector_cache import ROW_OVERHEAD, VectorCache
+from rag_lab.models.vector_cache import VectorCache
 
 
 class CountingEmbedder:
@@ -125,7 +127,7 @@ def test_eviction_keeps_the_bound_and_drops_the_least_recently_used(tmp_path: Pa
     row = 8 * 4 + ROW_OVERHEAD
     store = VectorCache(tmp_path / "v.sqlite", max_bytes=10 * row)
     clock = [1_000_000.0]
-    monkeypatch.setattr(vc.time, "time", lambda: clock[0])
+    monkeypatch.setattr(blobstore.time, "time", lambda: clock[0])
     emb = CountingEmbedder()
     texts = [f"text {i}" for i in range(30)]
     for t in texts[:10]:
@@ -199,9 +201,39 @@ def test_a_file_of_another_layout_is_started_again(tmp_path: Path) -> None:
     assert store.get_many("m", ["x"])[0].tolist() == [1.0, 1.0] and store.stats()["rows"] == 1
 
 
+def test_a_file_of_the_earlier_vector_layout_keeps_its_rows(tmp_path: Path) -> None:
+    """Layout 3 (tables ``models`` / ``vectors``, written by earlier versions) is renamed into the
+    shared store's layout: its vectors are served, its totals and triggers go on counting."""
+    path = tmp_path / "v.sqlite"
+    old = np.array([0.25, -1.5], dtype="<f4")
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE models (id INTEGER PRIMARY KEY, model_key TEXT NOT NULL UNIQUE);
+            CREATE TABLE vectors (hash BLOB NOT NULL UNIQUE, model_id INTEGER NOT NULL, vec BLOB NOT NULL);
+            CREATE TABLE uses (hash BLOB PRIMARY KEY, used INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 0), rows INTEGER NOT NULL, bytes INTEGER NOT NULL);
+            INSERT INTO totals VALUES (0, 0, 0);
+            CREATE TRIGGER vectors_added AFTER INSERT ON vectors BEGIN
+                UPDATE totals SET rows = rows + 1, bytes = bytes + length(NEW.vec) + 80 WHERE id = 0;
+            END;
+            INSERT INTO models VALUES (1, 'm');
+            PRAGMA user_version = 3;
+            """
+        )
+        conn.execute("INSERT INTO vectors VALUES (?, 1, ?)", (vc.vector_key("m", "x"), old.tobytes()))
+        conn.execute("INSERT INTO uses VALUES (?, 5)", (vc.vector_key("m", "x"),))
+    store = VectorCache(path)
+    assert store.get_many("m", ["x", "y"])[0].tolist() == [0.25, -1.5]
+    assert store.put_many("m", ["x", "y"], np.ones((2, 2), dtype=np.float32)) == 1
+    assert store.stats()["rows"] == 2 and store.stats()["bytes"] == 2 * (8 + ROW_OVERHEAD)
+    assert store.stats()["models"] == {"m": {"rows": 2, "bytes": 2 * (8 + ROW_OVERHEAD)}}
+    assert store.clear("m") == 2 and store.stats()["bytes"] == 0
+
+
 def test_use_times_of_reads_are_written_in_a_batch_at_close(tmp_path: Path, monkeypatch) -> None:
     clock = [1_000_000.0]
-    monkeypatch.setattr(vc.time, "time", lambda: clock[0])
+    monkeypatch.setattr(blobstore.time, "time", lambda: clock[0])
     path = tmp_path / "v.sqlite"
     store = VectorCache(path)
     store.put_many("m", ["a", "b"], np.ones((2, 2), dtype=np.float32))
@@ -288,7 +320,7 @@ def test_vectors_are_stored_inline_near_their_raw_size(tmp_path: Path) -> None:
     store.close()
     with sqlite3.connect(tmp_path / "v.sqlite") as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        assert conn.execute("PRAGMA page_size").fetchone()[0] == vc.PAGE_SIZE
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == blobstore.PAGE_SIZE
     ratio = (tmp_path / "v.sqlite").stat().st_size / vecs.nbytes
     assert ratio <= 1.3, ratio
     again = VectorCache(tmp_path / "v.sqlite").get_many("m", texts[:5] + ["absent"])

@@ -22,12 +22,13 @@ closure inside rag_lab (:func:`code_version_for`: the modules of the searcher, w
 router, or of the wrapped model, and every module they import, lazily or not), so editing any
 module a cached stage runs invalidates its entries.
 
-On disk: ``<root>/<stage>/<key[:2]>/<key>.json`` holding ``{"format", "stage", "key", "payload"}``
-(plain JSON, no pickle). The file name is the SHA-256 of the canonical JSON of the key; a read
-checks the stored key equals the asked one. Writes go to a temporary file in the same folder and
-are renamed into place (``os.replace``), so concurrent processes and threads never see a partial
-entry and the last writer of identical content wins. Unreadable entries count as misses (and as
-``errors``) and are rewritten. Hit / miss / write / error counters are kept per stage.
+On disk: ``<root>/stages.sqlite``, in the storage layer the vector cache also uses
+(:mod:`rag_lab.blobstore`: SQLite with WAL, queued writers across processes, bounded in bytes with
+the least recently used entries evicted first). A row's key is the SHA-256 of the entry format, the
+stage and the canonical JSON of the key; its value is the payload as JSON (no pickle), and the
+last writer of a key wins. A row that does not parse counts as a miss (and as an ``error``) and is
+rewritten; so is a read or write the file refuses. Hit / miss / write / error counters are kept
+per stage.
 
 The BM25 index cache (:class:`Bm25IndexCache`) keeps built keyword indexes keyed by tokenizer
 identity, k1, b, method, dtype and the hash of the indexed texts, so a sweep over BM25 settings

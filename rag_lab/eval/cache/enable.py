@@ -44,6 +44,7 @@ class StageCacheHandle:
         s.rerank_models = dict(self.original_rerank_models)
         s.embedder_for = self.original_embedder_for
         self.versioner.close()
+        self.cache.close()  # its file is whole on disk (a sweep on Ray packs the folder next)
         self.active = False
         if getattr(self.lab, "_stage_cache_handle", None) is self:
             self.lab._stage_cache_handle = None

@@ -32,7 +32,8 @@ __all__ = [
     "text_digest",
 ]
 
-CACHE_FORMAT = 1
+#: the entries' format, part of every row's key: a reader of another format misses
+CACHE_FORMAT = 2
 
 #: Modules whose import closure (inside rag_lab) decides each cached stage's output, when the
 #: wrapped objects do not say more (:func:`code_version_for` adds the modules of their classes).
