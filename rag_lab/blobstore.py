@@ -170,13 +170,16 @@ class BlobStore:
             return conn
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's; an existing one keeps its own
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
         try:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's; an existing one keeps its own
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 with _immediate(conn):
                     self._set_layout(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise type(exc)(f"{self.what} {self.path}: {exc}") from exc
         except BaseException:
             conn.close()
             raise
@@ -214,7 +217,9 @@ class BlobStore:
     def _failed(self, what: str, exc: Exception) -> None:
         if not self._warned:
             self._warned = True
-            log.warning("%s %s: %s failed (%s); values are computed instead", self.what, self.path, what, exc)
+            where = f"{self.what} {self.path}"
+            reason = str(exc).removeprefix(f"{where}: ")
+            log.warning("%s: %s failed (%s); values are computed instead", where, what, reason)
 
     # -- reads ------------------------------------------------------------------------------
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes] | None:

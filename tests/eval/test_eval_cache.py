@@ -80,6 +80,8 @@ def test_damaged_or_unreadable_entries_are_misses_and_errors(tmp_path: Path) -> 
     assert c2.get("embed", key) is None
     c2.put("embed", key, [1.0])
     assert (c2.stats()["embed"].errors, c2.stats()["embed"].misses, c2.stats()["embed"].writes) == (2, 1, 0)
+    with pytest.raises(sqlite3.DatabaseError, match=r"^stage cache .*stages\.sqlite: file is not a database$"):
+        c2.store_stats()
 
 
 def test_the_bound_evicts_the_least_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
