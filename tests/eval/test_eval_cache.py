@@ -84,6 +84,31 @@ def test_damaged_or_unreadable_entries_are_misses_and_errors(tmp_path: Path) -> 
         c2.store_stats()
 
 
+def test_the_store_round_trips_what_json_can_hold_and_refuses_a_file_as_root(tmp_path: Path) -> None:
+    c = StageCache(tmp_path / "a" / "b", memory_entries=0)  # parents created
+    lone = "\ud800 half a pair"  # a lone surrogate, in a key and in a payload
+    c.put("search", {"q": lone}, {"v": np.float32(0.5), "t": lone, "n": np.arange(2)})
+    assert c.get("search", {"q": lone}) == {"v": 0.5, "t": lone, "n": [0, 1]}
+    assert c.get("search", {"q": "\ud801 half a pair"}) is None
+    (tmp_path / "f").write_text("", encoding="utf-8")
+    with pytest.raises(NotADirectoryError, match=r"^stage cache .*f: exists and is not a directory$"):
+        StageCache(tmp_path / "f")
+
+
+def test_the_memory_layer_keeps_what_was_read_and_written_up_to_its_size(tmp_path: Path) -> None:
+    StageCache(tmp_path, memory_entries=0).put("s", {"i": 0}, [0])
+    c = StageCache(tmp_path, memory_entries=2)
+    assert c.get("s", {"i": 0}) == [0]  # read from the file: remembered
+    c.put("s", {"i": 1}, [1])
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+        conn.execute("DELETE FROM entries")
+    assert (c.get("s", {"i": 0}), c.get("s", {"i": 1})) == ([0], [1])  # two entries kept
+    c.put("s", {"i": 2}, [2])  # a third: the least recently used one ({i: 0}) goes
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+        conn.execute("DELETE FROM entries")
+    assert [c.get("s", {"i": i}) for i in range(3)] == [None, [1], [2]]
+
+
 def test_the_bound_evicts_the_least_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
     clock = [1_000_000.0]
     monkeypatch.setattr(blobstore.time, "time", lambda: clock[0])
