@@ -1,0 +1,162 @@
+"""The storage layer under both caches: counts, the bound's exact eviction, use times, layouts, faults."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+
+from rag_lab import blobstore
+from rag_lab.blobstore import ROW_OVERHEAD, BlobStore, _flush_at_exit
+
+
+def key(i: int) -> bytes:
+    return i.to_bytes(32, "big")
+
+
+def used_times(path: Path) -> dict[bytes, int]:
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("SELECT hash, used FROM uses"))
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    now = [1_000_000.0]
+    monkeypatch.setattr(blobstore.time, "time", lambda: now[0])
+    return now
+
+
+def test_puts_gets_and_counters(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "a" / "b" / "s.sqlite", 10_000, "test cache")  # parents created
+    assert store.put_many("s", []) == 0
+    assert store.put_many("s", [(key(1), b"one"), (key(2), b"two")]) == 2
+    assert store.put_many("s", [(key(2), b"TWO"), (key(3), b"three")]) == 1  # a key there keeps its value
+    assert store.get_many([key(1), key(2), key(9)]) == {key(1): b"one", key(2): b"two"}
+    assert store.put_many("t", [(key(2), b"2")], replace=True) == 0  # replaced: moved to space t
+    assert store.get_many([key(2)]) == {key(2): b"2"}
+    assert store.has_many([key(1), key(2), key(9)]) == {key(1), key(2)}
+    assert (store.reads, store.writes, store.evicted) == (3, 3, 0)
+    s = store.stats()
+    assert s["spaces"] == {"s": {"rows": 2, "bytes": 8 + 2 * ROW_OVERHEAD}, "t": {"rows": 1, "bytes": 1 + ROW_OVERHEAD}}
+    assert (s["rows"], s["bytes"], s["max_bytes"]) == (3, 9 + 3 * ROW_OVERHEAD, 10_000)
+    assert store._conn() is store._conn()  # one connection per thread
+    other: list[sqlite3.Connection] = []
+    t = threading.Thread(target=lambda: other.append(store._conn()))
+    t.start()
+    t.join()
+    assert other[0] is not store._conn()
+    store.close()
+    assert store.get_many([key(3)]) == {key(3): b"three"}  # opens again after close
+    assert store.clear(lambda name: name == "t") == 1 and store.stats()["spaces"].keys() == {"s"}
+    with pytest.raises(ValueError, match=r"^test cache: max_bytes must be >= 0, got -1$"):
+        BlobStore(tmp_path / "x.sqlite", -1, "test cache")
+
+
+def test_more_keys_than_one_query_holds(tmp_path: Path, clock: list[float]) -> None:
+    store = BlobStore(tmp_path / "s.sqlite", 10**9, "test cache")
+    keys = [key(i) for i in range(1_234)]
+    assert store.put_many("s", [(k, b"v") for k in keys]) == len(keys)
+    assert len(store.get_many(keys) or {}) == len(keys)
+    assert store.has_many(keys) == set(keys)
+    clock[0] += 3600
+    store.get_many(keys)
+    store.flush()
+    assert set(used_times(tmp_path / "s.sqlite").values()) == {1_003_600}
+
+
+def test_eviction_takes_the_least_recently_used_down_to_nine_tenths(tmp_path: Path, clock: list[float]) -> None:
+    row = 10 + ROW_OVERHEAD
+    store = BlobStore(tmp_path / "s.sqlite", 10 * row, "test cache")
+    for i in range(10):
+        store.put_many("s", [(key(i), b"x" * 10)])
+        clock[0] += 120
+    assert store.evicted == 0 and store.stats()["bytes"] == 10 * row  # at the bound: nothing goes
+    store.get_many([key(0)])  # read: the most recently used after the flush an eviction does
+    clock[0] += 120
+    store.put_many("s", [(key(10), b"x" * 10)])  # 11 rows: down to 9 (exactly 90 %)
+    assert store.evicted == 2 and store.stats()["bytes"] == 9 * row
+    assert sorted(store.get_many([key(i) for i in range(11)]) or {}) == [key(0)] + [key(i) for i in range(3, 11)]
+    # big rows: one eviction frees enough
+    big = BlobStore(tmp_path / "big.sqlite", 10_000, "test cache")
+    for i in range(5):
+        big.put_many("s", [(key(i), b"x" * (2000 - ROW_OVERHEAD))])
+        clock[0] += 120
+    big.put_many("s", [(key(5), b"y")])
+    assert big.evicted == 1 and sorted(big.get_many([key(i) for i in range(6)]) or {}) == [key(i) for i in range(1, 6)]
+    # a bound of zero keeps nothing, the last row included
+    none = BlobStore(tmp_path / "none.sqlite", 0, "test cache")
+    assert none.put_many("s", [(key(1), b"v")]) == 1
+    assert none.stats()["rows"] == 0 and none.evicted == 1
+    none.put_many("s", [(key(2), b"v"), (key(3), b"w")])
+    assert none.stats()["rows"] == 0 and none.evicted == 3
+
+
+def test_use_times_are_written_when_stale_in_batches(tmp_path: Path, clock: list[float], monkeypatch) -> None:
+    path = tmp_path / "s.sqlite"
+    store = BlobStore(path, 10**6, "test cache")
+    store.put_many("s", [(key(i), b"v") for i in range(4)])
+    clock[0] += blobstore.TOUCH_S  # exactly a minute later: not stale yet
+    store.get_many([key(0)])
+    store.flush()
+    assert used_times(path)[key(0)] == 1_000_000
+    clock[0] += 1  # now stale
+    store.get_many([key(0)])
+    assert used_times(path)[key(0)] == 1_000_000  # a read writes nothing
+    store.flush()
+    assert used_times(path)[key(0)] == 1_000_061
+    monkeypatch.setattr(blobstore, "TOUCH_BATCH", 3)
+    clock[0] += 3600
+    store.get_many([key(1), key(2)])
+    assert used_times(path)[key(1)] == 1_000_000  # two pending: below the batch
+    store.get_many([key(3)])
+    assert [used_times(path)[key(i)] for i in (1, 2, 3)] == [1_003_661] * 3  # the third fills it
+    clock[0] += 3600
+    store.get_many([key(0)])
+    _flush_at_exit(weakref.ref(store))  # what runs at process exit
+    assert used_times(path)[key(0)] == 1_007_261
+    gone = BlobStore(tmp_path / "gone.sqlite", 1, "test cache")
+    ref = weakref.ref(gone)
+    del gone
+    _flush_at_exit(ref)  # a store collected before exit: nothing to do
+
+
+def test_a_file_of_an_unknown_layout_is_started_again(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with sqlite3.connect(path) as conn:
+        for table in ("entries", "uses", "spaces", "totals", "vectors", "models", "other"):
+            conn.execute(f"CREATE TABLE {table} (x)")
+        conn.execute("PRAGMA user_version = 2")
+    store = BlobStore(path, 10**6, "test cache")
+    assert store.put_many("s", [(key(1), b"v")]) == 1 and store.get_many([key(1)]) == {key(1): b"v"}
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
+    assert tables == {"entries", "uses", "spaces", "totals", "other"} and columns == ["hash", "space_id", "value"]
+
+
+def test_a_fault_is_logged_once_and_reported_as_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"not a database" * 100)
+    store = BlobStore(path, 10**6, "test cache")
+    with caplog.at_level(logging.WARNING, logger="rag_lab.blobstore"):
+        assert store.get_many([key(1)]) is None
+        assert store.has_many([key(1)]) is None
+        assert store.put_many("s", [(key(1), b"v")]) is None
+        store._touched.add(key(1))
+        store.flush()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"test cache {path}: a read failed (file is not a database); values are computed instead"
+    ]
+    fresh = BlobStore(path, 10**6, "test cache")
+    with caplog.at_level(logging.WARNING, logger="rag_lab.blobstore"):
+        fresh._touched.add(key(1))
+        fresh.flush()
+    assert caplog.records[-1].getMessage() == (
+        f"test cache {path}: a write failed (file is not a database); values are computed instead"
+    )
+    with pytest.raises(sqlite3.DatabaseError, match=r"^test cache .*s\.sqlite: file is not a database$"):
+        store.stats()
