@@ -158,5 +158,42 @@ def test_a_fault_is_logged_once_and_reported_as_nothing(tmp_path: Path, caplog: 
     assert caplog.records[-1].getMessage() == (
         f"test cache {path}: a write failed (file is not a database); values are computed instead"
     )
+    for call, what in (
+        (lambda b: b.has_many([key(1)]), "read"),
+        (lambda b: b.put_many("s", [(key(1), b"v")]), "write"),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="rag_lab.blobstore"):
+            assert call(BlobStore(path, 10**6, "test cache")) is None
+        assert [r.getMessage() for r in caplog.records] == [
+            f"test cache {path}: a {what} failed (file is not a database); values are computed instead"
+        ]
     with pytest.raises(sqlite3.DatabaseError, match=r"^test cache .*s\.sqlite: file is not a database$"):
         store.stats()
+
+
+def test_stats_name_the_file_and_its_size(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "s.sqlite", 10**6, "test cache")
+    store.put_many("s", [(key(1), b"v" * 5000)])
+    s = store.stats()
+    assert s["path"] == str(tmp_path / "s.sqlite") and s["file_bytes"] > 5000
+
+
+def test_use_times_read_are_written_at_process_exit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "s.sqlite"
+    BlobStore(path, 10**6, "test cache").put_many("s", [(key(1), b"v")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE uses SET used = 5")
+    script = textwrap.dedent(
+        f"""
+        from rag_lab.blobstore import BlobStore
+        store = BlobStore({str(path)!r}, 10**6, "test cache")
+        assert store.get_many([(1).to_bytes(32, "big")])
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert used_times(path)[key(1)] > 5

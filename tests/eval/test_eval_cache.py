@@ -90,6 +90,8 @@ def test_the_store_round_trips_what_json_can_hold_and_refuses_a_file_as_root(tmp
     c.put("search", {"q": lone}, {"v": np.float32(0.5), "t": lone, "n": np.arange(2)})
     assert c.get("search", {"q": lone}) == {"v": 0.5, "t": lone, "n": [0, 1]}
     assert c.get("search", {"q": "\ud801 half a pair"}) is None
+    c.put("embed", {"q": 1}, "é")  # stored as UTF-8, not escaped: 4 bytes
+    assert c.store_stats()["spaces"]["embed"]["bytes"] == 4 + ROW_OVERHEAD
     (tmp_path / "f").write_text("", encoding="utf-8")
     with pytest.raises(NotADirectoryError, match=r"^stage cache .*f: exists and is not a directory$"):
         StageCache(tmp_path / "f")
