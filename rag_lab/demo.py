@@ -36,7 +36,7 @@ def check_demo_docs(max_docs: int | None) -> None:
         raise ValueError(f"the demo slice needs a whole number of documents >= 1, got {max_docs!r}")
 
 
-def demo_documents(max_docs: int | None = None) -> list[dict[str, Any]]:
+def demo_documents(max_docs: int | None = None) -> list[dict[str, object]]:
     """The demo corpus as ingestable dicts (``max_docs``: a slice keeping the gold documents of
     as many of the first queries as fit, up to 20, for quick starts and tests; any ``max_docs >= 1``
     works, a slice smaller than the first query's gold documents keeps the first of them)."""

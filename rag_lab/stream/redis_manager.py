@@ -126,7 +126,7 @@ def make_client(
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
 
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
         "socket_timeout": socket_timeout_s,

@@ -26,7 +26,7 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise ValueError(f"--keepalive-s: expected a number of seconds >= 0, got {keepalive!r}")
     if args.stream_manager:
         resolve_settings(args.stream_manager)  # a bad value fails before the models load
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     if getattr(args, "workspace", None):
         overrides["workspace"] = args.workspace
     lab = Lab.from_config(getattr(args, "config", None), **overrides)
