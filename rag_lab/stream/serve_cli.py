@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.cliutil import command, command_parser, opt, run_command
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from rag_lab.lab.lab import Lab
+    from rag_lab.stream.manager import StreamManager
+
+
+def build_app(args: argparse.Namespace) -> tuple[FastAPI, Lab, StreamManager]:
     """(app, lab, manager) for the parsed ``serve`` arguments; a bad config raises ValueError."""
     from rag_lab.lab.lab import Lab
     from rag_lab.stream.factory import build_stream_manager, resolve_settings
