@@ -48,7 +48,7 @@ class NullTracer:
     def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> None:
         return None
 
-    def end_span(self, span: Any, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
+    def end_span(self, span: object, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
         pass
 
 
