@@ -15,7 +15,7 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 P = ParamSpec("P")
@@ -62,7 +62,7 @@ class _LoopExecutor(concurrent.futures.ThreadPoolExecutor):
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future[R]:
         future = self._pool.submit(fn, *args, **kwargs)
         with self._pending_lock:
             self._pending.add(future)
@@ -116,7 +116,7 @@ def run_sync(coro_factory: Callable[[], Awaitable[R]], thread_name: str = "rag_l
     return cast(R, box["value"])
 
 
-def synchronous(afunc: Callable[P, Coroutine[Any, Any, R]], thread_name: str = "rag_lab-run") -> Callable[P, R]:
+def synchronous(afunc: Callable[P, Awaitable[R]], thread_name: str = "rag_lab-run") -> Callable[P, R]:
     """The blocking twin of the coroutine function ``afunc``, named without its leading ``a``: each
     call runs ``afunc`` with :func:`run_sync` (so also where a loop is running, e.g. Jupyter)."""
 

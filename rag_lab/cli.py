@@ -10,10 +10,13 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rag_lab.cliutil import QUIET, command, command_parser, flag, many, opt, param_overrides, run_command
 from rag_lab.commands import PARAM, lab_from
+
+if TYPE_CHECKING:
+    from rag_lab.stream.bus import BusEvent
 
 
 @command(
@@ -59,6 +62,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+class _Streamed(TypedDict):
+    """What ``ask`` has streamed so far: the raw answer, the characters shown, the references."""
+
+    raw: str
+    shown: int
+    refs: list[object]
+
+
 @command(
     "ask",
     "ask a question; the answer streams to the terminal (exit 3: the model failed, fallback answer shown)",
@@ -75,9 +86,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     lab = lab_from(args)
     from rag_lab.lab.replay import display_answer
 
-    streamed: dict[str, Any] = {"raw": "", "shown": 0, "refs": []}
+    streamed: _Streamed = {"raw": "", "shown": 0, "refs": []}
 
-    def show(ev: Any) -> None:
+    def show(ev: BusEvent) -> None:
         if ev.type == BusEventType.REFERENCES:
             streamed["refs"] = list(ev.data.get("references") or [])
         elif ev.type == BusEventType.FINAL_ANSWER:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 PROG = "rag-lab"
@@ -29,7 +30,7 @@ _N = TypeVar("_N", int, float)
 #: a command's body: the parsed arguments in, the exit code out
 Run = Callable[[argparse.Namespace], int]
 #: one ``add_argument`` declaration as data: given a parser (or a group of one), it adds itself
-Arg = Callable[[Any], object]
+Arg = Callable[[argparse._ActionsContainer], object]
 
 
 def opt(name: str, help: str | None = None, **kw: Any) -> Arg:
@@ -50,7 +51,7 @@ def many(name: str, help: str | None = None, **kw: Any) -> Arg:
 def group(title: str, *args: Arg) -> Arg:
     """Options shown under a titled section of the help."""
 
-    def add(parser: Any) -> None:
+    def add(parser: argparse._ActionsContainer) -> None:
         g = parser.add_argument_group(title)
         for a in args:
             a(g)
@@ -74,7 +75,7 @@ class Command:
     subcommands: tuple[Command, ...] = ()
     description: str | None = None
 
-    def add_to(self, subparsers: Any) -> argparse.ArgumentParser:
+    def add_to(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
         """Register on an argparse sub-parsers object; returns the command's parser."""
         p: argparse.ArgumentParser = subparsers.add_parser(self.name, help=self.help, description=self.description)
         for a in self.args:
@@ -114,14 +115,14 @@ def command_parser(description: str | None, *commands: Command) -> argparse.Argu
     return ap
 
 
-def param_overrides(items: Sequence[str] | None, check: bool = True) -> dict[str, Any]:
+def param_overrides(items: Sequence[str] | None, check: bool = True) -> dict[str, object]:
     """``--param FIELD=VALUE`` items (YAML values), with ``check`` validated as PipelineParams
     fields (a bad name or value raises ValueError naming it)."""
     import yaml
 
     from rag_lab.types.params import PipelineParams
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for kv in items or []:
         if "=" not in kv:
             raise ValueError(f"--param {kv!r}: expected FIELD=VALUE")
@@ -148,7 +149,7 @@ def first_ctrl_c_stops() -> Iterator[None]:
         return
     presses = 0
 
-    def handler(_signum: int, _frame: Any) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         nonlocal presses
         presses += 1
         if presses == 1:

@@ -9,13 +9,16 @@ import os
 import sys
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets import load_dataset
 from rag_lab.eval.runner import evaluate_lab, write_retrieval_report
 from rag_lab.lab.lab import Lab
 from rag_lab.prompts.templates import REPO_ROOT
 from rag_lab.stream.bus import BusEvent, BusEventType
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.ingest_common import IngestReport
 
 DATASET = "hotpotqa_hipporag100"
 KB = "hotpotqa"
@@ -36,7 +39,7 @@ def check_demo_docs(max_docs: int | None) -> None:
         raise ValueError(f"the demo slice needs a whole number of documents >= 1, got {max_docs!r}")
 
 
-def demo_documents(max_docs: int | None = None) -> list[dict[str, Any]]:
+def demo_documents(max_docs: int | None = None) -> list[dict[str, object]]:
     """The demo corpus as ingestable dicts (``max_docs``: a slice keeping the gold documents of
     as many of the first queries as fit, up to 20, for quick starts and tests; any ``max_docs >= 1``
     works, a slice smaller than the first query's gold documents keeps the first of them)."""
@@ -66,7 +69,7 @@ def demo_kb_size(lab: Lab) -> int:
     return 0
 
 
-def ensure_demo_kb(lab: Lab, max_docs: int | None = None, progress: bool = True) -> Any:
+def ensure_demo_kb(lab: Lab, max_docs: int | None = None, progress: bool = True) -> IngestReport | None:
     """Make the knowledge base ``hotpotqa`` hold the demo corpus (``max_docs``: a slice of it,
     see :func:`demo_documents`): ingests the wanted documents it lacks unless it already holds at
     least as many. ``ensure_demo_kb(lab)`` after a quick start adds the rest of the corpus.

@@ -29,7 +29,6 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import rag_lab
 
@@ -153,7 +152,7 @@ class _ImportsMemo:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.extractor = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-        self.entries: dict[str, Any] = {}
+        self.entries: dict[str, object] = {}
         self.used: set[str] = set()
         self.dirty = False
         self.parsed = 0  # modules parsed by this process (the rest came from the file)

@@ -80,8 +80,8 @@ def share_values(
     rows: Iterable[Sequence[object]],
     columns: Sequence[str],
     shared: Collection[str],
-    known: dict[Any, Any] | None = None,
-) -> list[tuple[Any, ...]]:
+    known: dict[object, object] | None = None,
+) -> list[tuple[object, ...]]:
     """``rows`` with the values of the ``shared`` columns replaced by one object per distinct
     value (equal rows, less memory); ``known`` seeds the values (objects another table holds).
     Column by column (``zip``, ``map``): the rows' Python loop cost twice the table's read."""
@@ -91,8 +91,8 @@ def share_values(
         return [tuple(r) for r in rows]
     # one pool per type: 1 == 1.0 == True, and a float column keeps its floats; ±0.0 are equal
     # but not the same value, so a float column holding a zero is left as it is
-    pools: dict[type, dict[Any, Any]] = {str: known if known is not None else {}, int: {}, float: {}}
-    cols: list[Any] = list(zip(*rows))
+    pools: dict[type, dict[object, object]] = {str: known if known is not None else {}, int: {}, float: {}}
+    cols: list[Sequence[object]] = list(zip(*rows))
     for i in at:
         kinds = set(map(type, cols[i]))
         if len(kinds) != 1:
@@ -115,8 +115,8 @@ class RowTable(Generic[T]):
         self,
         columns: tuple[str, ...],
         rows: Iterable[tuple[Any, ...]],
-        decode: Callable[[Sequence[Any]], T],
-        fields: Callable[[tuple[str, ...]], Callable[[Sequence[Any]], list[Any]]],
+        decode: Callable[[Sequence[object]], T],
+        fields: Callable[[tuple[str, ...]], Callable[[Sequence[object]], list[object]]],
     ) -> None:
         """``decode``: row → object; ``fields(names)``: row → the values of those fields of the
         object (:meth:`reader`)."""
@@ -124,7 +124,7 @@ class RowTable(Generic[T]):
         self.at: dict[str, int] = {c: i for i, c in enumerate(columns)}
         key = self.at["id"]
         self.rows: dict[str, tuple[Any, ...]] = {r[key]: r for r in rows}
-        self._decode: Callable[[Sequence[Any]], T] = decode
+        self._decode: Callable[[Sequence[object]], T] = decode
         self._fields = fields
         self._children: dict[str, list[str]] | None = None
         self._lock = threading.Lock()
@@ -137,7 +137,7 @@ class RowTable(Generic[T]):
         row = self.rows.get(row_id)
         return None if row is None else self._decode(row)
 
-    def reader(self, names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[Any]]:
+    def reader(self, names: tuple[str, ...]) -> Callable[[Sequence[object]], list[object]]:
         """Row (of :attr:`rows`) → the values of the fields ``names``, as the decoded object
         holds them (JSON decoded, booleans as ``bool``), without building the object."""
         return self._fields(names)
@@ -206,7 +206,7 @@ class KbRows:
         with self._lock:
             return [t for t in self._tables.values() if t is not None]
 
-    def _ids(self, table: str, kb_id: str) -> dict[Any, Any]:
+    def _ids(self, table: str, kb_id: str) -> dict[object, object]:
         """The document ids the KB's other table holds (itself to itself), to share with this one;
         empty when it is not held. Called under the lock."""
         other = next(t for t in _TABLES if t != table)

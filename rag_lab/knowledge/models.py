@@ -79,7 +79,7 @@ class FAQEntry:
     version: int = 1
     source: str = ""
 
-    def to_metadata(self) -> dict[str, Any]:
+    def to_metadata(self) -> dict[str, object]:
         return {
             "standard_question": self.standard_question,
             "similar_questions": list(self.similar_questions),

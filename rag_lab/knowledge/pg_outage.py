@@ -16,7 +16,10 @@ import re
 import select
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "DEFAULT_OUTAGE_S",
@@ -96,7 +99,7 @@ def connect_waiting(connect: Callable[[], T], deadline: float, where: str) -> T:
         return conn
 
 
-def idle_connection_dead(raw: Any) -> bool:
+def idle_connection_dead(raw: psycopg.Connection[object]) -> bool:
     """True when the idle psycopg connection ``raw`` cannot take a statement: closed, broken, or
     readable while idle (the server sent its goodbye, e.g. ``terminating connection due to
     administrator command``, and closed it), so nothing should be sent on it."""

@@ -39,7 +39,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -139,7 +139,7 @@ def _row_class(names: tuple[str, ...]) -> type[PgRow]:
 _ROW_CLASSES: dict[tuple[str, ...], type[PgRow]] = {}
 
 
-def _named_rows(cursor: Any) -> Any:
+def _named_rows(cursor: Any) -> type[PgRow]:
     """psycopg row factory: rows as :class:`PgRow` (one class per column list)."""
     names = tuple(c.name for c in cursor.description or ())
     cls = _ROW_CLASSES.get(names)
@@ -171,7 +171,7 @@ class PgCursor:
     def __init__(self, conn: PgConnection) -> None:
         self._conn = conn
         self._cur = conn.raw.cursor()
-        self.row_factory: Any = _named_rows
+        self.row_factory: Callable[..., type[PgRow]] | None = _named_rows
 
     def _factory(self) -> None:
         from psycopg.rows import tuple_row

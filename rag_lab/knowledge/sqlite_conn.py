@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from rag_lab.knowledge.sqldb import PgConnection, is_postgres, read_changes, redact
 
@@ -48,7 +47,7 @@ class ThreadConnections:
         self.all: list[sqlite3.Connection | PgConnection] = []
         self.closed = False
 
-    def get(self) -> Any:
+    def get(self) -> sqlite3.Connection | PgConnection:
         """This thread's connection: a :class:`sqlite3.Connection` or a :class:`PgConnection`."""
         if self.closed:
             raise self.error(f"{self.where}: {self.what} is closed")
@@ -89,16 +88,16 @@ class ThreadConnections:
         """A number that moves whenever another connection (any process) commits a write: SQLite's
         ``PRAGMA data_version``, PostgreSQL's change counter (:mod:`rag_lab.knowledge.sqldb`)."""
         conn = self.get()
-        if self.postgres:
+        if isinstance(conn, PgConnection):  # self.postgres
             return read_changes(conn)
         return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
     @contextlib.contextmanager
-    def schema(self) -> Iterator[Any]:
+    def schema(self) -> Iterator[sqlite3.Connection | PgConnection]:
         """A transaction to create tables in: on PostgreSQL it holds the schema lock, so that two
         processes starting at once do not create the same table twice."""
         conn = self.get()
-        if self.postgres:
+        if isinstance(conn, PgConnection):  # self.postgres
             with conn.schema() as c:
                 yield c
         else:

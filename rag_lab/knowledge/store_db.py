@@ -12,11 +12,11 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Self, cast
 
 from rag_lab.knowledge.kb_rows import KbRows
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
-from rag_lab.knowledge.sqldb import is_postgres
+from rag_lab.knowledge.sqldb import PgConnection, is_postgres
 from rag_lab.knowledge.sqlite_conn import ThreadConnections
 from rag_lab.knowledge.store_rows import (
     _KEYS,
@@ -75,7 +75,7 @@ class StoreDB:
     values_decoder = staticmethod(_values_decoder)
 
     # -- connections ------------------------------------------------------------------------
-    def _conn(self) -> Any:
+    def _conn(self) -> sqlite3.Connection | PgConnection:
         """This thread's connection (:class:`sqlite3.Connection` or
         :class:`~rag_lab.knowledge.sqldb.PgConnection`: the same calls)."""
         return self._conns.get()
@@ -107,7 +107,7 @@ class StoreDB:
             _PINNED.reset(reset)
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def _transaction(self) -> Iterator[sqlite3.Connection | PgConnection]:
         """One write transaction (committed on exit, rolled back on an error)."""
         with self._write_lock:
             self.generation += 1

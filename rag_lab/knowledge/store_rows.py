@@ -10,11 +10,14 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
 from rag_lab.retrieval.sharing import SHARED_WITH, check_shared_with
 from rag_lab.types.search_result import UNSEARCHABLE_STATUSES
+
+if TYPE_CHECKING:
+    from rag_lab.knowledge.sqldb import PgConnection, PgCursor
 
 T = TypeVar("T")
 
@@ -153,12 +156,14 @@ def _from_row(cls: type[T], row: sqlite3.Row) -> T:
     return _decoder(cls, tuple(row.keys()))(row)
 
 
-def _decode_rows(cls: type[T], cursor: sqlite3.Cursor) -> Iterator[T]:
+def _decode_rows(cls: type[T], cursor: sqlite3.Cursor | PgCursor) -> Iterator[T]:
     """Every row of ``cursor`` as a ``cls`` (one column lookup for the whole query)."""
     return map(_decoder(cls, tuple(d[0] for d in cursor.description or ())), cursor)
 
 
-def _tuples(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
+def _tuples(
+    conn: sqlite3.Connection | PgConnection, sql: str, args: Sequence[object] = ()
+) -> sqlite3.Cursor | PgCursor:
     """``sql`` on a cursor whose rows are plain tuples, for rows decoded by position: what
     :class:`~rag_lab.knowledge.kb_rows.KbRows` holds (sliceable, and untracked by the garbage
     collector), a little cheaper to fetch than ``sqlite3.Row`` (``benchmarks/store_reads.py``:

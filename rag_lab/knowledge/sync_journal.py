@@ -25,9 +25,10 @@ engine's job (:mod:`rag_lab.retrieval.milvus_sync`).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import sqlite3
@@ -111,7 +112,7 @@ class SyncJournal:
     def __init__(self, store: StoreDB) -> None:
         self.store = store
 
-    def _tx(self) -> Any:
+    def _tx(self) -> tuple[threading.RLock, sqlite3.Connection | PgConnection]:
         return self.store._write_lock, self.store._conn()
 
     def attach(self, kb_id: str, engine_key: str) -> bool:

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class MemoryItem:
     score: float = 0.0
     created_at: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -51,7 +50,7 @@ class Recall:
     """What MEMORY_RECALL reads: the envelope for the system prompt and the notes used."""
 
     prompt: str = ""
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, object]] = field(default_factory=list)
 
 
 def memory_prompt(items: Sequence[MemoryItem]) -> str:

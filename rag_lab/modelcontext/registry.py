@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from rag_lab.modelcontext import resources as _res
@@ -173,7 +173,7 @@ class Registry:
 
     # ------------------------------------------------------------------ registration
     @staticmethod
-    def _known(table: HandleTable[Any], value: str) -> str:
+    def _known(table: HandleTable[M], value: str) -> str:
         handle = value.lower()
         return handle if table.has(handle) else ""
 

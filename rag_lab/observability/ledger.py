@@ -14,12 +14,13 @@ import contextvars
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rag_lab.models.extractive import estimate_tokens
 
 if TYPE_CHECKING:
     import numpy as np
+    import pandas as pd
 
     from rag_lab.models.base import (
         ChatMessage,
@@ -139,13 +140,13 @@ class Ledger:
             "stage_ms": dict(self.stage_ms),
         }
 
-    def frame(self) -> Any:
+    def frame(self) -> pd.DataFrame:
         """One row per model call (pandas)."""
         import pandas as pd
 
         return pd.DataFrame([asdict(c) for c in self.calls], columns=list(ModelCall.__dataclass_fields__))
 
-    def stage_frame(self) -> Any:
+    def stage_frame(self) -> pd.DataFrame:
         """Per stage: wall time, calls, tokens and cost (pandas)."""
         import pandas as pd
 
@@ -201,8 +202,12 @@ def _usage_tokens(usage: Mapping[str, object] | None) -> tuple[int, int] | None:
     return None
 
 
-class _Proxy:
-    def __init__(self, inner: Any) -> None:
+#: the wrapped model's type
+M = TypeVar("M")
+
+
+class _Proxy(Generic[M]):
+    def __init__(self, inner: M) -> None:
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:
@@ -242,7 +247,7 @@ def call_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-class LedgerChatModel(_Proxy):
+class LedgerChatModel(_Proxy["ChatModel"]):
     """Records every call, also failed, timed-out and cancelled ones (a cancellation is not an
     ``Exception``). A call that never reached the server is charged 0 tokens; one that failed after
     the request was sent is charged its estimated prompt tokens (flagged ``estimated``)."""
@@ -315,7 +320,7 @@ class LedgerChatModel(_Proxy):
             )
 
 
-class LedgerEmbedder(_Proxy):
+class LedgerEmbedder(_Proxy["Embedder"]):
     inner: Embedder
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -335,7 +340,7 @@ class LedgerEmbedder(_Proxy):
         return out
 
 
-class LedgerReranker(_Proxy):
+class LedgerReranker(_Proxy["Reranker"]):
     inner: Reranker
 
     async def rerank(self, query: str, passages: Sequence[str]) -> list[RerankScore]:

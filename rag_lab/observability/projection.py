@@ -11,13 +11,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.models.extractive import estimate_tokens
 from rag_lab.types.params import PipelineParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets.schema import Dataset
+    from rag_lab.eval.suite_spec import SuiteSpec
     from rag_lab.lab.lab import Lab
 
 
@@ -60,7 +61,7 @@ class Projection:
 
 
 def project_suites(
-    lab: Lab, suites: Sequence[Any], params: PipelineParams | None = None, repeat: int = 1
+    lab: Lab, suites: Sequence[SuiteSpec], params: PipelineParams | None = None, repeat: int = 1
 ) -> Projection:
     """The projection of an evaluation (or sweep) over dataset slices, before anything is ingested:
     chunk sizes are estimated from the corpus texts and the KB chunk size (the LLM judge's calls

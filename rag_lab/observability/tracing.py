@@ -19,6 +19,7 @@ from rag_lab.types.intent import needs_retrieval
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span
 
 
 class _NullSpan:
@@ -44,15 +45,15 @@ class NullTracer:
     def span(self, name: str, attributes: Mapping[str, object] | None = None) -> Iterator[_NullSpan]:
         yield NULL_SPAN
 
-    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> Any:
+    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> None:
         return None
 
-    def end_span(self, span: Any, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
+    def end_span(self, span: object, attributes: Mapping[str, object] | None = None, error: str = "") -> None:
         pass
 
 
 class _OtelSpan:
-    def __init__(self, span: Any) -> None:
+    def __init__(self, span: Span) -> None:
         self._span = span
 
     def set_attribute(self, key: str, value: object) -> None:
@@ -70,7 +71,7 @@ class _OtelSpan:
         self._span.set_status(Status(StatusCode.ERROR, message))
 
 
-def _attr(value: object) -> object:
+def _attr(value: object) -> bool | int | float | str | list[bool | int | float | str]:
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(x, (bool, int, float, str)) for x in value):
@@ -96,7 +97,7 @@ class OtelTracer:
                 wrapped.set_attributes(attributes)
             yield wrapped
 
-    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> Any:
+    def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> Span:
         """A span that outlives the current block (the answer stream); end it with end_span."""
         s = self._tracer.start_span(name)
         if attributes:

@@ -70,7 +70,7 @@ class MessageService(Protocol):
         self, session_id: str, role: str, content: str, request_id: str, **fields: Unpack[MessageFields]
     ) -> str: ...
 
-    def ensure_session(self, session_id: str, user_id: str, *args: Any, **kwargs: Any) -> Session: ...
+    def ensure_session(self, session_id: str, user_id: str, **fields: object) -> Session: ...
 
 
 class MemoryService(Protocol):
@@ -99,12 +99,24 @@ class GraphService(Protocol):
     def search_nodes(self, ns: NameSpace, names: Sequence[str], partial: bool = True) -> GraphData: ...
 
 
+class SpanService(Protocol):
+    """One open span (:mod:`rag_lab.observability.tracing`'s ``_OtelSpan``, or its null span)."""
+
+    def set_attribute(self, key: str, value: object) -> None: ...
+
+    def set_attributes(self, attrs: Mapping[str, object]) -> None: ...
+
+    def record_error(self, kind: str, message: str) -> None: ...
+
+
 class TracerService(Protocol):
     """OpenTelemetry spans (:mod:`rag_lab.observability.tracing`)."""
 
     enabled: bool
 
-    def span(self, name: str, attributes: Mapping[str, object] | None = None) -> AbstractContextManager[Any]: ...
+    def span(
+        self, name: str, attributes: Mapping[str, object] | None = None
+    ) -> AbstractContextManager[SpanService]: ...
 
     def start_span(self, name: str, attributes: Mapping[str, object] | None = None) -> object: ...
 

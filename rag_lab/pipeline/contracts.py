@@ -20,9 +20,8 @@ an undeclared read or write. The stage cache keys a cached stage by its declared
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rag_lab.knowledge.models import KnowledgeBase
 from rag_lab.types.chat_manage import PipelineContext, PipelineRequest, PipelineState
@@ -96,7 +95,7 @@ def contract_of(plugin: object) -> StageContract:
     return contract
 
 
-def stage_table(plugins: Iterable[object]) -> list[dict[str, Any]]:
+def stage_table(plugins: Iterable[object]) -> list[dict[str, Sequence[str]]]:
     """One row per plugin, in registration order: stage (class), events, reads, writes, params, kb."""
     rows = []
     for p in plugins:
@@ -116,7 +115,7 @@ def stage_table_markdown(plugins: Iterable[object]) -> str:
     lines = ["| stage | events | reads | writes | params | KB settings |", "|---|---|---|---|---|---|"]
     for row in stage_table(plugins):
 
-        def cell(names: list[str]) -> str:
+        def cell(names: Sequence[str]) -> str:
             return "<br>".join(f"`{n}`" for n in names) or "—"
 
         lines.append(

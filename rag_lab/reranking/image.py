@@ -31,7 +31,7 @@ def is_image_hit(r: SearchResult) -> bool:
     return r.chunk_type == IMAGE_VECTOR or r.metadata.get("retrieved_by") == IMAGE_VECTOR
 
 
-def image_entries(r: SearchResult) -> list[dict[str, Any]]:
+def image_entries(r: SearchResult) -> list[dict[str, object]]:
     return parse_image_info(r.image_info) or []
 
 

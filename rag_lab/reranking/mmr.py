@@ -63,7 +63,7 @@ class MMRCandidate:
     redundancy: float
     mmr: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
         return {"index": self.index, "relevance": self.relevance, "redundancy": self.redundancy, "mmr": self.mmr}
 
@@ -79,7 +79,7 @@ class MMRStep:
     mmr: float
     runner_ups: list[MMRCandidate] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready form (runner-ups as dicts)."""
         return {
             "step": self.step,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -246,14 +245,14 @@ class RerankRowsInput:
         ids = self.idents[0]
         return lambda: [ids[i] for i in index.tolist()]
 
-    def build(self) -> list[dict[str, Any]]:
+    def build(self) -> list[dict[str, object]]:
         """One row per candidate, as the stage's diagnostics show it."""
         scored: dict[int, tuple[float, float, bool, bool]] = {}  # composite, final, faq boosted, image
         for ks, image in ((self.ranked, False), (self.images, True)):
             for i, c, f, b in zip(ks.index.tolist(), ks.composite.tolist(), ks.final.tolist(), ks.faq.tolist()):
                 scored[i] = (c, f, b, image)
         model_scores = model_score_of(self.model_index, self.model_score, len(self.base_scores))
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for i, (rid, kid, ctype, source) in enumerate(zip(*self.idents)):
             boosted, kept_by = self.marks.get(i, _NO_MARK)
             hit = scored.get(i)

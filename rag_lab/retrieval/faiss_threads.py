@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from types import ModuleType
 
 _tls = threading.local()
 
 
-def _faiss() -> Any:
+def _faiss() -> ModuleType:
     import faiss  # lazy: heavy import
 
     return faiss
 
 
-def _single_query_threads(faiss: Any, n: int) -> None:
+def _single_query_threads(faiss: ModuleType, n: int) -> None:
     """Use ``n`` OpenMP threads for searches made from the calling thread. One query over a flat
     index is several times faster on one thread than with OpenMP's fork/join (measured: 6 ms vs
     47 ms at 100k x 384 on 2 cores). The OpenMP setting is per thread, so other faiss users in the
@@ -31,7 +31,7 @@ class _all_threads:
     """Context manager: let faiss use every core in the calling thread (graph builds), then
     make the next query re-apply its single-query thread setting."""
 
-    def __init__(self, faiss: Any) -> None:
+    def __init__(self, faiss: ModuleType) -> None:
         self.faiss = faiss
 
     def __enter__(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,16 @@ from rag_lab.retrieval.image_info import enrich_search_results_image_info
 from rag_lab.types.search_result import SearchResult
 
 if TYPE_CHECKING:
-    from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.knowledge.kb_rows import RowTable
+    from rag_lab.knowledge.models import Chunk, Knowledge, KnowledgeBase
+
+    #: a KB held whole: its chunk and document rows, and their readers of the fields results take
+    _KbTables = tuple[
+        RowTable[Chunk],
+        RowTable[Knowledge],
+        Callable[[Sequence[object]], list[object]],
+        Callable[[Sequence[object]], list[object]],
+    ]
 
 __all__ = ["CHUNK_FIELDS", "DOC_FIELDS", "HydrationMemo", "search_result"]
 
@@ -123,7 +132,7 @@ class HydrationMemo:
         self._images: dict[str, str] = {}
         #: per KB: its (chunk rows, document rows) held whole by the store and their readers of
         #: :data:`CHUNK_FIELDS` / :data:`DOC_FIELDS`, or None
-        self._kbs: dict[str, tuple[Any, Any, Any, Any] | None] = {}
+        self._kbs: dict[str, _KbTables | None] = {}
         #: KB rows by id or name (searched KBs are looked up on every search)
         self._kb_refs: dict[str, KnowledgeBase | None] = {}
 

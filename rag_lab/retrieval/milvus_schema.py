@@ -80,7 +80,7 @@ def _type_name(value: object) -> str:
     return str(getattr(value, "name", value)).upper()
 
 
-def _analyzer(params: dict[str, object]) -> Any:
+def _analyzer(params: dict[str, object]) -> object:
     raw = params.get("analyzer_params")
     if isinstance(raw, str):
         try:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from rag_lab.types.search_result import SEARCHABLE_CHUNK_TYPES
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import Chunk, KnowledgeBase
+    from rag_lab.knowledge.sync_journal import SyncJournal
     from rag_lab.models.base import Embedder
     from rag_lab.retrieval.milvus_engine import MilvusEngine
 
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 WHOLE_KB = "*"  # as rag_lab.knowledge.sync_journal.WHOLE_KB (retrieval sits below knowledge)
 _DOC_BATCH = 500  # documents per filter expression
 _ID_BATCH = 1000  # ids per delete expression
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -108,7 +111,7 @@ class MilvusSync:
         return self.engine.config.key
 
     @property
-    def _journal(self) -> Any:
+    def _journal(self) -> SyncJournal:
         return self.engine.workspace.store.sync
 
     def reindex_command(self, kb: KnowledgeBase) -> str:
@@ -117,7 +120,7 @@ class MilvusSync:
         )
 
     # -- writing ----------------------------------------------------------------------------
-    def _call(self, what: str, name: str, fn: Any, *args: Any, **kw: Any) -> Any:
+    def _call(self, what: str, name: str, fn: Callable[P, R], *args: P.args, **kw: P.kwargs) -> R:
         try:
             return fn(*args, **kw)
         except Exception as exc:

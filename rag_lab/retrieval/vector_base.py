@@ -9,7 +9,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class VectorIndexBase:
             k = min(n, k * 2)
 
     def _search_flat(
-        self, faiss: Any, q: np.ndarray, top_k: int, n: int, allowed_ids: Collection[str] | None
+        self, faiss: ModuleType, q: np.ndarray, top_k: int, n: int, allowed_ids: Collection[str] | None
     ) -> list[tuple[int, float]]:
         params = None
         if allowed_ids is not None:

@@ -8,12 +8,16 @@ with the tombstones excluded. :class:`GraphSearch` is one of the parts of
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_lab.retrieval.faiss_threads import _all_threads, _faiss
 from rag_lab.retrieval.vector_base import VectorIndexBase
+
+if TYPE_CHECKING:
+    import faiss
 
 
 class _Graph:
@@ -21,14 +25,16 @@ class _Graph:
 
     __slots__ = ("index", "fids", "pos", "dead", "m", "ef_construction", "_sel", "_sel_keep")
 
-    def __init__(self, index: Any, fids: list[int], m: int, ef_construction: int, dead: Collection[int] = ()) -> None:
+    def __init__(
+        self, index: faiss.Index, fids: list[int], m: int, ef_construction: int, dead: Collection[int] = ()
+    ) -> None:
         self.index = index
         self.fids = fids  # graph position → faiss id
         self.dead: set[int] = set(dead)  # tombstoned graph positions
         self.pos = {fid: i for i, fid in enumerate(fids) if i not in self.dead}
         self.m, self.ef_construction = m, ef_construction
-        self._sel: Any = None
-        self._sel_keep: Any = None
+        self._sel: faiss.IDSelectorNot | None = None
+        self._sel_keep: faiss.IDSelectorBatch | None = None
 
     @property
     def live(self) -> int:
@@ -47,7 +53,7 @@ class _Graph:
         for j, fid in enumerate(fids):
             self.pos[int(fid)] = start + j
 
-    def selector(self, faiss: Any) -> Any:
+    def selector(self, faiss: ModuleType) -> faiss.IDSelectorNot | None:
         """An id selector excluding the tombstones (None when there are none)."""
         if not self.dead:
             return None
@@ -98,7 +104,7 @@ class GraphSearch(VectorIndexBase):
             g = self._graph = self._build_graph()
         return g
 
-    def _search_graph(self, faiss: Any, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
+    def _search_graph(self, faiss: ModuleType, g: _Graph, q: np.ndarray, top_k: int, n: int) -> list[tuple[int, float]]:
         if n == 0:
             return []
         sel = g.selector(faiss)

@@ -11,12 +11,16 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_lab.retrieval.faiss_threads import _faiss, _single_query_threads
 from rag_lab.retrieval.vector_base import VectorIndexBase
+
+if TYPE_CHECKING:
+    import faiss
 
 
 class QuantizedSearch(VectorIndexBase):
@@ -38,7 +42,7 @@ class QuantizedSearch(VectorIndexBase):
         return self._quantized
 
     def _search_quantized(
-        self, faiss: Any, qz: _Quantized, q: np.ndarray, top_k: int, n: int, threshold: float = -np.inf
+        self, faiss: ModuleType, qz: _Quantized, q: np.ndarray, top_k: int, n: int, threshold: float = -np.inf
     ) -> list[tuple[int, float]]:
         """The flat scan's results (``top_k`` best, then ``score >= threshold``) from the 8-bit
         scan plus exact re-scoring.
@@ -138,7 +142,7 @@ class _Quantized:
 
     def __init__(
         self,
-        parts: list[Any],
+        parts: list[faiss.IndexScalarQuantizer],
         vectors: np.ndarray,
         fids: np.ndarray,
         step: np.ndarray,
@@ -198,7 +202,7 @@ class _Quantized:
         kernel = alpha * 127.0 * self.code_l1 * absq.size * 2.0**-24
         return float(codes + query + kernel + 1e-4 * (1.0 + float(absq.sum())))
 
-    def exact_scores(self, faiss: Any, q: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def exact_scores(self, faiss: ModuleType, q: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Inner products of ``q`` with the vectors at ``positions``, by faiss' own kernel: bit
         for bit the flat scan's scores (numpy's BLAS sums in another order, and a last-bit
         difference reorders ties)."""
@@ -217,7 +221,9 @@ class _Quantized:
         return out
 
     @classmethod
-    def build(cls, faiss: Any, id_map: Any, dimension: int, block: int = 16_384, shards: int = 1) -> _Quantized:
+    def build(
+        cls, faiss: ModuleType, id_map: faiss.IndexIDMap, dimension: int, block: int = 16_384, shards: int = 1
+    ) -> _Quantized:
         n = int(id_map.ntotal)
         flat = faiss.downcast_index(id_map.index)
         vectors = faiss.rev_swig_ptr(flat.get_xb(), n * dimension).reshape(n, dimension)
@@ -274,7 +280,7 @@ def _scan_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def _scan_part(part: Any, qs32: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+def _scan_part(part: faiss.IndexScalarQuantizer, qs32: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     """One part's ``c`` best by the integer kernel, on one OpenMP thread."""
     _single_query_threads(_faiss(), 1)
     approx, pos = part.search(qs32, c)

@@ -8,7 +8,7 @@ All lengths are in runes (Python code points). The merge stage uses ``join_chunk
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from rag_lab.types.params import PipelineParams
 
@@ -126,7 +126,23 @@ def append_with_overlap(
     return acc + next
 
 
-def merge_text_chunks(chunks: Iterable[Any], gap_sep: str) -> str:
+class _TextChunk(Protocol):
+    """What :func:`merge_text_chunks` reads of a chunk (a :class:`~rag_lab.knowledge.models.Chunk`)."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def start_at(self) -> int: ...
+
+    @property
+    def end_at(self) -> int: ...
+
+    @property
+    def chunk_index(self) -> int: ...
+
+
+def merge_text_chunks(chunks: Iterable[_TextChunk | None], gap_sep: str) -> str:
     """Rebuild a document text from chunks with ``content``, ``start_at``, ``end_at`` and
     ``chunk_index`` (§6.14): sort by (start_at, chunk_index), join gaps with ``gap_sep``,
     merge overlaps with ``append_with_overlap`` and skip covered chunks."""

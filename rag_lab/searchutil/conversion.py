@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.search_result import ChunkType, MatchType, SearchResult
@@ -21,7 +20,7 @@ class WebSearchResult:
     published_at: datetime | None = None
 
 
-def _get(page: object, name: str) -> Any:
+def _get(page: object, name: str) -> object:
     return page.get(name) if isinstance(page, dict) else getattr(page, name, None)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -19,7 +19,21 @@ from rag_lab.types.params import PipelineParams
 
 __all__ = ["remove_duplicate_results", "remove_partial_overlaps"]
 
-T = TypeVar("T")
+
+class _Passage(Protocol):
+    """What deduplication reads of a result."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+T = TypeVar("T", bound=_Passage)
 
 #: contains_han of normalised texts (pure; the same contents come back question after question)
 _has_han = lru_cache(maxsize=32768)(contains_han)
@@ -34,10 +48,10 @@ def remove_duplicate_results(results: Sequence[T]) -> list[T]:
     seen_sigs: set[str] = set()
     out: list[T] = []
     for r in results:
-        rid = r.id  # type: ignore[attr-defined]
+        rid = r.id
         if rid in seen_ids:
             continue
-        sig = build_content_signature(r.content)  # type: ignore[attr-defined]
+        sig = build_content_signature(r.content)
         if sig and sig in seen_sigs:
             continue
         if sig:
@@ -61,7 +75,7 @@ def remove_partial_overlaps(
     n = len(results)
     if n <= 1:
         return list(results)
-    items: list[Any] = list(results)
+    items: list[T] = list(results)
     contents = [r.content for r in items]
     norms = [normalize_content(c) for c in contents]
     if n <= SMALL_N:
@@ -107,7 +121,7 @@ def remove_partial_overlaps(
 SMALL_N = 12
 
 
-def _remove_small(items: list[Any], contents: list[str], norms: list[str], threshold: float) -> list[Any]:
+def _remove_small(items: list[T], contents: list[str], norms: list[str], threshold: float) -> list[T]:
     """:func:`remove_partial_overlaps` pair by pair (same decisions: ``|a ∩ b| / min(|a|, |b|)``
     in doubles, the same containment pre-test and test)."""
     n = len(items)
@@ -136,7 +150,7 @@ def _remove_small(items: list[Any], contents: list[str], norms: list[str], thres
     return _drop(items, pairs) if pairs else items
 
 
-def _drop(items: list[Any], pairs: list[tuple[tuple[int, int], int, int]]) -> list[Any]:
+def _drop(items: list[T], pairs: list[tuple[tuple[int, int], int, int]]) -> list[T]:
     """Apply the hit pairs ``((short, long), i, j)``, in (i, then j > i) order: the short one goes
     unless its score is strictly higher; a row is skipped when its ``i`` was removed before the
     row began (it goes on within its own row)."""

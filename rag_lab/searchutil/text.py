@@ -19,7 +19,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, MutableSequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "markdown_title",
@@ -219,7 +219,16 @@ def build_content_signature(content: str) -> str:
     return hashlib.md5(norm.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def normalize_keyword_scores(results: MutableSequence[Any], is_keyword: Callable[[Any], bool]) -> None:
+class _Scored(Protocol):
+    """A result whose score :func:`normalize_keyword_scores` rewrites."""
+
+    score: float
+
+
+_S = TypeVar("_S", bound=_Scored)
+
+
+def normalize_keyword_scores(results: MutableSequence[_S | None], is_keyword: Callable[[_S], bool]) -> None:
     """Min-max normalise, in place, the scores of the results ``is_keyword`` selects (§6.7).
 
     With ten or more keyword results the bounds are the 5th and 95th percentile values of the

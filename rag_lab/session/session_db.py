@@ -9,9 +9,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
-from rag_lab.knowledge.sqldb import is_postgres, redact
+from rag_lab.knowledge.sqldb import PgConnection, is_postgres, redact
 from rag_lab.session.pg_schema import open_pg_sessions
 from rag_lab.session.sqlite_schema import _SCHEMA, SCHEMA_VERSION
 
@@ -25,7 +25,7 @@ class SessionDB:
         self._lock = threading.RLock()
         if is_postgres(path):
             self.path = redact(str(path))
-            self._db: Any = open_pg_sessions(str(path), _SCHEMA, SCHEMA_VERSION, outage_s)
+            self._db: sqlite3.Connection | PgConnection = open_pg_sessions(str(path), _SCHEMA, SCHEMA_VERSION, outage_s)
             return
         self.path = str(path)
         if self.path != ":memory:":

@@ -53,7 +53,7 @@ class EventBus:
     def on_any(self, handler: Handler) -> None:
         self._handlers.append((None, handler))
 
-    def emit(self, event_type: str, data: dict[str, Any] | None = None, event_id: str = "") -> BusEvent:
+    def emit(self, event_type: str, data: dict[str, object] | None = None, event_id: str = "") -> BusEvent:
         ev = BusEvent(type=event_type, data=dict(data or {}), id=event_id or str(uuid.uuid4()), timestamp=time.time())
         for wanted, h in list(self._handlers):
             if wanted is None or wanted == event_type:

@@ -67,7 +67,7 @@ def resolve_settings(config: object = None, env: Mapping[str, str] | None = None
     """Merge ``config`` (None, a type name, a redis URL or a mapping) with ``env``."""
     env = os.environ if env is None else env
     if config is None:
-        cfg: dict[str, Any] = {}
+        cfg: dict[str, object] = {}
     elif isinstance(config, str):
         text = config.strip()
         cfg = {"type": "redis", "url": text} if text.startswith(_URL_SCHEMES) else {"type": text}

@@ -38,10 +38,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_lab.types.params import PipelineParams
 from rag_lab.types.stream import STOP_RESPONSE_TYPE, StreamEvent
+
+if TYPE_CHECKING:
+    import redis
+    from redis.commands.core import Script
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +122,7 @@ def make_client(
     db: int | None = None,
     retries: int = 6,
     socket_timeout_s: float = 5.0,
-) -> Any:
+) -> redis.Redis:
     """A ``redis.Redis`` for ``url`` that retries connection errors with backoff (~2.5 s total)."""
     import redis
     from redis.backoff import ExponentialBackoff
@@ -126,7 +130,7 @@ def make_client(
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
 
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
         "socket_timeout": socket_timeout_s,
@@ -147,7 +151,7 @@ class RedisStreamManager:
 
     def __init__(
         self,
-        client: Any = None,
+        client: redis.Redis | None = None,
         *,
         url: str = DEFAULT_URL,
         prefix: str = DEFAULT_PREFIX,
@@ -162,7 +166,7 @@ class RedisStreamManager:
         self.url = url
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
-        self._append_once: Any = None  # registered on first use (EVALSHA, reloaded after a restart)
+        self._append_once: Script | None = None  # registered on first use (EVALSHA, reloaded after a restart)
         #: appends refused because their stream was stopped
         self.refused_after_stop = 0
 
@@ -241,7 +245,7 @@ class RedisStreamDirectory:
     session and message ids, so they cannot collide with event-log keys.
     """
 
-    def __init__(self, client: Any, prefix: str = DEFAULT_PREFIX, ttl_s: int = DEFAULT_TTL_S) -> None:
+    def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX, ttl_s: int = DEFAULT_TTL_S) -> None:
         self.client = client
         self.prefix = prefix
         self.ttl_s = int(ttl_s)

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.cliutil import command, command_parser, opt, run_command
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from rag_lab.lab.lab import Lab
+    from rag_lab.stream.manager import StreamManager
+
+
+def build_app(args: argparse.Namespace) -> tuple[FastAPI, Lab, StreamManager]:
     """(app, lab, manager) for the parsed ``serve`` arguments; a bad config raises ValueError."""
     from rag_lab.lab.lab import Lab
     from rag_lab.stream.factory import build_stream_manager, resolve_settings
@@ -26,7 +32,7 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise ValueError(f"--keepalive-s: expected a number of seconds >= 0, got {keepalive!r}")
     if args.stream_manager:
         resolve_settings(args.stream_manager)  # a bad value fails before the models load
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     if getattr(args, "workspace", None):
         overrides["workspace"] = args.workspace
     lab = Lab.from_config(getattr(args, "config", None), **overrides)

@@ -123,7 +123,7 @@ def create_app(
     manager: StreamManager | None = None,
     directory: StreamDirectory | None = None,
     settings: StreamServerSettings | None = None,
-    server: ServerConfig | Mapping[str, Any] | None = None,
+    server: ServerConfig | Mapping[str, object] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``lab``. ``manager`` replaces ``lab.stream_manager`` when given;
     the directory defaults to the one that lives beside the manager (Redis next to Redis).
@@ -172,9 +172,9 @@ def create_app(
         return StreamingResponse(frames, headers=headers)
 
     @app.get("/health")
-    async def health(request: Request) -> dict[str, Any]:
+    async def health(request: Request) -> dict[str, object]:
         """``{"status": "ok"}`` for anyone (load balancers); the details for authenticated callers."""
-        out: dict[str, Any] = {"status": "ok"}
+        out: dict[str, object] = {"status": "ok"}
         if service.config.keyless or bearer_token(request.headers.get("authorization")):
             caller(request)
             out["stream_manager"] = type(inner).__name__
@@ -197,7 +197,7 @@ def create_app(
         return JSONResponse({"success": True, "data": session_dict(session)}, status_code=201)
 
     @app.get("/sessions")
-    async def list_sessions(request: Request) -> dict[str, Any]:
+    async def list_sessions(request: Request) -> dict[str, object]:
         principal = caller(request)
         page = _query_int(request, "page", 1, MAX_PAGE)
         page_size = _query_int(request, "page_size", 20, MAX_PAGE_SIZE)
@@ -206,14 +206,14 @@ def create_app(
         return {"success": True, "data": items, "total": got.total, "page": got.page, "page_size": got.page_size}
 
     @app.get("/sessions/{session_id}")
-    async def get_session(session_id: str, request: Request) -> dict[str, Any]:
+    async def get_session(session_id: str, request: Request) -> dict[str, object]:
         _check_id(session_id, "session_id")
         session = await service.owned_session(session_id, caller(request))
         messages = await service.call(service.sessions.list_messages, session_id)
         return {"success": True, "data": dict(session_dict(session), messages=[message_dict(m) for m in messages])}
 
     @app.delete("/sessions/{session_id}")
-    async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
+    async def delete_session(session_id: str, request: Request) -> dict[str, object]:
         _check_id(session_id, "session_id")
         await service.owned_session(session_id, caller(request))
         await service.call(service.sessions.delete_session, session_id)
@@ -293,7 +293,7 @@ def create_app(
         return stream(frames, session_id, message_id)
 
     @app.post("/sessions/{session_id}/stop")
-    async def stop(session_id: str, request: Request) -> dict[str, Any]:
+    async def stop(session_id: str, request: Request) -> dict[str, object]:
         _check_id(session_id, "session_id")
         principal = caller(request)
         body = await _json_object(request, '{"message_id": "..."}', service.config)

@@ -125,14 +125,14 @@ class StageDiagnostics:
         if name not in self._names():
             raise KeyError(f"{type(self).__name__} has no field {name!r} (fields: {', '.join(sorted(self._names()))})")
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> object:
         if name in self._names() and getattr(self, name) is not None:
             return getattr(self, name)
         if name in self.extra:
             return self.extra[name]
         raise KeyError(name)
 
-    def get(self, name: str, default: object = None) -> Any:
+    def get(self, name: str, default: object = None) -> object:
         try:
             return self[name]
         except KeyError:

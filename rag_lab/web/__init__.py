@@ -91,7 +91,7 @@ def _mapping(value: object, where: str) -> dict[str, Any]:
 
 
 def build_web_search(
-    cfg: Mapping[str, Any], source: str = "web.search", base_dir: str | Path | None = None
+    cfg: Mapping[str, object], source: str = "web.search", base_dir: str | Path | None = None
 ) -> WebSearchProvider:
     """A provider from ``{type: local_folder|searxng|http_json, …}``; relative folders are
     resolved against ``base_dir`` (default: the current directory)."""
@@ -119,7 +119,7 @@ def build_web_search(
         raise WebConfigError(f"{source}: {exc}") from None
 
 
-def build_page_fetcher(cfg: Mapping[str, Any] | None, source: str = "web.fetch") -> PageFetcher:
+def build_page_fetcher(cfg: Mapping[str, object] | None, source: str = "web.fetch") -> PageFetcher:
     """A :class:`PageFetcher` from ``{timeout_s, max_download_bytes, allow_file, extractor, …}``."""
     cfg = _mapping(cfg, source)
     unknown = sorted(set(cfg) - set(FETCH_KEYS))
@@ -132,7 +132,7 @@ def build_page_fetcher(cfg: Mapping[str, Any] | None, source: str = "web.fetch")
 
 
 def web_services_from_config(
-    web: Mapping[str, Any] | None, source: str = "web", base_dir: str | Path | None = None
+    web: Mapping[str, object] | None, source: str = "web", base_dir: str | Path | None = None
 ) -> tuple[WebSearchProvider | None, PageFetcher | None]:
     """``(provider or None, fetcher or None)`` from the lab config's ``web:`` section."""
     web = _mapping(web, source)

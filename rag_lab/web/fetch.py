@@ -25,7 +25,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -142,11 +143,11 @@ def stdlib_html_text(html: str) -> str:
     return text or title
 
 
-_trafilatura: Any = None
+_trafilatura: ModuleType | None = None
 _trafilatura_missing = False
 
 
-def _load_trafilatura() -> Any:
+def _load_trafilatura() -> ModuleType | None:
     global _trafilatura, _trafilatura_missing
     if _trafilatura is None and not _trafilatura_missing:
         try:

@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import httpcore
@@ -175,7 +175,7 @@ class GuardedBackend:
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Sequence[Any] | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         import httpcore
 
@@ -189,7 +189,7 @@ class GuardedBackend:
         )
 
     async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
+        self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
     ) -> httpcore.AsyncNetworkStream:
         import httpcore
 

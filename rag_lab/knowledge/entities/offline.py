@@ -8,6 +8,7 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.knowledge.graph import (
@@ -62,7 +63,7 @@ _SENTENCE_BREAK = re.compile(r"[\n。！？；!?;]+|(?<=\.)\s+")
 _SPACE_ONLY = re.compile(r"[ \t]+")
 
 _jieba_lock = threading.Lock()
-_posseg: Any = None
+_posseg: ModuleType | None = None
 
 
 def _pseg_cut(text: str) -> list[tuple[str, str]]:

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.models.timeouts import ModelTimeout, is_in_process
 from rag_lab.pipeline.contracts import StageContract
@@ -148,7 +148,7 @@ async def _next_chunk(
         return None
     nxt = asyncio.ensure_future(iterator.__anext__())
     stop = asyncio.ensure_future(cancel.wait())
-    done: set[Any] = set()
+    done: set[asyncio.Task[object]] = set()
     try:
         done, _ = await asyncio.wait({nxt, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if nxt in done:

@@ -76,7 +76,8 @@ class PluginWebFetch(StagePlugin):
         top_n = req.web_fetch_top_n if req.web_fetch_top_n > 0 else params.web_fetch_top_n
         max_bytes = params.web_fetch_max_bytes
         positions = select_web_results(state.rerank_result, top_n)
-        diag = WebFetchDiagnostics(top_n=top_n, max_bytes=max_bytes, pages=[])
+        pages: list[dict[str, object]] = []
+        diag = WebFetchDiagnostics(top_n=top_n, max_bytes=max_bytes, pages=pages)
         state.diagnostics["web_fetch"] = diag
         fetcher = self.services.web_fetcher
         if fetcher is None:
@@ -96,7 +97,7 @@ class PluginWebFetch(StagePlugin):
             if not url:
                 row["outcome"] = "skipped"
                 row["error"] = "no url"
-                diag["pages"].append(row)
+                pages.append(row)
                 continue
             text, extractor, error, ms = by_url[url]
             row.update(extractor=extractor, ms=round(ms, 1))
@@ -110,7 +111,7 @@ class PluginWebFetch(StagePlugin):
                 item.content = content
                 state.rerank_result[pos] = item
                 row.update(outcome="replaced", bytes=len(text.encode("utf-8")), truncated=cut)
-            diag["pages"].append(row)
+            pages.append(row)
         return await next()
 
     @staticmethod

@@ -34,6 +34,7 @@ from rag_lab.tools.data_analysis.guard import check_read_only_sql
 
 if TYPE_CHECKING:
     import duckdb
+    import pandas as pd
 
 T = TypeVar("T")
 
@@ -160,7 +161,7 @@ class DataAnalysisTool:
             con.unregister("__rag_lab_frame")
         return sheet_name
 
-    def _read_excel(self) -> tuple[Any, str]:
+    def _read_excel(self) -> tuple[pd.DataFrame, str]:
         import pandas as pd
 
         engine = "openpyxl" if self.kind == "xlsx" else None
@@ -246,7 +247,7 @@ class DataAnalysisTool:
                 raise DataAnalysisError(f"{self}: the tool is closed")
             t0 = time.perf_counter()
 
-            def run() -> tuple[list[str], list[tuple[Any, ...]]]:
+            def run() -> tuple[list[str], list[tuple[object, ...]]]:
                 cur = con.execute(cleaned)
                 names = [d[0] for d in (cur.description or [])]
                 return names, cur.fetchmany(self.max_rows + 1)
@@ -291,7 +292,7 @@ def _unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def _stringify_mixed(frame: Any) -> Any:
+def _stringify_mixed(frame: pd.DataFrame) -> pd.DataFrame:
     """Object columns become text (None stays NULL), so DuckDB can scan the frame."""
     frame = frame.copy()
     for c in frame.columns:
