@@ -1,6 +1,6 @@
 """The keyword options :class:`~rag_lab.lab.lab.Lab` passes on: ``ask`` / ``step`` to
 :meth:`Lab.aask <rag_lab.lab.lab.Lab.aask>`, ``save`` to
-:func:`~rag_lab.lab.capture.save_capture`."""
+:func:`~rag_lab.lab.capture.save_capture`, ``kb`` to the workspace's ``create_kb``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.stream.bus import BusEvent
     from rag_lab.types.params import PipelineParams
 
-__all__ = ["AskOptions", "SaveOptions", "StepOptions"]
+__all__ = ["AskOptions", "KbOptions", "SaveOptions", "StepOptions"]
 
 
 class StepOptions(TypedDict, total=False):
@@ -43,3 +43,17 @@ class SaveOptions(TypedDict, total=False):
 
     fusion: object
     stages: Iterable[str] | None
+
+
+class KbOptions(TypedDict, total=False):
+    """The settings of a KB ``Lab.kb`` creates (those of the workspace's ``create_kb``)."""
+
+    chunk_size: int
+    chunk_overlap: int
+    parent_chunk_size: int
+    kb_type: str
+    description: str
+    keyword_enabled: bool
+    bm25: dict[str, object] | None
+    graph_enabled: bool
+    tenant_id: int
