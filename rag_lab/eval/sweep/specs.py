@@ -9,14 +9,14 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover
     from optuna.trial import Trial
 
 
 #: KB index settings a sweep may vary besides PipelineParams.
-INDEX_PARAMS: dict[str, tuple[str, object]] = {
+INDEX_PARAMS: dict[str, tuple[str, tuple[object, ...]]] = {
     "bm25_k1": ("float", (0.0, 10.0)),
     "bm25_b": ("float", (0.0, 1.0)),
     "bm25_method": ("choice", ("robertson", "lucene", "atire", "bm25l", "bm25+")),
@@ -61,7 +61,7 @@ class ParamSpace:
         return value
 
 
-def _field_kind(name: str) -> tuple[str, Any]:
+def _field_kind(name: str) -> tuple[str, tuple[object, ...]]:
     """(kind, range or choices) of a PipelineParams field or index param."""
     from rag_lab.types.params import PipelineParams
 
