@@ -19,6 +19,7 @@ view reads, typed diagnostics).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames.common import FRAMES, Viewed, short_id
@@ -59,7 +60,7 @@ __all__ = [
     "rerank_threshold_outcome",
 ]
 
-_ROWS = {
+_ROWS: dict[str, Callable[..., Sequence[Mapping[str, object]]]] = {
     "search": search_rows,
     "fusion": fusion_rows,
     "rerank": rerank_rows,

@@ -26,6 +26,37 @@ MmrInputs = TypedDict(
 )
 
 
+class RerankRow(TypedDict):
+    """One rerank candidate of :func:`rerank_rows`."""
+
+    search_rank: int
+    id: str
+    knowledge_id: str
+    chunk_type: str
+    knowledge_source: str
+    base_score: float
+    model_score: float | None
+    model_rank: int | None
+    source_weight: float
+    model_part: float | None
+    base_part: float
+    source_part: float
+    composite_score: float | None
+    faq_boosted: bool
+    faq_factor: float
+    final_score: float | None
+    wiki_boosted: bool
+    memory_affinity: float
+    boosted_score: float | None
+    passed_threshold: bool
+    kept_by: str
+    selected: bool
+    mmr_order: int | None
+    mmr_relevance: float | None
+    mmr_redundancy: float | None
+    mmr_value: float | None
+
+
 def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
     """Row indices of the results MMR chose from, in its input order (composite score
     descending, stable). Uses ``diag.ranked_ids`` when the stage recorded it."""
@@ -39,7 +70,7 @@ def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
     return sorted(passed, key=lambda i: -float(rows[i]["final_score"]))
 
 
-def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
+def rerank_rows(obj: Viewed) -> list[RerankRow]:
     """One row per rerank candidate (search order): base and model scores, the weighted parts of
     the composite score (model / base / source), FAQ, wiki and memory boosts, threshold outcome
     and MMR step (relevance, max redundancy, MMR value)."""
@@ -63,7 +94,7 @@ def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
         key=lambda i: -float(rows[i]["model_score"]),
     )
     model_rank = {i: n for n, i in enumerate(model_order, 1)}
-    out = []
+    out: list[RerankRow] = []
     for i, r in enumerate(rows):
         model = r.get("model_score")
         base = float(r.get("base_score") or 0.0)
