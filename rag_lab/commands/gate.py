@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 "params": params,
             }
         else:
-            raw_spec: Any = load_report(args.baseline).meta.get("spec") or {}
+            raw_spec: Mapping[str, object] = load_report(args.baseline).meta.get("spec") or {}
             spec = dict(raw_spec)
             if not spec:
                 raise ValueError(f"{args.baseline}: has no spec; give --dataset to create a baseline")

@@ -9,12 +9,15 @@ import functools
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rag_lab.asyncutil import run_sync
 from rag_lab.cliutil import QUIET, command, file_stem_arg, flag, many, opt, param_overrides
 from rag_lab.commands import CACHE_DIR, LIMIT, MAX_DOCS, OUT, SPEC, TRACKING, lab_from
 from rag_lab.commands.eval_setup import log_run, positive_int, project, suite_specs, wants_mlflow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.eval.suite_spec import SuiteSpec
 
 
 def _check_arg(text: str) -> int | str:
@@ -117,6 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     metrics = list(args.ragas_metric or [])
     from rag_lab.eval.sweep.distributed import choose_executor, run_sweep_on_ray
     from rag_lab.eval.sweep.fast import fast_path_reason
+    from rag_lab.eval.sweep.specs import SweepOptions
 
     n_q = sum(s.n_queries or 0 for s in suites)
     address = None if args.ray == "local" else args.ray
@@ -136,7 +140,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if (args.fail_if_not_better or args.folds > 1) and args.holdout is None:
         raise ValueError("--fail-if-not-better and --folds need --holdout")
     # what every runner takes alike
-    common: dict[str, Any] = dict(
+    common = SweepOptions(
         ragas_metrics=metrics,
         base_params=base,
         cache_dir=cache_dir,
@@ -150,7 +154,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.ray is not None:
             raise ValueError("--holdout runs in this process: leave out --ray")
         try:
-            held: Any = float(args.holdout)
+            held: float | list[SuiteSpec] = float(args.holdout)
         except ValueError:
             from rag_lab.eval.runner import parse_suite_spec
 

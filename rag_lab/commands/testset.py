@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rag_lab.cliutil import command, flag, group, opt
 from rag_lab.commands import lab_from
@@ -21,6 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.lab.lab import Lab
 
 __all__ = ["choose_generator", "cmd_testset"]
+
+
+class _BuildOptions(TypedDict):
+    """The options both generators take."""
+
+    seed: int
+    depth: int
+    overwrite: bool
+    multihop: float
 
 
 def choose_generator(args: argparse.Namespace, lab: Lab) -> tuple[str, Any]:
@@ -124,7 +133,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
             raise ValueError("--n N: the number of questions to generate (or --from-file FILE)")
         generator, model = choose_generator(args, lab)
         depth = FINDABLE_DEPTH if args.depth is None else args.depth
-        common: dict[str, Any] = dict(seed=args.seed, depth=depth, overwrite=args.overwrite, multihop=args.multihop)
+        common = _BuildOptions(seed=args.seed, depth=depth, overwrite=args.overwrite, multihop=args.multihop)
         if generator == "llm":
             ds, report = build_llm_testset(
                 lab,

@@ -31,6 +31,7 @@ from rag_lab.eval.suite_spec import SuiteSpec, parse_suite_spec
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets import QueryItem
+    from rag_lab.eval.progress import ProgressBar
     from rag_lab.eval.ragas_adapter import JudgeConfig
     from rag_lab.eval.report import EvalReport
     from rag_lab.lab.lab import Lab, Run
@@ -112,7 +113,7 @@ async def evaluate_lab(
     progress: bool = True,
     params: PipelineParams | Mapping[str, object] | None = None,
     keep_runs: bool = True,
-    pbar: Any = None,
+    pbar: ProgressBar | None = None,
     concurrency: int | None = None,
     keep_sessions: bool = False,
     retrieval_only: bool = False,

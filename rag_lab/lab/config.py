@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -57,7 +57,7 @@ def check_top_keys(cfg: Mapping[str, object], source: str) -> None:
         raise LabConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_TOP_KEYS))}")
 
 
-def read_config(path: str | Path | Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+def read_config(path: str | Path | Mapping[str, object] | None) -> tuple[dict[str, object], str]:
     """The config as a dict and its source for error messages: a mapping as given (``<dict>``),
     else the YAML file ``path`` (default :data:`DEFAULT_CONFIG`), which must hold a mapping."""
     if isinstance(path, Mapping):

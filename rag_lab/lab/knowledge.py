@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from rag_lab.lab.config import LabConfigError
 from rag_lab.lab.embedders import LabEmbedders
@@ -17,13 +17,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.knowledge.entities import LLMGraphExtractor, OfflineEntityExtractor
     from rag_lab.knowledge.ingest_common import IngestReport
     from rag_lab.knowledge.models import KnowledgeBase
+    from rag_lab.lab.ask_options import KbOptions
     from rag_lab.observability.ledger import LedgerEmbedder
 
 
 class LabKnowledge(LabEmbedders):
     """KBs and ingestion through the lab's workspace and models."""
 
-    def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Any) -> KnowledgeBase:
+    def kb(self, name: str, create: bool = True, *, sample: str = "", **kwargs: Unpack[KbOptions]) -> KnowledgeBase:
         """The KB ``name`` (created with ``kwargs`` when missing and ``create``; ``sample``, the
         text about to be ingested, chooses a new KB's embedder: :mod:`rag_lab.lab.embedders`). With
         ``tenant_id=N`` it must belong to tenant N; an unknown one's error lists only the KBs
@@ -61,7 +62,7 @@ class LabKnowledge(LabEmbedders):
             return LLMGraphExtractor(self.chat_model, self.prompts, language=self.language)
         return OfflineEntityExtractor()
 
-    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: Any) -> IngestReport:
+    def ingest(self, path: str | Path, kb: str, progress: bool = True, **kw: object) -> IngestReport:
         """Ingest a folder; ``strict=``, ``max_file_bytes=``, ``recursive=`` go to
         :func:`rag_lab.knowledge.ingestion.ingest_folder`. A new KB whose text the embedder does
         not cover is built keyword-only (:func:`rag_lab.searchutil.language.uncovered_reason`)."""

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from rag_lab.lab.config import (
     CHAT_MODEL_ID,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
+    from rag_lab.lab.ask_options import AskOptions, SaveOptions, StepOptions
     from rag_lab.lab.stepper import Stepper
     from rag_lab.observability.ledger import Ledger
     from rag_lab.pipeline.plugin import PluginError
@@ -123,14 +124,14 @@ class Run:
                 out.append(r.knowledge_id)
         return out
 
-    def frame(self, which: str = "search", **kw: Any) -> pd.DataFrame:
+    def frame(self, which: str = "search", **kw: object) -> pd.DataFrame:
         """Search / fusion / rerank / merge / final results with every score component (pandas);
         ``which="funnel"`` with ``gold_ids=[...]``: where each gold document is at every stage."""
         from rag_lab.lab.frames import frame
 
         return frame(self, which, **kw)
 
-    def save(self, path: str | Path, **kw: Any) -> Path:
+    def save(self, path: str | Path, **kw: Unpack[SaveOptions]) -> Path:
         """Save as a versioned JSONL capture (replayable without any model)."""
         from rag_lab.lab.capture import save_capture
 
@@ -167,7 +168,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    def from_config(cls, path: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> Lab:
+    def from_config(cls, path: str | Path | Mapping[str, object] | None = None, **overrides: Any) -> Lab:
         """From a YAML file (default ``config/lab.yaml``) or a dict; ``overrides`` replace top keys
         (``workspace=...``, ``params={...}``)."""
         cfg, source = read_config(path)
@@ -251,7 +252,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
         """Synchronous :meth:`arerun`."""
         return _run_sync(lambda: self.arerun(run, from_stage, params))
 
-    def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Stepper:
+    def step(self, question: str, kb: str | list[str] | None = None, **kwargs: Unpack[StepOptions]) -> Stepper:
         """Step through a question stage by stage (``st.next()``, ``await st.anext()``).
 
         >>> import tempfile
@@ -346,7 +347,7 @@ class Lab(LabRequests, LabKnowledge, LabTurns):
             diagnostics=chat.state.diagnostics,
         )
 
-    def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> Run:
+    def ask(self, question: str, kb: str | list[str] | None = None, **kwargs: Unpack[AskOptions]) -> Run:
         """Synchronous :meth:`aask` (works in plain scripts and inside Jupyter).
 
         >>> import tempfile

@@ -17,7 +17,8 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.datasets import CORPUS_FILE, Dataset
 from rag_lab.eval.datasets.loading import _load_corpus
@@ -86,12 +87,13 @@ def lab_retriever(
     return retrieve
 
 
-def _widgets() -> Any:
+def _widgets() -> ModuleType:
     try:
         import ipywidgets
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the labelling panel needs ipywidgets: pip install 'ipywidgets>=8.1'") from exc
-    return ipywidgets
+    module: ModuleType = ipywidgets  # ipywidgets has no type information
+    return module
 
 
 class LabelPanel:
@@ -337,5 +339,5 @@ class LabelPanel:
         finally:
             self._drawing = False
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> object:
         return self.widget._repr_mimebundle_(**kwargs)

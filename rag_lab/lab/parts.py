@@ -58,7 +58,7 @@ class LabParts:
     background_ledger: Ledger
     prompts: PromptTemplates
     #: the template id of each prompt the lab uses (``prompts`` section)
-    prompt_ids: dict[str, Any]
+    prompt_ids: dict[str, str]
     workspace: Workspace
     #: which retrieval engine serves each KB (``engine`` / ``knowledge_bases`` in the config)
     engines: EngineRouter

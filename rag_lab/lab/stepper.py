@@ -11,12 +11,13 @@ import asyncio
 import queue
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from rag_lab.types.chat_manage import ChatManage
 from rag_lab.types.events import EventType
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.lab.ask_options import StepOptions
     from rag_lab.lab.lab import Lab, Run
 
 
@@ -34,7 +35,9 @@ class StageView:
 
 
 class Stepper:
-    def __init__(self, lab: Lab, question: str, kb: str | list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, lab: Lab, question: str, kb: str | list[str] | None = None, **kwargs: Unpack[StepOptions]
+    ) -> None:
         self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stages: list[StageView] = []
         self.run: Run | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rag_lab.lab.diff import SnapshotDiff, diff
 from rag_lab.types.chat_manage import ChatManage
@@ -40,8 +40,17 @@ __all__ = [
 #: the dataset folder (corpus.jsonl, queries.jsonl, PROVENANCE.md)
 TOUR_DATA = Path(__file__).resolve().parent / "tour_data"
 TOUR_KB = "tour"
+
+
+class _Chunking(TypedDict):
+    """The tour KB's chunking options (``lab.kb(..., **TOUR_CHUNKING)``)."""
+
+    chunk_size: int
+    chunk_overlap: int
+
+
 #: short chunks, so that neighbouring chunks of one document meet in the merge
-TOUR_CHUNKING: dict[str, Any] = {"chunk_size": 220, "chunk_overlap": 0}
+TOUR_CHUNKING: _Chunking = {"chunk_size": 220, "chunk_overlap": 0}
 #: four contexts and a threshold that the off-topic candidates do not reach
 TOUR_PARAMS: dict[str, float] = {"rerank_top_k": 4, "rerank_threshold": 0.5}
 #: the conversation's first turn (its references come back in the merge of the second)

@@ -20,7 +20,8 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -60,12 +61,13 @@ DEFAULT_KNOBS: tuple[Knob, ...] = (
 )
 
 
-def _widgets() -> Any:
+def _widgets() -> ModuleType:
     try:
         import ipywidgets
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the tuning panel needs ipywidgets: pip install 'ipywidgets>=8.1'") from exc
-    return ipywidgets
+    module: ModuleType = ipywidgets  # ipywidgets has no type information
+    return module
 
 
 class TuningPanel:
@@ -128,7 +130,7 @@ class TuningPanel:
         self.last_redraw_ms = 0.0
         self.redraw()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> object:
         return self.widget._repr_mimebundle_(**kwargs)
 
     # -- evaluation -------------------------------------------------------------------------------
@@ -292,6 +294,13 @@ def svg_line_plot(
     return "".join(parts)
 
 
+class _PanelOptions(TypedDict, total=False):
+    """The :class:`TuningPanel` options :func:`tuning_panel` passes on."""
+
+    knobs: Sequence[Knob]
+    points: int
+
+
 def tuning_panel(
     lab: Lab,
     dataset: Dataset,
@@ -300,7 +309,7 @@ def tuning_panel(
     params: Mapping[str, object] | None = None,
     metrics: Sequence[str] = ("ndcg@10", "recall@5", "mrr", "map"),
     cache_dir: str | Path | None = None,
-    **kw: Any,
+    **kw: Unpack[_PanelOptions],
 ) -> TuningPanel:
     """A :class:`TuningPanel` over the first ``n_questions`` of ``dataset`` (ingested as ``kb``;
     histories replayed), scored with the evaluation's retrieval metrics. ``params``: overrides of

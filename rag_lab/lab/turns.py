@@ -6,7 +6,7 @@ the mixins :class:`~rag_lab.lab.lab.Lab` is made of.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rag_lab.lab.parts import LabParts
 from rag_lab.pipeline.qa import QAOutcome
@@ -15,6 +15,14 @@ from rag_lab.types.chat_manage import ChatManage
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.pipeline.container import MessageService
     from rag_lab.session.sqlite_schema import Session
+    from rag_lab.types.search_result import SearchResult
+
+
+class _Completion(TypedDict, total=False):
+    """What a finished turn's message is stored with."""
+
+    knowledge_references: list[SearchResult]
+    is_fallback: bool
 
 
 def ensure_owned_session(store: MessageService, session_id: str, user_id: str, tenant_id: int = 0) -> Session:
@@ -62,7 +70,7 @@ class LabTurns(LabParts):
             return
         sid = chat.request.session_id
         finished = outcome.completed or outcome.cancelled
-        completion: dict[str, Any] = (
+        completion: _Completion = (
             {"knowledge_references": chat.state.merge_result, "is_fallback": outcome.is_fallback} if finished else {}
         )
         message_id = store.insert_message(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rag_lab.lab.pages.replay import export_replay_html, replay_page_data
@@ -59,12 +60,13 @@ __all__ = [
 ]
 
 
-def _widgets() -> Any:
+def _widgets() -> ModuleType:
     try:
         import ipywidgets
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the replay widgets need ipywidgets: pip install 'ipywidgets>=8.1'") from exc
-    return ipywidgets
+    module: ModuleType = ipywidgets  # ipywidgets has no type information
+    return module
 
 
 class _View:
@@ -72,7 +74,7 @@ class _View:
 
     widget: Any
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> object:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
@@ -184,7 +186,9 @@ class StreamPlayer(_View):
 class _SliderView(_View):
     """A slider above a summary and an inline SVG picture; moving the slider calls ``update``."""
 
-    def _slider_layout(self, W: Any, description: str, value: float, span: tuple[float, float], step: float) -> None:
+    def _slider_layout(
+        self, W: ModuleType, description: str, value: float, span: tuple[float, float], step: float
+    ) -> None:
         self.slider = W.FloatSlider(
             value=value,
             min=span[0],
@@ -364,11 +368,11 @@ class TimingsView(_View):
         self.widget = W.VBox([W.Image(value=_png(plot_stage_timings(capture)), format="png")])
 
 
-def workbench(capture: Run | Capture, fusion: Any = None, gold_ids: Iterable[str] | None = None) -> Any:
+def workbench(capture: Run | Capture, fusion: object = None, gold_ids: Iterable[str] | None = None) -> Any:
     """All views of a capture (or run) in tabs. A view whose data the capture lacks shows why.
     ``gold_ids``: the question's gold documents, for a "Gold funnel" tab."""
     W = _widgets()
-    makers: list[tuple[str, Callable[[], Any]]] = [
+    makers: list[tuple[str, Callable[[], _View]]] = [
         ("Stream", lambda: StreamPlayer(capture)),
         ("Composite score", lambda: CompositeView(capture)),
         ("MMR", lambda: MMRView(capture)),

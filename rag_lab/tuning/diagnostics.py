@@ -4,8 +4,8 @@ gold funnel (:mod:`rag_lab.tuning.funnel`) reads."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from rag_lab.reranking.scored import KeptScores, RerankRowsInput
 from rag_lab.types.diagnostics import RerankDiagnostics
@@ -15,11 +15,23 @@ if TYPE_CHECKING:
     from rag_lab.tuning.evaluator import Picked
     from rag_lab.tuning.inputs import CapturedRerank
 
-__all__ = ["rerank_diagnostics"]
+__all__ = ["RerankRecord", "rerank_diagnostics"]
+
+
+class RerankRecord(TypedDict, total=False):
+    """What :meth:`~rag_lab.tuning.evaluator.FastEvaluator.rerank` records for the diagnostics:
+    the ranked candidates, the MMR picks and ``k``, the threshold the ladder used and the image
+    candidates kept."""
+
+    ranked: KeptScores
+    chosen: list[int]
+    k: int
+    threshold_used: float
+    images: KeptScores
 
 
 def rerank_diagnostics(
-    cr: CapturedRerank, outcome: str, picks: Sequence[Picked] | None, record: Mapping[str, Any], p: PipelineParams
+    cr: CapturedRerank, outcome: str, picks: Sequence[Picked] | None, record: RerankRecord, p: PipelineParams
 ) -> RerankDiagnostics:
     """The rerank stage's diagnostics as the pipeline writes them, from the captured candidates
     ``cr``, the replayed ``outcome`` and ``picks`` (:class:`~rag_lab.tuning.evaluator.Picked`) and

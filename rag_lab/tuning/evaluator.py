@@ -35,7 +35,7 @@ from rag_lab.reranking.image import IMAGE_VECTOR
 from rag_lab.reranking.ladder import LadderOutcome, apply_threshold_ladder
 from rag_lab.reranking.mmr import select_mmr_jaccard
 from rag_lab.reranking.scored import KeptScores, faq_boost_of, image_kept, model_score_of, rank_kept
-from rag_lab.tuning.diagnostics import rerank_diagnostics
+from rag_lab.tuning.diagnostics import RerankRecord, rerank_diagnostics
 from rag_lab.tuning.inputs import QuestionInputs
 from rag_lab.tuning.params import ANSWER_PARAMS, MERGE_PARAMS, POST_RETRIEVAL_PARAMS
 from rag_lab.types.diagnostics import MergeDiagnostics
@@ -146,7 +146,7 @@ class FastEvaluator:
 
     # -- rerank -----------------------------------------------------------------------------------
     def rerank(
-        self, q: QuestionInputs, p: PipelineParams, record: dict[str, object] | None = None
+        self, q: QuestionInputs, p: PipelineParams, record: RerankRecord | None = None
     ) -> tuple[str, list[Picked] | None]:
         """``(outcome, picks)``: the rerank stage's result as candidate positions with scores, in
         the stage's order; ``None`` when the stage leaves no rerank result (not run, no candidate,
@@ -168,9 +168,9 @@ class FastEvaluator:
             rel, base, comp, final, faq, index = memo.lists
             picks = [Picked(index[j], rel[j], base[j], comp[j], final[j], faq[j]) for j in chosen]
             if record is not None:
-                record.update(ranked=ranked, chosen=list(chosen), k=k)
+                record.update({"ranked": ranked, "chosen": list(chosen), "k": k})
         if record is not None:
-            record.update(threshold_used=memo.ladder.threshold_used)
+            record.update({"threshold_used": memo.ladder.threshold_used})
         if cr.pictorial:
             n = len(cr.candidates)
             passed = set(cr.model_index[memo.ladder.positions].tolist())
@@ -306,7 +306,7 @@ class FastEvaluator:
             return "error", [], diags
         if not q.needs_retrieval:
             return "no_retrieval", [], diags
-        record: dict[str, object] = {}
+        record: RerankRecord = {}
         outcome, picks = self.rerank(q, p, record)
         cr = q.rerank
         if cr is not None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, TypeVar
 
 from rag_lab.types.diagnostics import (
     FilterTopKDiagnostics,
@@ -113,6 +113,20 @@ class QuestionFunnel:
 _D = TypeVar("_D", bound=StageDiagnostics)
 
 
+class _StageInfo(TypedDict):
+    """What the funnel builder needs besides the stage lists: the fused ranks cut by the match
+    count (0: kept), the rerank rows by chunk id, the MMR pick order, the rerank outcome, the merge
+    steps per chunk, the FILTER_TOP_K diagnostics and the rerank diagnostics (when it ranked)."""
+
+    cut: dict[str, int]
+    rows: dict[str, dict[str, Any]]
+    picks: dict[str, int]
+    outcome: str | None
+    merge: dict[str | None, dict[str, object]]
+    top_k: FilterTopKDiagnostics | None
+    rerank: NotRequired[RerankDiagnostics]
+
+
 def _typed(diagnostics: Mapping[str, object], cls: type[_D]) -> _D | None:
     value = diagnostics.get(cls.KEY)
     return None if value is None else cls.from_dict(value)
@@ -136,10 +150,10 @@ def _merged_paths(calls: Sequence[Mapping[str, Any]], name: str) -> list[tuple[i
 
 def _stage_lists(
     diagnostics: Mapping[str, object], references: Sequence[SearchResult]
-) -> tuple[dict[str, list[Hit]], dict[str, object]]:
+) -> tuple[dict[str, list[Hit]], _StageInfo]:
     """The chunk list of every known stage and what the builder needs besides (see the module doc)."""
     lists: dict[str, list[Hit]] = {}
-    info: dict[str, Any] = {"cut": {}, "rows": {}, "picks": {}, "outcome": "", "merge": {}, "top_k": None}
+    info: _StageInfo = {"cut": {}, "rows": {}, "picks": {}, "outcome": "", "merge": {}, "top_k": None}
     search = _typed(diagnostics, SearchDiagnostics)
     if search is not None and search.calls and all(_compact(c) for c in search.calls):
         calls = search.calls
@@ -207,9 +221,7 @@ def _best(hits: Sequence[Hit], doc: str) -> tuple[int, Hit] | None:
     return None
 
 
-def _why(
-    stage: str, doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any], detail: Mapping[str, Any]
-) -> str:
+def _why(stage: str, doc: str, lists: Mapping[str, list[Hit]], info: _StageInfo, detail: Mapping[str, Any]) -> str:
     if stage == "fused":
         return "not retrieved by the vector or the keyword search"
     if stage == "search":
@@ -239,7 +251,7 @@ def _why(
     return "not in the final contexts"
 
 
-def _detail(doc: str, lists: Mapping[str, list[Hit]], info: Mapping[str, Any]) -> dict[str, object]:
+def _detail(doc: str, lists: Mapping[str, list[Hit]], info: _StageInfo) -> dict[str, object]:
     out: dict[str, object] = {}
     for name in ("vector", "keyword", "fused"):
         if name in lists:

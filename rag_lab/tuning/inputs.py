@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -49,11 +49,11 @@ class StoreMemo:
 
     def __init__(self, store: ChunkStore) -> None:
         self.store = store
-        self.chunks: dict[str, Any] = {}
+        self.chunks: dict[str, Chunk | None] = {}
         self.children: dict[str, list[Chunk]] = {}
         self.loads = 0
 
-    def get_chunks(self, ids: Iterable[str]) -> dict[str, Any]:
+    def get_chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
         want = list(dict.fromkeys(ids))
         missing = [i for i in want if i not in self.chunks]
         if missing:
@@ -61,7 +61,7 @@ class StoreMemo:
             found = self.store.get_chunks(missing)
             for i in missing:
                 self.chunks[i] = found.get(i)
-        return {i: self.chunks[i] for i in want if self.chunks.get(i) is not None}
+        return {i: c for i in want if (c := self.chunks.get(i)) is not None}
 
     def get_children(self, parent_ids: Iterable[str]) -> list[Chunk]:
         """``get_children(ids)`` of the store, each parent's children loaded once."""

@@ -27,7 +27,6 @@ expanded are recaptured when it changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from rag_lab.pipeline.contracts import contract_of
 from rag_lab.pipeline.plugins.chat_completion import PluginChatCompletion
@@ -109,7 +108,7 @@ ANSWER_PARAMS = (
 )
 
 
-def split_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_config(config: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """``(post-retrieval or answer overrides, overrides that invalidate the captured inputs)``."""
     post = {
         k: v

@@ -11,12 +11,15 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 import rag_lab
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rag_lab.knowledge.store import KnowledgeStore
 
 __all__ = [
     "CACHE_FORMAT",
@@ -164,10 +167,10 @@ class KbVersioner:
     store state, and two workspaces holding the same data get the same version.
     """
 
-    def __init__(self, store_path: str | Path | Any) -> None:
+    def __init__(self, store_path: str | Path | KnowledgeStore) -> None:
         #: a PostgreSQL knowledge store, read through its own connections and change token
         #: (a SQLite store, or its path, is read through a read-only connection to the file)
-        self.store: Any = None
+        self.store: KnowledgeStore | None = None
         if not isinstance(store_path, (str, Path)):
             if store_path.path is None:
                 self.store, store_path = store_path, ""

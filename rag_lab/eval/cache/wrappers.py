@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -265,6 +265,16 @@ class CachingEmbedder:
 # --------------------------------------------------------------------------- BM25 indexes
 
 
+class _Bm25Settings(TypedDict):
+    """The settings a BM25 index is built and loaded with."""
+
+    k1: float
+    b: float
+    method: str
+    dtype: str
+    tokenizer: Tokenizer
+
+
 class Bm25IndexCache:
     """Built BM25 keyword indexes keyed by tokenizer identity, k1, b, method, dtype and texts.
 
@@ -327,7 +337,7 @@ class Bm25IndexCache:
         key = self.index_key(chunk_ids, texts, k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         digest = key_digest(key)
         folder = self.cache.root / self.stage / digest
-        settings: dict[str, Any] = dict(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
+        settings = _Bm25Settings(k1=k1, b=b, method=method, dtype=dtype, tokenizer=tok)
         with self._lock:
             if KeywordIndex.exists(folder):
                 try:

@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -86,9 +86,21 @@ def _path_scores(q: QuestionInputs, path: str) -> dict[str, float]:
     return out
 
 
+class _Columns(TypedDict):
+    """The candidates' columns :func:`score_samples` collects."""
+
+    qid: list[str]
+    doc: list[str]
+    gold: list[bool]
+    model: list[float]
+    search: list[float]
+    vector: list[float]
+    keyword: list[float]
+
+
 def score_samples(inputs: Iterable[QuestionInputs], gold_ids: Mapping[str, Iterable[str]]) -> ScoreSamples:
     """Every candidate's scores and gold label (questions without gold ids are left out)."""
-    rows: dict[str, list[Any]] = {k: [] for k in ("qid", "doc", "gold", "model", "search", "vector", "keyword")}
+    rows: _Columns = {"qid": [], "doc": [], "gold": [], "model": [], "search": [], "vector": [], "keyword": []}
     skipped: dict[str, str] = {}
     for q in inputs:
         gold = set(gold_ids.get(q.qid, ()))

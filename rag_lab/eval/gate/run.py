@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from rag_lab.eval.gate.compare import compare_reports
 from rag_lab.eval.gate.result import GateError, GatePolicy, GateResult
@@ -23,6 +23,18 @@ def baseline_spec(baseline: EvalReport) -> dict[str, object]:
     if not isinstance(spec, Mapping) or not spec.get("suites"):
         raise GateError("the baseline has no meta.spec.suites: it was not written by rag-lab (cannot re-run it)")
     return dict(spec)
+
+
+class SpecRunOptions(TypedDict, total=False):
+    """The keyword options of :func:`evaluate_spec` (``lab_factory`` is needed to run a spec)."""
+
+    params: Mapping[str, object] | None
+    lab_factory: Callable[[Path], Lab]
+    config: str | Path | Mapping[str, object] | None
+    workspace: str | Path | None
+    close_lab: bool
+    progress: bool
+    judge: JudgeConfig | None
 
 
 def evaluate_spec(
@@ -82,7 +94,7 @@ def run_gate(
     baseline: str | Path | EvalReport,
     current: str | Path | EvalReport | None = None,
     policy: GatePolicy | None = None,
-    **evaluate_kwargs: Any,
+    **evaluate_kwargs: Unpack[SpecRunOptions],
 ) -> GateResult:
     """Load the baseline, get the current report (given, or by re-running the baseline's spec with
     :func:`evaluate_spec` and ``evaluate_kwargs``) and compare them.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Literal, cast
 
 import numpy as np
 
@@ -113,7 +113,11 @@ def krippendorff_alpha(data: Sequence[Sequence[float | None]], level: str = "nom
         raise AgreementUndefined("no unit has two values to compare")
     if values.size < 2:
         raise AgreementUndefined(f"every value is {values[0]:g}: expected disagreement is 0, α is 0/0")
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=cast(Any, level)))
+    return float(
+        krippendorff.alpha(
+            reliability_data=matrix, level_of_measurement=cast("Literal['nominal', 'ordinal', 'interval']", level)
+        )
+    )
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:

@@ -176,7 +176,7 @@ def calibrate(
     }
 
 
-def _fig_text(fig: Mapping[str, Any] | None) -> str:
+def _fig_text(fig: Mapping[str, object] | None) -> str:
     if fig is None:
         return "-"
     return f"{fig['value']:+.3f}" if fig.get("value") is not None else "undefined"

@@ -22,13 +22,17 @@ attempts per call) or ``auto`` (the default): ``json_schema`` when the endpoint 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from openai import AsyncOpenAI
+    from pydantic import BaseModel
     from ragas.llms.base import InstructorBaseRagasLLM
 
     from rag_lab.eval.ragas_adapter.judge import JudgeConfig
+
+#: the output model a metric asks the judge for
+_Out = TypeVar("_Out", bound="BaseModel")
 
 __all__ = ["JudgeReplyError", "binary_verdicts", "schema_judge_llm"]
 
@@ -63,7 +67,7 @@ def binary_verdicts(schema: dict[str, object]) -> dict[str, object]:
 def schema_judge_llm(client: AsyncOpenAI, judge: JudgeConfig) -> InstructorBaseRagasLLM:
     """A ragas ``InstructorBaseRagasLLM`` sending each prompt to ``client`` (an
     ``openai.AsyncOpenAI``) with the bounded ``json_schema`` of the metric's output model."""
-    from pydantic import BaseModel, ValidationError
+    from pydantic import ValidationError
     from ragas.llms.base import InstructorBaseRagasLLM
 
     from rag_lab.models.structured import bounded_schema, json_schema_format
@@ -76,13 +80,13 @@ def schema_judge_llm(client: AsyncOpenAI, judge: JudgeConfig) -> InstructorBaseR
         def __init__(self) -> None:
             self.client, self.model = client, judge.model
 
-        def response_format(self, response_model: type[BaseModel]) -> dict[str, Any]:
+        def response_format(self, response_model: type[BaseModel]) -> dict[str, object]:
             if response_model not in schemas:
                 schema = binary_verdicts(bounded_schema(response_model.model_json_schema(), judge.max_tokens))
                 schemas[response_model] = json_schema_format(response_model.__name__, schema)
             return schemas[response_model]
 
-        async def agenerate(self, prompt: str, response_model: Any) -> Any:
+        async def agenerate(self, prompt: str, response_model: type[_Out]) -> _Out:
             kwargs: dict[str, Any] = {
                 "model": judge.model,
                 "messages": [{"role": "user", "content": prompt}],
@@ -107,7 +111,7 @@ def schema_judge_llm(client: AsyncOpenAI, judge: JudgeConfig) -> InstructorBaseR
                     f"{what} (finish_reason={choice.finish_reason}; reply {content[:160]!r})"
                 ) from None
 
-        def generate(self, prompt: str, response_model: Any) -> Any:
+        def generate(self, prompt: str, response_model: type[_Out]) -> _Out:
             from rag_lab.asyncutil import run_sync
 
             return run_sync(lambda: self.agenerate(prompt, response_model))

@@ -9,19 +9,21 @@ import math
 import os
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, SupportsFloat
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, SupportsFloat, TypedDict
 
 from rag_lab.eval.ragas_adapter.judge import JudgeConfig, judge_ledger_transport, resolve_structured_output
 from rag_lab.eval.ragas_adapter.samples import RagasError, RagasSample, _MissingInput, metric_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragas.embeddings.base import BaseRagasEmbedding
+    from ragas.metrics.base import SingleTurnMetric
 
     from rag_lab.models.base import Embedder
     from rag_lab.observability.ledger import Ledger
 
 
-def _import_ragas() -> Any:
+def _import_ragas() -> ModuleType:
     os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
     try:
         import ragas  # noqa: F401
@@ -122,7 +124,7 @@ def _offline_scorers() -> dict[str, ScoreFn]:
     rouge = RougeScore(rouge_type="rougeL", mode="fmeasure")
     chrf = CHRFScore()
 
-    async def _by_ids(metric: Any, s: RagasSample) -> float:
+    async def _by_ids(metric: SingleTurnMetric, s: RagasSample) -> float:
         _need(bool(s.reference_context_ids), "no reference_context_ids (gold documents)")
         ids = SingleTurnSample(
             retrieved_context_ids=list[str | int](s.retrieved_context_ids),
@@ -234,6 +236,12 @@ def prompt_hash_with(base: str, mode: str) -> str:
     return hashlib.sha256(f"{base}\0{mode}".encode()).hexdigest()[:16]
 
 
+class _Seed(TypedDict, total=False):
+    """``llm_factory``'s ``seed`` when the judge sets one."""
+
+    seed: int
+
+
 def _llm_scorers(
     judge: JudgeConfig,
     embedder: Embedder | None,
@@ -267,7 +275,7 @@ def _llm_scorers(
     if mode == "json_schema":
         llm = schema_judge_llm(client, judge)
     else:
-        extra: dict[str, Any] = {} if judge.seed is None else {"seed": judge.seed}
+        extra: _Seed = {} if judge.seed is None else {"seed": judge.seed}
         llm = llm_factory(
             judge.model, client=client, temperature=judge.temperature, max_tokens=judge.max_tokens, top_p=1.0, **extra
         )

@@ -175,11 +175,11 @@ class _Model(BaseModel):
 
 
 @functools.cache
-def _rows_type(ks: tuple[int, ...]) -> TypeAdapter[list[Any]]:
+def _rows_type(ks: tuple[int, ...]) -> TypeAdapter[list[object]]:
     """Metric rows under cut-offs ``ks``: a qid, each declared metric (never null), the counts, nothing else."""
     absent = f"missing (the suite's cut-offs {list(ks)} declare it)"
 
-    def declared(name: str) -> tuple[Any, object]:
+    def declared(name: str) -> tuple[object, object]:
         def check(v: object) -> object:
             problem = absent if v is _ABSENT else _value_problem(name, v, nan_ok=False)
             _raise([((), problem)] if problem else [])
@@ -202,7 +202,7 @@ class _Retrieval(_Model):
 
     @field_validator("rows")
     @classmethod
-    def _rows_follow_ks(cls, rows: list[Any], info: ValidationInfo) -> list[Any]:
+    def _rows_follow_ks(cls, rows: list[object], info: ValidationInfo) -> list[object]:
         if "ks" not in info.data:  # unreadable cut-offs: nothing to check the rows against
             return rows
         return list(_rows_type(tuple(int(k) for k in info.data["ks"])).validate_python(rows))

@@ -139,7 +139,7 @@ class FastSweep:
         self._metrics: dict[str, RetrievalMemo] = {}
 
     # -- capture ----------------------------------------------------------------------------------
-    def _split(self, config: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _split(self, config: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
         from rag_lab.tuning.params import split_config
 
         post, other = split_config({**self.ev.base_params, **config})

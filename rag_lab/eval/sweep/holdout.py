@@ -32,7 +32,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets import Dataset
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.records import QueryRecord
     from rag_lab.eval.sweep.outputs import SweepResult
     from rag_lab.eval.sweep.runners import SuiteInput, _Suite
-    from rag_lab.eval.sweep.specs import ParamSpace
+    from rag_lab.eval.sweep.specs import ParamSpace, TuneOptions
     from rag_lab.lab.lab import Lab
 
 __all__ = [
@@ -273,7 +273,7 @@ async def run_holdout(
     n_trials: int = 0,
     base_params: Mapping[str, object] | None = None,
     progress: bool = True,
-    **sweep_kw: Any,
+    **sweep_kw: Unpack[TuneOptions],
 ) -> tuple[SweepResult, HoldoutResult]:
     """:func:`hold_out` with the lab: ``holdout`` a fraction of each suite's questions (split
     with ``seed``) or held-out suites (SuiteSpecs / ``(dataset, kb)``); the sweep is

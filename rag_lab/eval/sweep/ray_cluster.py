@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TypedDict
 
 from rag_lab.eval.sweep.ray_worker import WORKER_TMP_ENV
 from rag_lab.eval.sweep.specs import SweepError
@@ -201,7 +201,15 @@ LOCAL_START_ATTEMPTS = 2
 _STARTUP_TIMEOUT = "timed out during startup"
 
 
-def _start_local(ray: ModuleType, workers: int, common: dict[str, Any]) -> RayConnection:
+class _InitOptions(TypedDict):
+    """The ``ray.init`` options of a local cluster and of a connection alike."""
+
+    include_dashboard: bool
+    log_to_driver: bool
+    configure_logging: bool
+
+
+def _start_local(ray: ModuleType, workers: int, common: _InitOptions) -> RayConnection:
     """A local cluster of ``workers`` CPUs in a session folder of its own; a start that timed out
     is tried again (:data:`LOCAL_START_ATTEMPTS`), any other failure raises at once."""
     causes: list[str] = []
@@ -246,7 +254,7 @@ def init_ray(ray_address: str | None, workers: int) -> RayConnection:
     if ray.is_initialized():
         return RayConnection(False, "already initialised")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    common: _InitOptions = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if ray_address in (None, "", "local"):
         return _start_local(ray, workers, common)
     try:

@@ -154,7 +154,7 @@ def _state_for(payload: SweepPayload) -> _WorkerState:
     return st
 
 
-def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, Any]) -> dict[str, Any]:
+def evaluate_in_worker(payload: SweepPayload, config: Mapping[str, ParamValue]) -> dict[str, Any]:
     """Score one config in this process (the Tune trainable's body)."""
     from rag_lab.asyncutil import run_sync
 
@@ -229,7 +229,7 @@ def evaluate_chunk_in_worker(payload: SweepPayload, indices: Sequence[int]) -> l
     return rows
 
 
-def _trainable(config: dict[str, Any], payload: SweepPayload) -> None:
+def _trainable(config: dict[str, ParamValue], payload: SweepPayload) -> None:
     from ray import tune
 
     tune.report(evaluate_in_worker(payload, config))

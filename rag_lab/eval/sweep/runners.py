@@ -25,6 +25,7 @@ from rag_lab.eval.sweep.specs import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_lab.eval.datasets import Dataset
+    from rag_lab.eval.progress import ProgressBar
     from rag_lab.eval.runner import EvalResult
     from rag_lab.eval.suite_spec import SuiteSpec
     from rag_lab.eval.sweep.fast import FastSweep
@@ -62,7 +63,7 @@ class _Evaluator:
         ragas_metrics: Sequence[str],
         base_params: Mapping[str, object],
         cache_dir: str | Path | None,
-        pbar: Any,
+        pbar: ProgressBar | None,
     ) -> None:
         from rag_lab.eval.ragas_adapter import OFFLINE_METRICS
 
@@ -268,7 +269,7 @@ def _stats(ev: _Evaluator, fs: FastSweep | None) -> dict[str, object]:
 
 
 def _finish(
-    bar: Any,
+    bar: ProgressBar,
     ev: _Evaluator,
     fs: FastSweep | None,
     spaces: Sequence[ParamSpace],
@@ -295,15 +296,16 @@ def _finish(
     )
 
 
-def _bar(total: int, progress: bool, desc: str) -> Any:
+def _bar(total: int, progress: bool, desc: str) -> ProgressBar:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="q", disable=not progress, smoothing=0.1)
+    bar: ProgressBar = tqdm(total=total, desc=desc, unit="q", disable=not progress, smoothing=0.1)
+    return bar
 
 
 def _start(
     lab: Lab, suites: Iterable[SuiteInput], objective: str, o: RunOptions, n_configs: int, desc: str
-) -> tuple[list[_Suite], float, Any, _Evaluator, FastSweep | None]:
+) -> tuple[list[_Suite], float, ProgressBar, _Evaluator, FastSweep | None]:
     """A sweep's start: the suites prepared, the clock, the progress bar (``n_configs`` × the
     questions), the evaluator and the fast path (None when not taken)."""
     prepared = _prepare(lab, suites, o.progress)

@@ -9,14 +9,14 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover
     from optuna.trial import Trial
 
 
 #: KB index settings a sweep may vary besides PipelineParams.
-INDEX_PARAMS: dict[str, tuple[str, object]] = {
+INDEX_PARAMS: dict[str, tuple[str, tuple[object, ...]]] = {
     "bm25_k1": ("float", (0.0, 10.0)),
     "bm25_b": ("float", (0.0, 1.0)),
     "bm25_method": ("choice", ("robertson", "lucene", "atire", "bm25l", "bm25+")),
@@ -61,7 +61,7 @@ class ParamSpace:
         return value
 
 
-def _field_kind(name: str) -> tuple[str, Any]:
+def _field_kind(name: str) -> tuple[str, tuple[object, ...]]:
     """(kind, range or choices) of a PipelineParams field or index param."""
     from rag_lab.types.params import PipelineParams
 
@@ -218,20 +218,26 @@ def p95(lat: Sequence[float]) -> float:
     return s[min(len(s) - 1, int(math.ceil(0.95 * len(s))) - 1)]
 
 
-class SweepOptions(TypedDict, total=False):
+class TuneOptions(TypedDict, total=False):
+    """:class:`SweepOptions` less ``base_params`` and ``progress`` (what
+    :func:`~rag_lab.eval.sweep.holdout.run_holdout` passes on to the sweep as given)."""
+
+    ks: Sequence[int]
+    ragas_metrics: Sequence[str]
+    cache_dir: str | Path | None
+    fast: bool
+    check: int | str
+
+
+class SweepOptions(TuneOptions, total=False):
     """The keyword options of :func:`run_grid` and :func:`run_optuna` (defaults in brackets):
     ``ks`` (1, 3, 5, 10), ``ragas_metrics`` (none), ``base_params`` (the params every config
     starts from; none), ``cache_dir`` (the stage cache's folder; None runs without it),
     ``progress`` (True), ``fast`` (True: the tuning evaluator's fast path), ``check`` (0: how many
     of the best configs, or ``"all"``, the fast path re-runs on the full pipeline)."""
 
-    ks: Sequence[int]
-    ragas_metrics: Sequence[str]
     base_params: Mapping[str, object] | None
-    cache_dir: str | Path | None
     progress: bool
-    fast: bool
-    check: int | str
 
 
 @dataclass(frozen=True, slots=True)

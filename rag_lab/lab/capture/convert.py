@@ -50,7 +50,7 @@ def _results(data: object, where: str) -> list[SearchResult]:
 
 
 def chat_manage_from_dict(
-    data: dict[str, Any], params: PipelineParams | None = None, warnings: list[str] | None = None
+    data: object, params: PipelineParams | None = None, warnings: list[str] | None = None
 ) -> ChatManage:
     """Rebuild a ChatManage from :meth:`ChatManage.to_dict` output.
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.types.chat_manage import (
     ChatManage,
@@ -91,7 +91,7 @@ class Capture:
             raise KeyError(f"no snapshot for '{key}' in capture {self.source or '<memory>'}; it has: {have}")
         return self.snapshots[key]
 
-    def frame(self, which: str = "search", **kwargs: Any) -> pd.DataFrame:
+    def frame(self, which: str = "search", **kwargs: object) -> pd.DataFrame:
         """See :func:`rag_lab.lab.frames.frame`."""
         from rag_lab.lab.frames import frame
 

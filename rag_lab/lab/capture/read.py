@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from rag_lab.lab.capture.convert import _results, chat_manage_from_dict, params_from_dict
 from rag_lab.lab.capture.model import (
@@ -77,7 +77,18 @@ def capture_from_stream_manager(
     return cap
 
 
-def _require(rec: dict[str, object], key: str, types: type | tuple[type, ...], path: str, line: int) -> Any:
+_T = TypeVar("_T")
+
+
+@overload
+def _require(rec: dict[str, object], key: str, types: type[_T], path: str, line: int) -> _T: ...
+
+
+@overload
+def _require(rec: dict[str, object], key: str, types: tuple[type[int], type[float]], path: str, line: int) -> float: ...
+
+
+def _require(rec: dict[str, object], key: str, types: type | tuple[type, ...], path: str, line: int) -> object:
     if key not in rec:
         raise CaptureError(f"{rec.get('kind')} record: missing field '{key}'", path, line)
     value = rec[key]

@@ -19,7 +19,8 @@ view reads, typed diagnostics).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rag_lab.lab.frames.common import FRAMES, Viewed, short_id
 from rag_lab.lab.frames.funnel import funnel_frame, funnel_of, funnel_rows
@@ -59,7 +60,7 @@ __all__ = [
     "rerank_threshold_outcome",
 ]
 
-_ROWS = {
+_ROWS: dict[str, Callable[..., Sequence[Mapping[str, object]]]] = {
     "search": search_rows,
     "fusion": fusion_rows,
     "rerank": rerank_rows,
@@ -69,7 +70,7 @@ _ROWS = {
 }
 
 
-def frame(obj: Viewed, which: str = "search", **kwargs: Any) -> pd.DataFrame:
+def frame(obj: Viewed, which: str = "search", **kwargs: object) -> pd.DataFrame:
     """A DataFrame of one view: ``search``, ``fusion``, ``rerank``, ``merge``, ``final`` or
     ``funnel`` (see the ``*_rows`` functions for the columns). ``fusion=`` passes a fusion trace to
     the search and fusion views; ``gold_ids=`` names the gold documents of the funnel view."""

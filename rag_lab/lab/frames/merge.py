@@ -3,7 +3,7 @@ expansion, overlap joins), and the final contexts the answer was given, with cit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from rag_lab.lab.frames.common import Viewed, _match_type_name, _snapshot, _typed
 from rag_lab.types.chat_manage import ChatManage
@@ -11,7 +11,31 @@ from rag_lab.types.diagnostics import MergeDiagnostics
 from rag_lab.types.search_result import SearchResult
 
 
-def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
+class MergeRow(TypedDict):
+    """One chunk that entered the merge (:func:`merge_rows`)."""
+
+    id: str
+    origin: str
+    input_rank: int | None
+    score_in: float | None
+    length_in: int | None
+    fate: str
+    merged_into: str
+    merge_action: str
+    absorbed: list[str]
+    parent: str
+    expanded_prev: list[str]
+    expanded_next: list[str]
+    image_hit: str
+    output_rank: int | None
+    score_out: float | None
+    length_out: int | None
+    sub_chunk_ids: list[str]
+    text_in: str | None
+    text_out: str | None
+
+
+def merge_rows(obj: Viewed) -> list[MergeRow]:
     """One row per chunk that entered the merge (rerank input, then injected history): its fate
     (kept, merged into another, dropped as overlap / duplicate), what it absorbed, its parent,
     the neighbours it was expanded with, and its text before and after."""
@@ -28,9 +52,9 @@ def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
                 before.setdefault(prior.id, prior)
         except KeyError:
             pass
-    rows: dict[str, dict[str, object]] = {}
+    rows: dict[str, MergeRow] = {}
 
-    def row(cid: str, origin: str) -> dict[str, Any]:
+    def row(cid: str, origin: str) -> MergeRow:
         if cid not in rows:
             b = before.get(cid)
             rows[cid] = {
@@ -87,11 +111,13 @@ def merge_rows(obj: Viewed) -> list[dict[str, Any]]:
         if got is not None:
             n, res = got
             r.update(
-                output_rank=n,
-                score_out=res.score,
-                length_out=len(res.content),
-                sub_chunk_ids=list(res.sub_chunk_id),
-                text_out=res.content,
+                {
+                    "output_rank": n,
+                    "score_out": res.score,
+                    "length_out": len(res.content),
+                    "sub_chunk_ids": list(res.sub_chunk_id),
+                    "text_out": res.content,
+                }
             )
         elif r["fate"] == "kept":
             r["fate"] = "dropped (duplicate)"

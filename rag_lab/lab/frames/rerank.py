@@ -5,11 +5,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from rag_lab.lab.frames.common import Viewed, _rerank_diag, _snapshot, _typed
 from rag_lab.types.diagnostics import RerankDiagnostics
 from rag_lab.types.search_result import SearchResult
+
+#: what MMR selected from (:func:`mmr_inputs`): candidate ids, their relevance, the sorted token
+#: sets of the enriched passages, ``k``, ``lambda`` and the rerank stage's stored MMR trace
+MmrInputs = TypedDict(
+    "MmrInputs",
+    {
+        "ids": list[str],
+        "scores": list[float],
+        "tokens": list[list[str]],
+        "k": int,
+        "lambda": float,
+        "trace": list[dict[str, Any]],
+    },
+)
+
+
+class RerankRow(TypedDict):
+    """One rerank candidate of :func:`rerank_rows`."""
+
+    search_rank: int
+    id: str
+    knowledge_id: str
+    chunk_type: str
+    knowledge_source: str
+    base_score: float
+    model_score: float | None
+    model_rank: int | None
+    source_weight: float
+    model_part: float | None
+    base_part: float
+    source_part: float
+    composite_score: float | None
+    faq_boosted: bool
+    faq_factor: float
+    final_score: float | None
+    wiki_boosted: bool
+    memory_affinity: float
+    boosted_score: float | None
+    passed_threshold: bool
+    kept_by: str
+    selected: bool
+    mmr_order: int | None
+    mmr_relevance: float | None
+    mmr_redundancy: float | None
+    mmr_value: float | None
 
 
 def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
@@ -25,7 +70,7 @@ def _ranked_rows(diag: RerankDiagnostics) -> list[int]:
     return sorted(passed, key=lambda i: -float(rows[i]["final_score"]))
 
 
-def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
+def rerank_rows(obj: Viewed) -> list[RerankRow]:
     """One row per rerank candidate (search order): base and model scores, the weighted parts of
     the composite score (model / base / source), FAQ, wiki and memory boosts, threshold outcome
     and MMR step (relevance, max redundancy, MMR value)."""
@@ -49,7 +94,7 @@ def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
         key=lambda i: -float(rows[i]["model_score"]),
     )
     model_rank = {i: n for n, i in enumerate(model_order, 1)}
-    out = []
+    out: list[RerankRow] = []
     for i, r in enumerate(rows):
         model = r.get("model_score")
         base = float(r.get("base_score") or 0.0)
@@ -58,7 +103,7 @@ def rerank_rows(obj: Viewed) -> list[dict[str, Any]]:
         composite = r.get("composite_score")
         final = r.get("final_score")
         res = after_boosts.get(r["id"])
-        meta: dict[str, Any] = res.metadata if res is not None else {}
+        meta: dict[str, str] = res.metadata if res is not None else {}
         memory = float(meta.get("memory_affinity") or 1.0)
         mstep = step_of.get(i)
         out.append(
@@ -144,13 +189,13 @@ def rerank_threshold_outcome(obj: Viewed, threshold: float | None = None) -> Thr
 
 
 # -- MMR ------------------------------------------------------------------------------------
-def mmr_inputs(obj: Viewed) -> dict[str, Any] | None:
+def mmr_inputs(obj: Viewed) -> MmrInputs | None:
     """What MMR selected from: ``ids``, ``scores`` (relevance), ``tokens`` (sorted token sets of
     the enriched passages), ``k``, ``lambda`` and the stored ``trace``. A capture keeps them as
     an extra; for a run they are rebuilt from the rerank snapshot. ``None`` when MMR did not run."""
     stored = (getattr(obj, "extras", None) or {}).get("mmr_inputs")
     if stored:
-        return cast("dict[str, Any] | None", stored)
+        return cast("MmrInputs", stored)
     from rag_lab.reranking.passage import enriched_passage
     from rag_lab.searchutil.text import tokenize_simple
 
@@ -179,9 +224,7 @@ def mmr_inputs(obj: Viewed) -> dict[str, Any] | None:
     }
 
 
-def mmr_selection(
-    inputs: dict[str, Any], lam: float, k: int | None = None, runner_ups: int = 3
-) -> list[dict[str, Any]]:
+def mmr_selection(inputs: MmrInputs, lam: float, k: int | None = None, runner_ups: int = 3) -> list[dict[str, Any]]:
     """Re-run MMR on stored inputs at ``lam``: one dict per step (``step``, ``index`` into
     ``inputs["ids"]``, ``id``, ``relevance``, ``redundancy``, ``mmr``, ``runner_ups``)."""
     from rag_lab.reranking.mmr import mmr_trace

@@ -6,7 +6,7 @@ numbers are those of :mod:`rag_lab.eval.gate.render`."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rag_lab.eval.gate.render import _ci, _f, _status
 from rag_lab.eval.report import short_text
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["gate_html"]
 
 
-def _cell(v: Any, signed: bool = False) -> dict[str, str]:
+def _cell(v: float, signed: bool = False) -> dict[str, str]:
     """A sortable cell: its value (NaN when not a number) and its text ("-" then)."""
     ok = isinstance(v, (int, float)) and math.isfinite(v)
     return {"key": str(float(v)) if ok else "NaN", "text": _f(v, signed) if ok else "-"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from markupsafe import Markup
 
@@ -23,7 +23,18 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["export_replay_html", "replay_page_data"]
 
 
-def replay_page_data(capture: Run | Capture) -> dict[str, Any]:
+class ReplayPage(TypedDict):
+    """The JSON an exported replay page embeds."""
+
+    question: str
+    answer: str
+    references: list[dict[str, object]]
+    created_at: str
+    rag_lab_version: str
+    events: list[dict[str, object]]
+
+
+def replay_page_data(capture: Run | Capture) -> ReplayPage:
     """The JSON the exported page embeds: question, answer, references and the stream events."""
     events = []
     for ev in capture.events:

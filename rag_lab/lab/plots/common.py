@@ -3,11 +3,13 @@ use, so importing the views does not import matplotlib), PNG bytes, the height c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
+    from rag_lab.lab.frames.rerank import RerankRow
     from rag_lab.types.params import PipelineParams
 
 #: one palette for every view
@@ -79,7 +81,7 @@ def _run_params(run: object) -> PipelineParams:
     return getattr(run, "params", None) or PipelineParams()
 
 
-def composite_parts(row: dict[str, Any]) -> list[tuple[str, float, str]]:
+def composite_parts(row: RerankRow) -> list[tuple[str, float, str]]:
     """The weighted parts a rerank candidate's composite score stacks, first to last, as
     ``(part, value, colour)`` (a part with no score counts 0)."""
     return [
@@ -89,7 +91,7 @@ def composite_parts(row: dict[str, Any]) -> list[tuple[str, float, str]]:
     ]
 
 
-def candidate_fate(row: dict[str, object], alive: bool) -> str:
+def candidate_fate(row: Mapping[str, object], alive: bool) -> str:
     """What became of a rerank candidate, for its bar's note: kept by another rule, filtered by
     the ladder, or its MMR pick order (empty when none applies)."""
     if row["kept_by"]:
