@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from rag_lab.reranking.clean import clean_passage
-from rag_lab.searchutil.imageinfo import parse_image_info
+from rag_lab.searchutil.imageinfo import image_field, parse_image_info
 from rag_lab.searchutil.text import go_trim
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def enriched_passage(result: SearchResult | _PlainResult) -> str:
         else:
             for entry in entries:
                 for key in ("caption", "ocr_text"):
-                    value = entry.get(key) or ""
+                    value = image_field(entry, key)
                     if value and go_trim(value) != body:
                         enrichments.append(value)
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from rag_lab.searchutil.imageinfo import dump_image_info, parse_image_info
+from rag_lab.searchutil.imageinfo import dump_image_info, image_field, parse_image_info
 
 if TYPE_CHECKING:
     from rag_lab.knowledge.models import Chunk
@@ -42,7 +42,7 @@ def aggregate_image_entries(into: dict[str, dict[str, object]], info: str) -> No
     skipped."""
     entries = parse_image_info(info) if info else None
     for entry in entries or ():
-        key = entry.get("url") or entry.get("original_url") or ""
+        key = image_field(entry, "url") or image_field(entry, "original_url")
         if not key:
             continue
         kept = into.get(key)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from rag_lab.searchutil.text import go_trim
 
@@ -17,6 +16,7 @@ __all__ = [
     "MARKDOWN_IMAGE_RE",
     "HTML_IMAGE_RE",
     "parse_image_info",
+    "image_field",
     "dump_image_info",
     "image_urls_in_content",
     "filter_image_info_by_content_urls",
@@ -38,7 +38,7 @@ _STR_FIELDS = ("url", "original_url", "caption", "ocr_text")
 _INT_FIELDS = ("start_pos", "end_pos")
 
 
-def parse_image_info(info: str | bytes | None) -> list[dict[str, Any]] | None:
+def parse_image_info(info: str | bytes | None) -> list[dict[str, object]] | None:
     """Decode an ``image_info`` JSON array; ``None`` when it is not valid ImageInfo JSON.
 
     ``null`` decodes to an empty list (as Go does). An entry must be an object (or null,
@@ -54,7 +54,7 @@ def parse_image_info(info: str | bytes | None) -> list[dict[str, Any]] | None:
         return []
     if not isinstance(data, list):
         return None
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for entry in data:
         if entry is None:
             entry = {}
@@ -71,12 +71,13 @@ def parse_image_info(info: str | bytes | None) -> list[dict[str, Any]] | None:
     return out
 
 
-def dump_image_info(entries: list[dict[str, Any]]) -> str:
+def dump_image_info(entries: list[dict[str, object]]) -> str:
     """Serialise ImageInfo entries as compact JSON (UTF-8 kept as is)."""
     return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
 
 
-def _field(entry: dict[str, Any], key: str) -> str:
+def image_field(entry: dict[str, object], key: str) -> str:
+    """A string field of an entry; ``""`` when it is absent, null or not a string."""
     v = entry.get(key)
     return v if isinstance(v, str) else ""
 
@@ -105,7 +106,7 @@ def filter_image_info_by_content_urls(content: str, info: str) -> str:
     urls = image_urls_in_content(content)
     if not urls:
         return ""
-    kept = [e for e in entries if (_field(e, "url") in urls) or (_field(e, "original_url") in urls)]
+    kept = [e for e in entries if (image_field(e, "url") in urls) or (image_field(e, "original_url") in urls)]
     if not kept:
         return ""
     return dump_image_info(kept)
@@ -118,7 +119,7 @@ def prune_markdown_images_by_image_info(content: str, info: str) -> str:
     allowed: set[str] = set()
     for e in entries or ():
         for key in ("url", "original_url"):
-            v = _field(e, key)
+            v = image_field(e, key)
             if v:
                 allowed.add(v)
     out = MARKDOWN_IMAGE_RE.sub(lambda m: m.group(0) if m.group(2) in allowed else "", content)
@@ -138,13 +139,13 @@ def slice_content_by_document_range(content: str, content_start: int, start: int
     return content[lo:hi]
 
 
-def image_info_markdown_metadata(entry: dict[str, Any]) -> str:
+def image_info_markdown_metadata(entry: dict[str, object]) -> str:
     """Caption and OCR text of one image as a Markdown blockquote; ``""`` when both are blank."""
     lines: list[str] = []
-    caption = go_trim(_field(entry, "caption"))
+    caption = go_trim(image_field(entry, "caption"))
     if caption:
         lines.append("**Image caption:** " + caption)
-    ocr = go_trim(_field(entry, "ocr_text"))
+    ocr = go_trim(image_field(entry, "ocr_text"))
     if ocr:
         lines.append("**Image text (OCR):** " + ocr)
     if not lines:
@@ -161,10 +162,10 @@ def enrich_content_with_image_info_for_chat(content: str, info_json: str) -> str
     entries = parse_image_info(info_json) if info_json else None
     if not entries:
         return content
-    by_key: dict[str, dict[str, Any]] = {}
+    by_key: dict[str, dict[str, object]] = {}
     for e in entries:
         for key in ("url", "original_url"):
-            v = _field(e, key)
+            v = image_field(e, key)
             if v:
                 by_key[v] = e
     inserts: list[tuple[int, str]] = []
@@ -208,9 +209,9 @@ def merge_image_info(target_json: str, source_json: str) -> str:
     if target is None:
         return source_json
     seen: set[str] = set()
-    merged: list[dict[str, Any]] = []
+    merged: list[dict[str, object]] = []
     for e in (*target, *source):
-        url = _field(e, "url")
+        url = image_field(e, "url")
         if not url or url in seen:
             continue
         seen.add(url)
