@@ -74,8 +74,11 @@ CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
 END;
 """
 
-#: the vector cache's layout 3 (models / vectors): renamed into this one, its rows kept
+#: the vector cache's layout 3 (models / vectors): renamed into this one, its rows kept (tables of
+#: this layout beside it are leftovers of a later version the file was opened with before: dropped)
 _FROM_VECTOR_LAYOUT = """
+DROP TABLE IF EXISTS entries;
+DROP TABLE IF EXISTS spaces;
 DROP TRIGGER IF EXISTS vectors_added;
 DROP TRIGGER IF EXISTS vectors_removed;
 ALTER TABLE models RENAME TO spaces;

@@ -223,6 +223,10 @@ def test_a_file_of_the_earlier_vector_layout_keeps_its_rows(tmp_path: Path) -> N
         )
         conn.execute("INSERT INTO vectors VALUES (?, 1, ?)", (vc.vector_key("m", "x"), old.tobytes()))
         conn.execute("INSERT INTO uses VALUES (?, 5)", (vc.vector_key("m", "x"),))
+        # what this layout's tables look like after an earlier version reopened a file of the later
+        # one: it rebuilt its own tables and left the later ones beside them
+        conn.execute("CREATE TABLE spaces (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        conn.execute("CREATE TABLE entries (hash BLOB NOT NULL UNIQUE, space_id INTEGER NOT NULL, value BLOB)")
     store = VectorCache(path)
     assert store.get_many("m", ["x", "y"])[0].tolist() == [0.25, -1.5]
     assert store.put_many("m", ["x", "y"], np.ones((2, 2), dtype=np.float32)) == 1
