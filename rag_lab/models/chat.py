@@ -177,8 +177,8 @@ class OpenAIChatModel:
 
     def honours_schema_bounds(self) -> bool:
         """Whether the endpoint constrains decoding to a JSON schema's ``maxLength`` / ``maxItems``:
-        true for a llama-server (it answers ``/props``; probed once per base URL, a blocking call
-        of at most a few seconds). OpenAI's strict schemas refuse ``maxLength``, so elsewhere the
+        true for a llama-server (it answers ``/props``; probed once per base URL, a blocking call:
+        :func:`~rag_lab.models.endpoint_props.server_props`). OpenAI's strict schemas refuse ``maxLength``, so elsewhere the
         schema is sent without bounds."""
         from rag_lab.models.endpoint_props import server_props
 

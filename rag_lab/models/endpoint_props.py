@@ -2,19 +2,28 @@
 ``GET /props`` (its context window per slot, its model), read once per base URL.
 
 Only llama-server answers ``/props`` with its settings; any other endpoint (OpenAI, vLLM, a proxy)
-gives ``None`` here, and the callers keep their defaults. The probe is short (``timeout`` seconds)
-and its answer, or its absence, is cached for the process.
+gives ``None`` here, and the callers keep their defaults. An answer, or a refusal (an error status,
+no such route, a closed port), is cached for the process. A probe that gets no answer within
+``timeout`` seconds (30 by default, as long as a model call may wait for its first token, so a
+slow machine does not decide it) is a network fault: logged, answered ``None`` this once, and not
+cached, so the next call asks again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
 from typing import Any
 
 __all__ = ["context_window", "server_props", "server_root"]
+
+log = logging.getLogger(__name__)
+
+#: seconds a ``/props`` probe waits for its answer
+PROBE_TIMEOUT_S = 30.0
 
 _cache: dict[str, dict[str, object] | None] = {}
 _lock = threading.Lock()
@@ -26,19 +35,25 @@ def server_root(base_url: str) -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
-def server_props(base_url: str, timeout: float = 3.0) -> dict[str, object] | None:
+def server_props(base_url: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, object] | None:
     """llama-server's ``/props`` of the endpoint at ``base_url``, or ``None`` when the endpoint has
-    none (another server, an error status, no answer within ``timeout`` s, not a JSON object)."""
+    none (another server, an error status, not a JSON object) or gave no answer within ``timeout``
+    seconds (then not cached: see the module docstring)."""
     with _lock:
         if base_url in _cache:
             return _cache[base_url]
+    url = server_root(base_url) + "/props"
     props: dict[str, object] | None = None
     try:
-        with urllib.request.urlopen(server_root(base_url) + "/props", timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             data = json.loads(resp.read())
         if isinstance(data, dict) and isinstance(data.get("default_generation_settings"), dict):
             props = data
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, TimeoutError):
+            log.warning("%s: no answer within %g s; schema bounds are not used this time", url, timeout)
+            return None
         props = None
     with _lock:
         _cache[base_url] = props

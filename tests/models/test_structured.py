@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from rag_lab.models.endpoint_props import context_window, server_props, server_root
+from rag_lab.models.endpoint_props import PROBE_TIMEOUT_S, context_window, server_props, server_root
 from rag_lab.models.structured import bounded_schema, inline_refs, json_schema_format, string_budget
 from tests.models.fake_openai import FakeOpenAIServer, Reply
 
@@ -100,6 +101,21 @@ def test_props_of_a_llama_server_and_of_another_endpoint() -> None:
         assert server_props(other.base_url) is None
     assert context_window(None) is None
     assert context_window({"default_generation_settings": {"n_ctx": True}}) is None
+
+
+def test_a_props_probe_without_an_answer_in_time_is_not_cached(caplog: pytest.LogCaptureFixture) -> None:
+    """No answer within the timeout is a fault, not "another endpoint": the next call asks again."""
+    with FakeOpenAIServer() as srv:
+        srv.script("/props", Reply.json({"default_generation_settings": {"n_ctx": 512}}, delay=2.0))
+        with caplog.at_level(logging.WARNING, logger="rag_lab.models.endpoint_props"):
+            assert server_props(srv.base_url, timeout=0.2) is None
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{srv.root_url}/props: no answer within 0.2 s; schema bounds are not used this time"
+        ]
+        srv.script("/props", Reply.json({"default_generation_settings": {"n_ctx": 512}}))
+        assert context_window(server_props(srv.base_url, timeout=0.2)) == 512  # asked again: now cached
+        assert context_window(server_props(srv.base_url, timeout=0.2)) == 512
+    assert PROBE_TIMEOUT_S == 30.0
 
 
 def _largest(schema: dict[str, Any]) -> Any:
