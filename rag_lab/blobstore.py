@@ -19,7 +19,9 @@ not shrink when rows go; ``clear`` vacuums.
 Concurrency: WAL journal, a connection per thread, writes in ``BEGIN IMMEDIATE`` transactions with
 a 30 s busy timeout, so two processes writing at once queue rather than corrupt. A cache is an
 optimisation: a read or write that fails (a locked or read-only file) is logged once and reported to
-the caller as nothing found / nothing written (``None``), and the caller computes the values.
+the caller as nothing found / nothing written (``None``), and the caller computes the values. A
+file that cannot be opened (not a database, a layout it cannot be brought to) is not tried again by
+each call, only after ``close``.
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class BlobStore:
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
         self._warned = False
+        self._open_error: sqlite3.Error | None = None  # why the file could not be opened, until ``close``
         self._touched: set[bytes] = set()  # rows read whose use time is not written yet
         atexit.register(_flush_at_exit, weakref.ref(self))
         #: rows read / written / evicted through this object (``stats`` adds the file's totals)
@@ -171,6 +174,8 @@ class BlobStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
+        if self._open_error is not None:  # the file could not be opened: not tried again by every call
+            raise self._open_error
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
@@ -182,7 +187,8 @@ class BlobStore:
                     self._set_layout(conn)
         except sqlite3.Error as exc:
             conn.close()
-            raise type(exc)(f"{self.what} {self.path}: {exc}") from exc
+            self._open_error = type(exc)(f"{self.what} {self.path}: {exc}")
+            raise self._open_error from exc
         except BaseException:
             conn.close()
             raise
@@ -216,6 +222,7 @@ class BlobStore:
             with contextlib.suppress(sqlite3.Error):
                 c.close()
         self._local = threading.local()
+        self._open_error = None
 
     def _failed(self, what: str, exc: Exception) -> None:
         if not self._warned:

@@ -197,3 +197,22 @@ def test_use_times_read_are_written_at_process_exit(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", script], check=True)
     assert used_times(path)[key(1)] > 5
+
+
+def test_a_file_that_cannot_be_opened_is_not_tried_again_until_close(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"not a database" * 100)
+    opened: list[str] = []
+    real = sqlite3.connect
+
+    def counting(*args: object, **kwargs: object) -> sqlite3.Connection:
+        opened.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blobstore.sqlite3, "connect", counting)
+    store = BlobStore(path, 10**6, "test cache")
+    assert store.get_many([key(1)]) is None and store.put_many("s", [(key(1), b"v")]) is None
+    assert store.has_many([key(1)]) is None and opened == [str(path)]
+    path.unlink()
+    store.close()  # a close forgets the failure: the next call opens the (now new) file
+    assert store.put_many("s", [(key(1), b"v")]) == 1 and opened == [str(path)] * 2
