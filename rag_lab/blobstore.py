@@ -12,9 +12,12 @@ takes them over ``max_bytes``, the least recently used rows go first until they 
 minute (:data:`TOUCH_S`: a row read again within a minute is not rewritten). Use times live in a
 table of their own (40-byte rows: updating one rewrites a small page, not the value's), and those
 of rows read are written in batches — every :data:`TOUCH_BATCH` rows, before an eviction, at
-``close`` and at process exit — so reads never wait for a write. Eviction sorts the use times (no
-index to keep up on every read). The file is larger than the count by SQLite's page slack and does
-not shrink when rows go; ``clear`` vacuums.
+``close`` and at process exit — so reads never wait for a write. At process exit that write waits
+at most :data:`EXIT_WAIT_S` for another process's write, then the use times are dropped (they only
+order evictions): a process stopping beside busy writers of a shared file — a Jupyter kernel has a
+few seconds before it is killed — still runs the rest of its exit work, such as emptying its
+workspace. Eviction sorts the use times (no index to keep up on every read). The file is larger
+than the count by SQLite's page slack and does not shrink when rows go; ``clear`` vacuums.
 
 Concurrency: WAL journal, a connection per thread, writes in ``BEGIN IMMEDIATE`` transactions with
 a 30 s busy timeout, so two processes writing at once queue rather than corrupt. A cache is an
@@ -48,6 +51,10 @@ EVICT_TO = 0.9
 TOUCH_S = 60
 #: use times of rows read are written in batches: at this many, before an eviction, at close / exit
 TOUCH_BATCH = 16384
+#: how long a read or write waits for another process's write to end
+BUSY_TIMEOUT_S = 30.0
+#: how long the use times written at process exit wait for another process's write to end
+EXIT_WAIT_S = 0.5
 _BATCH = 500  # keys per ``IN (...)``: under SQLite's variable limit
 
 #: the layout of the file (``PRAGMA user_version``); a file of another layout is emptied on open,
@@ -142,7 +149,7 @@ def _marks(n: int) -> str:
 def _flush_at_exit(ref: weakref.ref[BlobStore]) -> None:
     store = ref()
     if store is not None:
-        store.flush()
+        store.flush(wait_s=EXIT_WAIT_S)
 
 
 class BlobStore:
@@ -177,7 +184,7 @@ class BlobStore:
         if self._open_error is not None:  # the file could not be opened: not tried again by every call
             raise self._open_error
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's; an existing one keeps its own
             conn.execute("PRAGMA journal_mode=WAL")
@@ -287,14 +294,30 @@ class BlobStore:
             part = keys[i : i + _BATCH]
             conn.execute(f"UPDATE uses SET used = ? WHERE hash IN ({_marks(len(part))})", [now, *part])
 
-    def flush(self) -> None:
-        """Write the use times of the rows read since the last write."""
+    def flush(self, wait_s: float | None = None) -> None:
+        """Write the use times of the rows read since the last write. With ``wait_s``, wait at most
+        that long for another writer (not the busy timeout) and, when the file stays busy, keep the
+        use times pending rather than log a fault."""
         keys = self._take_touched()
         if not keys:
             return
         try:
-            with _immediate(self._conn()) as conn:
-                self._touch(conn, keys, int(time.time()))
+            conn = self._conn()
+            if wait_s is not None:
+                conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+            try:
+                with _immediate(conn):
+                    self._touch(conn, keys, int(time.time()))
+            finally:
+                if wait_s is not None:
+                    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        except sqlite3.OperationalError as exc:
+            if wait_s is None or exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                self._failed("a write", exc)
+                return
+            with self._lock:
+                self._touched.update(keys)
+            log.debug("%s %s: busy, %d use times left unwritten", self.what, self.path, len(keys))
         except sqlite3.Error as exc:
             self._failed("a write", exc)
 

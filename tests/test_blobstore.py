@@ -216,3 +216,55 @@ def test_a_file_that_cannot_be_opened_is_not_tried_again_until_close(tmp_path: P
     path.unlink()
     store.close()  # a close forgets the failure: the next call opens the (now new) file
     assert store.put_many("s", [(key(1), b"v")]) == 1 and opened == [str(path)] * 2
+
+
+def test_the_exit_flush_does_not_queue_behind_another_writer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "s.sqlite"
+    store = BlobStore(path, 10**6, "test cache")
+    store.put_many("s", [(key(1), b"v")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE uses SET used = 5")
+    assert store.get_many([key(1)]) == {key(1): b"v"} and store._touched == {key(1)}
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write in progress
+    with caplog.at_level(logging.DEBUG, logger="rag_lab.blobstore"):
+        store.flush(wait_s=0)
+    assert used_times(path)[key(1)] == 5 and store._touched == {key(1)}  # kept pending, not a fault
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("DEBUG", f"test cache {path}: busy, 1 use times left unwritten")
+    ]
+    holder.execute("ROLLBACK")
+    store.flush()  # the busy timeout is the usual one again, and the pending use time is written
+    assert used_times(path)[key(1)] > 5 and store._touched == set()
+    assert store._conn().execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+
+
+def test_a_process_exits_without_waiting_for_a_busy_file(tmp_path: Path) -> None:
+    """Another process holds the write lock for as long as this one runs: the exit flush gives up
+    after ``EXIT_WAIT_S`` without a warning, and the at-exit work registered before it still runs."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "s.sqlite"
+    BlobStore(path, 10**6, "test cache").put_many("s", [(key(1), b"v")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE uses SET used = 5")
+    marker = tmp_path / "emptied"
+    script = textwrap.dedent(
+        f"""
+        import atexit, pathlib
+        from rag_lab.blobstore import BlobStore
+        atexit.register(pathlib.Path({str(marker)!r}).touch)  # registered first: runs after the flush
+        store = BlobStore({str(path)!r}, 10**6, "test cache")
+        assert store.get_many([(1).to_bytes(32, "big")])
+        """
+    )
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    finally:
+        holder.execute("ROLLBACK")
+    assert done.stderr == "" and marker.exists()  # old: a 30 s wait, then "a write failed" logged
+    assert used_times(path)[key(1)] == 5
