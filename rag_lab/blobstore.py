@@ -12,12 +12,11 @@ takes them over ``max_bytes``, the least recently used rows go first until they 
 minute (:data:`TOUCH_S`: a row read again within a minute is not rewritten). Use times live in a
 table of their own (40-byte rows: updating one rewrites a small page, not the value's), and those
 of rows read are written in batches — every :data:`TOUCH_BATCH` rows, before an eviction, at
-``close`` and at process exit — so reads never wait for a write. At process exit that write waits
-at most :data:`EXIT_WAIT_S` for another process's write, then the use times are dropped (they only
-order evictions): a process stopping beside busy writers of a shared file — a Jupyter kernel has a
-few seconds before it is killed — still runs the rest of its exit work, such as emptying its
-workspace. Eviction sorts the use times (no index to keep up on every read). The file is larger
-than the count by SQLite's page slack and does not shrink when rows go; ``clear`` vacuums.
+``close`` and at process exit — so reads never wait for a write. At exit, :data:`EXIT_WAIT_S` at
+most for another process's write, then they are dropped (they only order evictions): a Jupyter
+kernel stopping beside busy writers is killed after a few seconds, before the rest of its exit work.
+Eviction sorts the use times (no index to keep up on every read). The file is larger than the
+count by SQLite's page slack and does not shrink when rows go; ``clear`` vacuums.
 
 Concurrency: WAL journal, a connection per thread, writes in ``BEGIN IMMEDIATE`` transactions with
 a 30 s busy timeout, so two processes writing at once queue rather than corrupt. A cache is an
@@ -153,10 +152,8 @@ def _flush_at_exit(ref: weakref.ref[BlobStore]) -> None:
 
 
 class BlobStore:
-    """Values by key in the SQLite file ``path``, at most ``max_bytes`` counted (module docstring).
-
-    ``what`` names the cache in the one warning logged when a read or write fails.
-    """
+    """Values by key in the SQLite file ``path``, at most ``max_bytes`` counted (module docstring);
+    ``what`` names the cache in the one warning logged when a read or write fails."""
 
     def __init__(self, path: str | Path, max_bytes: int, what: str) -> None:
         if int(max_bytes) < 0:
@@ -172,9 +169,7 @@ class BlobStore:
         self._touched: set[bytes] = set()  # rows read whose use time is not written yet
         atexit.register(_flush_at_exit, weakref.ref(self))
         #: rows read / written / evicted through this object (``stats`` adds the file's totals)
-        self.reads = 0
-        self.writes = 0
-        self.evicted = 0
+        self.reads = self.writes = self.evicted = 0
 
     # -- connections ------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -296,30 +291,27 @@ class BlobStore:
 
     def flush(self, wait_s: float | None = None) -> None:
         """Write the use times of the rows read since the last write. With ``wait_s``, wait at most
-        that long for another writer (not the busy timeout) and, when the file stays busy, keep the
-        use times pending rather than log a fault."""
+        that long for another writer; while the file stays busy they stay pending (not a fault)."""
         keys = self._take_touched()
         if not keys:
             return
+        conn: sqlite3.Connection | None = None
         try:
             conn = self._conn()
             if wait_s is not None:
                 conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
-            try:
-                with _immediate(conn):
-                    self._touch(conn, keys, int(time.time()))
-            finally:
-                if wait_s is not None:
-                    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        except sqlite3.OperationalError as exc:
-            if wait_s is None or exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+            with _immediate(conn):
+                self._touch(conn, keys, int(time.time()))
+        except sqlite3.Error as exc:
+            if wait_s is None or getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY:
                 self._failed("a write", exc)
                 return
             with self._lock:
                 self._touched.update(keys)
             log.debug("%s %s: busy, %d use times left unwritten", self.what, self.path, len(keys))
-        except sqlite3.Error as exc:
-            self._failed("a write", exc)
+        finally:
+            if wait_s is not None and conn is not None:
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
     # -- writes -----------------------------------------------------------------------------
     def put_many(self, space: str, rows: Sequence[tuple[bytes, bytes]], *, replace: bool = False) -> int | None:
