@@ -218,25 +218,64 @@ def test_a_file_that_cannot_be_opened_is_not_tried_again_until_close(tmp_path: P
     assert store.put_many("s", [(key(1), b"v")]) == 1 and opened == [str(path)] * 2
 
 
-def test_the_exit_flush_does_not_queue_behind_another_writer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_exit_flush_does_not_queue_behind_another_writer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "s.sqlite"
     store = BlobStore(path, 10**6, "test cache")
     store.put_many("s", [(key(1), b"v")])
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE uses SET used = 5")
-    assert store.get_many([key(1)]) == {key(1): b"v"} and store._touched == {key(1)}
+    statements: list[str] = []
+    store._conn().set_trace_callback(statements.append)
+
+    def read_a_stale_row() -> None:
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE uses SET used = 5")
+        assert store.get_many([key(1)]) == {key(1): b"v"} and store._touched == {key(1)}
+
+    read_a_stale_row()
+    store.flush(wait_s=2.5)  # the file is free: written, and the busy timeout is the usual one again
+    assert [q for q in statements if "busy_timeout" in q] == [
+        "PRAGMA busy_timeout = 2500",
+        "PRAGMA busy_timeout = 30000",
+    ]
+    assert used_times(path)[key(1)] > 5 and store._touched == set()
+    read_a_stale_row()
+    statements.clear()
+    monkeypatch.setattr(blobstore, "BUSY_TIMEOUT_S", 0.05)  # what an ordinary write waits from here on
+    monkeypatch.setattr(blobstore, "EXIT_WAIT_S", 0.25)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's write in progress
     with caplog.at_level(logging.DEBUG, logger="rag_lab.blobstore"):
-        store.flush(wait_s=0)
+        _flush_at_exit(weakref.ref(store))
+    assert [q for q in statements if "busy_timeout" in q] == ["PRAGMA busy_timeout = 250", "PRAGMA busy_timeout = 50"]
     assert used_times(path)[key(1)] == 5 and store._touched == {key(1)}  # kept pending, not a fault
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("DEBUG", f"test cache {path}: busy, 1 use times left unwritten")
     ]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="rag_lab.blobstore"):
+        store.flush()  # an ordinary flush on a busy file: a fault, logged, the use times dropped
+    assert store._touched == set() and [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"test cache {path}: a write failed (database is locked); values are computed instead")
+    ]
     holder.execute("ROLLBACK")
-    store.flush()  # the busy timeout is the usual one again, and the pending use time is written
+    store.get_many([key(1)])
+    store.flush()
     assert used_times(path)[key(1)] > 5 and store._touched == set()
-    assert store._conn().execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+
+
+def test_an_exit_flush_on_a_file_that_cannot_be_opened_is_a_fault(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"not a database" * 100)
+    store = BlobStore(path, 10**6, "test cache")
+    store._touched.add(key(1))
+    with caplog.at_level(logging.WARNING, logger="rag_lab.blobstore"):
+        store.flush(wait_s=0)
+    assert store._touched == set() and [r.getMessage() for r in caplog.records] == [
+        f"test cache {path}: a write failed (file is not a database); values are computed instead"
+    ]
 
 
 def test_a_process_exits_without_waiting_for_a_busy_file(tmp_path: Path) -> None:
