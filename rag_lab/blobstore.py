@@ -291,7 +291,7 @@ class BlobStore:
 
     def flush(self, wait_s: float | None = None) -> None:
         """Write the use times of the rows read since the last write. With ``wait_s``, wait at most
-        that long for another writer; while the file stays busy they stay pending (not a fault)."""
+        that long for another writer, then drop them (not a fault: they only order evictions)."""
         keys = self._take_touched()
         if not keys:
             return
@@ -305,10 +305,8 @@ class BlobStore:
         except sqlite3.Error as exc:
             if wait_s is None or getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY:
                 self._failed("a write", exc)
-                return
-            with self._lock:
-                self._touched.update(keys)
-            log.debug("%s %s: busy, %d use times left unwritten", self.what, self.path, len(keys))
+            else:
+                log.debug("%s %s: busy, %d use times dropped", self.what, self.path, len(keys))
         finally:
             if wait_s is not None and conn is not None:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")

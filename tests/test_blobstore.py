@@ -248,11 +248,12 @@ def test_the_exit_flush_does_not_queue_behind_another_writer(
     with caplog.at_level(logging.DEBUG, logger="rag_lab.blobstore"):
         _flush_at_exit(weakref.ref(store))
     assert [q for q in statements if "busy_timeout" in q] == ["PRAGMA busy_timeout = 250", "PRAGMA busy_timeout = 50"]
-    assert used_times(path)[key(1)] == 5 and store._touched == {key(1)}  # kept pending, not a fault
+    assert used_times(path)[key(1)] == 5 and store._touched == set()  # dropped, not a fault
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("DEBUG", f"test cache {path}: busy, 1 use times left unwritten")
+        ("DEBUG", f"test cache {path}: busy, 1 use times dropped")
     ]
     caplog.clear()
+    assert store.get_many([key(1)]) == {key(1): b"v"} and store._touched == {key(1)}  # still stale
     with caplog.at_level(logging.DEBUG, logger="rag_lab.blobstore"):
         store.flush()  # an ordinary flush on a busy file: a fault, logged, the use times dropped
     assert store._touched == set() and [(r.levelname, r.getMessage()) for r in caplog.records] == [
