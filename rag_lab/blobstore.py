@@ -1,29 +1,24 @@
 """The storage layer under both caches: byte strings by 32-byte key in one SQLite file, bounded.
 
-The vector cache (:mod:`rag_lab.models.vector_cache`: float32 vectors by model and text) and the
-stage cache (:mod:`rag_lab.eval.cache`: search results, rerank scores and query embeddings by
-stage input) keep their rows here. Each caller names its rows' *space* (an embedding model key, a
-stage) and hashes its own keys; values are opaque bytes.
+The vector cache (:mod:`rag_lab.models.vector_cache`: vectors by model and text) and the stage
+cache (:mod:`rag_lab.eval.cache`: search results, rerank scores, query embeddings by stage input)
+keep their rows here, each in its own *space*, with its own key hashes; values are opaque bytes.
 
-Bounded on disk: the rows' bytes (value and :data:`ROW_OVERHEAD` bytes of keys and row fields each)
-are counted in the same transaction as every insert, update and delete (triggers); when a write
-takes them over ``max_bytes``, the least recently used rows go first until they are at
-:data:`EVICT_TO` of the bound. "Used" is the time a row was last written or read, kept to the
-minute (:data:`TOUCH_S`: a row read again within a minute is not rewritten). Use times live in a
-table of their own (40-byte rows: updating one rewrites a small page, not the value's), and those
-of rows read are written in batches — every :data:`TOUCH_BATCH` rows, before an eviction, at
-``close`` and at process exit — so reads never wait for a write. At exit, :data:`EXIT_WAIT_S` at
-most for another process's write, then they are dropped (they only order evictions): a Jupyter
-kernel stopping beside busy writers is killed after a few seconds, before the rest of its exit work.
-Eviction sorts the use times (no index to keep up on every read). The file is larger than the
-count by SQLite's page slack and does not shrink when rows go; ``clear`` vacuums.
+Bounded on disk: the rows' bytes (value plus :data:`ROW_OVERHEAD`) are counted by triggers in the
+transaction of every insert, update and delete; a write that takes them over ``max_bytes`` evicts
+the least recently used rows down to :data:`EVICT_TO` of the bound (a sort of the use times, no
+index to keep up). "Used" is the last write or read, to the minute (:data:`TOUCH_S`), kept in a
+table of its own and written in batches — every :data:`TOUCH_BATCH` rows, before an eviction, at
+``close`` and at exit — so reads never wait for a write. At exit, :data:`EXIT_WAIT_S` at most for
+another process's write, then they are dropped (they only order evictions): a Jupyter kernel
+stopping beside busy writers is killed after a few seconds, before the rest of its exit work. The
+file does not shrink when rows go; ``clear`` vacuums.
 
-Concurrency: WAL journal, a connection per thread, writes in ``BEGIN IMMEDIATE`` transactions with
-a 30 s busy timeout, so two processes writing at once queue rather than corrupt. A cache is an
-optimisation: a read or write that fails (a locked or read-only file) is logged once and reported to
-the caller as nothing found / nothing written (``None``), and the caller computes the values. A
-file that cannot be opened (not a database, a layout it cannot be brought to) is not tried again by
-each call, only after ``close``.
+Concurrency: WAL journal, a connection per thread, ``BEGIN IMMEDIATE`` writes with a 30 s busy
+timeout: two processes writing at once queue rather than corrupt. A cache is an optimisation: a
+read or write that fails (a locked or read-only file) is logged once and answered as nothing
+found / nothing written (``None``), and the caller computes the values. A file that cannot be
+opened (not a database, a layout it cannot be brought to) is tried again only after ``close``.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ from typing import TypedDict
 
 log = logging.getLogger(__name__)
 
-#: bytes counted per row besides the value: the 32-byte key twice (value and use time), the space
-#: id, the use time, the rows' headers
+#: bytes counted per row besides the value: the key twice, the space id, the use time, headers
 ROW_OVERHEAD = 80
 #: eviction brings the rows down to this share of the bound (so it does not run on every write)
 EVICT_TO = 0.9
@@ -56,8 +50,7 @@ BUSY_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 0.5
 _BATCH = 500  # keys per ``IN (...)``: under SQLite's variable limit
 
-#: the layout of the file (``PRAGMA user_version``); a file of another layout is emptied on open,
-#: except the vector cache's layout 3, whose tables are renamed into this one (rows kept)
+#: the file's layout (``user_version``); another is emptied on open, but the vector cache's 3 is renamed
 SCHEMA_VERSION = 4
 #: a new file's page size: a 384-float vector (1,536 bytes) and its key fit ten to a page, inline
 #: (a WITHOUT ROWID table spilled each onto an overflow page: 3.1× the vectors' bytes on disk)
@@ -141,6 +134,20 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+def use_wal(conn: sqlite3.Connection, wait_s: float) -> None:
+    """Put ``conn``'s file in WAL mode within ``wait_s``: a switch beside another writer fails at once,
+    without the busy timeout (SQLite's deadlock rule; two processes opening a new file), so it is retried."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
 
@@ -182,7 +189,7 @@ class BlobStore:
         conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's; an existing one keeps its own
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, BUSY_TIMEOUT_S)
             conn.execute("PRAGMA synchronous=NORMAL")
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 with _immediate(conn):
@@ -313,9 +320,8 @@ class BlobStore:
 
     # -- writes -----------------------------------------------------------------------------
     def put_many(self, space: str, rows: Sequence[tuple[bytes, bytes]], *, replace: bool = False) -> int | None:
-        """Store ``(key, value)`` rows in ``space``; a key already there keeps its value, or takes
-        the new one with ``replace``. Returns the rows added (``None`` when the write failed), and
-        evicts the least recently used rows when the bound is passed."""
+        """Store ``(key, value)`` rows in ``space`` (a key there keeps its value, or with ``replace`` takes
+        the new one); the rows added (``None``: the write failed). Evicts when the bound is passed."""
         if not rows:
             return 0
         now = int(time.time())
@@ -353,8 +359,7 @@ class BlobStore:
             n_rows, n_bytes = conn.execute("SELECT rows, bytes FROM totals WHERE id = 0").fetchone()
 
     def clear(self, spaces: Callable[[str], bool] | None = None) -> int:
-        """Remove every row (or those of the spaces whose name ``spaces`` accepts) and vacuum the
-        file; returns the rows removed."""
+        """Remove every row (or those of the spaces ``spaces`` accepts by name), vacuum; the rows removed."""
         with _immediate(self._conn()) as conn:
             if spaces is None:
                 n = conn.execute("DELETE FROM entries").rowcount
@@ -371,8 +376,7 @@ class BlobStore:
 
     # -- reporting --------------------------------------------------------------------------
     def stats(self) -> StoreStats:
-        """Rows and counted bytes (all spaces and per space), the bound, the file's size on disk
-        (with its WAL) and this object's reads, writes and evictions."""
+        """Rows and bytes (all, per space), the bound, the file's size with its WAL, this object's counts."""
         conn = self._conn()
         n_rows, n_bytes = conn.execute("SELECT rows, bytes FROM totals WHERE id = 0").fetchone()
         spaces: dict[str, SpaceStats] = {

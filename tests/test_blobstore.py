@@ -1,7 +1,9 @@
-"""The storage layer under both caches: counts, the bound's exact eviction, use times, layouts, faults."""
+"""The storage layer under both caches: counts, the bound's exact eviction, use times, layouts, faults;
+the WAL switch every SQLite file of rag_lab opens with."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -12,6 +14,9 @@ import pytest
 
 from rag_lab import blobstore
 from rag_lab.blobstore import ROW_OVERHEAD, BlobStore, _flush_at_exit
+from rag_lab.knowledge.sqlite_conn import ThreadConnections
+from rag_lab.memory.memory_db import MemoryDB
+from rag_lab.session.session_db import SessionDB
 
 
 def key(i: int) -> bytes:
@@ -308,3 +313,73 @@ def test_a_process_exits_without_waiting_for_a_busy_file(tmp_path: Path) -> None
         holder.execute("ROLLBACK")
     assert done.stderr == "" and marker.exists()  # old: a 30 s wait, then "a write failed" logged
     assert used_times(path)[key(1)] == 5
+
+
+def _fault(code: int) -> sqlite3.OperationalError:
+    exc = sqlite3.OperationalError("database is locked" if code & 0xFF == sqlite3.SQLITE_BUSY else "disk I/O error")
+    exc.sqlite_errorcode = code
+    return exc
+
+
+class _Conn:
+    """Answers ``PRAGMA journal_mode=WAL`` with the faults given, then with success."""
+
+    def __init__(self, *faults: sqlite3.OperationalError) -> None:
+        self.faults, self.calls = list(faults), 0
+
+    def execute(self, sql: str) -> None:
+        assert sql == "PRAGMA journal_mode=WAL"
+        self.calls += 1
+        if self.faults:
+            raise self.faults.pop(0)
+
+
+def test_the_wal_switch_is_retried_while_busy_and_a_fault_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blobstore.time, "sleep", lambda s: None)
+    busy, recovery, io = sqlite3.SQLITE_BUSY, sqlite3.SQLITE_BUSY | (1 << 8), sqlite3.SQLITE_IOERR
+    conn = _Conn(_fault(busy), _fault(recovery))  # plain and extended busy codes are both waited out
+    blobstore.use_wal(conn, 60.0)  # type: ignore[arg-type]
+    assert conn.calls == 3
+    conn = _Conn(_fault(io), _fault(busy))
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):  # another fault: raised at once
+        blobstore.use_wal(conn, 60.0)  # type: ignore[arg-type]
+    assert conn.calls == 1
+    conn = _Conn(_fault(busy))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # past the wait: raised
+        blobstore.use_wal(conn, 0.0)  # type: ignore[arg-type]
+    assert conn.calls == 1
+
+
+def _opened_by_the_knowledge_store(path: Path) -> None:
+    ThreadConnections(path, RuntimeError, "test store").get()
+
+
+def _opened_by_a_blob_store(path: Path) -> None:
+    assert BlobStore(path, 10_000, "test cache").put_many("s", [(key(1), b"one")]) == 1
+
+
+@pytest.mark.parametrize(
+    "open_file",
+    [
+        _opened_by_a_blob_store,
+        _opened_by_the_knowledge_store,
+        SessionDB,
+        lambda path: MemoryDB(path, embedder=None),  # the embedder is not called on open
+    ],
+    ids=["blob store", "knowledge store", "sessions", "memory"],
+)
+def test_a_file_switched_to_wal_beside_a_writer_waits_for_it(tmp_path: Path, open_file) -> None:
+    path = tmp_path / "s.sqlite"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (a)")
+    writer.execute("BEGIN IMMEDIATE")  # a rollback-journal file (a new one, another process's), its lock held
+    opener = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # SQLite's own answer: at once, no busy wait
+        opener.execute("PRAGMA journal_mode=WAL")
+    release = threading.Timer(0.2, lambda: writer.execute("COMMIT"))
+    release.start()
+    open_file(path)
+    release.join()
+    opener.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)

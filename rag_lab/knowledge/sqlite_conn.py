@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from rag_lab.blobstore import use_wal
 from rag_lab.knowledge.sqldb import PgConnection, is_postgres, read_changes, redact
 
 #: ``PRAGMA mmap_size``: pages read through a memory map instead of read() calls into SQLite's own
@@ -63,7 +64,7 @@ class ThreadConnections:
         try:
             conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False)
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, 30.0)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             if self.foreign_keys:

@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rag_lab.blobstore import use_wal
+
 if TYPE_CHECKING:
     from rag_lab.models.base import Embedder
 
@@ -97,7 +99,7 @@ class MemoryDB:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode = WAL")
+                use_wal(self._db, 5.0)  # sqlite3.connect's default busy timeout
                 # WAL + NORMAL (as the knowledge store): a commit survives a crash of the process; only a power
                 # loss may undo the last ones. FULL synced every message (~8 ms, most of lab.ask's overhead).
                 self._db.execute("PRAGMA synchronous = NORMAL")

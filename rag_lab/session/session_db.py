@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Self
 
+from rag_lab.blobstore import use_wal
 from rag_lab.knowledge.sqldb import PgConnection, is_postgres, redact
 from rag_lab.session.pg_schema import open_pg_sessions
 from rag_lab.session.sqlite_schema import _SCHEMA, SCHEMA_VERSION
@@ -37,7 +38,7 @@ class SessionDB:
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode = WAL")
+                use_wal(self._db, 5.0)  # sqlite3.connect's default busy timeout
                 # WAL + NORMAL (as the knowledge store): a commit survives a crash of the process; only a power
                 # loss may undo the last ones. FULL synced every message (~8 ms, most of lab.ask's overhead).
                 self._db.execute("PRAGMA synchronous = NORMAL")
